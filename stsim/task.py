@@ -1,0 +1,121 @@
+"""The sparse token selection task STS_q (SPEC §1).
+
+Tokens ``x_1..x_T`` are i.i.d. ``N(0, I_d)``; a subset ``y ⊂ [T]`` of size ``q`` is
+uniform over all q-subsets; the target is ``STS_q(X, y) = (1/q) Σ_{j∈y} x_j``.
+
+Shapes (batch first, float64): ``X`` (B, T, d), ``y`` (B, q) int64 with distinct entries
+per row, ``target`` (B, d).
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+import numbers
+
+import numpy as np
+
+__all__ = ["Batch", "sample_batch", "sample_subsets", "sts_target", "check_int", "as_rng"]
+
+
+def as_rng(seed_or_rng) -> np.random.Generator:
+    """Return a ``numpy.random.Generator``: pass one through, or build one from a seed.
+
+    ``None`` is refused on purpose: every random number in stsim comes from an explicit
+    seed or generator, so that the same seed gives the same numbers.
+    """
+    if isinstance(seed_or_rng, np.random.Generator):
+        return seed_or_rng
+    if isinstance(seed_or_rng, (np.random.SeedSequence, numbers.Integral)) and not isinstance(
+        seed_or_rng, bool
+    ):
+        return np.random.default_rng(seed_or_rng)
+    raise ValueError(
+        f"rng must be a numpy.random.Generator, a SeedSequence or an integer seed, "
+        f"got {type(seed_or_rng).__name__}"
+    )
+
+
+def check_int(name: str, value, lo: int = 1, hi: int | None = None) -> int:
+    """Validate an integer parameter ``lo <= value <= hi`` and return it as ``int``.
+
+    Raises ``ValueError`` naming the parameter and the allowed range.
+    """
+    if isinstance(value, bool) or not isinstance(value, numbers.Integral):
+        if isinstance(value, numbers.Real) and float(value).is_integer():
+            value = int(value)
+        else:
+            rng_txt = f"[{lo}, {hi}]" if hi is not None else f">= {lo}"
+            raise ValueError(f"{name} must be an integer {rng_txt}, got {value!r}")
+    value = int(value)
+    if value < lo or (hi is not None and value > hi):
+        rng_txt = f"in [{lo}, {hi}]" if hi is not None else f">= {lo}"
+        raise ValueError(f"{name} must be an integer {rng_txt}, got {value}")
+    return value
+
+
+def sample_subsets(rng: np.random.Generator, B: int, T: int, q: int) -> np.ndarray:
+    """Draw ``B`` independent uniform q-subsets of ``{0..T-1}``, shape (B, q).
+
+    Vectorised Floyd algorithm: for ``j = T-q .. T-1`` draw ``t ~ U{0..j}`` and add ``t``,
+    or ``j`` if ``t`` is already taken. Each set is uniform over the C(T, q) subsets
+    (Floyd 1987); the order inside a row carries no meaning. Cost O(B q²).
+    """
+    B = check_int("B", B, 1)
+    T = check_int("T", T, 1)
+    q = check_int("q", q, 1, T)
+    out = np.empty((B, q), dtype=np.int64)
+    for col, j in enumerate(range(T - q, T)):
+        t = rng.integers(0, j + 1, size=B)
+        taken = (out[:, :col] == t[:, None]).any(axis=1)
+        out[:, col] = np.where(taken, j, t)
+    return out
+
+
+def sts_target(X: np.ndarray, y: np.ndarray) -> np.ndarray:
+    """``STS_q(X, y) = (1/q) Σ_{j∈y} x_j`` for a batch: X (B, T, d), y (B, q) -> (B, d)."""
+    sel = np.take_along_axis(X, y[:, :, None], axis=1)
+    return sel.mean(axis=1)
+
+
+@dataclass(frozen=True)
+class Batch:
+    """One batch of the task: ``X`` (B, T, d), ``y`` (B, q), ``target`` (B, d)."""
+
+    X: np.ndarray
+    y: np.ndarray
+    target: np.ndarray
+
+    @property
+    def B(self) -> int:
+        return self.X.shape[0]
+
+    @property
+    def T(self) -> int:
+        return self.X.shape[1]
+
+    @property
+    def q(self) -> int:
+        return self.y.shape[1]
+
+
+def sample_batch(rng: np.random.Generator, B: int, T: int, q: int, d: int) -> Batch:
+    """Draw a batch of STS_q problems (SPEC §1).
+
+    Parameters
+    ----------
+    rng : numpy.random.Generator
+    B, T, q, d : int
+        Batch size, sequence length, subset size (``1 <= q <= T``), token dimension.
+
+    Example
+    -------
+    >>> b = sample_batch(np.random.default_rng(0), B=4, T=10, q=3, d=5)
+    >>> b.X.shape, b.y.shape, b.target.shape
+    ((4, 10, 5), (4, 3), (4, 5))
+    """
+    B = check_int("B", B, 1)
+    T = check_int("T", T, 1)
+    q = check_int("q", q, 1, T)
+    d = check_int("d", d, 1)
+    X = rng.standard_normal((B, T, d))
+    y = sample_subsets(rng, B, T, q)
+    return Batch(X=X, y=y, target=sts_target(X, y))
