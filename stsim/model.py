@@ -25,9 +25,15 @@ Two implementations of the same formulas:
 * :func:`loss_and_grad` — the public reference, dense encodings ``P`` of shape (T, d_e)
   or (B, T, d_e). Also the production path for the dense (sphere / near-orthogonal)
   families. Block-wise (``X`` and ``P`` are never concatenated into ``Z``).
-* the *index* path (one-hot, stochastic/slots) — ``p_i = e_{k_i}``: every product with a
-  ``p_i`` is a gather ``M[:, k_i]`` and every outer product with one is a scatter-add, so
-  no ``d_e × T`` matrix is ever built. It agrees with the reference to ~1e-15.
+* the *index* path (one-hot, stochastic/slots) — ``p_i = e_{k_i}``: every product
+  ``p_iᵀ m`` is a gather ``m[k_i]`` and every sum ``Σ_i s_i p_i`` is a write of ``s_i``
+  at slot ``k_i`` (slots are distinct within a sample), so no ``d_e × T`` matrix is ever
+  built. It agrees with the reference to ~1e-15.
+
+Both are one function, :func:`_forward_backward`; the encodings enter it only through
+the maps ``take`` (``m ↦ [p_iᵀ m]_i``), its adjoint ``put`` (``s ↦ Σ_i s_i p_i``), the
+query encoding ``p_q`` and the query-side products ``W_xe p_q``, ``p_iᵀ W_ee p_q``,
+``p_qᵀ W_ee p_q`` (gathers of ``W_ee[k_i, k_j]`` in the index form).
 """
 from __future__ import annotations
 
@@ -101,24 +107,94 @@ def _softmax_rows(a):
 
 
 # --------------------------------------------------------------------------------------
-# dense path (the reference)
+# the encodings enter only through four linear maps between token space (B, T) and
+# PE space (B, d_e); everything else is shared by the dense and the index form
 # --------------------------------------------------------------------------------------
-def _dense(W, V, X, y, P, c, practical, xq, target, need_grad):
+class _DenseOps:
+    """``P`` (T, d_e) shared or (B, T, d_e) per sample."""
+
+    def __init__(self, P, y, c):
+        self.P, self.shared = P, P.ndim == 2
+        Py = P[y] if self.shared else np.take_along_axis(P, y[:, :, None], axis=1)
+        self.pq = c * Py.sum(axis=1)                          # p_q = c Σ_{j∈y} p_j, (B, d_e)
+
+    def take(self, m):
+        """``[p_iᵀ m_b]_{b,i}``: (B, d_e) -> (B, T)."""
+        return m @ self.P.T if self.shared else np.einsum("bte,be->bt", self.P, m)
+
+    def put(self, s):
+        """``Σ_i s_{bi} p_i``: (B, T) -> (B, d_e)  (the adjoint of ``take``)."""
+        return s @ self.P if self.shared else np.einsum("bt,bte->be", s, self.P)
+
+    def query_terms(self, W_xe, W_ee):
+        """``(W_xe p_q, [p_iᵀ W_ee p_q]_i, p_qᵀ W_ee p_q)``: (B, d), (B, T), (B,)."""
+        m = self.pq @ W_ee.T
+        return self.pq @ W_xe.T, self.take(m), np.einsum("be,be->b", self.pq, m)
+
+
+class _IndexOps:
+    """One-hot families ``p_i = e_{k_i}``, slots ``idx`` (T,) or (B, T), distinct within a
+    sample. ``take`` is a gather; ``put`` writes into a zero (B, d_e) array — no
+    accumulation is needed because a sample's slots are distinct — so no d_e × T matrix
+    is built and no scatter-add is needed."""
+
+    def __init__(self, idx, d_e, y, c):
+        B = y.shape[0]
+        self.d_e, self.c = d_e, c
+        self.rows = np.arange(B)[:, None]
+        self.idx = np.broadcast_to(idx, (B, idx.shape[-1]))
+        self.ky = self.idx[self.rows, y]                      # slots of the selected tokens
+        self.pq = np.zeros((B, d_e))
+        self.pq[self.rows, self.ky] = c
+
+    def take(self, m):
+        return m[self.rows, self.idx]
+
+    def put(self, s):
+        out = np.zeros((s.shape[0], self.d_e))
+        out[self.rows, self.idx] = s
+        return out
+
+    def query_terms(self, W_xe, W_ee):
+        # m = W_ee p_q = c Σ_j W_ee[:, k_j]: q contiguous row gathers from a copy of W_eeᵀ
+        # (numpy is slow at 3-D gathers and at sums over a short axis, so add per j)
+        WeeT = np.ascontiguousarray(W_ee.T)
+        m = WeeT[self.ky[:, 0]]
+        for j in range(1, self.ky.shape[1]):
+            m += WeeT[self.ky[:, j]]
+        m *= self.c
+        return (self.c * W_xe[:, self.ky].sum(axis=-1).T, self.take(m),
+                self.c * m[self.rows, self.ky].sum(axis=1))
+
+
+def _bmv(X, v):
+    """``[x_{bt}ᵀ v_b]``: (B, T, d), (B, d) -> (B, T) (batched matmul; faster than einsum)."""
+    return (X @ v[:, :, None])[:, :, 0]
+
+
+def _bvm(s, X):
+    """``Σ_t s_{bt} x_{bt}``: (B, T), (B, T, d) -> (B, d)."""
+    return (s[:, None, :] @ X)[:, 0, :]
+
+
+def _forward_backward(W, V, X, ops, practical, xq, target, need_grad):
+    """The formulas of the module docstring, block-wise: ``Z = [X; P]`` is never built."""
     B, T, d = X.shape
-    shared = P.ndim == 2
-    Py = P[y] if shared else np.take_along_axis(P, y[:, :, None], axis=1)  # (B, q, d_e)
-    zq = np.concatenate([np.zeros((B, d)) if xq is None else xq, c * Py.sum(axis=1)], axis=1)
-    w = zq @ W.T                                   # W z_q, (B, D)
-    w_x, w_e = w[:, :d], w[:, d:]
-    # a_i = x_iᵀ (W z_q)_x + p_iᵀ (W z_q)_e
-    a = np.einsum("btd,bd->bt", X, w_x)
-    a += (w_e @ P.T) if shared else np.einsum("bte,be->bt", P, w_e)
-    if practical:
-        a = np.concatenate([a, np.einsum("bD,bD->b", zq, w)[:, None]], axis=1)
+    zq = np.concatenate([np.zeros((B, d)) if xq is None else xq, ops.pq], axis=1)  # (B, D)
+    # a_i = z_iᵀ W z_q = x_iᵀ m_x + p_iᵀ W_ee p_q (+ p_iᵀ W_ex x_q),  m_x = W_xe p_q (+ W_xx x_q)
+    m_x, a_e, a_qq = ops.query_terms(W[:d, d:], W[d:, d:])
+    if xq is not None:
+        m_x = m_x + xq @ W[:d, :d].T
+        m_e = xq @ W[d:, :d].T                     # W_ex x_q, (B, d_e)
+        a_e = a_e + ops.take(m_e)
+    a = _bmv(X, m_x) + a_e
+    if practical:                                  # the query column: a_q = z_qᵀ W z_q
+        a_q = a_qq if xq is None else (a_qq + np.einsum("bd,bd->b", xq, m_x)
+                                       + np.einsum("be,be->b", ops.pq, m_e))
+        a = np.concatenate([a, a_q[:, None]], axis=1)
     s = _softmax_rows(a)
     st = s[:, :T]
-    h = np.concatenate([np.einsum("bt,btd->bd", st, X),
-                        (st @ P) if shared else np.einsum("bt,bte->be", st, P)], axis=1)
+    h = np.concatenate([_bvm(st, X), ops.put(st)], axis=1)  # Z s, (B, D)
     if practical:
         h += s[:, T:] * zq
     r = h @ V.T - target                           # f − target, (B, d)
@@ -128,102 +204,15 @@ def _dense(W, V, X, y, P, c, practical, xq, target, need_grad):
     rb = r / B                                     # folds the batch mean into the backward
     dV = rb.T @ h                                  # Σ_b r hᵀ / B
     v = rb @ V                                     # Vᵀ r, (B, D)
-    g = np.einsum("btd,bd->bt", X, v[:, :d])
-    g += (v[:, d:] @ P.T) if shared else np.einsum("bte,be->bt", P, v[:, d:])
+    g = _bmv(X, v[:, :d]) + ops.take(v[:, d:])    # g_i = z_iᵀ Vᵀ r
     if practical:
         g = np.concatenate([g, np.einsum("bD,bD->b", zq, v)[:, None]], axis=1)
     delta = s * (g - np.einsum("bn,bn->b", s, g)[:, None])
     dt = delta[:, :T]
-    u = np.concatenate([np.einsum("bt,btd->bd", dt, X),
-                        (dt @ P) if shared else np.einsum("bt,bte->be", dt, P)], axis=1)
+    u = np.concatenate([_bvm(dt, X), ops.put(dt)], axis=1)  # Z δ, (B, D)
     if practical:
-        u += delta[:, T:] * zq                     # Z δ, (B, D)
+        u += delta[:, T:] * zq
     dW = u.T @ zq                                  # Σ_b (Zδ) z_qᵀ
-    return loss, dW, dV
-
-
-# --------------------------------------------------------------------------------------
-# index path (one-hot families): gathers and scatter-adds
-# --------------------------------------------------------------------------------------
-def _scatter_cols(ids, vals, n):
-    """``out[:, k] = Σ_{ids == k} vals`` — ids of any shape S, vals of shape S + (m,),
-    returns (m, n). One ``bincount`` over flattened (id, component) pairs."""
-    m = vals.shape[-1]
-    flat = (np.asarray(ids)[..., None] * m + np.arange(m)).ravel()
-    out = np.bincount(flat, weights=np.ascontiguousarray(vals).ravel(), minlength=n * m)
-    return out.reshape(n, m).T
-
-
-def _index(W, V, X, y, idx, d_e, c, practical, xq, target, need_grad):
-    B, T, d = X.shape
-    idx = np.broadcast_to(idx, (B, T))
-    ky = np.take_along_axis(idx, y, axis=1)               # slots of the selected tokens (B, q)
-    WT = W.T                                              # row k of WT = column k of W
-    # w = W z_q = W_{:,x} x_q + c Σ_j W_{:, d+k_j}
-    w = c * WT[d + ky].sum(axis=1)                        # (B, D)
-    if xq is not None:
-        w += xq @ W[:, :d].T
-    w_x, w_e = w[:, :d], w[:, d:]
-    a = np.einsum("btd,bd->bt", X, w_x) + np.take_along_axis(w_e, idx, axis=1)
-    if practical:
-        a_q = c * np.take_along_axis(w_e, ky, axis=1).sum(axis=1)
-        if xq is not None:
-            a_q += np.einsum("bd,bd->b", xq, w_x)
-        a = np.concatenate([a, a_q[:, None]], axis=1)
-    s = _softmax_rows(a)
-    st = s[:, :T]
-    VeT = V[:, d:].T                                      # (d_e, d); row k = V e_k
-    Ve_tok = VeT[idx]                                     # V_e p_i, (B, T, d)
-    h_x = np.einsum("bt,btd->bd", st, X)
-    f = h_x @ V[:, :d].T + np.einsum("bt,btd->bd", st, Ve_tok)
-    if practical:
-        vq = c * VeT[ky].sum(axis=1)                      # V z_q, (B, d)
-        if xq is not None:
-            vq += xq @ V[:, :d].T
-            h_x += s[:, T:] * xq
-        f += s[:, T:] * vq
-    r = f - target
-    loss = 0.5 * float(np.einsum("bd,bd->", r, r)) / B
-    if not need_grad:
-        return loss, None, None
-    rb = r / B
-    D = d + d_e
-    dV = np.empty((d, D))
-    dV[:, :d] = rb.T @ h_x
-    # ∂/∂V_e: Σ_i s_i r e_{k_i}ᵀ (+ s_q c Σ_j r e_{k_j}ᵀ) — scatter-add into columns
-    dV[:, d:] = _scatter_cols(idx, st[:, :, None] * rb[:, None, :], d_e)
-    if practical:
-        dV[:, d:] += _scatter_cols(ky, np.broadcast_to((c * s[:, T:] * rb)[:, None, :],
-                                                       (B, ky.shape[1], d)), d_e)
-    # g_i = x_iᵀ V_xᵀ r + (V e_{k_i})ᵀ r
-    g = np.einsum("btd,bd->bt", X, rb @ V[:, :d]) + np.einsum("btd,bd->bt", Ve_tok, rb)
-    if practical:
-        g = np.concatenate([g, np.einsum("bd,bd->b", vq, rb)[:, None]], axis=1)
-    delta = s * (g - np.einsum("bn,bn->b", s, g)[:, None])
-    dt = delta[:, :T]
-    u_x = np.einsum("bt,btd->bd", dt, X)                  # x-part of Z δ
-    if practical and xq is not None:
-        u_x += delta[:, T:] * xq
-    # ∂/∂W = (Zδ) z_qᵀ, block by block; e-rows of Zδ are Σ_i δ_i e_{k_i} (+ δ_q c Σ_j e_{k_j})
-    q = ky.shape[1]
-    dW = np.zeros((D, D))
-    # rows x, columns e: u_x (c Σ_j e_{k_j})ᵀ
-    dW[:d, d:] = _scatter_cols(ky, np.broadcast_to((c * u_x)[:, None, :], (B, q, d)), d_e)
-    # rows e, columns e: Σ_i Σ_j c δ_i e_{k_i} e_{k_j}ᵀ (+ c² δ_q Σ_{j,j'} e_{k_j'} e_{k_j}ᵀ)
-    flat = (idx[:, :, None] * d_e + ky[:, None, :]).ravel()
-    wts = np.broadcast_to(c * dt[:, :, None], (B, T, q)).ravel()
-    if practical:
-        flat = np.concatenate([flat, (ky[:, :, None] * d_e + ky[:, None, :]).ravel()])
-        wts = np.concatenate([wts, np.broadcast_to((c * c * delta[:, T])[:, None, None],
-                                                   (B, q, q)).ravel()])
-    dW[d:, d:] = np.bincount(flat, weights=wts, minlength=d_e * d_e).reshape(d_e, d_e)
-    if xq is not None:
-        # columns x: (Zδ) x_qᵀ
-        dW[:d, :d] = u_x.T @ xq
-        dW[d:, :d] = _scatter_cols(idx, dt[:, :, None] * xq[:, None, :], d_e).T
-        if practical:
-            dW[d:, :d] += _scatter_cols(
-                ky, np.broadcast_to((c * delta[:, T:] * xq)[:, None, :], (B, q, d)), d_e).T
     return loss, dW, dV
 
 
@@ -251,10 +240,8 @@ def forward_backward(W, V, X, y, pe: PEBatch, *, model="theory", query="sum", x_
     _check_choice("model", model, MODELS)
     c = _query_coef(query, y.shape[1])
     target, xq = _prepare(X, y, target, x_query)
-    practical = model == "practical"
-    if pe.is_index:
-        return _index(W, V, X, y, pe.idx, pe.d_e, c, practical, xq, target, need_grad)
-    return _dense(W, V, X, y, pe.P, c, practical, xq, target, need_grad)
+    ops = _IndexOps(pe.idx, pe.d_e, y, c) if pe.is_index else _DenseOps(pe.P, y, c)
+    return _forward_backward(W, V, X, ops, model == "practical", xq, target, need_grad)
 
 
 def loss_and_grad(W, V, X, y, P, *, model="theory", query="sum", x_query=None, target=None):
