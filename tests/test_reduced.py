@@ -1,0 +1,121 @@
+"""Tests of the two-scalar reduction (stsim.reduced): closed forms against Monte-Carlo of
+the independent minibatch model, finite differences, the OOD floor."""
+import numpy as np
+import pytest
+
+from stsim import PEBatch, check_grad, forward_backward, sample_batch
+from stsim.reduced import (ood_floor_onehot, ood_loss_onehot, reduced_gd, reduced_gd_scalar,
+                           reduced_loss, reduced_loss_grad)
+
+
+def embed(a, gamma, T, d, d_e, n=None):
+    """Full matrices of the reduced point: W_ee = a(I_n − J_n/n) on the first n slots."""
+    n = T if n is None else n
+    D = d + d_e
+    W = np.zeros((D, D))
+    W[d:d + n, d:d + n] = a * (np.eye(n) - 1.0 / n)
+    V = np.zeros((d, D))
+    V[:, :d] = gamma * np.eye(d)
+    return W, V
+
+
+def mc_loss(W, V, T, q, d, d_e, rng, batches=20, B=2000, query="sum"):
+    """Monte-Carlo population loss of the minibatch model (one-hot PE), mean and s.e."""
+    pe = PEBatch(d_e=d_e, idx=np.arange(T))
+    vals = []
+    for _ in range(batches):
+        b = sample_batch(rng, B, T, q, d)
+        vals.append(forward_backward(W, V, b.X, b.y, pe, query=query, need_grad=False)[0])
+    return np.mean(vals), np.std(vals, ddof=1) / np.sqrt(batches)
+
+
+def test_zero_init_loss_and_limits():
+    assert reduced_loss(0.0, 0.0, 8, 2, 3) == pytest.approx(3 / 4, rel=1e-15)   # d/(2q)
+    assert reduced_loss(200.0, 1.0, 8, 2, 3) < 1e-80                             # a→∞, γ=1
+    # no overflow for huge |a|: a → −∞ puts all attention on the T − q unselected tokens
+    L = reduced_loss(np.array([-1e4, 1e4]), 1.0, 8, 2, 3)
+    assert np.all(np.isfinite(L))
+    assert L[0] == pytest.approx(0.5 * 3 * (1 / 2 + 6 / 36), rel=1e-12)
+
+
+@pytest.mark.parametrize("query", ["sum", "mean"])
+def test_reduced_loss_matches_minibatch_monte_carlo(query):
+    T, q, d, a, gamma = 8, 2, 3, 1.3, 0.7
+    rng = np.random.default_rng(5)
+    W, V = embed(a, gamma, T, d, T)
+    mc, se = mc_loss(W, V, T, q, d, T, rng, query=query)
+    L = float(reduced_loss(a, gamma, T, q, d, query=query))
+    assert abs(mc - L) < 4 * se, (mc, se, L)
+    assert se < 0.01 * L                      # the check has teeth
+
+
+@pytest.mark.parametrize("query", ["sum", "mean"])
+def test_reduced_gradient_finite_differences(query):
+    rng = np.random.default_rng(0)
+    for a, g in [(0.0, 0.0), (0.7, 1.4), (3.0, 0.9), (-2.0, 0.3)]:
+        def f(ps):
+            L, da, dg = reduced_loss_grad(ps[0], ps[1], 12, 3, 4, query=query)
+            return float(L), [np.asarray(da), np.asarray(dg)]
+        check_grad(f, [np.array(a), np.array(g)], rng, n_dirs=4, rtol=1e-7)
+
+
+def test_scalar_and_vector_maps_agree():
+    kw = dict(pe="stochastic", d_e=20, query="sum", record_every=37)
+    v = reduced_gd(12, 3, 4, 0.05, 1000, **kw)
+    s = reduced_gd_scalar(12, 3, 4, 0.05, 1000, **kw)
+    np.testing.assert_array_equal(v.step, s.step)
+    for x, y in [(v.a, s.a), (v.gamma, s.gamma), (v.loss, s.loss)]:
+        np.testing.assert_allclose(x, y, rtol=1e-13, atol=0)
+
+
+def test_grid_equals_separate_runs():
+    T = np.array([8, 20, 50])
+    lr = np.array([0.5, 0.1, 0.02])
+    grid = reduced_gd(T, 2, 3, lr, 300, record_every=100)
+    for k in range(3):
+        one = reduced_gd(int(T[k]), 2, 3, float(lr[k]), 300, record_every=100)
+        np.testing.assert_allclose(grid.loss[k], one.loss[0], rtol=1e-15)
+
+
+def test_ood_floor_spec_numbers():
+    # SPEC §4 quotes 0.326 (T_test=250) and 0.587 (300); the exact m = 0 term is
+    # ½ d (1/q − 1/T_test) rather than ½ d/q, which moves the second to 0.5864.
+    assert ood_floor_onehot(200, 250, 3, 5) == pytest.approx(0.3261, abs=5e-5)
+    assert ood_floor_onehot(200, 300, 3, 5) == pytest.approx(0.5864, abs=5e-5)
+    assert ood_floor_onehot(200, 200, 3, 5) == 0.0
+    # finite-(a, γ) exact OOD loss tends to the floor
+    assert float(ood_loss_onehot(80.0, 1.0, 200, 300, 3, 5)) == pytest.approx(
+        ood_floor_onehot(200, 300, 3, 5), rel=1e-12)
+    # at T_test = T it is the in-distribution reduced loss
+    assert float(ood_loss_onehot(2.0, 0.8, 12, 12, 3, 4)) == pytest.approx(
+        float(reduced_loss(2.0, 0.8, 12, 3, 4)), rel=1e-13)
+
+
+def test_ood_floor_matches_monte_carlo_where_m0_term_matters():
+    # T=4, T_test=12, q=2: P(m=0) = 28/66, so the m = 0 term (uniform attention over all
+    # T_test tokens) is a large part of the floor; SPEC's "d/q" would be 0.088 higher.
+    T, Tt, q, d, a = 4, 12, 2, 5, 60.0
+    W, V = embed(a, 1.0, T, d, Tt)
+    mc, se = mc_loss(W, V, Tt, q, d, Tt, np.random.default_rng(3), batches=20, B=5000)
+    floor = ood_floor_onehot(T, Tt, q, d)
+    assert abs(mc - floor) < 4 * se, (mc, se, floor)
+    assert 0.5 * d * (28 / 66) / Tt > 10 * se
+
+
+def test_ood_floor_matches_monte_carlo_T200():
+    T, Tt, q, d = 200, 250, 3, 5
+    W, V = embed(60.0, 1.0, T, d, Tt)
+    mc, se = mc_loss(W, V, Tt, q, d, Tt, np.random.default_rng(4), batches=10, B=1000)
+    floor = ood_floor_onehot(T, Tt, q, d)
+    assert abs(mc - floor) < 4 * se, (mc, se, floor)
+
+
+def test_bad_input():
+    with pytest.raises(ValueError, match="T_test"):
+        ood_floor_onehot(200, 100, 3, 5)
+    with pytest.raises(ValueError, match="q"):
+        reduced_loss(0.0, 0.0, 4, 5, 3)
+    with pytest.raises(ValueError, match="lr"):
+        reduced_gd(8, 2, 3, -1.0, 10)
+    with pytest.raises(ValueError, match="pe"):
+        reduced_gd(8, 2, 3, 0.1, 10, pe="sphere")
