@@ -383,7 +383,8 @@ def run(T=200, q=3, pe="stochastic", *, checkpoint=None, checkpoint_every=None, 
         if checkpoint is not None and step > start and (
                 step == cfg.steps or (checkpoint_every and step % checkpoint_every == 0)):
             _save_checkpoint(checkpoint, cfg, step, params, opt, rng, hist, acc)
-        loss, grads = problem.loss_grad(params, rng)
+        with np.errstate(over="ignore", invalid="ignore"):  # divergence is reported below
+            loss, grads = problem.loss_grad(params, rng)
         if not _finite(loss, grads):
             status = "diverged"
             message = (f"diverged: non-finite {'loss' if not math.isfinite(loss) else 'gradient'} "
