@@ -163,6 +163,9 @@ class ReducedTrajectory:
     a, gamma, loss : (K, n_rec) — state and population loss at the recorded steps
         (``loss`` is the loss *at* that state, before the update).
     T, q, d, lr, n_minus_1 : (K,) — the settings.
+    max_loss_increase : (K,) — ``max_t (L(t+1) − L(t))`` over EVERY step (not only the
+        recorded ones); ``<= 0`` means the loss never increased.
+    min_a_increment : (K,) — ``min_t (a(t+1) − a(t))`` over every step.
     """
 
     step: np.ndarray
@@ -175,6 +178,8 @@ class ReducedTrajectory:
     lr: np.ndarray
     n_minus_1: np.ndarray
     query: str = "sum"
+    max_loss_increase: np.ndarray | None = None
+    min_a_increment: np.ndarray | None = None
 
 
 def _settings(T, q, d, lr, pe, d_e, a0, gamma0, query):
@@ -224,6 +229,9 @@ def reduced_gd(T, q, d, lr, steps, *, pe="onehot", d_e=None, query="sum", a0=0.0
     inv_q = 1.0 / q
     ka = lr * c / nm1                 # a-step factor on ∂L/∂θ
     j = 0
+    dl_max = np.full(T.size, -np.inf)
+    da_min = np.full(T.size, np.inf)
+    L_prev = None
     for t in range(steps + 1):
         e = np.exp(-np.abs(c * a))
         pos = c * a >= 0
@@ -231,17 +239,23 @@ def reduced_gd(T, q, d, lr, steps, *, pe="onehot", d_e=None, query="sum", a0=0.0
         sp = np.where(pos, 1.0, e) / Z
         sm = np.where(pos, e, 1.0) / Z
         S2 = q * sp * sp + r * sm * sm
+        L = 0.5 * d * (S2 * g * g - 2.0 * sp * g + inv_q)
+        if L_prev is not None:
+            np.maximum(dl_max, L - L_prev, out=dl_max)
+        L_prev = L
         if t == rec[j]:
-            out[0, :, j], out[1, :, j] = a, g
-            out[2, :, j] = 0.5 * d * (S2 * g * g - 2.0 * sp * g + inv_q)
+            out[0, :, j], out[1, :, j], out[2, :, j] = a, g, L
             j += 1
         if t == steps:
             break
         dth = d * r * sp * sm * g * (q * g * (sp - sm) - 1.0)
-        a = a - ka * dth
+        step_a = ka * dth
+        np.minimum(da_min, -step_a, out=da_min)
+        a = a - step_a
         g = g - lr * (S2 * g - sp)
     return ReducedTrajectory(step=rec, a=out[0], gamma=out[1], loss=out[2], T=T, q=q, d=d,
-                             lr=lr, n_minus_1=nm1, query=query)
+                             lr=lr, n_minus_1=nm1, query=query, max_loss_increase=dl_max,
+                             min_a_increment=da_min)
 
 
 def reduced_gd_scalar(T, q, d, lr, steps, *, pe="onehot", d_e=None, query="sum", a0=0.0,
@@ -260,6 +274,7 @@ def reduced_gd_scalar(T, q, d, lr, steps, *, pe="onehot", d_e=None, query="sum",
     out_a, out_g, out_l = [0.0] * n_rec, [0.0] * n_rec, [0.0] * n_rec
     r, inv_q, ka, exp = T - q, 1.0 / q, lr * c / nm1, math.exp
     nxt, j = 0, 0
+    dl_max, da_min, L_prev = -math.inf, math.inf, None
     for t in range(steps + 1):
         th = c * a
         if th >= 0:
@@ -271,15 +286,20 @@ def reduced_gd_scalar(T, q, d, lr, steps, *, pe="onehot", d_e=None, query="sum",
             Z = q * e + r
             sp, sm = e / Z, 1.0 / Z
         S2 = q * sp * sp + r * sm * sm
+        L = 0.5 * d * (S2 * g * g - 2.0 * sp * g + inv_q)
+        if L_prev is not None and L - L_prev > dl_max:
+            dl_max = L - L_prev
+        L_prev = L
         if t == nxt:
-            out_a[j], out_g[j] = a, g
-            out_l[j] = 0.5 * d * (S2 * g * g - 2.0 * sp * g + inv_q)
+            out_a[j], out_g[j], out_l[j] = a, g, L
             j += 1
             nxt = int(rec[j]) if j < n_rec else -1
         if t == steps:
             break
-        dth = d * r * sp * sm * g * (q * g * (sp - sm) - 1.0)
-        a -= ka * dth
+        step_a = ka * d * r * sp * sm * g * (q * g * (sp - sm) - 1.0)
+        if -step_a < da_min:
+            da_min = -step_a
+        a -= step_a
         g -= lr * (S2 * g - sp)
 
     def col(v):
@@ -287,7 +307,9 @@ def reduced_gd_scalar(T, q, d, lr, steps, *, pe="onehot", d_e=None, query="sum",
 
     return ReducedTrajectory(step=rec, a=col(out_a), gamma=col(out_g), loss=col(out_l),
                              T=np.array([T]), q=np.array([q]), d=np.array([d]),
-                             lr=np.array([lr]), n_minus_1=np.array([nm1]), query=query)
+                             lr=np.array([lr]), n_minus_1=np.array([nm1]), query=query,
+                             max_loss_increase=np.array([dl_max]),
+                             min_a_increment=np.array([da_min]))
 
 
 # --------------------------------------------------------------------------------------

@@ -4,8 +4,8 @@ import numpy as np
 import pytest
 
 from stsim import PEBatch, check_grad, forward_backward, sample_batch
-from stsim.reduced import (ood_floor_onehot, ood_loss_onehot, reduced_gd, reduced_gd_scalar,
-                           reduced_loss, reduced_loss_grad)
+from stsim.reduced import (gradient_flow, ood_floor_onehot, ood_loss_onehot, reduced_gd,
+                           reduced_gd_scalar, reduced_loss, reduced_loss_grad)
 
 
 def embed(a, gamma, T, d, d_e, n=None):
@@ -119,3 +119,46 @@ def test_bad_input():
         reduced_gd(8, 2, 3, -1.0, 10)
     with pytest.raises(ValueError, match="pe"):
         reduced_gd(8, 2, 3, 0.1, 10, pe="sphere")
+
+
+def test_monotone_trackers_see_every_step():
+    tr = reduced_gd([8, 50], 2, 3, [0.5, 0.5], 3000, record_every=1000)
+    ts = reduced_gd_scalar(8, 2, 3, 0.5, 3000, record_every=1000)
+    assert np.all(tr.max_loss_increase <= 0) and np.all(tr.min_a_increment >= 0)
+    assert ts.max_loss_increase[0] == pytest.approx(tr.max_loss_increase[0], rel=1e-10)
+    # a huge step makes GD overshoot: the tracker must notice the loss going up
+    bad = reduced_gd(8, 2, 3, 60.0, 50)
+    assert bad.max_loss_increase[0] > 0
+
+
+def test_small_step_gd_tracks_gradient_flow_linearly_in_eta():
+    """|GD(k) − flow(ηk)| = O(η): halving η halves the error (first-order Euler)."""
+    tau = np.linspace(0.0, 40.0, 81)
+    flow = gradient_flow([8, 20], 2, 3, tau)
+    errs = []
+    for eta in (0.05, 0.025, 0.0125):
+        k = int(round(40 / eta))
+        gd = reduced_gd([8, 20], 2, 3, eta, k, record_every=int(round(0.5 / eta)))
+        np.testing.assert_allclose(gd.step * eta, tau, rtol=1e-12)
+        errs.append(np.abs(gd.loss - flow.loss).max(axis=1))
+    ratios = np.array(errs[:-1]) / np.array(errs[1:])
+    assert np.all(np.abs(ratios - 2.0) < 0.1), ratios
+    assert np.all(errs[-1] < 1e-3)
+
+
+def test_gradient_flow_grid_and_limits():
+    tau = np.array([0.0, 1.0, 10.0])
+    grid = gradient_flow([8, 12], [2, 3], 3, tau)
+    one = gradient_flow(12, 3, 3, tau)
+    np.testing.assert_allclose(grid.loss[1], one.loss[0], rtol=1e-8)
+    assert np.all(grid.loss[:, 0] == pytest.approx(3 / np.array([4, 6])))
+
+
+@pytest.mark.parametrize("T", [50, 200])
+def test_rate_law_inverse_loss_slope(T):
+    """1/L(t) ≈ 4ηt/(T−1): fitted slope on the second half of 10⁶ steps, η = 0.5."""
+    eta, steps = 0.5, 10 ** 6
+    tr = reduced_gd_scalar(T, 3, 5, eta, steps, record_every=1000)
+    half = tr.step.size // 2
+    slope = np.polyfit(tr.step[half:], 1.0 / tr.loss[0, half:], 1)[0]
+    assert abs(slope / (4 * eta / (T - 1)) - 1.0) < 0.01
