@@ -368,7 +368,8 @@ def run(T=200, q=3, pe="stochastic", *, checkpoint=None, checkpoint_every=None, 
     status, message = "completed", ""
 
     def record(step):
-        metrics = problem.evaluate(params)
+        with np.errstate(over="ignore", invalid="ignore"):
+            metrics = problem.evaluate(params)
         row = {"step": step, "loss": acc[0] / max(acc[1], 1), **metrics}
         for k, v in row.items():
             hist.setdefault(k, []).append(float(v))
