@@ -338,6 +338,11 @@ def make_population_objective(cfg, enc: Encoding | None = None, *, method="auto"
                 f"(T={T}, q={q}, d_e={d_e}), more than max_enum={max_enum:.0e}; use the "
                 "closed-form reduced dynamics (stsim.reduced) for onehot/slots from zero init, "
                 "or method='mc' (Monte-Carlo)")
+        if count * T > 5 * 10 ** 7:
+            raise ValueError(
+                f"exact enumeration of {count:.3g} configurations x T={T} positions needs more "
+                "than 5e7 stored indices; use stsim.reduced (onehot/slots from zero init) or "
+                "method='mc'")
         if family in ("onehot", "near-orthogonal"):
             tok = _with_complement(_combos(T, q), T)
         else:   # slots: selected S, then unselected U ⊂ [d_e] \ S
