@@ -1,0 +1,410 @@
+r"""Transformer vs fully-connected net: width needed to learn STS_q as T grows (SPEC §7).
+
+The paper's claim: a one-layer transformer learns STS_q with width ``O(d + q log T)``;
+any fully-connected net needs first-layer width ``Ω(T d)``. This experiment measures,
+for ``q = 2`` and each ``(d, T)``:
+
+* ``w_FCN(T, d)`` — the smallest hidden width of a one-hidden-layer ReLU MLP
+  (:mod:`stsim.fcn`) on ``[vec(X); 1_y]`` whose trained loss reaches the target;
+* ``d_e(T, d)`` — the smallest PE width of the transformer (theory model, stochastic
+  ``sphere`` encodings, ``query="sum"``, zero init) reaching the same target,
+
+both within the same fixed budget: ``steps`` Adam steps on fresh batches of ``batch``
+samples (the online stream of SPEC §1), learning rates ``lr_fcn`` and ``lr_tf``.
+
+**Target.** Both models start from ``f ≡ 0`` (the FCN read-out and the transformer are
+zero-initialised), whose loss is ``L0 = d/(2q)``. A run *reaches* the target when its
+final validation loss (``n_val`` points drawn once before training) is at most
+``target · L0`` (default ``target = 0.1``). A width *passes* when the median final
+validation loss over the ``seeds`` replicates is at most ``target · L0`` (a majority of
+seeds passes).
+
+**Search.** Widths live on the grid ``round(2^{k/2})`` (ratio √2). For each
+``(arch, d, T)`` a bracket search starts at a guess (``2 T d`` for the FCN, the width of
+an exact ReLU construction of ``x_j · 1[j∈y]``; ``4 log2 T`` for the transformer), steps
+by a factor 2 towards the boundary until it has a failing and a passing width, then
+bisects the bracket down to adjacent grid widths. It assumes passing is monotone in the
+width; a width above ``max_width`` is reported as censored (``>max_width``). All
+searches advance together, one :func:`stsim.sweep.sweep` round per bisection step, so
+every round is parallel over (search × seed); the sweep journal makes the whole
+experiment resumable (a rerun recomputes nothing already finished).
+
+**Fits.** FCN: ``w = a · T d + b`` (least squares over the uncensored points);
+transformer: ``d_e = a · log2 T + b`` per ``d``. Each law is also fitted to the other
+architecture, and the residuals of both are reported, so that the growth laws are
+compared, not merely asserted.
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import math
+import os
+import sys
+import time
+
+import numpy as np
+
+from ..io import write_json
+from ..sweep import InlineExecutor, sweep
+from ..task import check_int
+from ..train import Config, run
+
+__all__ = ["train_point", "width_grid", "BracketSearch", "run_experiment", "fit_laws",
+           "plot_separation", "add_arguments", "main", "cli_main", "QUICK", "FULL"]
+
+ARCH_LABEL = {"fcn": "FCN hidden width", "transformer": "transformer PE width d_e"}
+
+# documented configurations; every value can be overridden from the command line
+FULL = dict(Ts=(8, 16, 32, 64, 128), ds=(1, 2), q=2, steps=2000, batch=256, seeds=3,
+            lr_fcn=3e-3, lr_tf=0.03, target=0.1, n_val=512, max_width_fcn=1024,
+            max_width_tf=128)
+QUICK = dict(Ts=(4, 8, 16), ds=(1,), q=2, steps=300, batch=64, seeds=2, lr_fcn=1e-2,
+             lr_tf=0.05, target=0.25, n_val=256, max_width_fcn=256, max_width_tf=32)
+
+
+# --------------------------------------------------------------------------------------
+# one training run = one table row
+# --------------------------------------------------------------------------------------
+def _options(arch, T, d, width, q, steps, batch, lr, n_val, seed):
+    opts = dict(T=T, q=q, d=d, steps=steps, batch=batch, optimizer="adam", lr=lr,
+                n_val=n_val, seed=seed, eval_every=max(1, steps))
+    if arch == "fcn":
+        opts.update(arch="fcn", width=width)
+    elif arch == "transformer":
+        opts.update(arch="transformer", pe="stochastic", sampler="sphere", d_e=width,
+                    model="theory", query="sum", init="zero")
+    else:
+        raise ValueError(f"arch must be one of ('fcn', 'transformer'), got {arch!r}")
+    return opts
+
+
+def train_point(arch, T, d, width, q=2, steps=2000, batch=256, lr=3e-3, n_val=512,
+                target=0.1, seed=0):
+    """Train one model and report whether it reaches ``target · d/(2q)``.
+
+    Parameters
+    ----------
+    arch : ``"fcn"`` (``width`` = hidden width) | ``"transformer"`` (``width`` = ``d_e``,
+        stochastic sphere PE, theory model, zero init).
+    T, d, q : task sizes;  steps, batch, lr : Adam budget;  n_val : validation points.
+    target : float in (0, 1) — fraction of the zero-function loss ``d/(2q)``.
+    seed : int — the run's seed (from :func:`stsim.sweep.spawn_seeds`).
+
+    Returns
+    -------
+    dict: ``final_val``, ``init_val`` (validation loss at steps 0 and ``steps``),
+    ``rel`` (``final_val / (d/(2q))``), ``reached`` (0/1), ``status``-like ``diverged``
+    (0/1) and ``wall_time_s``.
+    """
+    validate_point(dict(arch=arch, T=T, d=d, width=width, q=q, steps=steps, batch=batch,
+                        lr=lr, n_val=n_val, target=target))
+    t0 = time.perf_counter()
+    res = run(**_options(arch, T, d, width, q, steps, batch, lr, n_val, seed))
+    L0 = d / (2 * q)
+    final = float(res.history["val"][-1]) if res.success else float("inf")
+    return {"final_val": final if math.isfinite(final) else None,
+            "init_val": float(res.history["val"][0]),
+            "rel": final / L0 if math.isfinite(final) else None,
+            "reached": int(final <= target * L0),
+            "diverged": int(not res.success),
+            "wall_time_s": time.perf_counter() - t0}
+
+
+def validate_point(point):
+    """Reject a bad point before any work (``ValueError`` naming the parameter)."""
+    p = dict(point)
+    arch = p.get("arch", "fcn")
+    check_int("width", p.get("width"), 1)
+    tgt = float(p.get("target", 0.1))
+    if not 0 < tgt < 1:
+        raise ValueError(f"target must lie in (0, 1), got {tgt}")
+    Config.from_options(**_options(arch, p["T"], p["d"], p["width"], p.get("q", 2),
+                                   p.get("steps", 2000), p.get("batch", 256),
+                                   p.get("lr", 3e-3), p.get("n_val", 512), 0))
+
+
+train_point.validate = validate_point
+
+
+# --------------------------------------------------------------------------------------
+# the search
+# --------------------------------------------------------------------------------------
+def width_grid(max_width: int) -> list:
+    """Integer widths ``round(2^{k/2})``, k = 0, 1, ..., up to ``max_width`` (ratio √2)."""
+    max_width = check_int("max_width", max_width, 1)
+    out, k = [], 0
+    while round(2 ** (k / 2)) <= max_width:
+        w = int(round(2 ** (k / 2)))
+        if not out or w > out[-1]:
+            out.append(w)
+        k += 1
+    return out
+
+
+class BracketSearch:
+    """Smallest grid width that passes, assuming passing is monotone in the width.
+
+    Start at ``start``; while only failures (passes) are known, step up (down) by two
+    grid places (a factor 2 on the √2 grid); once bracketed, bisect. ``result`` is the
+    smallest passing width, ``None`` while running, and ``censored`` is True when even
+    the largest grid width fails.
+    """
+
+    def __init__(self, grid, start):
+        if not grid:
+            raise ValueError("grid must not be empty")
+        self.grid = list(grid)
+        self.start = int(np.argmin([abs(math.log(g / max(start, 1))) for g in self.grid]))
+        self.lo = None   # largest failing index
+        self.hi = None   # smallest passing index
+        self.probes = []
+
+    @property
+    def done(self) -> bool:
+        return self.propose() is None
+
+    def propose(self):
+        n = len(self.grid)
+        if self.lo is None and self.hi is None:
+            return self.grid[self.start]
+        if self.hi is None:
+            return None if self.lo == n - 1 else self.grid[min(self.lo + 2, n - 1)]
+        if self.lo is None:
+            return None if self.hi == 0 else self.grid[max(self.hi - 2, 0)]
+        return None if self.hi - self.lo <= 1 else self.grid[(self.lo + self.hi) // 2]
+
+    def update(self, width, passed: bool):
+        i = self.grid.index(width)
+        self.probes.append((width, bool(passed)))
+        if passed:
+            self.hi = i if self.hi is None else min(self.hi, i)
+        else:
+            self.lo = i if self.lo is None else max(self.lo, i)
+        if self.lo is not None and self.hi is not None and self.lo >= self.hi:
+            raise RuntimeError(f"non-monotone outcome: width {self.grid[self.lo]} fails but "
+                               f"{self.grid[self.hi]} passes; probes {self.probes}")
+
+    @property
+    def censored(self) -> bool:
+        return self.hi is None and self.lo == len(self.grid) - 1
+
+    @property
+    def result(self):
+        return None if self.hi is None else self.grid[self.hi]
+
+
+def _start_guess(arch, T, d, q):
+    return 2 * T * d if arch == "fcn" else 4 * math.log2(T)
+
+
+def run_experiment(*, Ts, ds, q=2, steps=2000, batch=256, seeds=3, lr_fcn=3e-3, lr_tf=0.03,
+                   target=0.1, n_val=512, max_width_fcn=1024, max_width_tf=128, out="runs/sep",
+                   executor=None, max_workers=2, archs=("fcn", "transformer"), log=None):
+    """Run all bracket searches; write ``points.csv`` (+ journal) and return the results.
+
+    Returns
+    -------
+    dict with ``searches`` (list of dicts: arch, d, T, width, censored, probes),
+    ``wall_time_s``, ``n_runs`` (runs computed now), ``run_time_s`` (sum of their times).
+    """
+    Ts = [check_int("T", T, q) for T in Ts]
+    ds = [check_int("d", d, 1) for d in ds]
+    if not Ts or not ds:
+        raise ValueError("Ts and ds must each hold at least one value")
+    check_int("max_width_fcn", max_width_fcn, 1)
+    check_int("max_width_tf", max_width_tf, 1)
+    fixed = dict(q=q, steps=steps, batch=batch, n_val=n_val, target=target)
+    lr = {"fcn": lr_fcn, "transformer": lr_tf}
+    grids = {"fcn": width_grid(max_width_fcn), "transformer": width_grid(max_width_tf)}
+    searches = {(a, d, T): BracketSearch(grids[a], _start_guess(a, T, d, q))
+                for a in archs for d in ds for T in Ts}
+    for (a, d, T), s in searches.items():  # validate every point up front
+        for w in (s.grid[0], s.grid[-1]):
+            validate_point(dict(arch=a, T=T, d=d, width=w, lr=lr[a], **fixed))
+    os.makedirs(out, exist_ok=True)
+    table = os.path.join(out, "points.csv")
+    t0 = time.perf_counter()
+    n_runs, run_time, rnd = 0, 0.0, 0
+    while True:
+        todo = {key: s.propose() for key, s in searches.items() if not s.done}
+        if not todo:
+            break
+        rnd += 1
+        points = [dict(arch=a, T=T, d=d, width=w, lr=lr[a], **fixed)
+                  for (a, d, T), w in todo.items()]
+        res = sweep(train_point, points, seeds=seeds, executor=executor, out=table,
+                    max_workers=max_workers)
+        n_runs += res.n_run
+        run_time += sum(t for t in res.times.values() if math.isfinite(t))
+        for (a, d, T), w in todo.items():
+            rows = res.select(arch=a, T=T, d=d, width=w, lr=lr[a], **fixed)
+            errs = [r["error"] for r in rows if r["status"] != "ok"]
+            if errs:
+                raise RuntimeError(f"run failed at arch={a} T={T} d={d} width={w}: {errs[0]}")
+            vals = [r["final_val"] if r["final_val"] is not None else math.inf for r in rows]
+            passed = float(np.median(vals)) <= target * d / (2 * q)
+            searches[(a, d, T)].update(w, passed)
+        if log is not None:
+            log(f"round {rnd}: {len(points)} points x {seeds} seeds, {res.n_run} runs, "
+                f"{time.perf_counter() - t0:.0f}s elapsed")
+    found = [dict(arch=a, d=d, T=T, width=s.result, censored=s.censored,
+                  max_width=s.grid[-1], probes=s.probes)
+             for (a, d, T), s in sorted(searches.items())]
+    return {"searches": found, "wall_time_s": time.perf_counter() - t0, "n_runs": n_runs,
+            "run_time_s": run_time, "rounds": rnd, "table": table}
+
+
+# --------------------------------------------------------------------------------------
+# growth laws
+# --------------------------------------------------------------------------------------
+def _lstsq(x, y):
+    """Fit ``y = a x + b``; return (a, b, residuals, relative rms residual)."""
+    x, y = np.asarray(x, float), np.asarray(y, float)
+    if len(x) < 2 or np.ptp(x) == 0:
+        return None
+    A = np.stack([x, np.ones_like(x)], axis=1)
+    (a, b), *_ = np.linalg.lstsq(A, y, rcond=None)
+    res = y - (a * x + b)
+    return {"a": float(a), "b": float(b), "residuals": res.tolist(),
+            "rel_rms": float(np.sqrt(np.mean((res / y) ** 2)))}
+
+
+def fit_laws(searches) -> dict:
+    """Fit both growth laws to both architectures, per ``d``, on the uncensored points.
+
+    ``linear_Td``: ``width = a · T d + b``;  ``log_T``: ``width = a · log2 T + b``.
+    Returns ``{arch: {d: {"T": [...], "width": [...], "linear_Td": fit, "log_T": fit}}}``
+    with each fit ``{a, b, residuals, rel_rms}`` (None with fewer than two points).
+    """
+    out = {}
+    for s in searches:
+        if s["width"] is None:
+            continue
+        e = out.setdefault(s["arch"], {}).setdefault(str(s["d"]), {"T": [], "width": []})
+        e["T"].append(s["T"])
+        e["width"].append(s["width"])
+    for arch, per_d in out.items():
+        for d, e in per_d.items():
+            T, w = np.array(e["T"], float), np.array(e["width"], float)
+            e["linear_Td"] = _lstsq(T * int(d), w)
+            e["log_T"] = _lstsq(np.log2(T), w)
+    return out
+
+
+def plot_separation(searches, fits, path, title=""):
+    """Width reaching the target against T (log-log), both architectures, fitted laws;
+    censored searches drawn as open triangles at their cap."""
+    import matplotlib.pyplot as plt
+
+    from ..plotting import savefig
+
+    fig, ax = plt.subplots(figsize=(7.2, 4.8))
+    markers = {"fcn": "s", "transformer": "o"}
+    colors = {}
+    Tall = sorted({s["T"] for s in searches})
+    Tf = np.geomspace(min(Tall), max(Tall), 100)
+    for i, key in enumerate(sorted({(s["arch"], s["d"]) for s in searches})):
+        arch, d = key
+        col = colors.setdefault(key, f"C{i}")
+        pts = [s for s in searches if (s["arch"], s["d"]) == key]
+        ok = [s for s in pts if s["width"] is not None]
+        cen = [s for s in pts if s["censored"]]
+        ax.plot([s["T"] for s in ok], [s["width"] for s in ok], markers[arch], color=col,
+                ms=7, label=f"{'FCN width' if arch == 'fcn' else 'transformer d_e'}, d={d}")
+        if cen:
+            ax.plot([s["T"] for s in cen], [s["max_width"] for s in cen], "^", color=col,
+                    mfc="none", ms=9, label=f"  > cap (not reached), d={d}")
+        f = fits.get(arch, {}).get(str(d), {})
+        law = f.get("linear_Td") if arch == "fcn" else f.get("log_T")
+        if law is not None:
+            x = Tf * d if arch == "fcn" else np.log2(Tf)
+            y = law["a"] * x + law["b"]
+            m = y > 0
+            txt = (f"{law['a']:.2f}·Td{law['b']:+.1f}" if arch == "fcn"
+                   else f"{law['a']:.2f}·log2 T{law['b']:+.1f}")
+            ax.plot(Tf[m], y[m], "-" if arch == "fcn" else "--", color=col, lw=1.2,
+                    label=f"  fit {txt}")
+    ax.set_xscale("log", base=2)
+    ax.set_yscale("log", base=2)
+    ax.set_xlabel("sequence length T")
+    ax.set_ylabel("smallest width reaching the target")
+    ax.set_title(title, fontsize=9)
+    ax.grid(True, which="both", alpha=0.3)
+    ax.legend(fontsize=7, loc="upper left")
+    return savefig(fig, path)
+
+
+# --------------------------------------------------------------------------------------
+# command line
+# --------------------------------------------------------------------------------------
+def _ints(text):
+    return tuple(int(v) for v in text.split(",") if v.strip())
+
+
+def add_arguments(p: argparse.ArgumentParser) -> None:
+    """Options of ``stsim separation``; ``--quick`` / ``--full`` choose the defaults."""
+    mode = p.add_mutually_exclusive_group()
+    mode.add_argument("--quick", action="store_true", help="seconds-long smoke version")
+    mode.add_argument("--full", action="store_true",
+                      help="the documented configuration (default)")
+    p.add_argument("--Ts", type=_ints, default=None, help="comma-separated T values")
+    p.add_argument("--ds", type=_ints, default=None, help="comma-separated d values")
+    for name, typ in (("q", int), ("steps", int), ("batch", int), ("seeds", int),
+                      ("lr_fcn", float), ("lr_tf", float), ("target", float), ("n_val", int),
+                      ("max_width_fcn", int), ("max_width_tf", int)):
+        p.add_argument(f"--{name}", f"--{name.replace('_', '-')}", dest=name, type=typ,
+                       default=None)
+    p.add_argument("--workers", type=int, default=2,
+                   help="process-pool workers (default 2); 0 runs in-process")
+    p.add_argument("--out", default=None, help="output folder (default runs/separation[-quick])")
+    p.add_argument("--quiet", action="store_true")
+
+
+def main(args) -> int:
+    """Run the experiment; write points.csv, searches.csv, fits.json, summary.json and
+    separation.png into ``args.out``."""
+    cfg = dict(QUICK if args.quick else FULL)
+    for k in list(cfg):
+        v = getattr(args, k, None)
+        if v is not None:
+            cfg[k] = v
+    out = args.out or ("runs/separation-quick" if args.quick else "runs/separation")
+    workers = check_int("workers", args.workers, 0)
+    executor = InlineExecutor() if workers == 0 else None
+    log = None if args.quiet else (lambda m: print(f"[separation] {m}", file=sys.stderr,
+                                                   flush=True))
+    exp = run_experiment(**cfg, out=out, executor=executor, max_workers=max(workers, 1),
+                         log=log)
+    fits = fit_laws(exp["searches"])
+    with open(os.path.join(out, "searches.csv.tmp"), "w") as fh:
+        fh.write("arch,d,T,width,censored,max_width,probes\n")
+        for s in exp["searches"]:
+            probes = " ".join(f"{w}{'+' if ok else '-'}" for w, ok in s["probes"])
+            fh.write(f"{s['arch']},{s['d']},{s['T']},{'' if s['width'] is None else s['width']},"
+                     f"{int(s['censored'])},{s['max_width']},{probes}\n")
+    os.replace(os.path.join(out, "searches.csv.tmp"), os.path.join(out, "searches.csv"))
+    write_json(os.path.join(out, "fits.json"), fits)
+    summary = {"config": {k: list(v) if isinstance(v, tuple) else v for k, v in cfg.items()},
+               "mode": "quick" if args.quick else "full", "workers": workers,
+               "wall_time_s": exp["wall_time_s"], "n_runs": exp["n_runs"],
+               "run_time_s": exp["run_time_s"], "rounds": exp["rounds"],
+               "searches": exp["searches"]}
+    write_json(os.path.join(out, "summary.json"), summary)
+    title = (f"STS_q, q={cfg['q']}: smallest width with median final val loss ≤ "
+             f"{cfg['target']:g}·d/(2q) after {cfg['steps']} Adam steps "
+             f"(batch {cfg['batch']}, {cfg['seeds']} seeds)")
+    plot_separation(exp["searches"], fits, os.path.join(out, "separation.png"), title)
+    if not args.quiet:
+        for s in exp["searches"]:
+            w = f">{s['max_width']}" if s["censored"] else s["width"]
+            print(f"{s['arch']:>12s} d={s['d']} T={s['T']:>4d}: {w}")
+        print(f"wall time {exp['wall_time_s']:.1f}s, {exp['n_runs']} runs, files in {out}")
+    return 0
+
+
+def cli_main(argv=None) -> int:
+    """``main`` with ``sys.argv``-style arguments (for ``examples/separation.py``)."""
+    p = argparse.ArgumentParser(prog="separation", description=__doc__.splitlines()[0])
+    add_arguments(p)
+    return main(p.parse_args(argv))

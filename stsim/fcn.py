@@ -1,0 +1,195 @@
+r"""Fully-connected baseline (SPEC §7): a ReLU MLP on the flattened input ``[vec(X); 1_y]``.
+
+The paper's separation: a one-layer transformer learns STS_q with width
+``O(d + q log T)``, while any fully-connected net needs first-layer width ``Ω(T d)``.
+This module is the other side of that comparison, trained on the same online stream,
+with the same optimisers, loop and :class:`stsim.train.Result` as the transformer::
+
+    >>> import stsim
+    >>> res = stsim.run(T=8, q=2, arch="fcn", width=32, d=2, steps=20, batch=16,
+    ...                 optimizer="adam", lr=1e-3)
+    >>> res.status, sorted(res.params)
+    ('completed', ['A', 'W1', 'b1', 'c'])
+
+Model (one sample; ``L = depth`` hidden layers of ``k = width`` units)::
+
+    u   = [vec(X); 1_y] ∈ R^n,   n = T d + T       (X row-major: token after token)
+    z_l = W_l h_{l-1} + b_l,     h_l = relu(z_l),    h_0 = u,   l = 1..L
+    f   = A h_L + c ∈ R^d
+    r   = f − STS_q(X, y),       ℓ = ½ ‖r‖²
+
+Backward (beside the forward formulas; batch rows, every gradient is a batch mean)::
+
+    ∂ℓ/∂A = r h_Lᵀ,              ∂ℓ/∂c = r
+    g_L   = Aᵀ r                  (∂ℓ/∂h_L)
+    e_l   = g_l ⊙ 1[z_l > 0]      (∂ℓ/∂z_l; relu'(0) := 0)
+    ∂ℓ/∂W_l = e_l h_{l-1}ᵀ,       ∂ℓ/∂b_l = e_l,    g_{l-1} = W_lᵀ e_l
+
+Parameter shapes: ``W1`` (k, n), ``W_l`` (k, k) for l ≥ 2, ``b_l`` (k,), ``A`` (d, k),
+``c`` (d,).
+
+Initialisation (C): hidden weights He-scaled, ``W_l ~ N(0, 2/fan_in)`` i.i.d., biases 0
+(zero hidden weights would leave every unit identical and dead: ReLU(0) has zero
+derivative). The read-out ``A, c`` is 0 for ``init="zero"`` (the default), so ``f ≡ 0`` and
+the initial loss is ``d/(2q)``, exactly the transformer's zero-init loss; with
+``init="random"`` the read-out is ``N(0, init_scale²)`` i.i.d. The hidden layers are
+drawn from the init generator (SeedSequence child 2, as for the transformer).
+"""
+from __future__ import annotations
+
+import numpy as np
+
+from .task import check_int, sample_batch
+
+__all__ = ["fcn_input", "fcn_forward_backward", "fcn_init", "FCNProblem", "param_names"]
+
+
+def param_names(depth: int) -> list:
+    """Names of the parameters, in order: ``W1, b1, ..., WL, bL, A, c``."""
+    depth = check_int("depth", depth, 1)
+    names = []
+    for l in range(1, depth + 1):
+        names += [f"W{l}", f"b{l}"]
+    return names + ["A", "c"]
+
+
+def fcn_input(X: np.ndarray, y: np.ndarray) -> np.ndarray:
+    """The FCN input ``u = [vec(X); 1_y]`` for a batch.
+
+    Parameters
+    ----------
+    X : (B, T, d) tokens;  y : (B, q) int selected positions.
+
+    Returns
+    -------
+    (B, T d + T) float64: the tokens flattened token after token, then the indicator of
+    the selected positions.
+    """
+    B, T, d = X.shape
+    ind = np.zeros((B, T))
+    np.put_along_axis(ind, y, 1.0, axis=1)
+    return np.concatenate([X.reshape(B, T * d), ind], axis=1)
+
+
+def fcn_init(rng: np.random.Generator, n_in: int, d: int, width: int, depth: int = 1,
+             init: str = "zero", init_scale: float = 0.02) -> dict:
+    """Initial parameters (see the module docstring): He-scaled hidden layers, read-out
+    zero (``init="zero"``) or ``N(0, init_scale²)`` (``init="random"``)."""
+    n_in = check_int("n_in", n_in, 1)
+    width = check_int("width", width, 1)
+    depth = check_int("depth", depth, 1)
+    if init not in ("zero", "random"):
+        raise ValueError(f"init must be one of ('zero', 'random'), got {init!r}")
+    params, fan_in = {}, n_in
+    for l in range(1, depth + 1):
+        params[f"W{l}"] = rng.standard_normal((width, fan_in)) * np.sqrt(2.0 / fan_in)
+        params[f"b{l}"] = np.zeros(width)
+        fan_in = width
+    if init == "zero":
+        params["A"], params["c"] = np.zeros((d, width)), np.zeros(d)
+    else:
+        params["A"] = init_scale * rng.standard_normal((d, width))
+        params["c"] = init_scale * rng.standard_normal(d)
+    return params
+
+
+def fcn_forward_backward(params: dict, u: np.ndarray, target: np.ndarray, need_grad=True):
+    """Batch-mean loss ``mean_b ½‖f(u_b) − target_b‖²`` and its analytic gradients.
+
+    Parameters
+    ----------
+    params : dict with ``W1, b1, ..., WL, bL, A, c`` (shapes in the module docstring).
+    u : (B, n) inputs (:func:`fcn_input`);  target : (B, d).
+    need_grad : if False return ``(loss, None)``.
+
+    Returns
+    -------
+    loss : float;  grads : dict with the same keys and shapes as ``params``.
+    """
+    depth = sum(1 for k in params if k.startswith("W"))
+    B = u.shape[0]
+    if u.ndim != 2 or params["W1"].shape[1] != u.shape[1]:
+        raise ValueError(f"u must have shape (B, {params['W1'].shape[1]}), got {u.shape}")
+    if target.shape != (B, params["A"].shape[0]):
+        raise ValueError(f"target must have shape (B, d) = ({B}, {params['A'].shape[0]}), "
+                         f"got {target.shape}")
+    hs, zs = [u], []
+    for l in range(1, depth + 1):
+        z = hs[-1] @ params[f"W{l}"].T + params[f"b{l}"]          # z_l = W_l h_{l-1} + b_l
+        zs.append(z)
+        hs.append(np.maximum(z, 0.0))                             # h_l = relu(z_l)
+    r = hs[-1] @ params["A"].T + params["c"] - target             # r = A h_L + c − target
+    loss = 0.5 * float(np.einsum("bi,bi->", r, r)) / B
+    if not need_grad:
+        return loss, None
+    rb = r / B                                                    # batch mean folded in
+    grads = {"A": rb.T @ hs[-1], "c": rb.sum(axis=0)}             # r h_Lᵀ, r
+    g = rb @ params["A"]                                          # g_L = Aᵀ r
+    for l in range(depth, 0, -1):
+        e = g * (zs[l - 1] > 0)                                   # e_l = g_l ⊙ relu'(z_l)
+        grads[f"W{l}"] = e.T @ hs[l - 1]                          # e_l h_{l-1}ᵀ
+        grads[f"b{l}"] = e.sum(axis=0)
+        if l > 1:
+            g = e @ params[f"W{l}"]                               # g_{l-1} = W_lᵀ e_l
+    return loss, grads
+
+
+class FCNProblem:
+    """The FCN baseline as a training problem for :func:`stsim.train.run`.
+
+    Same interface and random streams as :class:`stsim.train.TransformerProblem`:
+    ``seeds[1]`` draws the validation sets once before training, ``seeds[2]`` (via the
+    loop) the initialisation, ``seeds[3]`` the training stream (fresh batches for
+    ``sgd``/``adam``; a fixed sample of ``n_train`` points for ``gd``). ``seeds[0]`` (the
+    encoding table) is unused: the FCN has no positional encoding, the positions are
+    the coordinates of its input.
+
+    Metrics: ``val`` (in-distribution validation loss) and ``val/q=<q_test>`` (unseen
+    subset sizes; the input size does not depend on q). ``T_test`` is refused: the input
+    size ``T d + T`` is fixed by the training length.
+    """
+
+    def __init__(self, cfg, seeds):
+        if cfg.T_test:
+            raise ValueError(f"T_test={list(cfg.T_test)} is not supported for arch='fcn': the "
+                             f"FCN input size T*d + T is fixed by the training length T={cfg.T}; "
+                             f"use T_test=() (q_test is supported)")
+        if cfg.objective != "online":
+            raise ValueError(f"objective must be 'online' for arch='fcn', got {cfg.objective!r}")
+        self.cfg = cfg
+        vrng = np.random.default_rng(seeds[1])
+        self.val = {"val": self._draw(vrng, cfg.n_val, cfg.q)}
+        for qt in cfg.q_test:
+            self.val[f"val/q={qt}"] = self._draw(vrng, cfg.n_val, qt)
+        self.fixed = None
+        if cfg.optimizer == "gd":
+            self.fixed = self._draw(np.random.default_rng(seeds[3]).spawn(1)[0], cfg.n_train,
+                                    cfg.q)
+
+    def _draw(self, rng, B, q):
+        b = sample_batch(rng, B, self.cfg.T, q, self.cfg.d)
+        return fcn_input(b.X, b.y), b.target
+
+    @property
+    def n_in(self) -> int:
+        return self.cfg.T * self.cfg.d + self.cfg.T
+
+    def init_params(self, rng):
+        c = self.cfg
+        return fcn_init(rng, self.n_in, c.d, c.width, c.depth, c.init, c.init_scale)
+
+    def loss_grad(self, params, rng):
+        u, target = self.fixed if self.fixed is not None else self._draw(
+            rng, self.cfg.batch, self.cfg.q)
+        return fcn_forward_backward(params, u, target)
+
+    def evaluate(self, params):
+        return {k: fcn_forward_backward(params, u, t, need_grad=False)[0]
+                for k, (u, t) in self.val.items()}
+
+    def info(self):
+        c = self.cfg
+        n_params = (c.width * (self.n_in + 1) + (c.depth - 1) * c.width * (c.width + 1)
+                    + c.d * (c.width + 1))
+        return {"arch": "fcn", "n_in": self.n_in, "width": c.width, "depth": c.depth,
+                "n_params": n_params}
