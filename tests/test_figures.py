@@ -1,0 +1,128 @@
+"""The figure experiments in --quick mode: every example runs, writes PNG/CSV/JSON with the
+resolved config, and each claim of the paper points the right way on the small problem.
+
+One ``stsim figures --quick`` run (module fixture, ~20 s) feeds the direction checks; the
+example scripts then re-draw from its run cache, which also exercises result reuse.
+"""
+import importlib.util
+import json
+import os
+import pathlib
+import time
+
+import numpy as np
+import pytest
+
+from stsim.cli import main as cli_main
+from stsim.experiments import FIGURES, resolve_all
+from stsim.experiments.common import r2_linear, resolve_settings
+
+ROOT = pathlib.Path(__file__).resolve().parents[1]
+EXAMPLES = {"fig1": "fig1_training", "fig2": "fig2_ood_length", "fig3": "fig3_heatmaps",
+            "fig4": "fig4_generalisation", "fig5": "fig5_adam", "beyond": "beyond_sphere_width"}
+
+
+@pytest.fixture(scope="module")
+def quick(tmp_path_factory):
+    out = tmp_path_factory.mktemp("figures")
+    t0 = time.perf_counter()
+    assert cli_main(["figures", "--quick", "--out", str(out), "--quiet"]) == 0
+    wall = time.perf_counter() - t0
+    summaries = {n: json.loads((out / f"{n}.json").read_text()) for n in FIGURES}
+    return out, summaries, wall
+
+
+def test_outputs_written_with_resolved_config(quick):
+    out, summaries, wall = quick
+    assert wall < 120, f"all quick modes must take <= 2 min, took {wall:.0f}s"
+    for n in FIGURES:
+        png = out / f"{n}.png"
+        assert png.stat().st_size > 10_000 and png.read_bytes()[:4] == b"\x89PNG"
+        header = (out / f"{n}.csv").read_text().splitlines()[0].split(",")
+        assert header[:3] == ["run", "seed", "step"]
+        s = summaries[n]
+        assert s["mode"] == "quick" and s["checks"]
+        for name, r in s["runs"].items():
+            assert r["status"] == "completed", (name, r["message"])
+            assert r["config"]["steps"] > 0 and "d_e" in r["config"] and "lr" in r["config"]
+    overview = json.loads((out / "figures.json").read_text())
+    assert overview["peak_rss_mb_max_run"] < 1024
+
+
+def test_fig1_loss_falls_inverse_loss_grows_cosines_rise(quick):
+    m = quick[1]["fig1"]["measured"]
+    assert max(m["final_over_initial"]) < 0.5
+    assert min(m["cos_W"]) > 0.9 and min(m["cos_V"]) > 0.9
+    assert m["inverse_loss_slope_per_step"] > 0
+
+
+def test_fig2_stochastic_generalises_to_longer_sequences_fixed_does_not(quick):
+    s = quick[1]["fig2"]
+    for Tt in s["settings"]["T_test"]:
+        m = s["measured"][f"val/T={Tt}"]
+        st, fx = np.array(m["stochastic_final"]), np.array(m["fixed_final"])
+        assert st.max() < fx.min()                       # every seed
+        assert st.max() < 0.2 * np.min(m["stochastic_initial"])
+        assert fx.min() > 0.15                            # fixed stays above a constant
+        assert 0 < m["fixed_floor_analytic"] < 1
+
+
+def test_fig3_mass_concentrates_on_pe_and_token_blocks(quick):
+    m = quick[1]["fig3"]["measured"]
+    for a, b in zip(m["block_mass_init"], m["block_mass_final"]):
+        assert b["W_outside_pe_block"] < 0.5 * a["W_outside_pe_block"]
+        assert b["V_outside_token_block"] < 0.5 * a["V_outside_token_block"]
+    assert min(m["W_ee_diag_mean"]) > 0 and min(m["V_x_diag_mean"]) > 0
+
+
+def test_fig4_q_test_generalises_and_length_favours_stochastic(quick):
+    s = quick[1]["fig4"]
+    for qt in s["settings"]["q_test"]:
+        row = s["measured"][f"val/q={qt}"]
+        for pe in ("onehot", "stochastic"):
+            assert max(row[pe]["final_over_initial"]) < 0.5, (qt, pe)
+    assert s["measured"]["fixed_min_final_ood"] > 0.15
+
+
+def test_fig5_adam_keeps_the_stochastic_advantage(quick):
+    s = quick[1]["fig5"]
+    for Tt in s["settings"]["T_test"]:
+        m = s["measured"][f"val/T={Tt}"]
+        assert max(m["stochastic_final"]) < min(m["fixed_final"])
+
+
+def test_beyond_sphere_floor_falls_with_width(quick):
+    s = quick[1]["beyond"]
+    table = s["measured"]["sphere_final_val"]["val"]
+    des = sorted(table, key=int)
+    assert np.mean(table[des[-1]]) < np.mean(table[des[0]])
+
+
+@pytest.mark.parametrize("fig", FIGURES)
+def test_example_scripts_redraw_from_cache(quick, fig, tmp_path):
+    out = quick[0]
+    path = ROOT / "examples" / f"{EXAMPLES[fig]}.py"
+    spec = importlib.util.spec_from_file_location(EXAMPLES[fig], path)
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    t0 = time.perf_counter()
+    assert mod.main(["--quick", "--out", str(tmp_path), "--cache", str(out / "runs"),
+                     "--quiet"]) == 0
+    assert time.perf_counter() - t0 < 15          # reused, not re-trained
+    assert (tmp_path / f"{fig}.png").exists() and (tmp_path / f"{fig}.json").exists()
+
+
+def test_settings_overrides_and_errors(tmp_path):
+    s = resolve_all("quick", {"fig2.lr": 1.5})
+    assert s["fig2"]["lr"] == 1.5 and s["fig4"]["lr"] == 1.5      # shared runs
+    assert s["beyond"]["theory"]["lr"] == 1.5                     # linked settings
+    with pytest.raises(ValueError):
+        resolve_settings({"lr": 1.0}, {"lrr": 2.0})
+    assert cli_main(["figures", "--quick", "--out", str(tmp_path), "--set", "fig1.nope=1"]) == 2
+    assert cli_main(["figures", "--quick", "--out", str(tmp_path), "--only", "fig9"]) == 2
+
+
+def test_r2_linear():
+    x = np.arange(10.0)
+    assert r2_linear(x, 3 * x + 1) == pytest.approx(1.0)
+    assert r2_linear(x, np.r_[np.zeros(5), np.ones(5)]) < 0.9
