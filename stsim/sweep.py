@@ -375,26 +375,37 @@ def sweep(fn, grid, *, seeds=1, root_seed=0, executor=None, out=None, max_worker
         ex = (cf.ProcessPoolExecutor(max_workers=min(max_workers, os.cpu_count() or 1))
               if own else executor)
         futures = {}
+
+        def finish(fut, done):
+            nonlocal n_failed
+            p, r, s = futures.pop(fut)
+            try:
+                status, result, err, tb, secs = fut.result()
+            except Exception as exc:  # noqa: BLE001 - e.g. a worker died
+                status, result, err, tb, secs = ("error", {}, f"{type(exc).__name__}: {exc}",
+                                                 traceback.format_exc(), float("nan"))
+            rec = {"point": p, "seed_index": r, "seed": s, "status": status, "error": err,
+                   "result": result, "traceback": tb, "time_s": secs}
+            records[(_point_key(p), r)] = rec
+            times[(_point_key(p), r)] = secs
+            n_failed += status != "ok"
+            if journal is not None:
+                _append_journal(journal, rec)
+                flush_table()
+            if progress is not None:
+                progress(done, len(todo), rec)
+
         try:
-            for p, r, s in todo:
-                futures[ex.submit(_call, fn, p, s)] = (p, r, s)
-            for done, fut in enumerate(cf.as_completed(futures), 1):
-                p, r, s = futures[fut]
-                try:
-                    status, result, err, tb, secs = fut.result()
-                except Exception as exc:  # noqa: BLE001 - e.g. a worker died
-                    status, result, err, tb, secs = ("error", {}, f"{type(exc).__name__}: {exc}",
-                                                     traceback.format_exc(), float("nan"))
-                rec = {"point": p, "seed_index": r, "seed": s, "status": status, "error": err,
-                       "result": result, "traceback": tb, "time_s": secs}
-                records[(_point_key(p), r)] = rec
-                times[(_point_key(p), r)] = secs
-                n_failed += status != "ok"
-                if journal is not None:
-                    _append_journal(journal, rec)
-                    flush_table()
-                if progress is not None:
-                    progress(done, len(todo), rec)
+            if isinstance(ex, InlineExecutor):  # one at a time: each row is saved at once
+                for done, (p, r, s) in enumerate(todo, 1):
+                    fut = ex.submit(_call, fn, p, s)
+                    futures[fut] = (p, r, s)
+                    finish(fut, done)
+            else:
+                for p, r, s in todo:
+                    futures[ex.submit(_call, fn, p, s)] = (p, r, s)
+                for done, fut in enumerate(cf.as_completed(list(futures)), 1):
+                    finish(fut, done)
         except BaseException:
             for f in futures:
                 f.cancel()

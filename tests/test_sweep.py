@@ -1,0 +1,172 @@
+"""stsim.sweep: executor independence (process pool, threads, inline, dask), seeds,
+resumability after interruption, recorded failures, and refusals before any work."""
+import concurrent.futures as cf
+import os
+
+import numpy as np
+import pytest
+
+from stsim.experiments.separation import train_point
+from stsim.sweep import InlineExecutor, expand_grid, read_table, spawn_seeds, sweep
+
+CALLS = []
+
+
+def noisy(a, b, seed, scale=1.0):
+    """A point function whose value depends on the seed (module level: picklable)."""
+    CALLS.append((a, b, seed))
+    z = np.random.default_rng(seed).standard_normal(4)
+    return {"y": float(scale * a * z.sum() + b), "z0": float(z[0])}
+
+
+def fails_on_two(a, seed):
+    if a == 2:
+        raise ZeroDivisionError("a = 2 is bad")
+    return a * 10
+
+
+class Stop(BaseException):
+    """Stands for Ctrl-C / a killed driver."""
+
+
+def stops_on_three(a, seed):
+    if a == 3:
+        raise Stop()
+    CALLS.append(a)
+    return {"v": a}
+
+
+GRID = {"a": [1, 2, 3], "b": [0.5, -1.0]}
+
+
+def _csv(path):
+    with open(path) as fh:
+        return fh.read()
+
+
+def test_table_independent_of_executor(tmp_path):
+    outs = []
+    for i, ex in enumerate([InlineExecutor(), cf.ThreadPoolExecutor(3), None]):
+        path = tmp_path / f"t{i}.csv"
+        res = sweep(noisy, GRID, seeds=3, root_seed=7, executor=ex, out=path, max_workers=2)
+        assert res.n_run == 18 and res.n_failed == 0
+        outs.append(_csv(path))
+    assert outs[0] == outs[1] == outs[2]
+    rows = read_table(tmp_path / "t0.csv")
+    assert [(r["a"], r["b"], r["seed_index"]) for r in rows][:4] == [
+        (1, -1.0, 0), (1, -1.0, 1), (1, -1.0, 2), (1, 0.5, 0)]
+    # replicate r has the same seed at every point (paired), seeds differ across r
+    seeds = spawn_seeds(3, root_seed=7)
+    assert len(set(seeds)) == 3
+    assert all(r["seed"] == seeds[r["seed_index"]] for r in rows)
+    # the values really depend on the seed and reproduce
+    r0 = rows[0]
+    z = np.random.default_rng(r0["seed"]).standard_normal(4)
+    assert r0["y"] == pytest.approx(1 * z.sum() - 1.0, rel=1e-15)
+    assert len({r["z0"] for r in rows}) == 3
+    # a different root seed changes the seeds
+    assert spawn_seeds(3, root_seed=8) != seeds
+
+
+def test_dask_localcluster_table_equals_process_pool(tmp_path):
+    distributed = pytest.importorskip("distributed")
+    ref = tmp_path / "pool.csv"
+    sweep(noisy, GRID, seeds=2, out=ref, max_workers=2)
+    with distributed.LocalCluster(n_workers=1, threads_per_worker=2, processes=False,
+                                  dashboard_address=None) as cluster, \
+            distributed.Client(cluster) as client:
+        path = tmp_path / "dask.csv"
+        res = sweep(noisy, GRID, seeds=2, executor=client.get_executor(), out=path)
+    assert res.n_run == 12 and res.n_failed == 0
+    assert _csv(path) == _csv(ref)
+
+
+def test_resume_skips_finished_points(tmp_path):
+    path = tmp_path / "r.csv"
+    CALLS.clear()
+    first = sweep(noisy, GRID, seeds=2, executor=InlineExecutor(), out=path)
+    assert len(CALLS) == 12 and first.n_run == 12
+    CALLS.clear()
+    again = sweep(noisy, GRID, seeds=2, executor=InlineExecutor(), out=path)
+    assert CALLS == [] and again.n_run == 0 and again.n_skipped == 12
+    assert again.rows == first.rows
+    # extending the grid computes only the new points; the table holds all of them
+    CALLS.clear()
+    more = sweep(noisy, {"a": [1, 2, 3, 4], "b": [0.5, -1.0]}, seeds=2,
+                 executor=InlineExecutor(), out=path)
+    assert sorted({c[0] for c in CALLS}) == [4] and more.n_run == 4
+    assert len(read_table(path)) == 16
+
+
+def test_interrupted_sweep_loses_no_finished_point(tmp_path):
+    path = tmp_path / "i.csv"
+    CALLS.clear()
+    with pytest.raises(Stop):
+        sweep(stops_on_three, {"a": [1, 2, 3, 4]}, seeds=1, executor=InlineExecutor(),
+              out=path)
+    assert CALLS == [1, 2]
+    assert [r["a"] for r in read_table(path)] == [1, 2]
+    # a crash in the middle of a journal write leaves a torn line: it is ignored
+    with open(str(path) + ".journal.jsonl", "a") as fh:
+        fh.write('{"point": {"a": 9')
+    CALLS.clear()
+    res = sweep(_finish, {"a": [1, 2, 3, 4]}, seeds=1, executor=InlineExecutor(), out=path)
+    assert res.n_skipped == 2 and res.n_run == 2 and CALLS == [3, 4]
+    assert [r["v"] for r in read_table(path)] == [1, 2, 3, 4]
+
+
+def _finish(a, seed):
+    CALLS.append(a)
+    return {"v": a}
+
+
+def test_failing_point_is_recorded_and_sweep_continues(tmp_path):
+    path = tmp_path / "f.csv"
+    res = sweep(fails_on_two, {"a": [1, 2, 3]}, seeds=2, out=path, max_workers=2)
+    assert res.n_failed == 2 and res.n_run == 6
+    rows = read_table(path)
+    bad = [r for r in rows if r["status"] == "error"]
+    assert [r["a"] for r in bad] == [2, 2]
+    assert all(r["error"] == "ZeroDivisionError: a = 2 is bad" for r in bad)
+    assert [r["value"] for r in rows if r["status"] == "ok"] == [10, 10, 30, 30]
+    # rerun: finished rows are skipped, failed rows are tried again (or kept)
+    kept = sweep(fails_on_two, {"a": [1, 2, 3]}, seeds=2, executor=InlineExecutor(), out=path,
+                 retry_failed=False)
+    assert kept.n_run == 0
+    retry = sweep(fails_on_two, {"a": [1, 2, 3]}, seeds=2, executor=InlineExecutor(), out=path)
+    assert retry.n_run == 2 and retry.n_failed == 2
+
+
+@pytest.mark.parametrize("grid, match", [
+    ({}, "grid is empty"),
+    ([], "grid is empty"),
+    ({"a": []}, "parameter 'a' has no values"),
+    ({"a": [1], "c": [2]}, r"unknown parameter\(s\) \['c'\]"),
+    ({"b": [1]}, r"lacks required parameter\(s\) \['a'\]"),
+    ({"a": [1], "b": [1], "seed": [3]}, "reserved"),
+    ({"a": [[1, 2]], "b": [1]}, "finite scalar"),
+    ([{"a": 1, "b": 2}, {"b": 2, "a": 1}], "appears twice"),
+])
+def test_bad_grids_raise_before_any_work(tmp_path, grid, match):
+    CALLS.clear()
+    path = tmp_path / "bad.csv"
+    with pytest.raises(ValueError, match=match):
+        sweep(noisy, grid, seeds=1, executor=InlineExecutor(), out=path)
+    assert CALLS == [] and not os.path.exists(path)
+
+
+def test_other_refusals(tmp_path):
+    with pytest.raises(ValueError, match="seeds must be an integer >= 1"):
+        sweep(noisy, GRID, seeds=0, executor=InlineExecutor())
+    with pytest.raises(ValueError, match="picklable"):
+        sweep(lambda a, seed: a, {"a": [1]})
+    with pytest.raises(ValueError, match="executor must be"):
+        sweep(noisy, GRID, executor="pool")
+    with pytest.raises(ValueError, match="seed"):
+        sweep(lambda a: a, {"a": [1]}, executor=InlineExecutor())
+    # widths < 1 are refused by the point validator of the experiment, before any run
+    grid = {"arch": ["fcn"], "T": [8], "d": [1], "width": [4, 0], "steps": [5]}
+    with pytest.raises(ValueError, match="width must be an integer >= 1"):
+        sweep(train_point, grid, executor=InlineExecutor(), out=tmp_path / "w.csv")
+    assert not os.path.exists(tmp_path / "w.csv")
+    assert len(expand_grid({"a": 1, "b": [1, 2]})) == 2
