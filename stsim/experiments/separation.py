@@ -45,7 +45,7 @@ import time
 
 import numpy as np
 
-from ..io import write_json
+from ..io import atomic_write, write_json
 from ..sweep import InlineExecutor, sweep
 from ..task import check_int
 from ..train import Config, run
@@ -95,11 +95,12 @@ def train_point(arch, T, d, width, q=2, steps=2000, batch=256, lr=3e-3, n_val=51
     -------
     dict: ``final_val``, ``init_val`` (validation loss at steps 0 and ``steps``),
     ``rel`` (``final_val / (d/(2q))``), ``reached`` (0/1), ``status``-like ``diverged``
-    (0/1) and ``wall_time_s``.
+    (0/1), ``wall_time_s`` and ``cpu_time_s`` (process CPU time: the cost on a dedicated
+    core, insensitive to other jobs sharing the machine).
     """
     validate_point(dict(arch=arch, T=T, d=d, width=width, q=q, steps=steps, batch=batch,
                         lr=lr, n_val=n_val, target=target))
-    t0 = time.perf_counter()
+    t0, c0 = time.perf_counter(), time.process_time()
     res = run(**_options(arch, T, d, width, q, steps, batch, lr, n_val, seed))
     L0 = d / (2 * q)
     final = float(res.history["val"][-1]) if res.success else float("inf")
@@ -108,7 +109,8 @@ def train_point(arch, T, d, width, q=2, steps=2000, batch=256, lr=3e-3, n_val=51
             "rel": final / L0 if math.isfinite(final) else None,
             "reached": int(final <= target * L0),
             "diverged": int(not res.success),
-            "wall_time_s": time.perf_counter() - t0}
+            "wall_time_s": time.perf_counter() - t0,
+            "cpu_time_s": time.process_time() - c0}
 
 
 def validate_point(point):
@@ -206,7 +208,9 @@ def run_experiment(*, Ts, ds, q=2, steps=2000, batch=256, seeds=3, lr_fcn=3e-3, 
     Returns
     -------
     dict with ``searches`` (list of dicts: arch, d, T, width, censored, probes),
-    ``wall_time_s``, ``n_runs`` (runs computed now), ``run_time_s`` (sum of their times).
+    ``wall_time_s``, ``n_runs`` (runs computed now), ``run_time_s`` (sum of their times),
+    ``n_rows``, ``cpu_time_total_s``, ``wall_time_runs_total_s`` (over every run in the
+    table, including those of earlier, resumed invocations).
     """
     Ts = [check_int("T", T, q) for T in Ts]
     ds = [check_int("d", d, 1) for d in ds]
@@ -248,11 +252,15 @@ def run_experiment(*, Ts, ds, q=2, steps=2000, batch=256, seeds=3, lr_fcn=3e-3, 
         if log is not None:
             log(f"round {rnd}: {len(points)} points x {seeds} seeds, {res.n_run} runs, "
                 f"{time.perf_counter() - t0:.0f}s elapsed")
+    rows = [r for r in res.rows if r["status"] == "ok"] if rnd else []
     found = [dict(arch=a, d=d, T=T, width=s.result, censored=s.censored,
                   max_width=s.grid[-1], probes=s.probes)
              for (a, d, T), s in sorted(searches.items())]
     return {"searches": found, "wall_time_s": time.perf_counter() - t0, "n_runs": n_runs,
-            "run_time_s": run_time, "rounds": rnd, "table": table}
+            "run_time_s": run_time, "rounds": rnd, "table": table,
+            "n_rows": len(rows),
+            "cpu_time_total_s": float(sum(r.get("cpu_time_s") or 0.0 for r in rows)),
+            "wall_time_runs_total_s": float(sum(r.get("wall_time_s") or 0.0 for r in rows))}
 
 
 # --------------------------------------------------------------------------------------
@@ -377,18 +385,19 @@ def main(args) -> int:
     exp = run_experiment(**cfg, out=out, executor=executor, max_workers=max(workers, 1),
                          log=log)
     fits = fit_laws(exp["searches"])
-    with open(os.path.join(out, "searches.csv.tmp"), "w") as fh:
+    with atomic_write(os.path.join(out, "searches.csv"), "w") as fh:
         fh.write("arch,d,T,width,censored,max_width,probes\n")
         for s in exp["searches"]:
             probes = " ".join(f"{w}{'+' if ok else '-'}" for w, ok in s["probes"])
             fh.write(f"{s['arch']},{s['d']},{s['T']},{'' if s['width'] is None else s['width']},"
                      f"{int(s['censored'])},{s['max_width']},{probes}\n")
-    os.replace(os.path.join(out, "searches.csv.tmp"), os.path.join(out, "searches.csv"))
     write_json(os.path.join(out, "fits.json"), fits)
     summary = {"config": {k: list(v) if isinstance(v, tuple) else v for k, v in cfg.items()},
                "mode": "quick" if args.quick else "full", "workers": workers,
                "wall_time_s": exp["wall_time_s"], "n_runs": exp["n_runs"],
                "run_time_s": exp["run_time_s"], "rounds": exp["rounds"],
+               "n_rows": exp["n_rows"], "cpu_time_total_s": exp["cpu_time_total_s"],
+               "wall_time_runs_total_s": exp["wall_time_runs_total_s"],
                "searches": exp["searches"]}
     write_json(os.path.join(out, "summary.json"), summary)
     title = (f"STS_q, q={cfg['q']}: smallest width with median final val loss ≤ "
