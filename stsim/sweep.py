@@ -406,13 +406,14 @@ def sweep(fn, grid, *, seeds=1, root_seed=0, executor=None, out=None, max_worker
                     futures[ex.submit(_call, fn, p, s)] = (p, r, s)
                 for done, fut in enumerate(cf.as_completed(list(futures)), 1):
                     finish(fut, done)
-        except BaseException:
+        except BaseException:  # interrupted: finished rows are journaled already
             for f in futures:
                 f.cancel()
-            raise
-        finally:
             if own:
-                ex.shutdown(wait=True, cancel_futures=True)
+                ex.shutdown(wait=False, cancel_futures=True)
+            raise
+        if own:
+            ex.shutdown(wait=True)
     rows, columns = flush_table()
     return SweepResult(rows=rows, columns=columns, path=None if out is None else os.fspath(out),
                        journal=journal, n_run=len(todo), n_skipped=n_skipped,
