@@ -41,7 +41,8 @@ import numpy as np
 
 from .task import check_int, sample_batch
 
-__all__ = ["fcn_input", "fcn_forward_backward", "fcn_init", "FCNProblem", "param_names"]
+__all__ = ["fcn_input", "fcn_forward_backward", "fcn_init", "fcn_construction", "FCNProblem",
+           "param_names"]
 
 
 def param_names(depth: int) -> list:
@@ -132,6 +133,43 @@ def fcn_forward_backward(params: dict, u: np.ndarray, target: np.ndarray, need_g
         if l > 1:
             g = e @ params[f"W{l}"]                               # g_{l-1} = W_lᵀ e_l
     return loss, grads
+
+
+def fcn_construction(T: int, d: int, q: int, M: float = 6.0) -> dict:
+    """An explicit one-hidden-layer ReLU net of width ``2 T d`` computing STS_q (D).
+
+    For a bit ``b ∈ {0, 1}`` and ``|x| ≤ M``::
+
+        relu(x − M(1−b)) − relu(−x − M(1−b)) = b · x
+
+    so one pair of units per (token j, coordinate k), reading ``x_{jk}`` and ``1[j∈y]``
+    with bias ``−M``, gives ``x_{jk} 1[j∈y]``; the read-out sums the pairs over j with
+    weight ``1/q``. The output is exact unless some unselected ``|x_{jk}| > M``; the
+    population loss is ``½ d (T−q)/q² · E[(|x|−M)₊²]`` (x ~ N(0,1); about 1e-11 for
+    M = 6). Hence width ``2 T d`` suffices to *represent* STS_q, and with the paper's
+    ``Ω(T d)`` lower bound the representational width of an FCN is ``Θ(T d)``.
+
+    Returns
+    -------
+    dict ``W1`` (2Td, Td+T), ``b1`` (2Td,), ``A`` (d, 2Td), ``c`` (d,) for
+    :func:`fcn_forward_backward`; unit ``2 (j d + k) + {0: +, 1: −}``.
+    """
+    T = check_int("T", T, 1)
+    d = check_int("d", d, 1)
+    q = check_int("q", q, 1, T)
+    M = float(M)
+    if not M > 0:
+        raise ValueError(f"M must be > 0, got {M}")
+    n, k = T * d + T, 2 * T * d
+    W1, A = np.zeros((k, n)), np.zeros((d, k))
+    for j in range(T):
+        for kk in range(d):
+            for s, sign in enumerate((1.0, -1.0)):
+                unit = 2 * (j * d + kk) + s
+                W1[unit, j * d + kk] = sign          # ± x_{jk}
+                W1[unit, T * d + j] = M              # + M 1[j∈y]
+                A[kk, unit] = sign / q
+    return {"W1": W1, "b1": np.full(k, -M), "A": A, "c": np.zeros(d)}
 
 
 class FCNProblem:

@@ -97,3 +97,20 @@ def test_fcn_refusals():
     p = fcn_init(rng, 10, 2, width=3)
     with pytest.raises(ValueError, match="u must have shape"):
         fcn_forward_backward(p, np.zeros((4, 11)), np.zeros((4, 2)))
+
+
+def test_exact_construction_of_width_2Td():
+    from stsim.fcn import fcn_construction
+    rng = np.random.default_rng(5)
+    b = sample_batch(rng, B=2000, T=7, q=3, d=2)
+    u = fcn_input(b.X, b.y)
+    p = fcn_construction(7, 2, 3, M=6.0)
+    assert p["W1"].shape == (2 * 7 * 2, 7 * 3)
+    loss, _ = fcn_forward_backward(p, u, b.target)
+    assert loss < 1e-12
+    # with a small M the unselected tails leak: the loss matches ½ d (T−q)/q² E[(|x|−M)₊²]
+    M = 0.5
+    loss, _ = fcn_forward_backward(fcn_construction(7, 2, 3, M=M), u, b.target)
+    z = np.random.default_rng(6).standard_normal(2_000_000)
+    pred = 0.5 * 2 * (7 - 3) / 9 * np.mean(np.maximum(np.abs(z) - M, 0) ** 2)
+    assert loss == pytest.approx(pred, rel=0.1)

@@ -301,8 +301,9 @@ def fit_laws(searches) -> dict:
 
 
 def plot_separation(searches, fits, path, title=""):
-    """Width reaching the target against T (log-log), both architectures, fitted laws;
-    censored searches drawn as open triangles at their cap."""
+    """Width reaching the target against T (log-log), both architectures, fitted laws,
+    the width ``2 T d`` of the exact ReLU construction (:func:`stsim.fcn.fcn_construction`)
+    dotted; censored searches drawn as open triangles at their cap."""
     import matplotlib.pyplot as plt
 
     from ..plotting import savefig
@@ -333,6 +334,10 @@ def plot_separation(searches, fits, path, title=""):
                    else f"{law['a']:.2f}·log2 T{law['b']:+.1f}")
             ax.plot(Tf[m], y[m], "-" if arch == "fcn" else "--", color=col, lw=1.2,
                     label=f"  fit {txt}")
+    for d in sorted({s["d"] for s in searches if s["arch"] == "fcn"}):
+        ax.plot(Tf, 2 * Tf * d, ":", color="0.5", lw=1)
+        ax.annotate(f"2Td, d={d} (exact ReLU construction)", (Tf[-1], 2 * Tf[-1] * d),
+                    fontsize=6, color="0.4", ha="right", va="bottom")
     ax.set_xscale("log", base=2)
     ax.set_yscale("log", base=2)
     ax.set_xlabel("sequence length T")
