@@ -14,7 +14,8 @@ import numpy as np
 
 from ..plotting import plt, savefig
 from .common import check, finish
-from .ood import FULL_BASE, QUICK_BASE, by_pe, final_stats, floor, ood_jobs, panel_curves
+from .ood import (FULL_BASE, QUICK_BASE, by_pe, final_stats, floor, ood_jobs, panel_curves,
+                  predicted_fixed_ood, reduced_state_onehot)
 
 NAME = "fig2"
 
@@ -31,6 +32,10 @@ def jobs(s):
 def draw_length_panels(axes, s, groups):
     for ax, Tt in zip(axes, s["T_test"]):
         panel_curves(ax, groups, f"val/T={Tt}", f"T_test = {Tt}", floor_value=floor(s, Tt))
+        runs = groups["onehot"]
+        pred = [predicted_fixed_ood(s, r, Tt) for r in runs]
+        ax.plot([r.history["step"][-1] for r in runs], pred, "kx", ms=6,
+                label="fixed: exact OOD loss at the run's final (a, γ)")
     axes[0].set_ylabel("OOD validation loss")
     axes[0].legend(fontsize=7, loc="lower left")
 
@@ -46,6 +51,8 @@ def length_checks(s, groups, tag=""):
         measured[key] = {"stochastic_final": st.tolist(), "stochastic_initial": st0.tolist(),
                          "fixed_final": fx.tolist(), "fixed_floor_analytic": fl,
                          "fixed_over_floor": (fx / fl).tolist(),
+                         "fixed_predicted_at_final_state": [
+                             predicted_fixed_ood(s, r, Tt) for r in groups["onehot"]],
                          "fixed_over_stochastic": float(fx.mean() / st.mean())}
         checks += [
             check(f"{tag}stochastic OOD loss at T_test={Tt} <= 2% of initial (worst seed)",
@@ -70,6 +77,8 @@ def analyse(s, results, out, mode):
     fig.tight_layout()
     savefig(fig, os.path.join(out, f"{NAME}.png"))
     measured, checks = length_checks(s, groups)
+    measured["fixed_reduced_state_a_gamma"] = [reduced_state_onehot(r, s["T"], s["d"])
+                                               for r in groups["onehot"]]
     runs = {j.name: results[j.name] for j in jobs(s)}
     return finish(NAME, out, s, mode, runs, checks, measured)
 

@@ -21,7 +21,7 @@ SETTINGS = {
     "quick": dict(QUICK_BASE, model="theory", query="sum", optimizer="adam", lr=0.01,
                   steps=300),
     "full": dict(FULL_BASE, model="theory", query="sum", optimizer="adam", lr=0.003,
-                 steps=10000),
+                 steps=8000),
 }
 
 

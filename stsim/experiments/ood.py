@@ -53,6 +53,23 @@ def floor(s, T_test):
     return ood_floor_onehot(s["T"], T_test, s["q"], s["d"])
 
 
+def reduced_state_onehot(res, T, d):
+    """Read ``(a, γ)`` of the symmetry reduction off a trained fixed one-hot run:
+    ``W_ee ≈ a (I − J/T)`` on the trained ``T × T`` block (``a`` = mean diagonal − mean
+    off-diagonal entry) and ``V_x ≈ γ I`` (``γ`` = mean diagonal)."""
+    B = res.W[d:d + T, d:d + T]
+    off = (B.sum() - np.trace(B)) / (T * (T - 1))
+    return float(np.trace(B) / T - off), float(np.trace(res.V[:, :d]) / d)
+
+
+def predicted_fixed_ood(s, res, T_test):
+    """Exact population OOD loss of the fixed one-hot model at the run's own ``(a, γ)``
+    (:func:`stsim.reduced.ood_loss_onehot`); the floor is its ``a → ∞, γ → 1`` limit."""
+    from ..reduced import ood_loss_onehot
+    a, g = reduced_state_onehot(res, s["T"], s["d"])
+    return float(ood_loss_onehot(a, g, s["T"], T_test, s["q"], s["d"]))
+
+
 def block_mass(W, V, d):
     """Frobenius share of ``W`` outside its PE block ``W_ee`` and of ``V`` outside its
     token block ``V_x``: ``‖W − W_ee‖_F / ‖W‖_F`` and ``‖V_e‖_F / ‖V‖_F``."""

@@ -1,0 +1,57 @@
+"""Speed and memory of each figure's training configuration (``--full`` settings).
+
+For every distinct configuration used by ``stsim figures --full`` (one seed), trains
+``--steps`` steps in a fresh process and prints steps/s (eval excluded: ``eval_every`` is
+set beyond the run) and the process's peak resident memory. No timed asserts.
+
+Usage: OMP_NUM_THREADS=1 python benchmarks/bench_figures.py [--steps 50] [--mode full]
+"""
+import argparse
+import concurrent.futures as cf
+import sys
+import time
+
+
+def _bench(options, steps):
+    import stsim
+    from stsim.experiments.common import peak_rss_mb
+    opts = dict(options, steps=steps, eval_every=10 * steps)
+    t0 = time.perf_counter()
+    res = stsim.run(**opts)
+    wall = time.perf_counter() - t0
+    return steps / wall, peak_rss_mb(), res.status
+
+
+def configurations(mode):
+    """One representative job per distinct configuration (seed and PE kept, seed 0)."""
+    from stsim.experiments import FIGURES, resolve_all, _module
+    settings = resolve_all(mode)
+    seen, out = set(), []
+    for name in FIGURES:
+        for job in _module(name).jobs(settings[name]):
+            o = dict(job.options)
+            if o.get("seed", 0) != 0:
+                continue
+            key = tuple(sorted((k, str(v)) for k, v in o.items()))
+            if key not in seen:
+                seen.add(key)
+                out.append((name, job.name, o))
+    return out
+
+
+def main(argv=None) -> int:
+    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    p.add_argument("--steps", type=int, default=50)
+    p.add_argument("--mode", default="full", choices=("quick", "full"))
+    args = p.parse_args(argv)
+    print(f"{'figure':7s} {'run':44s} {'steps/s':>8s} {'ms/step':>8s} {'peak MB':>8s}")
+    for fig, name, opts in configurations(args.mode):
+        with cf.ProcessPoolExecutor(max_workers=1, max_tasks_per_child=1) as ex:
+            sps, rss, status = ex.submit(_bench, opts, args.steps).result()
+        print(f"{fig:7s} {name:44s} {sps:8.1f} {1000 / sps:8.1f} {rss:8.0f}  {status}",
+              flush=True)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
