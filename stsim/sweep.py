@@ -29,7 +29,10 @@ Design
   rewritten atomically from the journal. A rerun reads the journal and skips the
   (point, replicate) pairs already finished (``ok``); rows with ``status="error"`` are
   tried again unless ``retry_failed=False``. An interrupted sweep loses no finished row
-  (at most a torn last journal line, which is ignored). One sweep at a time per ``out``.
+  (at most a torn last journal line, which is ignored). Several sweeps may share one
+  ``out`` from threads of one process (journal and table are written under a per-file
+  lock, and the table is rebuilt from the whole journal); separate processes need
+  separate ``out`` files.
 * **Bad input** — an empty grid, a point with a parameter ``fn`` does not take (unless
   it takes ``**kwargs``), a missing required parameter, a non-scalar value, duplicate
   points, or a point rejected by ``validate(point)`` raise ``ValueError`` before any work
@@ -46,6 +49,7 @@ import math
 import numbers
 import os
 import pickle
+import threading
 import time
 import traceback
 from dataclasses import dataclass, field
@@ -201,6 +205,16 @@ class SweepResult:
         return [r.get(name) for r in self.select(**params)]
 
 
+_LOCKS: dict = {}
+_LOCKS_GUARD = threading.Lock()
+
+
+def _lock_for(path):
+    """One lock per journal file, shared by the threads of this process."""
+    with _LOCKS_GUARD:
+        return _LOCKS.setdefault(os.path.abspath(path), threading.Lock())
+
+
 def _journal_path(out):
     return os.fspath(out) + ".journal.jsonl"
 
@@ -353,7 +367,9 @@ def sweep(fn, grid, *, seeds=1, root_seed=0, executor=None, out=None, max_worker
     journal = _journal_path(out) if out is not None else None
     if out is not None:
         os.makedirs(os.path.dirname(os.path.abspath(os.fspath(out))) or ".", exist_ok=True)
-    records = _load_journal(journal)
+    lock = _lock_for(journal) if journal is not None else threading.Lock()
+    with lock:
+        records = _load_journal(journal)
     todo, n_skipped = [], 0
     for p in points:
         for r, s in enumerate(seed_values):
@@ -365,9 +381,11 @@ def sweep(fn, grid, *, seeds=1, root_seed=0, executor=None, out=None, max_worker
     param_order = list(dict.fromkeys(k for p in points for k in p))
 
     def flush_table():
-        rows, columns = _table(list(records.values()), param_order)
-        if out is not None:
-            _write_csv(out, rows, columns)
+        with lock:  # rebuilt from the journal: rows of concurrent sweeps are kept
+            recs = _load_journal(journal) if journal is not None else records
+            rows, columns = _table(list(recs.values()), param_order)
+            if out is not None:
+                _write_csv(out, rows, columns)
         return rows, columns
 
     n_failed, times = 0, {}
@@ -390,7 +408,8 @@ def sweep(fn, grid, *, seeds=1, root_seed=0, executor=None, out=None, max_worker
             times[(_point_key(p), r)] = secs
             n_failed += status != "ok"
             if journal is not None:
-                _append_journal(journal, rec)
+                with lock:
+                    _append_journal(journal, rec)
                 flush_table()
             if progress is not None:
                 progress(done, len(todo), rec)

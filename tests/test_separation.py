@@ -116,3 +116,17 @@ def test_example_script_and_cli_errors(tmp_path, capsys):
     assert "T must be an integer" in capsys.readouterr().err
     assert cli.main(["separation", "--quick", "--max-width-fcn", "0",
                      "--out", str(tmp_path / "y")]) == 2
+
+
+def test_process_pool_gives_the_same_searches(tmp_path):
+    args = ["--quick", "--Ts", "4,8", "--quiet"]
+    assert cli_main(args + ["--workers", "0", "--out", str(tmp_path / "a")]) == 0
+    assert cli_main(args + ["--workers", "2", "--out", str(tmp_path / "b")]) == 0
+    a = json.load(open(tmp_path / "a" / "summary.json"))["searches"]
+    b = json.load(open(tmp_path / "b" / "summary.json"))["searches"]
+    assert a == b
+
+    def untimed(path):
+        return [{k: v for k, v in r.items() if not k.endswith("time_s")}
+                for r in read_table(path)]
+    assert untimed(tmp_path / "a" / "points.csv") == untimed(tmp_path / "b" / "points.csv")

@@ -170,3 +170,16 @@ def test_other_refusals(tmp_path):
         sweep(train_point, grid, executor=InlineExecutor(), out=tmp_path / "w.csv")
     assert not os.path.exists(tmp_path / "w.csv")
     assert len(expand_grid({"a": 1, "b": [1, 2]})) == 2
+
+
+def test_concurrent_sweeps_share_one_table(tmp_path):
+    """Threads of one process may sweep into the same out: no row is lost, and the table
+    equals that of one sweep over the whole grid."""
+    whole = tmp_path / "whole.csv"
+    sweep(noisy, GRID, seeds=2, executor=InlineExecutor(), out=whole)
+    shared = tmp_path / "shared.csv"
+    with cf.ThreadPoolExecutor(2) as work, cf.ThreadPoolExecutor(6) as drivers:
+        futs = [drivers.submit(sweep, noisy, {"a": [a], "b": [b]}, seeds=2, executor=work,
+                               out=shared) for a in GRID["a"] for b in GRID["b"]]
+        assert all(f.result().n_run == 2 for f in futs)
+    assert _csv(shared) == _csv(whole)

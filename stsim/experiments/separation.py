@@ -24,10 +24,11 @@ seeds passes).
 an exact ReLU construction of ``x_j · 1[j∈y]``; ``4 log2 T`` for the transformer), steps
 by a factor 2 towards the boundary until it has a failing and a passing width, then
 bisects the bracket down to adjacent grid widths. It assumes passing is monotone in the
-width; a width above ``max_width`` is reported as censored (``>max_width``). All
-searches advance together, one :func:`stsim.sweep.sweep` round per bisection step, so
-every round is parallel over (search × seed); the sweep journal makes the whole
-experiment resumable (a rerun recomputes nothing already finished).
+width; a width above ``max_width`` is reported as censored (``>max_width``). Each probe
+is a one-point :func:`stsim.sweep.sweep` (× seeds) into the shared table
+``points.csv``; the searches advance independently (one driver thread each, all
+submitting to one executor), so no search waits for another's slow probe, and the sweep
+journal makes the whole experiment resumable (a rerun recomputes nothing finished).
 
 **Fits.** FCN: ``w = a · T d + b`` (least squares over the uncensored points);
 transformer: ``d_e = a · log2 T + b`` per ``d``. Each law is also fitted to the other
@@ -37,16 +38,17 @@ compared, not merely asserted.
 from __future__ import annotations
 
 import argparse
-import json
+import concurrent.futures as cf
 import math
 import os
 import sys
+import threading
 import time
 
 import numpy as np
 
 from ..io import atomic_write, write_json
-from ..sweep import InlineExecutor, sweep
+from ..sweep import InlineExecutor, read_table, sweep
 from ..task import check_int
 from ..train import Config, run
 
@@ -229,35 +231,58 @@ def run_experiment(*, Ts, ds, q=2, steps=2000, batch=256, seeds=3, lr_fcn=3e-3, 
     os.makedirs(out, exist_ok=True)
     table = os.path.join(out, "points.csv")
     t0 = time.perf_counter()
-    n_runs, run_time, rnd = 0, 0.0, 0
-    while True:
-        todo = {key: s.propose() for key, s in searches.items() if not s.done}
-        if not todo:
-            break
-        rnd += 1
-        points = [dict(arch=a, T=T, d=d, width=w, lr=lr[a], **fixed)
-                  for (a, d, T), w in todo.items()]
-        res = sweep(train_point, points, seeds=seeds, executor=executor, out=table,
-                    max_workers=max_workers)
-        n_runs += res.n_run
-        run_time += sum(t for t in res.times.values() if math.isfinite(t))
-        for (a, d, T), w in todo.items():
-            rows = res.select(arch=a, T=T, d=d, width=w, lr=lr[a], **fixed)
+    stats = {"n_runs": 0, "run_time": 0.0}
+    guard = threading.Lock()
+
+    def drive(key, ex):
+        """Advance one search to its end; each probe is a one-point sweep (× seeds)."""
+        a, d, T = key
+        s = searches[key]
+        while not s.done:
+            w = s.propose()
+            point = dict(arch=a, T=T, d=d, width=w, lr=lr[a], **fixed)
+            res = sweep(train_point, [point], seeds=seeds, executor=ex, out=table)
+            rows = res.select(**point)
             errs = [r["error"] for r in rows if r["status"] != "ok"]
             if errs:
                 raise RuntimeError(f"run failed at arch={a} T={T} d={d} width={w}: {errs[0]}")
             vals = [r["final_val"] if r["final_val"] is not None else math.inf for r in rows]
-            passed = float(np.median(vals)) <= target * d / (2 * q)
-            searches[(a, d, T)].update(w, passed)
-        if log is not None:
-            log(f"round {rnd}: {len(points)} points x {seeds} seeds, {res.n_run} runs, "
-                f"{time.perf_counter() - t0:.0f}s elapsed")
-    rows = [r for r in res.rows if r["status"] == "ok"] if rnd else []
+            med = float(np.median(vals))
+            passed = med <= target * d / (2 * q)
+            s.update(w, passed)
+            with guard:
+                stats["n_runs"] += res.n_run
+                stats["run_time"] += sum(t for t in res.times.values() if math.isfinite(t))
+            if log is not None:
+                log(f"{a} d={d} T={T} width={w}: {'pass' if passed else 'fail'} (median "
+                    f"final val / L0 = {med / (d / (2 * q)):.3f}); {res.n_run} runs; "
+                    f"{time.perf_counter() - t0:.0f}s elapsed")
+
+    if isinstance(executor, InlineExecutor):  # in-process: one search after the other
+        for key in searches:
+            drive(key, executor)
+    else:
+        # every search advances on its own (no barrier between probes): one driver thread
+        # per search submits to the shared executor, which does the work
+        own = executor is None
+        ex = cf.ProcessPoolExecutor(min(max_workers, os.cpu_count() or 1)) if own else executor
+        try:
+            with cf.ThreadPoolExecutor(len(searches)) as drivers:
+                futs = [drivers.submit(drive, key, ex) for key in searches]
+                errors = [f.exception() for f in futs]
+        finally:
+            if own:
+                ex.shutdown(wait=True)
+        for e in errors:
+            if e is not None:
+                raise e
+    rows = [r for r in read_table(table) if r["status"] == "ok"]
     found = [dict(arch=a, d=d, T=T, width=s.result, censored=s.censored,
                   max_width=s.grid[-1], probes=s.probes)
              for (a, d, T), s in sorted(searches.items())]
-    return {"searches": found, "wall_time_s": time.perf_counter() - t0, "n_runs": n_runs,
-            "run_time_s": run_time, "rounds": rnd, "table": table,
+    return {"searches": found, "wall_time_s": time.perf_counter() - t0,
+            "n_runs": stats["n_runs"], "run_time_s": stats["run_time"],
+            "probes": sum(len(s.probes) for s in searches.values()), "table": table,
             "n_rows": len(rows),
             "cpu_time_total_s": float(sum(r.get("cpu_time_s") or 0.0 for r in rows)),
             "wall_time_runs_total_s": float(sum(r.get("wall_time_s") or 0.0 for r in rows))}
@@ -400,7 +425,7 @@ def main(args) -> int:
     summary = {"config": {k: list(v) if isinstance(v, tuple) else v for k, v in cfg.items()},
                "mode": "quick" if args.quick else "full", "workers": workers,
                "wall_time_s": exp["wall_time_s"], "n_runs": exp["n_runs"],
-               "run_time_s": exp["run_time_s"], "rounds": exp["rounds"],
+               "run_time_s": exp["run_time_s"], "probes": exp["probes"],
                "n_rows": exp["n_rows"], "cpu_time_total_s": exp["cpu_time_total_s"],
                "wall_time_runs_total_s": exp["wall_time_runs_total_s"],
                "searches": exp["searches"]}
