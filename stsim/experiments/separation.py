@@ -59,7 +59,7 @@ ARCH_LABEL = {"fcn": "FCN hidden width", "transformer": "transformer PE width d_
 
 # documented configurations; every value can be overridden from the command line
 FULL = dict(Ts=(8, 16, 32, 64, 128), ds=(1, 2), q=2, steps=2000, batch=256, seeds=3,
-            lr_fcn=3e-3, lr_tf=0.03, target=0.1, n_val=512, max_width_fcn=1024,
+            lr_fcn=3e-3, lr_tf=0.03, target=0.1, n_val=512, max_width_fcn=2048,
             max_width_tf=128)
 QUICK = dict(Ts=(4, 8, 16), ds=(1,), q=2, steps=300, batch=64, seeds=2, lr_fcn=1e-2,
              lr_tf=0.05, target=0.25, n_val=256, max_width_fcn=256, max_width_tf=32)
