@@ -82,7 +82,8 @@ def test_train_point_reports_target():
 def test_quick_experiment_shows_the_separation(tmp_path):
     out = str(tmp_path / "sep")
     assert cli_main(["--quick", "--workers", "0", "--out", out, "--quiet"]) == 0
-    for f in ("points.csv", "searches.csv", "fits.json", "summary.json", "separation.png"):
+    for f in ("points.csv", "searches.csv", "fits.json", "summary.json", "separation.png",
+              "report.md"):
         assert os.path.getsize(os.path.join(out, f)) > 0
     summary = json.load(open(os.path.join(out, "summary.json")))
     found = {(s["arch"], s["T"]): s["width"] for s in summary["searches"]}

@@ -53,7 +53,7 @@ from ..task import check_int
 from ..train import Config, run
 
 __all__ = ["train_point", "width_grid", "BracketSearch", "run_experiment", "fit_laws",
-           "plot_separation", "add_arguments", "main", "cli_main", "QUICK", "FULL"]
+           "plot_separation", "markdown_report", "add_arguments", "main", "cli_main", "QUICK", "FULL"]
 
 ARCH_LABEL = {"fcn": "FCN hidden width", "transformer": "transformer PE width d_e"}
 
@@ -373,6 +373,30 @@ def plot_separation(searches, fits, path, title=""):
     return savefig(fig, path)
 
 
+def markdown_report(searches, fits) -> str:
+    """Markdown tables: the widths found (with the probes), then every fit with residuals."""
+    lines = ["| arch | d | T | T·d | smallest width | probes (width, +pass/−fail) |",
+             "|---|---|---|---|---|---|"]
+    for s in searches:
+        w = f">{s['max_width']}" if s["censored"] else str(s["width"])
+        probes = ", ".join(f"{pw}{'+' if ok else '−'}" for pw, ok in s["probes"])
+        lines.append(f"| {s['arch']} | {s['d']} | {s['T']} | {s['T'] * s['d']} | {w} | "
+                     f"{probes} |")
+    lines += ["", "| arch | d | law | a | b | residuals (width − fit), by T | rel. rms |",
+              "|---|---|---|---|---|---|---|"]
+    for arch, per_d in sorted(fits.items()):
+        for d, e in sorted(per_d.items()):
+            for law, name in (("linear_Td", "a·Td + b"), ("log_T", "a·log2 T + b")):
+                f = e.get(law)
+                if f is None:
+                    lines.append(f"| {arch} | {d} | {name} | – | – | fewer than 2 points | – |")
+                    continue
+                res = ", ".join(f"T={T}: {r:+.1f}" for T, r in zip(e["T"], f["residuals"]))
+                lines.append(f"| {arch} | {d} | {name} | {f['a']:.3f} | {f['b']:+.2f} | {res} "
+                             f"| {f['rel_rms']:.3f} |")
+    return "\n".join(lines) + "\n"
+
+
 # --------------------------------------------------------------------------------------
 # command line
 # --------------------------------------------------------------------------------------
@@ -400,8 +424,8 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
 
 
 def main(args) -> int:
-    """Run the experiment; write points.csv, searches.csv, fits.json, summary.json and
-    separation.png into ``args.out``."""
+    """Run the experiment; write points.csv, searches.csv, fits.json, report.md,
+    summary.json and separation.png into ``args.out``."""
     cfg = dict(QUICK if args.quick else FULL)
     for k in list(cfg):
         v = getattr(args, k, None)
@@ -422,6 +446,8 @@ def main(args) -> int:
             fh.write(f"{s['arch']},{s['d']},{s['T']},{'' if s['width'] is None else s['width']},"
                      f"{int(s['censored'])},{s['max_width']},{probes}\n")
     write_json(os.path.join(out, "fits.json"), fits)
+    with atomic_write(os.path.join(out, "report.md"), "w") as fh:
+        fh.write(markdown_report(exp["searches"], fits))
     summary = {"config": {k: list(v) if isinstance(v, tuple) else v for k, v in cfg.items()},
                "mode": "quick" if args.quick else "full", "workers": workers,
                "wall_time_s": exp["wall_time_s"], "n_runs": exp["n_runs"],
