@@ -23,6 +23,8 @@ COMMANDS = {
     "figures": ("stsim.experiments", "reproduce the paper's figures (--quick or --full)"),
     "separation": ("stsim.experiments.separation",
                    "transformer vs fully-connected width-scaling experiment"),
+    "expressivity": ("stsim.experiments.expressivity",
+                     "explicit attention constructions (qSA, sparse patterns) and width laws"),
 }
 
 
