@@ -35,9 +35,13 @@ Error bound (derived in ``docs/expressivity.md``). Let ``s = softmax(λ g)``,
 and ``sup_{‖x_i‖≤1} ‖f − STS_q‖ = ‖s − u‖₁`` exactly (take ``x_i = sign(s_i−u_i) e_1``), so
 the *weight error* ``‖s − u‖₁`` is the worst-case error over unit-ball tokens. For the
 ``exact`` query ``σ = 0`` and ``‖s − u‖₁ = 2ρ → 0`` as ``λ → ∞`` **iff** ``Δ > 0``; with
-``λ = log(2(N−q)/(qε))/γ`` the error is ``≤ ε`` whenever ``Δ ≥ γ``. For random position
-vectors ``<u_i, w_y> ≈ N(0, ‖w_y‖²/m)``, ``‖w_y‖² ≈ q``, so ``Δ ≥ γ`` over ``N`` positions
-and ``S`` sampled subsets needs ``m ≳ 2q log(NS)/(1−γ)²`` — the ``m = O(q log N)`` law.
+``λ = log(2(N−q)/(qε))/γ`` the error is ``≤ ε`` whenever ``Δ ≥ γ``. Width law: for random
+position vectors and ``i ∉ y``, ``g_i = <u_i, w_y>`` is (sub-)Gaussian with variance
+``‖w_y‖²/m ≈ q/m``, so ``E e^{λ g_i} ≤ e^{λ² q/(2m)}`` and
+``E ρ ≤ ((N−q)/q) exp(−λ + λ² q/(2m))``. At the design λ this is ``≤ ε/2`` iff
+``m ≥ λq / (2(1−γ)) = q log(2(N−q)/(qε)) / (2γ(1−γ))`` — ``2 q log(2(N−q)/(qε))`` at
+``γ = ½``: the ``m = O(q log N)`` law (for the mean; the worst over sampled inputs needs
+a constant factor more).
 For the ``sum`` query ``σ ≈ 2√(2(q−1) log q / m)`` does not vanish: at fixed ``m`` the error
 is U-shaped in ``λ`` (leak falls, spread grows), and reaching ``ε`` needs
 ``λσ ≲ ε`` with ``λ ≳ log(N/(qε))``, i.e. ``m ∝ q log²(N/ε)/ε²``.
@@ -68,10 +72,14 @@ Approximation criteria per row (measured): log-ratio error
 off-support mass ``Σ_{j∉S_i} S_ij ≤ ε_off``. Since ``Σ_{S_i} e^{c_ij} ≥ e^τ``, the mass is at
 most ``(L − k) e^{o_i − τ}`` with ``o_i`` the largest off-support logit, so with the design
 ``τ = 2 log(L/ε_off)`` it suffices that ``o_i ≤ τ/2`` (and, for ``jl``, ``e_ij`` small). With
-``‖q_i‖² ≈ Σ_j c_ij² ≤ k τ²`` and ``L²`` off-support pairs: ``d ≳ 16 k log L`` for ``exact``
-(constant margin, ``τ`` cancels), while ``jl`` also needs ``2 τ √(2k log(Lk)/d) ≤ tol``,
-i.e. ``d ≳ 8 k τ² log(Lk)/tol²`` — ``log L / tol²`` at fixed ``τ``, and ``log³ L`` once ``τ``
-grows with ``L`` as it must for a fixed ``ε_off``. Memory is ``O(L d + nnz)``: queries
+``‖q_i‖² ≈ Σ_j c_ij² ≲ k τ²`` the off-support logits are (sub-)Gaussian with variance
+``≲ kτ²/d``; summing their exponentials (Gaussian moment generating function),
+``E[off mass] ≲ (L/Σ_j a_ij) exp(kτ²/(2d) − τ)``, which is ``≤ ε_off`` once
+``kτ²/(2d) ≤ τ − log(L/ε_off) = τ/2``, i.e. ``d ≥ kτ = 2k log(L/ε_off)`` for ``exact``.
+``jl`` also needs the on-support errors small: ``e_ij − e_ij' = Σ_l c_il(ρ_lj − ρ_lj')``
+(``ρ`` = Gram of the keys) has standard deviation ``≈ τ √(2(k−2)/d)`` — the ``τ`` parts
+cancel only for ``k ≤ 2`` — so ``d ≳ C k τ² log(Lk)/tol²``: ``log L / tol²`` at fixed
+``τ``, and ``log³ L`` once ``τ`` grows with ``L`` as it must for a fixed ``ε_off``. Memory is ``O(L d + nnz)``: queries
 are solved in row blocks, and the ``L²`` logits are formed ``block × L`` at a time.
 """
 from __future__ import annotations

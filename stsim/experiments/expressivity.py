@@ -39,7 +39,7 @@ from .. import expressivity as ex
 from ..io import atomic_write, write_json
 from ..task import check_int, sample_subsets
 
-__all__ = ["PARTS", "QUICK", "FULL", "add_arguments", "main", "cli_main", "part_curves",
+__all__ = ["PARTS", "QUICK", "FULL", "predicted_m", "predicted_d", "add_arguments", "main", "cli_main", "part_curves",
            "part_width", "part_seq2seq", "part_trained", "part_patterns", "part_jl"]
 
 PARTS = ("curves", "width", "seq2seq", "trained", "patterns", "jl")
@@ -229,6 +229,18 @@ def _search_m(N, q, family, query, cfg, seed, eps, m_max):
     return ex.smallest_passing(passes, 1, m_max, start)
 
 
+def predicted_m(N, q, eps, gamma):
+    """The derived width for mean weight error ``ε`` at the design λ (exact query):
+    ``m = q ln(2(N−q)/(qε)) / (2γ(1−γ))``."""
+    return q * math.log(2 * (N - q) / (q * eps)) / (2 * gamma * (1 - gamma))
+
+
+def predicted_d(L, k, eps_off):
+    """The derived head dimension of the exact pattern scheme with ``τ = 2 ln(L/ε_off)``:
+    ``d = k τ = 2 k ln(L/ε_off)``."""
+    return 2 * k * math.log(L / eps_off)
+
+
 def part_width(cfg, seed, out, log):
     """Smallest ``m`` (worst weight error over sampled subsets ≤ ε) vs ``q ln N``."""
     rows = []
@@ -272,6 +284,15 @@ def part_width(cfg, seed, out, log):
                 if len(sq) >= 2:
                     f = ex.fit_linear([math.log(r[3]) for r in sq], [r[5] for r in sq])
                     fits[f"exact/{family}/q={q}: m* ~ ln N"] = f
+        # the derived mean-error law m ≥ q ln(2(N−q)/(qε)) / (2γ(1−γ))
+        pred = [predicted_m(r[3], r[2], r[4], cfg["gamma"]) for r in sel]
+        fits[f"exact/{family}: m* ~ q ln(2(N-q)/(q eps))"] = ex.fit_linear(
+            [r[2] * math.log(2 * (r[3] - r[2]) / (r[2] * r[4])) for r in sel],
+            [r[5] for r in sel])
+        ratio = np.array([r[5] for r in sel]) / np.array(pred)
+        fits[f"exact/{family}: m* / predicted"] = {
+            "min": float(ratio.min()), "max": float(ratio.max()), "mean": float(ratio.mean()),
+            "cv": float(ratio.std() / ratio.mean())}
     sel = [r for r in rows if r[1] == "sum" and r[5] is not None]
     if len(sel) >= 2:
         fits["sum: m* ~ q ln N"] = ex.fit_linear([r[2] * math.log(r[3]) for r in sel],
@@ -546,6 +567,13 @@ def part_patterns(cfg, seed, out, log):
         if len(sel) >= 2:
             fits[f"{kind}/k={k}: d* ~ ln L"] = ex.fit_linear([math.log(r[3]) for r in sel],
                                                              [r[4] for r in sel])
+    for kind, k in jobs:
+        sel = [r for r in rows if r[0] == kind and r[1] == k and r[4] is not None]
+        if sel:
+            ratio = np.array([r[4] / predicted_d(r[3], r[2], cfg["eps_off"]) for r in sel])
+            fits[f"{kind}/k={k}: d* / (2 k_actual ln(L/eps_off))"] = {
+                "min": float(ratio.min()), "max": float(ratio.max()),
+                "mean": float(ratio.mean())}
     sel = [r for r in rows if r[0] == "random" and r[4] is not None]
     if len(sel) >= 2:
         fits["random/all k: d* ~ k ln L"] = ex.fit_linear([r[1] * math.log(r[3]) for r in sel],
