@@ -107,15 +107,16 @@ def _fam(family):
 # ======================================================================================
 # part 1: error curves of the single-query construction
 # ======================================================================================
-def _qsa_point(N, q, m, family, query, n_inputs, seed, lams, eps, gamma):
-    """Errors of one (N, q, m) point: design λ for ``exact``, best λ of the grid for
-    ``sum``. Returns the selection-error dict, the λ used and its index."""
+def _qsa_point(N, q, m, family, query, n_inputs, seed, lams, eps, gamma, grid=True):
+    """Errors of one (N, q, m) point: design λ for ``exact`` (appended to the grid, or
+    alone if ``grid`` is false), best λ of the grid for ``sum``. Returns the
+    selection-error dict, the λ used, its index, the table and the subsets."""
     Y = sample_subsets(_rng(seed, 1, N, q), n_inputs, N, q)
     table = ex.PositionTable(N, m, family, seed=(seed, 2, N, q, m, _fam(family)))
     lams = np.asarray(lams, dtype=float)
     if query == "exact":
         lam = ex.design_lambda(N, q, eps, gamma)
-        lams = np.append(lams, lam)
+        lams = np.append(lams, lam) if grid else np.array([lam])
     e = ex.qsa_errors(table, Y, lams, query)
     worst = e["l1"].max(axis=1)
     t = lams.size - 1 if query == "exact" else int(np.argmin(worst))
@@ -132,16 +133,17 @@ def part_curves(cfg, seed, out, log):
                 for m in cfg["ms"]:
                     if query == "exact" and q > m:
                         continue
+                    want_curve = family == cfg["families"][0] and m == cfg["m_lam"]
                     e, lam, t, table, Y = _qsa_point(N, q, m, family, query, cfg["n_inputs"],
                                                      seed, cfg["lams"], cfg["eps"],
-                                                     cfg["gamma"])
+                                                     cfg["gamma"], grid=want_curve)
                     X = _rng(seed, 3, N, q, m).standard_normal((cfg["n_inputs"], N, d))
                     _, terr = ex.qsa_output(X, table.dense(), Y, lam, query)
                     rows.append([family, q, query, m, lam, float(e["l1"][t].max()),
                                  float(e["l1"][t].mean()), float(e["leak"][t].max()),
                                  float(e["margin"].min()), float(e["spread"].max()),
                                  float(terr.max()), float(terr.mean())])
-                    if family == cfg["families"][0] and m == cfg["m_lam"]:
+                    if want_curve:
                         lam_curves[(q, query)] = (np.asarray(cfg["lams"]),
                                                   e["l1"][:len(cfg["lams"])].max(axis=1),
                                                   e["l1"][:len(cfg["lams"])].mean(axis=1))
@@ -222,7 +224,7 @@ def _search_m(N, q, family, query, cfg, seed, eps, m_max):
         if query == "exact" and m < q:
             return False
         e, lam, t, _, _ = _qsa_point(N, q, m, family, query, cfg["n_inputs"], seed, lams,
-                                     eps, cfg["gamma"])
+                                     eps, cfg["gamma"], grid=False)
         return e["l1"][t].max() <= eps
 
     start = max(q, int(round(4 * q * math.log(N))))
@@ -359,13 +361,14 @@ def part_seq2seq(cfg, seed, out, log):
             for query in ex.QUERIES:
                 if query == "exact" and m < q:
                     continue
-                lam_d = ex.design_lambda(N, q, cfg["eps"], cfg["gamma"])
-                ls = np.append(lams, lam_d)
-                e = ex.seq2seq_errors(U, Ys, ls, query, X=X)
-                worst = e["l1"].max(axis=1)
-                t = ls.size - 1 if query == "exact" else int(np.argmin(worst[:-1]))
-                rows.append([N, m, query, float(ls[t]), float(worst[t]),
-                             float(e["l1"][t].mean()), float(e["err"][t].max()),
+                if query == "exact":
+                    lam = ex.design_lambda(N, q, cfg["eps"], cfg["gamma"])
+                else:       # best λ of the grid for the worst row, then the token error
+                    worst = ex.seq2seq_errors(U, Ys, lams, query)["l1"].max(axis=1)
+                    lam = float(lams[int(np.argmin(worst))])
+                e = ex.seq2seq_errors(U, Ys, [lam], query, X=X)
+                rows.append([N, m, query, float(lam), float(e["l1"][0].max()),
+                             float(e["l1"][0].mean()), float(e["err"][0].max()),
                              float(e["margin"].min())])
         log(f"seq2seq: N={N} done")
     _write_csv(os.path.join(out, "seq2seq.csv"),
@@ -633,10 +636,13 @@ def part_jl(cfg, seed, out, log):
         start = int(8 * k * tau ** 2 * math.log(L * k) / cfg["tol"] ** 2 / 4)
         d, probes = _pattern_search(A, L, k, 0, "jl", cfg["tol"], cfg["eps_off"], tau,
                                     cfg["d_max"], seed, max(start, 4))
-        rows.append([L, k, tau, d, len(probes), time.perf_counter() - t1])
-        log(f"jl: L={L} d*={d} ({time.perf_counter() - t1:.1f}s)")
-    _write_csv(os.path.join(out, "jl.csv"), ["L", "k", "tau", "d_star", "probes", "seconds"],
-               rows)
+        # the exact scheme on the same target, criteria and τ, for comparison
+        d_ex, _ = _pattern_search(A, L, k, 0, "exact", cfg["tol"], cfg["eps_off"], tau,
+                                  cfg["d_max"], seed, int(2 * k * tau))
+        rows.append([L, k, tau, d, len(probes), time.perf_counter() - t1, d_ex])
+        log(f"jl: L={L} d*={d} (exact scheme: {d_ex}) ({time.perf_counter() - t1:.1f}s)")
+    _write_csv(os.path.join(out, "jl.csv"), ["L", "k", "tau", "d_star", "probes", "seconds",
+                                             "d_star_exact_scheme"], rows)
     sel = [r for r in rows if r[3] is not None]
     fits = {}
     if len(sel) >= 2:
@@ -648,6 +654,9 @@ def part_jl(cfg, seed, out, log):
     x = np.array([math.log(r[0]) for r in sel])
     y = np.array([r[3] for r in sel])
     ax[0].plot(x, y, "o", color="C3", label="JL queries, random k=%d" % k)
+    ax[0].plot(x, [r[6] for r in sel], "s", color="C0",
+               label="exact queries, same targets / criteria / τ")
+    ax[0].set_yscale("log")
     if "d* ~ ln L" in fits:
         f = fits["d* ~ ln L"]
         ax[0].plot(x, f["a"] * x + f["b"], "-", color="C3", lw=0.8,
