@@ -63,11 +63,12 @@ QUICK = {
 }
 FULL = {
     "curves": dict(N=1024, qs=(2, 4, 8), ms=(8, 16, 32, 64, 128, 256, 512, 1024, 2048),
-                   n_inputs=500, d=5, eps=0.1, gamma=0.5, lams=_LAMS,
+                   n_inputs=300, d=5, eps=0.1, gamma=0.5, lams=_LAMS,
                    families=("sphere", "rademacher"), m_lam=256),
     "width": dict(Ns=(64, 256, 1024, 4096, 16384), qs=(1, 2, 4, 8), n_inputs=200, eps=0.1,
                   gamma=0.5, m_max=4096, families=("sphere", "rademacher"), sum_qs=(4,),
-                  sum_eps=0.5, lams=_LAMS, sum_m_max=8192, reps=2),
+                  sum_eps=0.5, lams=_LAMS, sum_m_max=8192, reps=2,
+                  sum_reps=1),
     "seq2seq": dict(Ns=(128, 512, 2048), q=3, ms=(16, 32, 64, 128, 256, 512, 1024), eps=0.1,
                     gamma=0.5, lams=_LAMS, d=5),
     "trained": dict(T=64, q=3, d=5, d_es=(32, 128), steps=3000, batch=128, lr=1.0,
@@ -261,7 +262,7 @@ def part_width(cfg, seed, out, log):
                                  time.perf_counter() - t1, rep])
                     log(f"width: rep {rep} {family} exact q={q} N={N} m*={m} "
                         f"({len(probes)} probes, {time.perf_counter() - t1:.1f}s)")
-        for q in cfg["sum_qs"]:
+        for q in (cfg["sum_qs"] if rep < cfg.get("sum_reps", cfg["reps"]) else ()):
             for N in cfg["Ns"]:
                 if q >= N:
                     continue
@@ -299,8 +300,8 @@ def part_width(cfg, seed, out, log):
     if len(sel) >= 2:
         fits["sum: m* ~ q ln N"] = ex.fit_linear([r[2] * math.log(r[3]) for r in sel],
                                                  [r[5] for r in sel])
-        fits["sum: m* ~ q ln N ln²(N/(q eps))"] = ex.fit_linear(
-            [r[2] * math.log(r[3]) * math.log(r[3] / (r[2] * r[4])) ** 2 for r in sel],
+        fits["sum: m* ~ (q-2) ln²(2(N-q)/(q eps))"] = ex.fit_linear(
+            [(r[2] - 2) * math.log(2 * (r[3] - r[2]) / (r[2] * r[4])) ** 2 for r in sel],
             [r[5] for r in sel])
     censored = [r for r in rows if r[5] is None]
     plt, savefig = _plt()
