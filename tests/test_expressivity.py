@@ -294,3 +294,12 @@ def test_cli_quick_runs_and_writes_outputs(tmp_path):
 def test_example_quick_all_parts(tmp_path):
     assert E.cli_main(["--quick", "--out", str(tmp_path), "--quiet"]) == 0
     assert (tmp_path / "expressivity.json").exists()
+
+
+def test_jl_ratio_width_scales_as_inverse_tolerance_squared():
+    """JL scheme, ratio criterion alone at fixed τ: d*(tol) / d*(2 tol) ≈ 4 (the derived
+    d ∝ k τ² ln(Lk)/tol²); bounds [2.5, 6] allow the bisection / sampling noise."""
+    A = ex.sparse_target("random", 64, 4, E._rng(0, 41, 64, 4))
+    d1, _ = E._pattern_search(A, 64, 4, 0, "jl", 1.0, 1.0, 5.0, 8192, 0, 500)
+    d2, _ = E._pattern_search(A, 64, 4, 0, "jl", 2.0, 1.0, 5.0, 8192, 0, 100)
+    assert 2.5 <= d1 / d2 <= 6.0, (d1, d2)

@@ -59,7 +59,8 @@ QUICK = {
                     lams=tuple(np.geomspace(0.25, 60.0, 40))),
     "patterns": dict(Ls=(64, 128, 256), k=4, targets=ex.TARGETS, ks=(2, 4), eps_off=0.01,
                      tol=0.01, d_max=2048, reps=1),
-    "jl": dict(Ls=(32, 64, 128), k=4, tol=1.0, eps_off=0.1, tau_slack=2.0, d_max=8192),
+    "jl": dict(Ls=(32, 64, 128), k=4, tol=1.0, eps_off=0.1, tau_slack=2.0, d_max=8192,
+               fixed_tau=5.0, ratio_tols=(1.0, 2.0), ratio_Ls=(32, 64, 128)),
 }
 FULL = {
     "curves": dict(N=1024, qs=(2, 4, 8), ms=(8, 16, 32, 64, 128, 256, 512, 1024, 2048),
@@ -76,7 +77,8 @@ FULL = {
     "patterns": dict(Ls=(64, 128, 256, 512, 1024, 2048, 4096), k=4, targets=ex.TARGETS,
                      ks=(2, 4, 8), eps_off=0.01, tol=0.01, d_max=8192, reps=2),
     "jl": dict(Ls=(32, 64, 128, 256, 512, 1024, 2048), k=4, tol=1.0, eps_off=0.1, tau_slack=2.0,
-               d_max=16384),
+               d_max=16384, fixed_tau=5.0, ratio_tols=(0.5, 1.0),
+               ratio_Ls=(64, 256, 1024, 2048)),
 }
 
 
@@ -644,14 +646,50 @@ def part_jl(cfg, seed, out, log):
         log(f"jl: L={L} d*={d} (exact scheme: {d_ex}) ({time.perf_counter() - t1:.1f}s)")
     _write_csv(os.path.join(out, "jl.csv"), ["L", "k", "tau", "d_star", "probes", "seconds",
                                              "d_star_exact_scheme"], rows)
+    # ratio criterion alone at a fixed τ: the d ∝ ln(Lk)/tol² law
+    rrows = []
+    for tol in cfg["ratio_tols"]:
+        for L in cfg["ratio_Ls"]:
+            A = ex.sparse_target("random", L, k, _rng(seed, 41, L, k))
+            t1 = time.perf_counter()
+            start = int(1.5 * k * cfg["fixed_tau"] ** 2 * math.log(L * k) / tol ** 2)
+            d, probes = _pattern_search(A, L, k, 0, "jl", tol, 1.0, cfg["fixed_tau"],
+                                        cfg["d_max"], seed, max(start, 4))
+            rrows.append([tol, L, k, cfg["fixed_tau"], d, len(probes),
+                          time.perf_counter() - t1])
+            log(f"jl ratio-only: tol={tol} L={L} d*={d} ({time.perf_counter() - t1:.1f}s)")
+    _write_csv(os.path.join(out, "jl_ratio.csv"),
+               ["tol", "L", "k", "tau", "d_star", "probes", "seconds"], rrows)
     sel = [r for r in rows if r[3] is not None]
     fits = {}
+    for tol in cfg["ratio_tols"]:
+        rs = [r for r in rrows if r[0] == tol and r[4] is not None]
+        if len(rs) >= 2:
+            fits[f"ratio-only tol={tol}: d* ~ ln(Lk)"] = ex.fit_linear(
+                [math.log(r[1] * k) for r in rs], [r[4] for r in rs])
+    rs = [r for r in rrows if r[4] is not None]
+    if len(rs) >= 2:
+        fits["ratio-only all tol: d* ~ k tau^2 ln(Lk)/tol^2"] = ex.fit_linear(
+            [k * r[3] ** 2 * math.log(r[1] * k) / r[0] ** 2 for r in rs], [r[4] for r in rs])
     if len(sel) >= 2:
         fits["d* ~ ln L"] = ex.fit_linear([math.log(r[0]) for r in sel], [r[3] for r in sel])
         fits["d* ~ tau^2 ln(L k)"] = ex.fit_linear([r[2] ** 2 * math.log(r[0] * k) for r in sel],
                                                    [r[3] for r in sel])
     plt, savefig = _plt()
-    fig, ax = plt.subplots(1, 2, figsize=(11, 4.2))
+    fig, ax = plt.subplots(1, 3, figsize=(16, 4.2))
+    for i, tol in enumerate(cfg["ratio_tols"]):
+        rs = [r for r in rrows if r[0] == tol and r[4] is not None]
+        xr = np.array([math.log(r[1] * k) for r in rs])
+        ax[2].plot(xr, [r[4] * tol ** 2 for r in rs], "o", color=f"C{i + 4}",
+                   label=f"tol={tol}: d*·tol²")
+        f = fits.get(f"ratio-only tol={tol}: d* ~ ln(Lk)")
+        if f:
+            ax[2].plot(xr, (f["a"] * xr + f["b"]) * tol ** 2, "-", color=f"C{i + 4}", lw=0.8,
+                       label=f"  fit d* = {f['a']:.0f} ln(Lk) {f['b']:+.0f} (R²={f['r2']:.3f})")
+    ax[2].set(xlabel="ln(L k)", ylabel="d* · tol²",
+              title=f"(c) ratio criterion alone, fixed τ={cfg['fixed_tau']}, k={k}:\n"
+                    f"d ∝ ln(Lk)/tol² (curves coincide if the 1/tol² law holds)")
+    ax[2].legend(fontsize=7)
     x = np.array([math.log(r[0]) for r in sel])
     y = np.array([r[3] for r in sel])
     ax[0].plot(x, y, "o", color="C3", label="JL queries, random k=%d" % k)
@@ -675,8 +713,10 @@ def part_jl(cfg, seed, out, log):
     ax[1].set(xlabel="τ² ln(L k)", ylabel="d*", title="(b) the derived law d ∝ k τ² ln(Lk)/tol²")
     fig.tight_layout()
     savefig(fig, os.path.join(out, "jl.png"))
-    summary = {"fits": fits, "censored": [r[:3] for r in rows if r[3] is None]}
-    write_json(os.path.join(out, "jl.json"), {"config": cfg, "summary": summary, "rows": rows})
+    summary = {"fits": fits, "censored": [r[:3] for r in rows if r[3] is None]
+               + [r[:4] for r in rrows if r[4] is None]}
+    write_json(os.path.join(out, "jl.json"), {"config": cfg, "summary": summary, "rows": rows,
+                                              "ratio_rows": rrows})
     return summary
 
 
