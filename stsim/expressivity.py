@@ -350,7 +350,8 @@ def qsa_output(X: np.ndarray, U: np.ndarray, Y: np.ndarray, lam: float, query: s
     X = np.asarray(X, dtype=np.float64)
     Y = np.asarray(Y, dtype=np.int64)
     Wq = subset_queries(np.asarray(U)[Y], query)
-    s = np.exp(lam * (Wq @ U.T) - logsumexp(lam * (Wq @ U.T), axis=1, keepdims=True))
+    a = lam * (Wq @ U.T)
+    s = np.exp(a - logsumexp(a, axis=1, keepdims=True))
     f = (s[:, None, :] @ X)[:, 0, :]
     t = np.take_along_axis(X, Y[:, :, None], axis=1).mean(axis=1)
     return f, np.linalg.norm(f - t, axis=1)
@@ -423,8 +424,12 @@ def check_pattern(A, k: int | None = None) -> sp.csr_matrix:
     matrix, has a non-finite or negative entry, has a row without a positive entry
     (a softmax row sums to 1), or has more than ``k`` non-zeros in a row or a column.
     """
-    A = sp.csr_matrix(A, dtype=np.float64) if not sp.issparse(A) else sp.csr_matrix(A, dtype=np.float64)
-    if A.ndim != 2 or A.shape[0] != A.shape[1]:
+    if not sp.issparse(A):
+        A = np.asarray(A, dtype=np.float64)
+        if A.ndim != 2:
+            raise ValueError(f"A must be a square L×L matrix, got shape {A.shape}")
+    A = sp.csr_matrix(A, dtype=np.float64)
+    if A.shape[0] != A.shape[1]:
         raise ValueError(f"A must be a square L×L matrix, got shape {A.shape}")
     if A.shape[0] < 1:
         raise ValueError("A must be non-empty (L >= 1), got shape (0, 0)")

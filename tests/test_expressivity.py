@@ -256,6 +256,7 @@ def test_smallest_passing_and_fit():
     (lambda: ex.check_pattern(np.eye(3) + np.eye(3, k=1), k=1), "k=1"),
     (lambda: ex.check_pattern(np.array([[1.0, -0.5], [0.0, 1.0]])), ">= 0"),
     (lambda: ex.check_pattern(np.ones((2, 3))), "square"),
+    (lambda: ex.check_pattern(np.ones((2, 2, 2))), "square"),
     (lambda: ex.check_pattern(np.zeros((0, 0))), "non-empty"),
     (lambda: ex.check_pattern(np.array([[1.0, 0.0], [0.0, 0.0]])), "row 1"),
     (lambda: ex.check_pattern(np.array([[np.nan, 0.0], [0.0, 1.0]])), "finite"),
