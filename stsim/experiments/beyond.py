@@ -103,7 +103,7 @@ def analyse(s, results, out, mode):
                     f"{s['theory']['optimizer']} lr={s['theory']['lr']}", fontsize=9)
     ax[2].legend(fontsize=7)
     fig.tight_layout()
-    savefig(fig, os.path.join(out, f"{NAME}.png"))
+    savefig(fig, os.path.join(out, f"{NAME}.png"), dpi=100)
 
     v_in = np.array([_final(sph[de], "val").mean() for de in des])
     common = int(min(theo[0].history["step"][-1], prac[0].history["step"][-1]))

@@ -48,7 +48,7 @@ def draw_q_panels(axes, s, groups):
     for ax, qt in zip(axes, s["q_test"]):
         key = f"val/q={qt}"
         panel_curves(ax, groups, key, f"q_test = {qt} (trained q = {s['q']})")
-        ins = ax.inset_axes([0.5, 0.5, 0.47, 0.45])
+        ins = ax.inset_axes([0.12, 0.1, 0.45, 0.4])   # lower left: empty on loss curves
         for pe, runs in groups.items():
             st = runs[0].history["step"]
             m = st >= (1 - ZOOM) * st[-1]
@@ -57,8 +57,7 @@ def draw_q_panels(axes, s, groups):
             ins.fill_between(st[m], Y.min(0), Y.max(0), color=PE_COLOR[pe], alpha=0.2, lw=0)
         ins.tick_params(labelsize=6)
         ins.set_title("last 20% (zoom)", fontsize=6)
-    axes[0].set_ylabel("validation loss")
-    axes[0].legend(fontsize=7, loc="lower left")
+    axes[0].set_ylabel("validation loss")   # colours as in the legend of the panel above
 
 
 def q_checks(s, groups, tag=""):
@@ -103,7 +102,7 @@ def analyse(s, results, out, mode):
                  f"{s['optimizer']} lr={s['lr']}, {s['steps']} steps, {len(s['seeds'])} seeds",
                  fontsize=9)
     fig.tight_layout()
-    savefig(fig, os.path.join(out, f"{NAME}.png"))
+    savefig(fig, os.path.join(out, f"{NAME}.png"), dpi=100)
     measured, checks = q_checks(s, groups)
     fx_min = min(r.final(f"val/T={t}") for r in groups["onehot"] for t in s["T_test"])
     checks.insert(0, check("fixed PE final OOD validation loss, min over T_test and seeds "

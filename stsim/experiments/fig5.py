@@ -39,7 +39,7 @@ def analyse(s, results, out, mode):
                  f"q_test. Theory model, T={s['T']} q={s['q']} d={s['d']} d_e={s['d_e']}, "
                  f"batch {s['batch']}, {len(s['seeds'])} seeds", fontsize=9)
     fig.tight_layout()
-    savefig(fig, os.path.join(out, f"{NAME}.png"))
+    savefig(fig, os.path.join(out, f"{NAME}.png"), dpi=100)
     m1, c1 = length_checks(s, groups, tag="Adam: ")
     m2, c2 = q_checks(s, groups, tag="Adam: ")
     runs = {j.name: results[j.name] for j in jobs(s)}
