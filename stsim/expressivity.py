@@ -609,11 +609,13 @@ def pattern_attention(X: np.ndarray, WQ: np.ndarray, WK: np.ndarray) -> np.ndarr
 # ======================================================================================
 # width search and fits
 # ======================================================================================
-def smallest_passing(passes, lo: int, hi: int, start: int | None = None):
+def smallest_passing(passes, lo: int, hi: int, start: int | None = None, rel: float = 0.0):
     """Smallest integer ``w`` in ``[lo, hi]`` with ``passes(w)`` true, assuming passing is
     monotone in ``w``: doubling / halving from ``start`` to bracket the boundary, then
-    bisection. Returns ``(w or None if hi fails, probes)`` with ``probes`` the list of
-    ``(w, passed)`` in evaluation order."""
+    bisection until the bracket is ``<= max(1, rel · w)`` wide (``rel = 0``: exact; the
+    returned ``w`` passes and ``w − max(1, rel·w)`` or less failed). Returns
+    ``(w or None if hi fails, probes)`` with ``probes`` the list of ``(w, passed)`` in
+    evaluation order."""
     lo, hi = check_int("lo", lo, 1), check_int("hi", hi, lo)
     w = min(max(start or lo, lo), hi)
     probes, seen = [], {}
@@ -644,7 +646,7 @@ def smallest_passing(passes, lo: int, hi: int, start: int | None = None):
                 good = nxt
             else:
                 bad = nxt
-    while good - bad > 1:
+    while good - bad > max(1.0, rel * good):
         mid = (good + bad) // 2
         if ok(mid):
             good = mid

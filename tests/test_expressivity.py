@@ -304,3 +304,10 @@ def test_jl_ratio_width_scales_as_inverse_tolerance_squared():
     d1, _ = E._pattern_search(A, 64, 4, 0, "jl", 1.0, 1.0, 5.0, 8192, 0, 500)
     d2, _ = E._pattern_search(A, 64, 4, 0, "jl", 2.0, 1.0, 5.0, 8192, 0, 100)
     assert 2.5 <= d1 / d2 <= 6.0, (d1, d2)
+
+
+def test_smallest_passing_relative_bracket():
+    for target in (50, 777, 3000):
+        w, probes = ex.smallest_passing(lambda v: v >= target, 1, 8192, 100, rel=0.02)
+        assert target <= w <= target * 1.02 + 1
+        assert len(probes) <= len(ex.smallest_passing(lambda v: v >= target, 1, 8192, 100)[1])

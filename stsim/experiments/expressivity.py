@@ -64,21 +64,21 @@ QUICK = {
 }
 FULL = {
     "curves": dict(N=1024, qs=(2, 4, 8), ms=(8, 16, 32, 64, 128, 256, 512, 1024, 2048),
-                   n_inputs=300, d=5, eps=0.1, gamma=0.5, lams=_LAMS,
+                   n_inputs=1000, d=5, eps=0.1, gamma=0.5, lams=_LAMS,
                    families=("sphere", "rademacher"), m_lam=256),
-    "width": dict(Ns=(64, 256, 1024, 4096, 16384), qs=(1, 2, 4, 8), n_inputs=200, eps=0.1,
+    "width": dict(Ns=(64, 256, 1024, 4096, 16384), qs=(1, 2, 4, 8), n_inputs=1000, eps=0.1,
                   gamma=0.5, m_max=4096, families=("sphere", "rademacher"), sum_qs=(4,),
-                  sum_eps=0.5, lams=_LAMS, sum_m_max=8192, reps=2,
-                  sum_reps=1),
+                  sum_eps=0.5, lams=_LAMS, sum_m_max=8192, reps=4,
+                  sum_reps=2, sum_n_inputs=300),
     "seq2seq": dict(Ns=(128, 512, 2048), q=3, ms=(16, 32, 64, 128, 256, 512, 1024), eps=0.1,
                     gamma=0.5, lams=_LAMS, d=5),
     "trained": dict(T=64, q=3, d=5, d_es=(32, 128), steps=3000, batch=128, lr=1.0,
                     n_val=2048, lams=tuple(np.geomspace(0.25, 60.0, 60))),
     "patterns": dict(Ls=(64, 128, 256, 512, 1024, 2048, 4096), k=4, targets=ex.TARGETS,
-                     ks=(2, 4, 8), eps_off=0.01, tol=0.01, d_max=8192, reps=2),
-    "jl": dict(Ls=(32, 64, 128, 256, 512, 1024, 2048), k=4, tol=1.0, eps_off=0.1, tau_slack=2.0,
-               d_max=16384, fixed_tau=5.0, ratio_tols=(0.5, 1.0),
-               ratio_Ls=(64, 256, 1024, 2048)),
+                     ks=(2, 4, 8), eps_off=0.01, tol=0.01, d_max=8192, reps=4),
+    "jl": dict(Ls=(32, 64, 128, 256, 512, 1024, 2048, 4096), k=4, tol=1.0, eps_off=0.1,
+               tau_slack=2.0, d_max=16384, fixed_tau=5.0, ratio_tols=(0.5, 1.0),
+               ratio_Ls=(64, 256, 1024, 2048), reps=2, rel=0.02),
 }
 
 
@@ -222,11 +222,13 @@ def part_curves(cfg, seed, out, log):
 # ======================================================================================
 def _search_m(N, q, family, query, cfg, seed, eps, m_max):
     lams = np.asarray(cfg["lams"])
+    n_inputs = cfg["n_inputs"] if query == "exact" else cfg.get("sum_n_inputs",
+                                                                cfg["n_inputs"])
 
     def passes(m):
         if query == "exact" and m < q:
             return False
-        e, lam, t, _, _ = _qsa_point(N, q, m, family, query, cfg["n_inputs"], seed, lams,
+        e, lam, t, _, _ = _qsa_point(N, q, m, family, query, n_inputs, seed, lams,
                                      eps, cfg["gamma"], grid=False)
         return e["l1"][t].max() <= eps
 
@@ -535,7 +537,7 @@ def part_trained(cfg, seed, out, log):
 # ======================================================================================
 # part 5/6: sparse attention patterns
 # ======================================================================================
-def _pattern_search(A, L, k, kind_id, scheme, tol, eps_off, tau, d_max, seed, start):
+def _pattern_search(A, L, k, kind_id, scheme, tol, eps_off, tau, d_max, seed, start, rel=0.0):
     def passes(d):
         if scheme == "exact" and d < int(np.diff(A.indptr).max()):
             return False
@@ -543,7 +545,7 @@ def _pattern_search(A, L, k, kind_id, scheme, tol, eps_off, tau, d_max, seed, st
                                     eps_off=eps_off, tau=tau)
         e = ex.pattern_errors(A, Q, K)
         return e["ratio"].max() <= tol and e["off_mass"].max() <= eps_off
-    return ex.smallest_passing(passes, 1, d_max, start)
+    return ex.smallest_passing(passes, 1, d_max, start, rel)
 
 
 def part_patterns(cfg, seed, out, log):
@@ -632,34 +634,38 @@ def part_patterns(cfg, seed, out, log):
 def part_jl(cfg, seed, out, log):
     """JL (sum) queries: smallest d for log-ratio tolerance and off-support mass."""
     rows, k = [], cfg["k"]
-    for L in cfg["Ls"]:
-        A = ex.sparse_target("random", L, k, _rng(seed, 41, L, k))
+    reps = cfg.get("reps", 1)
+    for rep, L in [(r, L) for r in range(reps) for L in cfg["Ls"]]:
+        sd = seed * 1000 + rep
+        A = ex.sparse_target("random", L, k, _rng(sd, 41, L, k))
         tau = math.log(L / cfg["eps_off"]) + cfg["tau_slack"]
         t1 = time.perf_counter()
         start = int(8 * k * tau ** 2 * math.log(L * k) / cfg["tol"] ** 2 / 4)
         d, probes = _pattern_search(A, L, k, 0, "jl", cfg["tol"], cfg["eps_off"], tau,
-                                    cfg["d_max"], seed, max(start, 4))
+                                    cfg["d_max"], sd, max(start, 4), cfg.get("rel", 0.0))
         # the exact scheme on the same target, criteria and τ, for comparison
         d_ex, _ = _pattern_search(A, L, k, 0, "exact", cfg["tol"], cfg["eps_off"], tau,
-                                  cfg["d_max"], seed, int(2 * k * tau))
-        rows.append([L, k, tau, d, len(probes), time.perf_counter() - t1, d_ex])
-        log(f"jl: L={L} d*={d} (exact scheme: {d_ex}) ({time.perf_counter() - t1:.1f}s)")
+                                  cfg["d_max"], sd, int(2 * k * tau))
+        rows.append([L, k, tau, d, len(probes), time.perf_counter() - t1, d_ex, rep])
+        log(f"jl: rep {rep} L={L} d*={d} (exact scheme: {d_ex}) "
+            f"({time.perf_counter() - t1:.1f}s)")
     _write_csv(os.path.join(out, "jl.csv"), ["L", "k", "tau", "d_star", "probes", "seconds",
-                                             "d_star_exact_scheme"], rows)
+                                             "d_star_exact_scheme", "rep"], rows)
     # ratio criterion alone at a fixed τ: the d ∝ ln(Lk)/tol² law
     rrows = []
-    for tol in cfg["ratio_tols"]:
-        for L in cfg["ratio_Ls"]:
-            A = ex.sparse_target("random", L, k, _rng(seed, 41, L, k))
+    for rep, tol, L in [(r, t, L) for r in range(reps) for t in cfg["ratio_tols"]
+                        for L in cfg["ratio_Ls"]]:
+            sd = seed * 1000 + rep
+            A = ex.sparse_target("random", L, k, _rng(sd, 41, L, k))
             t1 = time.perf_counter()
             start = int(1.5 * k * cfg["fixed_tau"] ** 2 * math.log(L * k) / tol ** 2)
             d, probes = _pattern_search(A, L, k, 0, "jl", tol, 1.0, cfg["fixed_tau"],
-                                        cfg["d_max"], seed, max(start, 4))
+                                        cfg["d_max"], sd, max(start, 4), cfg.get("rel", 0.0))
             rrows.append([tol, L, k, cfg["fixed_tau"], d, len(probes),
-                          time.perf_counter() - t1])
+                          time.perf_counter() - t1, rep])
             log(f"jl ratio-only: tol={tol} L={L} d*={d} ({time.perf_counter() - t1:.1f}s)")
     _write_csv(os.path.join(out, "jl_ratio.csv"),
-               ["tol", "L", "k", "tau", "d_star", "probes", "seconds"], rrows)
+               ["tol", "L", "k", "tau", "d_star", "probes", "seconds", "rep"], rrows)
     sel = [r for r in rows if r[3] is not None]
     fits = {}
     for tol in cfg["ratio_tols"]:
