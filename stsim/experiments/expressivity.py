@@ -39,7 +39,7 @@ from .. import expressivity as ex
 from ..io import atomic_write, write_json
 from ..task import check_int, sample_subsets
 
-__all__ = ["PARTS", "QUICK", "FULL", "predicted_m", "predicted_d", "add_arguments", "main", "cli_main", "part_curves",
+__all__ = ["PARTS", "QUICK", "FULL", "predicted_m", "predicted_d", "plot_width", "add_arguments", "main", "cli_main", "part_curves",
            "part_width", "part_seq2seq", "part_trained", "part_patterns", "part_jl"]
 
 PARTS = ("curves", "width", "seq2seq", "trained", "patterns", "jl")
@@ -248,6 +248,54 @@ def predicted_d(L, k, eps_off):
     return 2 * k * math.log(L / eps_off)
 
 
+def plot_width(rows, fits, cfg, path):
+    """Three panels: m* vs q ln N with the affine fit; its relative residuals; m* over the
+    derived prediction ``q ln(2(N−q)/(qε)) / (2γ(1−γ))``. ``rows`` as in ``width.csv``."""
+    plt, savefig = _plt()
+    fig, ax = plt.subplots(1, 3, figsize=(17, 4.5))
+    marks = {"sphere": "o", "rademacher": "s"}
+    fam0 = cfg["families"][0]
+    for family in cfg["families"]:
+        for i, q in enumerate(cfg["qs"]):
+            sel = [r for r in rows if r[0] == family and r[1] == "exact" and r[2] == q
+                   and r[5] is not None]
+            x = [q * math.log(r[3]) for r in sel]
+            kw = dict(color=f"C{i}", mfc="none" if family != "sphere" else f"C{i}")
+            ax[0].plot(x, [r[5] for r in sel], marks[family], label=f"exact q={q} ({family})",
+                       **kw)
+            ax[2].plot(x, [r[5] / predicted_m(r[3], q, r[4], cfg["gamma"]) for r in sel],
+                       marks[family], **kw)
+    key = f"exact/{fam0}: m* ~ q ln N"
+    if key in fits:
+        f = fits[key]
+        xs = np.linspace(0, max(q * math.log(N) for q in cfg["qs"] for N in cfg["Ns"]), 50)
+        ax[0].plot(xs, f["a"] * xs + f["b"], "k-", lw=0.8,
+                   label=f"fit ({fam0}) m* = {f['a']:.2f} q ln N + {f['b']:.1f} "
+                         f"(R²={f['r2']:.3f})")
+        res = np.array(f["residuals"])
+        sel = [r for r in rows if r[0] == fam0 and r[1] == "exact" and r[5] is not None]
+        ax[1].scatter([r[2] * math.log(r[3]) for r in sel], res / np.array([r[5] for r in sel]),
+                      c=[f"C{cfg['qs'].index(r[2])}" for r in sel], s=14)
+    sel = [r for r in rows if r[1] == "sum" and r[5] is not None]
+    if sel:
+        ax[0].plot([r[2] * math.log(r[3]) for r in sel], [r[5] for r in sel], "^", color="C5",
+                   label=f"sum query q={','.join(map(str, cfg['sum_qs']))} "
+                         f"(ε={cfg['sum_eps']}, best λ)")
+    ax[0].set(xlabel="q ln N", ylabel="smallest width m*", yscale="log",
+              title=f"(a) m*: worst weight error ≤ ε={cfg['eps']} over {cfg['n_inputs']} "
+                    f"subsets, {cfg['reps']} replicates\nexact query, λ = ln(2(N−q)/(qε))/γ, "
+                    f"γ={cfg['gamma']}; N = {min(cfg['Ns'])}..{max(cfg['Ns'])}")
+    ax[0].legend(fontsize=7)
+    ax[1].axhline(0, color="k", lw=0.5)
+    ax[1].set(xlabel="q ln N", ylabel="(m* − fit) / m*",
+              title=f"(b) relative residuals of the affine fit ({fam0}; colour = q)")
+    ax[2].axhline(1, color="k", lw=0.5)
+    ax[2].set(xlabel="q ln N", ylabel="m* / predicted",
+              title="(c) m* / [q ln(2(N−q)/(qε)) / (2γ(1−γ))] (derived mean-error law)")
+    fig.tight_layout()
+    savefig(fig, path)
+
+
 def part_width(cfg, seed, out, log):
     """Smallest ``m`` (worst weight error over sampled subsets ≤ ε) vs ``q ln N``."""
     rows = []
@@ -308,42 +356,7 @@ def part_width(cfg, seed, out, log):
             [(r[2] - 2) * math.log(2 * (r[3] - r[2]) / (r[2] * r[4])) ** 2 for r in sel],
             [r[5] for r in sel])
     censored = [r for r in rows if r[5] is None]
-    plt, savefig = _plt()
-    fig, ax = plt.subplots(1, 2, figsize=(12, 4.3))
-    marks = {"sphere": "o", "rademacher": "s"}
-    for family in cfg["families"]:
-        for i, q in enumerate(cfg["qs"]):
-            sel = [r for r in rows if r[0] == family and r[1] == "exact" and r[2] == q
-                   and r[5] is not None]
-            ax[0].plot([q * math.log(r[3]) for r in sel], [r[5] for r in sel], marks[family],
-                       color=f"C{i}", mfc="none" if family != "sphere" else f"C{i}",
-                       label=f"exact q={q} ({family})")
-    key = f"exact/{cfg['families'][0]}: m* ~ q ln N"
-    if key in fits:
-        f = fits[key]
-        xs = np.linspace(0, max(q * math.log(N) for q in cfg["qs"] for N in cfg["Ns"]), 50)
-        ax[0].plot(xs, f["a"] * xs + f["b"], "k-", lw=0.8,
-                   label=f"fit m* = {f['a']:.2f} q ln N + {f['b']:.1f}  (R²={f['r2']:.3f})")
-        res = np.array(f["residuals"])
-        sel = [r for r in rows if r[0] == cfg["families"][0] and r[1] == "exact"
-               and r[5] is not None]
-        ax[1].plot([r[2] * math.log(r[3]) for r in sel], res / np.array([r[5] for r in sel]),
-                   "o", color="k", label=f"exact/{cfg['families'][0]}: relative residual")
-    sel = [r for r in rows if r[1] == "sum" and r[5] is not None]
-    if sel:
-        ax[0].plot([r[2] * math.log(r[3]) for r in sel], [r[5] for r in sel], "^", color="C3",
-                   label=f"sum query q={','.join(map(str, cfg['sum_qs']))} "
-                         f"(ε={cfg['sum_eps']}, best λ)")
-    ax[0].set(xlabel="q ln N", ylabel="smallest width m*",
-              title=f"(a) m* for worst weight error ≤ ε={cfg['eps']} over "
-                    f"{cfg['n_inputs']} subsets\nexact query, λ = ln(2(N−q)/(qε))/γ, γ={cfg['gamma']}")
-    ax[0].set_yscale("log")
-    ax[0].legend(fontsize=7)
-    ax[1].axhline(0, color="k", lw=0.5)
-    ax[1].set(xlabel="q ln N", ylabel="(m* − fit) / m*", title="(b) residuals of the affine fit")
-    ax[1].legend(fontsize=7)
-    fig.tight_layout()
-    savefig(fig, os.path.join(out, "width.png"))
+    plot_width(rows, fits, cfg, os.path.join(out, "width.png"))
     summary = {"fits": fits, "censored": [r[:5] for r in censored],
                "wall_time_s": time.perf_counter() - t0}
     write_json(os.path.join(out, "width.json"), {"config": cfg, "summary": summary,
@@ -523,7 +536,7 @@ def part_trained(cfg, seed, out, log):
         a.axvline(p["lam_opt"], color="C1", lw=0.8, ls=":",
                   label=f"λ_opt = {p['lam_opt']:.2f} (loss {p['loss_opt']:.3g})")
         a.set(xscale="log", yscale="log", xlabel="λ", ylabel="loss ½‖f − STS_q‖² (fresh samples)",
-              title=f"(b) d_e={d_e}, T={T}, q={q}: {cfg['steps']} SGD steps, lr={cfg['lr']}",
+              title=f"({chr(98 + i)}) d_e={d_e}, T={T}, q={q}: {cfg['steps']} SGD steps, lr={cfg['lr']}",
               ylim=(None, 2 * d / (2 * q)))
         a.legend(fontsize=7)
     fig.tight_layout()
