@@ -78,7 +78,7 @@ FULL = {
                      ks=(2, 4, 8), eps_off=0.01, tol=0.01, d_max=8192, reps=4),
     "jl": dict(Ls=(32, 64, 128, 256, 512, 1024, 2048, 4096), k=4, tol=1.0, eps_off=0.1,
                tau_slack=2.0, d_max=16384, fixed_tau=5.0, ratio_tols=(0.5, 1.0),
-               ratio_Ls=(64, 256, 1024, 2048), reps=2, rel=0.02),
+               ratio_Ls=(64, 256, 1024, 4096), reps=4, rel=0.02),
 }
 
 
