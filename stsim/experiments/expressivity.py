@@ -39,7 +39,7 @@ from .. import expressivity as ex
 from ..io import atomic_write, write_json
 from ..task import check_int, sample_subsets
 
-__all__ = ["PARTS", "QUICK", "FULL", "predicted_m", "predicted_d", "plot_width", "add_arguments", "main", "cli_main", "part_curves",
+__all__ = ["PARTS", "QUICK", "FULL", "predicted_m", "predicted_d", "plot_width", "fit_width", "add_arguments", "main", "cli_main", "part_curves",
            "part_width", "part_seq2seq", "part_trained", "part_patterns", "part_jl"]
 
 PARTS = ("curves", "width", "seq2seq", "trained", "patterns", "jl")
@@ -248,6 +248,44 @@ def predicted_d(L, k, eps_off):
     return 2 * k * math.log(L / eps_off)
 
 
+def fit_width(rows, cfg) -> dict:
+    """Fits of the width searches (rows as in ``width.csv``): per family ``m* ~ q ln N``,
+    ``m*/q ~ ln N`` (one law for every q), ``m* ~ q ln(2(N−q)/(qε))``, per q ``m* ~ ln N``,
+    the ratio to :func:`predicted_m`; for the sum query ``m* ~ (q−2) ln²(…)`` and
+    ``m* ~ q ln N``."""
+    fits = {}
+    for family in cfg["families"]:
+        sel = [r for r in rows if r[0] == family and r[1] == "exact" and r[5] is not None]
+        if len(sel) >= 2:
+            x = np.array([r[2] * math.log(r[3]) for r in sel])
+            fits[f"exact/{family}: m* ~ q ln N"] = ex.fit_linear(x, [r[5] for r in sel])
+            # per q: m* against ln N (slope / q should be constant if the law is q ln N)
+            for q in cfg["qs"]:
+                sq = [r for r in sel if r[2] == q]
+                if len(sq) >= 2:
+                    f = ex.fit_linear([math.log(r[3]) for r in sq], [r[5] for r in sq])
+                    fits[f"exact/{family}/q={q}: m* ~ ln N"] = f
+        fits[f"exact/{family}: m*/q ~ ln N"] = ex.fit_linear([math.log(r[3]) for r in sel],
+                                                           [r[5] / r[2] for r in sel])
+        # the derived mean-error law m ≥ q ln(2(N−q)/(qε)) / (2γ(1−γ))
+        pred = [predicted_m(r[3], r[2], r[4], cfg["gamma"]) for r in sel]
+        fits[f"exact/{family}: m* ~ q ln(2(N-q)/(q eps))"] = ex.fit_linear(
+            [r[2] * math.log(2 * (r[3] - r[2]) / (r[2] * r[4])) for r in sel],
+            [r[5] for r in sel])
+        ratio = np.array([r[5] for r in sel]) / np.array(pred)
+        fits[f"exact/{family}: m* / predicted"] = {
+            "min": float(ratio.min()), "max": float(ratio.max()), "mean": float(ratio.mean()),
+            "cv": float(ratio.std() / ratio.mean())}
+    sel = [r for r in rows if r[1] == "sum" and r[5] is not None]
+    if len(sel) >= 2:
+        fits["sum: m* ~ q ln N"] = ex.fit_linear([r[2] * math.log(r[3]) for r in sel],
+                                                 [r[5] for r in sel])
+        fits["sum: m* ~ (q-2) ln²(2(N-q)/(q eps))"] = ex.fit_linear(
+            [(r[2] - 2) * math.log(2 * (r[3] - r[2]) / (r[2] * r[4])) ** 2 for r in sel],
+            [r[5] for r in sel])
+    return fits
+
+
 def plot_width(rows, fits, cfg, path):
     """Three panels: m* vs q ln N with the affine fit; its relative residuals; m* over the
     derived prediction ``q ln(2(N−q)/(qε)) / (2γ(1−γ))``. ``rows`` as in ``width.csv``."""
@@ -327,34 +365,7 @@ def part_width(cfg, seed, out, log):
                     f"({time.perf_counter() - t1:.1f}s)")
     _write_csv(os.path.join(out, "width.csv"),
                ["family", "query", "q", "N", "eps", "m_star", "probes", "seconds", "rep"], rows)
-    fits = {}
-    for family in cfg["families"]:
-        sel = [r for r in rows if r[0] == family and r[1] == "exact" and r[5] is not None]
-        if len(sel) >= 2:
-            x = np.array([r[2] * math.log(r[3]) for r in sel])
-            fits[f"exact/{family}: m* ~ q ln N"] = ex.fit_linear(x, [r[5] for r in sel])
-            # per q: m* against ln N (slope / q should be constant if the law is q ln N)
-            for q in cfg["qs"]:
-                sq = [r for r in sel if r[2] == q]
-                if len(sq) >= 2:
-                    f = ex.fit_linear([math.log(r[3]) for r in sq], [r[5] for r in sq])
-                    fits[f"exact/{family}/q={q}: m* ~ ln N"] = f
-        # the derived mean-error law m ≥ q ln(2(N−q)/(qε)) / (2γ(1−γ))
-        pred = [predicted_m(r[3], r[2], r[4], cfg["gamma"]) for r in sel]
-        fits[f"exact/{family}: m* ~ q ln(2(N-q)/(q eps))"] = ex.fit_linear(
-            [r[2] * math.log(2 * (r[3] - r[2]) / (r[2] * r[4])) for r in sel],
-            [r[5] for r in sel])
-        ratio = np.array([r[5] for r in sel]) / np.array(pred)
-        fits[f"exact/{family}: m* / predicted"] = {
-            "min": float(ratio.min()), "max": float(ratio.max()), "mean": float(ratio.mean()),
-            "cv": float(ratio.std() / ratio.mean())}
-    sel = [r for r in rows if r[1] == "sum" and r[5] is not None]
-    if len(sel) >= 2:
-        fits["sum: m* ~ q ln N"] = ex.fit_linear([r[2] * math.log(r[3]) for r in sel],
-                                                 [r[5] for r in sel])
-        fits["sum: m* ~ (q-2) ln²(2(N-q)/(q eps))"] = ex.fit_linear(
-            [(r[2] - 2) * math.log(2 * (r[3] - r[2]) / (r[2] * r[4])) ** 2 for r in sel],
-            [r[5] for r in sel])
+    fits = fit_width(rows, cfg)
     censored = [r for r in rows if r[5] is None]
     plot_width(rows, fits, cfg, os.path.join(out, "width.png"))
     summary = {"fits": fits, "censored": [r[:5] for r in censored],
