@@ -211,7 +211,7 @@ def part_curves(cfg, seed, out, log):
     fig.suptitle("q-sparse averaging by construction: W = λ[[0,0],[0,I_m]], V = [I_d,0]",
                  fontsize=10)
     fig.tight_layout()
-    savefig(fig, os.path.join(out, "curves.png"))
+    savefig(fig, os.path.join(out, "curves.png"), dpi=100)
     summary = {"sum_floor_loglog_slope_vs_m": slopes, "rows": len(rows)}
     write_json(os.path.join(out, "curves.json"), {"config": cfg, "summary": summary})
     return summary
