@@ -39,7 +39,7 @@ from .. import expressivity as ex
 from ..io import atomic_write, write_json
 from ..task import check_int, sample_subsets
 
-__all__ = ["PARTS", "QUICK", "FULL", "predicted_m", "predicted_d", "plot_width", "fit_width", "add_arguments", "main", "cli_main", "part_curves",
+__all__ = ["PARTS", "QUICK", "FULL", "predicted_m", "predicted_d", "plot_width", "fit_width", "plot_jl", "add_arguments", "main", "cli_main", "part_curves",
            "part_width", "part_seq2seq", "part_trained", "part_patterns", "part_jl"]
 
 PARTS = ("curves", "width", "seq2seq", "trained", "patterns", "jl")
@@ -655,6 +655,50 @@ def part_patterns(cfg, seed, out, log):
     return summary
 
 
+def plot_jl(rows, rrows, fits, cfg, path):
+    """JL figure from the rows of ``jl.csv`` / ``jl_ratio.csv`` and the fits."""
+    k = cfg["k"]
+    plt, savefig = _plt()
+    fig, ax = plt.subplots(1, 3, figsize=(16, 4.2))
+    for i, tol in enumerate(cfg["ratio_tols"]):
+        rs = [r for r in rrows if r[0] == tol and r[4] is not None]
+        xr = np.array([math.log(r[1] * k) for r in rs])
+        ax[2].plot(xr, [r[4] * tol ** 2 for r in rs], "o", color=f"C{i + 4}",
+                   label=f"tol={tol}: d*·tol²")
+        f = fits.get(f"ratio-only tol={tol}: d* ~ ln(Lk)")
+        if f:
+            ax[2].plot(xr, (f["a"] * xr + f["b"]) * tol ** 2, "-", color=f"C{i + 4}", lw=0.8,
+                       label=f"  fit d* = {f['a']:.0f} ln(Lk) {f['b']:+.0f} (R²={f['r2']:.3f})")
+    ax[2].set(xlabel="ln(L k)", ylabel="d* · tol²",
+              title=f"(c) ratio criterion alone, fixed τ={cfg['fixed_tau']}, k={k}:\n"
+                    f"d ∝ ln(Lk)/tol² (curves coincide if the 1/tol² law holds)")
+    ax[2].legend(fontsize=7)
+    sel = sorted([r for r in rows if r[3] is not None], key=lambda r: r[0])
+    x = np.array([math.log(r[0]) for r in sel])
+    y = np.array([r[3] for r in sel])
+    ax[0].plot(x, y, "o", color="C3", label="JL queries, random k=%d" % k)
+    ax[0].plot(x, [r[6] for r in sel], "s", color="C0",
+               label="exact queries, same targets / criteria / τ")
+    ax[0].set_yscale("log")
+    if "d* ~ ln L" in fits:
+        f = fits["d* ~ ln L"]
+        ax[0].plot(x, f["a"] * x + f["b"], "-", color="C3", lw=0.8,
+                   label=f"fit {f['a']:.0f} ln L {f['b']:+.0f} (R²={f['r2']:.3f})")
+    ax[0].set(xlabel="ln L", ylabel="d*", title=f"(a) JL scheme: log-ratio tol {cfg['tol']}, "
+              f"off mass ≤ {cfg['eps_off']}\nτ = ln(L/ε_off) + {cfg['tau_slack']}")
+    ax[0].legend(fontsize=7)
+    if "d* ~ tau^2 ln(L k)" in fits:
+        f = fits["d* ~ tau^2 ln(L k)"]
+        x2 = np.array([r[2] ** 2 * math.log(r[0] * k) for r in sel])
+        ax[1].plot(x2, y, "o", color="C3")
+        ax[1].plot(x2, f["a"] * x2 + f["b"], "-", color="k", lw=0.8,
+                   label=f"fit {f['a']:.2f} τ² ln(Lk) {f['b']:+.0f} (R²={f['r2']:.3f})")
+        ax[1].legend(fontsize=7)
+    ax[1].set(xlabel="τ² ln(L k)", ylabel="d*", title="(b) the derived law d ∝ k τ² ln(Lk)/tol²")
+    fig.tight_layout()
+    savefig(fig, path)
+
+
 def part_jl(cfg, seed, out, log):
     """JL (sum) queries: smallest d for log-ratio tolerance and off-support mass."""
     rows, k = [], cfg["k"]
@@ -705,44 +749,7 @@ def part_jl(cfg, seed, out, log):
         fits["d* ~ ln L"] = ex.fit_linear([math.log(r[0]) for r in sel], [r[3] for r in sel])
         fits["d* ~ tau^2 ln(L k)"] = ex.fit_linear([r[2] ** 2 * math.log(r[0] * k) for r in sel],
                                                    [r[3] for r in sel])
-    plt, savefig = _plt()
-    fig, ax = plt.subplots(1, 3, figsize=(16, 4.2))
-    for i, tol in enumerate(cfg["ratio_tols"]):
-        rs = [r for r in rrows if r[0] == tol and r[4] is not None]
-        xr = np.array([math.log(r[1] * k) for r in rs])
-        ax[2].plot(xr, [r[4] * tol ** 2 for r in rs], "o", color=f"C{i + 4}",
-                   label=f"tol={tol}: d*·tol²")
-        f = fits.get(f"ratio-only tol={tol}: d* ~ ln(Lk)")
-        if f:
-            ax[2].plot(xr, (f["a"] * xr + f["b"]) * tol ** 2, "-", color=f"C{i + 4}", lw=0.8,
-                       label=f"  fit d* = {f['a']:.0f} ln(Lk) {f['b']:+.0f} (R²={f['r2']:.3f})")
-    ax[2].set(xlabel="ln(L k)", ylabel="d* · tol²",
-              title=f"(c) ratio criterion alone, fixed τ={cfg['fixed_tau']}, k={k}:\n"
-                    f"d ∝ ln(Lk)/tol² (curves coincide if the 1/tol² law holds)")
-    ax[2].legend(fontsize=7)
-    x = np.array([math.log(r[0]) for r in sel])
-    y = np.array([r[3] for r in sel])
-    ax[0].plot(x, y, "o", color="C3", label="JL queries, random k=%d" % k)
-    ax[0].plot(x, [r[6] for r in sel], "s", color="C0",
-               label="exact queries, same targets / criteria / τ")
-    ax[0].set_yscale("log")
-    if "d* ~ ln L" in fits:
-        f = fits["d* ~ ln L"]
-        ax[0].plot(x, f["a"] * x + f["b"], "-", color="C3", lw=0.8,
-                   label=f"fit {f['a']:.0f} ln L {f['b']:+.0f} (R²={f['r2']:.3f})")
-    ax[0].set(xlabel="ln L", ylabel="d*", title=f"(a) JL scheme: log-ratio tol {cfg['tol']}, "
-              f"off mass ≤ {cfg['eps_off']}\nτ = ln(L/ε_off) + {cfg['tau_slack']}")
-    ax[0].legend(fontsize=7)
-    if "d* ~ tau^2 ln(L k)" in fits:
-        f = fits["d* ~ tau^2 ln(L k)"]
-        x2 = np.array([r[2] ** 2 * math.log(r[0] * k) for r in sel])
-        ax[1].plot(x2, y, "o", color="C3")
-        ax[1].plot(x2, f["a"] * x2 + f["b"], "-", color="k", lw=0.8,
-                   label=f"fit {f['a']:.2f} τ² ln(Lk) {f['b']:+.0f} (R²={f['r2']:.3f})")
-        ax[1].legend(fontsize=7)
-    ax[1].set(xlabel="τ² ln(L k)", ylabel="d*", title="(b) the derived law d ∝ k τ² ln(Lk)/tol²")
-    fig.tight_layout()
-    savefig(fig, os.path.join(out, "jl.png"))
+    plot_jl(rows, rrows, fits, cfg, os.path.join(out, "jl.png"))
     summary = {"fits": fits, "censored": [r[:3] for r in rows if r[3] is None]
                + [r[:4] for r in rrows if r[4] is None]}
     write_json(os.path.join(out, "jl.json"), {"config": cfg, "summary": summary, "rows": rows,
