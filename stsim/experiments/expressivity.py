@@ -323,7 +323,8 @@ def plot_width(rows, fits, cfg, path):
               title=f"(a) m*: worst weight error ≤ ε={cfg['eps']} over {cfg['n_inputs']} "
                     f"subsets, {cfg['reps']} replicates\nexact query, λ = ln(2(N−q)/(qε))/γ, "
                     f"γ={cfg['gamma']}; N = {min(cfg['Ns'])}..{max(cfg['Ns'])}")
-    ax[0].legend(fontsize=7, loc="lower right", ncol=2)
+    ax[0].set_ylim(top=ax[0].get_ylim()[1] * 20)           # headroom for the legend
+    ax[0].legend(fontsize=6.5, loc="upper left", ncol=2)
     ax[1].axhline(0, color="k", lw=0.5)
     ax[1].set(xlabel="q ln N", ylabel="(m* − fit) / m*",
               title=f"(b) relative residuals of the affine fit ({fam0}; colour = q)")
