@@ -131,3 +131,11 @@ def test_process_pool_gives_the_same_searches(tmp_path):
         return [{k: v for k, v in r.items() if not k.endswith("time_s")}
                 for r in read_table(path)]
     assert untimed(tmp_path / "a" / "points.csv") == untimed(tmp_path / "b" / "points.csv")
+
+
+def test_power_law_fit_recovers_exponent():
+    searches = [dict(arch="fcn", d=1, T=T, width=int(3 * T ** 2), censored=False)
+                for T in (4, 8, 16)]
+    f = fit_laws(searches)["fcn"]["1"]["power_Td"]
+    assert f["a"] == pytest.approx(2) and 2 ** f["b"] == pytest.approx(3)
+    assert f["rms_log2"] < 1e-9

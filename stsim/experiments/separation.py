@@ -306,9 +306,12 @@ def _lstsq(x, y):
 def fit_laws(searches) -> dict:
     """Fit both growth laws to both architectures, per ``d``, on the uncensored points.
 
-    ``linear_Td``: ``width = a · T d + b``;  ``log_T``: ``width = a · log2 T + b``.
-    Returns ``{arch: {d: {"T": [...], "width": [...], "linear_Td": fit, "log_T": fit}}}``
-    with each fit ``{a, b, residuals, rel_rms}`` (None with fewer than two points).
+    ``linear_Td``: ``width = a · T d + b``;  ``log_T``: ``width = a · log2 T + b`` (each
+    ``{a, b, residuals, rel_rms}``, residual = width − fit, rel_rms = rms of residual/width);
+    ``power_Td``: ``log2 width = a · log2(T d) + b`` (``{a, b, residuals_ratio, rms_log2}``:
+    the growth exponent ``a`` free, residuals as width / fit).
+    Returns ``{arch: {d: {"T": [...], "width": [...], law: fit}}}``; a fit is None with
+    fewer than two points.
     """
     out = {}
     for s in searches:
@@ -322,6 +325,12 @@ def fit_laws(searches) -> dict:
             T, w = np.array(e["T"], float), np.array(e["width"], float)
             e["linear_Td"] = _lstsq(T * int(d), w)
             e["log_T"] = _lstsq(np.log2(T), w)
+            p = _lstsq(np.log2(T * int(d)), np.log2(w))
+            if p is not None:  # width = 2^b (Td)^a; residuals as width / fit
+                p["residuals_ratio"] = [float(2.0 ** r) for r in p.pop("residuals")]
+                p.pop("rel_rms")
+                p["rms_log2"] = float(np.sqrt(np.mean(np.log2(p["residuals_ratio"]) ** 2)))
+            e["power_Td"] = p
     return out
 
 
@@ -333,7 +342,7 @@ def plot_separation(searches, fits, path, title=""):
 
     from ..plotting import savefig
 
-    fig, ax = plt.subplots(figsize=(7.2, 4.8))
+    fig, ax = plt.subplots(figsize=(9.5, 5.0))
     markers = {"fcn": "s", "transformer": "o"}
     colors = {}
     Tall = sorted({s["T"] for s in searches})
@@ -344,10 +353,11 @@ def plot_separation(searches, fits, path, title=""):
         pts = [s for s in searches if (s["arch"], s["d"]) == key]
         ok = [s for s in pts if s["width"] is not None]
         cen = [s for s in pts if s["censored"]]
-        ax.plot([s["T"] for s in ok], [s["width"] for s in ok], markers[arch], color=col,
+        shift = 1.0 + 0.04 * (d - 1.5)  # d=1 and d=2 markers side by side (visibility)
+        ax.plot([s["T"] * shift for s in ok], [s["width"] for s in ok], markers[arch], color=col,
                 ms=7, label=f"{'FCN width' if arch == 'fcn' else 'transformer d_e'}, d={d}")
         if cen:
-            ax.plot([s["T"] for s in cen], [s["max_width"] for s in cen], "^", color=col,
+            ax.plot([s["T"] * shift for s in cen], [s["max_width"] for s in cen], "^", color=col,
                     mfc="none", ms=9, label=f"  > cap (not reached), d={d}")
         f = fits.get(arch, {}).get(str(d), {})
         law = f.get("linear_Td") if arch == "fcn" else f.get("log_T")
@@ -359,17 +369,21 @@ def plot_separation(searches, fits, path, title=""):
                    else f"{law['a']:.2f}·log2 T{law['b']:+.1f}")
             ax.plot(Tf[m], y[m], "-" if arch == "fcn" else "--", color=col, lw=1.2,
                     label=f"  fit {txt}")
+        pw = f.get("power_Td")
+        if arch == "fcn" and pw is not None:
+            ax.plot(Tf, 2.0 ** pw["b"] * (Tf * d) ** pw["a"], "-.", color=col, lw=0.9,
+                    alpha=0.7, label=f"  fit {2.0 ** pw['b']:.3g}·(Td)^{pw['a']:.2f}")
     for d in sorted({s["d"] for s in searches if s["arch"] == "fcn"}):
         ax.plot(Tf, 2 * Tf * d, ":", color="0.5", lw=1)
-        ax.annotate(f"2Td, d={d} (exact ReLU construction)", (Tf[-1], 2 * Tf[-1] * d),
-                    fontsize=6, color="0.4", ha="right", va="bottom")
+        ax.annotate(f"2Td, d={d} (exact ReLU net)", (Tf[-1], 2 * Tf[-1] * d),
+                    fontsize=6, color="0.4", ha="left", va="center")
     ax.set_xscale("log", base=2)
     ax.set_yscale("log", base=2)
     ax.set_xlabel("sequence length T")
     ax.set_ylabel("smallest width reaching the target")
     ax.set_title(title, fontsize=9)
     ax.grid(True, which="both", alpha=0.3)
-    ax.legend(fontsize=7, loc="upper left")
+    ax.legend(fontsize=7, loc="upper left", bbox_to_anchor=(1.16, 1.0))
     return savefig(fig, path)
 
 
@@ -394,6 +408,11 @@ def markdown_report(searches, fits) -> str:
                 res = ", ".join(f"T={T}: {r:+.1f}" for T, r in zip(e["T"], f["residuals"]))
                 lines.append(f"| {arch} | {d} | {name} | {f['a']:.3f} | {f['b']:+.2f} | {res} "
                              f"| {f['rel_rms']:.3f} |")
+            f = e.get("power_Td")
+            if f is not None:
+                res = ", ".join(f"T={T}: ×{r:.2f}" for T, r in zip(e["T"], f["residuals_ratio"]))
+                lines.append(f"| {arch} | {d} | 2^b·(Td)^a | {f['a']:.3f} | {f['b']:+.2f} | "
+                             f"{res} | {f['rms_log2']:.3f} (log2) |")
     return "\n".join(lines) + "\n"
 
 
