@@ -146,14 +146,21 @@ class PositionTable:
     ----------
     N, m : int — number of positions and their dimension.
     family : {"sphere", "rademacher"}
-    seed : int or SeedSequence entropy
+    seed : int or tuple of ints — ``SeedSequence`` entropy (the experiments key it by the
+        point's sizes, e.g. ``(seed, 2, N, q, m, family)``).
     chunk : int — rows per chunk (default 2048).
+
+    Example
+    -------
+    >>> t = PositionTable(N=10, m=4, seed=0, chunk=3)
+    >>> np.allclose(t.rows([7, 2]), t.dense()[[7, 2]])
+    True
     """
 
     N: int
     m: int
     family: str = "sphere"
-    seed: int = 0
+    seed: int | tuple = 0
     chunk: int = 2048
 
     def __post_init__(self):
