@@ -311,3 +311,8 @@ def test_smallest_passing_relative_bracket():
         w, probes = ex.smallest_passing(lambda v: v >= target, 1, 8192, 100, rel=0.02)
         assert target <= w <= target * 1.02 + 1
         assert len(probes) <= len(ex.smallest_passing(lambda v: v >= target, 1, 8192, 100)[1])
+
+
+def test_docstring_examples():
+    import doctest
+    assert doctest.testmod(ex).failed == 0
