@@ -42,9 +42,11 @@ position vectors and ``i ∉ y``, ``g_i = <u_i, w_y>`` is (sub-)Gaussian with va
 ``m ≥ λq / (2(1−γ)) = q log(2(N−q)/(qε)) / (2γ(1−γ))`` — ``2 q log(2(N−q)/(qε))`` at
 ``γ = ½``: the ``m = O(q log N)`` law (for the mean; the worst over sampled inputs needs
 a constant factor more).
-For the ``sum`` query ``σ ≈ 2√(2(q−1) log q / m)`` does not vanish: at fixed ``m`` the error
-is U-shaped in ``λ`` (leak falls, spread grows), and reaching ``ε`` needs
-``λσ ≲ ε`` with ``λ ≳ log(N/(qε))``, i.e. ``m ∝ q log²(N/ε)/ε²``.
+For the ``sum`` query ``g_i − g_j = Σ_{l∈y∖{i,j}} (<u_i,u_l> − <u_j,u_l>)`` (``i, j ∈ y``)
+has variance ``2(q−2)/m``: zero for ``q ≤ 2`` (the sum query is then exact too), otherwise
+``σ > 0`` does not vanish — at fixed ``m`` the error is U-shaped in ``λ`` (leak falls,
+spread grows), the hard-max limit is ``2(q−1)/q``, and reaching ``ε`` needs ``λσ ≲ ε``
+with ``λ ≳ log(N/(qε))``, i.e. ``m ≳ C (q−2) log²(2(N−q)/(qε))/ε²``.
 
 Structured computation: for one query only the ``N`` logits ``<u_i, w_y>`` and the q×q
 selected Gram block are needed; :class:`PositionTable` streams ``U`` in seeded row chunks
@@ -79,8 +81,9 @@ most ``(L − k) e^{o_i − τ}`` with ``o_i`` the largest off-support logit, so
 ``jl`` also needs the on-support errors small: ``e_ij − e_ij' = Σ_l c_il(ρ_lj − ρ_lj')``
 (``ρ`` = Gram of the keys) has standard deviation ``≈ τ √(2(k−2)/d)`` — the ``τ`` parts
 cancel only for ``k ≤ 2`` — so ``d ≳ C k τ² log(Lk)/tol²``: ``log L / tol²`` at fixed
-``τ``, and ``log³ L`` once ``τ`` grows with ``L`` as it must for a fixed ``ε_off``. Memory is ``O(L d + nnz)``: queries
-are solved in row blocks, and the ``L²`` logits are formed ``block × L`` at a time.
+``τ``, and ``log³ L`` once ``τ`` grows with ``L`` as it must for a fixed ``ε_off``.
+Memory is ``O(L d + nnz)``: queries are solved in row blocks, and the ``L²`` logits are
+formed ``block × L`` at a time.
 """
 from __future__ import annotations
 
