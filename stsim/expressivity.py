@@ -239,7 +239,8 @@ def subset_queries(Uy: np.ndarray, query: str = "sum") -> np.ndarray:
         return Uy.sum(axis=1)
     B, q, m = Uy.shape
     if q > m:
-        raise ValueError(f"the exact query needs q <= m (a q×q Gram of rank <= m), got q={q}, m={m}")
+        raise ValueError(f"the exact query needs q <= m (a q×q Gram of rank <= m), "
+                         f"got q={q}, m={m}")
     G = Uy @ Uy.transpose(0, 2, 1)
     coef = _solve_gram(G, np.ones((B, q, 1)))
     return (Uy.transpose(0, 2, 1) @ coef)[:, :, 0]

@@ -39,7 +39,8 @@ from .. import expressivity as ex
 from ..io import atomic_write, write_json
 from ..task import check_int, sample_subsets
 
-__all__ = ["PARTS", "QUICK", "FULL", "predicted_m", "predicted_d", "plot_width", "fit_width", "plot_jl", "add_arguments", "main", "cli_main", "part_curves",
+__all__ = ["PARTS", "QUICK", "FULL", "predicted_m", "predicted_d", "plot_width", "fit_width",
+           "plot_jl", "add_arguments", "main", "cli_main", "part_curves",
            "part_width", "part_seq2seq", "part_trained", "part_patterns", "part_jl"]
 
 PARTS = ("curves", "width", "seq2seq", "trained", "patterns", "jl")
@@ -199,7 +200,7 @@ def part_curves(cfg, seed, out, log):
                 L_, w_, mn_ = lam_curves[(q, query)]
                 ax[3].plot(L_, np.maximum(w_, 1e-16), ls, color=f"C{i}", label=f"q={q} {query}")
     ax[2].set(xscale="log", yscale="log", xlabel="position width m",
-              ylabel=f"worst ‖f − STS_q‖₂ over the subsets", ylim=(1e-14, 30))
+              ylabel="worst ‖f − STS_q‖₂ over the subsets", ylim=(1e-14, 30))
     ax[2].set_title(f"(c) error on Gaussian tokens x_i ~ N(0, I_{d}) (same subsets and λ)",
                     fontsize=9)
     ax[2].legend(fontsize=7, ncol=2)
@@ -548,7 +549,8 @@ def part_trained(cfg, seed, out, log):
         a.axvline(p["lam_opt"], color="C1", lw=0.8, ls=":",
                   label=f"λ_opt = {p['lam_opt']:.2f} (loss {p['loss_opt']:.3g})")
         a.set(xscale="log", yscale="log", xlabel="λ", ylabel="loss ½‖f − STS_q‖² (fresh samples)",
-              title=f"({chr(98 + i)}) d_e={d_e}, T={T}, q={q}: {cfg['steps']} SGD steps, lr={cfg['lr']}",
+              title=f"({chr(98 + i)}) d_e={d_e}, T={T}, q={q}: {cfg['steps']} SGD steps, "
+                    f"lr={cfg['lr']}",
               ylim=(None, 2 * d / (2 * q)))
         a.legend(fontsize=7)
     fig.tight_layout()
