@@ -18,11 +18,12 @@ from .model import loss_and_grad, forward_backward, target_params, cosine_to_tar
 from .gradcheck import check_grad, directional_check
 from .optim import SGD, Adam, make_optimizer
 from .train import Config, Result, run, load
+from .sweep import sweep
 
 __all__ = [
     "__version__", "Batch", "sample_batch", "sample_subsets", "sts_target",
     "PEBatch", "Encoding", "OneHot", "NearOrthogonal", "StochasticSlots", "StochasticSphere",
     "make_encoding", "coherence", "loss_and_grad", "forward_backward", "target_params",
     "cosine_to_target", "check_grad", "directional_check", "SGD", "Adam", "make_optimizer",
-    "Config", "Result", "run", "load",
+    "Config", "Result", "run", "load", "sweep",
 ]
