@@ -60,8 +60,10 @@ def resolve_all(mode, overrides=None, only=None) -> dict:
     per = {}
     for k, v in (overrides or {}).items():
         fig, _, key = k.partition(".")
-        if fig not in FIGURES or not key:
+        if not key:
             raise ValueError(f"--set for `stsim figures` needs <figure>.<key>=value, got {k!r}")
+        if fig not in FIGURES:
+            raise ValueError(f"--set names unknown figure {fig!r} in {k!r}; choose from {FIGURES}")
         per.setdefault(fig, {})[key] = v
     settings = {}
     for n in FIGURES:
