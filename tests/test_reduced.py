@@ -10,13 +10,8 @@ from stsim.reduced import (gradient_flow, ood_floor_onehot, ood_loss_onehot, red
 
 def embed(a, gamma, T, d, d_e, n=None):
     """Full matrices of the reduced point: W_ee = a(I_n − J_n/n) on the first n slots."""
-    n = T if n is None else n
-    D = d + d_e
-    W = np.zeros((D, D))
-    W[d:d + n, d:d + n] = a * (np.eye(n) - 1.0 / n)
-    V = np.zeros((d, D))
-    V[:, :d] = gamma * np.eye(d)
-    return W, V
+    from stsim.theory import embed_reduced
+    return embed_reduced(a, gamma, d, d_e, T if n is None else n)
 
 
 def mc_loss(W, V, T, q, d, d_e, rng, batches=20, B=2000, query="sum"):
