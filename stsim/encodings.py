@@ -35,6 +35,7 @@ __all__ = [
     "StochasticSlots",
     "StochasticSphere",
     "make_encoding",
+    "resolve_encoding",
     "PE_NAMES",
     "SAMPLERS",
     "coherence",
@@ -206,9 +207,33 @@ class NearOrthogonal(Encoding):
 DEFAULT_DENSE_D_E = 64
 
 
+def resolve_encoding(pe: str, *, T_max: int, d_e: int | None = None,
+                     sampler: str = "slots") -> tuple:
+    """Validate an encoding's name and width without drawing anything.
+
+    Returns ``(name, d_e)`` with the canonical name and the default width filled in:
+    ``T_max`` for index families, 64 for dense ones. Raises ``ValueError`` naming the
+    parameter (unknown ``pe`` or ``sampler``; ``d_e < T_max`` for a one-hot family).
+    """
+    key = _ALIASES.get(str(pe).lower(), str(pe).lower())
+    if key not in PE_NAMES:
+        raise ValueError(f"pe must be one of {PE_NAMES}, got {pe!r}")
+    if sampler not in SAMPLERS:
+        raise ValueError(f"sampler must be one of {SAMPLERS}, got {sampler!r}")
+    T_max = check_int("T", T_max, 1)
+    dense = key == "near-orthogonal" or (key == "stochastic" and sampler == "sphere")
+    d_e = check_int("d_e", (DEFAULT_DENSE_D_E if dense else T_max) if d_e is None else d_e, 1)
+    if not dense and d_e < T_max:
+        label = "stochastic/slots" if key == "stochastic" else key
+        raise ValueError(
+            f"d_e={d_e} is too small for the {label} encoding at sequence length T={T_max}: "
+            f"one-hot families need d_e >= T (the largest T or T_test used)")
+    return key, d_e
+
+
 def make_encoding(pe: str, *, T_max: int, d_e: int | None = None, sampler: str = "slots",
                   rng: np.random.Generator | None = None) -> Encoding:
-    """Build an encoding family by name.
+    """Build an encoding family by name (validated by :func:`resolve_encoding`).
 
     Parameters
     ----------
@@ -222,24 +247,11 @@ def make_encoding(pe: str, *, T_max: int, d_e: int | None = None, sampler: str =
     rng : Generator
         Needed to draw the fixed near-orthogonal table.
     """
-    key = _ALIASES.get(str(pe).lower(), str(pe).lower())
-    if key not in PE_NAMES:
-        raise ValueError(f"pe must be one of {PE_NAMES}, got {pe!r}")
-    if sampler not in SAMPLERS:
-        raise ValueError(f"sampler must be one of {SAMPLERS}, got {sampler!r}")
-    T_max = check_int("T", T_max, 1)
-    dense = key == "near-orthogonal" or (key == "stochastic" and sampler == "sphere")
-    if d_e is None:
-        d_e = DEFAULT_DENSE_D_E if dense else T_max
+    key, d_e = resolve_encoding(pe, T_max=T_max, d_e=d_e, sampler=sampler)
     if key == "onehot":
-        enc = OneHot(d_e)
-    elif key == "near-orthogonal":
+        return OneHot(d_e)
+    if key == "near-orthogonal":
         if rng is None:
             raise ValueError("rng is required to draw the near-orthogonal encoding")
-        enc = NearOrthogonal(d_e, T_max, rng)
-    elif sampler == "slots":
-        enc = StochasticSlots(d_e)
-    else:
-        enc = StochasticSphere(d_e)
-    enc.check_length(T_max)
-    return enc
+        return NearOrthogonal(d_e, T_max, rng)
+    return StochasticSlots(d_e) if sampler == "slots" else StochasticSphere(d_e)

@@ -25,7 +25,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from .encodings import SAMPLERS, make_encoding
+from .encodings import SAMPLERS, make_encoding, resolve_encoding
 from .io import load_npz, save_npz
 from .model import MODELS, QUERIES, cosine_to_target, forward_backward
 from .optim import OPTIMIZERS, check_lr, make_optimizer
@@ -139,14 +139,13 @@ class Config:
             raise ValueError("objective='population' needs optimizer='gd' "
                              f"(got optimizer={c.optimizer!r})")
         if c.arch == "transformer":
-            enc = make_encoding(c.pe, T_max=self.T_max(c), d_e=c.d_e, sampler=c.sampler,
-                                rng=np.random.default_rng(0))
-            c.pe, c.d_e = enc.name, enc.d_e
+            c.pe, c.d_e = resolve_encoding(c.pe, T_max=c.T_max, d_e=c.d_e, sampler=c.sampler)
         return c
 
-    @staticmethod
-    def T_max(c) -> int:
-        return max((c.T,) + tuple(c.T_test))
+    @property
+    def T_max(self) -> int:
+        """The longest sequence any encoding must cover: ``max(T, *T_test)``."""
+        return max((self.T,) + tuple(self.T_test))
 
     def to_dict(self) -> dict:
         d = dataclasses.asdict(self)
@@ -164,7 +163,7 @@ class TransformerProblem:
 
     def __init__(self, cfg: Config, seeds):
         self.cfg = cfg
-        self.enc = make_encoding(cfg.pe, T_max=Config.T_max(cfg), d_e=cfg.d_e,
+        self.enc = make_encoding(cfg.pe, T_max=cfg.T_max, d_e=cfg.d_e,
                                  sampler=cfg.sampler, rng=np.random.default_rng(seeds[0]))
         vrng = np.random.default_rng(seeds[1])
         # validation sets, drawn once before training: in-distribution, then OOD
