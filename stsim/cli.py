@@ -108,11 +108,12 @@ def main_run(args) -> int:
               progress=_progress_printer(args.quiet), **opts)
     paths = write_outputs(res, args.out)
     h = res.history
+    last = {k: float(v[-1]) for k, v in h.items() if len(v)}
     summary = {"status": res.status, "message": res.message,
-               "initial_loss": float(h["loss"][0]) if len(h["loss"]) else None,
-               "final_loss": float(h["loss"][-1]) if len(h["loss"]) else None,
-               "final_val": {k: float(v[-1]) for k, v in h.items() if k.startswith("val")},
-               "cos_W": float(h["cos_W"][-1]), "cos_V": float(h["cos_V"][-1]),
+               "initial_loss": float(h["loss"][0]) if len(h.get("loss", ())) else None,
+               "final_loss": last.get("loss"),
+               "final_val": {k: v for k, v in last.items() if k.startswith("val")},
+               "cos_W": last.get("cos_W"), "cos_V": last.get("cos_V"),
                "wall_time_s": round(res.info["wall_time_s"], 2), "files": paths}
     print(json.dumps(summary, indent=2))
     return 0 if res.success else 1

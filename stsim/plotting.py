@@ -27,8 +27,14 @@ def plot_history(res, path):
     """Three panels: training/validation loss (log), inverse training loss (linear growth
     = O(1/t) rate), and cosine similarity of W, V with W*, V*."""
     h, cfg = res.history, res.config
-    step = h["step"]
     fig, ax = plt.subplots(1, 3, figsize=(14, 3.8))
+    if not len(h.get("step", ())):
+        for a in ax:
+            a.text(0.5, 0.5, f"no record\n{res.message}", ha="center", va="center",
+                   transform=a.transAxes, fontsize=8, wrap=True)
+        fig.suptitle(f"STS_q  [{res.status}]", fontsize=9)
+        return savefig(fig, path)
+    step = h["step"]
     for k, v in h.items():
         if k == "loss" or k.startswith("val"):
             ax[0].plot(step, v, label=("train (window mean)" if k == "loss" else k),

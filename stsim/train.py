@@ -265,8 +265,11 @@ class Result:
         return self.status == "completed"
 
     def final(self, key="loss"):
-        """Last recorded value of a history entry."""
-        return float(self.history[key][-1])
+        """Last recorded value of a history entry (NaN if nothing was recorded)."""
+        values = self.history.get(key, ())
+        if key not in self.history and self.history:
+            raise KeyError(f"no history entry {key!r}; recorded: {list(self.history)}")
+        return float(values[-1]) if len(values) else float("nan")
 
     def save(self, path):
         """Write ``path`` (npz: params, history and the JSON metadata), atomically."""

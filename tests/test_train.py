@@ -163,3 +163,14 @@ def test_python_dash_m(tmp_path):
     proc = subprocess.run([sys.executable, "-m", "stsim", "run", "--pe", "bogus"],
                           capture_output=True, text=True)
     assert proc.returncode == 2 and "pe must be one of" in proc.stderr
+
+
+def test_divergence_at_step_zero_still_writes_outputs(tmp_path):
+    """Nothing recorded: the Result, the CLI files and the figure are still written."""
+    from stsim.cli import write_outputs
+    res = stsim.run(T=10, q=2, init="random", init_scale=1e200, steps=5)
+    assert res.status == "diverged" and "at step 0" in res.message
+    assert np.isnan(res.final("loss"))
+    paths = write_outputs(res, tmp_path)
+    assert all(os.path.getsize(p) > 0 for p in paths.values())
+    assert stsim.load(paths["result"]).status == "diverged"
