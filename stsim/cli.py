@@ -48,6 +48,12 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--steps", type=int, default=2000)
     p.add_argument("--batch", type=int, default=256)
     p.add_argument("--init", default="zero", help="zero | random")
+    p.add_argument("--init_scale", "--init-scale", dest="init_scale", type=float, default=0.02,
+                   help="std of the random initialisation (default 0.02)")
+    p.add_argument("--n_train", "--n-train", dest="n_train", type=int, default=None,
+                   help="size of the fixed sample for --optimizer gd (default: batch)")
+    p.add_argument("--n_val", "--n-val", dest="n_val", type=int, default=128,
+                   help="points per validation set (default 128)")
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--T_test", "--T-test", dest="T_test", type=_int_list, default=[],
                    help="comma-separated OOD lengths, e.g. 60,80")
@@ -101,7 +107,8 @@ def main_run(args) -> int:
     from .train import run
 
     opts = {k: getattr(args, k) for k in ("d", "d_e", "sampler", "model", "query", "objective",
-                                          "optimizer", "lr", "steps", "batch", "init", "seed",
+                                          "optimizer", "lr", "steps", "batch", "init",
+                                          "init_scale", "n_train", "n_val", "seed",
                                           "T_test", "q_test", "eval_every")}
     ckpt = os.path.join(args.out, "checkpoint.npz") if args.checkpoint_every else None
     res = run(args.T, args.q, args.pe, checkpoint=ckpt, checkpoint_every=args.checkpoint_every,
