@@ -6,7 +6,6 @@ example scripts then re-draw from its run cache, which also exercises result reu
 """
 import importlib.util
 import json
-import os
 import pathlib
 import time
 

@@ -5,7 +5,7 @@ import numpy as np
 import pytest
 
 import stsim
-from stsim import PEBatch, check_grad, forward_backward, make_encoding, sample_batch
+from stsim import check_grad, forward_backward, make_encoding, sample_batch
 from stsim.population import make_population_objective
 from stsim.reduced import reduced_gd
 from stsim.train import Config

@@ -1,7 +1,6 @@
 """Tests of the theorem checks (stsim.theory) and the ``stsim theory`` command."""
 import json
 
-import numpy as np
 import pytest
 
 from stsim.cli import main as cli_main

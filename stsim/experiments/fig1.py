@@ -44,7 +44,6 @@ def jobs(s):
 
 def analyse(s, results, out, mode):
     runs = [results[j.name] for j in jobs(s)]
-    h0 = runs[0].history
     fig, ax = plt.subplots(1, 3, figsize=(13, 3.6))
     step, mean = seed_band(ax[0], runs, "loss", label="training loss (seed mean, min–max)")
     ax[0].axhline(s["d"] / (2 * s["q"]), color="gray", ls=":", lw=1, label="L(0) = d/(2q)")
@@ -57,7 +56,7 @@ def analyse(s, results, out, mode):
     half = step >= step[-1] / 2
     A = np.vstack([step[half], np.ones(half.sum())]).T
     coef, *_ = np.linalg.lstsq(A, inv[half], rcond=None)
-    ax[1].plot(step[half], A @ coef, "k--", lw=1, label=f"linear fit, 2nd half")
+    ax[1].plot(step[half], A @ coef, "k--", lw=1, label="linear fit, 2nd half")
     ax[1].set_xlabel("step")
     ax[1].set_ylabel("1 / training loss")
     ax[1].legend(fontsize=8)
