@@ -25,6 +25,8 @@ COMMANDS = {
                    "transformer vs fully-connected width-scaling experiment"),
     "expressivity": ("stsim.experiments.expressivity",
                      "explicit attention constructions (qSA, sparse patterns) and width laws"),
+    "sparse": ("stsim.experiments.sparse",
+               "sparse Boolean functions: sample complexity against T, attention head vs FCN"),
 }
 
 

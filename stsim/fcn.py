@@ -41,8 +41,8 @@ import numpy as np
 
 from .task import check_int, sample_batch
 
-__all__ = ["fcn_input", "fcn_forward_backward", "fcn_init", "fcn_construction", "FCNProblem",
-           "param_names"]
+__all__ = ["fcn_input", "fcn_forward_backward", "mlp_forward", "mlp_backward", "fcn_init",
+           "fcn_construction", "FCNProblem", "param_names"]
 
 
 def param_names(depth: int) -> list:
@@ -94,6 +94,41 @@ def fcn_init(rng: np.random.Generator, n_in: int, d: int, width: int, depth: int
     return params
 
 
+def mlp_forward(params: dict, u: np.ndarray):
+    """The MLP ``f = A h_L + c`` of the module docstring on a batch ``u`` (B, n).
+
+    Returns ``(f, cache)``: outputs (B, d_out) and what :func:`mlp_backward` needs. Shared
+    by the STS baseline below and the readouts of :mod:`stsim.boolean`.
+    """
+    depth = sum(1 for k in params if k.startswith("W"))
+    if u.ndim != 2 or params["W1"].shape[1] != u.shape[1]:
+        raise ValueError(f"u must have shape (B, {params['W1'].shape[1]}), got {u.shape}")
+    hs, zs = [u], []
+    for l in range(1, depth + 1):
+        z = hs[-1] @ params[f"W{l}"].T + params[f"b{l}"]          # z_l = W_l h_{l-1} + b_l
+        zs.append(z)
+        hs.append(np.maximum(z, 0.0))                             # h_l = relu(z_l)
+    f = hs[-1] @ params["A"].T + params["c"]                      # f = A h_L + c
+    return f, (hs, zs)
+
+
+def mlp_backward(params: dict, cache, g: np.ndarray, need_input_grad: bool = False):
+    """Gradients of ``Σ_b <g_b, f_b>`` for ``g = ∂loss/∂f`` (B, d_out), batch weights
+    already folded into ``g``. Returns ``(grads, g_u)`` with ``g_u = ∂/∂u`` (B, n) if
+    ``need_input_grad`` else ``None``."""
+    hs, zs = cache
+    depth = len(zs)
+    grads = {"A": g.T @ hs[-1], "c": g.sum(axis=0)}               # r h_Lᵀ, r
+    g = g @ params["A"]                                           # g_L = Aᵀ r
+    for l in range(depth, 0, -1):
+        e = g * (zs[l - 1] > 0)                                   # e_l = g_l ⊙ relu'(z_l)
+        grads[f"W{l}"] = e.T @ hs[l - 1]                          # e_l h_{l-1}ᵀ
+        grads[f"b{l}"] = e.sum(axis=0)
+        if l > 1 or need_input_grad:
+            g = e @ params[f"W{l}"]                               # g_{l-1} = W_lᵀ e_l
+    return grads, (g if need_input_grad else None)
+
+
 def fcn_forward_backward(params: dict, u: np.ndarray, target: np.ndarray, need_grad=True):
     """Batch-mean loss ``mean_b ½‖f(u_b) − target_b‖²`` and its analytic gradients.
 
@@ -107,31 +142,16 @@ def fcn_forward_backward(params: dict, u: np.ndarray, target: np.ndarray, need_g
     -------
     loss : float;  grads : dict with the same keys and shapes as ``params``.
     """
-    depth = sum(1 for k in params if k.startswith("W"))
     B = u.shape[0]
-    if u.ndim != 2 or params["W1"].shape[1] != u.shape[1]:
-        raise ValueError(f"u must have shape (B, {params['W1'].shape[1]}), got {u.shape}")
     if target.shape != (B, params["A"].shape[0]):
         raise ValueError(f"target must have shape (B, d) = ({B}, {params['A'].shape[0]}), "
                          f"got {target.shape}")
-    hs, zs = [u], []
-    for l in range(1, depth + 1):
-        z = hs[-1] @ params[f"W{l}"].T + params[f"b{l}"]          # z_l = W_l h_{l-1} + b_l
-        zs.append(z)
-        hs.append(np.maximum(z, 0.0))                             # h_l = relu(z_l)
-    r = hs[-1] @ params["A"].T + params["c"] - target             # r = A h_L + c − target
+    f, cache = mlp_forward(params, u)
+    r = f - target                                                # r = A h_L + c − target
     loss = 0.5 * float(np.einsum("bi,bi->", r, r)) / B
     if not need_grad:
         return loss, None
-    rb = r / B                                                    # batch mean folded in
-    grads = {"A": rb.T @ hs[-1], "c": rb.sum(axis=0)}             # r h_Lᵀ, r
-    g = rb @ params["A"]                                          # g_L = Aᵀ r
-    for l in range(depth, 0, -1):
-        e = g * (zs[l - 1] > 0)                                   # e_l = g_l ⊙ relu'(z_l)
-        grads[f"W{l}"] = e.T @ hs[l - 1]                          # e_l h_{l-1}ᵀ
-        grads[f"b{l}"] = e.sum(axis=0)
-        if l > 1:
-            g = e @ params[f"W{l}"]                               # g_{l-1} = W_lᵀ e_l
+    grads, _ = mlp_backward(params, cache, r / B)                 # batch mean folded in
     return loss, grads
 
 
