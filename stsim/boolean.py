@@ -87,7 +87,7 @@ from .task import as_rng, check_int
 
 __all__ = ["FUNCTIONS", "MODELS", "POSITIONS", "VALUES", "validate_trial", "SparseFunction", "sparse_function",
            "SparseTask", "make_task", "init_params", "forward_backward", "predict",
-           "attention_weights", "project", "train_trial"]
+           "attention_weights", "project", "truth_table", "construct", "train_trial"]
 
 FUNCTIONS = ("and", "parity", "majority", "table")
 MODELS = ("attention", "fcn")
@@ -327,6 +327,52 @@ def project(params: dict, max_norm) -> float:
             nrm = float(max_norm)
         worst = max(worst, nrm)
     return worst
+
+
+def truth_table(fn: SparseFunction) -> np.ndarray:
+    """The ``2^s`` labels of ``fn``, index ``Σ_j [bit_j = +1] 2^{s-1-j}`` (MSB first)."""
+    s = fn.s
+    idx = np.arange(2 ** s)
+    bits = np.where((idx[:, None] >> np.arange(s - 1, -1, -1)) & 1, 1.0, -1.0)
+    return fn(bits)
+
+
+def construct(task: SparseTask, leak: float = 1e-3) -> dict:
+    """An explicit attention head (``pos="onehot"``, ``values="token"``, ``d_v = 1``)
+    computing ``task``'s function: the representation claim made concrete.
+
+    Attention: ``a_p[i_j] = G + j ln 2`` on the hidden positions and 0 elsewhere, so on the
+    support ``α_{i_j} ∝ 2^j`` and the mass off the support is at most ``leak`` for
+    ``G = ln((T − s)/leak)``; then ``S = Σ_j α_{i_j} b_{i_j}`` (± ``2 leak``) takes ``2^s``
+    distinct levels ``ℓ_k`` spaced ``Δ = 2/(2^s − 1)`` apart, one per bit pattern.
+    Readout (``v_b = 1``): ``f(S) = t_(0) + Σ_k (t_(k) − t_(k−1)) ρ_k(S)`` over the levels
+    sorted, with the ramp ``ρ_k(S) = (relu(S − μ_k + w) − relu(S − μ_k − w)) / 2w`` at the
+    midpoints ``μ_k`` and ``w = Δ/4``: two hidden units per level, ``f = ±1`` exactly (unit
+    margin) whenever ``|S − ℓ| < w``, i.e. for ``leak < Δ/8``. Norm of ``a_p``:
+    ``≈ √s · ln(T/leak)`` — logarithmic in ``T``, the bounded-norm regime of the claim.
+    """
+    T, s, pos = task.T, task.fn.s, task.positions
+    leak = float(leak)
+    if not 0 < leak < 1 / (4 * (2 ** s - 1)):
+        raise ValueError(f"leak must lie in (0, {1 / (4 * (2 ** s - 1)):.3g}) for s={s}, got {leak}")
+    G = math.log(max(T - s, 1) / leak)
+    a_p = np.zeros(T)
+    w_att = 2.0 ** np.arange(s)                   # α on the support ∝ 2^j, j = 0..s-1
+    a_p[pos] = G + np.log(w_att)
+    alpha = w_att / w_att.sum()
+    idx = np.arange(2 ** s)
+    bits = np.where((idx[:, None] >> np.arange(s - 1, -1, -1)) & 1, 1.0, -1.0)
+    levels = bits @ alpha
+    order = np.argsort(levels)
+    lv, tv = levels[order], truth_table(task.fn)[order]
+    mids = 0.5 * (lv[1:] + lv[:-1])
+    w = 0.25 * float(np.min(np.diff(lv)))
+    jumps = np.diff(tv) / (2 * w)
+    W1 = np.ones((2 * len(mids), 1))
+    b1 = np.concatenate([-mids + w, -mids - w])
+    A = np.concatenate([jumps, -jumps])[None, :]
+    return {"a_b": np.zeros(1), "v_b": np.ones(1), "a_p": a_p, "W1": W1, "b1": b1, "A": A,
+            "c": np.array([tv[0]])}
 
 
 # --------------------------------------------------------------------------------------

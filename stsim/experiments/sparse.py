@@ -53,7 +53,7 @@ __all__ = ["FULL", "QUICK", "m_grid", "parse_fns", "run_experiment", "cell_stats
            "add_arguments", "main", "cli_main"]
 
 # documented configurations; every value can be overridden from the command line
-FULL = dict(Ts=(16, 32, 64, 128, 256, 512), m_min=16, m_max=4096, ratio=math.sqrt(2),
+FULL = dict(Ts=(16, 32, 64, 128, 256, 512), m_min=16, m_max=2048, ratio=math.sqrt(2),
             fns="and:3,majority:3,parity:2", models="attention,fcn", seeds=10,
             threshold=0.95, target=0.9, stop_after=2, max_steps=500, lr=0.05,
             weight_decay=3e-4, max_norm=20.0, d_v=4, hidden=16, n_test=2000, pos="onehot")
