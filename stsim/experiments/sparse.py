@@ -267,7 +267,7 @@ def fit_mstar(mstar: list) -> dict:
 # --------------------------------------------------------------------------------------
 def plot_heatmaps(stats, grid, Ts, fns, models, path, title=""):
     """Success probability over (T, m): one panel per (function, model); hatched cells
-    were not run (the ladder retired the series), numbers are the rates."""
+    were not run (the ladder retired the series); each cell reads successes/trials."""
     import matplotlib.pyplot as plt
     from matplotlib.patches import Rectangle
 
@@ -281,11 +281,13 @@ def plot_heatmaps(stats, grid, Ts, fns, models, path, title=""):
         for j, model in enumerate(models):
             ax = axes[i][j]
             Z = np.full((len(grid), len(Ts)), np.nan)
+            label = {}
             for a, m in enumerate(grid):
                 for b, T in enumerate(Ts):
                     c = stats.get((fn, s, model, T, m))
                     if c is not None:
                         Z[a, b] = c["rate"]
+                        label[a, b] = f"{round(c['rate'] * c['n'])}/{c['n']}"
             im = ax.imshow(Z, origin="lower", aspect="auto", cmap="viridis", vmin=0, vmax=1)
             for a in range(len(grid)):
                 for b in range(len(Ts)):
@@ -293,7 +295,7 @@ def plot_heatmaps(stats, grid, Ts, fns, models, path, title=""):
                         ax.add_patch(Rectangle((b - 0.5, a - 0.5), 1, 1, fill=False,
                                                hatch="///", ec="0.75", lw=0))
                     else:
-                        ax.text(b, a, f"{Z[a, b]:.1f}", ha="center", va="center", fontsize=6,
+                        ax.text(b, a, label[a, b], ha="center", va="center", fontsize=6,
                                 color="w" if Z[a, b] < 0.6 else "k")
             ax.set_xticks(range(len(Ts)), [str(T) for T in Ts], fontsize=7)
             ax.set_yticks(range(len(grid)), [str(m) for m in grid], fontsize=7)
@@ -307,14 +309,15 @@ def plot_heatmaps(stats, grid, Ts, fns, models, path, title=""):
 
 
 def plot_mstar(mstar, fits, path, title=""):
-    """m* against T (log2 axis) for both models; attention solid, FCN dashed, the
-    log-T fit as a thin line; open triangles: no grid size reached the target."""
+    """m* against T (log2 axes) for both models; attention solid, FCN dashed, the
+    log-T fit dotted; open triangles at m_max: no grid size reached the target."""
     import matplotlib.pyplot as plt
 
     from ..plotting import savefig
 
     fig, ax = plt.subplots(figsize=(8.5, 5.0))
     keys = sorted({(r["fn"], r["s"]) for r in mstar})
+    ys = []
     for i, (fn, s) in enumerate(keys):
         for model, ls, mk in (("attention", "-", "o"), ("fcn", "--", "s")):
             rs = sorted((r for r in mstar if (r["fn"], r["s"], r["model"]) == (fn, s, model)),
@@ -331,9 +334,14 @@ def plot_mstar(mstar, fits, path, title=""):
             f = fits.get(f"{fn}:{s}/{model}", {}).get("log_T")
             if f is not None and len(ok) >= 3:
                 Tf = np.geomspace(ok[0]["T"], ok[-1]["T"], 50)
-                ax.plot(Tf, f["a"] * np.log2(Tf) + f["b"], ":", color=f"C{i}", lw=1)
+                yf = f["a"] * np.log2(Tf) + f["b"]
+                pos = yf > 0
+                ax.plot(Tf[pos], yf[pos], ":", color=f"C{i}", lw=1)
+            ys += [r["m_star"] for r in ok] + [r["m_max"] for r in cen]
     ax.set_xscale("log", base=2)
     ax.set_yscale("log", base=2)
+    if ys:
+        ax.set_ylim(min(ys) / 1.5, max(ys) * 1.5)
     ax.set_xlabel("sequence length T")
     ax.set_ylabel("m*: smallest m with success probability ≥ target")
     ax.set_title(title, fontsize=9)

@@ -1,0 +1,142 @@
+"""The (T, m) sample-complexity experiment (stsim.experiments.sparse) and its CLI."""
+import concurrent.futures as cf
+import json
+import math
+import os
+import subprocess
+import sys
+
+import numpy as np
+import pytest
+
+from stsim.experiments import sparse
+from stsim.sweep import InlineExecutor, read_table
+
+TINY = dict(sparse.QUICK, Ts=(8, 16), m_min=8, m_max=32, ratio=2.0, fns="majority:3",
+            seeds=2, max_steps=40, n_test=200)
+
+
+def test_m_grid_and_fns_parsing():
+    assert sparse.m_grid(16, 64, math.sqrt(2)) == [16, 23, 32, 45, 64]
+    assert sparse.m_grid(8, 100, 2) == [8, 16, 32, 64]
+    assert sparse.parse_fns("and:3, parity:2,majority") == [("and", 3), ("parity", 2),
+                                                            ("majority", 3)]
+    with pytest.raises(ValueError, match="ratio must be a finite number > 1"):
+        sparse.m_grid(8, 64, 1.0)
+    with pytest.raises(ValueError, match="m_max must be an integer >= 8"):
+        sparse.m_grid(8, 4)
+    with pytest.raises(ValueError, match="fns entries look like"):
+        sparse.parse_fns("and:x")
+
+
+def _stats(rates, key=("and", 3, "attention", 64)):
+    return {key + (m,): {"rate": r, "opt_fail": 0, "stat_fail": 0} for m, r in rates.items()}
+
+
+def test_mstar_interpolates_in_log_m_and_marks_censoring():
+    grid = [16, 32, 64, 128]
+    st = _stats({16: 0.0, 32: 0.5, 64: 1.0, 128: 1.0})
+    (r,) = sparse.estimate_mstar(st, grid, 0.9)
+    # 0.9 is 80 % of the way from 0.5 to 1.0 in log m between 32 and 64
+    assert r["m_star"] == pytest.approx(32 * 2 ** 0.8) and r["m_grid"] == 64
+    assert r["censored"] is None
+    (r,) = sparse.estimate_mstar(_stats({16: 0.9, 32: 1.0}), grid, 0.9)
+    assert r["censored"] == "below" and r["m_star"] == 16
+    (r,) = sparse.estimate_mstar(_stats({16: 0.1, 32: 0.8}), grid, 0.9)
+    assert r["censored"] == "above" and r["m_star"] is None and r["m_max"] == 32
+
+
+def test_fits_recover_known_laws_and_pick_the_better_one():
+    Ts = [16, 32, 64, 128, 256, 512]
+    rows = [dict(fn="and", s=3, model="attention", T=T, m_star=10 * math.log2(T) + 5)
+            for T in Ts]
+    rows += [dict(fn="and", s=3, model="fcn", T=T, m_star=3.0 * T + 7) for T in Ts]
+    rows.append(dict(fn="and", s=3, model="fcn", T=1024, m_star=None))
+    fits = sparse.fit_mstar(rows)
+    att, fcn = fits["and:3/attention"], fits["and:3/fcn"]
+    assert att["log_T"]["a"] == pytest.approx(10) and att["log_T"]["b"] == pytest.approx(5)
+    assert att["better"] == "log_T" and fcn["better"] == "linear_T"
+    assert fcn["linear_T"]["a"] == pytest.approx(3) and fcn["censored_above"] == [1024]
+    assert fcn["power_T"]["a"] == pytest.approx(1.0, abs=0.1)
+
+
+def test_experiment_runs_resumes_and_is_executor_independent(tmp_path):
+    out1, out2 = str(tmp_path / "inline"), str(tmp_path / "threads")
+    e1 = sparse.run_experiment(TINY, out1, executor=InlineExecutor())
+    with cf.ThreadPoolExecutor(2) as ex:
+        sparse.run_experiment(TINY, out2, executor=ex)
+    with open(os.path.join(out1, "trials.csv")) as f1, open(os.path.join(out2, "trials.csv")) as f2:
+        t1 = [r for r in f1.read().splitlines()]
+        t2 = [r for r in f2.read().splitlines()]
+    # identical tables except the cpu-time column
+    cols = t1[0].split(",")
+    keep = [i for i, c in enumerate(cols) if c != "cpu_time_s"]
+    strip = lambda rows: [[r.split(",")[i] for i in keep] for r in rows]  # noqa: E731
+    assert strip(t1) == strip(t2)
+    assert e1["n_run"] == len(t1) - 1 > 0
+    again = sparse.run_experiment(TINY, out1, executor=InlineExecutor())
+    assert again["n_run"] == 0 and len(again["rows"]) == len(e1["rows"])
+
+
+def test_ladder_retires_series_and_leaves_cells_not_run(tmp_path):
+    cfg = dict(TINY, Ts=(8,), m_max=64, stop_after=1, max_steps=200)
+    exp = sparse.run_experiment(cfg, str(tmp_path), executor=InlineExecutor())
+    stats = sparse.cell_stats(exp["rows"])
+    for model in ("attention", "fcn"):
+        ms = sorted(k[4] for k in stats if k[2] == model)
+        rates = [stats[("majority", 3, model, 8, m)]["rate"] for m in ms]
+        # the ladder stopped right after the first level at or above the target
+        first = next((i for i, r in enumerate(rates) if r >= 0.9), None)
+        if first is not None:
+            assert len(ms) == first + 1
+    full = dict(cfg, stop_after=0)
+    exp0 = sparse.run_experiment(full, str(tmp_path / "all"), executor=InlineExecutor())
+    assert len({r["m"] for r in exp0["rows"]}) == 4
+
+
+def test_bad_settings_fail_before_any_work(tmp_path):
+    with pytest.raises(ValueError, match=r"s must be an integer in \[1, 8\]"):
+        sparse.run_experiment(dict(TINY, fns="and:9", Ts=(8,)), str(tmp_path))
+    with pytest.raises(ValueError, match="target"):
+        sparse.run_experiment(dict(TINY, target=0.0), str(tmp_path))
+    assert not os.path.exists(tmp_path / "trials.csv")
+
+
+def test_cli_quick_writes_every_output(tmp_path):
+    out = str(tmp_path / "q")
+    assert sparse.cli_main(["--quick", "--Ts", "8,16", "--m_max", "32", "--seeds", "2",
+                            "--max_steps", "40", "--workers", "0", "--out", out,
+                            "--quiet"]) == 0
+    for name in ("trials.csv", "mstar.csv", "fits.json", "report.md", "summary.json",
+                 "sparse_heatmap.png", "sparse_mstar.png"):
+        assert os.path.getsize(os.path.join(out, name)) > 0, name
+    summary = json.load(open(os.path.join(out, "summary.json")))
+    assert summary["mode"] == "quick" and summary["n_trials"] == len(read_table(
+        os.path.join(out, "trials.csv")))
+    assert {r["model"] for r in summary["m_star"]} == {"attention", "fcn"}
+
+
+@pytest.mark.parametrize("argv,match", [
+    (["--Ts", "2", "--fns", "and:3"], "s must be an integer in [1, 2]"),
+    (["--fns", "majority:2"], "s must be odd"),
+    (["--m_min", "0"], "m_min must be an integer >= 1"),
+    (["--lr", "-1"], "lr must be a finite number > 0"),
+    (["--pos", "rope"], "pos must be one of"),
+])
+def test_cli_bad_input_is_one_line_and_exit_2(tmp_path, argv, match):
+    p = subprocess.run([sys.executable, "-m", "stsim", "sparse", "--quick", "--workers", "0",
+                        "--out", str(tmp_path / "x"), *argv], capture_output=True, text=True)
+    assert p.returncode == 2
+    assert p.stderr.startswith("stsim: error: ") and match in p.stderr, p.stderr
+    assert len(p.stderr.strip().splitlines()) == 1
+
+
+def test_example_script_quick(tmp_path):
+    p = subprocess.run([sys.executable, os.path.join(os.path.dirname(__file__), "..", "examples",
+                                                     "sparse_functions.py"),
+                        "--quick", "--Ts", "8", "--m_max", "16", "--seeds", "2",
+                        "--max_steps", "20", "--workers", "0", "--quiet",
+                        "--out", str(tmp_path)], capture_output=True, text=True)
+    assert p.returncode == 0, p.stderr
+    assert os.path.exists(tmp_path / "sparse_heatmap.png")
+    assert np.isfinite(json.load(open(tmp_path / "summary.json"))["wall_time_s"])
