@@ -140,3 +140,13 @@ def test_example_script_quick(tmp_path):
     assert p.returncode == 0, p.stderr
     assert os.path.exists(tmp_path / "sparse_heatmap.png")
     assert np.isfinite(json.load(open(tmp_path / "summary.json"))["wall_time_s"])
+
+
+def test_process_pool_path_matches_inline(tmp_path):
+    """The CLI's own pool (spawned workers, one BLAS thread each) gives the inline table."""
+    cfg = dict(TINY, Ts=(8,), m_max=16)
+    sparse.run_experiment(cfg, str(tmp_path / "a"), workers=0)
+    sparse.run_experiment(cfg, str(tmp_path / "b"), workers=1)
+    drop = lambda rows: [{k: v for k, v in r.items() if k != "cpu_time_s"} for r in rows]  # noqa: E731
+    assert drop(read_table(str(tmp_path / "a" / "trials.csv"))) == \
+        drop(read_table(str(tmp_path / "b" / "trials.csv")))

@@ -338,6 +338,7 @@ def plot_mstar(mstar, fits, path, title=""):
                 pos = yf > 0
                 ax.plot(Tf[pos], yf[pos], ":", color=f"C{i}", lw=1)
             ys += [r["m_star"] for r in ok] + [r["m_max"] for r in cen]
+    ax.plot([], [], ":", color="0.4", lw=1, label="fit m* = a·log2 T + b")
     ax.set_xscale("log", base=2)
     ax.set_yscale("log", base=2)
     if ys:
