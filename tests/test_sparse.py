@@ -113,7 +113,10 @@ def test_cli_quick_writes_every_output(tmp_path):
     summary = json.load(open(os.path.join(out, "summary.json")))
     assert summary["mode"] == "quick" and summary["n_trials"] == len(read_table(
         os.path.join(out, "trials.csv")))
-    assert {r["model"] for r in summary["m_star"]} == {"attention", "fcn"}
+    assert set(summary["m_star"]) == {"0.9", "0.5"}
+    assert {r["model"] for r in summary["m_star"]["0.9"]} == {"attention", "fcn"}
+    with open(os.path.join(out, "mstar.csv")) as fh:
+        assert {line.split(",")[0] for line in fh.read().splitlines()[1:]} == {"0.90", "0.50"}
 
 
 @pytest.mark.parametrize("argv,match", [

@@ -10,7 +10,8 @@ geometric grid of training-set sizes ``m``, and from it
 * ``m*(T)`` — the smallest ``m`` whose success probability is ≥ ``target`` (0.9),
   interpolated linearly in ``log m`` between the last grid size below ``target`` and the
   first at or above it (``censored="above"`` if no size reaches it, ``"below"`` if the
-  smallest size already does);
+  smallest size already does); the same at success probability 1/2 (the typical trial),
+  which separates the sample size a typical trial needs from the tail of unlucky ones;
 * least-squares fits ``m* = a log2 T + b`` and ``m* = a T + b`` (residuals and relative
   rms), and the free power law ``m* = c T^γ``, for each (function, model), on the
   uncensored points.
@@ -64,6 +65,7 @@ QUICK = dict(Ts=(8, 16, 32), m_min=8, m_max=256, ratio=2.0, fns="and:3,majority:
 TRIAL_KEYS = ("max_steps", "lr", "weight_decay", "max_norm", "d_v", "hidden", "n_test",
               "threshold", "pos")
 FIT_ACC = 0.99
+MEDIAN = 0.5  # m* is also reported at success probability 1/2 (the typical trial)
 
 
 def m_grid(m_min: int, m_max: int, ratio: float = math.sqrt(2)) -> list:
@@ -186,6 +188,11 @@ def run_experiment(cfg: dict, out: str, *, executor=None, workers: int = 2, log=
             "n_run": n_run, "levels": levels, "table": table, "seeds": spawn_seeds(seeds)}
 
 
+def _mean(values):
+    values = [v for v in values if v is not None]
+    return float(np.mean(values)) if values else None
+
+
 def cell_stats(rows, seeds=None) -> dict:
     """``{(fn, s, model, T, m): {rate, n, opt_fail, stat_fail, test_acc, attn}}`` over the
     rows (restricted to the replicate seeds in ``seeds`` if given)."""
@@ -204,6 +211,8 @@ def cell_stats(rows, seeds=None) -> dict:
                     "stat_fail": int(sum((not o) and f for o, f in zip(ok, fit))),
                     "test_acc": float(np.mean([r["test_acc"] or 0.0 for r in rs])),
                     "attn": float(np.mean(attn)) if attn else None,
+                    "norm_success": _mean([r["max_block_norm"] for r in rs if r["success"]]),
+                    "norm_fail": _mean([r["max_block_norm"] for r in rs if not r["success"]]),
                     "cpu_s": float(sum(r.get("cpu_time_s") or 0.0 for r in rs))}
     return out
 
@@ -216,7 +225,7 @@ def estimate_mstar(stats: dict, grid, target: float = 0.9) -> list:
         ms = [m for m in grid if key + (m,) in stats]
         rates = [stats[key + (m,)]["rate"] for m in ms]
         first = next((i for i, r in enumerate(rates) if r >= target), None)
-        row = dict(zip(("fn", "s", "model", "T"), key), m_star=None, m_grid=None,
+        row = dict(zip(("fn", "s", "model", "T"), key), target=target, m_star=None, m_grid=None,
                    censored=None, rates=" ".join(f"{m}:{r:.1f}" for m, r in zip(ms, rates)))
         if first is None:
             row["censored"] = "above"
@@ -308,14 +317,7 @@ def plot_heatmaps(stats, grid, Ts, fns, models, path, title=""):
     return savefig(fig, path)
 
 
-def plot_mstar(mstar, fits, path, title=""):
-    """m* against T (log2 axes) for both models; attention solid, FCN dashed, the
-    log-T fit dotted; open triangles at m_max: no grid size reached the target."""
-    import matplotlib.pyplot as plt
-
-    from ..plotting import savefig
-
-    fig, ax = plt.subplots(figsize=(8.5, 5.0))
+def _draw_mstar(ax, mstar, fits):
     keys = sorted({(r["fn"], r["s"]) for r in mstar})
     ys = []
     for i, (fn, s) in enumerate(keys):
@@ -338,16 +340,35 @@ def plot_mstar(mstar, fits, path, title=""):
                 pos = yf > 0
                 ax.plot(Tf[pos], yf[pos], ":", color=f"C{i}", lw=1)
             ys += [r["m_star"] for r in ok] + [r["m_max"] for r in cen]
-    ax.plot([], [], ":", color="0.4", lw=1, label="fit m* = a·log2 T + b")
     ax.set_xscale("log", base=2)
     ax.set_yscale("log", base=2)
-    if ys:
-        ax.set_ylim(min(ys) / 1.5, max(ys) * 1.5)
     ax.set_xlabel("sequence length T")
-    ax.set_ylabel("m*: smallest m with success probability ≥ target")
-    ax.set_title(title, fontsize=9)
     ax.grid(True, which="both", alpha=0.3)
-    ax.legend(fontsize=7, loc="upper left", bbox_to_anchor=(1.01, 1.0))
+    return ys
+
+
+def plot_mstar(panels, path, title=""):
+    """m* against T (log2 axes) for both models, one panel per success target
+    (``panels``: list of ``(target, mstar, fits)``); attention solid, FCN dashed, the
+    log-T fit dotted; open triangles at m_max: no grid size reached the target."""
+    import matplotlib.pyplot as plt
+
+    from ..plotting import savefig
+
+    fig, axes = plt.subplots(1, len(panels), figsize=(5.2 * len(panels) + 2.2, 5.0),
+                             squeeze=False, sharey=True)
+    ys = []
+    for ax, (target, mstar, fits) in zip(axes[0], panels):
+        ys += _draw_mstar(ax, mstar, fits)
+        ax.set_title(f"smallest m with success probability ≥ {target:g}", fontsize=9)
+    axes[0][0].set_ylabel("m* (training samples)")
+    axes[0][-1].plot([], [], ":", color="0.4", lw=1, label="fit m* = a·log2 T + b")
+    if ys:
+        axes[0][0].set_ylim(min(ys) / 1.5, max(ys) * 1.5)
+    axes[0][-1].legend(fontsize=7, loc="upper left", bbox_to_anchor=(1.01, 1.0))
+    if title:
+        fig.suptitle(title, fontsize=9)
+    fig.tight_layout()
     return savefig(fig, path)
 
 
@@ -360,9 +381,10 @@ def _fmt_fit(f, kind):
     return f"{f['a']:.3g}·{x} {f['b']:+.3g} (rel rms {f['rel_rms']:.3f})"
 
 
-def markdown_report(mstar, fits, stats) -> str:
+def markdown_report(mstar, fits, stats, target=0.9) -> str:
     """m* table, fits with residuals, and failure kinds per series."""
-    lines = ["| function | model | T | m* | first grid m ≥ target | failures below m* (opt / stat) |",
+    lines = [f"### Success probability ≥ {target:g}", "",
+             "| function | model | T | m* | first grid m ≥ target | failures below m* (opt / stat) |",
              "|---|---|---|---|---|---|"]
     for r in mstar:
         key = (r["fn"], r["s"], r["model"], r["T"])
@@ -389,7 +411,7 @@ def markdown_report(mstar, fits, stats) -> str:
 
 
 def write_mstar_csv(path, mstar):
-    cols = ["fn", "s", "model", "T", "m_star", "m_grid", "censored", "rates"]
+    cols = ["target", "fn", "s", "model", "T", "m_star", "m_grid", "censored", "rates"]
     with atomic_write(path, "w") as fh:
         fh.write(",".join(cols) + "\n")
         for r in mstar:
@@ -443,18 +465,23 @@ def main(args) -> int:
     fns, models = parse_fns(cfg["fns"]), _models(cfg["models"])
     seeds = set(exp["seeds"])
     stats = cell_stats(exp["rows"], seeds)
-    mstar = estimate_mstar(stats, exp["grid"], float(cfg["target"]))
-    fits = fit_mstar(mstar)
-    write_mstar_csv(os.path.join(out, "mstar.csv"), mstar)
-    write_json(os.path.join(out, "fits.json"), fits)
+    targets = [float(cfg["target"])] + ([MEDIAN] if float(cfg["target"]) != MEDIAN else [])
+    panels = []
+    for tg in targets:
+        ms_ = estimate_mstar(stats, exp["grid"], tg)
+        panels.append((tg, ms_, fit_mstar(ms_)))
+    _, mstar, fits = panels[0]
+    write_mstar_csv(os.path.join(out, "mstar.csv"), [r for _, ms_, _ in panels for r in ms_])
+    write_json(os.path.join(out, "fits.json"), {f"{tg:g}": f for tg, _, f in panels})
     with atomic_write(os.path.join(out, "report.md"), "w") as fh:
-        fh.write(markdown_report(mstar, fits, stats))
+        fh.write("\n".join(markdown_report(ms_, f, stats, tg) for tg, ms_, f in panels))
     cpu = sum(c["cpu_s"] for c in stats.values())
     summary = {"config": {k: list(v) if isinstance(v, tuple) else v for k, v in cfg.items()},
                "mode": "quick" if args.quick else "full", "workers": workers,
                "wall_time_s": exp["wall_time_s"], "n_run": exp["n_run"],
                "n_trials": sum(c["n"] for c in stats.values()), "cpu_time_trials_s": cpu,
-               "levels": exp["levels"], "m_star": mstar,
+               "levels": exp["levels"],
+               "m_star": {f"{tg:g}": ms_ for tg, ms_, _ in panels},
                "cells": [dict(zip(("fn", "s", "model", "T", "m"), k), **c)
                          for k, c in sorted(stats.items())]}
     write_json(os.path.join(out, "summary.json"), summary)
@@ -463,8 +490,7 @@ def main(args) -> int:
             f"λ={cfg['weight_decay']:g}, ‖block‖ ≤ {cfg['max_norm']:g}")
     plot_heatmaps(stats, exp["grid"], [int(T) for T in cfg["Ts"]], fns, models,
                   os.path.join(out, "sparse_heatmap.png"), desc)
-    plot_mstar(mstar, fits, os.path.join(out, "sparse_mstar.png"),
-               f"smallest m with success probability ≥ {cfg['target']:g}\n{desc}")
+    plot_mstar(panels, os.path.join(out, "sparse_mstar.png"), desc)
     if not args.quiet:
         for r in mstar:
             ms = (f">{r['m_max']}" if r["censored"] == "above" else
