@@ -196,3 +196,18 @@ def test_bad_input_names_the_parameter(kwargs, match):
 def test_table_entries_must_be_boolean():
     with pytest.raises(ValueError, match=r"table entries must all be in"):
         SparseFunction("table", 1, [2, 3])
+
+
+def test_restarts_keep_the_smallest_norm_fit_and_one_restart_is_the_default():
+    kw = dict(T=64, m=96, s=3, fn="majority", model="attention", seed=3, max_steps=150,
+              n_test=300)
+    one = train_trial(**kw)
+    same = train_trial(**kw, restarts=1)
+    one.pop("cpu_time_s"), same.pop("cpu_time_s")
+    assert one == same and one["chosen"] == 0
+    three = train_trial(**kw, restarts=3)
+    assert three["chosen"] in (0, 1, 2)
+    if one["train_acc"] >= 0.99:      # restart 0 fits: the kept fit has no larger norm
+        assert three["max_block_norm"] <= one["max_block_norm"] + 1e-12
+    with pytest.raises(ValueError, match=r"restarts must be an integer >= 1"):
+        train_trial(**dict(kw, restarts=0))

@@ -27,6 +27,10 @@ the shared table ``trials.csv`` (resumable through its journal). A series retire
 cells are *not run* (drawn hatched in the heat map, never imputed). This assumes success
 is monotone in ``m`` above the threshold; set ``stop_after=0`` to run every cell.
 
+**Restarts.** ``--restarts k`` trains ``k`` initialisations per trial and keeps the fit
+of smallest norm (:func:`stsim.boolean.train_trial`), a stand-in for the norm-bounded
+empirical risk minimiser the claim is about.
+
 **Failure kinds.** A failed trial with training accuracy < ``fit_acc`` (0.99) did not fit
 its own sample (an optimisation failure); one that fits but tests below ``threshold`` is
 a statistical failure. Both are counted per cell.
@@ -64,6 +68,7 @@ QUICK = dict(Ts=(8, 16, 32), m_min=8, m_max=256, ratio=2.0, fns="and:3,majority:
              n_test=500, pos="onehot")
 TRIAL_KEYS = ("max_steps", "lr", "weight_decay", "max_norm", "d_v", "hidden", "n_test",
               "threshold", "pos")
+OPTIONAL_KEYS = ("restarts",)  # passed to the trials only when set (else their default)
 FIT_ACC = 0.99
 MEDIAN = 0.5  # m* is also reported at success probability 1/2 (the typical trial)
 
@@ -147,6 +152,7 @@ def run_experiment(cfg: dict, out: str, *, executor=None, workers: int = 2, log=
         raise ValueError(f"target (success probability) must lie in (0, 1], got {target}")
     stop_after = check_int("stop_after", cfg["stop_after"], 0)
     fixed = {k: cfg[k] for k in TRIAL_KEYS}
+    fixed.update({k: cfg[k] for k in OPTIONAL_KEYS if cfg.get(k) is not None})
     series = [(fn, s, model, T) for fn, s in fns for model in models for T in Ts]
     for fn, s, model, T in series:  # every bad setting fails here, before any work
         validate_trial(T=T, m=ms[0], s=s, fn=fn, model=model, **fixed)
@@ -440,7 +446,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
                       ("threshold", float), ("target", float), ("stop_after", int),
                       ("max_steps", int), ("lr", float), ("weight_decay", float),
                       ("max_norm", float), ("d_v", int), ("hidden", int), ("n_test", int),
-                      ("pos", str)):
+                      ("pos", str), ("restarts", int)):
         p.add_argument(f"--{name}", f"--{name.replace('_', '-')}", dest=name, type=typ,
                        default=None)
     p.add_argument("--workers", type=int, default=2,
@@ -453,7 +459,7 @@ def main(args) -> int:
     """Run the experiment; write trials.csv, mstar.csv, fits.json, report.md,
     summary.json, sparse_heatmap.png and sparse_mstar.png into ``args.out``."""
     cfg = dict(QUICK if args.quick else FULL)
-    for k in list(cfg):
+    for k in list(cfg) + list(OPTIONAL_KEYS):
         v = getattr(args, k, None)
         if v is not None:
             cfg[k] = v
@@ -488,6 +494,8 @@ def main(args) -> int:
     desc = (f"success = test accuracy ≥ {cfg['threshold']:g} on {cfg['n_test']} fresh samples; "
             f"{cfg['seeds']} trials per cell; {cfg['max_steps']} full-batch Adam steps, "
             f"λ={cfg['weight_decay']:g}, ‖block‖ ≤ {cfg['max_norm']:g}")
+    if cfg.get("restarts") not in (None, 1):
+        desc += f"; min-norm fit of {cfg['restarts']} restarts"
     plot_heatmaps(stats, exp["grid"], [int(T) for T in cfg["Ts"]], fns, models,
                   os.path.join(out, "sparse_heatmap.png"), desc)
     plot_mstar(panels, os.path.join(out, "sparse_mstar.png"), desc)
