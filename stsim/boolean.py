@@ -34,8 +34,8 @@ reparameterisation ``a = K^T q_CLS``), so the logits are linear in the token::
 
 Keys always see token and position. Values: ``values="token"`` (default) drops the
 positional part (``V_p ≡ 0``, not a parameter); ``values="token+position"`` learns ``V_p``.
-The default is a measured choice: with positional values the head can memorise a small
-sample through ``V_p`` (docs/sparse-functions.md).
+Both give the same success counts on the cells of ``benchmarks/bench_sparse_protocol.py``;
+the default is the smaller model.
 
 Parameters ``a_b`` (1,), ``a_p`` (k,), ``v_b`` (d_v,), ``V_p`` (d_v, k) if
 ``values="token+position"``, ``P`` (T, k) if learned, and the readout ``W1`` (r, d_v), ``b1`` (r,), ``A`` (1, r), ``c`` (1,) of
