@@ -327,7 +327,7 @@ def _draw_mstar(ax, mstar, fits):
     keys = sorted({(r["fn"], r["s"]) for r in mstar})
     ys = []
     for i, (fn, s) in enumerate(keys):
-        for model, ls, mk in (("attention", "-", "o"), ("fcn", "--", "s")):
+        for model, ls, mk, shift in (("attention", "-", "o", 0.96), ("fcn", "--", "s", 1.04)):
             rs = sorted((r for r in mstar if (r["fn"], r["s"], r["model"]) == (fn, s, model)),
                         key=lambda r: r["T"])
             if not rs:
@@ -336,11 +336,11 @@ def _draw_mstar(ax, mstar, fits):
             ax.plot([r["T"] for r in ok], [r["m_star"] for r in ok], ls, marker=mk,
                     color=f"C{i}", label=f"{fn} s={s}, {model}")
             cen = [r for r in rs if r["m_star"] is None]
-            if cen:
-                ax.plot([r["T"] for r in cen], [r["m_max"] for r in cen], "^", mfc="none",
-                        color=f"C{i}", ms=9, label=f"  {model}: none ≤ m_max")
+            if cen:  # side by side per model, so censored markers do not hide each other
+                ax.plot([r["T"] * shift for r in cen], [r["m_max"] for r in cen], mk,
+                        mfc="none", color=f"C{i}", ms=9)
             f = fits.get(f"{fn}:{s}/{model}", {}).get("log_T")
-            if f is not None and len(ok) >= 3:
+            if model == "attention" and f is not None and len(ok) >= 3:
                 Tf = np.geomspace(ok[0]["T"], ok[-1]["T"], 50)
                 yf = f["a"] * np.log2(Tf) + f["b"]
                 pos = yf > 0
@@ -356,7 +356,7 @@ def _draw_mstar(ax, mstar, fits):
 def plot_mstar(panels, path, title=""):
     """m* against T (log2 axes) for both models, one panel per success target
     (``panels``: list of ``(target, mstar, fits)``); attention solid, FCN dashed, the
-    log-T fit dotted; open triangles at m_max: no grid size reached the target."""
+    attention's log-T fit dotted; open markers at m_max: no grid size reached the target."""
     import matplotlib.pyplot as plt
 
     from ..plotting import savefig
@@ -368,7 +368,9 @@ def plot_mstar(panels, path, title=""):
         ys += _draw_mstar(ax, mstar, fits)
         ax.set_title(f"smallest m with success probability ≥ {target:g}", fontsize=9)
     axes[0][0].set_ylabel("m* (training samples)")
-    axes[0][-1].plot([], [], ":", color="0.4", lw=1, label="fit m* = a·log2 T + b")
+    axes[0][-1].plot([], [], ":", color="0.4", lw=1, label="attention: fit m* = a·log2 T + b")
+    axes[0][-1].plot([], [], "o", mfc="none", color="0.4", ms=9,
+                     label="open marker at m_max:\nno m ≤ m_max reached the target")
     if ys:
         axes[0][0].set_ylim(min(ys) / 1.5, max(ys) * 1.5)
     axes[0][-1].legend(fontsize=7, loc="upper left", bbox_to_anchor=(1.01, 1.0))
