@@ -113,6 +113,14 @@ class SparseFunction:
         if kind == "table":
             if table is None:
                 raise ValueError("fn='table' needs table: 2**s entries in {-1, +1} or {0, 1}")
+            if isinstance(table, str):  # "01101001", "-++--++-", "0,1,1,0" or "-1,1,1,-1"
+                parts = table.split(",") if "," in table else list(table.strip())
+                try:
+                    table = [{"+": 1.0, "-": -1.0}.get(v.strip()) or float(v)
+                             for v in parts if v.strip()]
+                except ValueError:
+                    raise ValueError(f"table must list 2**s entries in {{-1, +1}} or {{0, 1}} "
+                                     f"(e.g. '01101001' or '-1,1,1,-1'), got {table!r}") from None
             tab = np.asarray(table, dtype=float).ravel()
             if tab.size != 2 ** self.s:
                 raise ValueError(f"table must have 2**s = {2 ** self.s} entries for s={self.s}, "
@@ -141,6 +149,10 @@ class SparseFunction:
             return np.sign(bits.sum(axis=1)).astype(float)
         idx = (bits > 0).astype(np.int64) @ (1 << np.arange(self.s - 1, -1, -1))
         return self.table[idx]
+
+    def table_string(self) -> str:
+        """The truth table as a string of ``+``/``-`` (index order of :func:`truth_table`)."""
+        return "".join("+" if v > 0 else "-" for v in truth_table(self))
 
     def __repr__(self):
         return f"SparseFunction({self.kind!r}, s={self.s})"

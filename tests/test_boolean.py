@@ -211,3 +211,13 @@ def test_restarts_keep_the_smallest_norm_fit_and_one_restart_is_the_default():
         assert three["max_block_norm"] <= one["max_block_norm"] + 1e-12
     with pytest.raises(ValueError, match=r"restarts must be an integer >= 1"):
         train_trial(**dict(kw, restarts=0))
+
+
+def test_truth_table_strings():
+    ref = SparseFunction("table", 2, [0, 1, 1, 0])
+    for text in ("0110", "-++-", "0,1,1,0", "-1,1,1,-1"):
+        g = SparseFunction("table", 2, text)
+        np.testing.assert_array_equal(g.table, ref.table)
+    assert ref.table_string() == "-++-"
+    with pytest.raises(ValueError, match="table must list 2"):
+        SparseFunction("table", 2, "01x0")

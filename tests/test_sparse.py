@@ -153,3 +153,16 @@ def test_process_pool_path_matches_inline(tmp_path):
     drop = lambda rows: [{k: v for k, v in r.items() if k != "cpu_time_s"} for r in rows]  # noqa: E731
     assert drop(read_table(str(tmp_path / "a" / "trials.csv"))) == \
         drop(read_table(str(tmp_path / "b" / "trials.csv")))
+
+
+def test_truth_table_from_the_command_line_resumes(tmp_path):
+    argv = ["--quick", "--fns", "table:3", "--table", "01101001", "--Ts", "8", "--m_max", "16",
+            "--seeds", "2", "--max_steps", "20", "--workers", "0", "--quiet",
+            "--out", str(tmp_path)]
+    assert sparse.cli_main(argv) == 0
+    rows = read_table(str(tmp_path / "trials.csv"))
+    assert {r["table"] for r in rows} == {"-++-+--+"}
+    n = len(rows)
+    assert sparse.cli_main(argv) == 0
+    assert json.load(open(tmp_path / "summary.json"))["n_run"] == 0
+    assert len(read_table(str(tmp_path / "trials.csv"))) == n

@@ -47,7 +47,7 @@ import time
 
 import numpy as np
 
-from ..boolean import train_trial, validate_trial
+from ..boolean import SparseFunction, train_trial, validate_trial
 from ..io import atomic_write, write_json
 from ..sweep import InlineExecutor, read_table, spawn_seeds, sweep
 from ..task import check_int
@@ -68,7 +68,7 @@ QUICK = dict(Ts=(8, 16, 32), m_min=8, m_max=256, ratio=2.0, fns="and:3,majority:
              n_test=500, pos="onehot")
 TRIAL_KEYS = ("max_steps", "lr", "weight_decay", "max_norm", "d_v", "hidden", "n_test",
               "threshold", "pos")
-OPTIONAL_KEYS = ("restarts",)  # passed to the trials only when set (else their default)
+OPTIONAL_KEYS = ("restarts", "table")  # passed to the trials only when set (else their default)
 FIT_ACC = 0.99
 MEDIAN = 0.5  # m* is also reported at success probability 1/2 (the typical trial)
 
@@ -153,11 +153,18 @@ def run_experiment(cfg: dict, out: str, *, executor=None, workers: int = 2, log=
     stop_after = check_int("stop_after", cfg["stop_after"], 0)
     fixed = {k: cfg[k] for k in TRIAL_KEYS}
     fixed.update({k: cfg[k] for k in OPTIONAL_KEYS if cfg.get(k) is not None})
+    table = fixed.pop("table", None)
     series = [(fn, s, model, T) for fn, s in fns for model in models for T in Ts]
+    extra = {}
+    for fn, s in fns:  # the truth table goes to fn="table" only, as a +/- string
+        if fn == "table":
+            extra[fn, s] = {"table": SparseFunction("table", s, table).table_string()}
+        elif table is not None and not any(f == "table" for f, _ in fns):
+            raise ValueError("table is only used with fns entries 'table:s'")
     for fn, s, model, T in series:  # every bad setting fails here, before any work
-        validate_trial(T=T, m=ms[0], s=s, fn=fn, model=model, **fixed)
+        validate_trial(T=T, m=ms[0], s=s, fn=fn, model=model, **fixed, **extra.get((fn, s), {}))
     os.makedirs(out, exist_ok=True)
-    table = os.path.join(out, "trials.csv")
+    path = os.path.join(out, "trials.csv")
     own = executor is None
     ex = (InlineExecutor() if workers == 0 else _pool(workers)) if own else executor
     t0 = time.perf_counter()
@@ -168,10 +175,10 @@ def run_experiment(cfg: dict, out: str, *, executor=None, workers: int = 2, log=
             active = [key for key in series if stop_after == 0 or streak[key] < stop_after]
             if not active:
                 break
-            points = [dict(fn=fn, s=s, model=model, T=T, m=m, **fixed)
+            points = [dict(fn=fn, s=s, model=model, T=T, m=m, **fixed, **extra.get((fn, s), {}))
                       for fn, s, model, T in active]
             tl = time.perf_counter()
-            res = sweep(train_trial, points, seeds=seeds, executor=ex, out=table)
+            res = sweep(train_trial, points, seeds=seeds, executor=ex, out=path)
             errs = [r for r in res.rows if r["status"] != "ok" and r["m"] == m]
             if errs:
                 raise RuntimeError(f"trial failed at {({k: errs[0][k] for k in ('fn', 'model', 'T', 'm')})}: "
@@ -189,9 +196,9 @@ def run_experiment(cfg: dict, out: str, *, executor=None, workers: int = 2, log=
     finally:
         if own and not isinstance(ex, InlineExecutor):
             ex.shutdown(wait=True)
-    rows = [r for r in read_table(table) if r["status"] == "ok"]
+    rows = [r for r in read_table(path) if r["status"] == "ok"]
     return {"rows": rows, "grid": ms, "wall_time_s": time.perf_counter() - t0,
-            "n_run": n_run, "levels": levels, "table": table, "seeds": spawn_seeds(seeds)}
+            "n_run": n_run, "levels": levels, "table": path, "seeds": spawn_seeds(seeds)}
 
 
 def _mean(values):
@@ -442,13 +449,14 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     mode.add_argument("--full", action="store_true",
                       help="the documented configuration (default)")
     p.add_argument("--Ts", type=_ints, default=None, help="comma-separated T values")
-    p.add_argument("--fns", default=None, help="functions with s, e.g. and:3,majority:3,parity:2")
+    p.add_argument("--fns", default=None, help="functions with s, e.g. and:3,majority:3,parity:2 "
+                   "(table:3 with --table 01101001: the truth table, first bit most significant)")
     p.add_argument("--models", default=None, help="attention,fcn")
     for name, typ in (("m_min", int), ("m_max", int), ("ratio", float), ("seeds", int),
                       ("threshold", float), ("target", float), ("stop_after", int),
                       ("max_steps", int), ("lr", float), ("weight_decay", float),
                       ("max_norm", float), ("d_v", int), ("hidden", int), ("n_test", int),
-                      ("pos", str), ("restarts", int)):
+                      ("pos", str), ("restarts", int), ("table", str)):
         p.add_argument(f"--{name}", f"--{name.replace('_', '-')}", dest=name, type=typ,
                        default=None)
     p.add_argument("--workers", type=int, default=2,
