@@ -145,6 +145,22 @@ def test_example_script_quick(tmp_path):
     assert np.isfinite(json.load(open(tmp_path / "summary.json"))["wall_time_s"])
 
 
+def _worker_threads():
+    return os.getenv("OMP_NUM_THREADS"), os.getenv("OPENBLAS_NUM_THREADS")
+
+
+def test_every_pool_worker_gets_one_blas_thread(monkeypatch):
+    for k in sparse.THREAD_VARS:
+        monkeypatch.delenv(k, raising=False)
+    ex = sparse._Pool(2)
+    try:  # workers start on demand: the later ones must see the variables too
+        futs = [ex.submit(_worker_threads) for _ in range(6)]
+        assert {f.result() for f in futs} == {("1", "1")}
+    finally:
+        ex.shutdown()
+    assert all(k not in os.environ for k in sparse.THREAD_VARS)
+
+
 def test_process_pool_path_matches_inline(tmp_path):
     """The CLI's own pool (spawned workers, one BLAS thread each) gives the inline table."""
     cfg = dict(TINY, Ts=(8,), m_max=16)

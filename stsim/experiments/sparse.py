@@ -112,23 +112,32 @@ def _models(text) -> list:
     return models
 
 
-def _pool(workers):
-    """A process pool whose workers run single-threaded BLAS (2 workers × default BLAS
-    threads oversubscribe 2 cores; the variables are read when a spawned worker imports
-    numpy)."""
-    saved = {k: os.environ.get(k) for k in ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS",
-                                            "MKL_NUM_THREADS")}
-    for k, v in saved.items():
-        if v is None:
-            os.environ[k] = "1"
-    try:
-        ex = cf.ProcessPoolExecutor(workers, mp_context=mp.get_context("spawn"))
-        ex.submit(int, 0).result()  # start the workers while the variables are set
-    finally:
-        for k, v in saved.items():
+THREAD_VARS = ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS")
+
+
+class _Pool(cf.ProcessPoolExecutor):
+    """A spawned process pool whose workers all run single-threaded BLAS.
+
+    Two workers × default BLAS threads oversubscribe 2 cores, and a trial's last bits
+    depend on the BLAS thread count, so the table would depend on which worker ran it.
+    A spawned worker reads the variables when it imports numpy, and workers start on
+    demand, so the variables stay set in this process until :meth:`shutdown` (numpy is
+    already loaded here: they do not change this process)."""
+
+    def __init__(self, workers):
+        self._saved = {k: os.environ.get(k) for k in THREAD_VARS}
+        for k, v in self._saved.items():
             if v is None:
-                os.environ.pop(k, None)
-    return ex
+                os.environ[k] = "1"
+        super().__init__(workers, mp_context=mp.get_context("spawn"))
+
+    def shutdown(self, *args, **kwargs):
+        try:
+            super().shutdown(*args, **kwargs)
+        finally:
+            for k, v in self._saved.items():
+                if v is None:
+                    os.environ.pop(k, None)
 
 
 # --------------------------------------------------------------------------------------
@@ -166,7 +175,7 @@ def run_experiment(cfg: dict, out: str, *, executor=None, workers: int = 2, log=
     os.makedirs(out, exist_ok=True)
     path = os.path.join(out, "trials.csv")
     own = executor is None
-    ex = (InlineExecutor() if workers == 0 else _pool(workers)) if own else executor
+    ex = (InlineExecutor() if workers == 0 else _Pool(workers)) if own else executor
     t0 = time.perf_counter()
     streak = {key: 0 for key in series}
     levels, n_run = [], 0
