@@ -341,12 +341,16 @@ def project(params: dict, max_norm) -> float:
     return worst
 
 
+def _patterns(s: int) -> np.ndarray:
+    """All ``2^s`` bit patterns (2^s, s) in ±1, row ``k`` = the binary digits of ``k``,
+    most significant first (the truth-table index order)."""
+    idx = np.arange(2 ** s)
+    return np.where((idx[:, None] >> np.arange(s - 1, -1, -1)) & 1, 1.0, -1.0)
+
+
 def truth_table(fn: SparseFunction) -> np.ndarray:
     """The ``2^s`` labels of ``fn``, index ``Σ_j [bit_j = +1] 2^{s-1-j}`` (MSB first)."""
-    s = fn.s
-    idx = np.arange(2 ** s)
-    bits = np.where((idx[:, None] >> np.arange(s - 1, -1, -1)) & 1, 1.0, -1.0)
-    return fn(bits)
+    return fn(_patterns(fn.s))
 
 
 def construct(task: SparseTask, leak: float = 1e-3) -> dict:
@@ -372,9 +376,7 @@ def construct(task: SparseTask, leak: float = 1e-3) -> dict:
     w_att = 2.0 ** np.arange(s)                   # α on the support ∝ 2^j, j = 0..s-1
     a_p[pos] = G + np.log(w_att)
     alpha = w_att / w_att.sum()
-    idx = np.arange(2 ** s)
-    bits = np.where((idx[:, None] >> np.arange(s - 1, -1, -1)) & 1, 1.0, -1.0)
-    levels = bits @ alpha
+    levels = _patterns(s) @ alpha
     order = np.argsort(levels)
     lv, tv = levels[order], truth_table(task.fn)[order]
     mids = 0.5 * (lv[1:] + lv[:-1])

@@ -46,6 +46,7 @@ import inspect
 import itertools
 import json
 import math
+import multiprocessing as mp
 import numbers
 import os
 import pickle
@@ -59,7 +60,8 @@ import numpy as np
 from .io import atomic_write, to_jsonable
 from .task import check_int
 
-__all__ = ["sweep", "SweepResult", "InlineExecutor", "expand_grid", "spawn_seeds", "read_table",
+__all__ = ["sweep", "SweepResult", "InlineExecutor", "OneThreadProcessPool", "expand_grid",
+           "spawn_seeds", "read_table",
            "BOOKKEEPING"]
 
 BOOKKEEPING = ("seed_index", "seed", "status", "error")
@@ -76,6 +78,34 @@ class InlineExecutor(cf.Executor):
         except BaseException as exc:  # noqa: BLE001 - delivered through the future
             fut.set_exception(exc)
         return fut
+
+
+THREAD_VARS = ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS")
+
+
+class OneThreadProcessPool(cf.ProcessPoolExecutor):
+    """A spawned process pool whose workers all run single-threaded BLAS.
+
+    Two workers × default BLAS threads oversubscribe 2 cores, and a trial's last bits
+    depend on the BLAS thread count, so the table would depend on which worker ran it.
+    A spawned worker reads the variables when it imports numpy, and workers start on
+    demand, so the variables stay set in this process until :meth:`shutdown` (numpy is
+    already loaded here: they do not change this process)."""
+
+    def __init__(self, workers):
+        self._saved = {k: os.environ.get(k) for k in THREAD_VARS}
+        for k, v in self._saved.items():
+            if v is None:
+                os.environ[k] = "1"
+        super().__init__(workers, mp_context=mp.get_context("spawn"))
+
+    def shutdown(self, *args, **kwargs):
+        try:
+            super().shutdown(*args, **kwargs)
+        finally:
+            for k, v in self._saved.items():
+                if v is None:
+                    os.environ.pop(k, None)
 
 
 def spawn_seeds(n: int, root_seed: int = 0) -> list:

@@ -10,7 +10,7 @@ import numpy as np
 import pytest
 
 from stsim.experiments import sparse
-from stsim.sweep import InlineExecutor, read_table
+from stsim.sweep import THREAD_VARS, InlineExecutor, OneThreadProcessPool, read_table
 
 TINY = dict(sparse.QUICK, Ts=(8, 16), m_min=8, m_max=32, ratio=2.0, fns="majority:3",
             seeds=2, max_steps=40, n_test=200)
@@ -150,15 +150,15 @@ def _worker_threads():
 
 
 def test_every_pool_worker_gets_one_blas_thread(monkeypatch):
-    for k in sparse.THREAD_VARS:
+    for k in THREAD_VARS:
         monkeypatch.delenv(k, raising=False)
-    ex = sparse._Pool(2)
+    ex = OneThreadProcessPool(2)
     try:  # workers start on demand: the later ones must see the variables too
         futs = [ex.submit(_worker_threads) for _ in range(6)]
         assert {f.result() for f in futs} == {("1", "1")}
     finally:
         ex.shutdown()
-    assert all(k not in os.environ for k in sparse.THREAD_VARS)
+    assert all(k not in os.environ for k in THREAD_VARS)
 
 
 def test_process_pool_path_matches_inline(tmp_path):

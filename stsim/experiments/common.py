@@ -268,6 +268,51 @@ def add_common_arguments(p: argparse.ArgumentParser, default_out: str) -> None:
     p.add_argument("--quiet", action="store_true")
 
 
+# --------------------------------------------------------------------------------------
+# command line of the grid experiments (separation, sparse): --quick/--full presets
+# --------------------------------------------------------------------------------------
+def int_tuple(text):
+    """``"8,16,32"`` → ``(8, 16, 32)``."""
+    return tuple(int(v) for v in text.split(",") if v.strip())
+
+
+def add_mode_group(p: argparse.ArgumentParser) -> None:
+    """``--quick`` (seconds-long smoke version) | ``--full`` (the documented default)."""
+    mode = p.add_mutually_exclusive_group()
+    mode.add_argument("--quick", action="store_true", help="seconds-long smoke version")
+    mode.add_argument("--full", action="store_true",
+                      help="the documented configuration (default)")
+
+
+def add_typed_options(p: argparse.ArgumentParser, options) -> None:
+    """``--name`` / ``--name-with-dashes`` for each ``(name, type)``, default None (None
+    keeps the preset's value, see :func:`config_from_args`)."""
+    for name, typ in options:
+        flags = dict.fromkeys((f"--{name}", f"--{name.replace('_', '-')}"))  # no repeat
+        p.add_argument(*flags, dest=name, type=typ, default=None)
+
+
+def add_run_options(p: argparse.ArgumentParser, name: str) -> None:
+    """``--workers`` (default 2; 0 in-process), ``--out`` (runs/<name>[-quick]), ``--quiet``."""
+    p.add_argument("--workers", type=int, default=2,
+                   help="process-pool workers (default 2); 0 runs in-process")
+    p.add_argument("--out", default=None, help=f"output folder (default runs/{name}[-quick])")
+    p.add_argument("--quiet", action="store_true")
+
+
+def config_from_args(args, quick: dict, full: dict, name: str, extra=()):
+    """The preset chosen by ``--quick`` (else ``full``) with every option given on the
+    command line (not None) applied, plus the keys ``extra`` when given; and the output
+    folder. Returns ``(cfg, out)``."""
+    cfg = dict(quick if args.quick else full)
+    for k in list(cfg) + list(extra):
+        v = getattr(args, k, None)
+        if v is not None:
+            cfg[k] = v
+    out = args.out or (f"runs/{name}-quick" if args.quick else f"runs/{name}")
+    return cfg, out
+
+
 def figure_argparser(name, doc) -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(prog=f"{name}", description=doc.splitlines()[0])
     add_common_arguments(p, default_out=os.path.join("runs", "figures"))

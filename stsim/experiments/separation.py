@@ -51,6 +51,7 @@ from ..io import atomic_write, write_json
 from ..sweep import InlineExecutor, read_table, sweep
 from ..task import check_int
 from ..train import Config, run
+from .common import add_mode_group, add_run_options, add_typed_options, config_from_args, int_tuple
 
 __all__ = ["train_point", "width_grid", "BracketSearch", "run_experiment", "fit_laws",
            "plot_separation", "markdown_report", "add_arguments", "main", "cli_main", "QUICK", "FULL"]
@@ -419,38 +420,21 @@ def markdown_report(searches, fits) -> str:
 # --------------------------------------------------------------------------------------
 # command line
 # --------------------------------------------------------------------------------------
-def _ints(text):
-    return tuple(int(v) for v in text.split(",") if v.strip())
-
-
 def add_arguments(p: argparse.ArgumentParser) -> None:
     """Options of ``stsim separation``; ``--quick`` / ``--full`` choose the defaults."""
-    mode = p.add_mutually_exclusive_group()
-    mode.add_argument("--quick", action="store_true", help="seconds-long smoke version")
-    mode.add_argument("--full", action="store_true",
-                      help="the documented configuration (default)")
-    p.add_argument("--Ts", type=_ints, default=None, help="comma-separated T values")
-    p.add_argument("--ds", type=_ints, default=None, help="comma-separated d values")
-    for name, typ in (("q", int), ("steps", int), ("batch", int), ("seeds", int),
-                      ("lr_fcn", float), ("lr_tf", float), ("target", float), ("n_val", int),
-                      ("max_width_fcn", int), ("max_width_tf", int)):
-        p.add_argument(f"--{name}", f"--{name.replace('_', '-')}", dest=name, type=typ,
-                       default=None)
-    p.add_argument("--workers", type=int, default=2,
-                   help="process-pool workers (default 2); 0 runs in-process")
-    p.add_argument("--out", default=None, help="output folder (default runs/separation[-quick])")
-    p.add_argument("--quiet", action="store_true")
+    add_mode_group(p)
+    p.add_argument("--Ts", type=int_tuple, default=None, help="comma-separated T values")
+    p.add_argument("--ds", type=int_tuple, default=None, help="comma-separated d values")
+    add_typed_options(p, (("q", int), ("steps", int), ("batch", int), ("seeds", int),
+                          ("lr_fcn", float), ("lr_tf", float), ("target", float),
+                          ("n_val", int), ("max_width_fcn", int), ("max_width_tf", int)))
+    add_run_options(p, "separation")
 
 
 def main(args) -> int:
     """Run the experiment; write points.csv, searches.csv, fits.json, report.md,
     summary.json and separation.png into ``args.out``."""
-    cfg = dict(QUICK if args.quick else FULL)
-    for k in list(cfg):
-        v = getattr(args, k, None)
-        if v is not None:
-            cfg[k] = v
-    out = args.out or ("runs/separation-quick" if args.quick else "runs/separation")
+    cfg, out = config_from_args(args, QUICK, FULL, "separation")
     workers = check_int("workers", args.workers, 0)
     executor = InlineExecutor() if workers == 0 else None
     log = None if args.quiet else (lambda m: print(f"[separation] {m}", file=sys.stderr,

@@ -38,9 +38,7 @@ a statistical failure. Both are counted per cell.
 from __future__ import annotations
 
 import argparse
-import concurrent.futures as cf
 import math
-import multiprocessing as mp
 import os
 import sys
 import time
@@ -49,8 +47,9 @@ import numpy as np
 
 from ..boolean import SparseFunction, train_trial, validate_trial
 from ..io import atomic_write, write_json
-from ..sweep import InlineExecutor, read_table, spawn_seeds, sweep
+from ..sweep import InlineExecutor, OneThreadProcessPool, read_table, spawn_seeds, sweep
 from ..task import check_int
+from .common import add_mode_group, add_run_options, add_typed_options, config_from_args, int_tuple
 from .separation import _lstsq
 
 __all__ = ["FULL", "QUICK", "m_grid", "parse_fns", "run_experiment", "cell_stats",
@@ -112,34 +111,6 @@ def _models(text) -> list:
     return models
 
 
-THREAD_VARS = ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS")
-
-
-class _Pool(cf.ProcessPoolExecutor):
-    """A spawned process pool whose workers all run single-threaded BLAS.
-
-    Two workers × default BLAS threads oversubscribe 2 cores, and a trial's last bits
-    depend on the BLAS thread count, so the table would depend on which worker ran it.
-    A spawned worker reads the variables when it imports numpy, and workers start on
-    demand, so the variables stay set in this process until :meth:`shutdown` (numpy is
-    already loaded here: they do not change this process)."""
-
-    def __init__(self, workers):
-        self._saved = {k: os.environ.get(k) for k in THREAD_VARS}
-        for k, v in self._saved.items():
-            if v is None:
-                os.environ[k] = "1"
-        super().__init__(workers, mp_context=mp.get_context("spawn"))
-
-    def shutdown(self, *args, **kwargs):
-        try:
-            super().shutdown(*args, **kwargs)
-        finally:
-            for k, v in self._saved.items():
-                if v is None:
-                    os.environ.pop(k, None)
-
-
 # --------------------------------------------------------------------------------------
 # the experiment
 # --------------------------------------------------------------------------------------
@@ -175,7 +146,7 @@ def run_experiment(cfg: dict, out: str, *, executor=None, workers: int = 2, log=
     os.makedirs(out, exist_ok=True)
     path = os.path.join(out, "trials.csv")
     own = executor is None
-    ex = (InlineExecutor() if workers == 0 else _Pool(workers)) if own else executor
+    ex = (InlineExecutor() if workers == 0 else OneThreadProcessPool(workers)) if own else executor
     t0 = time.perf_counter()
     streak = {key: 0 for key in series}
     levels, n_run = [], 0
@@ -447,42 +418,25 @@ def write_mstar_csv(path, mstar):
 # --------------------------------------------------------------------------------------
 # command line
 # --------------------------------------------------------------------------------------
-def _ints(text):
-    return tuple(int(v) for v in text.split(",") if v.strip())
-
-
 def add_arguments(p: argparse.ArgumentParser) -> None:
     """Options of ``stsim sparse``; ``--quick`` / ``--full`` choose the defaults."""
-    mode = p.add_mutually_exclusive_group()
-    mode.add_argument("--quick", action="store_true", help="seconds-long smoke version")
-    mode.add_argument("--full", action="store_true",
-                      help="the documented configuration (default)")
-    p.add_argument("--Ts", type=_ints, default=None, help="comma-separated T values")
+    add_mode_group(p)
+    p.add_argument("--Ts", type=int_tuple, default=None, help="comma-separated T values")
     p.add_argument("--fns", default=None, help="functions with s, e.g. and:3,majority:3,parity:2 "
                    "(table:3 with --table 01101001: the truth table, first bit most significant)")
     p.add_argument("--models", default=None, help="attention,fcn")
-    for name, typ in (("m_min", int), ("m_max", int), ("ratio", float), ("seeds", int),
-                      ("threshold", float), ("target", float), ("stop_after", int),
-                      ("max_steps", int), ("lr", float), ("weight_decay", float),
-                      ("max_norm", float), ("d_v", int), ("hidden", int), ("n_test", int),
-                      ("pos", str), ("restarts", int), ("table", str)):
-        p.add_argument(f"--{name}", f"--{name.replace('_', '-')}", dest=name, type=typ,
-                       default=None)
-    p.add_argument("--workers", type=int, default=2,
-                   help="process-pool workers (default 2); 0 runs in-process")
-    p.add_argument("--out", default=None, help="output folder (default runs/sparse[-quick])")
-    p.add_argument("--quiet", action="store_true")
+    add_typed_options(p, (("m_min", int), ("m_max", int), ("ratio", float), ("seeds", int),
+                          ("threshold", float), ("target", float), ("stop_after", int),
+                          ("max_steps", int), ("lr", float), ("weight_decay", float),
+                          ("max_norm", float), ("d_v", int), ("hidden", int), ("n_test", int),
+                          ("pos", str), ("restarts", int), ("table", str)))
+    add_run_options(p, "sparse")
 
 
 def main(args) -> int:
     """Run the experiment; write trials.csv, mstar.csv, fits.json, report.md,
     summary.json, sparse_heatmap.png and sparse_mstar.png into ``args.out``."""
-    cfg = dict(QUICK if args.quick else FULL)
-    for k in list(cfg) + list(OPTIONAL_KEYS):
-        v = getattr(args, k, None)
-        if v is not None:
-            cfg[k] = v
-    out = args.out or ("runs/sparse-quick" if args.quick else "runs/sparse")
+    cfg, out = config_from_args(args, QUICK, FULL, "sparse", extra=OPTIONAL_KEYS)
     workers = check_int("workers", args.workers, 0)
     log = None if args.quiet else (lambda msg: print(f"[sparse] {msg}", file=sys.stderr,
                                                      flush=True))
