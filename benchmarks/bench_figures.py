@@ -14,7 +14,7 @@ import time
 
 def _bench(options, steps):
     import stsim
-    from stsim.experiments.common import peak_rss_mb
+    from stsim.studies.figures.common import peak_rss_mb
     opts = dict(options, steps=steps, eval_every=10 * steps)
     t0 = time.perf_counter()
     res = stsim.run(**opts)
@@ -24,7 +24,7 @@ def _bench(options, steps):
 
 def configurations(mode):
     """One representative job per distinct configuration (seed and PE kept, seed 0)."""
-    from stsim.experiments import FIGURES, resolve_all, _module
+    from stsim.studies.figures import FIGURES, resolve_all, _module
     settings = resolve_all(mode)
     seen, out = set(), []
     for name in FIGURES:

@@ -9,9 +9,9 @@ import time
 import numpy as np
 
 from stsim import make_encoding
-from stsim.population import make_population_objective
-from stsim.reduced import gradient_flow, reduced_gd, reduced_gd_scalar
-from stsim.train import Config
+from stsim.theory.population import make_population_objective
+from stsim.theory.reduced import gradient_flow, reduced_gd, reduced_gd_scalar
+from stsim.core.run import Config
 
 
 def timed(f, repeat=1):

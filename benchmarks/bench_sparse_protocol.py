@@ -2,7 +2,7 @@
 
 Prints, for a few (function, T, m) cells and 8 seeds each, the number of successful trials
 (test accuracy >= 0.95 on 1000 fresh samples) and the mean attention mass on the hidden
-positions under protocol variants of :func:`stsim.boolean.train_trial`:
+positions under protocol variants of :func:`stsim.studies.sparse.boolean.train_trial`:
 
 * ``default``        — 500 full-batch Adam steps, weight decay 3e-4, block norms <= 20,
                         token-only values (the documented protocol);
@@ -20,7 +20,7 @@ import time
 
 import numpy as np
 
-from stsim.boolean import train_trial
+from stsim.studies.sparse.boolean import train_trial
 from stsim.sweep import spawn_seeds
 
 VARIANTS = {

@@ -16,9 +16,9 @@ import time
 import numpy as np
 
 import stsim
-from stsim.encodings import PEBatch, make_encoding
-from stsim.model import forward_backward
-from stsim.optim import SGD
+from stsim.core.encodings import PEBatch, make_encoding
+from stsim.core.model import forward_backward
+from stsim.core.optim import SGD
 
 TORCH_MS = {("stochastic", "slots", 400): 257.0, ("stochastic", "sphere", 64): 114.0}
 

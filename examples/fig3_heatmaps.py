@@ -1,11 +1,11 @@
 """Fig. 3: heat maps of W and V.
 
 Usage: python examples/fig3_heatmaps.py [--quick|--full] [--out DIR] [--workers 2] [--set key=value]
-Thin wrapper around :mod:`stsim.experiments.fig3` (also run by ``stsim figures``).
+Thin wrapper around :mod:`stsim.studies.figures.fig3` (also run by ``stsim figures``).
 """
 import sys
 
-from stsim.experiments import fig3
+from stsim.studies.figures import fig3
 
 
 def main(argv=None) -> int:

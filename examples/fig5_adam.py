@@ -1,11 +1,11 @@
 """Fig. 5: Figs. 2 and 4 with Adam.
 
 Usage: python examples/fig5_adam.py [--quick|--full] [--out DIR] [--workers 2] [--set key=value]
-Thin wrapper around :mod:`stsim.experiments.fig5` (also run by ``stsim figures``).
+Thin wrapper around :mod:`stsim.studies.figures.fig5` (also run by ``stsim figures``).
 """
 import sys
 
-from stsim.experiments import fig5
+from stsim.studies.figures import fig5
 
 
 def main(argv=None) -> int:

@@ -1,13 +1,13 @@
 """Transformer vs fully-connected net: smallest width reaching the target loss against T.
 
 Usage: python examples/separation.py [--quick|--full] [--out DIR] [--workers 2] [--Ts 8,16]
-Thin wrapper around :mod:`stsim.experiments.separation` (also run by ``stsim separation``);
+Thin wrapper around :mod:`stsim.studies.separation.study` (also run by ``stsim separation``);
 writes points.csv (one row per training run), searches.csv, fits.json, summary.json and
 separation.png. A rerun with the same --out resumes: finished runs are not repeated.
 """
 import sys
 
-from stsim.experiments.separation import cli_main
+from stsim.studies.separation.study import cli_main
 
 
 def main(argv=None) -> int:

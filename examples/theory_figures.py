@@ -23,8 +23,8 @@ import matplotlib.pyplot as plt  # noqa: E402
 import numpy as np  # noqa: E402
 
 import stsim  # noqa: E402
-from stsim.plotting import savefig  # noqa: E402
-from stsim.reduced import reduced_gd  # noqa: E402
+from stsim.util.plotting import savefig  # noqa: E402
+from stsim.theory.reduced import reduced_gd  # noqa: E402
 
 ZERO = 1e-20
 

@@ -11,14 +11,14 @@ task → encodings → model (+ gradients) → optimisers/training → theory ch
 """
 __version__ = "0.1.0"
 
-from .task import Batch, sample_batch, sample_subsets, sts_target
-from .encodings import (PEBatch, Encoding, OneHot, NearOrthogonal, StochasticSlots,
+from stsim.core.task import Batch, sample_batch, sample_subsets, sts_target
+from stsim.core.encodings import (PEBatch, Encoding, OneHot, NearOrthogonal, StochasticSlots,
                         StochasticSphere, make_encoding, coherence)
-from .model import loss_and_grad, forward_backward, target_params, cosine_to_target
-from .gradcheck import check_grad, directional_check
-from .optim import SGD, Adam, make_optimizer
-from .train import Config, Result, run, load
-from .sweep import sweep
+from stsim.core.model import loss_and_grad, forward_backward, target_params, cosine_to_target
+from stsim.core.gradcheck import check_grad, directional_check
+from stsim.core.optim import SGD, Adam, make_optimizer
+from stsim.core.run import Config, Result, run, load
+from stsim.sweep import sweep
 
 __all__ = [
     "__version__", "Batch", "sample_batch", "sample_subsets", "sts_target",

@@ -1,6 +1,6 @@
 """``python -m stsim`` — the same as the ``stsim`` command."""
 import sys
 
-from .cli import main
+from stsim.cli import main
 
 sys.exit(main())

@@ -1,12 +1,12 @@
-"""Sparse Boolean functions (stsim.boolean): task, gradients, construction, training, errors."""
+"""Sparse Boolean functions (stsim.studies.sparse.boolean): task, gradients, construction, training, errors."""
 import itertools
 
 import numpy as np
 import pytest
 
-from stsim.boolean import (SparseFunction, attention_weights, construct, forward_backward,
+from stsim.studies.sparse.boolean import (SparseFunction, attention_weights, construct, forward_backward,
                            init_params, make_task, predict, project, train_trial, truth_table)
-from stsim.gradcheck import check_grad
+from stsim.core.gradcheck import check_grad
 
 
 # ---------------------------------------------------------------------------- task

@@ -8,11 +8,11 @@ import pytest
 import scipy.sparse as sp
 from scipy.special import softmax
 
-from stsim import expressivity as ex
-from stsim.encodings import PEBatch
-from stsim.experiments import expressivity as E
-from stsim.model import forward_backward
-from stsim.task import sample_subsets
+from stsim.studies.expressivity import constructions as ex
+from stsim.core.encodings import PEBatch
+from stsim.studies.expressivity import study as E
+from stsim.core.model import forward_backward
+from stsim.core.task import sample_subsets
 
 
 def _subsets(seed, B, N, q):

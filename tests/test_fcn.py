@@ -4,9 +4,9 @@ import numpy as np
 import pytest
 
 import stsim
-from stsim.fcn import fcn_forward_backward, fcn_init, fcn_input, param_names
-from stsim.gradcheck import check_grad
-from stsim.task import sample_batch
+from stsim.baselines.fcn import fcn_forward_backward, fcn_init, fcn_input, param_names
+from stsim.core.gradcheck import check_grad
+from stsim.core.task import sample_batch
 
 
 def _fg(names, u, target):
@@ -100,7 +100,7 @@ def test_fcn_refusals():
 
 
 def test_exact_construction_of_width_2Td():
-    from stsim.fcn import fcn_construction
+    from stsim.baselines.fcn import fcn_construction
     rng = np.random.default_rng(5)
     b = sample_batch(rng, B=2000, T=7, q=3, d=2)
     u = fcn_input(b.X, b.y)

@@ -13,8 +13,8 @@ import numpy as np
 import pytest
 
 from stsim.cli import main as cli_main
-from stsim.experiments import FIGURES, resolve_all
-from stsim.experiments.common import r2_linear, resolve_settings
+from stsim.studies.figures import FIGURES, resolve_all
+from stsim.studies.figures.common import r2_linear, resolve_settings
 
 ROOT = pathlib.Path(__file__).resolve().parents[1]
 EXAMPLES = {"fig1": "fig1_training", "fig2": "fig2_ood_length", "fig3": "fig3_heatmaps",

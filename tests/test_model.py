@@ -7,9 +7,9 @@ import numpy as np
 import pytest
 
 import stsim
-from stsim.encodings import PEBatch, make_encoding
-from stsim.gradcheck import check_grad
-from stsim.model import cosine_to_target, forward_backward, loss_and_grad, target_params
+from stsim.core.encodings import PEBatch, make_encoding
+from stsim.core.gradcheck import check_grad
+from stsim.core.model import cosine_to_target, forward_backward, loss_and_grad, target_params
 
 FAMILIES = [("onehot", "slots", 11), ("near-orthogonal", "slots", 7),
             ("stochastic", "slots", 13), ("stochastic", "sphere", 6)]
@@ -29,7 +29,7 @@ def _setup(pe, sampler, d_e, seed=0, scale=0.7):
 
 def _oracle(W, V, X, y, P, model, query, x_query=None):
     """Per-sample loop straight from the definitions (SPEC §3), Z built densely; the
-    gradients by the one-sample formulas. Independent of stsim.model."""
+    gradients by the one-sample formulas. Independent of stsim.core.model."""
     Bn, Tn, dn = X.shape
     loss, dW, dV = 0.0, np.zeros_like(W), np.zeros_like(V)
     for b in range(Bn):

@@ -1,4 +1,4 @@
-"""Tests of the population objective (stsim.population): finite differences, agreement with
+"""Tests of the population objective (stsim.theory.population): finite differences, agreement with
 the independent minibatch model (Monte-Carlo over X, y), exact equality of full-matrix
 population GD with the reduced (a, γ) map, invariants, bad input."""
 import numpy as np
@@ -6,9 +6,9 @@ import pytest
 
 import stsim
 from stsim import check_grad, forward_backward, make_encoding, sample_batch
-from stsim.population import make_population_objective
-from stsim.reduced import reduced_gd
-from stsim.train import Config
+from stsim.theory.population import make_population_objective
+from stsim.theory.reduced import reduced_gd
+from stsim.core.run import Config
 
 
 def objective(T, q, d, pe="onehot", **kw):
@@ -156,7 +156,7 @@ def test_bad_input():
         pop.loss_grad(W, V)
     with pytest.raises(ValueError, match="shape|must be"):
         pop.loss_grad(np.zeros((4, 4)), V)
-    with pytest.raises(ValueError, match="stsim.reduced"):
+    with pytest.raises(ValueError, match="stsim.theory.reduced"):
         objective(40, 8, 3)                    # C(40, 8) = 7.7e7 subsets
     with pytest.raises(ValueError, match="invariant set"):
         stsim.run(T=6, q=2, pe="onehot", d=3, objective="population", optimizer="gd",

@@ -1,16 +1,16 @@
-"""Tests of the two-scalar reduction (stsim.reduced): closed forms against Monte-Carlo of
+"""Tests of the two-scalar reduction (stsim.theory.reduced): closed forms against Monte-Carlo of
 the independent minibatch model, finite differences, the OOD floor."""
 import numpy as np
 import pytest
 
 from stsim import PEBatch, check_grad, forward_backward, sample_batch
-from stsim.reduced import (gradient_flow, ood_floor_onehot, ood_loss_onehot, reduced_gd,
+from stsim.theory.reduced import (gradient_flow, ood_floor_onehot, ood_loss_onehot, reduced_gd,
                            reduced_gd_scalar, reduced_loss, reduced_loss_grad)
 
 
 def embed(a, gamma, T, d, d_e, n=None):
     """Full matrices of the reduced point: W_ee = a(I_n − J_n/n) on the first n slots."""
-    from stsim.theory import embed_reduced
+    from stsim.theory.checks import embed_reduced
     return embed_reduced(a, gamma, d, d_e, T if n is None else n)
 
 

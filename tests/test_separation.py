@@ -10,7 +10,7 @@ import numpy as np
 import pytest
 
 from stsim import cli
-from stsim.experiments.separation import (BracketSearch, cli_main, fit_laws, train_point,
+from stsim.studies.separation.study import (BracketSearch, cli_main, fit_laws, train_point,
                                           width_grid)
 from stsim.sweep import read_table
 

@@ -1,4 +1,4 @@
-"""The (T, m) sample-complexity experiment (stsim.experiments.sparse) and its CLI."""
+"""The (T, m) sample-complexity experiment (stsim.studies.sparse.study) and its CLI."""
 import concurrent.futures as cf
 import json
 import math
@@ -9,7 +9,7 @@ import sys
 import numpy as np
 import pytest
 
-from stsim.experiments import sparse
+from stsim.studies.sparse import study as sparse
 from stsim.sweep import THREAD_VARS, InlineExecutor, OneThreadProcessPool, read_table
 
 TINY = dict(sparse.QUICK, Ts=(8, 16), m_min=8, m_max=32, ratio=2.0, fns="majority:3",

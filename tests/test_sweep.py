@@ -6,7 +6,7 @@ import os
 import numpy as np
 import pytest
 
-from stsim.experiments.separation import train_point
+from stsim.studies.separation.study import train_point
 from stsim.sweep import InlineExecutor, expand_grid, read_table, spawn_seeds, sweep
 
 CALLS = []

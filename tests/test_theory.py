@@ -1,11 +1,11 @@
-"""Tests of the theorem checks (stsim.theory) and the ``stsim theory`` command."""
+"""Tests of the theorem checks (stsim.theory.checks) and the ``stsim theory`` command."""
 import json
 
 import pytest
 
 from stsim.cli import main as cli_main
-from stsim.reduced import reduced_gd_scalar
-from stsim.theory import check_theorem, theorem1_conditions
+from stsim.theory.reduced import reduced_gd_scalar
+from stsim.theory.checks import check_theorem, theorem1_conditions
 
 
 def test_conditions_name_the_failing_one():

@@ -1,0 +1,253 @@
+r"""Fully-connected baseline (SPEC §7): a ReLU MLP on the flattened input ``[vec(X); 1_y]``.
+
+The paper's separation: a one-layer transformer learns STS_q with width
+``O(d + q log T)``, while any fully-connected net needs first-layer width ``Ω(T d)``.
+This module is the other side of that comparison, trained on the same online stream,
+with the same optimisers, loop and :class:`stsim.core.run.Result` as the transformer::
+
+    >>> import stsim
+    >>> res = stsim.run(T=8, q=2, arch="fcn", width=32, d=2, steps=20, batch=16,
+    ...                 optimizer="adam", lr=1e-3)
+    >>> res.status, sorted(res.params)
+    ('completed', ['A', 'W1', 'b1', 'c'])
+
+Model (one sample; ``L = depth`` hidden layers of ``k = width`` units)::
+
+    u   = [vec(X); 1_y] ∈ R^n,   n = T d + T       (X row-major: token after token)
+    z_l = W_l h_{l-1} + b_l,     h_l = relu(z_l),    h_0 = u,   l = 1..L
+    f   = A h_L + c ∈ R^d
+    r   = f − STS_q(X, y),       ℓ = ½ ‖r‖²
+
+Backward (beside the forward formulas; batch rows, every gradient is a batch mean)::
+
+    ∂ℓ/∂A = r h_Lᵀ,              ∂ℓ/∂c = r
+    g_L   = Aᵀ r                  (∂ℓ/∂h_L)
+    e_l   = g_l ⊙ 1[z_l > 0]      (∂ℓ/∂z_l; relu'(0) := 0)
+    ∂ℓ/∂W_l = e_l h_{l-1}ᵀ,       ∂ℓ/∂b_l = e_l,    g_{l-1} = W_lᵀ e_l
+
+Parameter shapes: ``W1`` (k, n), ``W_l`` (k, k) for l ≥ 2, ``b_l`` (k,), ``A`` (d, k),
+``c`` (d,).
+
+Initialisation (C): hidden weights He-scaled, ``W_l ~ N(0, 2/fan_in)`` i.i.d., biases 0
+(zero hidden weights would leave every unit identical and dead: ReLU(0) has zero
+derivative). The read-out ``A, c`` is 0 for ``init="zero"`` (the default), so ``f ≡ 0`` and
+the initial loss is ``d/(2q)``, exactly the transformer's zero-init loss; with
+``init="random"`` the read-out is ``N(0, init_scale²)`` i.i.d. The hidden layers are
+drawn from the init generator (SeedSequence child 2, as for the transformer).
+"""
+from __future__ import annotations
+
+import numpy as np
+
+from stsim.core.task import check_int, sample_batch
+
+__all__ = ["fcn_input", "fcn_forward_backward", "mlp_forward", "mlp_backward", "fcn_init",
+           "fcn_construction", "FCNProblem", "param_names"]
+
+
+def param_names(depth: int) -> list:
+    """Names of the parameters, in order: ``W1, b1, ..., WL, bL, A, c``."""
+    depth = check_int("depth", depth, 1)
+    names = []
+    for l in range(1, depth + 1):
+        names += [f"W{l}", f"b{l}"]
+    return names + ["A", "c"]
+
+
+def fcn_input(X: np.ndarray, y: np.ndarray) -> np.ndarray:
+    """The FCN input ``u = [vec(X); 1_y]`` for a batch.
+
+    Parameters
+    ----------
+    X : (B, T, d) tokens;  y : (B, q) int selected positions.
+
+    Returns
+    -------
+    (B, T d + T) float64: the tokens flattened token after token, then the indicator of
+    the selected positions.
+    """
+    B, T, d = X.shape
+    ind = np.zeros((B, T))
+    np.put_along_axis(ind, y, 1.0, axis=1)
+    return np.concatenate([X.reshape(B, T * d), ind], axis=1)
+
+
+def fcn_init(rng: np.random.Generator, n_in: int, d: int, width: int, depth: int = 1,
+             init: str = "zero", init_scale: float = 0.02) -> dict:
+    """Initial parameters (see the module docstring): He-scaled hidden layers, read-out
+    zero (``init="zero"``) or ``N(0, init_scale²)`` (``init="random"``)."""
+    n_in = check_int("n_in", n_in, 1)
+    width = check_int("width", width, 1)
+    depth = check_int("depth", depth, 1)
+    if init not in ("zero", "random"):
+        raise ValueError(f"init must be one of ('zero', 'random'), got {init!r}")
+    params, fan_in = {}, n_in
+    for l in range(1, depth + 1):
+        params[f"W{l}"] = rng.standard_normal((width, fan_in)) * np.sqrt(2.0 / fan_in)
+        params[f"b{l}"] = np.zeros(width)
+        fan_in = width
+    if init == "zero":
+        params["A"], params["c"] = np.zeros((d, width)), np.zeros(d)
+    else:
+        params["A"] = init_scale * rng.standard_normal((d, width))
+        params["c"] = init_scale * rng.standard_normal(d)
+    return params
+
+
+def mlp_forward(params: dict, u: np.ndarray):
+    """The MLP ``f = A h_L + c`` of the module docstring on a batch ``u`` (B, n).
+
+    Returns ``(f, cache)``: outputs (B, d_out) and what :func:`mlp_backward` needs. Shared
+    by the STS baseline below and the readouts of :mod:`stsim.studies.sparse.boolean`.
+    """
+    depth = sum(1 for k in params if k.startswith("W"))
+    if u.ndim != 2 or params["W1"].shape[1] != u.shape[1]:
+        raise ValueError(f"u must have shape (B, {params['W1'].shape[1]}), got {u.shape}")
+    hs, zs = [u], []
+    for l in range(1, depth + 1):
+        z = hs[-1] @ params[f"W{l}"].T + params[f"b{l}"]          # z_l = W_l h_{l-1} + b_l
+        zs.append(z)
+        hs.append(np.maximum(z, 0.0))                             # h_l = relu(z_l)
+    f = hs[-1] @ params["A"].T + params["c"]                      # f = A h_L + c
+    return f, (hs, zs)
+
+
+def mlp_backward(params: dict, cache, g: np.ndarray, need_input_grad: bool = False):
+    """Gradients of ``Σ_b <g_b, f_b>`` for ``g = ∂loss/∂f`` (B, d_out), batch weights
+    already folded into ``g``. Returns ``(grads, g_u)`` with ``g_u = ∂/∂u`` (B, n) if
+    ``need_input_grad`` else ``None``."""
+    hs, zs = cache
+    depth = len(zs)
+    grads = {"A": g.T @ hs[-1], "c": g.sum(axis=0)}               # r h_Lᵀ, r
+    g = g @ params["A"]                                           # g_L = Aᵀ r
+    for l in range(depth, 0, -1):
+        e = g * (zs[l - 1] > 0)                                   # e_l = g_l ⊙ relu'(z_l)
+        grads[f"W{l}"] = e.T @ hs[l - 1]                          # e_l h_{l-1}ᵀ
+        grads[f"b{l}"] = e.sum(axis=0)
+        if l > 1 or need_input_grad:
+            g = e @ params[f"W{l}"]                               # g_{l-1} = W_lᵀ e_l
+    return grads, (g if need_input_grad else None)
+
+
+def fcn_forward_backward(params: dict, u: np.ndarray, target: np.ndarray, need_grad=True):
+    """Batch-mean loss ``mean_b ½‖f(u_b) − target_b‖²`` and its analytic gradients.
+
+    Parameters
+    ----------
+    params : dict with ``W1, b1, ..., WL, bL, A, c`` (shapes in the module docstring).
+    u : (B, n) inputs (:func:`fcn_input`);  target : (B, d).
+    need_grad : if False return ``(loss, None)``.
+
+    Returns
+    -------
+    loss : float;  grads : dict with the same keys and shapes as ``params``.
+    """
+    B = u.shape[0]
+    if target.shape != (B, params["A"].shape[0]):
+        raise ValueError(f"target must have shape (B, d) = ({B}, {params['A'].shape[0]}), "
+                         f"got {target.shape}")
+    f, cache = mlp_forward(params, u)
+    r = f - target                                                # r = A h_L + c − target
+    loss = 0.5 * float(np.einsum("bi,bi->", r, r)) / B
+    if not need_grad:
+        return loss, None
+    grads, _ = mlp_backward(params, cache, r / B)                 # batch mean folded in
+    return loss, grads
+
+
+def fcn_construction(T: int, d: int, q: int, M: float = 6.0) -> dict:
+    """An explicit one-hidden-layer ReLU net of width ``2 T d`` computing STS_q (D).
+
+    For a bit ``b ∈ {0, 1}`` and ``|x| ≤ M``::
+
+        relu(x − M(1−b)) − relu(−x − M(1−b)) = b · x
+
+    so one pair of units per (token j, coordinate k), reading ``x_{jk}`` and ``1[j∈y]``
+    with bias ``−M``, gives ``x_{jk} 1[j∈y]``; the read-out sums the pairs over j with
+    weight ``1/q``. The output is exact unless some unselected ``|x_{jk}| > M``; the
+    population loss is ``½ d (T−q)/q² · E[(|x|−M)₊²]`` (x ~ N(0,1); about 1e-11 for
+    M = 6). Hence width ``2 T d`` suffices to *represent* STS_q, and with the paper's
+    ``Ω(T d)`` lower bound the representational width of an FCN is ``Θ(T d)``.
+
+    Returns
+    -------
+    dict ``W1`` (2Td, Td+T), ``b1`` (2Td,), ``A`` (d, 2Td), ``c`` (d,) for
+    :func:`fcn_forward_backward`; unit ``2 (j d + k) + {0: +, 1: −}``.
+    """
+    T = check_int("T", T, 1)
+    d = check_int("d", d, 1)
+    q = check_int("q", q, 1, T)
+    M = float(M)
+    if not M > 0:
+        raise ValueError(f"M must be > 0, got {M}")
+    n, k = T * d + T, 2 * T * d
+    W1, A = np.zeros((k, n)), np.zeros((d, k))
+    for j in range(T):
+        for kk in range(d):
+            for s, sign in enumerate((1.0, -1.0)):
+                unit = 2 * (j * d + kk) + s
+                W1[unit, j * d + kk] = sign          # ± x_{jk}
+                W1[unit, T * d + j] = M              # + M 1[j∈y]
+                A[kk, unit] = sign / q
+    return {"W1": W1, "b1": np.full(k, -M), "A": A, "c": np.zeros(d)}
+
+
+class FCNProblem:
+    """The FCN baseline as a training problem for :func:`stsim.core.run.run`.
+
+    Same interface and random streams as :class:`stsim.core.run.TransformerProblem`:
+    ``seeds[1]`` draws the validation sets once before training, ``seeds[2]`` (via the
+    loop) the initialisation, ``seeds[3]`` the training stream (fresh batches for
+    ``sgd``/``adam``; a fixed sample of ``n_train`` points for ``gd``). ``seeds[0]`` (the
+    encoding table) is unused: the FCN has no positional encoding, the positions are
+    the coordinates of its input.
+
+    Metrics: ``val`` (in-distribution validation loss) and ``val/q=<q_test>`` (unseen
+    subset sizes; the input size does not depend on q). ``T_test`` is refused: the input
+    size ``T d + T`` is fixed by the training length.
+    """
+
+    def __init__(self, cfg, seeds):
+        if cfg.T_test:
+            raise ValueError(f"T_test={list(cfg.T_test)} is not supported for arch='fcn': the "
+                             f"FCN input size T*d + T is fixed by the training length T={cfg.T}; "
+                             f"use T_test=() (q_test is supported)")
+        if cfg.objective != "online":
+            raise ValueError(f"objective must be 'online' for arch='fcn', got {cfg.objective!r}")
+        self.cfg = cfg
+        vrng = np.random.default_rng(seeds[1])
+        self.val = {"val": self._draw(vrng, cfg.n_val, cfg.q)}
+        for qt in cfg.q_test:
+            self.val[f"val/q={qt}"] = self._draw(vrng, cfg.n_val, qt)
+        self.fixed = None
+        if cfg.optimizer == "gd":
+            self.fixed = self._draw(np.random.default_rng(seeds[3]).spawn(1)[0], cfg.n_train,
+                                    cfg.q)
+
+    def _draw(self, rng, B, q):
+        b = sample_batch(rng, B, self.cfg.T, q, self.cfg.d)
+        return fcn_input(b.X, b.y), b.target
+
+    @property
+    def n_in(self) -> int:
+        return self.cfg.T * self.cfg.d + self.cfg.T
+
+    def init_params(self, rng):
+        c = self.cfg
+        return fcn_init(rng, self.n_in, c.d, c.width, c.depth, c.init, c.init_scale)
+
+    def loss_grad(self, params, rng):
+        u, target = self.fixed if self.fixed is not None else self._draw(
+            rng, self.cfg.batch, self.cfg.q)
+        return fcn_forward_backward(params, u, target)
+
+    def evaluate(self, params):
+        return {k: fcn_forward_backward(params, u, t, need_grad=False)[0]
+                for k, (u, t) in self.val.items()}
+
+    def info(self):
+        c = self.cfg
+        n_params = (c.width * (self.n_in + 1) + (c.depth - 1) * c.width * (c.width + 1)
+                    + c.d * (c.width + 1))
+        return {"arch": "fcn", "n_in": self.n_in, "width": c.width, "depth": c.depth,
+                "n_params": n_params}

@@ -1,0 +1,257 @@
+"""Positional encodings (SPEC §2).
+
+Each token is ``z_i = [x_i; p_i] ∈ R^D``, ``D = d + d_e``. Four families:
+
+=====================  ===========  ==================================================
+name                   form         law
+=====================  ===========  ==================================================
+``onehot``             index        ``p_i = e_i``; needs ``d_e >= T`` (fixed)
+``near-orthogonal``    dense        unit vectors drawn once from a seed, reused; report
+                                    ``δ = max_{i≠j} |<p_i, p_j>|`` (fixed)
+``stochastic/slots``   index        per sample, the T positions go to T distinct random
+                                    coordinates of ``R^{d_e}`` kept in increasing order
+                                    (Ruoss et al. 2023); needs ``d_e >= T``
+``stochastic/sphere``  dense        per sample, i.i.d. uniform unit vectors in R^{d_e}
+=====================  ===========  ==================================================
+
+*Index* families are one-hot vectors at integer slots; they are carried as the slot
+array ``idx`` ((T,) shared or (B, T) per sample) and never as a dense ``d_e × T`` matrix:
+the model turns them into gathers and scatter-adds. *Dense* families carry ``P`` of shape
+(T, d_e) (shared) or (B, T, d_e) (per sample).
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from stsim.core.task import check_int
+
+__all__ = [
+    "PEBatch",
+    "Encoding",
+    "OneHot",
+    "NearOrthogonal",
+    "StochasticSlots",
+    "StochasticSphere",
+    "make_encoding",
+    "resolve_encoding",
+    "PE_NAMES",
+    "SAMPLERS",
+    "coherence",
+]
+
+PE_NAMES = ("onehot", "near-orthogonal", "stochastic")
+SAMPLERS = ("slots", "sphere")
+_ALIASES = {"one-hot": "onehot", "one_hot": "onehot", "near_orthogonal": "near-orthogonal",
+            "nearorthogonal": "near-orthogonal"}
+
+
+@dataclass(frozen=True)
+class PEBatch:
+    """Encodings of one batch. Exactly one of ``idx`` (index form) and ``P`` (dense) is set.
+
+    Attributes
+    ----------
+    d_e : int
+    idx : ndarray of int, shape (T,) or (B, T), or None
+        Slot of each position: ``p_i = e_{idx[i]}``.
+    P : ndarray, shape (T, d_e) or (B, T, d_e), or None
+    """
+
+    d_e: int
+    idx: np.ndarray | None = None
+    P: np.ndarray | None = None
+
+    @property
+    def is_index(self) -> bool:
+        return self.idx is not None
+
+    def dense(self) -> np.ndarray:
+        """Dense encodings, (T, d_e) or (B, T, d_e). For tests and the reference path only."""
+        if self.P is not None:
+            return self.P
+        return np.eye(self.d_e)[self.idx]
+
+
+def coherence(P: np.ndarray, block: int = 2048) -> float:
+    """``δ = max_{i≠j} |<p_i, p_j>|`` of the rows of ``P`` (n, d_e), computed in blocks."""
+    P = np.asarray(P, dtype=np.float64)
+    n = P.shape[0]
+    worst = 0.0
+    for s in range(0, n, block):
+        G = P[s:s + block] @ P.T
+        rows = np.arange(G.shape[0])
+        G[rows, s + rows] = 0.0
+        worst = max(worst, float(np.abs(G).max(initial=0.0)))
+    return worst
+
+
+def _unit_rows(rng: np.random.Generator, shape) -> np.ndarray:
+    """I.i.d. uniform unit vectors along the last axis (normalised Gaussians)."""
+    G = rng.standard_normal(shape)
+    G /= np.sqrt(np.einsum("...i,...i->...", G, G))[..., None]
+    return G
+
+
+class Encoding:
+    """Base class: a family of positional encodings of width ``d_e``.
+
+    Subclasses implement :meth:`sample` (encodings for a batch of ``B`` sequences of
+    length ``T``) and state whether they are ``fixed`` (the same for every sample) and
+    in ``index`` form.
+    """
+
+    name = "base"
+    fixed = True
+    index = True
+
+    def __init__(self, d_e: int):
+        self.d_e = check_int("d_e", d_e, 1)
+
+    def check_length(self, T: int) -> None:
+        """Raise ``ValueError`` if sequences of length ``T`` cannot be encoded."""
+        if self.index and T > self.d_e:
+            raise ValueError(
+                f"d_e={self.d_e} is too small for the {self.label} encoding at sequence length "
+                f"T={T}: one-hot families need d_e >= T (the largest T or T_test used)"
+            )
+
+    @property
+    def label(self) -> str:
+        return self.name
+
+    def sample(self, rng: np.random.Generator, B: int, T: int) -> PEBatch:  # pragma: no cover
+        raise NotImplementedError
+
+    def describe(self) -> dict:
+        return {"pe": self.label, "d_e": self.d_e}
+
+
+class OneHot(Encoding):
+    """Fixed one-hot encodings ``p_i = e_i`` (Def. 2); positions ``>= T_train`` are never
+    seen in training when ``d_e > T``."""
+
+    name = "onehot"
+
+    def sample(self, rng, B, T):
+        self.check_length(T)
+        return PEBatch(d_e=self.d_e, idx=np.arange(T))
+
+
+class StochasticSlots(Encoding):
+    """Per-sample one-hot encodings at ``T`` distinct random slots of ``R^{d_e}``, in
+    increasing order (a uniformly random ordered subset, Ruoss et al. 2023)."""
+
+    name = "stochastic"
+    fixed = False
+
+    @property
+    def label(self):
+        return "stochastic/slots"
+
+    def sample(self, rng, B, T):
+        self.check_length(T)
+        if T == self.d_e:
+            idx = np.broadcast_to(np.arange(T), (B, T))
+        else:
+            perm = rng.permuted(np.broadcast_to(np.arange(self.d_e), (B, self.d_e)), axis=1)
+            idx = np.sort(perm[:, :T], axis=1)
+        return PEBatch(d_e=self.d_e, idx=idx)
+
+
+class StochasticSphere(Encoding):
+    """Per-sample i.i.d. uniform unit vectors in ``R^{d_e}`` (near-orthogonal, dense)."""
+
+    name = "stochastic"
+    fixed = False
+    index = False
+
+    @property
+    def label(self):
+        return "stochastic/sphere"
+
+    def sample(self, rng, B, T):
+        return PEBatch(d_e=self.d_e, P=_unit_rows(rng, (B, T, self.d_e)))
+
+
+class NearOrthogonal(Encoding):
+    """Fixed near-orthogonal unit vectors (Def. 3): ``n_positions`` rows drawn once from
+    ``rng`` (uniform on the sphere) and reused; :attr:`delta` is their coherence
+    ``max_{i≠j} |<p_i,p_j>|`` (≈ sqrt(4 log n / d_e) for random vectors)."""
+
+    name = "near-orthogonal"
+    index = False
+
+    def __init__(self, d_e: int, n_positions: int, rng: np.random.Generator):
+        super().__init__(d_e)
+        n_positions = check_int("n_positions", n_positions, 1)
+        self.table = _unit_rows(rng, (n_positions, self.d_e))
+        self.delta = coherence(self.table) if n_positions > 1 else 0.0
+
+    def check_length(self, T):
+        if T > self.table.shape[0]:
+            raise ValueError(
+                f"T={T} exceeds the {self.table.shape[0]} positions drawn for the near-orthogonal "
+                f"encoding; draw it with n_positions >= the largest T or T_test"
+            )
+
+    def sample(self, rng, B, T):
+        self.check_length(T)
+        return PEBatch(d_e=self.d_e, P=self.table[:T])
+
+    def describe(self):
+        return {"pe": self.label, "d_e": self.d_e, "delta": self.delta}
+
+
+DEFAULT_DENSE_D_E = 64
+
+
+def resolve_encoding(pe: str, *, T_max: int, d_e: int | None = None,
+                     sampler: str = "slots") -> tuple:
+    """Validate an encoding's name and width without drawing anything.
+
+    Returns ``(name, d_e)`` with the canonical name and the default width filled in:
+    ``T_max`` for index families, 64 for dense ones. Raises ``ValueError`` naming the
+    parameter (unknown ``pe`` or ``sampler``; ``d_e < T_max`` for a one-hot family).
+    """
+    key = _ALIASES.get(str(pe).lower(), str(pe).lower())
+    if key not in PE_NAMES:
+        raise ValueError(f"pe must be one of {PE_NAMES}, got {pe!r}")
+    if sampler not in SAMPLERS:
+        raise ValueError(f"sampler must be one of {SAMPLERS}, got {sampler!r}")
+    T_max = check_int("T", T_max, 1)
+    dense = key == "near-orthogonal" or (key == "stochastic" and sampler == "sphere")
+    d_e = check_int("d_e", (DEFAULT_DENSE_D_E if dense else T_max) if d_e is None else d_e, 1)
+    if not dense and d_e < T_max:
+        label = "stochastic/slots" if key == "stochastic" else key
+        raise ValueError(
+            f"d_e={d_e} is too small for the {label} encoding at sequence length T={T_max}: "
+            f"one-hot families need d_e >= T (the largest T or T_test used)")
+    return key, d_e
+
+
+def make_encoding(pe: str, *, T_max: int, d_e: int | None = None, sampler: str = "slots",
+                  rng: np.random.Generator | None = None) -> Encoding:
+    """Build an encoding family by name (validated by :func:`resolve_encoding`).
+
+    Parameters
+    ----------
+    pe : {"onehot", "near-orthogonal", "stochastic"}
+    T_max : int
+        Largest sequence length that will be encoded (training and test).
+    d_e : int, optional
+        Width. Default: ``T_max`` for index families, 64 for dense ones.
+    sampler : {"slots", "sphere"}
+        Law of the stochastic family (ignored otherwise).
+    rng : Generator
+        Needed to draw the fixed near-orthogonal table.
+    """
+    key, d_e = resolve_encoding(pe, T_max=T_max, d_e=d_e, sampler=sampler)
+    if key == "onehot":
+        return OneHot(d_e)
+    if key == "near-orthogonal":
+        if rng is None:
+            raise ValueError("rng is required to draw the near-orthogonal encoding")
+        return NearOrthogonal(d_e, T_max, rng)
+    return StochasticSlots(d_e) if sampler == "slots" else StochasticSphere(d_e)

@@ -1,0 +1,305 @@
+r"""Reparameterised one-layer softmax attention and its analytic gradients (SPEC §3).
+
+Parameters: a merged key-query matrix ``W ∈ R^{D×D}`` (rows: key side, columns: query
+side) and a merged value-output matrix ``V ∈ R^{d×D}``, ``D = d + d_e``.
+
+One sample, with token columns ``z_1..z_N`` (``N = T`` for the *theory* model; the
+*practical* model appends the query token, ``z_{T+1} = z_q``, ``N = T + 1``) and query
+``z_q = [x_q; p_q]``, ``x_q = 0`` by default, ``p_q = c Σ_{j∈y} p_j`` with ``c = 1``
+(``query="sum"``) or ``c = 1/q`` (``query="mean"``)::
+
+    a_i = z_iᵀ W z_q            s = softmax(a)            h = Σ_i s_i z_i
+    f   = V h                   r = f − STS_q(X, y)       ℓ = ½ ‖r‖²
+
+Backward (the derivative sits beside the forward formula)::
+
+    ∂ℓ/∂V = r hᵀ
+    g_i   = ∂ℓ/∂s_i = z_iᵀ Vᵀ r
+    δ_i   = ∂ℓ/∂a_i = s_i (g_i − Σ_k s_k g_k)          (softmax Jacobian)
+    ∂ℓ/∂W = Σ_i δ_i z_i z_qᵀ = (Z δ) z_qᵀ               (z_q depends on no parameter)
+
+The batch loss is the batch mean of ℓ, and so are the gradients.
+
+Two implementations of the same formulas:
+
+* :func:`loss_and_grad` — the public reference, dense encodings ``P`` of shape (T, d_e)
+  or (B, T, d_e). Also the production path for the dense (sphere / near-orthogonal)
+  families. Block-wise (``X`` and ``P`` are never concatenated into ``Z``).
+* the *index* path (one-hot, stochastic/slots) — ``p_i = e_{k_i}``: every product
+  ``p_iᵀ m`` is a gather ``m[k_i]`` and every sum ``Σ_i s_i p_i`` is a write of ``s_i``
+  at slot ``k_i`` (slots are distinct within a sample), so no ``d_e × T`` matrix is ever
+  built. It agrees with the reference to ~1e-15.
+
+Both are one function, :func:`_forward_backward`; the encodings enter it only through
+the maps ``take`` (``m ↦ [p_iᵀ m]_i``), its adjoint ``put`` (``s ↦ Σ_i s_i p_i``), the
+query encoding ``p_q`` and the query-side products ``W_xe p_q``, ``p_iᵀ W_ee p_q``,
+``p_qᵀ W_ee p_q`` (gathers of ``W_ee[k_i, k_j]`` in the index form).
+"""
+from __future__ import annotations
+
+import numpy as np
+from scipy.special import softmax
+
+from stsim.core.encodings import PEBatch
+
+__all__ = [
+    "loss_and_grad",
+    "forward_backward",
+    "target_params",
+    "cosine_to_target",
+    "softmax",
+    "MODELS",
+    "QUERIES",
+]
+
+MODELS = ("theory", "practical")
+QUERIES = ("sum", "mean")
+
+
+def _check_choice(name, value, allowed):
+    if value not in allowed:
+        raise ValueError(f"{name} must be one of {allowed}, got {value!r}")
+
+
+def _check_shapes(W, V, X, y, d_e, target=None, x_query=None):
+    if X.ndim != 3:
+        raise ValueError(f"X must have shape (B, T, d), got shape {X.shape}")
+    B, T, d = X.shape
+    D = d + d_e
+    if W.shape != (D, D):
+        raise ValueError(f"W must have shape (D, D) = ({D}, {D}) with D = d + d_e = {d} + {d_e}, "
+                         f"got {W.shape}")
+    if V.shape != (d, D):
+        raise ValueError(f"V must have shape (d, D) = ({d}, {D}), got {V.shape}")
+    if y.ndim != 2 or y.shape[0] != B:
+        raise ValueError(f"y must have shape (B, q) = ({B}, q), got {y.shape}")
+    if not np.issubdtype(y.dtype, np.integer):
+        raise ValueError(f"y must hold integer positions, got dtype {y.dtype}")
+    if y.size and (y.min() < 0 or y.max() >= T):
+        raise ValueError(f"y must hold positions in [0, {T - 1}]")
+    if target is not None and target.shape != (B, d):
+        raise ValueError(f"target must have shape (B, d) = ({B}, {d}), got {target.shape}")
+    if x_query is not None and np.shape(x_query) not in ((d,), (B, d)):
+        raise ValueError(f"x_query must have shape (d,) or (B, d), got {np.shape(x_query)}")
+
+
+def _query_coef(query: str, q: int) -> float:
+    _check_choice("query", query, QUERIES)
+    return 1.0 if query == "sum" else 1.0 / q
+
+
+def _prepare(X, y, target, x_query):
+    """Default target (STS_q) and broadcast x_query to (B, d) or None when zero."""
+    B, T, d = X.shape
+    if target is None:
+        target = np.take_along_axis(X, y[:, :, None], axis=1).mean(axis=1)
+    if x_query is not None:
+        x_query = np.broadcast_to(np.asarray(x_query, dtype=np.float64), (B, d))
+        if not np.any(x_query):
+            x_query = None
+    return target, x_query
+
+
+def _softmax_rows(a):
+    """Row softmax; ``scipy.special.softmax`` subtracts the row max, so logits of any size
+    give no overflow (a row of equal ±1e4 logits is uniform)."""
+    return softmax(a, axis=1)
+
+
+# --------------------------------------------------------------------------------------
+# the encodings enter only through four linear maps between token space (B, T) and
+# PE space (B, d_e); everything else is shared by the dense and the index form
+# --------------------------------------------------------------------------------------
+class _DenseOps:
+    """``P`` (T, d_e) shared or (B, T, d_e) per sample."""
+
+    def __init__(self, P, y, c):
+        self.P, self.shared = P, P.ndim == 2
+        Py = P[y] if self.shared else np.take_along_axis(P, y[:, :, None], axis=1)
+        self.pq = c * Py.sum(axis=1)                          # p_q = c Σ_{j∈y} p_j, (B, d_e)
+
+    def take(self, m):
+        """``[p_iᵀ m_b]_{b,i}``: (B, d_e) -> (B, T)."""
+        return m @ self.P.T if self.shared else np.einsum("bte,be->bt", self.P, m)
+
+    def put(self, s):
+        """``Σ_i s_{bi} p_i``: (B, T) -> (B, d_e)  (the adjoint of ``take``)."""
+        return s @ self.P if self.shared else np.einsum("bt,bte->be", s, self.P)
+
+    def query_terms(self, W_xe, W_ee):
+        """``(W_xe p_q, [p_iᵀ W_ee p_q]_i, p_qᵀ W_ee p_q)``: (B, d), (B, T), (B,)."""
+        m = self.pq @ W_ee.T
+        return self.pq @ W_xe.T, self.take(m), np.einsum("be,be->b", self.pq, m)
+
+
+class _IndexOps:
+    """One-hot families ``p_i = e_{k_i}``, slots ``idx`` (T,) or (B, T), distinct within a
+    sample. ``take`` is a gather; ``put`` writes into a zero (B, d_e) array — no
+    accumulation is needed because a sample's slots are distinct — so no d_e × T matrix
+    is built and no scatter-add is needed."""
+
+    def __init__(self, idx, d_e, y, c):
+        B = y.shape[0]
+        self.d_e, self.c = d_e, c
+        self.rows = np.arange(B)[:, None]
+        self.idx = np.broadcast_to(idx, (B, idx.shape[-1]))
+        self.ky = self.idx[self.rows, y]                      # slots of the selected tokens
+        self.pq = np.zeros((B, d_e))
+        self.pq[self.rows, self.ky] = c
+
+    def take(self, m):
+        return m[self.rows, self.idx]
+
+    def put(self, s):
+        out = np.zeros((s.shape[0], self.d_e))
+        out[self.rows, self.idx] = s
+        return out
+
+    def query_terms(self, W_xe, W_ee):
+        # m = W_ee p_q = c Σ_j W_ee[:, k_j]: q contiguous row gathers from a copy of W_eeᵀ
+        # (numpy is slow at 3-D gathers and at sums over a short axis, so add per j)
+        WeeT = np.ascontiguousarray(W_ee.T)
+        m = WeeT[self.ky[:, 0]]
+        for j in range(1, self.ky.shape[1]):
+            m += WeeT[self.ky[:, j]]
+        m *= self.c
+        return (self.c * W_xe[:, self.ky].sum(axis=-1).T, self.take(m),
+                self.c * m[self.rows, self.ky].sum(axis=1))
+
+
+def _bmv(X, v):
+    """``[x_{bt}ᵀ v_b]``: (B, T, d), (B, d) -> (B, T) (batched matmul; faster than einsum)."""
+    return (X @ v[:, :, None])[:, :, 0]
+
+
+def _bvm(s, X):
+    """``Σ_t s_{bt} x_{bt}``: (B, T), (B, T, d) -> (B, d)."""
+    return (s[:, None, :] @ X)[:, 0, :]
+
+
+def _forward_backward(W, V, X, ops, practical, xq, target, need_grad):
+    """The formulas of the module docstring, block-wise: ``Z = [X; P]`` is never built."""
+    B, T, d = X.shape
+    zq = np.concatenate([np.zeros((B, d)) if xq is None else xq, ops.pq], axis=1)  # (B, D)
+    # a_i = z_iᵀ W z_q = x_iᵀ m_x + p_iᵀ W_ee p_q (+ p_iᵀ W_ex x_q),  m_x = W_xe p_q (+ W_xx x_q)
+    m_x, a_e, a_qq = ops.query_terms(W[:d, d:], W[d:, d:])
+    if xq is not None:
+        m_x = m_x + xq @ W[:d, :d].T
+        m_e = xq @ W[d:, :d].T                     # W_ex x_q, (B, d_e)
+        a_e = a_e + ops.take(m_e)
+    a = _bmv(X, m_x) + a_e
+    if practical:                                  # the query column: a_q = z_qᵀ W z_q
+        a_q = a_qq if xq is None else (a_qq + np.einsum("bd,bd->b", xq, m_x)
+                                       + np.einsum("be,be->b", ops.pq, m_e))
+        a = np.concatenate([a, a_q[:, None]], axis=1)
+    s = _softmax_rows(a)
+    st = s[:, :T]
+    h = np.concatenate([_bvm(st, X), ops.put(st)], axis=1)  # Z s, (B, D)
+    if practical:
+        h += s[:, T:] * zq
+    r = h @ V.T - target                           # f − target, (B, d)
+    loss = 0.5 * float(np.einsum("bd,bd->", r, r)) / B
+    if not need_grad:
+        return loss, None, None
+    rb = r / B                                     # folds the batch mean into the backward
+    dV = rb.T @ h                                  # Σ_b r hᵀ / B
+    v = rb @ V                                     # Vᵀ r, (B, D)
+    g = _bmv(X, v[:, :d]) + ops.take(v[:, d:])    # g_i = z_iᵀ Vᵀ r
+    if practical:
+        g = np.concatenate([g, np.einsum("bD,bD->b", zq, v)[:, None]], axis=1)
+    delta = s * (g - np.einsum("bn,bn->b", s, g)[:, None])
+    dt = delta[:, :T]
+    u = np.concatenate([_bvm(dt, X), ops.put(dt)], axis=1)  # Z δ, (B, D)
+    if practical:
+        u += delta[:, T:] * zq
+    dW = u.T @ zq                                  # Σ_b (Zδ) z_qᵀ
+    return loss, dW, dV
+
+
+# --------------------------------------------------------------------------------------
+# public entry points
+# --------------------------------------------------------------------------------------
+def forward_backward(W, V, X, y, pe: PEBatch, *, model="theory", query="sum", x_query=None,
+                     target=None, need_grad=True):
+    """Batch-mean loss and (optionally) gradients, dispatching on the encoding's form.
+
+    Parameters
+    ----------
+    W : (D, D) array;  V : (d, D) array
+    X : (B, T, d) array;  y : (B, q) int array
+    pe : PEBatch — index form uses the gather/scatter path, dense form the reference.
+    model : {"theory", "practical"};  query : {"sum", "mean"}
+    x_query : None, (d,) or (B, d) — the query's token part (0 by default, as in Thm. 1)
+    target : (B, d), optional — defaults to STS_q(X, y)
+    need_grad : bool — if False, returns ``(loss, None, None)`` (cheaper).
+
+    Returns
+    -------
+    loss : float;  dW : (D, D) or None;  dV : (d, D) or None
+    """
+    _check_choice("model", model, MODELS)
+    c = _query_coef(query, y.shape[1])
+    target, xq = _prepare(X, y, target, x_query)
+    ops = _IndexOps(pe.idx, pe.d_e, y, c) if pe.is_index else _DenseOps(pe.P, y, c)
+    return _forward_backward(W, V, X, ops, model == "practical", xq, target, need_grad)
+
+
+def loss_and_grad(W, V, X, y, P, *, model="theory", query="sum", x_query=None, target=None):
+    """Reference loss and analytic gradients with dense positional encodings.
+
+    ``ℓ = ½‖V Z softmax(Zᵀ W z_q) − STS_q(X, y)‖²`` averaged over the batch (theory
+    model; the practical model attends over ``[Z, z_q]``). See the module docstring for
+    the backward formulas.
+
+    Parameters
+    ----------
+    W : (D, D);  V : (d, D);  X : (B, T, d);  y : (B, q) int
+    P : (T, d_e) shared or (B, T, d_e) per-sample encodings
+    model : {"theory", "practical"};  query : {"sum", "mean"}
+    x_query : None (zero), (d,) or (B, d);  target : (B, d), default STS_q(X, y)
+
+    Returns
+    -------
+    (loss, dW, dV) : float, (D, D), (d, D)
+
+    Example
+    -------
+    >>> rng = np.random.default_rng(0)
+    >>> X = rng.standard_normal((2, 6, 3)); y = np.array([[0, 4], [1, 2]]); P = np.eye(6)
+    >>> loss, dW, dV = loss_and_grad(np.zeros((9, 9)), np.zeros((3, 9)), X, y, P)
+    >>> dW.shape, dV.shape
+    ((9, 9), (3, 9))
+    """
+    W = np.asarray(W, dtype=np.float64)
+    V = np.asarray(V, dtype=np.float64)
+    X = np.asarray(X, dtype=np.float64)
+    y = np.asarray(y)
+    P = np.asarray(P, dtype=np.float64)
+    if P.ndim not in (2, 3) or P.shape[-2] != X.shape[1] or (P.ndim == 3 and P.shape[0] != X.shape[0]):
+        raise ValueError(f"P must have shape (T, d_e) or (B, T, d_e) with T = {X.shape[1]}, "
+                         f"got {P.shape}")
+    _check_shapes(W, V, X, y, P.shape[-1], target, x_query)
+    return forward_backward(W, V, X, y, PEBatch(d_e=P.shape[-1], P=P), model=model,
+                            query=query, x_query=x_query, target=target)
+
+
+def target_params(d: int, d_e: int):
+    """Ground truth of the paper's figures: ``W* = [[0,0],[0,I_{d_e}]]``, ``V* = [I_d, 0]``."""
+    D = d + d_e
+    Ws = np.zeros((D, D))
+    Ws[d:, d:] = np.eye(d_e)
+    Vs = np.zeros((d, D))
+    Vs[:, :d] = np.eye(d)
+    return Ws, Vs
+
+
+def cosine_to_target(W, V, d: int):
+    """``(cos(W, W*), cos(V, V*))`` with ``cos(A, B) = <A,B>/(|A|_F |B|_F)`` (0 if A = 0).
+
+    ``<W, W*> = tr W_ee`` and ``<V, V*> = tr V_x``, so no target matrix is built.
+    """
+    d_e = W.shape[0] - d
+    nW, nV = np.linalg.norm(W), np.linalg.norm(V)
+    cw = float(np.trace(W[d:, d:]) / (nW * np.sqrt(d_e))) if nW > 0 else 0.0
+    cv = float(np.trace(V[:, :d]) / (nV * np.sqrt(d))) if nV > 0 else 0.0
+    return cw, cv

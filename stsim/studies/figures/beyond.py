@@ -1,0 +1,132 @@
+"""Beyond the paper — (a) the length-generalisation experiment with ``stochastic/sphere``
+encodings (i.i.d. uniform unit vectors, redrawn per sample) for several widths ``d_e``:
+the loss has a floor that falls as ``d_e`` grows (SPEC §4: with ``W_ee = cI`` the
+selected tokens' logits differ by ``O(c √(q/d_e))``); (b) the theory model beside the
+practical one on the same stochastic-slots setting, both trained with Adam (the runs of
+Figs. 5 and 1).
+
+The sphere runs use a smaller batch than the paper's 256 because a dense ``(B, T, d_e)``
+encoding must be drawn at every step (cost ∝ ``B T d_e``).
+"""
+from __future__ import annotations
+
+import os
+
+import numpy as np
+
+from stsim.util.plotting import plt, savefig
+from stsim.studies.figures.common import Job, check, finish, seed_band
+from stsim.studies.figures import fig1, fig5
+from stsim.studies.figures.ood import ood_jobs
+
+NAME = "beyond"
+LINKS = {"practical": "fig1", "theory": "fig5"}   # settings taken from these figures
+
+SPHERE_KEYS = ("T", "q", "d", "model", "query", "optimizer", "lr", "steps", "batch", "init",
+               "T_test", "n_val", "eval_every")
+
+SETTINGS = {
+    "quick": dict(T=20, q=3, d=5, model="theory", query="sum", optimizer="adam", lr=0.03,
+                  steps=300, batch=64, init="zero", T_test=[40], n_val=128, eval_every=None,
+                  d_e_list=[4, 16, 64], seeds=[0, 1],
+                  practical=fig1.SETTINGS["quick"], theory=fig5.SETTINGS["quick"]),
+    "full": dict(T=200, q=3, d=5, model="theory", query="sum", optimizer="adam", lr=0.01,
+                 steps=1000, batch=64, init="zero", T_test=[300, 400], n_val=128,
+                 eval_every=None, d_e_list=[16, 32, 64, 128, 256], seeds=[0, 1, 2],
+                 practical=fig1.SETTINGS["full"], theory=fig5.SETTINGS["full"]),
+}
+
+
+def sphere_jobs(s):
+    return [Job(f"beyond/sphere-de{de}-{s['optimizer']}-s{seed}",
+                dict({k: s[k] for k in SPHERE_KEYS}, pe="stochastic", sampler="sphere",
+                     d_e=de, seed=seed))
+            for de in s["d_e_list"] for seed in s["seeds"]]
+
+
+def jobs(s):
+    return sphere_jobs(s) + fig1.jobs(s["practical"]) + ood_jobs(s["theory"], ("stochastic",))
+
+
+def _final(runs, key):
+    return np.array([r.final(key) for r in runs])
+
+
+def _at(runs, key, step):
+    """Values of ``history[key]`` at the last record ``<= step`` (one per run)."""
+    return np.array([r.history[key][np.searchsorted(r.history["step"], step, "right") - 1]
+                     for r in runs])
+
+
+def analyse(s, results, out, mode):
+    des = list(s["d_e_list"])
+    sph = {de: [results[j.name] for j in sphere_jobs(s) if j.options["d_e"] == de]
+           for de in des}
+    keys = ["val"] + [f"val/T={t}" for t in s["T_test"]]
+    labels = [f"T = {s['T']} (in-distribution)"] + [f"T_test = {t}" for t in s["T_test"]]
+    prac = [results[j.name] for j in fig1.jobs(s["practical"])]
+    theo = [results[j.name] for j in ood_jobs(s["theory"], ("stochastic",))]
+
+    fig, ax = plt.subplots(1, 3, figsize=(14, 3.9))
+    table = {}
+    for key, lab in zip(keys, labels):
+        v = np.array([_final(sph[de], key) for de in des])          # (n_de, seeds)
+        table[key] = {str(de): row.tolist() for de, row in zip(des, v)}
+        ax[0].errorbar(des, v.mean(1), yerr=[v.mean(1) - v.min(1), v.max(1) - v.mean(1)],
+                       marker="o", capsize=3, label=lab)
+    ax[0].set_xscale("log", base=2)
+    ax[0].set_yscale("log")
+    ax[0].set_xlabel("sphere PE width d_e")
+    ax[0].set_ylabel(f"final validation loss (step {s['steps']})")
+    ax[0].set_title(f"(a) stochastic/sphere PE: loss floor vs d_e\n{s['optimizer']} "
+                    f"lr={s['lr']}, batch {s['batch']}, T={s['T']}", fontsize=9)
+    ax[0].legend(fontsize=7)
+    cmap = plt.get_cmap("viridis")
+    for i, de in enumerate(des):
+        seed_band(ax[1], sph[de], "val", label=f"d_e = {de}",
+                  color=cmap(i / max(1, len(des) - 1)))
+    ax[1].set_yscale("log")
+    ax[1].set_xlabel("step")
+    ax[1].set_ylabel("in-distribution validation loss")
+    ax[1].set_title("(a') sphere PE training curves", fontsize=9)
+    ax[1].legend(fontsize=7)
+    Tmax = max(s["theory"]["T_test"])
+    for runs, name, col in ((theo, "theory, query=sum", "C0"),
+                            (prac, f"practical, query={s['practical']['query']}", "C1")):
+        seed_band(ax[2], runs, "val", label=f"{name}: in-distribution", color=col)
+        seed_band(ax[2], runs, f"val/T={Tmax}", label=f"{name}: T_test={Tmax}", color=col,
+                  ls="--")
+    ax[2].set_yscale("log")
+    ax[2].set_xlabel("step")
+    ax[2].set_ylabel("validation loss")
+    ax[2].set_title(f"(b) theory vs practical model, stochastic/slots, "
+                    f"{s['theory']['optimizer']} lr={s['theory']['lr']}", fontsize=9)
+    ax[2].legend(fontsize=7)
+    fig.tight_layout()
+    savefig(fig, os.path.join(out, f"{NAME}.png"), dpi=100)
+
+    v_in = np.array([_final(sph[de], "val").mean() for de in des])
+    common = int(min(theo[0].history["step"][-1], prac[0].history["step"][-1]))
+    qts = [qt for qt in s["theory"]["q_test"] if qt in s["practical"]["q_test"]]
+    measured = {"sphere_final_val": table,
+                "sphere_wall_time_s": {str(de): [r.info.get("wall_time_s") for r in sph[de]]
+                                       for de in des},
+                "theory_vs_practical_at_step": common,
+                "theory_vs_practical": {
+                    k: {"theory": _at(theo, k, common).tolist(),
+                        "practical": _at(prac, k, common).tolist()}
+                    for k in ["val", f"val/T={Tmax}"] + [f"val/q={qt}" for qt in qts]}}
+    checks = [
+        check(f"sphere floor falls with d_e: in-distribution loss at d_e={des[-1]} / at "
+              f"d_e={des[0]}", v_in[-1] / v_in[0], "<", 1.0),
+        check("sphere: share of consecutive d_e pairs where the in-distribution loss falls",
+              float(np.mean(np.diff(v_in) < 0)), ">=", 1.0),
+    ]
+    runs = {j.name: results[j.name] for j in jobs(s)}
+    return finish(NAME, out, s, mode, runs, checks, measured)
+
+
+def main(argv=None) -> int:
+    import sys
+    from stsim.studies.figures.common import figure_main
+    return figure_main(sys.modules[__name__], argv)

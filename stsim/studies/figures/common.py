@@ -1,0 +1,349 @@
+"""Shared machinery of the figure experiments: settings, the run pool, CSV/JSON output,
+seed bands and claim checks.
+
+Every figure module (``fig1`` … ``fig5``, ``beyond``) exposes
+
+* ``NAME`` and ``SETTINGS = {"quick": {...}, "full": {...}}`` — the chosen values of the
+  parameters the paper does not give (d, d_e, lr, steps, ...); each key can be overridden
+  from the command line with ``--set key=value``;
+* ``jobs(s) -> list[Job]`` — the training runs it needs (figures that share runs return
+  jobs with the same name and options; the driver runs them once);
+* ``analyse(s, results, out, mode) -> dict`` — writes ``<NAME>.png``, ``<NAME>.csv``
+  (every history, long format) and ``<NAME>.json`` (resolved configs, measured numbers,
+  checks of the paper's claims) and returns the summary.
+
+Training goes only through :func:`stsim.run`; a finished run is cached as
+``<cache>/<job name>.npz`` and reused when its resolved config is unchanged, so figures
+can be re-drawn without re-training and a long run that is interrupted keeps what finished.
+"""
+from __future__ import annotations
+
+import argparse
+import ast
+import concurrent.futures as cf
+import json
+import os
+import sys
+import time
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from stsim.util.io import atomic_write, write_json
+from stsim.core.run import Config, Result, run
+
+__all__ = ["Job", "run_jobs", "resolve_settings", "write_histories_csv", "seed_band",
+           "check", "r2_linear", "finish", "figure_argparser", "figure_main", "MODES",
+           "peak_rss_mb"]
+
+MODES = ("quick", "full")
+MAX_WORKERS = 2
+
+
+@dataclass(frozen=True)
+class Job:
+    """One call ``stsim.run(**options)``; ``name`` is unique and names the cache file."""
+
+    name: str
+    options: dict = field(hash=False)
+
+    def config(self) -> dict:
+        return Config.from_options(**self.options).to_dict()
+
+
+def resolve_settings(defaults: dict, overrides: dict | None = None) -> dict:
+    """Copy ``defaults`` and apply ``overrides`` (unknown keys raise ``ValueError``)."""
+    s = dict(defaults)
+    for k, v in (overrides or {}).items():
+        if k not in s:
+            raise ValueError(f"unknown setting {k!r}; allowed: {sorted(s)}")
+        s[k] = v
+    return s
+
+
+def parse_set(items) -> dict:
+    """``["lr=2", "seeds=[0,1]"]`` -> ``{"lr": 2, "seeds": [0, 1]}`` (Python literals,
+    bare words as strings)."""
+    out = {}
+    for item in items or ():
+        if "=" not in item:
+            raise ValueError(f"--set expects key=value, got {item!r}")
+        k, v = item.split("=", 1)
+        try:
+            out[k.strip()] = ast.literal_eval(v)
+        except (ValueError, SyntaxError):
+            out[k.strip()] = v
+    return out
+
+
+def peak_rss_mb() -> float:
+    """Peak resident memory of this process in MB (``ru_maxrss``; Linux reports KB)."""
+    import resource
+    r = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+    return r / 1024.0 if sys.platform != "darwin" else r / 2**20
+
+
+# --------------------------------------------------------------------------------------
+# running
+# --------------------------------------------------------------------------------------
+def _cache_path(cache, name):
+    return os.path.join(cache, name.replace("/", os.sep) + ".npz")
+
+
+def _run_one(job: Job, cache: str | None):
+    """Worker: load the cached result if its config matches, else train and save it.
+    Returns ``(name, path or Result, peak RSS MB, reused)``."""
+    path = _cache_path(cache, job.name) if cache else None
+    if path and os.path.exists(path):
+        try:
+            old = Result.load(path)
+            if old.config == job.config() and old.success:
+                return job.name, path, peak_rss_mb(), True
+        except (OSError, ValueError, KeyError):
+            pass
+    res = run(**job.options)
+    res.info["peak_rss_mb"] = peak_rss_mb()
+    if path:
+        res.save(path)
+        return job.name, path, res.info["peak_rss_mb"], False
+    return job.name, res, res.info["peak_rss_mb"], False
+
+
+def _cost(job):
+    """Rough cost of a run for load balancing: steps × batch × T × (a dense sphere PE costs
+    about d_e/8 times a one-hot one)."""
+    o = job.options
+    dense = o.get("sampler") == "sphere"
+    return o.get("steps", 1000) * o.get("batch", 256) * o.get("T", 200) * \
+        (max(1.0, (o.get("d_e") or 64) / 8) if dense else 1.0)
+
+
+def run_jobs(jobs, *, workers: int = 1, cache: str | None = None, log=None,
+             on_done=None, executor=None) -> dict:
+    """Run ``jobs`` (deduplicated by name) and return ``{name: Result}``.
+
+    Parameters
+    ----------
+    workers : processes (at most ``MAX_WORKERS``); ``1`` runs in this process.
+    cache : folder for ``<name>.npz`` results (reused when the config matches).
+    log : callable(str), optional — one line per finished run.
+    on_done : callable(results_so_far), optional — called after every finished run
+        (the driver uses it to draw each figure as soon as its runs are in).
+    executor : a ``concurrent.futures.Executor`` to use instead of a process pool.
+    """
+    unique: dict[str, Job] = {}
+    for j in jobs:
+        if j.name in unique and unique[j.name].options != j.options:
+            raise ValueError(f"two jobs named {j.name!r} with different options")
+        unique[j.name] = j
+    order = sorted(unique.values(), key=_cost, reverse=True)   # longest first
+    results: dict[str, Result] = {}
+    t0 = time.perf_counter()
+
+    def take(name, obj, rss, reused):
+        res = Result.load(obj) if isinstance(obj, str) else obj
+        res.info.setdefault("peak_rss_mb", rss)
+        results[name] = res
+        if log:
+            log(f"[{time.perf_counter() - t0:7.1f}s] {'reused' if reused else 'done  '} "
+                f"{name}: {res.message}, final loss {res.final('loss'):.4g}, "
+                f"{res.info.get('wall_time_s', float('nan')):.1f}s, peak {rss:.0f} MB")
+        if on_done:
+            on_done(results)
+
+    workers = max(1, min(int(workers), MAX_WORKERS))
+    if executor is None and workers == 1:
+        for j in order:
+            take(*_run_one(j, cache))
+        return results
+    own = executor is None
+    ex = executor or cf.ProcessPoolExecutor(max_workers=workers)
+    try:
+        futs = [ex.submit(_run_one, j, cache) for j in order]
+        for f in cf.as_completed(futs):
+            take(*f.result())
+    finally:
+        if own:
+            ex.shutdown()
+    return results
+
+
+# --------------------------------------------------------------------------------------
+# output
+# --------------------------------------------------------------------------------------
+def write_histories_csv(path, results: dict) -> str:
+    """All histories in long format: ``run, seed, <history keys…>`` one row per record."""
+    keys = []
+    for res in results.values():
+        keys += [k for k in res.history if k not in keys]
+    with atomic_write(path, "w") as fh:
+        fh.write(",".join(["run", "seed"] + keys) + "\n")
+        for name, res in results.items():
+            n = len(res.history["step"])
+            cols = [res.history.get(k, np.full(n, np.nan)) for k in keys]
+            for i in range(n):
+                fh.write(",".join([name, str(res.config["seed"])] +
+                                  [f"{float(c[i]):.6g}" for c in cols]) + "\n")
+    return path
+
+
+def seed_band(ax, results, key, *, label=None, color=None, ls="-", lw=1.6, transform=None):
+    """Plot the seed mean of ``history[key]`` with a min–max band over seeds.
+
+    All results must share the ``step`` grid. Returns ``(step, mean)``.
+    """
+    n = min(len(r.history["step"]) for r in results)   # a diverged run stops early
+    steps = results[0].history["step"][:n]
+    Y = np.array([r.history[key][:n] for r in results], dtype=float)
+    if transform is not None:
+        with np.errstate(divide="ignore"):
+            Y = transform(Y)
+    mean = Y.mean(axis=0)
+    line, = ax.plot(steps, mean, ls=ls, lw=lw, color=color, label=label)
+    if len(results) > 1:
+        ax.fill_between(steps, Y.min(axis=0), Y.max(axis=0), color=line.get_color(),
+                        alpha=0.2, lw=0)
+    return steps, mean
+
+
+def check(claim: str, measured, op: str, threshold, note: str = "") -> dict:
+    """A claim with its measured value: ``ok = measured <op> threshold``."""
+    m, t = float(measured), float(threshold)
+    ok = {"<=": m <= t, ">=": m >= t, "<": m < t, ">": m > t}[op]
+    return {"claim": claim, "measured": m, "op": op, "threshold": t, "ok": bool(ok),
+            "note": note}
+
+
+def r2_linear(x, y) -> float:
+    """Coefficient of determination of the least-squares line through ``(x, y)``."""
+    x, y = np.asarray(x, float), np.asarray(y, float)
+    A = np.vstack([x, np.ones_like(x)]).T
+    coef, *_ = np.linalg.lstsq(A, y, rcond=None)
+    ss_res = float(np.sum((y - A @ coef) ** 2))
+    ss_tot = float(np.sum((y - y.mean()) ** 2))
+    return 1.0 - ss_res / ss_tot if ss_tot > 0 else 1.0
+
+
+def finish(name, out, s, mode, results: dict, checks: list, measured: dict,
+           extra: dict | None = None) -> dict:
+    """Write ``<name>.csv`` and ``<name>.json`` (settings, the resolved config of every run,
+    wall times, peak memory, measured numbers, checks) and return the summary."""
+    os.makedirs(out, exist_ok=True)
+    write_histories_csv(os.path.join(out, f"{name}.csv"), results)
+    summary = {
+        "figure": name, "mode": mode, "settings": s, "measured": measured, "checks": checks,
+        "runs": {k: {"config": r.config, "status": r.status, "message": r.message,
+                     "wall_time_s": r.info.get("wall_time_s"),
+                     "peak_rss_mb": r.info.get("peak_rss_mb")} for k, r in results.items()},
+        "total_train_time_s": float(sum(r.info.get("wall_time_s", 0.0)
+                                        for r in results.values())),
+    }
+    if extra:
+        summary.update(extra)
+    write_json(os.path.join(out, f"{name}.json"), summary)
+    return summary
+
+
+# --------------------------------------------------------------------------------------
+# command line of the per-figure example scripts
+# --------------------------------------------------------------------------------------
+def add_common_arguments(p: argparse.ArgumentParser, default_out: str) -> None:
+    g = p.add_mutually_exclusive_group()
+    g.add_argument("--quick", dest="mode", action="store_const", const="quick",
+                   help="small problem, seconds (default)")
+    g.add_argument("--full", dest="mode", action="store_const", const="full",
+                   help="the real experiment (minutes)")
+    p.set_defaults(mode="quick")
+    p.add_argument("--out", default=default_out, help="output folder (PNG, CSV, JSON)")
+    p.add_argument("--cache", default=None,
+                   help="folder for per-run results (.npz, reused if the config matches); "
+                        "default <out>/runs")
+    p.add_argument("--no-cache", dest="no_cache", action="store_true",
+                   help="always train; keep no per-run files")
+    p.add_argument("--workers", type=int, default=1,
+                   help=f"worker processes (at most {MAX_WORKERS})")
+    p.add_argument("--set", dest="set", action="append", default=[], metavar="KEY=VALUE",
+                   help="override a setting, e.g. --set lr=2 --set seeds=[0,1,2]; "
+                        "for `stsim figures` prefix the figure: --set fig1.lr=2")
+    p.add_argument("--quiet", action="store_true")
+
+
+# --------------------------------------------------------------------------------------
+# command line of the grid experiments (separation, sparse): --quick/--full presets
+# --------------------------------------------------------------------------------------
+def int_tuple(text):
+    """``"8,16,32"`` → ``(8, 16, 32)``."""
+    return tuple(int(v) for v in text.split(",") if v.strip())
+
+
+def add_mode_group(p: argparse.ArgumentParser) -> None:
+    """``--quick`` (seconds-long smoke version) | ``--full`` (the documented default)."""
+    mode = p.add_mutually_exclusive_group()
+    mode.add_argument("--quick", action="store_true", help="seconds-long smoke version")
+    mode.add_argument("--full", action="store_true",
+                      help="the documented configuration (default)")
+
+
+def add_typed_options(p: argparse.ArgumentParser, options) -> None:
+    """``--name`` / ``--name-with-dashes`` for each ``(name, type)``, default None (None
+    keeps the preset's value, see :func:`config_from_args`)."""
+    for name, typ in options:
+        flags = dict.fromkeys((f"--{name}", f"--{name.replace('_', '-')}"))  # no repeat
+        p.add_argument(*flags, dest=name, type=typ, default=None)
+
+
+def add_run_options(p: argparse.ArgumentParser, name: str) -> None:
+    """``--workers`` (default 2; 0 in-process), ``--out`` (runs/<name>[-quick]), ``--quiet``."""
+    p.add_argument("--workers", type=int, default=2,
+                   help="process-pool workers (default 2); 0 runs in-process")
+    p.add_argument("--out", default=None, help=f"output folder (default runs/{name}[-quick])")
+    p.add_argument("--quiet", action="store_true")
+
+
+def config_from_args(args, quick: dict, full: dict, name: str, extra=()):
+    """The preset chosen by ``--quick`` (else ``full``) with every option given on the
+    command line (not None) applied, plus the keys ``extra`` when given; and the output
+    folder. Returns ``(cfg, out)``."""
+    cfg = dict(quick if args.quick else full)
+    for k in list(cfg) + list(extra):
+        v = getattr(args, k, None)
+        if v is not None:
+            cfg[k] = v
+    out = args.out or (f"runs/{name}-quick" if args.quick else f"runs/{name}")
+    return cfg, out
+
+
+def figure_argparser(name, doc) -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(prog=f"{name}", description=doc.splitlines()[0])
+    add_common_arguments(p, default_out=os.path.join("runs", "figures"))
+    return p
+
+
+def cache_dir(args):
+    if args.no_cache:
+        return None
+    return args.cache or os.path.join(args.out, "runs")
+
+
+def figure_main(module, argv=None) -> int:
+    """``main(argv)`` of one figure: parse, run its jobs, analyse, print the checks."""
+    args = figure_argparser(module.NAME, module.__doc__).parse_args(argv)
+    s = resolve_settings(module.SETTINGS[args.mode], parse_set(args.set))
+    log = None if args.quiet else (lambda m: print(m, file=sys.stderr, flush=True))
+    results = run_jobs(module.jobs(s), workers=args.workers, cache=cache_dir(args), log=log)
+    summary = module.analyse(s, results, args.out, args.mode)
+    print_checks(summary)
+    return 0
+
+
+def print_checks(summary) -> None:
+    print(f"== {summary['figure']} ({summary['mode']})")
+    for c in summary["checks"]:
+        flag = "ok " if c["ok"] else "NOT"
+        print(f"  [{flag}] {c['claim']}: measured {c['measured']:.4g} {c['op']} "
+              f"{c['threshold']:.4g}" + (f"  ({c['note']})" if c.get("note") else ""))
+
+
+def load_json(path):
+    with open(path) as fh:
+        return json.load(fh)

@@ -1,0 +1,110 @@
+"""Fig. 3 — heat maps of W and V at random initialisation and after training (practical
+model, stochastic PE): only the PE block of W and the token block of V survive, each
+proportional to the identity.
+
+Chosen size: ``T = 20``, ``d_e = 32`` (``D = 37``), so that every entry of the heat map is
+visible; the block-mass check is also reported for the ``T = 200`` runs of Fig. 1.
+Note: with ``x_query = 0`` the columns ``W[:, :d]`` (query side, token part) get exactly
+zero gradient, so they keep their initial values; the share of W outside its PE block
+therefore depends on ``init_scale``.
+"""
+from __future__ import annotations
+
+import os
+
+import numpy as np
+
+from stsim.util.plotting import plt, savefig
+from stsim.studies.figures.common import Job, check, finish
+from stsim.studies.figures.ood import block_mass
+
+NAME = "fig3"
+
+SETTINGS = {
+    "quick": dict(T=20, q=3, d=5, d_e=32, pe="stochastic", sampler="slots", model="practical",
+                  query="mean", optimizer="sgd", lr=5.0, steps=400, batch=128, init="random",
+                  init_scale=0.05, seeds=[0, 1]),
+    "full": dict(T=20, q=3, d=5, d_e=32, pe="stochastic", sampler="slots", model="practical",
+                 query="mean", optimizer="sgd", lr=5.0, steps=6000, batch=256, init="random",
+                 init_scale=0.05, seeds=[0, 1, 2]),
+}
+RUN_KEYS = ("T", "q", "d", "d_e", "pe", "sampler", "model", "query", "optimizer", "lr",
+            "steps", "batch", "init", "init_scale")
+
+
+def jobs(s):
+    return [Job(f"fig3/{s['model']}-{s['query']}-T{s['T']}-s{seed}",
+                dict({k: s[k] for k in RUN_KEYS}, seed=seed)) for seed in s["seeds"]]
+
+
+def initial_params(res):
+    """Re-create the initial ``(W, V)`` of a run from its seed (``stsim.core.run`` draws the
+    initialisation from the third child of ``SeedSequence(seed)``)."""
+    from stsim.core.run import Config, make_problem
+    cfg = Config.from_options(**{k: v for k, v in res.config.items()})
+    seeds = np.random.SeedSequence(cfg.seed).spawn(4)
+    p = make_problem(cfg, seeds).init_params(np.random.default_rng(seeds[2]))
+    return p["W"], p["V"]
+
+
+def _heat(ax, M, d, title, fig):
+    v = np.abs(M).max() or 1.0
+    im = ax.imshow(M, cmap="RdBu_r", vmin=-v, vmax=v, interpolation="nearest")
+    ax.axvline(d - 0.5, color="k", lw=0.6)
+    if M.shape[0] > d:
+        ax.axhline(d - 0.5, color="k", lw=0.6)
+    ax.set_title(title, fontsize=9)
+    ax.set_xticks([])
+    ax.set_yticks([])
+    fig.colorbar(im, ax=ax, fraction=0.046, pad=0.02)
+
+
+def analyse(s, results, out, mode):
+    runs = [results[j.name] for j in jobs(s)]
+    r0 = runs[0]
+    W0, V0 = initial_params(r0)
+    d = s["d"]
+    fig = plt.figure(figsize=(10, 6.6))
+    gs = fig.add_gridspec(2, 2, height_ratios=[37, 9])
+    _heat(fig.add_subplot(gs[0, 0]), W0, d, "W at initialisation", fig)
+    _heat(fig.add_subplot(gs[0, 1]), r0.W, d, f"W after {s['steps']} steps", fig)
+    _heat(fig.add_subplot(gs[1, 0]), V0, d, "V at initialisation", fig)
+    _heat(fig.add_subplot(gs[1, 1]), r0.V, d, f"V after {s['steps']} steps", fig)
+    fig.suptitle(f"Fig. 3  practical model, query={s['query']}, stochastic/{s['sampler']} PE, "
+                 f"T={s['T']} q={s['q']} d={d} d_e={s['d_e']}; lines split token (first {d}) "
+                 f"and PE coordinates; seed {r0.config['seed']}", fontsize=9)
+    savefig(fig, os.path.join(out, f"{NAME}.png"))
+
+    m_init = [block_mass(*initial_params(r), d) for r in runs]
+    m_end = [block_mass(r.W, r.V, d) for r in runs]
+    Wee = [r.W[d:, d:] for r in runs]
+    diag_share = [float(np.linalg.norm(np.diag(np.diag(M))) / np.linalg.norm(M)) for M in Wee]
+    measured = {"block_mass_init": m_init, "block_mass_final": m_end,
+                "W_ee_diagonal_share": diag_share,
+                "W_ee_diag_mean": [float(np.diag(M).mean()) for M in Wee],
+                "V_x_diag_mean": [float(np.diag(r.V[:, :d]).mean()) for r in runs],
+                "final_loss": [r.final("loss") for r in runs],
+                "cos_W": [r.final("cos_W") for r in runs],
+                "cos_V": [r.final("cos_V") for r in runs]}
+    wmax = max(m["W_outside_pe_block"] for m in m_end)
+    vmax = max(m["V_outside_token_block"] for m in m_end)
+    checks = [
+        check("W mass outside PE block after training (Frobenius share, worst seed)",
+              wmax, "<=", 0.05),
+        check("V mass outside token block after training (Frobenius share, worst seed)",
+              vmax, "<=", 0.05),
+        check("W outside-PE share falls during training (worst seed, final/initial)",
+              max(e["W_outside_pe_block"] / i["W_outside_pe_block"]
+                  for e, i in zip(m_end, m_init)), "<", 1.0),
+        check("V outside-token share falls during training (worst seed, final/initial)",
+              max(e["V_outside_token_block"] / i["V_outside_token_block"]
+                  for e, i in zip(m_end, m_init)), "<", 1.0),
+    ]
+    return finish(NAME, out, s, mode, {j.name: results[j.name] for j in jobs(s)}, checks,
+                  measured)
+
+
+def main(argv=None) -> int:
+    import sys
+    from stsim.studies.figures.common import figure_main
+    return figure_main(sys.modules[__name__], argv)

@@ -1,0 +1,49 @@
+"""Markdown tables of the settings and claim checks written by ``stsim figures``.
+
+``python -m stsim.studies.figures.report DIR`` prints, for every ``<fig>.json`` in ``DIR``,
+the settings and a table ``claim | measured | target | met``; ``docs/reproduction.md``
+quotes these tables, so the numbers in the report are the numbers in the JSON files.
+"""
+from __future__ import annotations
+
+import json
+import os
+import sys
+
+from stsim.studies.figures import FIGURES
+
+SETTING_KEYS = ("T", "q", "d", "d_e", "d_e_list", "sampler", "model", "query",
+                "optimizer", "lr", "steps", "batch", "init", "init_scale", "seeds")
+
+
+def settings_row(name, s, summary):
+    cells = [name] + [str(s.get(k, "")) for k in SETTING_KEYS]
+    cells.append(f"{summary['total_train_time_s'] / 60:.1f}")
+    return "| " + " | ".join(cells) + " |"
+
+
+def checks_table(summary) -> str:
+    lines = ["| claim | measured | target | met |", "|---|---|---|---|"]
+    for c in summary["checks"]:
+        lines.append(f"| {c['claim']} | {c['measured']:.4g} | {c['op']} {c['threshold']:.4g} | "
+                     f"{'yes' if c['ok'] else '**no**'} |")
+    return "\n".join(lines)
+
+
+def render(folder) -> str:
+    out = ["| figure | " + " | ".join(SETTING_KEYS) + " | train time (min, summed over runs) |",
+           "|" + "---|" * (len(SETTING_KEYS) + 2)]
+    summaries = {}
+    for n in FIGURES:
+        path = os.path.join(folder, f"{n}.json")
+        if os.path.exists(path):
+            with open(path) as fh:
+                summaries[n] = json.load(fh)
+            out.append(settings_row(n, summaries[n]["settings"], summaries[n]))
+    for n, s in summaries.items():
+        out += ["", f"### {n}", "", checks_table(s)]
+    return "\n".join(out)
+
+
+if __name__ == "__main__":  # pragma: no cover
+    print(render(sys.argv[1] if len(sys.argv) > 1 else os.path.join("docs", "figures")))

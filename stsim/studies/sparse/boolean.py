@@ -1,0 +1,536 @@
+r"""Sparse Boolean functions learned by one attention head (Edelman, Goel, Kakade & Zhang 2022).
+
+The claim (SPEC §8): a bounded-norm attention head represents s-sparse functions of a
+length-T sequence with sample complexity growing only like ``log T``. This module holds
+the task, the two models (one attention head with an MLP readout, and an FCN on the
+flattened input), their analytic gradients and one training trial; the (T, m) grid,
+fits and figures are in :mod:`stsim.studies.sparse.study`.
+
+Task
+----
+``b ∈ {±1}^T`` with i.i.d. coordinates, ``P(b_t = +1) = p``; ``S = (i_1 < … < i_s)`` hidden
+positions drawn uniformly per trial; label ``y = g(b_{i_1}, …, b_{i_s}) ∈ {±1}`` for
+
+* ``and``      — ``+1`` iff every relevant bit is ``+1``; ``p = 2^{-1/s}`` by default, so
+  ``P(y = +1) = p^s = 1/2`` (balanced classes);
+* ``parity``   — ``∏_j b_{i_j}``; ``p = 1/2`` (balanced);
+* ``majority`` — ``sign(Σ_j b_{i_j})``, ``s`` odd; ``p = 1/2`` (balanced by symmetry);
+* ``table``    — any ``g`` given as a truth table of ``2^s`` entries in ``{±1}`` (or
+  ``{0, 1}``, read as ``0 → −1``), indexed by ``Σ_j [b_{i_j} = +1] 2^{s-1-j}`` (the first
+  relevant position is the most significant bit); ``p = 1/2`` by default.
+
+Attention model (one head, [CLS]-style learned query)
+-----------------------------------------------------
+Token ``t`` is the token embedding ``b_t ∈ R`` (a ±1 token's embedding is affine in
+``b_t``; the constant is absorbed in the biases) concatenated with a position embedding
+``p_t ∈ R^k``: one-hot (``pos="onehot"``, ``k = T``, fixed ``P = I``) or learned
+(``pos="learned"``, ``P ∈ R^{T×k}`` trained, initialised ``N(0, 1/k)``). The query is a
+learned vector; as everywhere in stsim it is merged with the key matrix (the
+reparameterisation ``a = K^T q_CLS``), so the logits are linear in the token::
+
+    z_t = a_b b_t + <a_p, p_t>,            α = softmax(z)                 (T,)
+    h   = Σ_t α_t (v_b b_t + V_p p_t) = v_b S + V_p P^T α,   S = <α, b>   (d_v,)
+    f   = A relu(W1 h + b1) + c                                            (scalar)
+
+Keys always see token and position. Values: ``values="token"`` (default) drops the
+positional part (``V_p ≡ 0``, not a parameter); ``values="token+position"`` learns ``V_p``.
+Both give the same success counts on the cells of ``benchmarks/bench_sparse_protocol.py``;
+the default is the smaller model.
+
+Parameters ``a_b`` (1,), ``a_p`` (k,), ``v_b`` (d_v,), ``V_p`` (d_v, k) if
+``values="token+position"``, ``P`` (T, k) if learned, and the readout ``W1`` (r, d_v), ``b1`` (r,), ``A`` (1, r), ``c`` (1,) of
+:func:`stsim.baselines.fcn.mlp_forward`. Representation: ``a_p`` large on S makes ``α ≈ 1/s`` there,
+so ``S`` is the mean of the relevant bits and the MLP reads any symmetric function
+(AND, parity, majority) off it; unequal weights ``α_{i_j} ∝ 2^j`` make ``S`` injective
+in the relevant bits, so any truth table is representable by the same head.
+
+FCN baseline: the MLP ``f = A relu(W1 b + b1) + c`` on the flattened input ``b ∈ R^T``.
+
+Loss and gradients (``m`` samples; ``σ`` the logistic function)::
+
+    L = (1/m) Σ_n log(1 + exp(−y_n f_n)) + (λ/2) Σ_blocks ‖θ‖²
+    g_n = ∂L/∂f_n = −y_n σ(−y_n f_n) / m
+
+    δh_n  = W1^T (g_n A^T ⊙ 1[W1 h_n + b1 > 0])        (mlp_backward, input gradient)
+    ∂v_b  = Σ_n δh_n S_n,     δS_n = <δh_n, v_b>
+    ∂(V_p P^T) = Σ_n δh_n α_n^T                          (d_v, T)
+    δα_nt = δS_n b_nt + (P V_p^T δh_n)_t
+    δz_nt = α_nt (δα_nt − Σ_u α_nu δα_nu)                 (softmax backward)
+    ∂a_b  = Σ_{n,t} δz_nt b_nt,     ∂(P a_p) = Σ_n δz_n   (T,)
+    one-hot:  ∂a_p = ∂(P a_p),  ∂V_p = ∂(V_p P^T)
+    learned:  ∂a_p = P^T ∂(P a_p),  ∂V_p = ∂(V_p P^T) P,
+              ∂P = ∂(P a_p) a_p^T + ∂(V_p P^T)^T V_p
+
+plus ``λ θ`` for every block. Cost O(m T (d_v + k)) per step (one-hot: O(m T d_v); no
+one-hot matrix is built).
+
+Training (one trial, :func:`train_trial`)
+-----------------------------------------
+Full-batch Adam on the fixed sample of ``m`` points. Norm control (the bounded-norm
+regime of the claim): after every step each parameter block is projected onto the
+Frobenius ball ``‖θ‖ ≤ max_norm``; optional weight decay ``λ``. Stopping rule: stop at the
+first step where every training margin ``y_n f_n ≥ margin`` (the sample is fitted), or
+after ``max_steps``; a non-finite loss stops the trial as ``diverged``. Success: accuracy
+on ``n_test`` fresh samples ≥ ``threshold``.
+"""
+from __future__ import annotations
+
+import math
+import time
+
+import numpy as np
+from scipy.special import expit, log_expit, softmax
+
+from stsim.baselines.fcn import fcn_init, mlp_backward, mlp_forward
+from stsim.core.optim import check_lr, make_optimizer
+from stsim.core.task import as_rng, check_int
+
+__all__ = ["FUNCTIONS", "MODELS", "POSITIONS", "VALUES", "validate_trial", "SparseFunction", "sparse_function",
+           "SparseTask", "make_task", "init_params", "forward_backward", "predict",
+           "attention_weights", "project", "truth_table", "construct", "train_trial"]
+
+FUNCTIONS = ("and", "parity", "majority", "table")
+MODELS = ("attention", "fcn")
+POSITIONS = ("onehot", "learned")
+VALUES = ("token", "token+position")
+MLP_KEYS = ("W1", "b1", "A", "c")
+
+
+# --------------------------------------------------------------------------------------
+# task
+# --------------------------------------------------------------------------------------
+class SparseFunction:
+    """An s-sparse Boolean function ``g: {±1}^s → {±1}`` and its default input bias."""
+
+    def __init__(self, kind: str, s: int, table=None):
+        if kind not in FUNCTIONS:
+            raise ValueError(f"fn must be one of {FUNCTIONS}, got {kind!r}")
+        self.kind = kind
+        self.s = check_int("s", s, 1)
+        self.table = None
+        if kind == "majority" and self.s % 2 == 0:
+            raise ValueError(f"s must be odd for fn='majority' (a tie has no label), got {s}")
+        if kind == "table":
+            if table is None:
+                raise ValueError("fn='table' needs table: 2**s entries in {-1, +1} or {0, 1}")
+            if isinstance(table, str):  # "01101001", "-++--++-", "0,1,1,0" or "-1,1,1,-1"
+                parts = table.split(",") if "," in table else list(table.strip())
+                try:
+                    table = [{"+": 1.0, "-": -1.0}.get(v.strip()) or float(v)
+                             for v in parts if v.strip()]
+                except ValueError:
+                    raise ValueError(f"table must list 2**s entries in {{-1, +1}} or {{0, 1}} "
+                                     f"(e.g. '01101001' or '-1,1,1,-1'), got {table!r}") from None
+            tab = np.asarray(table, dtype=float).ravel()
+            if tab.size != 2 ** self.s:
+                raise ValueError(f"table must have 2**s = {2 ** self.s} entries for s={self.s}, "
+                                 f"got {tab.size}")
+            if np.all(np.isin(tab, (0.0, 1.0))):
+                tab = 2.0 * tab - 1.0
+            if not np.all(np.isin(tab, (-1.0, 1.0))):
+                raise ValueError("table entries must all be in {-1, +1} or all in {0, 1}")
+            self.table = tab
+        elif table is not None:
+            raise ValueError(f"table is only used with fn='table', not fn={kind!r}")
+
+    @property
+    def default_p(self) -> float:
+        """``P(b_t = +1)`` balancing the classes: ``2^{-1/s}`` for AND, else 1/2."""
+        return 2.0 ** (-1.0 / self.s) if self.kind == "and" else 0.5
+
+    def __call__(self, bits: np.ndarray) -> np.ndarray:
+        """Labels ``(n,)`` in {±1} of relevant bits ``(n, s)`` in {±1}."""
+        bits = np.asarray(bits)
+        if self.kind == "and":
+            return np.where(np.all(bits > 0, axis=1), 1.0, -1.0)
+        if self.kind == "parity":
+            return np.prod(bits, axis=1).astype(float)
+        if self.kind == "majority":
+            return np.sign(bits.sum(axis=1)).astype(float)
+        idx = (bits > 0).astype(np.int64) @ (1 << np.arange(self.s - 1, -1, -1))
+        return self.table[idx]
+
+    def table_string(self) -> str:
+        """The truth table as a string of ``+``/``-`` (index order of :func:`truth_table`)."""
+        return "".join("+" if v > 0 else "-" for v in truth_table(self))
+
+    def __repr__(self):
+        return f"SparseFunction({self.kind!r}, s={self.s})"
+
+
+def sparse_function(fn="and", s: int = 3, table=None) -> SparseFunction:
+    """A :class:`SparseFunction` from a name (or return ``fn`` if it already is one)."""
+    return fn if isinstance(fn, SparseFunction) else SparseFunction(fn, s, table)
+
+
+class SparseTask:
+    """One trial's task: length ``T``, hidden positions, function and input bias ``p``."""
+
+    def __init__(self, T: int, positions, fn: SparseFunction, p: float):
+        self.T = check_int("T", T, 1)
+        self.positions = np.asarray(positions, dtype=np.int64)
+        self.fn = fn
+        self.p = float(p)
+
+    def sample(self, rng, n: int):
+        """``n`` samples ``(b, y)``: ``b`` (n, T) in {±1} float, ``y`` (n,) in {±1}.
+
+        Rows are drawn in order from ``rng``, so the first ``m`` rows of a sample of size
+        ``m' > m`` are the sample of size ``m`` (nested training sets across ``m``)."""
+        n = check_int("m", n, 1)
+        b = np.where(as_rng(rng).random((n, self.T)) < self.p, 1.0, -1.0)
+        return b, self.fn(b[:, self.positions])
+
+
+def make_task(rng, T: int, s: int = 3, fn="and", table=None, p=None) -> SparseTask:
+    """Draw the hidden positions (uniform s-subset of ``{0..T-1}``, sorted) for a trial.
+
+    ``ValueError`` for ``s < 1``, ``s > T``, an unknown ``fn``, a wrong table length or
+    ``p`` outside (0, 1)."""
+    T = check_int("T", T, 1)
+    s = check_int("s", s, 1, T)
+    g = sparse_function(fn, s, table)
+    if p is None:
+        p = g.default_p
+    p = float(p)
+    if not (0.0 < p < 1.0):
+        raise ValueError(f"p (the probability of a +1 bit) must lie in (0, 1), got {p}")
+    positions = np.sort(as_rng(rng).choice(T, size=s, replace=False))
+    return SparseTask(T, positions, g, p)
+
+
+# --------------------------------------------------------------------------------------
+# models
+# --------------------------------------------------------------------------------------
+def init_params(rng, T: int, model: str = "attention", *, d_v: int = 4, hidden: int = 16,
+                pos: str = "onehot", k: int | None = None, values: str = "token",
+                init_scale: float = 0.1) -> dict:
+    """Initial parameters.
+
+    attention: ``a_b = a_p = 0`` (uniform attention), ``v_b ~ N(0, I)``, ``V_p = 0``, learned
+    ``P ~ N(0, 1/k)``; readout ``W1 ~ N(0, 2/d_v)`` (He), ``b1 = 0``, ``A, c ~ N(0,
+    init_scale²)``. fcn: ``W1 ~ N(0, 2/T)``, ``b1 = 0``, ``A, c ~ N(0, init_scale²)``.
+    """
+    rng = as_rng(rng)
+    T = check_int("T", T, 1)
+    hidden = check_int("hidden", hidden, 1)
+    if model == "fcn":
+        return fcn_init(rng, T, 1, hidden, 1, init="random", init_scale=init_scale)
+    if model != "attention":
+        raise ValueError(f"model must be one of {MODELS}, got {model!r}")
+    d_v = check_int("d_v", d_v, 1)
+    if pos not in POSITIONS:
+        raise ValueError(f"pos must be one of {POSITIONS}, got {pos!r}")
+    params = {"a_b": np.zeros(1), "v_b": rng.standard_normal(d_v)}
+    if pos == "learned":
+        k = check_int("k", k if k is not None else 16, 1)
+        params["P"] = rng.standard_normal((T, k)) / math.sqrt(k)
+    else:
+        if k not in (None, T):
+            raise ValueError(f"k must equal T={T} for pos='onehot' (or be omitted), got {k}")
+        k = T
+    if values not in VALUES:
+        raise ValueError(f"values must be one of {VALUES}, got {values!r}")
+    params["a_p"] = np.zeros(k)
+    if values == "token+position":
+        params["V_p"] = np.zeros((d_v, k))
+    params.update(fcn_init(rng, d_v, 1, hidden, 1, init="random", init_scale=init_scale))
+    return params
+
+
+def _check_batch(params, b):
+    b = np.asarray(b, dtype=float)
+    T = params["P"].shape[0] if "P" in params else (
+        params["a_p"].shape[0] if "a_p" in params else params["W1"].shape[1])
+    if b.ndim != 2 or b.shape[1] != T:
+        raise ValueError(f"b must have shape (m, T) = (m, {T}), got {b.shape}")
+    return b
+
+
+def _attention_forward(params, b):
+    """Logits, weights and head output (see the module docstring)."""
+    P = params.get("P")
+    Pa = params["a_p"] if P is None else P @ params["a_p"]                 # (T,)
+    z = params["a_b"][0] * b + Pa                                          # (m, T)
+    alpha = softmax(z, axis=1)
+    S = np.einsum("nt,nt->n", alpha, b)
+    h = S[:, None] * params["v_b"]                                         # (m, d_v)
+    VP = None
+    if "V_p" in params:                                                    # values="token+position"
+        VP = params["V_p"] if P is None else params["V_p"] @ P.T           # (d_v, T)
+        h = h + alpha @ VP.T
+    return alpha, S, VP, h
+
+
+def attention_weights(params, b) -> np.ndarray:
+    """The attention weights ``α`` (m, T) of the attention model on inputs ``b``."""
+    return _attention_forward(params, _check_batch(params, b))[0]
+
+
+def predict(params, b) -> np.ndarray:
+    """Scores ``f`` (m,) of either model (attention if ``params`` has ``a_p``)."""
+    b = _check_batch(params, b)
+    u = _attention_forward(params, b)[3] if "a_p" in params else b
+    return mlp_forward({k: params[k] for k in MLP_KEYS}, u)[0][:, 0]
+
+
+def forward_backward(params: dict, b, y, weight_decay: float = 0.0, need_grad: bool = True):
+    """Regularised mean logistic loss of either model and its analytic gradients.
+
+    Returns ``(loss, grads, f)``: ``grads`` has the keys of ``params`` (``None`` if not
+    ``need_grad``), ``f`` (m,) the scores, so a trainer gets margins for free.
+    """
+    b = _check_batch(params, b)
+    y = np.asarray(y, dtype=float)
+    m = b.shape[0]
+    if y.shape != (m,):
+        raise ValueError(f"y must have shape (m,) = ({m},), got {y.shape}")
+    attn = "a_p" in params
+    mlp = {k: params[k] for k in MLP_KEYS}
+    if attn:
+        alpha, S, VP, u = _attention_forward(params, b)
+    else:
+        u = b
+    f2, cache = mlp_forward(mlp, u)
+    f = f2[:, 0]
+    lam = float(weight_decay)
+    loss = -float(np.mean(log_expit(y * f)))                              # log(1+e^{-yf})
+    if lam:
+        loss += 0.5 * lam * sum(float(np.sum(v * v)) for v in params.values())
+    if not need_grad:
+        return loss, None, f
+    g = (-y * expit(-y * f) / m)[:, None]                                 # ∂L/∂f
+    grads, dh = mlp_backward(mlp, cache, g, need_input_grad=attn)
+    if attn:
+        P = params.get("P")
+        grads["v_b"] = dh.T @ S                                           # Σ δh S
+        dS = dh @ params["v_b"]
+        dalpha = dS[:, None] * b                                          # δS b (+ P V_pᵀ δh)
+        if VP is not None:
+            dVP = dh.T @ alpha                                            # (d_v, T)
+            dalpha = dalpha + dh @ VP
+        dz = alpha * (dalpha - np.einsum("nt,nt->n", alpha, dalpha)[:, None])
+        grads["a_b"] = np.array([np.einsum("nt,nt->", dz, b)])
+        dPa = dz.sum(axis=0)                                              # (T,)
+        if P is None:
+            grads["a_p"] = dPa
+            if VP is not None:
+                grads["V_p"] = dVP
+        else:
+            grads["a_p"] = P.T @ dPa
+            grads["P"] = np.outer(dPa, params["a_p"])
+            if VP is not None:
+                grads["V_p"] = dVP @ P
+                grads["P"] += dVP.T @ params["V_p"]
+    if lam:
+        for key, v in params.items():
+            grads[key] = grads[key] + lam * v
+    return loss, grads, f
+
+
+def project(params: dict, max_norm) -> float:
+    """Project every block onto ``‖θ‖_F ≤ max_norm`` in place (no-op for ``None``);
+    return the largest block norm after projection."""
+    worst = 0.0
+    for v in params.values():
+        nrm = float(np.linalg.norm(v))
+        if max_norm is not None and nrm > max_norm:
+            v *= max_norm / nrm
+            nrm = float(max_norm)
+        worst = max(worst, nrm)
+    return worst
+
+
+def _patterns(s: int) -> np.ndarray:
+    """All ``2^s`` bit patterns (2^s, s) in ±1, row ``k`` = the binary digits of ``k``,
+    most significant first (the truth-table index order)."""
+    idx = np.arange(2 ** s)
+    return np.where((idx[:, None] >> np.arange(s - 1, -1, -1)) & 1, 1.0, -1.0)
+
+
+def truth_table(fn: SparseFunction) -> np.ndarray:
+    """The ``2^s`` labels of ``fn``, index ``Σ_j [bit_j = +1] 2^{s-1-j}`` (MSB first)."""
+    return fn(_patterns(fn.s))
+
+
+def construct(task: SparseTask, leak: float = 1e-3) -> dict:
+    """An explicit attention head (``pos="onehot"``, ``values="token"``, ``d_v = 1``)
+    computing ``task``'s function: the representation claim made concrete.
+
+    Attention: ``a_p[i_j] = G + j ln 2`` on the hidden positions and 0 elsewhere, so on the
+    support ``α_{i_j} ∝ 2^j`` and the mass off the support is at most ``leak`` for
+    ``G = ln((T − s)/leak)``; then ``S = Σ_j α_{i_j} b_{i_j}`` (± ``2 leak``) takes ``2^s``
+    distinct levels ``ℓ_k`` spaced ``Δ = 2/(2^s − 1)`` apart, one per bit pattern.
+    Readout (``v_b = 1``): ``f(S) = t_(0) + Σ_k (t_(k) − t_(k−1)) ρ_k(S)`` over the levels
+    sorted, with the ramp ``ρ_k(S) = (relu(S − μ_k + w) − relu(S − μ_k − w)) / 2w`` at the
+    midpoints ``μ_k`` and ``w = Δ/4``: two hidden units per level, ``f = ±1`` exactly (unit
+    margin) whenever ``|S − ℓ| < w``, i.e. for ``leak < Δ/8``. Norm of ``a_p``:
+    ``≈ √s · ln(T/leak)`` — logarithmic in ``T``, the bounded-norm regime of the claim.
+    """
+    T, s, pos = task.T, task.fn.s, task.positions
+    leak = float(leak)
+    if not 0 < leak < 1 / (4 * (2 ** s - 1)):
+        raise ValueError(f"leak must lie in (0, {1 / (4 * (2 ** s - 1)):.3g}) for s={s}, got {leak}")
+    G = math.log(max(T - s, 1) / leak)
+    a_p = np.zeros(T)
+    w_att = 2.0 ** np.arange(s)                   # α on the support ∝ 2^j, j = 0..s-1
+    a_p[pos] = G + np.log(w_att)
+    alpha = w_att / w_att.sum()
+    levels = _patterns(s) @ alpha
+    order = np.argsort(levels)
+    lv, tv = levels[order], truth_table(task.fn)[order]
+    mids = 0.5 * (lv[1:] + lv[:-1])
+    w = 0.25 * float(np.min(np.diff(lv)))
+    jumps = np.diff(tv) / (2 * w)
+    W1 = np.ones((2 * len(mids), 1))
+    b1 = np.concatenate([-mids + w, -mids - w])
+    A = np.concatenate([jumps, -jumps])[None, :]
+    return {"a_b": np.zeros(1), "v_b": np.ones(1), "a_p": a_p, "W1": W1, "b1": b1, "A": A,
+            "c": np.array([tv[0]])}
+
+
+# --------------------------------------------------------------------------------------
+# one trial
+# --------------------------------------------------------------------------------------
+def _check_positive(name, value, allow_none=False, allow_zero=False):
+    if value is None and allow_none:
+        return None
+    try:
+        val = float(value)
+    except (TypeError, ValueError):
+        val = float("nan")
+    if not math.isfinite(val) or val < 0 or (val == 0 and not allow_zero):
+        rng_txt = ">= 0" if allow_zero else "> 0"
+        raise ValueError(f"{name} must be a finite number {rng_txt}, got {value!r}")
+    return val
+
+
+def validate_trial(T, m, s=3, fn="and", model="attention", pos="onehot", table=None, p=None,
+                   k=None, **kw):
+    """Check a trial's settings (``ValueError`` naming the parameter) without running it."""
+    T = check_int("T", T, 1)
+    check_int("m", m, 1)
+    s = check_int("s", s, 1, T)
+    g = sparse_function(fn, s, table)
+    if p is not None and not (0.0 < float(p) < 1.0):
+        raise ValueError(f"p (the probability of a +1 bit) must lie in (0, 1), got {p}")
+    if model not in MODELS:
+        raise ValueError(f"model must be one of {MODELS}, got {model!r}")
+    if pos not in POSITIONS:
+        raise ValueError(f"pos must be one of {POSITIONS}, got {pos!r}")
+    if kw.get("values", "token") not in VALUES:
+        raise ValueError(f"values must be one of {VALUES}, got {kw['values']!r}")
+    if model == "attention" and pos == "onehot" and k not in (None, T):
+        raise ValueError(f"k must equal T={T} for pos='onehot' (or be omitted), got {k}")
+    for name in ("d_v", "hidden", "max_steps", "n_test", "restarts"):
+        if name in kw:
+            check_int(name, kw[name], 1)
+    if "lr" in kw:
+        check_lr(kw["lr"])
+    if "threshold" in kw and not 0.5 <= float(kw["threshold"]) <= 1.0:
+        raise ValueError(f"threshold (test accuracy) must lie in [0.5, 1], got {kw['threshold']}")
+    _check_positive("max_norm", kw.get("max_norm"), allow_none=True)
+    _check_positive("weight_decay", kw.get("weight_decay", 0.0), allow_zero=True)
+    _check_positive("margin", kw.get("margin"), allow_none=True, allow_zero=True)
+    return g
+
+
+def _train(params, b, y, lr, max_steps, max_norm, weight_decay, margin):
+    """Full-batch Adam with projection (in place). Returns ``(f, fitted, steps, diverged,
+    data_loss)`` at the last iterate."""
+    opt = make_optimizer("adam", lr)
+    fitted = diverged = 0
+    steps = 0
+    loss, grads, f = forward_backward(params, b, y, weight_decay)
+    while True:
+        if not math.isfinite(loss):
+            diverged = 1
+            break
+        if margin is not None and np.min(y * f) >= margin:
+            fitted = 1
+            break
+        if steps >= max_steps:
+            break
+        opt.step(params, grads)
+        project(params, max_norm)
+        steps += 1
+        loss, grads, f = forward_backward(params, b, y, weight_decay)
+    data_loss = -float(np.mean(log_expit(y * f))) if not diverged else math.inf
+    return f, fitted, steps, diverged, data_loss
+
+
+def train_trial(T: int, m: int, s: int = 3, fn: str = "and", model: str = "attention",
+                seed: int = 0, *, pos: str = "onehot", k: int | None = None,
+                values: str = "token", d_v: int = 4,
+                hidden: int = 16, lr: float = 0.05, max_steps: int = 500,
+                max_norm: float | None = 20.0, weight_decay: float = 3e-4,
+                margin: float | None = None,
+                n_test: int = 2000, threshold: float = 0.95, table=None, p=None,
+                restarts: int = 1) -> dict:
+    """Train one model on ``m`` samples of one sparse task; test on fresh samples.
+
+    Random streams: ``SeedSequence(seed).spawn(4)`` → hidden positions, training sample,
+    test sample, initialisation. The positions and test set depend only on ``(seed, T, s,
+    fn)``, so the two models and every ``m`` of one seed see the same task (paired), and
+    the training samples are nested in ``m``.
+
+    Training: ``max_steps`` full-batch Adam steps (rate ``lr``) on the regularised loss
+    (weight decay ``weight_decay``), each followed by the projection onto
+    ``‖θ_block‖_F ≤ max_norm``; with ``margin`` set, training stops early once every
+    training margin ``y f ≥ margin``. Defaults: 500 steps, lr 0.05, λ = 3e-4, R = 20, no
+    early stop (docs/sparse-functions.md: stopping at the first fit memorises the sample).
+
+    Returns a dict (one row of a sweep table): ``success`` (0/1: ``test_acc ≥ threshold``),
+    ``test_acc``, ``train_acc``, ``train_loss`` (data term), ``fitted`` (0/1: the early
+    stop fired), ``steps``, ``diverged`` (0/1), ``max_block_norm``, ``attn_on_support``
+    (mean over test samples of ``Σ_{t∈S} α_t``; attention only, else ``None``),
+    ``positions`` (the hidden positions, e.g. ``"3 17 40"``), ``p``, ``chosen`` (index of
+    the kept restart), ``cpu_time_s``.
+
+    ``restarts = k > 1`` trains ``k`` initialisations on the same sample (the first is the
+    single-restart one) and keeps, using the training sample only, the run that fits it
+    (accuracy ≥ 0.99) with the smallest largest-block norm (else the lowest training
+    loss): a cheap stand-in for the norm-bounded empirical risk minimiser of the claim.
+    """
+    g = validate_trial(T, m, s, fn, model, pos, table, p, k, values=values, d_v=d_v, hidden=hidden, lr=lr,
+                       max_steps=max_steps, n_test=n_test, threshold=threshold,
+                       max_norm=max_norm, weight_decay=weight_decay, margin=margin,
+                       restarts=restarts)
+    c0 = time.process_time()
+    r_task, r_train, r_test, r_init = np.random.SeedSequence(seed).spawn(4)
+    task = make_task(np.random.default_rng(r_task), T, s, g, p=p)
+    b, y = task.sample(np.random.default_rng(r_train), m)
+    b_test, y_test = task.sample(np.random.default_rng(r_test), n_test)
+    inits = [r_init] + (r_init.spawn(restarts - 1) if restarts > 1 else [])
+    runs = []
+    for r in inits:
+        params = init_params(np.random.default_rng(r), T, model, d_v=d_v, hidden=hidden,
+                             pos=pos, k=k, values=values)
+        runs.append((params,) + _train(params, b, y, lr, max_steps, max_norm, weight_decay,
+                                       margin))
+    # restart selection uses the training sample only: among the runs that fit it
+    # (accuracy ≥ 0.99), the smallest largest-block norm; else the lowest training loss
+    fits = [i for i, r in enumerate(runs) if not r[4] and np.mean(np.sign(r[1]) == y) >= 0.99]
+    if fits:
+        chosen = min(fits, key=lambda i: project(runs[i][0], None))
+    else:
+        chosen = min(range(len(runs)), key=lambda i: runs[i][5] if not runs[i][4] else math.inf)
+    params, f, fitted, steps, diverged, _ = runs[chosen]
+    row = {"success": 0, "test_acc": None, "train_acc": float(np.mean(np.sign(f) == y)),
+           "train_loss": None, "fitted": fitted, "steps": steps, "diverged": diverged,
+           "max_block_norm": project(params, None), "attn_on_support": None,
+           "positions": " ".join(str(int(i)) for i in task.positions), "p": task.p,
+           "chosen": chosen}
+    if not diverged:
+        row["train_loss"] = -float(np.mean(log_expit(y * f)))
+        f_test = predict(params, b_test)
+        row["test_acc"] = float(np.mean(np.sign(f_test) == y_test))
+        row["success"] = int(row["test_acc"] >= threshold)
+        if model == "attention":
+            alpha = attention_weights(params, b_test)
+            row["attn_on_support"] = float(alpha[:, task.positions].sum(axis=1).mean())
+    row["cpu_time_s"] = time.process_time() - c0
+    return row
+
+
+train_trial.validate = lambda point: validate_trial(**point)

@@ -1,0 +1,375 @@
+r"""Exact population objective on the invariant set (SPEC §4, derived in ``docs/theory.md``).
+
+Blocks: ``W = [[W_xx, W_xe], [W_ex, W_ee]]`` (rows key side, columns query side),
+``V = [V_x, V_e]``. With ``x_query = 0`` the query is ``z_q = [0; p_q]``,
+``p_q = c Σ_{j∈y} p_j`` (``c = 1`` for ``query="sum"``, ``1/q`` for ``"mean"``), so
+``W_xx`` and ``W_ex`` never enter the loss and get zero gradient. On the set
+``W_xe = 0, V_e = 0`` the logits ``a_i = p_iᵀ W_ee p_q`` do not depend on X, and with
+``s = softmax(a)`` (over the T tokens; the practical model adds the query logit
+``a_q = p_qᵀ W_ee p_q``, whose value ``V z_q = V_e p_q = 0``), ``u = 1_y/q``:
+
+    r = V_x X s − X u = Σ_i (s_i V_x − u_i I) x_i,     x_i ~ N(0, I_d) i.i.d.
+    E_X ℓ = ½ Σ_i ‖s_i V_x − u_i I‖_F² = ½ (|s|² ‖V_x‖_F² − 2 (s·u) tr V_x + d |u|²).
+
+Gradients of one configuration (``|u|² = 1/q``; ``s_i`` only over tokens):
+
+    ∂/∂V_x = |s|² V_x − (s·u) I
+    g_i = ∂/∂s_i = ‖V_x‖_F² s_i − (tr V_x) u_i        (g_q = 0 for the query column)
+    δ   = s ⊙ (g − (sᵀg) 1)                            (softmax Jacobian)
+    ∂/∂W_ee = Σ_i δ_i p_i p_qᵀ  (+ δ_q p_q p_qᵀ, practical)
+
+The invariant blocks' population gradients vanish: ``∂/∂W_xe = E[(X δ) p_qᵀ]`` and
+``∂/∂V_e = E[r h_eᵀ]`` are odd in X (δ is quadratic in X, r linear, h_e free of X). This
+is checked against the Monte-Carlo average of :func:`stsim.forward_backward` in
+``tests/test_population.py``.
+
+The remaining expectation — over the subset y and, for stochastic families, the
+encodings — is taken by
+
+* ``"enumerate"`` (exact): ``onehot`` — all ``C(T, q)`` subsets; ``stochastic/slots`` —
+  all pairs (selected slots S, unselected slots U), ``|S| = q``, ``|U| = T − q``,
+  disjoint in ``[d_e]``, ``C(d_e, q) C(d_e − q, T − q)`` of them, equally likely (tokens
+  are exchangeable, so the order of the slots does not matter); ``near-orthogonal`` — all
+  subsets of the fixed table. More than ``max_enum`` (default 10⁷) configurations raises.
+* ``"mc"`` (estimator): the sample average over ``n_mc`` configurations (y, encodings)
+  drawn ONCE, when the objective is built, from an explicit ``numpy.random.Generator``
+  (common random numbers: the objective is a deterministic function of (W, V), an
+  unbiased estimate of the population loss for every (W, V), and its gradient is the
+  exact gradient of that estimate). For ``stochastic/sphere`` the encodings are i.i.d., so
+  the selected tokens are taken to be the first q without loss of generality.
+
+Built by :func:`make_population_objective` (used by ``stsim.run(objective="population")``).
+"""
+from __future__ import annotations
+
+import itertools
+import math
+
+import numpy as np
+from scipy.special import softmax
+
+from stsim.core.encodings import Encoding, make_encoding
+from stsim.core.model import MODELS, QUERIES
+from stsim.core.task import as_rng, check_int, sample_subsets
+
+__all__ = ["PopulationObjective", "make_population_objective", "count_configurations",
+           "METHODS", "MAX_ENUM"]
+
+METHODS = ("auto", "enumerate", "mc")
+MAX_ENUM = 10 ** 7
+_CHUNK_ELEMS = 2 ** 21          # configurations per chunk ≈ _CHUNK_ELEMS / (T · q)
+
+
+def _family(enc: Encoding) -> str:
+    return enc.label              # onehot | near-orthogonal | stochastic/slots | stochastic/sphere
+
+
+def count_configurations(family: str, T: int, q: int, d_e: int) -> int | None:
+    """Number of equally likely configurations the exact expectation enumerates, or None
+    when there is none (sphere)."""
+    if family in ("onehot", "near-orthogonal"):
+        return math.comb(T, q)
+    if family == "stochastic/slots":
+        return math.comb(d_e, q) * math.comb(d_e - q, T - q)
+    return None
+
+
+def _combos(n, k):
+    N = math.comb(n, k)
+    flat = np.fromiter(itertools.chain.from_iterable(itertools.combinations(range(n), k)),
+                       dtype=np.int64, count=N * k)
+    return flat.reshape(N, k)
+
+
+def _with_complement(sel, T):
+    """Rows ``[sel, the other positions of range(T) in increasing order]``, shape (n, T)."""
+    n = sel.shape[0]
+    mask = np.ones((n, T), dtype=bool)
+    np.put_along_axis(mask, sel, False, axis=1)
+    rest = np.broadcast_to(np.arange(T), (n, T))[mask].reshape(n, T - sel.shape[1])
+    return np.concatenate([sel, rest], axis=1)
+
+
+def _selected_first(tok, y):
+    """Reorder token rows (n, T) so that the selected positions y (n, q) come first."""
+    T = tok.shape[1]
+    return np.take_along_axis(tok, _with_complement(y, T), axis=1)
+
+
+class PopulationObjective:
+    """Population loss and its analytic gradient on the invariant set.
+
+    Parameters
+    ----------
+    d, d_e, T, q : sizes.
+    family : encoding label (``onehot``, ``stochastic/slots``, ``stochastic/sphere``,
+        ``near-orthogonal``).
+    source : list of chunks; each chunk is ``("index", tok)`` with ``tok`` (n, T) slot
+        numbers, ``("table", pos)`` with ``pos`` (n, T) rows of ``table``, or
+        ``("dense", P)`` with ``P`` (n, T, d_e) encodings; the q selected tokens come first
+        in every row. Every configuration has weight ``1/N``.
+    query : {"sum", "mean"};  model : {"theory", "practical"}
+    method : ``"enumerate"`` or ``"mc"`` (recorded for reporting).
+    table : (n_positions, d_e), the fixed near-orthogonal encodings (``"table"`` chunks).
+
+    Use :func:`make_population_objective` rather than this constructor.
+    """
+
+    def __init__(self, d, d_e, T, q, family, source, *, query="sum", model="theory",
+                 method="enumerate", table=None):
+        if query not in QUERIES:
+            raise ValueError(f"query must be one of {QUERIES}, got {query!r}")
+        if model not in MODELS:
+            raise ValueError(f"model must be one of {MODELS}, got {model!r}")
+        self.d, self.d_e, self.T, self.q = d, d_e, T, q
+        self.family, self.source, self.query, self.model = family, source, query, model
+        self.method, self.table = method, table
+        self.c = 1.0 if query == "sum" else 1.0 / q
+        self.N = sum(len(ch[1]) for ch in source)
+        # span of the W_ee structure the dynamics keeps from zero init (see metrics)
+        self.span_n = {"onehot": T, "stochastic/slots": d_e}.get(family)
+
+    # ----------------------------------------------------------------------------------
+    def _check(self, W, V):
+        d, D = self.d, self.d + self.d_e
+        W = np.asarray(W, dtype=np.float64)
+        V = np.asarray(V, dtype=np.float64)
+        if W.shape != (D, D) or V.shape != (d, D):
+            raise ValueError(f"W must be ({D}, {D}) and V ({d}, {D}) (D = d + d_e = {d} + "
+                             f"{self.d_e}), got {W.shape} and {V.shape}")
+        wxe = float(np.abs(W[:d, d:]).max(initial=0.0))
+        ve = float(np.abs(V[:, d:]).max(initial=0.0))
+        if wxe != 0.0 or ve != 0.0:
+            raise ValueError(
+                "the population objective is exact only on the invariant set W_xe = 0, V_e = 0 "
+                f"(got max|W_xe| = {wxe:.3g}, max|V_e| = {ve:.3g}); start from init='zero' or "
+                "use objective='online'")
+        return W, V
+
+    def _chunk(self, kind, arr, Wee, Vx, nV, trV, want_grad):
+        """Sums over one chunk of: loss, |s|², s·u, and the W_ee gradient."""
+        c, q, d_e = self.c, self.q, self.d_e
+        practical = self.model == "practical"
+        n = arr.shape[0]
+        if kind == "index":
+            tok, sel = arr, arr[:, :q]
+            a = c * Wee[tok[:, :, None], sel[:, None, :]].sum(axis=2)         # (n, T)
+            if practical:
+                aq = c * c * Wee[sel[:, :, None], sel[:, None, :]].sum(axis=(1, 2))
+        else:
+            P = arr if kind == "dense" else self.table[arr]                    # (n, T, d_e)
+            pq = c * P[:, :q].sum(axis=1)                                      # (n, d_e)
+            wq = pq @ Wee.T                                                    # W_ee p_q
+            a = np.einsum("nte,ne->nt", P, wq)
+            if practical:
+                aq = np.einsum("ne,ne->n", pq, wq)
+        if practical:
+            a = np.concatenate([a, aq[:, None]], axis=1)
+        s = softmax(a, axis=1)
+        st = s[:, :self.T]
+        S2 = np.einsum("nt,nt->n", st, st)
+        su = st[:, :q].sum(axis=1) / q
+        loss = 0.5 * (S2 * nV - 2.0 * su * trV + self.d / q)
+        out = [loss.sum(), S2.sum(), su.sum(), None]
+        if not want_grad:
+            return out
+        g = nV * s
+        g[:, :q] -= trV / q
+        if practical:
+            g[:, -1] = 0.0
+        delta = s * (g - np.einsum("nt,nt->n", s, g)[:, None])
+        if kind == "index":
+            dt = delta[:, :self.T]
+            flat = (tok[:, :, None] * d_e + sel[:, None, :]).ravel()
+            wts = np.broadcast_to(c * dt[:, :, None], (n, self.T, q)).ravel()
+            if practical:
+                flat = np.concatenate([flat, (sel[:, :, None] * d_e + sel[:, None, :]).ravel()])
+                wts = np.concatenate([wts, np.broadcast_to(
+                    (c * c * delta[:, -1])[:, None, None], (n, q, q)).ravel()])
+            G = np.bincount(flat, weights=wts, minlength=d_e * d_e).reshape(d_e, d_e)
+        else:
+            U = np.einsum("nte,nt->ne", P, delta[:, :self.T])                  # P_nᵀ δ_n
+            if practical:
+                U += delta[:, -1:] * pq
+            G = U.T @ pq
+        out[3] = G
+        return out
+
+    def loss_grad(self, W, V):
+        """Population loss and its gradient on the FULL matrices.
+
+        Parameters
+        ----------
+        W : (D, D);  V : (d, D), with ``W_xe = 0`` and ``V_e = 0`` (else ``ValueError``).
+
+        Returns
+        -------
+        loss : float;  dW : (D, D), nonzero only in the ``W_ee`` block;  dV : (d, D),
+        nonzero only in the ``V_x`` block.
+        """
+        return self._eval(W, V, True)
+
+    def loss(self, W, V) -> float:
+        """Population loss only."""
+        return self._eval(W, V, False)[0]
+
+    def _eval(self, W, V, want_grad):
+        W, V = self._check(W, V)
+        d = self.d
+        Wee, Vx = W[d:, d:], V[:, :d]
+        nV, trV = float(np.sum(Vx * Vx)), float(np.trace(Vx))
+        L = S2 = su = 0.0
+        G = np.zeros((self.d_e, self.d_e)) if want_grad else None
+        for kind, arr in self.source:
+            l, s2, u, g = self._chunk(kind, arr, Wee, Vx, nV, trV, want_grad)
+            L, S2, su = L + l, S2 + s2, su + u
+            if want_grad:
+                G += g
+        L, S2, su = L / self.N, S2 / self.N, su / self.N
+        if not want_grad:
+            return float(L), None, None
+        dW = np.zeros_like(W)
+        dW[d:, d:] = G / self.N
+        dV = np.zeros_like(V)
+        dV[:, :d] = S2 * Vx - su * np.eye(d)
+        return float(L), dW, dV
+
+    # ----------------------------------------------------------------------------------
+    def span_coefficient(self, Wee):
+        """``(a, ‖W_ee − a B‖_F)`` for the structure ``B`` the dynamics keeps:
+        ``B = I_T − J_T/T`` on the trained block (onehot), ``I − J/d_e`` (slots), ``I``
+        otherwise (sphere: exact by rotation invariance of the population; near-orthogonal:
+        no exact structure, reported for information). ``a = <W_ee, B>/‖B‖²``."""
+        n = self.span_n
+        if n is None:
+            a = float(np.trace(Wee)) / self.d_e
+            R = Wee - a * np.eye(self.d_e)
+            return a, float(np.linalg.norm(R))
+        blk = Wee[:n, :n]
+        a = (float(np.trace(blk)) - float(blk.sum()) / n) / (n - 1)
+        R = Wee.copy()
+        R[:n, :n] -= a * (np.eye(n) - 1.0 / n)
+        return a, float(np.linalg.norm(R))
+
+    def metrics(self, W, V) -> dict:
+        """Invariants recorded by ``run()`` at every record step.
+
+        ``inv/W_xx``, ``inv/W_xe``, ``inv/W_ex``, ``inv/V_e`` : max |entry| of the blocks that
+        stay 0 from zero init; ``inv/W_ee_offspan`` : ‖W_ee − a B‖_F (see
+        :meth:`span_coefficient`); ``inv/V_x_offspan`` : ‖V_x − γ I‖_F; ``a``; ``gamma`` =
+        tr V_x / d.
+        """
+        d = self.d
+        W = np.asarray(W, dtype=np.float64)
+        V = np.asarray(V, dtype=np.float64)
+        a, off = self.span_coefficient(W[d:, d:])
+        Vx = V[:, :d]
+        gamma = float(np.trace(Vx)) / d
+        return {"inv/W_xx": float(np.abs(W[:d, :d]).max()),
+                "inv/W_xe": float(np.abs(W[:d, d:]).max(initial=0.0)),
+                "inv/W_ex": float(np.abs(W[d:, :d]).max(initial=0.0)),
+                "inv/V_e": float(np.abs(V[:, d:]).max(initial=0.0)),
+                "inv/W_ee_offspan": off,
+                "inv/V_x_offspan": float(np.linalg.norm(Vx - gamma * np.eye(d))),
+                "a": a, "gamma": gamma}
+
+    def describe(self) -> dict:
+        return {"family": self.family, "method": self.method, "configurations": self.N,
+                "query": self.query, "model": self.model}
+
+
+# --------------------------------------------------------------------------------------
+def _chunks(arr, per_row):
+    """Split rows into chunks of about ``_CHUNK_ELEMS`` working elements."""
+    step = max(1, _CHUNK_ELEMS // max(1, per_row))
+    return [arr[i:i + step] for i in range(0, len(arr), step)]
+
+
+def make_population_objective(cfg, enc: Encoding | None = None, *, method="auto", n_mc=4096,
+                              rng=None, max_enum=MAX_ENUM) -> PopulationObjective:
+    """Build the population objective for a resolved :class:`stsim.Config`.
+
+    Parameters
+    ----------
+    cfg : Config (``T, q, d, d_e, pe, sampler, query, model``); a dict of the same keys
+        also works.
+    enc : Encoding, optional — built from ``cfg`` if omitted (the near-orthogonal table
+        must then be the run's: pass ``enc``).
+    method : ``"auto"`` (enumerate for onehot / slots, and for near-orthogonal when
+        ``C(T, q) <= 10⁵``; Monte-Carlo otherwise), ``"enumerate"`` or ``"mc"``.
+    n_mc : Monte-Carlo sample size (configurations drawn once).
+    rng : Generator or seed for the Monte-Carlo draws; default
+        ``SeedSequence(cfg.seed).spawn(5)[4]`` — independent of the four streams of
+        :func:`stsim.run`, which use children 0–3 of the same seed.
+    max_enum : largest number of configurations enumerated (default 10⁷).
+
+    Raises
+    ------
+    ValueError
+        enumeration of more than ``max_enum`` configurations (suggesting
+        :mod:`stsim.theory.reduced` or ``method="mc"``); enumeration of the sphere family.
+    """
+    get = (lambda k: cfg[k]) if isinstance(cfg, dict) else (lambda k: getattr(cfg, k))
+    T, q, d = get("T"), get("q"), get("d")
+    query, model = get("query"), get("model")
+    if enc is None:
+        enc = make_encoding(get("pe"), T_max=T, d_e=get("d_e"), sampler=get("sampler"),
+                            rng=np.random.default_rng(0))
+    if method not in METHODS:
+        raise ValueError(f"method must be one of {METHODS}, got {method!r}")
+    n_mc = check_int("n_mc", n_mc, 1)
+    family, d_e = _family(enc), enc.d_e
+    enc.check_length(T)
+    count = count_configurations(family, T, q, d_e)
+    if method == "auto":
+        if family in ("onehot", "stochastic/slots"):
+            method = "enumerate"
+        elif family == "near-orthogonal" and count <= 10 ** 5:
+            method = "enumerate"
+        else:
+            method = "mc"
+    if method == "enumerate":
+        if count is None:
+            raise ValueError("the stochastic/sphere encoding has no finite enumeration; "
+                             "use method='mc'")
+        if count > max_enum:
+            raise ValueError(
+                f"exact enumeration needs {count:.3g} configurations of the {family} encoding "
+                f"(T={T}, q={q}, d_e={d_e}), more than max_enum={max_enum:.0e}; use the "
+                "closed-form reduced dynamics (stsim.theory.reduced) for onehot/slots from zero init, "
+                "or method='mc' (Monte-Carlo)")
+        if count * T > 5 * 10 ** 7:
+            raise ValueError(
+                f"exact enumeration of {count:.3g} configurations x T={T} positions needs more "
+                "than 5e7 stored indices; use stsim.theory.reduced (onehot/slots from zero init) or "
+                "method='mc'")
+        if family in ("onehot", "near-orthogonal"):
+            tok = _with_complement(_combos(T, q), T)
+        else:   # slots: selected S, then unselected U ⊂ [d_e] \ S
+            S = _combos(d_e, q)
+            comp = _with_complement(S, d_e)[:, q:]                      # (C(d_e,q), d_e − q)
+            pick = _combos(d_e - q, T - q)                              # (C(d_e−q, T−q), T−q)
+            U = comp[np.arange(len(S))[:, None, None], pick[None, :, :]]         # (nS, nU, T−q)
+            tok = np.concatenate([np.repeat(S, len(pick), axis=0), U.reshape(-1, T - q)], axis=1)
+    else:
+        if rng is None:
+            seed = get("seed") if (isinstance(cfg, dict) and "seed" in cfg) or hasattr(cfg, "seed") \
+                else 0
+            rng = np.random.default_rng(np.random.SeedSequence(seed).spawn(5)[4])
+        rng = as_rng(rng)
+        if family == "stochastic/sphere":
+            P = enc.sample(rng, n_mc, T).P                              # selected = first q
+            return PopulationObjective(d, d_e, T, q, family,
+                                       [("dense", c) for c in _chunks(P, T * d_e)],
+                                       query=query, model=model, method="mc")
+        y = sample_subsets(rng, n_mc, T, q)
+        pe = enc.sample(rng, n_mc, T)
+        base = np.broadcast_to(pe.idx, (n_mc, T)) if pe.is_index else \
+            np.broadcast_to(np.arange(T), (n_mc, T))
+        tok = _selected_first(np.ascontiguousarray(base), y)
+    if family == "near-orthogonal":      # positions into the fixed table, gathered per chunk
+        src = [("table", c) for c in _chunks(tok, T * d_e)]
+    else:
+        src = [("index", c) for c in _chunks(tok, T * q)]
+    return PopulationObjective(d, d_e, T, q, family, src, query=query, model=model,
+                               method=method, table=getattr(enc, "table", None))

@@ -1,0 +1,427 @@
+r"""Two-scalar reduction ``(a, γ)`` of the population dynamics (SPEC §4, derived in
+``docs/theory.md``).
+
+On the invariant set (``W_xe = 0``, ``V_e = 0``, ``x_query = 0``), from zero
+initialisation, population GD with a one-hot (or stochastic/slots) encoding keeps
+
+    W_ee = a (I − J/n),        V_x = γ I_d,
+
+with ``n = T`` for ``onehot`` (on the T×T block of trained positions; ``J`` all-ones) and
+``n = d_e`` for ``stochastic/slots``. Write ``c = 1`` (``query="sum"``) or ``1/q``
+(``"mean"``) and ``θ = c a`` for the logit gap between selected and unselected tokens. With
+``r = T − q`` and
+
+    s₊ = e^θ / (q e^θ + r),   s₋ = 1 / (q e^θ + r),   S₂ = q s₊² + r s₋²  (= |s|²),
+
+the population loss is (theory model, ``ℓ = ½‖f − target‖²``)
+
+    L(a, γ) = (d/2) (S₂ γ² − 2 s₊ γ + 1/q) = (d/2) [q (γ s₊ − 1/q)² + r γ² s₋²],
+
+with derivatives (beside the formula, as everywhere in stsim)
+
+    ∂L/∂θ = d r s₊ s₋ γ (q γ (s₊ − s₋) − 1),     ∂L/∂a = c ∂L/∂θ,
+    ∂L/∂γ = d (S₂ γ − s₊).
+
+Full-matrix GD with step η is *exactly* the map
+
+    a ← a − η/(n − 1) · ∂L/∂a,       γ ← γ − (η/d) · ∂L/∂γ,
+
+because ``∂L/∂W_ee = (∂L/∂a)/(n−1) · (I − J/n)`` (``‖I − J/n‖_F² = n − 1``) and
+``∂L/∂V_x = (∂L/∂γ)/d · I``. Gradient flow is the same vector field in time ``τ = η·step``.
+
+Everything here is vectorised: ``T, q, d, lr, n`` broadcast to a common shape ``(K,)`` of
+settings, so a grid of settings runs in one call.
+"""
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+import numpy as np
+from scipy.integrate import solve_ivp
+from scipy.stats import hypergeom
+
+from stsim.core.model import QUERIES
+from stsim.core.task import check_int
+
+__all__ = [
+    "reduced_loss",
+    "reduced_loss_grad",
+    "reduced_gd",
+    "reduced_gd_scalar",
+    "gradient_flow",
+    "ReducedTrajectory",
+    "step_divisor",
+    "ood_floor_onehot",
+    "ood_loss_onehot",
+    "query_coef",
+]
+
+
+# --------------------------------------------------------------------------------------
+# closed form
+# --------------------------------------------------------------------------------------
+def query_coef(query, q):
+    """``c = 1`` for ``query="sum"`` and ``1/q`` for ``"mean"`` (``p_q = c Σ_{j∈y} p_j``)."""
+    if query not in QUERIES:
+        raise ValueError(f"query must be one of {QUERIES}, got {query!r}")
+    return np.ones_like(np.asarray(q, dtype=np.float64)) if query == "sum" else 1.0 / np.asarray(
+        q, dtype=np.float64)
+
+
+def _check_sizes(T, q, d):
+    T = np.asarray(T)
+    q = np.asarray(q)
+    d = np.asarray(d)
+    for name, v, lo in (("T", T, 1), ("q", q, 1), ("d", d, 1)):
+        if not np.all(np.isfinite(v)) or np.any(v < lo) or np.any(v != np.round(v)):
+            raise ValueError(f"{name} must be integer(s) >= {lo}, got {v!r}")
+    if np.any(q > T):
+        raise ValueError(f"q must satisfy 1 <= q <= T, got q={q!r}, T={T!r}")
+    return T.astype(np.float64), q.astype(np.float64), d.astype(np.float64)
+
+
+def _probs(theta, T, q):
+    """Overflow-safe ``(s₊, s₋)`` for logit gap ``θ`` (any sign, any size)."""
+    r = T - q
+    e = np.exp(-np.abs(theta))                      # in (0, 1]
+    pos = theta >= 0
+    Z = np.where(pos, q + r * e, q * e + r)
+    sp = np.where(pos, 1.0, e) / Z
+    sm = np.where(pos, e, 1.0) / Z
+    return sp, sm
+
+
+def reduced_loss_grad(a, gamma, T, q, d, *, query="sum"):
+    """Population loss ``L(a, γ)`` and ``(∂L/∂a, ∂L/∂γ)`` on the reduced set.
+
+    Parameters
+    ----------
+    a, gamma : array_like — coefficient of ``W_ee = a (I − J/n)`` and ``V_x = γ I``.
+    T, q, d : array_like of int — sequence length (the number of tokens attended to),
+        subset size, token dimension. Everything broadcasts.
+    query : {"sum", "mean"} — the logit gap is ``θ = c a`` with ``c = 1`` or ``1/q``.
+
+    Returns
+    -------
+    L, dL_da, dL_dgamma : ndarrays of the broadcast shape.
+    """
+    T, q, d = _check_sizes(T, q, d)
+    c = query_coef(query, q)
+    a = np.asarray(a, dtype=np.float64)
+    g = np.asarray(gamma, dtype=np.float64)
+    sp, sm = _probs(c * a, T, q)
+    r = T - q
+    S2 = q * sp * sp + r * sm * sm
+    L = 0.5 * d * (S2 * g * g - 2.0 * sp * g + 1.0 / q)
+    dth = d * r * sp * sm * g * (q * g * (sp - sm) - 1.0)
+    return L, c * dth, d * (S2 * g - sp)
+
+
+def reduced_loss(a, gamma, T, q, d, *, query="sum"):
+    """Closed-form population loss ``L(a, γ) = (d/2)[q(γ s₊ − 1/q)² + (T−q) γ² s₋²]``
+    (SPEC §4), vectorised over numpy arrays.
+
+    Also the out-of-distribution loss of the stochastic/slots model at length ``T_test``:
+    ``reduced_loss(a, gamma, T_test, q, d)`` (the slots-trained ``W_ee = a(I − J/d_e)``
+    covers every slot, so the test problem is the same problem with ``T → T_test``).
+
+    Example
+    -------
+    >>> float(reduced_loss(0.0, 0.0, T=8, q=2, d=3))      # L(0) = d / (2q)
+    0.75
+    """
+    return reduced_loss_grad(a, gamma, T, q, d, query=query)[0]
+
+
+def step_divisor(pe, T, d_e=None):
+    """``n − 1`` in the reduced step ``a ← a − η/(n−1) ∂L/∂a``: ``n = T`` (onehot, the
+    trained block) or ``n = d_e`` (stochastic/slots; default ``d_e = T``)."""
+    if pe == "onehot":
+        return np.asarray(T, dtype=np.float64) - 1.0
+    if pe in ("stochastic", "slots", "stochastic/slots"):
+        n = np.asarray(T if d_e is None else d_e, dtype=np.float64)
+        if np.any(n < np.asarray(T)):
+            raise ValueError(f"d_e must be >= T for stochastic/slots, got d_e={d_e}, T={T}")
+        return n - 1.0
+    raise ValueError(f"pe must be 'onehot' or 'stochastic' (slots) for the reduction, got {pe!r}; "
+                     "sphere / near-orthogonal encodings have no exact two-scalar reduction "
+                     "(use stsim.theory.population with Monte-Carlo)")
+
+
+# --------------------------------------------------------------------------------------
+# discrete GD map
+# --------------------------------------------------------------------------------------
+@dataclass(frozen=True)
+class ReducedTrajectory:
+    """Recorded reduced trajectory of ``K`` settings.
+
+    Attributes
+    ----------
+    step : (n_rec,) int — GD step of each record (time ``τ = η · step``; for gradient
+        flow, ``step`` holds ``τ`` as floats and ``lr`` is ``nan``).
+    a, gamma, loss : (K, n_rec) — state and population loss at the recorded steps
+        (``loss`` is the loss *at* that state, before the update).
+    T, q, d, lr, n_minus_1 : (K,) — the settings.
+    max_loss_increase : (K,) — ``max_t (L(t+1) − L(t))`` over EVERY step (not only the
+        recorded ones); ``<= 0`` means the loss never increased.
+    min_a_increment : (K,) — ``min_t (a(t+1) − a(t))`` over every step.
+    """
+
+    step: np.ndarray
+    a: np.ndarray
+    gamma: np.ndarray
+    loss: np.ndarray
+    T: np.ndarray
+    q: np.ndarray
+    d: np.ndarray
+    lr: np.ndarray
+    n_minus_1: np.ndarray
+    query: str = "sum"
+    max_loss_increase: np.ndarray | None = None
+    min_a_increment: np.ndarray | None = None
+
+
+def _settings(T, q, d, lr, pe, d_e, a0, gamma0, query):
+    T, q, d = _check_sizes(T, q, d)
+    lr = np.asarray(lr, dtype=np.float64)
+    if not np.all(np.isfinite(lr)) or np.any(lr <= 0):
+        raise ValueError(f"lr must be finite and > 0, got {lr!r}")
+    nm1 = step_divisor(pe, T, d_e)
+    if np.any(nm1 < 1):
+        raise ValueError("the reduction needs n = T (onehot) or d_e (slots) >= 2")
+    c = query_coef(query, q)
+    arrs = np.broadcast_arrays(T, q, d, lr, nm1, c, np.asarray(a0, dtype=np.float64),
+                               np.asarray(gamma0, dtype=np.float64))
+    return [np.array(x, dtype=np.float64).reshape(-1) for x in arrs]
+
+
+def reduced_gd(T, q, d, lr, steps, *, pe="onehot", d_e=None, query="sum", a0=0.0, gamma0=0.0,
+               record_every=1):
+    """Run the exact reduced GD map for a grid of settings at once.
+
+    ``a ← a − η/(n−1) ∂L/∂a``, ``γ ← γ − (η/d) ∂L/∂γ`` (module docstring), ``steps``
+    times. All of ``T, q, d, lr, d_e, a0, gamma0`` broadcast to ``K`` settings.
+
+    Parameters
+    ----------
+    T, q, d : int or array of int;  lr : float or array — step size η.
+    steps : int — number of updates;  record_every : int — record every k steps (and the
+        last step).
+    pe : "onehot" | "stochastic" (slots);  d_e : slots width (default T).
+
+    Returns
+    -------
+    ReducedTrajectory with arrays of shape (K, n_rec).
+
+    Example
+    -------
+    >>> tr = reduced_gd(T=[8, 50], q=2, d=3, lr=0.1, steps=100, record_every=50)
+    >>> tr.a.shape, bool(np.all(np.diff(tr.loss, axis=1) < 0))
+    ((2, 3), True)
+    """
+    steps = check_int("steps", steps, 0)
+    record_every = check_int("record_every", record_every, 1)
+    T, q, d, lr, nm1, c, a, g = _settings(T, q, d, lr, pe, d_e, a0, gamma0, query)
+    rec = np.unique(np.r_[np.arange(0, steps + 1, record_every), steps])
+    out = np.empty((3, T.size, rec.size))
+    r = T - q
+    inv_q = 1.0 / q
+    ka = lr * c / nm1                 # a-step factor on ∂L/∂θ
+    j = 0
+    dl_max = np.full(T.size, -np.inf)
+    da_min = np.full(T.size, np.inf)
+    L_prev = None
+    for t in range(steps + 1):
+        e = np.exp(-np.abs(c * a))
+        pos = c * a >= 0
+        Z = np.where(pos, q + r * e, q * e + r)
+        sp = np.where(pos, 1.0, e) / Z
+        sm = np.where(pos, e, 1.0) / Z
+        S2 = q * sp * sp + r * sm * sm
+        L = 0.5 * d * (S2 * g * g - 2.0 * sp * g + inv_q)
+        if L_prev is not None:
+            np.maximum(dl_max, L - L_prev, out=dl_max)
+        L_prev = L
+        if t == rec[j]:
+            out[0, :, j], out[1, :, j], out[2, :, j] = a, g, L
+            j += 1
+        if t == steps:
+            break
+        dth = d * r * sp * sm * g * (q * g * (sp - sm) - 1.0)
+        step_a = ka * dth
+        np.minimum(da_min, -step_a, out=da_min)
+        a = a - step_a
+        g = g - lr * (S2 * g - sp)
+    return ReducedTrajectory(step=rec, a=out[0], gamma=out[1], loss=out[2], T=T, q=q, d=d,
+                             lr=lr, n_minus_1=nm1, query=query, max_loss_increase=dl_max,
+                             min_a_increment=da_min)
+
+
+def reduced_gd_scalar(T, q, d, lr, steps, *, pe="onehot", d_e=None, query="sum", a0=0.0,
+                      gamma0=0.0, record_every=1):
+    """The same map as :func:`reduced_gd` for ONE setting, in plain Python floats (about
+    ten times faster than NumPy for K = 1, e.g. 10⁶ steps). Tested equal to
+    :func:`reduced_gd` to rounding. Returns a :class:`ReducedTrajectory` with K = 1."""
+    steps = check_int("steps", steps, 0)
+    record_every = check_int("record_every", record_every, 1)
+    arrs = _settings(T, q, d, lr, pe, d_e, a0, gamma0, query)
+    if arrs[0].size != 1:
+        raise ValueError("reduced_gd_scalar runs one setting; use reduced_gd for a grid")
+    T, q, d, lr, nm1, c, a, g = (float(x[0]) for x in arrs)
+    rec = np.unique(np.r_[np.arange(0, steps + 1, record_every), steps])
+    n_rec = rec.size
+    out_a, out_g, out_l = [0.0] * n_rec, [0.0] * n_rec, [0.0] * n_rec
+    r, inv_q, ka, exp = T - q, 1.0 / q, lr * c / nm1, math.exp
+    nxt, j = 0, 0
+    dl_max, da_min, L_prev = -math.inf, math.inf, None
+    for t in range(steps + 1):
+        th = c * a
+        if th >= 0:
+            e = exp(-th)
+            Z = q + r * e
+            sp, sm = 1.0 / Z, e / Z
+        else:
+            e = exp(th)
+            Z = q * e + r
+            sp, sm = e / Z, 1.0 / Z
+        S2 = q * sp * sp + r * sm * sm
+        L = 0.5 * d * (S2 * g * g - 2.0 * sp * g + inv_q)
+        if L_prev is not None and L - L_prev > dl_max:
+            dl_max = L - L_prev
+        L_prev = L
+        if t == nxt:
+            out_a[j], out_g[j], out_l[j] = a, g, L
+            j += 1
+            nxt = int(rec[j]) if j < n_rec else -1
+        if t == steps:
+            break
+        step_a = ka * d * r * sp * sm * g * (q * g * (sp - sm) - 1.0)
+        if -step_a < da_min:
+            da_min = -step_a
+        a -= step_a
+        g -= lr * (S2 * g - sp)
+
+    def col(v):
+        return np.asarray(v, dtype=np.float64)[None, :]
+
+    return ReducedTrajectory(step=rec, a=col(out_a), gamma=col(out_g), loss=col(out_l),
+                             T=np.array([T]), q=np.array([q]), d=np.array([d]),
+                             lr=np.array([lr]), n_minus_1=np.array([nm1]), query=query,
+                             max_loss_increase=np.array([dl_max]),
+                             min_a_increment=np.array([da_min]))
+
+
+# --------------------------------------------------------------------------------------
+# gradient flow (η → 0), through scipy.integrate.solve_ivp
+# --------------------------------------------------------------------------------------
+def gradient_flow(T, q, d, t_eval, *, pe="onehot", d_e=None, query="sum", a0=0.0, gamma0=0.0,
+                  method="DOP853", rtol=1e-11, atol=1e-13):
+    """Gradient flow ``da/dτ = −1/(n−1) ∂L/∂a``, ``dγ/dτ = −(1/d) ∂L/∂γ`` for K settings
+    in ONE ``solve_ivp`` call (the state is the stacked ``[a_1..a_K, γ_1..γ_K]``).
+
+    Time ``τ`` is gradient-flow time: GD with step η after ``k`` steps is compared with the
+    flow at ``τ = η k`` (error O(η), tested).
+
+    Parameters
+    ----------
+    T, q, d : int or arrays (broadcast to K settings).
+    t_eval : (n_rec,) increasing times ``τ >= 0`` (the flow starts at τ = 0).
+    method, rtol, atol : passed to ``scipy.integrate.solve_ivp``.
+
+    Returns
+    -------
+    ReducedTrajectory with ``step = t_eval`` (times) and ``lr = nan``; raises
+    ``RuntimeError`` with the solver's message if integration fails.
+    """
+    t_eval = np.asarray(t_eval, dtype=np.float64)
+    if t_eval.ndim != 1 or t_eval.size == 0 or t_eval[0] < 0 or np.any(np.diff(t_eval) < 0):
+        raise ValueError("t_eval must be a non-empty increasing 1-D array of times >= 0")
+    T, q, d, _, nm1, c, a, g = _settings(T, q, d, 1.0, pe, d_e, a0, gamma0, query)
+    K = T.size
+
+    def rhs(_t, y):
+        L, da, dg = reduced_loss_grad(y[:K], y[K:], T, q, d, query=query)
+        return np.concatenate([-da / nm1, -dg / d])
+
+    sol = solve_ivp(rhs, (0.0, float(t_eval[-1])), np.concatenate([a, g]), method=method,
+                    t_eval=t_eval, rtol=rtol, atol=atol)
+    if not sol.success:
+        raise RuntimeError(f"gradient flow integration failed: {sol.message}")
+    A, G = sol.y[:K], sol.y[K:]
+    L = reduced_loss(A, G, T[:, None], q[:, None], d[:, None], query=query)
+    return ReducedTrajectory(step=sol.t, a=A, gamma=G, loss=L, T=T, q=q, d=d,
+                             lr=np.full(K, np.nan), n_minus_1=nm1, query=query)
+
+
+# --------------------------------------------------------------------------------------
+# out-of-distribution length, fixed one-hot
+# --------------------------------------------------------------------------------------
+def _check_ood(T, T_test, q, d):
+    T = check_int("T", T, 2)
+    q = check_int("q", q, 1, T - 1)
+    T_test = check_int("T_test", T_test, q)
+    d = check_int("d", d, 1)
+    return T, T_test, q, d
+
+
+def ood_loss_onehot(a, gamma, T, T_test, q, d, *, query="sum"):
+    r"""Exact population loss at length ``T_test`` of the fixed one-hot model trained at
+    ``T`` and stopped at ``(a, γ)``: ``W_ee = a(I_T − J_T/T)`` on the trained block, 0 on
+    positions ``>= T`` (never seen), ``V_x = γ I``, ``d_e >= T_test``.
+
+    With ``m = |y ∩ [T]|`` ~ Hypergeometric(T_test, T, q), the logits (shifted by
+    ``c a m/T``) are ``c a`` for the m trained selected tokens, 0 for the ``T − m`` trained
+    unselected ones and ``c a m/T`` for the ``T_test − T`` untrained ones, so
+
+        L = Σ_m P(m) (d/2) (|s|² γ² − 2 γ s·u + 1/q),
+        s·u = (m s_ts + (q − m) s_un)/q.
+
+    For ``T_test <= T`` it equals :func:`reduced_loss` at ``T_test`` only when
+    ``T_test = T``; shorter test lengths are handled by the same formula with no untrained
+    positions. ``a``, ``gamma`` broadcast; ``T, T_test, q, d`` are scalars.
+    """
+    if T_test < T:
+        raise ValueError(f"T_test must be >= T={T} for the one-hot OOD formula, got {T_test}")
+    T, T_test, q, d = _check_ood(T, T_test, q, d)
+    c = float(query_coef(query, q))
+    a = np.asarray(a, dtype=np.float64)[..., None]
+    g = np.asarray(gamma, dtype=np.float64)[..., None]
+    m = np.arange(0, q + 1, dtype=np.float64)
+    pm = hypergeom(T_test, T, q).pmf(m)
+    n_un = T_test - T
+    lw = np.stack(np.broadcast_arrays(c * a, np.zeros_like(c * a * m), c * a * m / T), axis=0)
+    lw = lw - lw.max(axis=0)
+    w_ts, w_tu, w_un = np.exp(lw)
+    Z = m * w_ts + (T - m) * w_tu + n_un * w_un
+    s_ts, s_tu, s_un = w_ts / Z, w_tu / Z, w_un / Z
+    S2 = m * s_ts ** 2 + (T - m) * s_tu ** 2 + n_un * s_un ** 2
+    su = (m * s_ts + (q - m) * s_un) / q
+    Lm = 0.5 * d * (S2 * g * g - 2.0 * g * su + 1.0 / q)
+    return np.sum(pm * Lm, axis=-1)
+
+
+def ood_floor_onehot(T, T_test, q, d) -> float:
+    r"""Limit ``a → ∞, γ → 1`` of :func:`ood_loss_onehot` (fixed one-hot, trained at ``T``,
+    tested at ``T_test >= T``):
+
+        L_∞ = ½ d [ Σ_{m≥1} P(m) (q − m)/(q m)  +  P(0) (1/q − 1/T_test) ],
+
+    ``m`` ~ Hypergeometric(population T_test, T trained positions, q draws). With ``m >= 1``
+    attention becomes uniform on the m trained selected tokens: ``f = (1/m) Σ x``, loss
+    ``½ d (q − m)/(q m)``. With ``m = 0`` every logit is 0, attention is uniform over all
+    ``T_test`` tokens and the loss is ``½ d (1/q − 1/T_test)`` (SPEC §4 writes ``d/q``
+    for this term; the difference is ``½ d P(0)/T_test``).
+
+    Example
+    -------
+    >>> round(ood_floor_onehot(200, 250, 3, 5), 4), round(ood_floor_onehot(200, 300, 3, 5), 4)
+    (0.3261, 0.5864)
+    """
+    T, T_test, q, d = _check_ood(T, T_test, q, d)
+    if T_test < T:
+        raise ValueError(f"T_test must be >= T={T}, got {T_test}")
+    m = np.arange(1, q + 1)
+    pm = hypergeom(T_test, T, q).pmf(m)
+    p0 = float(hypergeom(T_test, T, q).pmf(0))
+    return float(0.5 * d * (np.sum(pm * (q - m) / (q * m)) + p0 * (1.0 / q - 1.0 / T_test)))

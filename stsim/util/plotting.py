@@ -1,0 +1,64 @@
+"""Figures (matplotlib, Agg backend, written to files; never ``show()``)."""
+from __future__ import annotations
+
+import os
+
+import matplotlib
+
+matplotlib.use("Agg")
+import matplotlib.pyplot as plt  # noqa: E402
+import numpy as np  # noqa: E402
+
+from stsim.util.io import atomic_write  # noqa: E402
+
+__all__ = ["plot_history", "savefig"]
+
+
+def savefig(fig, path, dpi=120):
+    """Save a figure atomically (PNG by the file's extension) and close it."""
+    ext = os.path.splitext(path)[1].lstrip(".") or "png"
+    with atomic_write(path, "wb") as fh:
+        fig.savefig(fh, format=ext, dpi=dpi, bbox_inches="tight")
+    plt.close(fig)
+    return path
+
+
+def plot_history(res, path):
+    """Three panels: training/validation loss (log), inverse training loss (linear growth
+    = O(1/t) rate), and cosine similarity of W, V with W*, V*."""
+    h, cfg = res.history, res.config
+    fig, ax = plt.subplots(1, 3, figsize=(14, 3.8))
+    if not len(h.get("step", ())):
+        for a in ax:
+            a.text(0.5, 0.5, f"no record\n{res.message}", ha="center", va="center",
+                   transform=a.transAxes, fontsize=8, wrap=True)
+        fig.suptitle(f"STS_q  [{res.status}]", fontsize=9)
+        return savefig(fig, path)
+    step = h["step"]
+    for k, v in h.items():
+        if k == "loss" or k.startswith("val"):
+            ax[0].plot(step, v, label=("train (window mean)" if k == "loss" else k),
+                       lw=2 if k == "loss" else 1.2)
+    ax[0].set_yscale("log")
+    ax[0].set_xlabel("step")
+    ax[0].set_ylabel("loss  ½‖f − target‖²")
+    ax[0].legend(fontsize=8)
+    ax[0].set_title("loss")
+    with np.errstate(divide="ignore"):
+        ax[1].plot(step, 1.0 / h["loss"], color="C0")
+    ax[1].set_xlabel("step")
+    ax[1].set_ylabel("1 / training loss")
+    ax[1].set_title("inverse loss (linear = O(1/t))")
+    if "cos_W" in h:
+        ax[2].plot(step, h["cos_W"], label="cos(W, W*)")
+        ax[2].plot(step, h["cos_V"], label="cos(V, V*)")
+        ax[2].set_ylim(-0.05, 1.05)
+        ax[2].legend(fontsize=8)
+    ax[2].set_xlabel("step")
+    ax[2].set_title("cosine similarity to ground truth")
+    fig.suptitle(f"STS_q  T={cfg.get('T')} q={cfg.get('q')} d={cfg.get('d')} "
+                 f"pe={cfg.get('pe')}/{cfg.get('sampler')} d_e={cfg.get('d_e')} "
+                 f"model={cfg.get('model')} query={cfg.get('query')} "
+                 f"{cfg.get('optimizer')} lr={cfg.get('lr')}  [{res.status}]", fontsize=9)
+    fig.tight_layout()
+    return savefig(fig, path)

@@ -1,0 +1,131 @@
+"""Validation of user input: every check raises ``ValueError`` naming the parameter and
+the allowed range, so bad values fail before any work starts.
+
+The one place for these checks: the simulator, the theory tools, the studies and the
+command line all call them.
+
+>>> check_int("q", 3, 1, 10)
+3
+>>> check_real("lr", "0.5", lo=0, lo_open=True)
+0.5
+>>> check_choice("pe", "onehot", ("onehot", "stochastic"))
+'onehot'
+"""
+from __future__ import annotations
+
+import math
+import numbers
+
+import numpy as np
+
+__all__ = ["check_int", "check_real", "check_lr", "check_choice", "as_rng", "int_tuple",
+           "parse_int_list"]
+
+
+def as_rng(seed_or_rng) -> np.random.Generator:
+    """Return a ``numpy.random.Generator``: pass one through, or build one from a seed.
+
+    ``None`` is refused on purpose: every random number in stsim comes from an explicit
+    seed or generator, so that the same seed gives the same numbers.
+    """
+    if isinstance(seed_or_rng, np.random.Generator):
+        return seed_or_rng
+    if isinstance(seed_or_rng, (np.random.SeedSequence, numbers.Integral)) and not isinstance(
+        seed_or_rng, bool
+    ):
+        return np.random.default_rng(seed_or_rng)
+    raise ValueError(
+        f"rng must be a numpy.random.Generator, a SeedSequence or an integer seed, "
+        f"got {type(seed_or_rng).__name__}"
+    )
+
+
+def _range_text(lo, hi):
+    return f"in [{lo}, {hi}]" if hi is not None else f">= {lo}"
+
+
+def check_int(name: str, value, lo: int = 1, hi: int | None = None) -> int:
+    """Validate an integer parameter ``lo <= value <= hi`` and return it as ``int``.
+
+    Booleans are refused (``True`` is not a sequence length); an integral float such as
+    ``30.0`` is accepted as ``30``. Raises ``ValueError`` naming the parameter and the
+    allowed range.
+    """
+    if isinstance(value, (bool, np.bool_)) or not isinstance(value, numbers.Integral):
+        if (isinstance(value, numbers.Real) and not isinstance(value, (bool, np.bool_))
+                and math.isfinite(float(value)) and float(value).is_integer()):
+            value = int(value)
+        else:
+            raise ValueError(f"{name} must be an integer {_range_text(lo, hi)}, got {value!r}")
+    value = int(value)
+    if value < lo or (hi is not None and value > hi):
+        raise ValueError(f"{name} must be an integer {_range_text(lo, hi)}, got {value}")
+    return value
+
+
+def check_real(name: str, value, *, lo: float | None = None, hi: float | None = None,
+               lo_open: bool = False, hi_open: bool = False, allow_none: bool = False):
+    """Validate a finite real number in a (half-)open or closed interval; return a float.
+
+    Strings holding a number are accepted (``"0.5"``), booleans are not.
+    """
+    if value is None and allow_none:
+        return None
+    try:
+        if isinstance(value, (bool, np.bool_)):
+            raise TypeError
+        val = float(value)
+    except (TypeError, ValueError):
+        val = float("nan")
+    ok = math.isfinite(val)
+    if ok and lo is not None:
+        ok = val > lo if lo_open else val >= lo
+    if ok and hi is not None:
+        ok = val < hi if hi_open else val <= hi
+    if not ok:
+        parts = []
+        if lo is not None:
+            parts.append(f"{'>' if lo_open else '>='} {lo:g}")
+        if hi is not None:
+            parts.append(f"{'<' if hi_open else '<='} {hi:g}")
+        rng = (" " + " and ".join(parts)) if parts else ""
+        raise ValueError(f"{name} must be a finite number{rng}, got {value!r}")
+    return val
+
+
+def check_lr(lr, name: str = "lr") -> float:
+    """Step sizes must be finite and > 0."""
+    return check_real(name, lr, lo=0.0, lo_open=True)
+
+
+def check_choice(name: str, value, allowed):
+    """``value`` must be one of ``allowed``; returns it."""
+    if value not in allowed:
+        raise ValueError(f"{name} must be one of {tuple(allowed)}, got {value!r}")
+    return value
+
+
+def int_tuple(name: str, values, lo: int = 1, hi: int | None = None) -> tuple:
+    """A tuple of validated integers from ``None`` (empty), one integer, or a sequence."""
+    if values is None:
+        return ()
+    if isinstance(values, (str, bytes)):
+        raise ValueError(f"{name} must be a sequence of integers, got {values!r}")
+    if isinstance(values, (numbers.Real, np.number)) and not isinstance(values, bool):
+        values = (values,)
+    try:
+        items = tuple(values)
+    except TypeError:
+        raise ValueError(f"{name} must be an integer or a sequence of integers, "
+                         f"got {values!r}") from None
+    return tuple(check_int(name, v, lo, hi) for v in items)
+
+
+def parse_int_list(text) -> tuple:
+    """``"8,16,32"`` → ``(8, 16, 32)``; empty text gives ``()`` (command-line lists)."""
+    if not text:
+        return ()
+    try:
+        return tuple(int(v) for v in str(text).split(",") if v.strip())
+    except ValueError:
+        raise ValueError(f"expected a comma-separated list of integers, got {text!r}") from None
