@@ -1,29 +1,47 @@
 """stsim — simulate a one-layer softmax-attention transformer learning sparse token selection.
 
 Wang, Wei, Hsu & Lee, *Transformers Provably Learn Sparse Token Selection While
-Fully-Connected Nets Cannot* (ICML 2024). Layout follows the paper's flow:
-task → encodings → model (+ gradients) → optimisers/training → theory checks → experiments.
+Fully-Connected Nets Cannot* (ICML 2024). The package is layered; data flows one way
+(``docs/architecture.md``)::
+
+    util  →  core  →  theory  →  baselines  →  sweep  →  studies  →  cli
+    (validation, io, stats, plotting)
+             (task → encodings → model → optim → config/problem → run → Result)
+                      (population, reduced dynamics, theorem checks)
+                                 (FCN)        (grid, journal, pool)
+                                                        (figures, separation,
+                                                         expressivity, sparse)
 
 >>> import stsim
 >>> res = stsim.run(T=20, q=2, pe="stochastic", steps=20, batch=16)
 >>> res.status
 'completed'
 """
-__version__ = "0.1.0"
+__version__ = "0.2.0"
 
 from stsim.core.task import Batch, sample_batch, sample_subsets, sts_target
 from stsim.core.encodings import (PEBatch, Encoding, OneHot, NearOrthogonal, StochasticSlots,
-                        StochasticSphere, make_encoding, coherence)
+                                  StochasticSphere, make_encoding, coherence)
 from stsim.core.model import loss_and_grad, forward_backward, target_params, cosine_to_target
 from stsim.core.gradcheck import check_grad, directional_check
 from stsim.core.optim import SGD, Adam, make_optimizer
-from stsim.core.run import Config, Result, run, load
-from stsim.sweep import sweep
+from stsim.core.config import Config
+from stsim.core.result import Result, load
+from stsim.core.run import run
+# the layers above the core register what they add to ``run`` (arch="fcn",
+# objective="population") when imported
+from stsim.theory.population import make_population_objective
+from stsim.theory.reduced import (reduced_gd, reduced_loss, gradient_flow, ood_loss_onehot,
+                                  ood_floor_onehot)
+from stsim.theory.checks import check_theorem
+from stsim.baselines import fcn as _fcn  # noqa: F401  (registers arch="fcn")
+from stsim import sweep  # the module is callable: stsim.sweep(fn, grid, ...)
 
 __all__ = [
     "__version__", "Batch", "sample_batch", "sample_subsets", "sts_target",
     "PEBatch", "Encoding", "OneHot", "NearOrthogonal", "StochasticSlots", "StochasticSphere",
     "make_encoding", "coherence", "loss_and_grad", "forward_backward", "target_params",
     "cosine_to_target", "check_grad", "directional_check", "SGD", "Adam", "make_optimizer",
-    "Config", "Result", "run", "load", "sweep",
+    "Config", "Result", "run", "load", "sweep", "make_population_objective", "reduced_gd",
+    "reduced_loss", "gradient_flow", "ood_loss_onehot", "ood_floor_onehot", "check_theorem",
 ]

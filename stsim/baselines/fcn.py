@@ -39,7 +39,9 @@ from __future__ import annotations
 
 import numpy as np
 
-from stsim.core.task import check_int, sample_batch
+from stsim.core.problem import register_arch
+from stsim.core.task import sample_batch
+from stsim.util.validate import check_int
 
 __all__ = ["fcn_input", "fcn_forward_backward", "mlp_forward", "mlp_backward", "fcn_init",
            "fcn_construction", "FCNProblem", "param_names"]
@@ -195,19 +197,18 @@ def fcn_construction(T: int, d: int, q: int, M: float = 6.0) -> dict:
 class FCNProblem:
     """The FCN baseline as a training problem for :func:`stsim.core.run.run`.
 
-    Same interface and random streams as :class:`stsim.core.run.TransformerProblem`:
-    ``seeds[1]`` draws the validation sets once before training, ``seeds[2]`` (via the
-    loop) the initialisation, ``seeds[3]`` the training stream (fresh batches for
-    ``sgd``/``adam``; a fixed sample of ``n_train`` points for ``gd``). ``seeds[0]`` (the
-    encoding table) is unused: the FCN has no positional encoding, the positions are
-    the coordinates of its input.
+    Same interface and random streams (:class:`stsim.core.seeds.Streams`) as
+    :class:`stsim.core.problem.TransformerProblem`: validation sets drawn once before
+    training, the initialisation, the training stream (fresh batches for ``sgd``/``adam``;
+    a fixed sample of ``n_train`` points for ``gd``). The encoding stream is unused: the
+    FCN has no positional encoding, the positions are the coordinates of its input.
 
     Metrics: ``val`` (in-distribution validation loss) and ``val/q=<q_test>`` (unseen
     subset sizes; the input size does not depend on q). ``T_test`` is refused: the input
     size ``T d + T`` is fixed by the training length.
     """
 
-    def __init__(self, cfg, seeds):
+    def __init__(self, cfg, streams):
         if cfg.T_test:
             raise ValueError(f"T_test={list(cfg.T_test)} is not supported for arch='fcn': the "
                              f"FCN input size T*d + T is fixed by the training length T={cfg.T}; "
@@ -215,14 +216,13 @@ class FCNProblem:
         if cfg.objective != "online":
             raise ValueError(f"objective must be 'online' for arch='fcn', got {cfg.objective!r}")
         self.cfg = cfg
-        vrng = np.random.default_rng(seeds[1])
+        vrng = streams.validation()
         self.val = {"val": self._draw(vrng, cfg.n_val, cfg.q)}
         for qt in cfg.q_test:
             self.val[f"val/q={qt}"] = self._draw(vrng, cfg.n_val, qt)
         self.fixed = None
         if cfg.optimizer == "gd":
-            self.fixed = self._draw(np.random.default_rng(seeds[3]).spawn(1)[0], cfg.n_train,
-                                    cfg.q)
+            self.fixed = self._draw(streams.fixed_sample(), cfg.n_train, cfg.q)
 
     def _draw(self, rng, B, q):
         b = sample_batch(rng, B, self.cfg.T, q, self.cfg.d)
@@ -251,3 +251,6 @@ class FCNProblem:
                     + c.d * (c.width + 1))
         return {"arch": "fcn", "n_in": self.n_in, "width": c.width, "depth": c.depth,
                 "n_params": n_params}
+
+
+register_arch("fcn", FCNProblem)

@@ -25,7 +25,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from stsim.core.task import check_int
+from stsim.util.validate import check_int
 
 __all__ = [
     "PEBatch",

@@ -41,6 +41,7 @@ import numpy as np
 from scipy.special import softmax
 
 from stsim.core.encodings import PEBatch
+from stsim.util.validate import check_choice
 
 __all__ = [
     "loss_and_grad",
@@ -54,11 +55,6 @@ __all__ = [
 
 MODELS = ("theory", "practical")
 QUERIES = ("sum", "mean")
-
-
-def _check_choice(name, value, allowed):
-    if value not in allowed:
-        raise ValueError(f"{name} must be one of {allowed}, got {value!r}")
 
 
 def _check_shapes(W, V, X, y, d_e, target=None, x_query=None):
@@ -84,7 +80,7 @@ def _check_shapes(W, V, X, y, d_e, target=None, x_query=None):
 
 
 def _query_coef(query: str, q: int) -> float:
-    _check_choice("query", query, QUERIES)
+    check_choice("query", query, QUERIES)
     return 1.0 if query == "sum" else 1.0 / q
 
 
@@ -237,7 +233,7 @@ def forward_backward(W, V, X, y, pe: PEBatch, *, model="theory", query="sum", x_
     -------
     loss : float;  dW : (D, D) or None;  dV : (d, D) or None
     """
-    _check_choice("model", model, MODELS)
+    check_choice("model", model, MODELS)
     c = _query_coef(query, y.shape[1])
     target, xq = _prepare(X, y, target, x_query)
     ops = _IndexOps(pe.idx, pe.d_e, y, c) if pe.is_index else _DenseOps(pe.P, y, c)

@@ -9,24 +9,13 @@ Optimiser state is a dict of arrays plus a step count, so it can be checkpointed
 """
 from __future__ import annotations
 
-import math
-
 import numpy as np
 
-__all__ = ["SGD", "Adam", "make_optimizer", "OPTIMIZERS", "check_lr"]
+from stsim.util.validate import check_choice, check_lr
+
+__all__ = ["SGD", "Adam", "make_optimizer", "OPTIMIZERS"]
 
 OPTIMIZERS = ("sgd", "gd", "adam")
-
-
-def check_lr(lr, name="lr"):
-    """Learning rates must be finite and > 0."""
-    try:
-        val = float(lr)
-    except (TypeError, ValueError):
-        raise ValueError(f"{name} must be a finite number > 0, got {lr!r}") from None
-    if not math.isfinite(val) or val <= 0:
-        raise ValueError(f"{name} must be a finite number > 0, got {lr!r}")
-    return val
 
 
 class SGD:
@@ -89,6 +78,5 @@ class Adam(SGD):
 
 def make_optimizer(name: str, lr) -> SGD:
     """``"sgd"``, ``"gd"`` -> :class:`SGD`; ``"adam"`` -> :class:`Adam`."""
-    if name not in OPTIMIZERS:
-        raise ValueError(f"optimizer must be one of {OPTIMIZERS}, got {name!r}")
+    check_choice("optimizer", name, OPTIMIZERS)
     return Adam(lr) if name == "adam" else SGD(lr)

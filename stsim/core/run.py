@@ -1,4 +1,4 @@
-"""Training: configuration, the run loop, results, checkpoints.
+"""The run loop: :func:`run` (training, records, divergence, checkpoints).
 
 ``run(T=200, q=3, pe="stochastic", **options)`` trains one model and returns a
 :class:`Result` (config, final parameters, history), in the spirit of
@@ -9,295 +9,28 @@ Data flow: a *problem* (the model plus where its gradients come from) exposes
 ``evaluate(params) -> {metric: value}``; the loop steps an optimiser on it, records
 metrics every ``eval_every`` steps, stops on divergence and checkpoints.
 
-Random streams: ``SeedSequence(seed).spawn(4)`` gives independent generators for
-(0) the fixed encoding table, (1) validation sets, (2) initialisation, (3) the training
-stream, so that e.g. the validation sets do not depend on ``steps`` or ``batch``.
+Random streams: :class:`stsim.core.seeds.Streams` (the encoding table, validation sets,
+initialisation and training stream each have their own child of ``SeedSequence(seed)``).
 
 Units: a *step* is one optimiser update; gradient-flow time is ``η · step``.
 """
 from __future__ import annotations
 
-import dataclasses
 import math
 import os
 import time
-from dataclasses import dataclass, field
 
 import numpy as np
 
-from stsim.core.encodings import SAMPLERS, make_encoding, resolve_encoding
+from stsim.core.config import Config
+from stsim.core.optim import make_optimizer
+from stsim.core.problem import make_problem
+from stsim.core.result import Result
+from stsim.core.seeds import Streams
 from stsim.util.io import load_npz, save_npz
-from stsim.core.model import MODELS, QUERIES, cosine_to_target, forward_backward
-from stsim.core.optim import OPTIMIZERS, check_lr, make_optimizer
-from stsim.core.task import check_int, sample_batch
+from stsim.util.validate import check_int
 
-__all__ = ["Config", "Result", "run", "load", "make_problem", "TransformerProblem",
-           "OBJECTIVES", "ARCHS", "INITS"]
-
-OBJECTIVES = ("online", "population")
-ARCHS = ("transformer", "fcn")
-INITS = ("zero", "random")
-DEFAULT_LR = {"sgd": 1.0, "gd": 1.0, "adam": 0.01}
-
-
-def _int_tuple(name, values, lo, hi=None):
-    if values is None:
-        return ()
-    if isinstance(values, (int, np.integer)):
-        values = (values,)
-    return tuple(check_int(name, v, lo, hi) for v in values)
-
-
-@dataclass
-class Config:
-    """All options of a run; :meth:`resolve` validates them and fills defaults.
-
-    Attributes (defaults in brackets)
-    ---------------------------------
-    T [200], q [3], d [5] : task sizes, ``1 <= q <= T``.
-    pe ["stochastic"] : ``onehot`` | ``near-orthogonal`` | ``stochastic``.
-    sampler ["slots"] : law of the stochastic family, ``slots`` | ``sphere``.
-    d_e [None] : PE width; default ``max(T, T_test)`` for one-hot families, 64 for dense.
-    model ["theory"] : ``theory`` | ``practical`` (attention also over the query token).
-    query ["sum"] : ``p_query = Σ_{j∈y} p_j`` (``sum``) or the mean (``mean``).
-    objective ["online"] : ``online`` (minibatch loss) | ``population`` (exact population
-        loss; needs ``optimizer="gd"``, see :mod:`stsim.theory.population`).
-    optimizer ["sgd"] : ``sgd`` (fresh batch every step) | ``gd`` (a fixed sample of
-        ``n_train`` points, or the population) | ``adam`` (fresh batches).
-    lr [1.0 for sgd/gd, 0.01 for adam] ; steps [1000] ; batch [256] ; n_train [batch].
-    init ["zero"] : ``zero`` | ``random`` (i.i.d. ``N(0, init_scale²)`` entries).
-    init_scale [0.02] ; seed [0].
-    T_test [()] , q_test [()] : out-of-distribution validation lengths / subset sizes.
-    n_val [128] : points per validation set (drawn once, before training).
-    eval_every [max(1, steps // 100)] : record metrics every k steps (and at the end).
-    arch ["transformer"] : ``transformer`` | ``fcn`` (baseline, see :mod:`stsim.baselines.fcn`).
-    width [None], depth [1] : FCN hidden width and number of hidden layers.
-    """
-
-    T: int = 200
-    q: int = 3
-    pe: str = "stochastic"
-    d: int = 5
-    d_e: int | None = None
-    sampler: str = "slots"
-    model: str = "theory"
-    query: str = "sum"
-    objective: str = "online"
-    optimizer: str = "sgd"
-    lr: float | None = None
-    steps: int = 1000
-    batch: int = 256
-    n_train: int | None = None
-    init: str = "zero"
-    init_scale: float = 0.02
-    seed: int = 0
-    T_test: tuple = ()
-    q_test: tuple = ()
-    n_val: int = 128
-    eval_every: int | None = None
-    arch: str = "transformer"
-    width: int | None = None
-    depth: int = 1
-
-    @classmethod
-    def from_options(cls, **options) -> "Config":
-        names = {f.name for f in dataclasses.fields(cls)}
-        unknown = sorted(set(options) - names)
-        if unknown:
-            raise ValueError(f"unknown option(s) {unknown}; allowed: {sorted(names)}")
-        return cls(**options).resolve()
-
-    def resolve(self) -> "Config":
-        """Validate every field (``ValueError`` naming the parameter) and fill defaults."""
-        c = dataclasses.replace(self)
-        c.T = check_int("T", c.T, 1)
-        c.q = check_int("q", c.q, 1, c.T)
-        c.d = check_int("d", c.d, 1)
-        c.T_test = _int_tuple("T_test", c.T_test, c.q)
-        c.q_test = _int_tuple("q_test", c.q_test, 1, c.T)
-        for name, val, allowed in (("model", c.model, MODELS), ("query", c.query, QUERIES),
-                                   ("optimizer", c.optimizer, OPTIMIZERS),
-                                   ("init", c.init, INITS), ("objective", c.objective, OBJECTIVES),
-                                   ("arch", c.arch, ARCHS), ("sampler", c.sampler, SAMPLERS)):
-            if val not in allowed:
-                raise ValueError(f"{name} must be one of {allowed}, got {val!r}")
-        c.lr = check_lr(DEFAULT_LR[c.optimizer] if c.lr is None else c.lr)
-        c.steps = check_int("steps", c.steps, 0)
-        c.batch = check_int("batch", c.batch, 1)
-        c.n_train = check_int("n_train", c.batch if c.n_train is None else c.n_train, 1)
-        c.n_val = check_int("n_val", c.n_val, 1)
-        c.seed = check_int("seed", c.seed, 0)
-        c.eval_every = check_int("eval_every", max(1, c.steps // 100) if c.eval_every is None
-                                 else c.eval_every, 1)
-        c.init_scale = float(c.init_scale)
-        if not math.isfinite(c.init_scale) or c.init_scale < 0:
-            raise ValueError(f"init_scale must be a finite number >= 0, got {self.init_scale!r}")
-        c.depth = check_int("depth", c.depth, 1)
-        if c.arch == "fcn":
-            c.width = check_int("width", 64 if c.width is None else c.width, 1)
-        if c.objective == "population" and c.optimizer != "gd":
-            raise ValueError("objective='population' needs optimizer='gd' "
-                             f"(got optimizer={c.optimizer!r})")
-        if c.arch == "transformer":
-            c.pe, c.d_e = resolve_encoding(c.pe, T_max=c.T_max, d_e=c.d_e, sampler=c.sampler)
-        return c
-
-    @property
-    def T_max(self) -> int:
-        """The longest sequence any encoding must cover: ``max(T, *T_test)``."""
-        return max((self.T,) + tuple(self.T_test))
-
-    def to_dict(self) -> dict:
-        d = dataclasses.asdict(self)
-        d["T_test"], d["q_test"] = list(self.T_test), list(self.q_test)
-        return d
-
-
-def _val_key(kind, value):
-    return f"val/{kind}={value}"
-
-
-class TransformerProblem:
-    """The attention model of SPEC §3 on the online stream, a fixed sample, or the
-    population (``objective="population"``, provided by :mod:`stsim.theory.population`)."""
-
-    def __init__(self, cfg: Config, seeds):
-        self.cfg = cfg
-        self.enc = make_encoding(cfg.pe, T_max=cfg.T_max, d_e=cfg.d_e,
-                                 sampler=cfg.sampler, rng=np.random.default_rng(seeds[0]))
-        vrng = np.random.default_rng(seeds[1])
-        # validation sets, drawn once before training: in-distribution, then OOD
-        self.val = {"val": self._draw(vrng, cfg.n_val, cfg.T, cfg.q)}
-        for Tt in cfg.T_test:
-            self.val[_val_key("T", Tt)] = self._draw(vrng, cfg.n_val, Tt, cfg.q)
-        for qt in cfg.q_test:
-            self.val[_val_key("q", qt)] = self._draw(vrng, cfg.n_val, cfg.T, qt)
-        self.fixed = None
-        self.population = None
-        if cfg.objective == "population":
-            from stsim.theory.population import make_population_objective
-            self.population = make_population_objective(cfg, self.enc)
-        elif cfg.optimizer == "gd":
-            self.fixed = self._draw(np.random.default_rng(seeds[3]).spawn(1)[0],
-                                    cfg.n_train, cfg.T, cfg.q)
-
-    def _draw(self, rng, B, T, q):
-        return sample_batch(rng, B, T, q, self.cfg.d), self.enc.sample(rng, B, T)
-
-    @property
-    def D(self):
-        return self.cfg.d + self.enc.d_e
-
-    def init_params(self, rng):
-        c, D = self.cfg, self.D
-        if c.init == "zero":
-            return {"W": np.zeros((D, D)), "V": np.zeros((c.d, D))}
-        return {"W": c.init_scale * rng.standard_normal((D, D)),
-                "V": c.init_scale * rng.standard_normal((c.d, D))}
-
-    def _fb(self, params, data, need_grad=True):
-        b, pe = data
-        return forward_backward(params["W"], params["V"], b.X, b.y, pe, model=self.cfg.model,
-                                query=self.cfg.query, target=b.target, need_grad=need_grad)
-
-    def loss_grad(self, params, rng):
-        if self.population is not None:
-            loss, dW, dV = self.population.loss_grad(params["W"], params["V"])
-        else:
-            data = self.fixed if self.fixed is not None else self._draw(
-                rng, self.cfg.batch, self.cfg.T, self.cfg.q)
-            loss, dW, dV = self._fb(params, data)
-        return loss, {"W": dW, "V": dV}
-
-    def evaluate(self, params):
-        out = {k: self._fb(params, data, need_grad=False)[0] for k, data in self.val.items()}
-        out["cos_W"], out["cos_V"] = cosine_to_target(params["W"], params["V"], self.cfg.d)
-        if self.population is not None:
-            out.update(self.population.metrics(params["W"], params["V"]))
-        return out
-
-    def info(self):
-        return {"encoding": self.enc.describe()}
-
-
-def make_problem(cfg: Config, seeds):
-    """The problem object for ``cfg.arch`` (see the module docstring for its interface)."""
-    if cfg.arch == "fcn":
-        from stsim.baselines.fcn import FCNProblem
-        return FCNProblem(cfg, seeds)
-    return TransformerProblem(cfg, seeds)
-
-
-@dataclass
-class Result:
-    """Outcome of :func:`run`.
-
-    Attributes
-    ----------
-    config : dict — the resolved configuration.
-    params : dict of arrays — final parameters (``W`` (D, D) and ``V`` (d, D) for the
-        transformer).
-    history : dict of 1-D arrays of equal length — ``step``; ``loss`` (mean training loss
-        over the steps since the previous record, the record step included); ``val``
-        (in-distribution validation loss); ``val/T=<T_test>``, ``val/q=<q_test>``;
-        ``cos_W``, ``cos_V``; plus objective-specific metrics.
-    status : ``"completed"`` | ``"diverged"``;  message : str;  info : dict (wall time,
-        encoding description such as the near-orthogonal δ).
-    """
-
-    config: dict
-    params: dict
-    history: dict
-    status: str = "completed"
-    message: str = ""
-    info: dict = field(default_factory=dict)
-
-    @property
-    def W(self):
-        return self.params["W"]
-
-    @property
-    def V(self):
-        return self.params["V"]
-
-    @property
-    def success(self) -> bool:
-        return self.status == "completed"
-
-    def final(self, key="loss"):
-        """Last recorded value of a history entry (NaN if nothing was recorded)."""
-        values = self.history.get(key, ())
-        if key not in self.history and self.history:
-            raise KeyError(f"no history entry {key!r}; recorded: {list(self.history)}")
-        return float(values[-1]) if len(values) else float("nan")
-
-    def save(self, path):
-        """Write ``path`` (npz: params, history and the JSON metadata), atomically."""
-        arrays = {f"param/{k}": v for k, v in self.params.items()}
-        arrays.update({f"history/{k}": v for k, v in self.history.items()})
-        meta = {"config": self.config, "status": self.status, "message": self.message,
-                "info": self.info, "history_keys": list(self.history)}
-        save_npz(path, arrays, meta)
-        return path
-
-    @classmethod
-    def load(cls, path) -> "Result":
-        arrays, meta = load_npz(path)
-        params = {k[6:]: v for k, v in arrays.items() if k.startswith("param/")}
-        history = {k: arrays[f"history/{k}"] for k in meta.get("history_keys", [])}
-        return cls(config=meta["config"], params=params, history=history,
-                   status=meta["status"], message=meta["message"], info=meta.get("info", {}))
-
-    def __repr__(self):
-        keys = ", ".join(self.history)
-        last = f"{self.final('loss'):.4g}" if len(self.history.get("loss", [])) else "n/a"
-        return (f"Result(status={self.status!r}, steps={self.config.get('steps')}, "
-                f"final loss={last}, history keys=[{keys}])")
-
-
-def load(path) -> Result:
-    """Load a :class:`Result` written by :meth:`Result.save`."""
-    return Result.load(path)
+__all__ = ["run", "Config", "Result"]
 
 
 # --------------------------------------------------------------------------------------
@@ -355,17 +88,17 @@ def run(T=200, q=3, pe="stochastic", *, checkpoint=None, checkpoint_every=None, 
     ('completed', ['cos_V', 'cos_W', 'loss'])
     """
     cfg = Config.from_options(T=T, q=q, pe=pe, **options)
-    seeds = np.random.SeedSequence(cfg.seed).spawn(4)
-    problem = make_problem(cfg, seeds)
+    streams = Streams(cfg.seed)
+    problem = make_problem(cfg, streams)
     opt = make_optimizer(cfg.optimizer, cfg.lr)
-    rng = np.random.default_rng(seeds[3])
+    rng = streams.train()
     if checkpoint_every is not None:
         checkpoint_every = check_int("checkpoint_every", checkpoint_every, 1)
     start, hist, acc = 0, {}, [0.0, 0]
     if checkpoint is not None and os.path.exists(checkpoint):
         start, params, hist, acc = _load_checkpoint(checkpoint, cfg, opt, rng)
     else:
-        params = problem.init_params(np.random.default_rng(seeds[2]))
+        params = problem.init_params(streams.init())
     t0 = time.perf_counter()
     status, message = "completed", ""
 

@@ -9,47 +9,12 @@ per row, ``target`` (B, d).
 from __future__ import annotations
 
 from dataclasses import dataclass
-import numbers
 
 import numpy as np
 
-__all__ = ["Batch", "sample_batch", "sample_subsets", "sts_target", "check_int", "as_rng"]
+from stsim.util.validate import check_int
 
-
-def as_rng(seed_or_rng) -> np.random.Generator:
-    """Return a ``numpy.random.Generator``: pass one through, or build one from a seed.
-
-    ``None`` is refused on purpose: every random number in stsim comes from an explicit
-    seed or generator, so that the same seed gives the same numbers.
-    """
-    if isinstance(seed_or_rng, np.random.Generator):
-        return seed_or_rng
-    if isinstance(seed_or_rng, (np.random.SeedSequence, numbers.Integral)) and not isinstance(
-        seed_or_rng, bool
-    ):
-        return np.random.default_rng(seed_or_rng)
-    raise ValueError(
-        f"rng must be a numpy.random.Generator, a SeedSequence or an integer seed, "
-        f"got {type(seed_or_rng).__name__}"
-    )
-
-
-def check_int(name: str, value, lo: int = 1, hi: int | None = None) -> int:
-    """Validate an integer parameter ``lo <= value <= hi`` and return it as ``int``.
-
-    Raises ``ValueError`` naming the parameter and the allowed range.
-    """
-    if isinstance(value, bool) or not isinstance(value, numbers.Integral):
-        if isinstance(value, numbers.Real) and float(value).is_integer():
-            value = int(value)
-        else:
-            rng_txt = f"[{lo}, {hi}]" if hi is not None else f">= {lo}"
-            raise ValueError(f"{name} must be an integer {rng_txt}, got {value!r}")
-    value = int(value)
-    if value < lo or (hi is not None and value > hi):
-        rng_txt = f"in [{lo}, {hi}]" if hi is not None else f">= {lo}"
-        raise ValueError(f"{name} must be an integer {rng_txt}, got {value}")
-    return value
+__all__ = ["Batch", "sample_batch", "sample_subsets", "sts_target"]
 
 
 def sample_subsets(rng: np.random.Generator, B: int, T: int, q: int) -> np.ndarray:

@@ -58,7 +58,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from stsim.util.io import atomic_write, to_jsonable
-from stsim.core.task import check_int
+from stsim.util.validate import check_int
 
 __all__ = ["sweep", "SweepResult", "InlineExecutor", "OneThreadProcessPool", "expand_grid",
            "spawn_seeds", "read_table",

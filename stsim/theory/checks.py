@@ -34,7 +34,8 @@ from stsim.core.model import forward_backward
 from stsim.theory.population import count_configurations
 from stsim.theory.reduced import (ood_floor_onehot, ood_loss_onehot, query_coef, reduced_gd_scalar,
                       reduced_loss, step_divisor)
-from stsim.core.task import check_int, sample_batch
+from stsim.core.task import sample_batch
+from stsim.util.validate import check_int
 
 __all__ = ["theorem1_conditions", "check_theorem", "TheoremReport", "embed_reduced",
            "add_arguments", "main"]

@@ -50,7 +50,10 @@ from scipy.special import softmax
 
 from stsim.core.encodings import Encoding, make_encoding
 from stsim.core.model import MODELS, QUERIES
-from stsim.core.task import as_rng, check_int, sample_subsets
+from stsim.core.problem import register_objective
+from stsim.core.seeds import Streams
+from stsim.core.task import sample_subsets
+from stsim.util.validate import as_rng, check_int
 
 __all__ = ["PopulationObjective", "make_population_objective", "count_configurations",
            "METHODS", "MAX_ENUM"]
@@ -299,8 +302,8 @@ def make_population_objective(cfg, enc: Encoding | None = None, *, method="auto"
         ``C(T, q) <= 10⁵``; Monte-Carlo otherwise), ``"enumerate"`` or ``"mc"``.
     n_mc : Monte-Carlo sample size (configurations drawn once).
     rng : Generator or seed for the Monte-Carlo draws; default
-        ``SeedSequence(cfg.seed).spawn(5)[4]`` — independent of the four streams of
-        :func:`stsim.run`, which use children 0–3 of the same seed.
+        ``Streams(cfg.seed).population()`` — independent of the other streams of
+        :func:`stsim.run` (:mod:`stsim.core.seeds`).
     max_enum : largest number of configurations enumerated (default 10⁷).
 
     Raises
@@ -355,7 +358,7 @@ def make_population_objective(cfg, enc: Encoding | None = None, *, method="auto"
         if rng is None:
             seed = get("seed") if (isinstance(cfg, dict) and "seed" in cfg) or hasattr(cfg, "seed") \
                 else 0
-            rng = np.random.default_rng(np.random.SeedSequence(seed).spawn(5)[4])
+            rng = Streams(seed).population()
         rng = as_rng(rng)
         if family == "stochastic/sphere":
             P = enc.sample(rng, n_mc, T).P                              # selected = first q
@@ -373,3 +376,6 @@ def make_population_objective(cfg, enc: Encoding | None = None, *, method="auto"
         src = [("index", c) for c in _chunks(tok, T * q)]
     return PopulationObjective(d, d_e, T, q, family, src, query=query, model=model,
                                method=method, table=getattr(enc, "table", None))
+
+
+register_objective("population", make_population_objective)

@@ -42,7 +42,7 @@ from scipy.integrate import solve_ivp
 from scipy.stats import hypergeom
 
 from stsim.core.model import QUERIES
-from stsim.core.task import check_int
+from stsim.util.validate import check_int
 
 __all__ = [
     "reduced_loss",

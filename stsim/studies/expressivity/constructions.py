@@ -96,7 +96,7 @@ from scipy.special import logsumexp
 
 from stsim.core.encodings import StochasticSphere
 from stsim.core.model import target_params
-from stsim.core.task import check_int
+from stsim.util.validate import check_int
 
 __all__ = [
     "FAMILIES", "QUERIES", "SCHEMES", "TARGETS",

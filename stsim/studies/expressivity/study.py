@@ -37,7 +37,8 @@ import numpy as np
 
 from stsim.studies.expressivity import constructions as ex
 from stsim.util.io import atomic_write, write_json
-from stsim.core.task import check_int, sample_subsets
+from stsim.core.task import sample_subsets
+from stsim.util.validate import check_int
 
 __all__ = ["PARTS", "QUICK", "FULL", "predicted_m", "predicted_d", "plot_width", "fit_width",
            "plot_jl", "add_arguments", "main", "cli_main", "part_curves",

@@ -14,6 +14,9 @@ import os
 
 import numpy as np
 
+from stsim.core.config import Config
+from stsim.core.problem import make_problem
+from stsim.core.seeds import Streams
 from stsim.util.plotting import plt, savefig
 from stsim.studies.figures.common import Job, check, finish
 from stsim.studies.figures.ood import block_mass
@@ -38,12 +41,10 @@ def jobs(s):
 
 
 def initial_params(res):
-    """Re-create the initial ``(W, V)`` of a run from its seed (``stsim.core.run`` draws the
-    initialisation from the third child of ``SeedSequence(seed)``)."""
-    from stsim.core.run import Config, make_problem
+    """Re-create the initial ``(W, V)`` of a run from its seed (the init stream of
+    :class:`stsim.core.seeds.Streams`)."""
     cfg = Config.from_options(**{k: v for k, v in res.config.items()})
-    seeds = np.random.SeedSequence(cfg.seed).spawn(4)
-    p = make_problem(cfg, seeds).init_params(np.random.default_rng(seeds[2]))
+    p = make_problem(cfg).init_params(Streams(cfg.seed).init())
     return p["W"], p["V"]
 
 

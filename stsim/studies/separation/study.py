@@ -49,7 +49,7 @@ import numpy as np
 
 from stsim.util.io import atomic_write, write_json
 from stsim.sweep import InlineExecutor, read_table, sweep
-from stsim.core.task import check_int
+from stsim.util.validate import check_int
 from stsim.core.run import Config, run
 from stsim.studies.figures.common import add_mode_group, add_run_options, add_typed_options, config_from_args, int_tuple
 

@@ -82,8 +82,8 @@ import numpy as np
 from scipy.special import expit, log_expit, softmax
 
 from stsim.baselines.fcn import fcn_init, mlp_backward, mlp_forward
-from stsim.core.optim import check_lr, make_optimizer
-from stsim.core.task import as_rng, check_int
+from stsim.core.optim import make_optimizer
+from stsim.util.validate import as_rng, check_int, check_lr
 
 __all__ = ["FUNCTIONS", "MODELS", "POSITIONS", "VALUES", "validate_trial", "SparseFunction", "sparse_function",
            "SparseTask", "make_task", "init_params", "forward_backward", "predict",

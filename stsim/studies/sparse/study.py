@@ -48,7 +48,7 @@ import numpy as np
 from stsim.studies.sparse.boolean import SparseFunction, train_trial, validate_trial
 from stsim.util.io import atomic_write, write_json
 from stsim.sweep import InlineExecutor, OneThreadProcessPool, read_table, spawn_seeds, sweep
-from stsim.core.task import check_int
+from stsim.util.validate import check_int
 from stsim.studies.figures.common import add_mode_group, add_run_options, add_typed_options, config_from_args, int_tuple
 from stsim.studies.separation.study import _lstsq
 
