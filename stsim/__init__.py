@@ -34,7 +34,7 @@ from stsim.theory.population import make_population_objective
 from stsim.theory.reduced import (reduced_gd, reduced_loss, gradient_flow, ood_loss_onehot,
                                   ood_floor_onehot)
 from stsim.theory.checks import check_theorem
-from stsim.baselines import fcn as _fcn  # noqa: F401  (registers arch="fcn")
+from stsim.baselines.fcn import FCNProblem  # registers arch="fcn"
 from stsim import sweep  # the module is callable: stsim.sweep(fn, grid, ...)
 
 __all__ = [
@@ -44,4 +44,5 @@ __all__ = [
     "cosine_to_target", "check_grad", "directional_check", "SGD", "Adam", "make_optimizer",
     "Config", "Result", "run", "load", "sweep", "make_population_objective", "reduced_gd",
     "reduced_loss", "gradient_flow", "ood_loss_onehot", "ood_floor_onehot", "check_theorem",
+    "FCNProblem",
 ]

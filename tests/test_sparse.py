@@ -10,7 +10,8 @@ import numpy as np
 import pytest
 
 from stsim.studies.sparse import study as sparse
-from stsim.sweep import THREAD_VARS, InlineExecutor, OneThreadProcessPool, read_table
+from stsim.sweep import InlineExecutor, OneThreadProcessPool, read_table
+from stsim.sweep.pool import THREAD_VARS
 
 TINY = dict(sparse.QUICK, Ts=(8, 16), m_min=8, m_max=32, ratio=2.0, fns="majority:3",
             seeds=2, max_steps=40, n_test=200)

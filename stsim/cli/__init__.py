@@ -87,7 +87,7 @@ def _progress_printer(quiet):
 
 def write_outputs(res, out) -> dict:
     """Write ``result.npz``, ``config.json``, ``history.csv`` and ``loss.png`` into ``out``."""
-    from stsim.util.io import atomic_write, write_json
+    from stsim.util.io import write_csv, write_json
     from stsim.util.plotting import plot_history
 
     os.makedirs(out, exist_ok=True)
@@ -97,10 +97,7 @@ def write_outputs(res, out) -> dict:
     write_json(paths["config"], {"config": res.config, "status": res.status,
                                  "message": res.message, "info": res.info})
     keys = list(res.history)
-    with atomic_write(paths["history"], "w") as fh:
-        fh.write(",".join(keys) + "\n")
-        for row in zip(*(res.history[k] for k in keys)):
-            fh.write(",".join(repr(float(v)) for v in row) + "\n")
+    write_csv(paths["history"], keys, zip(*(res.history[k] for k in keys)))
     plot_history(res, paths["figure"])
     return paths
 

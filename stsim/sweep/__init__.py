@@ -25,8 +25,9 @@ Design
   bookkeeping columns, then result names sorted. No timing column, so two executors give
   byte-identical tables; timings are kept in the journal.
 * **Resumable** — every finished row is appended (one JSON line, flushed and fsync'ed) to
-  the journal ``<out>.journal.jsonl`` as soon as it arrives, and the CSV ``out`` is
-  rewritten atomically from the journal. A rerun reads the journal and skips the
+  the journal ``<out>.journal.jsonl`` as soon as it arrives; the CSV ``out`` is
+  rewritten atomically from the rows at most every ``FLUSH_SECONDS`` and at the end
+  (also when interrupted). A rerun reads the journal and skips the
   (point, replicate) pairs already finished (``ok``); rows with ``status="error"`` are
   tried again unless ``retry_failed=False``. An interrupted sweep loses no finished row
   (at most a torn last journal line, which is ignored). Several sweeps may share one
@@ -41,154 +42,29 @@ Design
 from __future__ import annotations
 
 import concurrent.futures as cf
-import csv
-import inspect
-import itertools
-import json
-import math
-import multiprocessing as mp
-import numbers
 import os
 import pickle
+import sys
 import threading
 import time
 import traceback
+import types
 from dataclasses import dataclass, field
 
-import numpy as np
-
-from stsim.util.io import atomic_write, to_jsonable
+from stsim.sweep.grid import (BOOKKEEPING, check_signature, expand_grid, point_key,
+                              spawn_seeds)
+from stsim.sweep.journal import (append_journal, build_table, journal_path, lock_for,
+                                 shared_records)
+from stsim.sweep.pool import InlineExecutor, OneThreadProcessPool, make_executor
+from stsim.util.io import read_csv, to_jsonable, write_csv
 from stsim.util.validate import check_int
 
-__all__ = ["sweep", "SweepResult", "InlineExecutor", "OneThreadProcessPool", "expand_grid",
-           "spawn_seeds", "read_table",
-           "BOOKKEEPING"]
+__all__ = ["sweep", "SweepResult", "InlineExecutor", "OneThreadProcessPool", "make_executor",
+           "expand_grid", "spawn_seeds", "read_table", "BOOKKEEPING"]
 
-BOOKKEEPING = ("seed_index", "seed", "status", "error")
-_SCALARS = (str, bool, numbers.Integral, numbers.Real, type(None))
+read_table = read_csv  # a sweep table is a CSV written by stsim.util.io.write_csv
+FLUSH_SECONDS = 2.0     # the CSV is rewritten at most this often while a sweep runs
 
-
-class InlineExecutor(cf.Executor):
-    """Run every task in the calling thread at ``submit`` (debugging, tests, lambdas)."""
-
-    def submit(self, fn, /, *args, **kwargs):
-        fut = cf.Future()
-        try:
-            fut.set_result(fn(*args, **kwargs))
-        except BaseException as exc:  # noqa: BLE001 - delivered through the future
-            fut.set_exception(exc)
-        return fut
-
-
-THREAD_VARS = ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS")
-
-
-class OneThreadProcessPool(cf.ProcessPoolExecutor):
-    """A spawned process pool whose workers all run single-threaded BLAS.
-
-    Two workers × default BLAS threads oversubscribe 2 cores, and a trial's last bits
-    depend on the BLAS thread count, so the table would depend on which worker ran it.
-    A spawned worker reads the variables when it imports numpy, and workers start on
-    demand, so the variables stay set in this process until :meth:`shutdown` (numpy is
-    already loaded here: they do not change this process)."""
-
-    def __init__(self, workers):
-        self._saved = {k: os.environ.get(k) for k in THREAD_VARS}
-        for k, v in self._saved.items():
-            if v is None:
-                os.environ[k] = "1"
-        super().__init__(workers, mp_context=mp.get_context("spawn"))
-
-    def shutdown(self, *args, **kwargs):
-        try:
-            super().shutdown(*args, **kwargs)
-        finally:
-            for k, v in self._saved.items():
-                if v is None:
-                    os.environ.pop(k, None)
-
-
-def spawn_seeds(n: int, root_seed: int = 0) -> list:
-    """Integer seeds of the ``n`` replicates: ``SeedSequence(root_seed).spawn(n)``, each
-    child reduced to one uint32 word (``generate_state(1)[0]``)."""
-    n = check_int("seeds", n, 1)
-    root_seed = check_int("root_seed", root_seed, 0)
-    return [int(c.generate_state(1)[0]) for c in np.random.SeedSequence(root_seed).spawn(n)]
-
-
-def expand_grid(grid) -> list:
-    """The list of points (dicts) of ``grid``; ``ValueError`` if it is empty or malformed."""
-    if isinstance(grid, dict):
-        if not grid:
-            raise ValueError("grid is empty: give at least one parameter with values")
-        names, values = [], []
-        for name, vals in grid.items():
-            if isinstance(vals, (str, bytes)) or not hasattr(vals, "__iter__"):
-                vals = [vals]
-            vals = list(vals)
-            if not vals:
-                raise ValueError(f"grid is empty: parameter {name!r} has no values")
-            names.append(name)
-            values.append(vals)
-        points = [dict(zip(names, combo)) for combo in itertools.product(*values)]
-    else:
-        try:
-            points = [p for p in grid]
-        except TypeError:
-            raise ValueError(f"grid must be a dict of value lists or a sequence of dicts, "
-                             f"got {type(grid).__name__}") from None
-        if not points:
-            raise ValueError("grid is empty: the sequence of points has no element")
-        for p in points:
-            if not isinstance(p, dict):
-                raise ValueError(f"every grid point must be a dict, got {p!r}")
-        points = [dict(p) for p in points]
-    seen = set()
-    for p in points:
-        for k, v in p.items():
-            if not isinstance(k, str) or not k:
-                raise ValueError(f"parameter names must be non-empty strings, got {k!r}")
-            if k in BOOKKEEPING:
-                raise ValueError(f"parameter name {k!r} is reserved by the sweep (it is a table "
-                                 f"column; seeds come from the 'seeds' argument)")
-            v = to_jsonable(v)
-            if not isinstance(v, _SCALARS) or (isinstance(v, float) and not math.isfinite(v)):
-                raise ValueError(f"grid value {k}={p[k]!r} must be a finite scalar "
-                                 f"(int, float, str, bool or None)")
-            p[k] = v
-        key = _point_key(p)
-        if key in seen:
-            raise ValueError(f"grid point {p} appears twice")
-        seen.add(key)
-    return points
-
-
-def _point_key(point) -> str:
-    return json.dumps(point, sort_keys=True)
-
-
-def _check_signature(fn, points):
-    try:
-        sig = inspect.signature(fn)
-    except (TypeError, ValueError):  # builtins without a signature: nothing to check
-        return
-    params = sig.parameters
-    if any(p.kind == p.VAR_KEYWORD for p in params.values()):
-        return
-    accepted = {n for n, p in params.items() if p.kind in (p.POSITIONAL_OR_KEYWORD,
-                                                          p.KEYWORD_ONLY)}
-    if "seed" not in accepted:
-        raise ValueError(f"fn {getattr(fn, '__name__', fn)!r} must accept a 'seed' keyword")
-    required = {n for n, p in params.items() if p.default is p.empty
-                and p.kind in (p.POSITIONAL_OR_KEYWORD, p.KEYWORD_ONLY)} - {"seed"}
-    for point in points:
-        unknown = sorted(set(point) - accepted)
-        if unknown:
-            raise ValueError(f"unknown parameter(s) {unknown} in grid point {point}; "
-                             f"{getattr(fn, '__name__', 'fn')} accepts {sorted(accepted - {'seed'})}")
-        missing = sorted(required - set(point))
-        if missing:
-            raise ValueError(f"grid point {point} lacks required parameter(s) {missing}")
 
 
 def _call(fn, point, seed):
@@ -235,110 +111,6 @@ class SweepResult:
         return [r.get(name) for r in self.select(**params)]
 
 
-_LOCKS: dict = {}
-_LOCKS_GUARD = threading.Lock()
-
-
-def _lock_for(path):
-    """One lock per journal file, shared by the threads of this process."""
-    with _LOCKS_GUARD:
-        return _LOCKS.setdefault(os.path.abspath(path), threading.Lock())
-
-
-def _journal_path(out):
-    return os.fspath(out) + ".journal.jsonl"
-
-
-def _load_journal(path) -> dict:
-    """``{(point_key, seed_index): record}``, the last record of a pair winning; a torn
-    (unparsable) line, as left by a crash during a write, is skipped."""
-    recs = {}
-    if path is None or not os.path.exists(path):
-        return recs
-    with open(path, encoding="utf-8") as fh:
-        for line in fh:
-            try:
-                rec = json.loads(line)
-                recs[(_point_key(rec["point"]), int(rec["seed_index"]))] = rec
-            except (ValueError, KeyError, TypeError):
-                continue
-    return recs
-
-
-def _append_journal(path, rec):
-    with open(path, "a+", encoding="utf-8") as fh:
-        fh.seek(0, os.SEEK_END)
-        if fh.tell() > 0:
-            fh.seek(fh.tell() - 1)
-            if fh.read(1) != "\n":  # a torn line from a crash: end it, it will be skipped
-                fh.write("\n")
-        fh.write(json.dumps(rec, sort_keys=True) + "\n")
-        fh.flush()
-        os.fsync(fh.fileno())
-
-
-def _sort_value(v):
-    if v is None:
-        return (0, 0.0, "")
-    if isinstance(v, (bool, numbers.Real)):
-        return (1, float(v), "")
-    return (2, 0.0, str(v))
-
-
-def _table(records, param_order):
-    names = list(param_order)
-    extra = sorted({k for r in records for k in r["point"]} - set(names))
-    names += extra
-    results = sorted({k for r in records for k in r["result"]})
-    rows = []
-    for r in records:
-        row = {k: r["point"].get(k) for k in names}
-        row.update(seed_index=r["seed_index"], seed=r["seed"], status=r["status"],
-                   error=r["error"])
-        for k in results:
-            row[k] = r["result"].get(k)
-        rows.append(row)
-    rows.sort(key=lambda row: tuple(_sort_value(row[k]) for k in names) + (row["seed_index"],))
-    return rows, names + list(BOOKKEEPING) + results
-
-
-def _cell(v):
-    if v is None:
-        return ""
-    if isinstance(v, float):
-        return repr(v)
-    if isinstance(v, (list, dict)):
-        return json.dumps(v)
-    return str(v)
-
-
-def _write_csv(path, rows, columns):
-    with atomic_write(path, "w") as fh:
-        w = csv.writer(fh, lineterminator="\n")
-        w.writerow(columns)
-        for row in rows:
-            w.writerow([_cell(row.get(c)) for c in columns])
-
-
-def _parse_cell(text):
-    if text == "":
-        return None
-    for conv in (int, float):
-        try:
-            return conv(text)
-        except ValueError:
-            pass
-    if text in ("True", "False"):
-        return text == "True"
-    return text
-
-
-def read_table(path) -> list:
-    """Read a sweep CSV back: a list of dicts with numbers parsed (empty cell -> None)."""
-    with open(path, newline="", encoding="utf-8") as fh:
-        return [{k: _parse_cell(v) for k, v in row.items()} for row in csv.DictReader(fh)]
-
-
 def sweep(fn, grid, *, seeds=1, root_seed=0, executor=None, out=None, max_workers=2,
           validate=None, retry_failed=True, progress=None) -> SweepResult:
     """Run ``fn(**point, seed=seed)`` for every grid point and replicate; collect a table.
@@ -352,9 +124,9 @@ def sweep(fn, grid, *, seeds=1, root_seed=0, executor=None, out=None, max_worker
     root_seed : int >= 0 — entropy of the root ``SeedSequence``.
     executor : concurrent.futures.Executor, optional
         Any executor (``ProcessPoolExecutor``, ``distributed.Client.get_executor()``,
-        :class:`InlineExecutor`, ...). Default: a ``ProcessPoolExecutor`` with
-        ``min(max_workers, os.cpu_count())`` workers, created and shut down here. A
-        passed executor is left running.
+        :class:`InlineExecutor`, ...). Default: a :class:`OneThreadProcessPool` (one
+        BLAS thread per worker) with ``min(max_workers, os.cpu_count())`` workers,
+        created and shut down here. A passed executor is left running.
     out : path, optional — the CSV table; its journal is ``<out>.journal.jsonl``. Without
         ``out`` nothing is written and nothing is resumed.
     max_workers : int >= 1 — workers of the default executor.
@@ -374,7 +146,7 @@ def sweep(fn, grid, *, seeds=1, root_seed=0, executor=None, out=None, max_worker
     points = expand_grid(grid)
     seed_values = spawn_seeds(seeds, root_seed)
     max_workers = check_int("max_workers", max_workers, 1)
-    _check_signature(fn, points)
+    check_signature(fn, points)
     validate = validate if validate is not None else getattr(fn, "validate", None)
     if validate is not None:
         for p in points:
@@ -394,34 +166,38 @@ def sweep(fn, grid, *, seeds=1, root_seed=0, executor=None, out=None, max_worker
         raise ValueError(f"executor must be a concurrent.futures.Executor, "
                          f"got {type(executor).__name__}")
 
-    journal = _journal_path(out) if out is not None else None
+    journal = journal_path(out) if out is not None else None
     if out is not None:
         os.makedirs(os.path.dirname(os.path.abspath(os.fspath(out))) or ".", exist_ok=True)
-    lock = _lock_for(journal) if journal is not None else threading.Lock()
-    with lock:
-        records = _load_journal(journal)
+    lock = lock_for(journal) if journal is not None else threading.Lock()
+    with lock:  # the process-wide store of this journal, refreshed from the file once
+        records = shared_records(journal) if journal is not None else {}
     todo, n_skipped = [], 0
     for p in points:
         for r, s in enumerate(seed_values):
-            rec = records.get((_point_key(p), r))
+            rec = records.get((point_key(p), r))
             if rec is not None and (rec["status"] == "ok" or not retry_failed):
                 n_skipped += 1
             else:
                 todo.append((p, r, s))
     param_order = list(dict.fromkeys(k for p in points for k in p))
 
+    last_flush = [time.monotonic()]
+
     def flush_table():
-        with lock:  # rebuilt from the journal: rows of concurrent sweeps are kept
-            recs = _load_journal(journal) if journal is not None else records
-            rows, columns = _table(list(recs.values()), param_order)
+        # from the shared store (rows of concurrent sweeps in this process are kept); the
+        # journal is the per-row record, the CSV is rewritten at most every FLUSH_SECONDS
+        # during the sweep and once at its end (so the cost stays linear in the rows)
+        with lock:
+            rows, columns = build_table(list(records.values()), param_order)
             if out is not None:
-                _write_csv(out, rows, columns)
+                write_csv(out, columns, rows)
+        last_flush[0] = time.monotonic()
         return rows, columns
 
     n_failed, times = 0, {}
     if todo:
-        ex = (cf.ProcessPoolExecutor(max_workers=min(max_workers, os.cpu_count() or 1))
-              if own else executor)
+        ex = OneThreadProcessPool(min(max_workers, os.cpu_count() or 1)) if own else executor
         futures = {}
 
         def finish(fut, done):
@@ -434,13 +210,14 @@ def sweep(fn, grid, *, seeds=1, root_seed=0, executor=None, out=None, max_worker
                                                  traceback.format_exc(), float("nan"))
             rec = {"point": p, "seed_index": r, "seed": s, "status": status, "error": err,
                    "result": result, "traceback": tb, "time_s": secs}
-            records[(_point_key(p), r)] = rec
-            times[(_point_key(p), r)] = secs
+            records[(point_key(p), r)] = rec
+            times[(point_key(p), r)] = secs
             n_failed += status != "ok"
             if journal is not None:
                 with lock:
-                    _append_journal(journal, rec)
-                flush_table()
+                    append_journal(journal, rec)
+                if time.monotonic() - last_flush[0] >= FLUSH_SECONDS:
+                    flush_table()
             if progress is not None:
                 progress(done, len(todo), rec)
 
@@ -460,6 +237,8 @@ def sweep(fn, grid, *, seeds=1, root_seed=0, executor=None, out=None, max_worker
                 f.cancel()
             if own:
                 ex.shutdown(wait=False, cancel_futures=True)
+            if out is not None:
+                flush_table()
             raise
         if own:
             ex.shutdown(wait=True)
@@ -467,3 +246,14 @@ def sweep(fn, grid, *, seeds=1, root_seed=0, executor=None, out=None, max_worker
     return SweepResult(rows=rows, columns=columns, path=None if out is None else os.fspath(out),
                        journal=journal, n_run=len(todo), n_skipped=n_skipped,
                        n_failed=n_failed, times=times)
+
+
+class _CallableModule(types.ModuleType):
+    """``stsim.sweep`` is this module AND the function: ``stsim.sweep(fn, grid, ...)`` calls
+    :func:`sweep`, and ``stsim.sweep.InlineExecutor`` etc. are its members."""
+
+    def __call__(self, *args, **kwargs):
+        return sweep(*args, **kwargs)
+
+
+sys.modules[__name__].__class__ = _CallableModule

@@ -1,14 +1,19 @@
-"""Atomic file writing and npz+JSON (de)serialisation helpers."""
+"""Files: atomic writes, npz+JSON results, JSON and CSV tables — the one writer of each.
+
+Every file stsim writes goes through :func:`atomic_write` (a temporary file in the
+target folder, then ``os.replace``), so a reader sees the old file or the whole new one."""
 from __future__ import annotations
 
 import contextlib
+import csv
 import json
 import os
 import tempfile
 
 import numpy as np
 
-__all__ = ["atomic_write", "save_npz", "load_npz", "write_json", "to_jsonable"]
+__all__ = ["atomic_write", "save_npz", "load_npz", "write_json", "to_jsonable",
+           "write_csv", "read_csv"]
 
 
 @contextlib.contextmanager
@@ -67,3 +72,52 @@ def load_npz(path):
         arrays = {k: np.array(z[k]) for k in z.files if k != "__meta__"}
         meta = json.loads(str(z["__meta__"])) if "__meta__" in z.files else {}
     return arrays, meta
+
+
+def _cell(v, float_format=None):
+    if v is None:
+        return ""
+    if isinstance(v, (float, np.floating)):
+        return repr(float(v)) if float_format is None else format(float(v), float_format)
+    if isinstance(v, (list, dict)):
+        return json.dumps(to_jsonable(v))
+    if isinstance(v, np.generic):
+        return str(v.item())
+    return str(v)
+
+
+def write_csv(path, columns, rows, *, float_format=None):
+    """Write a table atomically: a header of ``columns``, then one line per row.
+
+    ``rows`` are dicts (missing keys give empty cells) or sequences in column order.
+    Floats are written with ``repr`` (round-trip exact) unless ``float_format`` (e.g.
+    ``".6g"``) is given; ``None`` is an empty cell; lists and dicts are JSON.
+    """
+    columns = list(columns)
+    with atomic_write(path, "w") as fh:
+        w = csv.writer(fh, lineterminator="\n")
+        w.writerow(columns)
+        for row in rows:
+            vals = [row.get(c) for c in columns] if isinstance(row, dict) else list(row)
+            w.writerow([_cell(v, float_format) for v in vals])
+    return path
+
+
+def _parse_cell(text):
+    if text == "":
+        return None
+    for conv in (int, float):
+        try:
+            return conv(text)
+        except ValueError:
+            pass
+    if text in ("True", "False"):
+        return text == "True"
+    return text
+
+
+def read_csv(path) -> list:
+    """Read a table written by :func:`write_csv`: a list of dicts, numbers parsed, empty
+    cells ``None``."""
+    with open(path, newline="", encoding="utf-8") as fh:
+        return [{k: _parse_cell(v) for k, v in row.items()} for row in csv.DictReader(fh)]

@@ -36,7 +36,7 @@ import time
 import numpy as np
 
 from stsim.studies.expressivity import constructions as ex
-from stsim.util.io import atomic_write, write_json
+from stsim.util.io import write_csv, write_json
 from stsim.core.task import sample_subsets
 from stsim.util.validate import check_int
 
@@ -86,14 +86,6 @@ FULL = {
 
 def _rng(*key):
     return np.random.default_rng(np.random.SeedSequence([int(k) for k in key]))
-
-
-def _write_csv(path, header, rows):
-    with atomic_write(path, "w") as fh:
-        fh.write(",".join(header) + "\n")
-        for r in rows:
-            fh.write(",".join("" if v is None else (repr(float(v)) if isinstance(v, float)
-                                                     else str(v)) for v in r) + "\n")
 
 
 def _plt():
@@ -155,7 +147,7 @@ def part_curves(cfg, seed, out, log):
                 log(f"curves: {family} q={q} {query} done")
     header = ["family", "q", "query", "m", "lam", "l1_worst", "l1_mean", "leak_worst",
               "margin_min", "spread_max", "token_err_worst", "token_err_mean"]
-    _write_csv(os.path.join(out, "curves.csv"), header, rows)
+    write_csv(os.path.join(out, "curves.csv"), header, rows)
     # slopes of the sum-query floor (log worst error vs log m over the large-m half)
     slopes = {}
     for q in cfg["qs"]:
@@ -366,7 +358,7 @@ def part_width(cfg, seed, out, log):
                              time.perf_counter() - t1, rep])
                 log(f"width: rep {rep} sum q={q} N={N} m*={m} "
                     f"({time.perf_counter() - t1:.1f}s)")
-    _write_csv(os.path.join(out, "width.csv"),
+    write_csv(os.path.join(out, "width.csv"),
                ["family", "query", "q", "N", "eps", "m_star", "probes", "seconds", "rep"], rows)
     fits = fit_width(rows, cfg)
     censored = [r for r in rows if r[5] is None]
@@ -403,7 +395,7 @@ def part_seq2seq(cfg, seed, out, log):
                              float(e["l1"][0].mean()), float(e["err"][0].max()),
                              float(e["margin"].min())])
         log(f"seq2seq: N={N} done")
-    _write_csv(os.path.join(out, "seq2seq.csv"),
+    write_csv(os.path.join(out, "seq2seq.csv"),
                ["N", "m", "query", "lam", "l1_worst", "l1_mean", "token_err_worst",
                 "margin_min"], rows)
     # m* on the grid (smallest grid m with worst error <= eps)
@@ -519,7 +511,7 @@ def part_trained(cfg, seed, out, log):
         log(f"trained: d_e={d_e} c={st['c']:.3g} share={st['W_share_ee']:.4f} "
             f"cos={st['cos_Wee_I']:.4f} loss={trained_loss:.4g} "
             f"({time.perf_counter() - t1:.1f}s)")
-    _write_csv(os.path.join(out, "trained.csv"),
+    write_csv(os.path.join(out, "trained.csv"),
                ["d_e", "W_share_ee", "cos_Wee_I", "c_learned", "gamma_learned", "V_share_x",
                 "offdiag_rms_over_c", "trained_loss", "projected_loss", "lam_match",
                 "lam_opt", "construction_loss_opt"], rows)
@@ -595,7 +587,7 @@ def part_patterns(cfg, seed, out, log):
                 rows.append([kind, k, kk, L, d, len(probes), time.perf_counter() - t1, rep])
                 log(f"patterns: rep {rep} {kind} k={k} L={L} d*={d} "
                     f"({time.perf_counter() - t1:.1f}s)")
-    _write_csv(os.path.join(out, "patterns.csv"),
+    write_csv(os.path.join(out, "patterns.csv"),
                ["target", "k", "k_actual", "L", "d_star", "probes", "seconds", "rep"], rows)
     fits = {}
     for kind, k in jobs:
@@ -721,7 +713,7 @@ def part_jl(cfg, seed, out, log):
         rows.append([L, k, tau, d, len(probes), time.perf_counter() - t1, d_ex, rep])
         log(f"jl: rep {rep} L={L} d*={d} (exact scheme: {d_ex}) "
             f"({time.perf_counter() - t1:.1f}s)")
-    _write_csv(os.path.join(out, "jl.csv"), ["L", "k", "tau", "d_star", "probes", "seconds",
+    write_csv(os.path.join(out, "jl.csv"), ["L", "k", "tau", "d_star", "probes", "seconds",
                                              "d_star_exact_scheme", "rep"], rows)
     # ratio criterion alone at a fixed τ: the d ∝ ln(Lk)/tol² law
     rrows = []
@@ -736,7 +728,7 @@ def part_jl(cfg, seed, out, log):
             rrows.append([tol, L, k, cfg["fixed_tau"], d, len(probes),
                           time.perf_counter() - t1, rep])
             log(f"jl ratio-only: tol={tol} L={L} d*={d} ({time.perf_counter() - t1:.1f}s)")
-    _write_csv(os.path.join(out, "jl_ratio.csv"),
+    write_csv(os.path.join(out, "jl_ratio.csv"),
                ["tol", "L", "k", "tau", "d_star", "probes", "seconds", "rep"], rrows)
     sel = [r for r in rows if r[3] is not None]
     fits = {}

@@ -29,8 +29,11 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from stsim.util.io import atomic_write, write_json
-from stsim.core.run import Config, Result, run
+from stsim.util.io import write_csv, write_json
+from stsim.core.config import Config
+from stsim.core.result import Result
+from stsim.core.run import run
+from stsim.sweep.pool import OneThreadProcessPool
 
 __all__ = ["Job", "run_jobs", "resolve_settings", "write_histories_csv", "seed_band",
            "check", "r2_linear", "finish", "figure_argparser", "figure_main", "MODES",
@@ -157,7 +160,7 @@ def run_jobs(jobs, *, workers: int = 1, cache: str | None = None, log=None,
             take(*_run_one(j, cache))
         return results
     own = executor is None
-    ex = executor or cf.ProcessPoolExecutor(max_workers=workers)
+    ex = executor or OneThreadProcessPool(workers)
     try:
         futs = [ex.submit(_run_one, j, cache) for j in order]
         for f in cf.as_completed(futs):
@@ -176,15 +179,12 @@ def write_histories_csv(path, results: dict) -> str:
     keys = []
     for res in results.values():
         keys += [k for k in res.history if k not in keys]
-    with atomic_write(path, "w") as fh:
-        fh.write(",".join(["run", "seed"] + keys) + "\n")
-        for name, res in results.items():
-            n = len(res.history["step"])
-            cols = [res.history.get(k, np.full(n, np.nan)) for k in keys]
-            for i in range(n):
-                fh.write(",".join([name, str(res.config["seed"])] +
-                                  [f"{float(c[i]):.6g}" for c in cols]) + "\n")
-    return path
+    rows = []
+    for name, res in results.items():
+        n = len(res.history["step"])
+        cols = [res.history.get(k, np.full(n, np.nan)) for k in keys]
+        rows += [[name, res.config["seed"]] + [float(c[i]) for c in cols] for i in range(n)]
+    return write_csv(path, ["run", "seed"] + keys, rows, float_format=".6g")
 
 
 def seed_band(ax, results, key, *, label=None, color=None, ls="-", lw=1.6, transform=None):

@@ -47,10 +47,11 @@ import time
 
 import numpy as np
 
-from stsim.util.io import atomic_write, write_json
-from stsim.sweep import InlineExecutor, read_table, sweep
+from stsim.util.io import atomic_write, write_csv, write_json
+from stsim.sweep import InlineExecutor, OneThreadProcessPool, read_table, sweep
 from stsim.util.validate import check_int
-from stsim.core.run import Config, run
+from stsim.core.config import Config
+from stsim.core.run import run
 from stsim.studies.figures.common import add_mode_group, add_run_options, add_typed_options, config_from_args, int_tuple
 
 __all__ = ["train_point", "width_grid", "BracketSearch", "run_experiment", "fit_laws",
@@ -266,7 +267,7 @@ def run_experiment(*, Ts, ds, q=2, steps=2000, batch=256, seeds=3, lr_fcn=3e-3, 
         # every search advances on its own (no barrier between probes): one driver thread
         # per search submits to the shared executor, which does the work
         own = executor is None
-        ex = cf.ProcessPoolExecutor(min(max_workers, os.cpu_count() or 1)) if own else executor
+        ex = OneThreadProcessPool(min(max_workers, os.cpu_count() or 1)) if own else executor
         try:
             with cf.ThreadPoolExecutor(len(searches)) as drivers:
                 futs = [drivers.submit(drive, key, ex) for key in searches]
@@ -442,12 +443,11 @@ def main(args) -> int:
     exp = run_experiment(**cfg, out=out, executor=executor, max_workers=max(workers, 1),
                          log=log)
     fits = fit_laws(exp["searches"])
-    with atomic_write(os.path.join(out, "searches.csv"), "w") as fh:
-        fh.write("arch,d,T,width,censored,max_width,probes\n")
-        for s in exp["searches"]:
-            probes = " ".join(f"{w}{'+' if ok else '-'}" for w, ok in s["probes"])
-            fh.write(f"{s['arch']},{s['d']},{s['T']},{'' if s['width'] is None else s['width']},"
-                     f"{int(s['censored'])},{s['max_width']},{probes}\n")
+    write_csv(os.path.join(out, "searches.csv"),
+              ["arch", "d", "T", "width", "censored", "max_width", "probes"],
+              [dict(s, censored=int(s["censored"]),
+                    probes=" ".join(f"{w}{'+' if ok else '-'}" for w, ok in s["probes"]))
+               for s in exp["searches"]])
     write_json(os.path.join(out, "fits.json"), fits)
     with atomic_write(os.path.join(out, "report.md"), "w") as fh:
         fh.write(markdown_report(exp["searches"], fits))

@@ -46,7 +46,7 @@ import time
 import numpy as np
 
 from stsim.studies.sparse.boolean import SparseFunction, train_trial, validate_trial
-from stsim.util.io import atomic_write, write_json
+from stsim.util.io import atomic_write, write_csv, write_json
 from stsim.sweep import InlineExecutor, OneThreadProcessPool, read_table, spawn_seeds, sweep
 from stsim.util.validate import check_int
 from stsim.studies.figures.common import add_mode_group, add_run_options, add_typed_options, config_from_args, int_tuple
@@ -407,12 +407,7 @@ def markdown_report(mstar, fits, stats, target=0.9) -> str:
 
 def write_mstar_csv(path, mstar):
     cols = ["target", "fn", "s", "model", "T", "m_star", "m_grid", "censored", "rates"]
-    with atomic_write(path, "w") as fh:
-        fh.write(",".join(cols) + "\n")
-        for r in mstar:
-            fh.write(",".join("" if r.get(c) is None else
-                              (f"{r[c]:.2f}" if isinstance(r[c], float) else str(r[c]))
-                              for c in cols) + "\n")
+    write_csv(path, cols, mstar, float_format=".2f")
 
 
 # --------------------------------------------------------------------------------------

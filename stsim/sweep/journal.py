@@ -1,0 +1,93 @@
+"""The journal of a sweep (one JSON line per finished row, fsync'ed) and the table
+built from it."""
+from __future__ import annotations
+
+import json
+import numbers
+import os
+import threading
+
+from stsim.sweep.grid import BOOKKEEPING, point_key
+
+__all__ = ["journal_path", "load_journal", "append_journal", "build_table", "lock_for",
+           "shared_records"]
+
+
+_LOCKS: dict = {}
+_LOCKS_GUARD = threading.Lock()
+
+
+def lock_for(path):
+    """One lock per journal file, shared by the threads of this process."""
+    with _LOCKS_GUARD:
+        return _LOCKS.setdefault(os.path.abspath(path), threading.Lock())
+
+
+_STORES: dict = {}
+
+
+def shared_records(path) -> dict:
+    """The records of journal ``path`` shared by the sweeps of this process: refreshed
+    from the file (rows written by other runs) and returned as one dict per path, so
+    concurrent sweeps on one ``out`` see each other's rows without re-reading the file.
+    Call it holding :func:`lock_for` ``(path)``."""
+    store = _STORES.setdefault(os.path.abspath(path), {})
+    store.update(load_journal(path))
+    return store
+
+
+def journal_path(out):
+    return os.fspath(out) + ".journal.jsonl"
+
+
+def load_journal(path) -> dict:
+    """``{(point_key, seed_index): record}``, the last record of a pair winning; a torn
+    (unparsable) line, as left by a crash during a write, is skipped."""
+    recs = {}
+    if path is None or not os.path.exists(path):
+        return recs
+    with open(path, encoding="utf-8") as fh:
+        for line in fh:
+            try:
+                rec = json.loads(line)
+                recs[(point_key(rec["point"]), int(rec["seed_index"]))] = rec
+            except (ValueError, KeyError, TypeError):
+                continue
+    return recs
+
+
+def append_journal(path, rec):
+    with open(path, "a+", encoding="utf-8") as fh:
+        fh.seek(0, os.SEEK_END)
+        if fh.tell() > 0:
+            fh.seek(fh.tell() - 1)
+            if fh.read(1) != "\n":  # a torn line from a crash: end it, it will be skipped
+                fh.write("\n")
+        fh.write(json.dumps(rec, sort_keys=True) + "\n")
+        fh.flush()
+        os.fsync(fh.fileno())
+
+
+def _sort_value(v):
+    if v is None:
+        return (0, 0.0, "")
+    if isinstance(v, (bool, numbers.Real)):
+        return (1, float(v), "")
+    return (2, 0.0, str(v))
+
+
+def build_table(records, param_order):
+    names = list(param_order)
+    extra = sorted({k for r in records for k in r["point"]} - set(names))
+    names += extra
+    results = sorted({k for r in records for k in r["result"]})
+    rows = []
+    for r in records:
+        row = {k: r["point"].get(k) for k in names}
+        row.update(seed_index=r["seed_index"], seed=r["seed"], status=r["status"],
+                   error=r["error"])
+        for k in results:
+            row[k] = r["result"].get(k)
+        rows.append(row)
+    rows.sort(key=lambda row: tuple(_sort_value(row[k]) for k in names) + (row["seed_index"],))
+    return rows, names + list(BOOKKEEPING) + results
