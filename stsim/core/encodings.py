@@ -21,6 +21,7 @@ the model turns them into gathers and scatter-adds. *Dense* families carry ``P``
 """
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 
 import numpy as np
@@ -36,6 +37,7 @@ __all__ = [
     "StochasticSphere",
     "make_encoding",
     "resolve_encoding",
+    "canonical_pe",
     "PE_NAMES",
     "SAMPLERS",
     "coherence",
@@ -127,6 +129,18 @@ class Encoding:
     def describe(self) -> dict:
         return {"pe": self.label, "d_e": self.d_e}
 
+    # ---- what the theory needs to know about a family (stsim.theory) ----------------
+    def reduced_n(self, T: int) -> int | None:
+        """``n`` of the exact two-scalar reduction ``W_ee = a (I_n − J_n/n)`` that
+        population GD keeps from zero init at training length ``T`` (its step divides by
+        ``n − 1``), or ``None`` when the family has no exact reduction."""
+        return None
+
+    def n_configurations(self, T: int, q: int) -> int | None:
+        """Number of equally likely (subset, encoding) configurations the exact population
+        expectation enumerates at length ``T``, or ``None`` (no finite enumeration)."""
+        return None
+
 
 class OneHot(Encoding):
     """Fixed one-hot encodings ``p_i = e_i`` (Def. 2); positions ``>= T_train`` are never
@@ -137,6 +151,12 @@ class OneHot(Encoding):
     def sample(self, rng, B, T):
         self.check_length(T)
         return PEBatch(d_e=self.d_e, idx=np.arange(T))
+
+    def reduced_n(self, T):
+        return T          # the trained block: positions >= T never move
+
+    def n_configurations(self, T, q):
+        return math.comb(T, q)
 
 
 class StochasticSlots(Encoding):
@@ -158,6 +178,13 @@ class StochasticSlots(Encoding):
             perm = rng.permuted(np.broadcast_to(np.arange(self.d_e), (B, self.d_e)), axis=1)
             idx = np.sort(perm[:, :T], axis=1)
         return PEBatch(d_e=self.d_e, idx=idx)
+
+    def reduced_n(self, T):
+        return self.d_e   # every slot is used: W_ee = a (I − J/d_e)
+
+    def n_configurations(self, T, q):
+        # selected slots S (|S| = q), then the unselected U ⊂ [d_e] \ S (|U| = T − q)
+        return math.comb(self.d_e, q) * math.comb(self.d_e - q, T - q)
 
 
 class StochasticSphere(Encoding):
@@ -203,8 +230,20 @@ class NearOrthogonal(Encoding):
     def describe(self):
         return {"pe": self.label, "d_e": self.d_e, "delta": self.delta}
 
+    def n_configurations(self, T, q):
+        return math.comb(T, q)
+
 
 DEFAULT_DENSE_D_E = 64
+
+
+def canonical_pe(pe: str) -> str:
+    """The canonical family name of ``pe`` (aliases such as ``one-hot`` accepted);
+    ``ValueError`` for an unknown name."""
+    key = _ALIASES.get(str(pe).lower(), str(pe).lower())
+    if key not in PE_NAMES:
+        raise ValueError(f"pe must be one of {PE_NAMES}, got {pe!r}")
+    return key
 
 
 def resolve_encoding(pe: str, *, T_max: int, d_e: int | None = None,
@@ -215,9 +254,7 @@ def resolve_encoding(pe: str, *, T_max: int, d_e: int | None = None,
     ``T_max`` for index families, 64 for dense ones. Raises ``ValueError`` naming the
     parameter (unknown ``pe`` or ``sampler``; ``d_e < T_max`` for a one-hot family).
     """
-    key = _ALIASES.get(str(pe).lower(), str(pe).lower())
-    if key not in PE_NAMES:
-        raise ValueError(f"pe must be one of {PE_NAMES}, got {pe!r}")
+    key = canonical_pe(pe)
     if sampler not in SAMPLERS:
         raise ValueError(f"sampler must be one of {SAMPLERS}, got {sampler!r}")
     T_max = check_int("T", T_max, 1)

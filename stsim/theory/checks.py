@@ -148,11 +148,10 @@ class TheoremReport:
         return "\n".join(out)
 
 
-def _mc_ood(a, gamma, pe, T, T_test, q, d, d_e, n_mc, rng, query):
-    """Monte-Carlo loss of the embedded trained model at length T_test: mean, s.e."""
-    n = T if pe == "onehot" else d_e
-    W, V = embed_reduced(a, gamma, d, d_e, n)
-    enc = make_encoding(pe, T_max=T_test, d_e=d_e)
+def _mc_ood(a, gamma, n, enc, T_test, q, d, n_mc, rng, query):
+    """Monte-Carlo loss at length T_test of the trained model (the reduced state with
+    structure size ``n`` embedded in width ``enc.d_e``), on encodings ``enc``: mean, s.e."""
+    W, V = embed_reduced(a, gamma, d, enc.d_e, n)
     B = max(1, min(2000, n_mc // 10))
     vals = []
     for _ in range(max(2, n_mc // B)):
@@ -203,15 +202,19 @@ def check_theorem(T, q, d, lr, eps, *, pe="onehot", d_e=None, query="sum", max_s
         d_e = check_int("d_e", T_max if d_e is None else d_e, T_max)
     else:
         d_e = T_max
-    nm1 = float(step_divisor(pe, T, d_e))
+    # the encoding trained on (one-hot: its trained block d_e = T) and the one tested on;
+    # everything below asks these objects, not the name
+    enc = make_encoding(pe, T_max=T, d_e=T if pe == "onehot" else d_e)
+    enc_test = make_encoding(pe, T_max=T_max, d_e=d_e)
+    n = enc.reduced_n(T)
+    nm1 = float(step_divisor(enc, T))
     c = float(query_coef(query, q))
     t_pred = nm1 / (4.0 * lr * c * c * eps)
     slope_pred = 4.0 * lr * c * c / nm1
     steps = check_int("max_steps", math.ceil(2 * t_pred) + 10 if max_steps is None
                       else max_steps, 1)
     stride = max(1, steps // 20000)
-    tr = reduced_gd_scalar(T, q, d, lr, steps, pe=pe, d_e=d_e, query=query,
-                           record_every=stride)
+    tr = reduced_gd_scalar(T, q, d, lr, steps, pe=enc, query=query, record_every=stride)
     L = tr.loss[0]
     hit = np.nonzero(L <= eps)[0]
     t_eps = None
@@ -221,8 +224,8 @@ def check_theorem(T, q, d, lr, eps, *, pe="onehot", d_e=None, query="sum", max_s
             t_eps = 0
         else:   # refine inside the stride, from the last record above eps
             k0 = int(tr.step[j - 1])
-            fine = reduced_gd_scalar(T, q, d, lr, int(tr.step[j]) - k0, pe=pe, d_e=d_e,
-                                     query=query, a0=tr.a[0, j - 1], gamma0=tr.gamma[0, j - 1])
+            fine = reduced_gd_scalar(T, q, d, lr, int(tr.step[j]) - k0, pe=enc, query=query,
+                                     a0=tr.a[0, j - 1], gamma0=tr.gamma[0, j - 1])
             t_eps = k0 + int(np.nonzero(fine.loss[0] <= eps)[0][0])
     half = tr.step.size // 2
     slope = float(np.polyfit(tr.step[half:].astype(float), 1.0 / L[half:], 1)[0]) \
@@ -242,9 +245,7 @@ def check_theorem(T, q, d, lr, eps, *, pe="onehot", d_e=None, query="sum", max_s
     # ---- full-matrix population GD: invariants and agreement with the reduced map
     full = {"ran": False}
     n_fs = min(full_steps, steps)
-    cfg_d_e = T if pe == "onehot" else d_e
-    count = count_configurations("onehot" if pe == "onehot" else "stochastic/slots", T, q,
-                                 cfg_d_e)
+    count = count_configurations(enc, T, q)
     work = float(count) * T * q * n_fs
     if n_fs == 0:
         full["reason"] = "full_steps = 0"
@@ -253,10 +254,10 @@ def check_theorem(T, q, d, lr, eps, *, pe="onehot", d_e=None, query="sum", max_s
                           f"costly (work {work:.2g} > {max_full_work:.2g}); lower T or full_steps")
     else:
         from stsim.core.run import run
-        res = run(T=T, q=q, pe=pe, d=d, d_e=cfg_d_e, query=query, objective="population",
+        res = run(T=T, q=q, pe=enc.name, d=d, d_e=enc.d_e, query=query, objective="population",
                   optimizer="gd", lr=lr, steps=n_fs, eval_every=1)
         h = res.history
-        ref = reduced_gd_scalar(T, q, d, lr, n_fs, pe=pe, d_e=d_e, query=query)
+        ref = reduced_gd_scalar(T, q, d, lr, n_fs, pe=enc, query=query)
         full = {"ran": True, "steps": n_fs, "configurations": int(count),
                 "status": res.status,
                 "loss_non_increasing": bool(np.all(np.diff(h["loss"]) <= 0)),
@@ -272,7 +273,7 @@ def check_theorem(T, q, d, lr, eps, *, pe="onehot", d_e=None, query="sum", max_s
     rng = np.random.default_rng(np.random.SeedSequence(seed))
     ood = []
     for Tt in T_test:
-        mc, se = _mc_ood(a_f, g_f, pe, T, Tt, q, d, d_e, n_mc, rng, query)
+        mc, se = _mc_ood(a_f, g_f, n, enc_test, Tt, q, d, n_mc, rng, query)
         if pe == "onehot":
             row = {"T_test": Tt, "closed_form": float(ood_loss_onehot(a_f, g_f, T, Tt, q, d,
                                                                       query=query)),

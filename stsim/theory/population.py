@@ -63,18 +63,11 @@ MAX_ENUM = 10 ** 7
 _CHUNK_ELEMS = 2 ** 21          # configurations per chunk ≈ _CHUNK_ELEMS / (T · q)
 
 
-def _family(enc: Encoding) -> str:
-    return enc.label              # onehot | near-orthogonal | stochastic/slots | stochastic/sphere
-
-
-def count_configurations(family: str, T: int, q: int, d_e: int) -> int | None:
-    """Number of equally likely configurations the exact expectation enumerates, or None
-    when there is none (sphere)."""
-    if family in ("onehot", "near-orthogonal"):
-        return math.comb(T, q)
-    if family == "stochastic/slots":
-        return math.comb(d_e, q) * math.comb(d_e - q, T - q)
-    return None
+def count_configurations(enc: Encoding, T: int, q: int) -> int | None:
+    """Number of equally likely configurations the exact expectation enumerates for the
+    encoding ``enc`` at length ``T``, or None when there is none (sphere); see
+    :meth:`stsim.core.encodings.Encoding.n_configurations`."""
+    return enc.n_configurations(T, q)
 
 
 def _combos(n, k):
@@ -114,12 +107,14 @@ class PopulationObjective:
     query : {"sum", "mean"};  model : {"theory", "practical"}
     method : ``"enumerate"`` or ``"mc"`` (recorded for reporting).
     table : (n_positions, d_e), the fixed near-orthogonal encodings (``"table"`` chunks).
+    span_n : ``n`` of the structure ``W_ee = a (I_n − J_n/n)`` the dynamics keeps
+        (:meth:`~stsim.core.encodings.Encoding.reduced_n`), or None (``I`` is used).
 
     Use :func:`make_population_objective` rather than this constructor.
     """
 
     def __init__(self, d, d_e, T, q, family, source, *, query="sum", model="theory",
-                 method="enumerate", table=None):
+                 method="enumerate", table=None, span_n=None):
         if query not in QUERIES:
             raise ValueError(f"query must be one of {QUERIES}, got {query!r}")
         if model not in MODELS:
@@ -130,7 +125,7 @@ class PopulationObjective:
         self.c = 1.0 if query == "sum" else 1.0 / q
         self.N = sum(len(ch[1]) for ch in source)
         # span of the W_ee structure the dynamics keeps from zero init (see metrics)
-        self.span_n = {"onehot": T, "stochastic/slots": d_e}.get(family)
+        self.span_n = span_n
 
     # ----------------------------------------------------------------------------------
     def _check(self, W, V):
@@ -321,9 +316,9 @@ def make_population_objective(cfg, enc: Encoding | None = None, *, method="auto"
     if method not in METHODS:
         raise ValueError(f"method must be one of {METHODS}, got {method!r}")
     n_mc = check_int("n_mc", n_mc, 1)
-    family, d_e = _family(enc), enc.d_e
+    family, d_e, span_n = enc.label, enc.d_e, enc.reduced_n(T)
     enc.check_length(T)
-    count = count_configurations(family, T, q, d_e)
+    count = count_configurations(enc, T, q)
     if method == "auto":
         if family in ("onehot", "stochastic/slots"):
             method = "enumerate"
@@ -364,7 +359,7 @@ def make_population_objective(cfg, enc: Encoding | None = None, *, method="auto"
             P = enc.sample(rng, n_mc, T).P                              # selected = first q
             return PopulationObjective(d, d_e, T, q, family,
                                        [("dense", c) for c in _chunks(P, T * d_e)],
-                                       query=query, model=model, method="mc")
+                                       query=query, model=model, method="mc", span_n=span_n)
         y = sample_subsets(rng, n_mc, T, q)
         pe = enc.sample(rng, n_mc, T)
         base = np.broadcast_to(pe.idx, (n_mc, T)) if pe.is_index else \
@@ -375,7 +370,7 @@ def make_population_objective(cfg, enc: Encoding | None = None, *, method="auto"
     else:
         src = [("index", c) for c in _chunks(tok, T * q)]
     return PopulationObjective(d, d_e, T, q, family, src, query=query, model=model,
-                               method=method, table=getattr(enc, "table", None))
+                               method=method, table=getattr(enc, "table", None), span_n=span_n)
 
 
 register_objective("population", make_population_objective)

@@ -41,6 +41,7 @@ import numpy as np
 from scipy.integrate import solve_ivp
 from scipy.stats import hypergeom
 
+from stsim.core.encodings import Encoding, canonical_pe
 from stsim.core.model import QUERIES
 from stsim.util.validate import check_int
 
@@ -135,11 +136,23 @@ def reduced_loss(a, gamma, T, q, d, *, query="sum"):
 
 
 def step_divisor(pe, T, d_e=None):
-    """``n − 1`` in the reduced step ``a ← a − η/(n−1) ∂L/∂a``: ``n = T`` (onehot, the
-    trained block) or ``n = d_e`` (stochastic/slots; default ``d_e = T``)."""
-    if pe == "onehot":
+    """``n − 1`` in the reduced step ``a ← a − η/(n−1) ∂L/∂a``.
+
+    ``pe`` is an :class:`~stsim.core.encodings.Encoding` (its
+    :meth:`~stsim.core.encodings.Encoding.reduced_n`: ``n = T`` for one-hot, the trained
+    block; ``n = d_e`` for stochastic/slots) or, for grids of settings, a family name
+    (``"onehot"`` or ``"stochastic"``, slots, with width ``d_e``, default ``d_e = T``;
+    ``T`` and ``d_e`` may be arrays)."""
+    if isinstance(pe, Encoding):
+        n = pe.reduced_n(T)
+        if n is None:
+            raise ValueError(f"the {pe.label} encoding has no exact two-scalar reduction "
+                             "(use stsim.theory.population with Monte-Carlo)")
+        return np.asarray(n, dtype=np.float64) - 1.0
+    key = canonical_pe(pe)
+    if key == "onehot":
         return np.asarray(T, dtype=np.float64) - 1.0
-    if pe in ("stochastic", "slots", "stochastic/slots"):
+    if key == "stochastic":
         n = np.asarray(T if d_e is None else d_e, dtype=np.float64)
         if np.any(n < np.asarray(T)):
             raise ValueError(f"d_e must be >= T for stochastic/slots, got d_e={d_e}, T={T}")
@@ -208,7 +221,8 @@ def reduced_gd(T, q, d, lr, steps, *, pe="onehot", d_e=None, query="sum", a0=0.0
     T, q, d : int or array of int;  lr : float or array — step size η.
     steps : int — number of updates;  record_every : int — record every k steps (and the
         last step).
-    pe : "onehot" | "stochastic" (slots);  d_e : slots width (default T).
+    pe : "onehot" | "stochastic" (slots), or an Encoding object (see :func:`step_divisor`);
+        d_e : slots width (default T).
 
     Returns
     -------
