@@ -72,11 +72,27 @@ def test_grid_equals_separate_runs():
         np.testing.assert_allclose(grid.loss[k], one.loss[0], rtol=1e-15)
 
 
+def _floor_by_counting(T, Tt, q, d):
+    """The a → ∞ floor written independently: m of the q selected positions fall in the
+    trained range with probability C(T, m) C(Tt − T, q − m) / C(Tt, q); attention is then
+    uniform on those m (loss ½ d (q − m)/(q m)), or on all Tt tokens when m = 0 (loss
+    ½ d (1/q − 1/Tt): target variance d/q, prediction the mean of Tt tokens)."""
+    from math import comb
+    total = 0.0
+    for m in range(q + 1):
+        p = comb(T, m) * comb(Tt - T, q - m) / comb(Tt, q)
+        total += p * (0.5 * d * ((q - m) / (q * m)) if m else 0.5 * d * (1 / q - 1 / Tt))
+    return total
+
+
 def test_ood_floor_spec_numbers():
-    # SPEC §4 quotes 0.326 (T_test=250) and 0.587 (300); the exact m = 0 term is
-    # ½ d (1/q − 1/T_test) rather than ½ d/q, which moves the second to 0.5864.
-    assert ood_floor_onehot(200, 250, 3, 5) == pytest.approx(0.3261, abs=5e-5)
-    assert ood_floor_onehot(200, 300, 3, 5) == pytest.approx(0.5864, abs=5e-5)
+    # SPEC §4 quotes 0.326 (T_test=250) and 0.587 (300), with the m = 0 term written d/q;
+    # the exact term is ½ d (1/q − 1/T_test) (Monte-Carlo below and in the next tests)
+    for Tt in (250, 300, 400):
+        assert ood_floor_onehot(200, Tt, 3, 5) == pytest.approx(
+            _floor_by_counting(200, Tt, 3, 5), rel=1e-12)
+    assert ood_floor_onehot(200, 250, 3, 5) == pytest.approx(0.326, abs=5e-4)
+    assert ood_floor_onehot(200, 300, 3, 5) == pytest.approx(0.587, abs=1e-3)
     assert ood_floor_onehot(200, 200, 3, 5) == 0.0
     # finite-(a, γ) exact OOD loss tends to the floor
     assert float(ood_loss_onehot(80.0, 1.0, 200, 300, 3, 5)) == pytest.approx(
@@ -97,8 +113,9 @@ def test_ood_floor_matches_monte_carlo_where_m0_term_matters():
     assert 0.5 * d * (28 / 66) / Tt > 10 * se
 
 
-def test_ood_floor_matches_monte_carlo_T200():
-    T, Tt, q, d = 200, 250, 3, 5
+@pytest.mark.parametrize("Tt", [250, 300])
+def test_ood_floor_matches_monte_carlo_T200(Tt):
+    T, q, d = 200, 3, 5
     W, V = embed(60.0, 1.0, T, d, Tt)
     mc, se = mc_loss(W, V, Tt, q, d, Tt, np.random.default_rng(4), batches=10, B=1000)
     floor = ood_floor_onehot(T, Tt, q, d)
@@ -146,7 +163,18 @@ def test_gradient_flow_grid_and_limits():
     grid = gradient_flow([8, 12], [2, 3], 3, tau)
     one = gradient_flow(12, 3, 3, tau)
     np.testing.assert_allclose(grid.loss[1], one.loss[0], rtol=1e-8)
+    # t = 0: zero init, L(0) = d/(2q)
     assert np.all(grid.loss[:, 0] == pytest.approx(3 / np.array([4, 6])))
+    # t → ∞: a → ∞, L → 0 at the rate 1/L ≈ 4τ/(T − 1) (slope over a late window), and
+    # γ returns to 1 from above as γ ≈ 1 + (T − q)/(q eᵃ)
+    late = np.linspace(2e4, 4e4, 5)
+    fl = gradient_flow([8, 12], [2, 3], 3, np.concatenate([[0.0], late]))
+    assert np.all(np.diff(fl.a, axis=1) > 0) and np.all(fl.loss[:, -1] < 1e-4)
+    T, q = np.array([8, 12]), np.array([2, 3])
+    np.testing.assert_allclose(fl.gamma[:, -1] - 1, (T - q) / (q * np.exp(fl.a[:, -1])),
+                               rtol=0.02)
+    slope = np.polyfit(late, 1.0 / fl.loss[0, 1:], 1)[0]
+    assert slope == pytest.approx(4 / 7, rel=0.02)
 
 
 @pytest.mark.parametrize("T", [50, 200])
