@@ -1,0 +1,59 @@
+"""The layers of docs/architecture.md: every import inside the package goes to the same or
+a lower layer (util → core → theory → baselines → sweep → studies → cli)."""
+import ast
+import pathlib
+import re
+
+import stsim
+
+LAYERS = ["util", "core", "theory", "baselines", "sweep", "studies", "cli"]
+ROOT = pathlib.Path(stsim.__file__).parent
+
+
+def _layer(module: str):
+    parts = module.split(".")
+    if parts[0] != "stsim" or len(parts) < 2:
+        return None
+    return parts[1] if parts[1] in LAYERS else None
+
+
+def _imports(path):
+    tree = ast.parse(path.read_text(encoding="utf-8"))
+    for node in ast.walk(tree):
+        if isinstance(node, ast.ImportFrom) and node.module:
+            if node.level:
+                raise AssertionError(f"{path}: relative import (use absolute stsim.* imports)")
+            yield node.module
+            for a in node.names:
+                yield f"{node.module}.{a.name}"
+        elif isinstance(node, ast.Import):
+            for a in node.names:
+                yield a.name
+
+
+def test_every_module_lives_in_a_layer():
+    loose = [p.name for p in ROOT.glob("*.py") if p.name not in ("__init__.py", "__main__.py")]
+    assert loose == [], f"modules outside the layer folders: {loose}"
+    assert sorted(p.name for p in ROOT.iterdir() if p.is_dir() and p.name != "__pycache__") \
+        == sorted(LAYERS)
+
+
+def test_no_upward_imports():
+    bad = []
+    for path in ROOT.rglob("*.py"):
+        rel = path.relative_to(ROOT).parts
+        if len(rel) == 1:          # stsim/__init__.py, __main__.py: the public face
+            continue
+        own = LAYERS.index(rel[0])
+        for mod in _imports(path):
+            layer = _layer(mod)
+            if layer is not None and LAYERS.index(layer) > own:
+                bad.append(f"{'/'.join(rel)} imports {mod} ({layer} is above {rel[0]})")
+    assert not bad, "\n".join(sorted(set(bad)))
+
+
+def test_one_process_pool():
+    # built or subclassed (not merely named in a docstring) in one place only
+    hits = [str(p.relative_to(ROOT)) for p in ROOT.rglob("*.py")
+            if re.search(r"ProcessPoolExecutor\s*[()]", p.read_text(encoding="utf-8"))]
+    assert hits == ["sweep/pool.py"], hits
