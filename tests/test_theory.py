@@ -1,8 +1,6 @@
 """Tests of the theorem checks (stsim.theory.checks) and the ``stsim theory`` command."""
 import json
 
-import pytest
-
 from stsim.cli import main as cli_main
 from stsim.theory.reduced import reduced_gd_scalar
 from stsim.theory.checks import check_theorem, theorem1_conditions

@@ -2,6 +2,7 @@
 :func:`load`."""
 from __future__ import annotations
 
+import os
 from dataclasses import dataclass, field
 
 from stsim.util.io import load_npz, save_npz
@@ -63,8 +64,16 @@ class Result:
 
     @classmethod
     def load(cls, path) -> "Result":
-        arrays, meta = load_npz(path)
+        arrays, meta = load_npz(path, what="result")
+        missing = [k for k in ("config", "status", "message") if k not in meta]
+        missing += [f"history/{k}" for k in meta.get("history_keys", [])
+                    if f"history/{k}" not in arrays]
         params = {k[6:]: v for k, v in arrays.items() if k.startswith("param/")}
+        if not params:
+            missing.append("param/*")
+        if missing:
+            raise ValueError(f"result file {os.fspath(path)!r} lacks {missing}: not a complete "
+                             f"stsim result")
         history = {k: arrays[f"history/{k}"] for k in meta.get("history_keys", [])}
         return cls(config=meta["config"], params=params, history=history,
                    status=meta["status"], message=meta["message"], info=meta.get("info", {}))

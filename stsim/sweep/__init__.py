@@ -32,8 +32,11 @@ Design
   tried again unless ``retry_failed=False``. An interrupted sweep loses no finished row
   (at most a torn last journal line, which is ignored). Several sweeps may share one
   ``out`` from threads of one process (journal and table are written under a per-file
-  lock, and the table is rebuilt from the whole journal); separate processes need
-  separate ``out`` files.
+  lock, and the table is rebuilt from all rows); a second *process* on the same ``out``
+  is refused with ``RuntimeError`` while the first runs (``<out>.lock``, released by
+  the kernel if the holder dies).
+* **Column names** — a result key equal to a parameter or bookkeeping column (e.g. the
+  ``status`` and ``seed`` of a :func:`stsim.run` result) is written as ``fn.<key>``.
 * **Bad input** — an empty grid, a point with a parameter ``fn`` does not take (unless
   it takes ``**kwargs``), a missing required parameter, a non-scalar value, duplicate
   points, or a point rejected by ``validate(point)`` raise ``ValueError`` before any work
@@ -42,6 +45,7 @@ Design
 from __future__ import annotations
 
 import concurrent.futures as cf
+import contextlib
 import os
 import pickle
 import sys
@@ -53,7 +57,7 @@ from dataclasses import dataclass, field
 
 from stsim.sweep.grid import (BOOKKEEPING, check_signature, expand_grid, point_key,
                               spawn_seeds)
-from stsim.sweep.journal import (append_journal, build_table, journal_path, lock_for,
+from stsim.sweep.journal import (FileLock, append_journal, build_table, journal_path, lock_for,
                                  shared_records)
 from stsim.sweep.pool import InlineExecutor, OneThreadProcessPool, make_executor
 from stsim.util.io import read_csv, to_jsonable, write_csv
@@ -169,83 +173,86 @@ def sweep(fn, grid, *, seeds=1, root_seed=0, executor=None, out=None, max_worker
     journal = journal_path(out) if out is not None else None
     if out is not None:
         os.makedirs(os.path.dirname(os.path.abspath(os.fspath(out))) or ".", exist_ok=True)
-    lock = lock_for(journal) if journal is not None else threading.Lock()
-    with lock:  # the process-wide store of this journal, refreshed from the file once
-        records = shared_records(journal) if journal is not None else {}
-    todo, n_skipped = [], 0
-    for p in points:
-        for r, s in enumerate(seed_values):
-            rec = records.get((point_key(p), r))
-            if rec is not None and (rec["status"] == "ok" or not retry_failed):
-                n_skipped += 1
-            else:
-                todo.append((p, r, s))
-    param_order = list(dict.fromkeys(k for p in points for k in p))
+    # one process writes a table at a time (a second one is refused, see FileLock)
+    held = FileLock(out) if out is not None else contextlib.nullcontext()
+    with held:
+        lock = lock_for(journal) if journal is not None else threading.Lock()
+        with lock:  # the process-wide store of this journal, refreshed from the file once
+            records = shared_records(journal) if journal is not None else {}
+        todo, n_skipped = [], 0
+        for p in points:
+            for r, s in enumerate(seed_values):
+                rec = records.get((point_key(p), r))
+                if rec is not None and (rec["status"] == "ok" or not retry_failed):
+                    n_skipped += 1
+                else:
+                    todo.append((p, r, s))
+        param_order = list(dict.fromkeys(k for p in points for k in p))
 
-    last_flush = [time.monotonic()]
+        last_flush = [time.monotonic()]
 
-    def flush_table():
-        # from the shared store (rows of concurrent sweeps in this process are kept); the
-        # journal is the per-row record, the CSV is rewritten at most every FLUSH_SECONDS
-        # during the sweep and once at its end (so the cost stays linear in the rows)
-        with lock:
-            rows, columns = build_table(list(records.values()), param_order)
-            if out is not None:
-                write_csv(out, columns, rows)
-        last_flush[0] = time.monotonic()
-        return rows, columns
+        def flush_table():
+            # from the shared store (rows of concurrent sweeps in this process are kept); the
+            # journal is the per-row record, the CSV is rewritten at most every FLUSH_SECONDS
+            # during the sweep and once at its end (so the cost stays linear in the rows)
+            with lock:
+                rows, columns = build_table(list(records.values()), param_order)
+                if out is not None:
+                    write_csv(out, columns, rows)
+            last_flush[0] = time.monotonic()
+            return rows, columns
 
-    n_failed, times = 0, {}
-    if todo:
-        ex = OneThreadProcessPool(min(max_workers, os.cpu_count() or 1)) if own else executor
-        futures = {}
+        n_failed, times = 0, {}
+        if todo:
+            ex = OneThreadProcessPool(min(max_workers, os.cpu_count() or 1)) if own else executor
+            futures = {}
 
-        def finish(fut, done):
-            nonlocal n_failed
-            p, r, s = futures.pop(fut)
+            def finish(fut, done):
+                nonlocal n_failed
+                p, r, s = futures.pop(fut)
+                try:
+                    status, result, err, tb, secs = fut.result()
+                except Exception as exc:  # noqa: BLE001 - e.g. a worker died
+                    status, result, err, tb, secs = ("error", {}, f"{type(exc).__name__}: {exc}",
+                                                     traceback.format_exc(), float("nan"))
+                rec = {"point": p, "seed_index": r, "seed": s, "status": status, "error": err,
+                       "result": result, "traceback": tb, "time_s": secs}
+                records[(point_key(p), r)] = rec
+                times[(point_key(p), r)] = secs
+                n_failed += status != "ok"
+                if journal is not None:
+                    with lock:
+                        append_journal(journal, rec)
+                    if time.monotonic() - last_flush[0] >= FLUSH_SECONDS:
+                        flush_table()
+                if progress is not None:
+                    progress(done, len(todo), rec)
+
             try:
-                status, result, err, tb, secs = fut.result()
-            except Exception as exc:  # noqa: BLE001 - e.g. a worker died
-                status, result, err, tb, secs = ("error", {}, f"{type(exc).__name__}: {exc}",
-                                                 traceback.format_exc(), float("nan"))
-            rec = {"point": p, "seed_index": r, "seed": s, "status": status, "error": err,
-                   "result": result, "traceback": tb, "time_s": secs}
-            records[(point_key(p), r)] = rec
-            times[(point_key(p), r)] = secs
-            n_failed += status != "ok"
-            if journal is not None:
-                with lock:
-                    append_journal(journal, rec)
-                if time.monotonic() - last_flush[0] >= FLUSH_SECONDS:
+                if isinstance(ex, InlineExecutor):  # one at a time: each row is saved at once
+                    for done, (p, r, s) in enumerate(todo, 1):
+                        fut = ex.submit(_call, fn, p, s)
+                        futures[fut] = (p, r, s)
+                        finish(fut, done)
+                else:
+                    for p, r, s in todo:
+                        futures[ex.submit(_call, fn, p, s)] = (p, r, s)
+                    for done, fut in enumerate(cf.as_completed(list(futures)), 1):
+                        finish(fut, done)
+            except BaseException:  # interrupted: finished rows are journaled already
+                for f in futures:
+                    f.cancel()
+                if own:
+                    ex.shutdown(wait=False, cancel_futures=True)
+                if out is not None:
                     flush_table()
-            if progress is not None:
-                progress(done, len(todo), rec)
-
-        try:
-            if isinstance(ex, InlineExecutor):  # one at a time: each row is saved at once
-                for done, (p, r, s) in enumerate(todo, 1):
-                    fut = ex.submit(_call, fn, p, s)
-                    futures[fut] = (p, r, s)
-                    finish(fut, done)
-            else:
-                for p, r, s in todo:
-                    futures[ex.submit(_call, fn, p, s)] = (p, r, s)
-                for done, fut in enumerate(cf.as_completed(list(futures)), 1):
-                    finish(fut, done)
-        except BaseException:  # interrupted: finished rows are journaled already
-            for f in futures:
-                f.cancel()
+                raise
             if own:
-                ex.shutdown(wait=False, cancel_futures=True)
-            if out is not None:
-                flush_table()
-            raise
-        if own:
-            ex.shutdown(wait=True)
-    rows, columns = flush_table()
-    return SweepResult(rows=rows, columns=columns, path=None if out is None else os.fspath(out),
-                       journal=journal, n_run=len(todo), n_skipped=n_skipped,
-                       n_failed=n_failed, times=times)
+                ex.shutdown(wait=True)
+        rows, columns = flush_table()
+        return SweepResult(rows=rows, columns=columns, path=None if out is None else os.fspath(out),
+                           journal=journal, n_run=len(todo), n_skipped=n_skipped,
+                           n_failed=n_failed, times=times)
 
 
 class _CallableModule(types.ModuleType):

@@ -2,6 +2,7 @@
 built from it."""
 from __future__ import annotations
 
+import errno
 import json
 import numbers
 import os
@@ -10,7 +11,7 @@ import threading
 from stsim.sweep.grid import BOOKKEEPING, point_key
 
 __all__ = ["journal_path", "load_journal", "append_journal", "build_table", "lock_for",
-           "shared_records"]
+           "shared_records", "result_column", "FileLock"]
 
 
 _LOCKS: dict = {}
@@ -81,13 +82,72 @@ def build_table(records, param_order):
     extra = sorted({k for r in records for k in r["point"]} - set(names))
     names += extra
     results = sorted({k for r in records for k in r["result"]})
+    taken = set(names) | set(BOOKKEEPING)
+    column = {k: result_column(k, taken) for k in results}
     rows = []
     for r in records:
         row = {k: r["point"].get(k) for k in names}
         row.update(seed_index=r["seed_index"], seed=r["seed"], status=r["status"],
                    error=r["error"])
         for k in results:
-            row[k] = r["result"].get(k)
+            row[column[k]] = r["result"].get(k)
         rows.append(row)
     rows.sort(key=lambda row: tuple(_sort_value(row[k]) for k in names) + (row["seed_index"],))
-    return rows, names + list(BOOKKEEPING) + results
+    return rows, names + list(BOOKKEEPING) + [column[k] for k in results]
+
+
+def result_column(key: str, taken) -> str:
+    """The table column of a result entry ``key``: the key itself, or ``fn.<key>`` when it
+    would overwrite a parameter or bookkeeping column (``stsim.run``-like results carry
+    their own ``status`` and ``seed``)."""
+    return f"fn.{key}" if key in taken else key
+
+
+class FileLock:
+    """An exclusive, non-blocking lock on ``<path>.lock`` held for the life of a sweep, so
+    that two processes never write one table (they would compute every point twice and
+    the last writer would win). ``flock`` locks are released by the kernel when the holder
+    dies, so a killed sweep leaves no stale lock. Raises ``RuntimeError`` naming the file
+    and the holder's pid if another process holds it."""
+
+    _held: dict = {}   # path -> [file, count]: sweeps in threads of one process share it
+
+    def __init__(self, path):
+        self.path = os.path.abspath(os.fspath(path)) + ".lock"
+
+    def __enter__(self):
+        import fcntl
+        with _LOCKS_GUARD:
+            if self.path in self._held:
+                self._held[self.path][1] += 1
+                return self
+            fh = open(self.path, "a+", encoding="utf-8")
+            try:
+                fcntl.flock(fh.fileno(), fcntl.LOCK_EX | fcntl.LOCK_NB)
+            except OSError as exc:
+                fh.seek(0)
+                holder = fh.read().strip() or "unknown"
+                fh.close()
+                if exc.errno in (errno.EAGAIN, errno.EACCES, errno.EWOULDBLOCK):
+                    raise RuntimeError(
+                        f"another process (pid {holder}) is writing the sweep table "
+                        f"{self.path[:-5]!r}; wait for it to finish or use another out") from None
+                raise
+            fh.seek(0)
+            fh.truncate()
+            fh.write(str(os.getpid()))
+            fh.flush()
+            self._held[self.path] = [fh, 1]
+        return self
+
+    def __exit__(self, *exc):
+        import fcntl
+        with _LOCKS_GUARD:
+            entry = self._held[self.path]
+            entry[1] -= 1
+            if entry[1] > 0:
+                return False
+            del self._held[self.path]
+        fcntl.flock(entry[0].fileno(), fcntl.LOCK_UN)
+        entry[0].close()
+        return False

@@ -13,6 +13,8 @@ from __future__ import annotations
 import concurrent.futures as cf
 import multiprocessing as mp
 import os
+import threading
+import time
 
 __all__ = ["InlineExecutor", "OneThreadProcessPool", "make_executor", "THREAD_VARS"]
 
@@ -32,6 +34,20 @@ class InlineExecutor(cf.Executor):
 THREAD_VARS = ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS")
 
 
+def _die_with_parent(parent_pid: int, period: float = 0.5) -> None:
+    """Worker initializer: exit as soon as the driver process is gone.
+
+    A driver killed with SIGKILL cannot shut its pool down, and its workers would live
+    on, re-parented, holding memory (seen: ~40 MB each, minutes later). A daemon thread
+    in each worker polls its parent pid and ends the worker when it changes."""
+    def watch():
+        while os.getppid() == parent_pid:
+            time.sleep(period)
+        os._exit(1)
+
+    threading.Thread(target=watch, name="stsim-parent-watch", daemon=True).start()
+
+
 class OneThreadProcessPool(cf.ProcessPoolExecutor):
     """A spawned process pool whose workers all run single-threaded BLAS.
 
@@ -39,14 +55,16 @@ class OneThreadProcessPool(cf.ProcessPoolExecutor):
     depend on the BLAS thread count, so the table would depend on which worker ran it.
     A spawned worker reads the variables when it imports numpy, and workers start on
     demand, so the variables stay set in this process until :meth:`shutdown` (numpy is
-    already loaded here: they do not change this process)."""
+    already loaded here: they do not change this process). Workers end by themselves
+    within about a second if the driver dies (:func:`_die_with_parent`)."""
 
     def __init__(self, workers):
         self._saved = {k: os.environ.get(k) for k in THREAD_VARS}
         for k, v in self._saved.items():
             if v is None:
                 os.environ[k] = "1"
-        super().__init__(workers, mp_context=mp.get_context("spawn"))
+        super().__init__(workers, mp_context=mp.get_context("spawn"),
+                         initializer=_die_with_parent, initargs=(os.getpid(),))
 
     def shutdown(self, *args, **kwargs):
         try:

@@ -23,7 +23,9 @@ def atomic_write(path, mode="wb"):
     path = os.fspath(path)
     folder = os.path.dirname(os.path.abspath(path))
     os.makedirs(folder, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(dir=folder, prefix=".tmp-", suffix=os.path.basename(path))
+    _remove_stale_temporaries(folder, os.path.basename(path))
+    fd, tmp = tempfile.mkstemp(dir=folder, prefix=f".tmp-{os.getpid()}-",
+                               suffix=os.path.basename(path))
     umask = os.umask(0)
     os.umask(umask)
     os.chmod(tmp, 0o666 & ~umask)  # mkstemp makes 0600; give the file the usual mode
@@ -37,6 +39,32 @@ def atomic_write(path, mode="wb"):
         with contextlib.suppress(FileNotFoundError):
             os.unlink(tmp)
         raise
+
+
+def _pid_alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True
+
+
+def _remove_stale_temporaries(folder, name):
+    """Remove ``.tmp-<pid>-…<name>`` files left by writers that were killed mid-write
+    (their pid is gone); files of live writers are left alone."""
+    try:
+        entries = os.listdir(folder)
+    except OSError:
+        return
+    for entry in entries:
+        if not (entry.startswith(".tmp-") and entry.endswith(name)):
+            continue
+        pid = entry[5:].split("-", 1)[0]
+        if pid.isdigit() and not _pid_alive(int(pid)):
+            with contextlib.suppress(OSError):
+                os.unlink(os.path.join(folder, entry))
 
 
 def to_jsonable(obj):
@@ -66,11 +94,32 @@ def save_npz(path, arrays: dict, meta: dict):
         np.savez(fh, **payload)
 
 
-def load_npz(path):
-    """Inverse of :func:`save_npz`: returns ``(arrays, meta)``."""
-    with np.load(path, allow_pickle=False) as z:
-        arrays = {k: np.array(z[k]) for k in z.files if k != "__meta__"}
-        meta = json.loads(str(z["__meta__"])) if "__meta__" in z.files else {}
+def load_npz(path, what="stsim file"):
+    """Inverse of :func:`save_npz`: returns ``(arrays, meta)``.
+
+    A file that is not a complete npz written by :func:`save_npz` (truncated, garbled, no
+    metadata, a folder) raises ``ValueError`` naming the file and what is wrong; a
+    missing file raises ``FileNotFoundError``.
+    """
+    path = os.fspath(path)
+    if os.path.isdir(path):
+        raise ValueError(f"{path!r} is a folder, not a {what} (.npz)")
+    try:
+        with np.load(path, allow_pickle=False) as z:
+            if not hasattr(z, "files"):
+                raise ValueError("it holds a bare array, not an npz archive")
+            if "__meta__" not in z.files:
+                raise ValueError("it has no __meta__ record (not written by stsim)")
+            arrays = {k: np.array(z[k]) for k in z.files if k != "__meta__"}
+            meta = json.loads(str(z["__meta__"]))
+    except FileNotFoundError:
+        raise
+    except Exception as exc:  # noqa: BLE001 - zipfile, EOF, pickle refusals, JSON, ...
+        detail = str(exc)
+        if "allow_pickle" in detail or "pickle" in detail:
+            detail = "it is not an npz archive"
+        raise ValueError(f"cannot read {what} {path!r}: {detail} "
+                         f"({type(exc).__name__}); the file is corrupt or truncated") from None
     return arrays, meta
 
 

@@ -1,0 +1,172 @@
+"""Fault behaviour (issue 14): every fault gives a clear error naming what is wrong, and
+nothing already computed is lost. See docs/model.md, "Failure behaviour"."""
+import os
+import signal
+import subprocess
+import sys
+import textwrap
+import time
+
+import numpy as np
+import pytest
+
+import stsim
+from stsim.sweep import InlineExecutor, read_table, sweep
+from stsim.util.io import atomic_write, load_npz
+
+
+@pytest.fixture(scope="module")
+def result_file(tmp_path_factory):
+    path = tmp_path_factory.mktemp("res") / "r.npz"
+    stsim.run(T=10, q=2, steps=5, batch=8).save(path)
+    return path
+
+
+@pytest.mark.parametrize("damage", ["truncate", "garble", "garbage", "empty"])
+def test_corrupt_result_files_name_the_file(result_file, tmp_path, damage):
+    data = result_file.read_bytes()
+    bad = tmp_path / f"{damage}.npz"
+    bad.write_bytes({"truncate": data[: len(data) // 2],
+                     "garble": data[:200] + bytes(255 - b for b in data[200:400]) + data[400:],
+                     "garbage": b"this is not an archive" * 10,
+                     "empty": b""}[damage])
+    with pytest.raises(ValueError, match=str(bad.name)) as err:
+        stsim.load(bad)
+    assert "allow_pickle" not in str(err.value)
+
+
+def test_result_missing_an_array_is_detected_at_load(result_file, tmp_path):
+    arrays, meta = load_npz(result_file)
+    del arrays["history/loss"]
+    from stsim.util.io import save_npz
+    bad = tmp_path / "partial.npz"
+    save_npz(bad, arrays, meta)
+    with pytest.raises(ValueError, match=r"partial\.npz.*history/loss"):
+        stsim.load(bad)
+
+
+def test_a_folder_is_not_a_result(tmp_path):
+    with pytest.raises(ValueError, match="is a folder"):
+        stsim.load(tmp_path)
+
+
+def _ret_status(a, seed):
+    return {"status": "mine", "seed": -1, "x": a}
+
+
+def test_sweep_result_keys_do_not_overwrite_table_columns(tmp_path):
+    out = tmp_path / "t.csv"
+    res = sweep(_ret_status, {"a": [1, 2]}, executor=InlineExecutor(), out=out)
+    assert res.columns == ["a", "seed_index", "seed", "status", "error", "fn.seed",
+                           "fn.status", "x"]
+    row = read_table(out)[0]
+    assert row["status"] == "ok" and row["fn.status"] == "mine" and row["fn.seed"] == -1
+    assert row["seed"] != -1
+    header = out.read_text().splitlines()[0].split(",")
+    assert len(header) == len(set(header))
+
+
+def _fails(a, seed):
+    raise RuntimeError(f"boom {a}")
+
+
+def test_failed_row_keeps_its_error_text(tmp_path):
+    res = sweep(_fails, {"a": [1]}, executor=InlineExecutor(), out=tmp_path / "f.csv")
+    assert res.rows[0]["status"] == "error" and "boom 1" in res.rows[0]["error"]
+
+
+SLOW_SWEEP = textwrap.dedent("""
+    import sys
+    import stsim
+    from tests_helpers_slow import slow
+    if __name__ == "__main__":
+        stsim.sweep(slow, {"a": list(range(40))}, out=sys.argv[1], max_workers=2)
+""")
+
+
+def _slow_module(tmp_path):
+    (tmp_path / "tests_helpers_slow.py").write_text(
+        "import time\n\ndef slow(a, seed):\n    time.sleep(0.5)\n    return {'a2': a * a}\n")
+    (tmp_path / "driver.py").write_text(SLOW_SWEEP)
+
+
+def _children(pid):
+    """Lines ``pid ppid args`` of the processes whose parent is ``pid``."""
+    out = subprocess.run(["ps", "-eo", "pid,ppid,args"], capture_output=True, text=True).stdout
+    return [line for line in out.splitlines()[1:] if line.split()[1] == str(pid)]
+
+
+def test_second_process_on_one_table_is_refused_and_killed_driver_leaves_no_workers(tmp_path):
+    _slow_module(tmp_path)
+    out = tmp_path / "t.csv"
+    env = dict(os.environ, PYTHONPATH=str(tmp_path) + os.pathsep + os.environ.get("PYTHONPATH", ""))
+    drv = subprocess.Popen([sys.executable, str(tmp_path / "driver.py"), str(out)], env=env,
+                           cwd=tmp_path)
+    journal = tmp_path / "t.csv.journal.jsonl"
+    t0 = time.time()
+    while not (journal.exists() and journal.read_text().count("\n") >= 2):
+        assert time.time() - t0 < 60, "the sweep did not start"
+        assert drv.poll() is None, "the driver ended early"
+        time.sleep(0.1)
+    # a second process on the same out is refused while the first runs
+    second = subprocess.run([sys.executable, str(tmp_path / "driver.py"), str(out)], env=env,
+                            cwd=tmp_path, capture_output=True, text=True, timeout=120)
+    assert second.returncode != 0 and "another process" in second.stderr
+    workers = [int(line.split()[0]) for line in _children(drv.pid)]
+    assert workers, "expected pool workers"
+    os.kill(drv.pid, signal.SIGKILL)
+    drv.wait()
+    t0 = time.time()
+    alive = workers
+    while alive and time.time() - t0 < 15:
+        time.sleep(0.2)
+        alive = [w for w in workers if _alive(w)]
+    assert not alive, f"pool workers {alive} outlived their killed driver"
+    # the finished rows survive; a rerun reuses them
+    done = journal.read_text().count("\n")
+    assert done >= 2
+
+
+def _alive(pid):
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    # a zombie is dead for our purpose
+    try:
+        with open(f"/proc/{pid}/stat") as fh:
+            return fh.read().split()[2] != "Z"
+    except OSError:
+        return False
+
+
+def test_stale_temporaries_of_dead_writers_are_removed(tmp_path):
+    dead = subprocess.Popen([sys.executable, "-c", "pass"])
+    dead.wait()
+    stale = tmp_path / f".tmp-{dead.pid}-abcdx.json"
+    stale.write_text("{")
+    live = tmp_path / f".tmp-{os.getpid()}-efghx.json"
+    live.write_text("{")
+    with atomic_write(tmp_path / "x.json", "w") as fh:
+        fh.write("{}")
+    assert not stale.exists() and live.exists()
+    assert (tmp_path / "x.json").read_text() == "{}"
+
+
+def test_booleans_are_not_integers():
+    with pytest.raises(ValueError, match="batch"):
+        stsim.run(T=10, q=2, steps=1, batch=True)
+    with pytest.raises(ValueError, match="T must be an integer"):
+        stsim.run(T=True, q=2, steps=1)
+
+
+@pytest.mark.parametrize("value", [30.0, np.int64(30)])
+def test_T_test_accepts_integral_numbers(value):
+    res = stsim.run(T=10, q=2, steps=1, batch=4, T_test=value)
+    assert "val/T=30" in res.history
+
+
+@pytest.mark.parametrize("value", ["30", 30.5, [10, "x"]])
+def test_T_test_errors_name_the_parameter(value):
+    with pytest.raises(ValueError, match="T_test"):
+        stsim.run(T=10, q=2, steps=1, batch=4, T_test=value)
