@@ -170,3 +170,29 @@ def test_T_test_accepts_integral_numbers(value):
 def test_T_test_errors_name_the_parameter(value):
     with pytest.raises(ValueError, match="T_test"):
         stsim.run(T=10, q=2, steps=1, batch=4, T_test=value)
+
+
+@pytest.mark.parametrize("options, culprit", [
+    (dict(d_e=10 ** 6), "W, V"), (dict(T=10 ** 5, q=3), "W, V"),
+    (dict(batch=10 ** 9), "batch"), (dict(T_test=[10 ** 7]), "W, V"),
+    (dict(sampler="sphere", d_e=4096, batch=4096), "batch tokens and encodings"),
+    (dict(arch="fcn", T=10 ** 5, width=10 ** 4), "parameters")])
+def test_oversized_runs_are_refused_before_allocating(options, culprit):
+    opts = dict(T=200, q=3, steps=1)
+    opts.update(options)
+    with pytest.raises(ValueError, match=r"would need about .* GiB of memory") as err:
+        stsim.run(**opts)
+    assert culprit in str(err.value)
+    # refused by the config check, before any array was built
+    assert err.traceback[-1].path.name == "config.py"
+
+
+def test_memory_estimate_of_the_default_run_is_small():
+    est = stsim.Config.from_options().memory_estimate()
+    assert 0 < est["total"] < 2 ** 30 and est["total"] == sum(
+        v for k, v in est.items() if k != "total")
+
+
+def test_init_scale_error_names_the_parameter():
+    with pytest.raises(ValueError, match="init_scale"):
+        stsim.run(T=10, q=2, steps=1, init="random", init_scale="x")

@@ -8,13 +8,13 @@ defaults cannot drift apart.
 from __future__ import annotations
 
 import dataclasses
-import math
+import os
 from dataclasses import dataclass
 
 from stsim.core.encodings import SAMPLERS, resolve_encoding
 from stsim.core.model import MODELS, QUERIES
 from stsim.core.optim import OPTIMIZERS
-from stsim.util.validate import check_choice, check_int, check_lr, int_tuple
+from stsim.util.validate import check_choice, check_int, check_lr, check_real, int_tuple
 
 __all__ = ["Config", "OBJECTIVES", "ARCHS", "INITS", "DEFAULT_LR"]
 
@@ -104,9 +104,7 @@ class Config:
         c.seed = check_int("seed", c.seed, 0)
         c.eval_every = check_int("eval_every", max(1, c.steps // 100) if c.eval_every is None
                                  else c.eval_every, 1)
-        c.init_scale = float(c.init_scale)
-        if not math.isfinite(c.init_scale) or c.init_scale < 0:
-            raise ValueError(f"init_scale must be a finite number >= 0, got {self.init_scale!r}")
+        c.init_scale = check_real("init_scale", c.init_scale, lo=0.0)
         c.depth = check_int("depth", c.depth, 1)
         if c.arch == "fcn":
             c.width = check_int("width", 64 if c.width is None else c.width, 1)
@@ -115,7 +113,51 @@ class Config:
                              f"(got optimizer={c.optimizer!r})")
         if c.arch == "transformer":
             c.pe, c.d_e = resolve_encoding(c.pe, T_max=c.T_max, d_e=c.d_e, sampler=c.sampler)
+        c.check_memory()
         return c
+
+    def memory_estimate(self) -> dict:
+        """Bytes of the largest arrays a run of this (resolved) config allocates, by name,
+        and their ``total`` — an estimate made before anything is allocated: parameters
+        (+ gradient and optimiser state), one training batch with its encodings and the
+        forward/backward temporaries, and the validation sets."""
+        f8 = 8
+        B, T, d = self.batch, self.T, self.d
+        val_T = [T] * (1 + len(self.q_test)) + list(self.T_test)
+        nb = self.n_train if self.optimizer == "gd" else B
+        out = {}
+        if self.arch == "fcn":
+            n_in = T * d + T
+            k = self.width or 1
+            n_par = k * (n_in + 1) + (self.depth - 1) * k * (k + 1) + d * (k + 1)
+            out["parameters (x4: gradient, optimiser)"] = 4 * n_par * f8
+            out["batch input (x3)"] = 3 * nb * n_in * f8
+            out["validation sets"] = sum(self.n_val * (t * d + t) for t in val_T) * f8
+        else:
+            D = d + self.d_e
+            out["W, V (x4: gradient, optimiser)"] = 4 * (D * D + d * D) * f8
+            dense = self.pe == "near-orthogonal" or (self.pe == "stochastic"
+                                                    and self.sampler == "sphere")
+            per_tok = d + (self.d_e if dense else 1)
+            out["batch tokens and encodings (x4)"] = 4 * nb * T * per_tok * f8
+            out["batch query-side rows (x4)"] = 4 * nb * self.d_e * f8
+            out["validation sets"] = sum(self.n_val * t * per_tok for t in val_T) * f8
+        out["total"] = int(sum(out.values()))
+        return out
+
+    def check_memory(self, limit: float | None = None) -> None:
+        """Refuse, before anything is allocated, a run whose :meth:`memory_estimate`
+        exceeds ``limit`` bytes (default: 80% of this machine's physical memory)."""
+        est = self.memory_estimate()
+        if limit is None:
+            limit = 0.8 * _physical_memory()
+        if est["total"] > limit:
+            parts = ", ".join(f"{k} {_gb(v)}" for k, v in est.items() if k != "total")
+            raise ValueError(
+                f"this run would need about {_gb(est['total'])} of memory (T={self.T}, "
+                f"T_max={self.T_max}, d={self.d}, d_e={self.d_e}, batch={self.batch}, "
+                f"n_train={self.n_train}, n_val={self.n_val}: {parts}), more than the "
+                f"{_gb(limit)} allowed (80% of this machine's memory); reduce the sizes")
 
     @property
     def T_max(self) -> int:
@@ -126,3 +168,14 @@ class Config:
         d = dataclasses.asdict(self)
         d["T_test"], d["q_test"] = list(self.T_test), list(self.q_test)
         return d
+
+
+def _gb(nbytes) -> str:
+    return f"{nbytes / 2**30:.3g} GiB"
+
+
+def _physical_memory() -> float:
+    try:
+        return float(os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES"))
+    except (ValueError, OSError, AttributeError):  # pragma: no cover - non-POSIX
+        return 16.0 * 2**30
