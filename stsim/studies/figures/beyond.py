@@ -2,8 +2,8 @@
 encodings (i.i.d. uniform unit vectors, redrawn per sample) for several widths ``d_e``:
 the loss has a floor that falls as ``d_e`` grows (SPEC §4: with ``W_ee = cI`` the
 selected tokens' logits differ by ``O(c √(q/d_e))``); (b) the theory model beside the
-practical one on the same stochastic-slots setting, both trained with Adam (the runs of
-Figs. 5 and 1).
+practical one on the same stochastic-slots setting, both trained with SGD (the runs of
+Figs. 2 and 1; their learning rates differ, see the panel title).
 
 The sphere runs use a smaller batch than the paper's 256 because a dense ``(B, T, d_e)``
 encoding must be drawn at every step (cost ∝ ``B T d_e``).
@@ -16,11 +16,11 @@ import numpy as np
 
 from stsim.util.plotting import plt, savefig
 from stsim.studies.figures.common import Job, check, finish, seed_band
-from stsim.studies.figures import fig1, fig5
+from stsim.studies.figures import fig1, fig2
 from stsim.studies.figures.ood import ood_jobs
 
 NAME = "beyond"
-LINKS = {"practical": "fig1", "theory": "fig5"}   # settings taken from these figures
+LINKS = {"practical": "fig1", "theory": "fig2"}   # settings taken from these figures
 
 SPHERE_KEYS = ("T", "q", "d", "model", "query", "optimizer", "lr", "steps", "batch", "init",
                "T_test", "n_val", "eval_every")
@@ -29,11 +29,11 @@ SETTINGS = {
     "quick": dict(T=20, q=3, d=5, model="theory", query="sum", optimizer="adam", lr=0.03,
                   steps=300, batch=64, init="zero", T_test=[40], n_val=128, eval_every=None,
                   d_e_list=[4, 16, 64], seeds=[0, 1],
-                  practical=fig1.SETTINGS["quick"], theory=fig5.SETTINGS["quick"]),
+                  practical=fig1.SETTINGS["quick"], theory=fig2.SETTINGS["quick"]),
     "full": dict(T=200, q=3, d=5, model="theory", query="sum", optimizer="adam", lr=0.01,
                  steps=1000, batch=64, init="zero", T_test=[300, 400], n_val=128,
-                 eval_every=None, d_e_list=[16, 32, 64, 128, 256], seeds=[0, 1, 2],
-                 practical=fig1.SETTINGS["full"], theory=fig5.SETTINGS["full"]),
+                 eval_every=None, d_e_list=[16, 32, 64, 128], seeds=[0, 1],
+                 practical=fig1.SETTINGS["full"], theory=fig2.SETTINGS["full"]),
 }
 
 
@@ -99,8 +99,9 @@ def analyse(s, results, out, mode):
     ax[2].set_yscale("log")
     ax[2].set_xlabel("step")
     ax[2].set_ylabel("validation loss")
-    ax[2].set_title(f"(b) theory vs practical model, stochastic/slots, "
-                    f"{s['theory']['optimizer']} lr={s['theory']['lr']}", fontsize=9)
+    ax[2].set_title(f"(b) theory (sum, {s['theory']['optimizer']} lr={s['theory']['lr']}) vs "
+                    f"practical (mean, {s['practical']['optimizer']} lr="
+                    f"{s['practical']['lr']}), slots", fontsize=8)
     ax[2].legend(fontsize=7)
     fig.tight_layout()
     savefig(fig, os.path.join(out, f"{NAME}.png"), dpi=100)

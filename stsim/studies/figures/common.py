@@ -187,12 +187,16 @@ def write_histories_csv(path, results: dict) -> str:
     return write_csv(path, ["run", "seed"] + keys, rows, float_format=".6g")
 
 
-def seed_band(ax, results, key, *, label=None, color=None, ls="-", lw=1.6, transform=None):
-    """Plot the seed mean of ``history[key]`` with a min–max band over seeds.
+def seed_band(ax, results, key, *, label=None, color=None, ls="-", lw=1.6, transform=None,
+              upto=None):
+    """Plot the seed mean of ``history[key]`` with a min–max band over seeds (records at
+    steps ``<= upto`` if given).
 
     All results must share the ``step`` grid. Returns ``(step, mean)``.
     """
     n = min(len(r.history["step"]) for r in results)   # a diverged run stops early
+    if upto is not None:
+        n = min(n, int(np.searchsorted(results[0].history["step"], upto, "right")))
     steps = results[0].history["step"][:n]
     Y = np.array([r.history[key][:n] for r in results], dtype=float)
     if transform is not None:

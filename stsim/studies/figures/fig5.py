@@ -1,5 +1,6 @@
 """Fig. 5 — Figs. 2 and 4 with Adam: OOD loss at longer lengths (top) and on unseen
-subset sizes (bottom), fixed one-hot against stochastic PE.
+subset sizes (bottom), both fixed-PE readings (one-hot; near-orthogonal) against the
+stochastic PE.
 
 Paper (Fig. 5): the length-generalisation advantage of stochastic PE is the same as with
 SGD; on ``q_test`` Adam may bring both to 0 in the long run, but stochastic PE dominates
@@ -12,8 +13,8 @@ import os
 from stsim.util.plotting import plt, savefig
 from stsim.studies.figures.common import finish
 from stsim.studies.figures.fig2 import draw_length_panels, length_checks
-from stsim.studies.figures.fig4 import draw_q_panels, q_checks
-from stsim.studies.figures.ood import FULL_BASE, QUICK_BASE, by_pe, ood_jobs
+from stsim.studies.figures.fig4 import draw_q_panels, groups_of, q_checks
+from stsim.studies.figures.ood import FULL_BASE, QUICK_BASE, ood_jobs
 
 NAME = "fig5"
 
@@ -21,7 +22,7 @@ SETTINGS = {
     "quick": dict(QUICK_BASE, model="theory", query="sum", optimizer="adam", lr=0.01,
                   steps=300),
     "full": dict(FULL_BASE, model="theory", query="sum", optimizer="adam", lr=0.003,
-                 steps=8000),
+                 steps=6000),
 }
 
 
@@ -30,7 +31,7 @@ def jobs(s):
 
 
 def analyse(s, results, out, mode):
-    groups = by_pe(s, results)
+    groups = groups_of(s, results)
     n = max(len(s["T_test"]), len(s["q_test"]))
     fig, axes = plt.subplots(2, n, figsize=(3.3 * n, 6.6), squeeze=False)
     draw_length_panels(axes[0], s, groups)
