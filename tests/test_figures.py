@@ -17,7 +17,8 @@ from stsim.studies.figures.common import r2_linear, resolve_settings
 
 ROOT = pathlib.Path(__file__).resolve().parents[1]
 EXAMPLES = {"fig1": "fig1_training", "fig2": "fig2_ood_length", "fig3": "fig3_heatmaps",
-            "fig4": "fig4_generalisation", "fig5": "fig5_adam", "beyond": "beyond_sphere_width"}
+            "fig4": "fig4_generalisation", "fig5": "fig5_adam", "beyond": "beyond_sphere_width",
+            "claims": "claims_map"}
 
 
 @pytest.fixture(scope="module")
@@ -113,7 +114,8 @@ def test_example_scripts_redraw_from_cache(quick, fig, tmp_path):
 def test_settings_overrides_and_errors(tmp_path):
     s = resolve_all("quick", {"fig2.lr": 1.5, "fig5.lr": 0.02})
     assert s["fig2"]["lr"] == 1.5 and s["fig4"]["lr"] == 1.5      # shared runs
-    assert s["beyond"]["theory"]["lr"] == 0.02                    # linked settings
+    assert s["beyond"]["theory"]["lr"] == 1.5                     # linked settings
+    assert s["claims"]["fig5"]["lr"] == 0.02 and s["claims"]["fig2"]["lr"] == 1.5
     with pytest.raises(ValueError):
         resolve_settings({"lr": 1.0}, {"lrr": 2.0})
     assert cli_main(["figures", "--quick", "--out", str(tmp_path), "--set", "fig1.nope=1"]) == 2
@@ -124,3 +126,51 @@ def test_r2_linear():
     x = np.arange(10.0)
     assert r2_linear(x, 3 * x + 1) == pytest.approx(1.0)
     assert r2_linear(x, np.r_[np.zeros(5), np.ones(5)]) < 0.9
+
+
+def test_near_orthogonal_reading_has_an_interference_floor(quick):
+    # the fixed near-orthogonal table is dense and interferes: its in-distribution loss
+    # stays far above the slots PE's, while one-hot does not interfere
+    s = quick[1]["fig2"]
+    runs = s["runs"]
+    assert any("near" in name for name in runs)
+    for Tt in s["settings"]["T_test"]:
+        m = s["measured"][f"val/T={Tt}"]
+        near = [k for k in m if k.startswith("near") and k.endswith("_final")]
+        assert near, m.keys()
+        for k in near:
+            assert min(m[k]) > 3 * max(m["stochastic_final"])
+
+
+def test_fixed_onehot_matches_exact_ood_loss_at_its_own_state(quick):
+    # SGD run: measured OOD loss within 3 standard errors (validation points) of the exact
+    # population OOD loss at the run's (a, γ)
+    s = quick[1]["fig2"]
+    for Tt in s["settings"]["T_test"]:
+        rows = s["measured"][f"val/T={Tt}"]["onehot_exact_agreement"]
+        assert all(r["se"] > 0 for r in rows)
+        assert max(abs(r["z"]) for r in rows) <= 3.0
+    # the long stochastic run (its own lr and steps) is reported beside the group's
+    assert any("stochastic-long" in name for name in s["runs"])
+
+
+def test_claims_map_from_the_plain_function(quick, tmp_path):
+    from stsim.studies.figures.claims import STATEMENTS, run_claims
+    out = quick[0]
+    cached = {p: p.stat().st_mtime_ns for p in (out / "runs").rglob("*.npz")}
+    summary = run_claims("quick", str(tmp_path), cache=str(out / "runs"))
+    assert {p: p.stat().st_mtime_ns for p in (out / "runs").rglob("*.npz")} == cached
+    table = (tmp_path / "claims.md").read_text()
+    for S in STATEMENTS:
+        assert f"| {S} " in table
+    red = summary["measured"]["reduced"]
+    held = {S: np.array(v) for S, v in red["held"].items()}
+    # exact reduced dynamics: one-hot never falls below 0.15 OOD at these budgets, the
+    # slots PE cannot be quicker on q_test than one-hot with d_e > T, and the slots OOD
+    # loss reaches 2 % at the largest lr and budget but not at the smallest budget
+    assert held["S5"].all() and not held["S6"].any()
+    assert held["S4"][-1, -1] and not held["S4"][:, 0].any()
+    assert held["S1"][-1, -1] and not held["S1"][0, 0]
+    cols = summary["measured"]["columns"]
+    assert any("NO16" in c["label"] for c in cols) and any("prac-sum" in c["label"] for c in cols)
+    assert (tmp_path / "claims.png").stat().st_size > 10_000

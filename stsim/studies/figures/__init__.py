@@ -10,6 +10,8 @@ fig3      heat maps of W and V at random initialisation and after training
 fig4      length generalisation and unseen q_test (same runs as fig2)
 fig5      figs 2 and 4 with Adam
 beyond    sphere PE width sweep (loss floor vs d_e); theory vs practical model
+claims    claims map: each statement of Figs. 1-5, where it holds and fails (reduced
+          dynamics + simulations); also :func:`.claims.run_claims`
 ========  ==============================================================================
 
 All runs of all figures go into one pool (shared runs are trained once, longest first);
@@ -30,7 +32,7 @@ import time
 
 __all__ = ["FIGURES", "add_arguments", "main", "resolve_all"]
 
-FIGURES = ("fig1", "fig2", "fig3", "fig4", "fig5", "beyond")
+FIGURES = ("fig1", "fig2", "fig3", "fig4", "fig5", "beyond", "claims")
 
 
 def _module(name):

@@ -39,7 +39,10 @@ def render(folder) -> str:
         if os.path.exists(path):
             with open(path) as fh:
                 summaries[n] = json.load(fh)
-            out.append(settings_row(n, summaries[n]["settings"], summaries[n]))
+            if n != "claims":           # its settings are grids, shown in its own table
+                out.append(settings_row(n, summaries[n]["settings"], summaries[n]))
+    if "claims" in summaries:
+        out += ["", "### claims map", "", summaries["claims"]["measured"]["table_markdown"]]
     for n, s in summaries.items():
         out += ["", f"### {n}", "", checks_table(s)]
     return "\n".join(out)
