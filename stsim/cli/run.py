@@ -13,6 +13,7 @@ import os
 import sys
 import time
 
+from stsim.cli.common import int_tuple
 from stsim.core.config import Config, field_help
 
 __all__ = ["add_arguments", "main", "write_outputs", "config_flags"]
@@ -23,15 +24,11 @@ EPILOG = ("example: stsim run --T 50 --steps 2000 --out runs/demo\n"
 _TYPES = {"int": int, "float": float, "str": str}
 
 
-def _int_list(text):
-    return tuple(int(v) for v in text.split(",") if v.strip())
-
-
 def _flag_type(f: dataclasses.Field):
     """argparse ``type`` of a Config field, from its annotation (``"int | None"`` → int)."""
     base = str(f.type).split("|")[0].strip()
     if base == "tuple":
-        return _int_list
+        return int_tuple
     return _TYPES[base]
 
 
@@ -49,7 +46,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     """Options of ``stsim run``: one per :class:`Config` field, plus the run's outputs."""
     g = p.add_argument_group("run options (the fields of stsim.Config; Python defaults)")
     for f, flags, typ in config_flags():
-        meta = "LIST" if typ is _int_list else f.name.upper()
+        meta = "LIST" if typ is int_tuple else f.name.upper()
         g.add_argument(*flags, dest=f.name, type=typ, default=f.default, metavar=meta,
                        help=field_help(f))
     o = p.add_argument_group("output")

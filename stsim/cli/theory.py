@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import json
 
-from stsim.cli.run import _int_list
+from stsim.cli.common import int_tuple
 
 __all__ = ["add_arguments", "main"]
 
@@ -28,7 +28,7 @@ def add_arguments(p) -> None:
     p.add_argument("--d_e", "--d-e", dest="d_e", type=int, default=None,
                    help="slots width (default: max(T, T_test))")
     p.add_argument("--query", default="sum", help="sum | mean (default: sum)")
-    p.add_argument("--T_test", "--T-test", dest="T_test", type=_int_list, default=(),
+    p.add_argument("--T_test", "--T-test", dest="T_test", type=int_tuple, default=(),
                    metavar="LIST", help="comma-separated OOD lengths > T, e.g. 16,24 "
                    "(default: none)")
     p.add_argument("--max_steps", "--max-steps", dest="max_steps", type=int, default=None,
