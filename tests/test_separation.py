@@ -10,11 +10,10 @@ import numpy as np
 import pytest
 
 from stsim import cli
-from stsim.studies.separation.study import (BracketSearch, cli_main, fit_laws, train_point,
+from stsim.cli import main as cli_main
+from stsim.studies.separation.study import (BracketSearch, fit_laws, train_point,
                                           width_grid)
 from stsim.sweep import read_table
-
-ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
 
 def test_width_grid():
@@ -81,7 +80,7 @@ def test_train_point_reports_target():
 
 def test_quick_experiment_shows_the_separation(tmp_path):
     out = str(tmp_path / "sep")
-    assert cli_main(["--quick", "--workers", "0", "--out", out, "--quiet"]) == 0
+    assert cli_main(["separation", "--quick", "--workers", "0", "--out", out, "--quiet"]) == 0
     for f in ("points.csv", "searches.csv", "fits.json", "summary.json", "separation.png",
               "report.md"):
         assert os.path.getsize(os.path.join(out, f)) > 0
@@ -100,16 +99,16 @@ def test_quick_experiment_shows_the_separation(tmp_path):
     assert len(rows) == summary["n_runs"] and all(r["status"] == "ok" for r in rows)
     assert {r["seed_index"] for r in rows} == set(range(summary["config"]["seeds"]))
     # resumable: the same command again trains nothing and finds the same widths
-    assert cli_main(["--quick", "--workers", "0", "--out", out, "--quiet"]) == 0
+    assert cli_main(["separation", "--quick", "--workers", "0", "--out", out, "--quiet"]) == 0
     again = json.load(open(os.path.join(out, "summary.json")))
     assert again["n_runs"] == 0 and again["searches"] == summary["searches"]
 
 
-def test_example_script_and_cli_errors(tmp_path, capsys):
+def test_cli_prints_widths_and_rejects_bad_input(tmp_path, capsys):
     out = str(tmp_path / "ex")
-    proc = subprocess.run([sys.executable, os.path.join(ROOT, "examples", "separation.py"),
-                           "--quick", "--workers", "0", "--Ts", "4,8", "--out", out],
-                          capture_output=True, text=True, timeout=300)
+    proc = subprocess.run([sys.executable, "-m", "stsim", "separation", "--workers", "1",
+                           "--Ts", "4,8", "--out", out], capture_output=True, text=True,
+                          timeout=300)
     assert proc.returncode == 0, proc.stderr
     assert "fcn d=1 T=   8" in proc.stdout
     assert os.path.getsize(os.path.join(out, "separation.png")) > 0
@@ -120,7 +119,7 @@ def test_example_script_and_cli_errors(tmp_path, capsys):
 
 
 def test_process_pool_gives_the_same_searches(tmp_path):
-    args = ["--quick", "--Ts", "4,8", "--quiet"]
+    args = ["separation", "--quick", "--Ts", "4,8", "--quiet"]
     assert cli_main(args + ["--workers", "0", "--out", str(tmp_path / "a")]) == 0
     assert cli_main(args + ["--workers", "2", "--out", str(tmp_path / "b")]) == 0
     a = json.load(open(tmp_path / "a" / "summary.json"))["searches"]

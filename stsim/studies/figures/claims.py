@@ -32,9 +32,10 @@ S8      Adam keeps the length advantage: fixed / stochastic >= 2 at every T_test
 S9      heat maps block-diagonal: <= 5 % of W, V outside the PE / token block (Fig. 3)
 ======  ==========================================================================
 
-``run_claims(mode, out)`` runs everything and writes ``claims.png``, ``claims.csv`` (one
-row per statement × setting), ``claims.json`` and ``claims.md`` (the table); ``stsim
-figures`` includes it as the figure ``claims``.
+``run_claims(mode, out)`` runs everything and writes ``claims.png``, ``claims_map.csv``
+(one row per statement × setting), ``claims.json``, ``claims.csv`` (the histories of its
+simulations) and ``claims.md`` (the table); ``stsim figures`` includes it as the figure
+``claims`` (``stsim figures --only claims`` runs it alone).
 """
 from __future__ import annotations
 
@@ -489,8 +490,3 @@ def run_claims(mode="quick", out=os.path.join("runs", "claims"), *, workers=1, c
     results = run_jobs(jobs(s), workers=workers, cache=cache, log=log)
     return analyse(s, results, out, mode)
 
-
-def main(argv=None) -> int:
-    import sys
-    from stsim.studies.figures.common import figure_main
-    return figure_main(sys.modules[__name__], argv)

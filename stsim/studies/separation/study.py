@@ -37,11 +37,9 @@ compared, not merely asserted.
 """
 from __future__ import annotations
 
-import argparse
 import concurrent.futures as cf
 import math
 import os
-import sys
 import threading
 import time
 
@@ -52,10 +50,9 @@ from stsim.sweep import InlineExecutor, OneThreadProcessPool, read_table, sweep
 from stsim.util.validate import check_int
 from stsim.core.config import Config
 from stsim.core.run import run
-from stsim.studies.figures.common import add_mode_group, add_run_options, add_typed_options, config_from_args, int_tuple
 
 __all__ = ["train_point", "width_grid", "BracketSearch", "run_experiment", "fit_laws",
-           "plot_separation", "markdown_report", "add_arguments", "main", "cli_main", "QUICK", "FULL"]
+           "plot_separation", "markdown_report", "run_study", "QUICK", "FULL"]
 
 ARCH_LABEL = {"fcn": "FCN hidden width", "transformer": "transformer PE width d_e"}
 
@@ -419,27 +416,15 @@ def markdown_report(searches, fits) -> str:
 
 
 # --------------------------------------------------------------------------------------
-# command line
+# the whole study (the command line is stsim.cli.separation)
 # --------------------------------------------------------------------------------------
-def add_arguments(p: argparse.ArgumentParser) -> None:
-    """Options of ``stsim separation``; ``--quick`` / ``--full`` choose the defaults."""
-    add_mode_group(p)
-    p.add_argument("--Ts", type=int_tuple, default=None, help="comma-separated T values")
-    p.add_argument("--ds", type=int_tuple, default=None, help="comma-separated d values")
-    add_typed_options(p, (("q", int), ("steps", int), ("batch", int), ("seeds", int),
-                          ("lr_fcn", float), ("lr_tf", float), ("target", float),
-                          ("n_val", int), ("max_width_fcn", int), ("max_width_tf", int)))
-    add_run_options(p, "separation")
-
-
-def main(args) -> int:
-    """Run the experiment; write points.csv, searches.csv, fits.json, report.md,
-    summary.json and separation.png into ``args.out``."""
-    cfg, out = config_from_args(args, QUICK, FULL, "separation")
-    workers = check_int("workers", args.workers, 0)
-    executor = InlineExecutor() if workers == 0 else None
-    log = None if args.quiet else (lambda m: print(f"[separation] {m}", file=sys.stderr,
-                                                   flush=True))
+def run_study(cfg: dict, out: str, *, workers: int = 2, log=None, mode=None) -> dict:
+    """The whole experiment for the settings ``cfg`` (``QUICK`` or ``FULL`` with any keys
+    changed): the searches, then ``searches.csv``, ``fits.json``, ``report.md``,
+    ``summary.json`` and ``separation.png`` in ``out``. ``workers <= 1`` runs in this
+    process. Returns the summary (with ``fits``)."""
+    workers = check_int("workers", workers, 0)
+    executor = InlineExecutor() if workers <= 1 else None
     exp = run_experiment(**cfg, out=out, executor=executor, max_workers=max(workers, 1),
                          log=log)
     fits = fit_laws(exp["searches"])
@@ -452,7 +437,7 @@ def main(args) -> int:
     with atomic_write(os.path.join(out, "report.md"), "w") as fh:
         fh.write(markdown_report(exp["searches"], fits))
     summary = {"config": {k: list(v) if isinstance(v, tuple) else v for k, v in cfg.items()},
-               "mode": "quick" if args.quick else "full", "workers": workers,
+               "mode": mode, "workers": workers,
                "wall_time_s": exp["wall_time_s"], "n_runs": exp["n_runs"],
                "run_time_s": exp["run_time_s"], "probes": exp["probes"],
                "n_rows": exp["n_rows"], "cpu_time_total_s": exp["cpu_time_total_s"],
@@ -463,16 +448,4 @@ def main(args) -> int:
              f"{cfg['target']:g}·d/(2q) after {cfg['steps']} Adam steps "
              f"(batch {cfg['batch']}, {cfg['seeds']} seeds)")
     plot_separation(exp["searches"], fits, os.path.join(out, "separation.png"), title)
-    if not args.quiet:
-        for s in exp["searches"]:
-            w = f">{s['max_width']}" if s["censored"] else s["width"]
-            print(f"{s['arch']:>12s} d={s['d']} T={s['T']:>4d}: {w}")
-        print(f"wall time {exp['wall_time_s']:.1f}s, {exp['n_runs']} runs, files in {out}")
-    return 0
-
-
-def cli_main(argv=None) -> int:
-    """``main`` with ``sys.argv``-style arguments (for ``examples/separation.py``)."""
-    p = argparse.ArgumentParser(prog="separation", description=__doc__.splitlines()[0])
-    add_arguments(p)
-    return main(p.parse_args(argv))
+    return dict(summary, fits=fits)
