@@ -16,8 +16,8 @@ from stsim.studies.figures.common import Job, seed_band
 
 # the paper's task sizes; d, d_e, lr and steps are ours. ``near_d_e``: widths of the fixed
 # near-orthogonal PE (a table of max(T_test) unit vectors drawn once, trained on the first
-# T); ``long``: the stochastic PE trained again at its own lr / steps (Fig. 2's convergence
-# claim), or None.
+# T); ``long``: the stochastic PE trained again at its own lr / steps (and optionally
+# seeds) for Fig. 2's convergence claim, or None.
 FULL_BASE = dict(T=200, q=3, d=5, d_e=400, pe="stochastic", sampler="slots", batch=256,
                  init="zero", T_test=[250, 300, 350, 400], q_test=[1, 2, 4, 6], n_val=128,
                  eval_every=None, seeds=[0, 1], near_d_e=[32, 64, 128], long=None)
@@ -87,10 +87,11 @@ def long_jobs(s):
     if not s.get("long"):
         return []
     over = dict(s["long"])
+    seeds = over.pop("seeds", s["seeds"])
     tag = "-".join(f"{k}{v}" for k, v in sorted(over.items()))
     return [Job(f"ood/{s['model']}-{s['query']}-{s['optimizer']}-stochastic-long-{tag}-s{seed}",
                 dict({k: s[k] for k in RUN_KEYS}, pe="stochastic", seed=seed, **over))
-            for seed in s["seeds"]]
+            for seed in seeds]
 
 
 def by_pe(s, results, pes=None):
