@@ -22,7 +22,7 @@ SETTINGS = {
     "quick": dict(QUICK_BASE, model="theory", query="sum", optimizer="adam", lr=0.01,
                   steps=300),
     "full": dict(FULL_BASE, model="theory", query="sum", optimizer="adam", lr=0.003,
-                 steps=6000, near_d_e=[64], seeds=[0]),
+                 steps=3000, near_d_e=[64], seeds=[0]),
 }
 
 
