@@ -45,7 +45,7 @@ import time
 
 import numpy as np
 
-from stsim.studies.sparse.boolean import SparseFunction, train_trial, validate_trial
+from stsim.studies.sparse.boolean import SparseFunction, train_trial, validate_point, validate_trial
 from stsim.util.io import atomic_write, write_csv, write_json
 from stsim.util.stats import compare_growth
 from stsim.sweep import InlineExecutor, OneThreadProcessPool, read_table, spawn_seeds, sweep
@@ -158,7 +158,8 @@ def run_experiment(cfg: dict, out: str, *, executor=None, workers: int = 2, log=
             points = [dict(fn=fn, s=s, model=model, T=T, m=m, **fixed, **extra.get((fn, s), {}))
                       for fn, s, model, T in active]
             tl = time.perf_counter()
-            res = sweep(train_trial, points, seeds=seeds, executor=ex, out=path)
+            res = sweep(train_trial, points, seeds=seeds, executor=ex, out=path,
+                        validate=validate_point)
             errs = [r for r in res.rows if r["status"] != "ok" and r["m"] == m]
             if errs:
                 raise RuntimeError(f"trial failed at {({k: errs[0][k] for k in ('fn', 'model', 'T', 'm')})}: "
