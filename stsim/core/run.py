@@ -19,6 +19,7 @@ from __future__ import annotations
 import math
 import os
 import time
+from dataclasses import dataclass
 
 import numpy as np
 
@@ -30,7 +31,7 @@ from stsim.core.seeds import Streams
 from stsim.util.io import load_npz, save_npz
 from stsim.util.validate import check_int
 
-__all__ = ["run", "Config", "Result"]
+__all__ = ["run", "train_loop", "LoopEnd", "Config", "Result"]
 
 
 # --------------------------------------------------------------------------------------
@@ -38,6 +39,48 @@ __all__ = ["run", "Config", "Result"]
 # --------------------------------------------------------------------------------------
 def _finite(loss, grads):
     return math.isfinite(loss) and all(np.all(np.isfinite(g)) for g in grads.values())
+
+
+@dataclass
+class LoopEnd:
+    """How :func:`train_loop` ended: ``step`` (optimiser updates done), ``status``
+    (``"completed"``, ``"stopped"`` by the stop criterion, ``"diverged"``) and ``out``,
+    the last ``loss_grad`` result (at the final iterate)."""
+
+    step: int
+    status: str
+    out: tuple
+
+
+def train_loop(loss_grad, opt, params: dict, steps: int, *, start: int = 0, at_top=None,
+               observe=None, stop=None, post_step=None, finite=_finite) -> LoopEnd:
+    """The training loop shared by :func:`run` and the studies' trainers.
+
+    Each iteration, at step ``t`` (from ``start``): ``at_top(t)`` (e.g. a checkpoint: the
+    state before the iteration's batch is drawn); ``out = loss_grad(params)`` (a tuple
+    starting ``(loss, grads)``); stop as ``"diverged"`` unless ``finite(loss, grads)``;
+    ``observe(t, out)`` (records); stop as ``"stopped"`` if ``stop(t, out)``; stop as
+    ``"completed"`` at ``t = steps``; else ``opt.step(params, grads)`` (in place),
+    ``post_step(params)`` (e.g. a projection) and ``t += 1``.
+    """
+    step = start
+    while True:
+        if at_top is not None:
+            at_top(step)
+        with np.errstate(over="ignore", invalid="ignore"):  # divergence is reported below
+            out = loss_grad(params)
+        if not finite(out[0], out[1]):
+            return LoopEnd(step, "diverged", out)
+        if observe is not None:
+            observe(step, out)
+        if stop is not None and stop(step, out):
+            return LoopEnd(step, "stopped", out)
+        if step >= steps:
+            return LoopEnd(step, "completed", out)
+        opt.step(params, out[1])
+        if post_step is not None:
+            post_step(params)
+        step += 1
 
 
 def _save_checkpoint(path, cfg, step, params, opt, rng, hist, acc):
@@ -112,28 +155,26 @@ def run(T=200, q=3, pe="stochastic", *, checkpoint=None, checkpoint_every=None, 
         if progress is not None:
             progress(step, cfg.steps, row)
 
-    step = start
-    while True:
+    def at_top(step):
         # checkpoint = the state at the top of an iteration, before its batch is drawn,
         # so that a resumed run continues bit-for-bit like an uninterrupted one
         if checkpoint is not None and step > start and (
                 step == cfg.steps or (checkpoint_every and step % checkpoint_every == 0)):
             _save_checkpoint(checkpoint, cfg, step, params, opt, rng, hist, acc)
-        with np.errstate(over="ignore", invalid="ignore"):  # divergence is reported below
-            loss, grads = problem.loss_grad(params, rng)
-        if not _finite(loss, grads):
-            status = "diverged"
-            message = (f"diverged: non-finite {'loss' if not math.isfinite(loss) else 'gradient'} "
-                       f"at step {step}; history kept up to the last record before it")
-            break
-        acc[0] += loss
+
+    def observe(step, out):
+        acc[0] += out[0]
         acc[1] += 1
         if step % cfg.eval_every == 0 or step == cfg.steps:
             record(step)
-        if step >= cfg.steps:
-            break
-        opt.step(params, grads)
-        step += 1
+
+    end = train_loop(lambda p: problem.loss_grad(p, rng), opt, params, cfg.steps, start=start,
+                     at_top=at_top, observe=observe)
+    if end.status == "diverged":
+        status = "diverged"
+        message = (f"diverged: non-finite "
+                   f"{'loss' if not math.isfinite(end.out[0]) else 'gradient'} "
+                   f"at step {end.step}; history kept up to the last record before it")
     info = {"wall_time_s": time.perf_counter() - t0, **problem.info()}
     history = {k: np.asarray(v) for k, v in hist.items()}
     if status == "completed":
