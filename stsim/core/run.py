@@ -16,6 +16,7 @@ Units: a *step* is one optimiser update; gradient-flow time is ``η · step``.
 """
 from __future__ import annotations
 
+import dataclasses
 import math
 import os
 import time
@@ -31,14 +32,44 @@ from stsim.core.seeds import Streams
 from stsim.util.io import load_npz, save_npz
 from stsim.util.validate import check_int
 
-__all__ = ["run", "train_loop", "LoopEnd", "Config", "Result"]
+__all__ = ["run", "train_loop", "LoopEnd", "Config", "Result", "DIVERGENCE_FACTOR"]
 
 
 # --------------------------------------------------------------------------------------
 # the loop
 # --------------------------------------------------------------------------------------
+#: a run has diverged when its loss or a gradient entry is not finite, or when its loss
+#: exceeds DIVERGENCE_FACTOR times the loss at its first step (4e126 is not "completed")
+DIVERGENCE_FACTOR = 1e6
+
+
 def _finite(loss, grads):
     return math.isfinite(loss) and all(np.all(np.isfinite(g)) for g in grads.values())
+
+
+class _DivergenceRule:
+    """``finite`` of :func:`train_loop` for :func:`run`: non-finite values, or a loss above
+    ``DIVERGENCE_FACTOR`` × the first loss (``first``, or the first loss seen)."""
+
+    def __init__(self, first=None):
+        self.first = first
+        self.why = ""
+
+    def __call__(self, loss, grads):
+        if not math.isfinite(loss):
+            self.why = f"non-finite loss ({loss})"
+            return False
+        if not all(np.all(np.isfinite(g)) for g in grads.values()):
+            self.why = "non-finite gradient"
+            return False
+        if self.first is None:
+            self.first = abs(loss)
+        limit = DIVERGENCE_FACTOR * max(self.first, 1e-300)
+        if loss > limit:
+            self.why = (f"loss {loss:.3g} above {DIVERGENCE_FACTOR:.0e} x the first loss "
+                        f"{self.first:.3g}")
+            return False
+        return True
 
 
 @dataclass
@@ -92,19 +123,38 @@ def _save_checkpoint(path, cfg, step, params, opt, rng, hist, acc):
     save_npz(path, arrays, meta)
 
 
-def _load_checkpoint(path, cfg, opt, rng):
-    arrays, meta = load_npz(path)
+def _load_checkpoint(path, cfg, opt, rng, eval_given=True):
+    """The state saved in checkpoint ``path``; its config must equal ``cfg`` except in
+    ``steps`` (and ``eval_every`` when the caller left it to its default, which is
+    derived from ``steps``: the checkpoint's grid is kept). Returns ``(step, params,
+    history, acc, cfg)``."""
+    arrays, meta = load_npz(path, what="checkpoint")
+    for key in ("config", "step", "rng", "acc", "history_keys"):
+        if key not in meta:
+            raise ValueError(f"checkpoint {os.fspath(path)!r} lacks its {key!r} record: not a "
+                             f"complete stsim checkpoint; remove it or use another path")
     old = dict(meta["config"])
     new = cfg.to_dict()
-    diff = sorted(k for k in new if k != "steps" and old.get(k) != new[k])
+    free = {"steps"} | (set() if eval_given else {"eval_every"})
+    diff = sorted(k for k in new if k not in free and old.get(k) != new[k])
     if diff:
         raise ValueError(f"checkpoint {os.fspath(path)!r} was written with a different config "
                          f"(differs in {diff}); remove it or use another checkpoint path")
+    if meta["step"] > cfg.steps:
+        raise ValueError(f"checkpoint {os.fspath(path)!r} is at step {meta['step']}, beyond "
+                         f"steps={cfg.steps}: a run cannot be shortened; give steps >= "
+                         f"{meta['step']} or use another checkpoint path")
+    if not eval_given:
+        cfg = dataclasses.replace(cfg, eval_every=old["eval_every"])
     params = {k[6:]: v for k, v in arrays.items() if k.startswith("param/")}
     opt.load_state_dict({k[4:]: v for k, v in arrays.items() if k.startswith("opt/")})
     rng.bit_generator.state = meta["rng"]
+    missing = [k for k in meta["history_keys"] if f"history/{k}" not in arrays]
+    if missing or not params:
+        raise ValueError(f"checkpoint {os.fspath(path)!r} lacks arrays "
+                         f"{missing or ['param/*']}: the file is incomplete")
     hist = {k: list(arrays[f"history/{k}"]) for k in meta["history_keys"]}
-    return meta["step"], params, hist, meta["acc"]
+    return meta["step"], params, hist, meta["acc"], cfg
 
 
 def run(T=200, q=3, pe="stochastic", *, checkpoint=None, checkpoint_every=None, progress=None,
@@ -121,8 +171,12 @@ def run(T=200, q=3, pe="stochastic", *, checkpoint=None, checkpoint_every=None, 
         ``steps``), and write it every ``checkpoint_every`` steps and at the end.
     progress : callable(step, steps, metrics), optional — called at every record.
 
-    Divergence (a non-finite loss or gradient) stops the run: ``status="diverged"``, the
-    message names the step, and the history up to the last good record is kept.
+    Divergence — a non-finite loss or gradient, or a loss above ``DIVERGENCE_FACTOR``
+    (10⁶) times the loss at the first step — stops the run: ``status="diverged"``, the
+    message names the step and the cause, and the history up to the last good record is
+    kept (a run that diverges before its first record gets one row, at that step, with the
+    loss that diverged). Resuming needs the same config except ``steps`` (never fewer than
+    the checkpoint's step) and, when it is left at its default, ``eval_every``.
 
     Example
     -------
@@ -137,11 +191,18 @@ def run(T=200, q=3, pe="stochastic", *, checkpoint=None, checkpoint_every=None, 
     rng = streams.train()
     if checkpoint_every is not None:
         checkpoint_every = check_int("checkpoint_every", checkpoint_every, 1)
+    if checkpoint is not None:
+        if not isinstance(checkpoint, (str, bytes, os.PathLike)):
+            raise ValueError(f"checkpoint must be a file path, got {checkpoint!r}")
+        if os.path.isdir(checkpoint):
+            raise ValueError(f"checkpoint must be a file path, got the folder {checkpoint!r}")
     start, hist, acc = 0, {}, [0.0, 0]
     if checkpoint is not None and os.path.exists(checkpoint):
-        start, params, hist, acc = _load_checkpoint(checkpoint, cfg, opt, rng)
+        start, params, hist, acc, cfg = _load_checkpoint(
+            checkpoint, cfg, opt, rng, eval_given=options.get("eval_every") is not None)
     else:
         params = problem.init_params(streams.init())
+    rule = _DivergenceRule(float(hist["loss"][0]) if hist.get("loss") else None)
     t0 = time.perf_counter()
     status, message = "completed", ""
 
@@ -169,12 +230,14 @@ def run(T=200, q=3, pe="stochastic", *, checkpoint=None, checkpoint_every=None, 
             record(step)
 
     end = train_loop(lambda p: problem.loss_grad(p, rng), opt, params, cfg.steps, start=start,
-                     at_top=at_top, observe=observe)
+                     at_top=at_top, observe=observe, finite=rule)
     if end.status == "diverged":
         status = "diverged"
-        message = (f"diverged: non-finite "
-                   f"{'loss' if not math.isfinite(end.out[0]) else 'gradient'} "
-                   f"at step {end.step}; history kept up to the last record before it")
+        message = (f"diverged: {rule.why} at step {end.step}; history kept up to the last "
+                   f"record before it")
+        if not hist:   # nothing recorded yet: keep the step that diverged
+            acc[0], acc[1] = float(end.out[0]), 1
+            record(end.step)
     info = {"wall_time_s": time.perf_counter() - t0, **problem.info()}
     history = {k: np.asarray(v) for k, v in hist.items()}
     if status == "completed":
