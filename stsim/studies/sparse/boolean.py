@@ -85,7 +85,7 @@ from scipy.special import expit, log_expit, softmax
 from stsim.baselines.fcn import fcn_init, mlp_backward, mlp_forward
 from stsim.core.optim import make_optimizer
 from stsim.core.run import train_loop
-from stsim.util.validate import as_rng, check_int, check_lr
+from stsim.util.validate import as_rng, check_int, check_lr, check_real
 
 __all__ = ["FUNCTIONS", "BOOL_MODELS", "POSITIONS", "VALUES", "validate_trial", "validate_point", "SparseFunction", "sparse_function",
            "SparseTask", "make_task", "init_bool_params", "bool_forward_backward", "predict",
@@ -395,19 +395,6 @@ def construct(task: SparseTask, leak: float = 1e-3) -> dict:
 # --------------------------------------------------------------------------------------
 # one trial
 # --------------------------------------------------------------------------------------
-def _check_positive(name, value, allow_none=False, allow_zero=False):
-    if value is None and allow_none:
-        return None
-    try:
-        val = float(value)
-    except (TypeError, ValueError):
-        val = float("nan")
-    if not math.isfinite(val) or val < 0 or (val == 0 and not allow_zero):
-        rng_txt = ">= 0" if allow_zero else "> 0"
-        raise ValueError(f"{name} must be a finite number {rng_txt}, got {value!r}")
-    return val
-
-
 def validate_trial(T, m, s=3, fn="and", model="attention", pos="onehot", table=None, p=None,
                    k=None, **kw):
     """Check a trial's settings (``ValueError`` naming the parameter) without running it."""
@@ -432,9 +419,9 @@ def validate_trial(T, m, s=3, fn="and", model="attention", pos="onehot", table=N
         check_lr(kw["lr"])
     if "threshold" in kw and not 0.5 <= float(kw["threshold"]) <= 1.0:
         raise ValueError(f"threshold (test accuracy) must lie in [0.5, 1], got {kw['threshold']}")
-    _check_positive("max_norm", kw.get("max_norm"), allow_none=True)
-    _check_positive("weight_decay", kw.get("weight_decay", 0.0), allow_zero=True)
-    _check_positive("margin", kw.get("margin"), allow_none=True, allow_zero=True)
+    check_real("max_norm", kw.get("max_norm"), lo=0.0, lo_open=True, allow_none=True)
+    check_real("weight_decay", kw.get("weight_decay", 0.0), lo=0.0)
+    check_real("margin", kw.get("margin"), lo=0.0, allow_none=True)
     return g
 
 
