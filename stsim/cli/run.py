@@ -78,7 +78,7 @@ def _progress_printer(quiet):
 
 def write_outputs(res, out) -> dict:
     """Write ``result.npz``, ``config.json``, ``history.csv`` and ``loss.png`` into ``out``."""
-    from stsim.util.io import write_csv, write_json
+    from stsim.util.io import write_json
     from stsim.util.plotting import plot_history
 
     os.makedirs(out, exist_ok=True)
@@ -87,9 +87,8 @@ def write_outputs(res, out) -> dict:
     res.save(paths["result"])
     write_json(paths["config"], {"config": res.config, "status": res.status,
                                  "message": res.message, "info": res.info})
-    keys = list(res.history)
-    write_csv(paths["history"], keys, zip(*(res.history[k] for k in keys)))
-    plot_history(res, paths["figure"])
+    res.history_csv(paths["history"])
+    plot_history(res, paths["figure"])   # = res.plot(path): one figure for both
     return paths
 
 
