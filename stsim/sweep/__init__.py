@@ -121,7 +121,7 @@ def sweep(fn, grid, *, seeds=1, root_seed=0, executor=None, out=None, max_worker
 
     Parameters
     ----------
-    fn : callable(**point, seed) -> dict of scalars (or a scalar)
+    fn : ``callable(**point, seed) -> dict`` of scalars (or a scalar)
         Must be picklable (a module-level function) for process executors.
     grid : dict ``{name: values}`` (Cartesian product) or sequence of dicts.
     seeds : int >= 1 — replicates per point (seeds from ``SeedSequence.spawn``).
