@@ -69,6 +69,7 @@ class PEBatch:
 
     @property
     def is_index(self) -> bool:
+        """``True`` for the index form (``idx`` set), ``False`` for dense ``P``."""
         return self.idx is not None
 
     def dense(self) -> np.ndarray:
@@ -123,12 +124,28 @@ class Encoding:
 
     @property
     def label(self) -> str:
+        """Name shown in results and messages (e.g. ``stochastic/slots``)."""
         return self.name
 
     def sample(self, rng: np.random.Generator, B: int, T: int) -> PEBatch:  # pragma: no cover
+        """Encodings of ``B`` sequences of length ``T``.
+
+        Parameters
+        ----------
+        rng : numpy.random.Generator — draws per-sample encodings (unused by fixed families).
+        B, T : int — batch size and sequence length.
+
+        Returns
+        -------
+        PEBatch — index form ``idx`` (T,) or (B, T), or dense ``P`` (T, d_e) or (B, T, d_e).
+
+        >>> OneHot(5).sample(None, 2, 3).idx
+        array([0, 1, 2])
+        """
         raise NotImplementedError
 
     def describe(self) -> dict:
+        """``{"pe": label, "d_e": width, ...}`` for :attr:`Result.info`."""
         return {"pe": self.label, "d_e": self.d_e}
 
     # ---- what the theory needs to know about a family (stsim.theory) ----------------

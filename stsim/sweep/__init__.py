@@ -112,6 +112,11 @@ class SweepResult:
         return [r for r in self.rows if all(r.get(k) == v for k, v in params.items())]
 
     def column(self, name, **params) -> list:
+        """The values of column ``name`` in the rows matching ``params`` (table order).
+
+        >>> SweepResult(rows=[{"lr": 1, "loss": 0.5}], columns=["lr", "loss"]).column("loss", lr=1)
+        [0.5]
+        """
         return [r.get(name) for r in self.select(**params)]
 
 

@@ -271,6 +271,8 @@ class PopulationObjective:
                 "a": a, "gamma": gamma}
 
     def describe(self) -> dict:
+        """``{"family", "method", "configurations", "query", "model"}``: how the expectation
+        is taken."""
         return {"family": self.family, "method": self.method, "configurations": self.N,
                 "query": self.query, "model": self.model}
 

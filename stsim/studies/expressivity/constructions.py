@@ -174,6 +174,7 @@ class PositionTable:
 
     @property
     def n_chunks(self) -> int:
+        """Number of chunks the positions are split into."""
         return -(-self.N // self.chunk)
 
     def _chunk(self, c: int) -> np.ndarray:
