@@ -41,9 +41,11 @@ import numpy as np
 from scipy.special import softmax
 
 from stsim.core.encodings import PEBatch
+from stsim.core.task import sts_target
 from stsim.util.validate import check_choice
 
 __all__ = [
+    "query_coef",
     "loss_and_grad",
     "forward_backward",
     "target_params",
@@ -80,16 +82,22 @@ def _check_shapes(W, V, X, y, d_e, target=None, x_query=None):
         raise ValueError(f"x_query must have shape (d,) or (B, d), got {np.shape(x_query)}")
 
 
-def _query_coef(query: str, q: int) -> float:
+def query_coef(query: str, q):
+    """The query coefficient ``c`` of ``p_query = c Σ_{j∈y} p_j``: 1 for ``query="sum"``,
+    ``1/q`` for ``"mean"``. A float for an integer ``q``, an array (same shape) for an
+    array ``q`` (the closed forms of :mod:`stsim.theory.reduced` are vectorised in q)."""
     check_choice("query", query, QUERIES)
-    return 1.0 if query == "sum" else 1.0 / q
+    if isinstance(q, (int, np.integer)):
+        return 1.0 if query == "sum" else 1.0 / q
+    qa = np.asarray(q, dtype=np.float64)
+    return np.ones_like(qa) if query == "sum" else 1.0 / qa
 
 
 def _prepare(X, y, target, x_query):
     """Default target (STS_q) and broadcast x_query to (B, d) or None when zero."""
     B, T, d = X.shape
     if target is None:
-        target = np.take_along_axis(X, y[:, :, None], axis=1).mean(axis=1)
+        target = sts_target(X, y)
     if x_query is not None:
         x_query = np.broadcast_to(np.asarray(x_query, dtype=np.float64), (B, d))
         if not np.any(x_query):
@@ -235,7 +243,7 @@ def forward_backward(W, V, X, y, pe: PEBatch, *, model="theory", query="sum", x_
     loss : float;  dW : (D, D) or None;  dV : (d, D) or None
     """
     check_choice("model", model, MODELS)
-    c = _query_coef(query, y.shape[1])
+    c = query_coef(query, y.shape[1])
     target, xq = _prepare(X, y, target, x_query)
     ops = _IndexOps(pe.idx, pe.d_e, y, c) if pe.is_index else _DenseOps(pe.P, y, c)
     return _forward_backward(W, V, X, ops, model == "practical", xq, target, need_grad)

@@ -57,10 +57,10 @@ from dataclasses import dataclass, field
 
 from stsim.sweep.grid import (BOOKKEEPING, check_signature, expand_grid, point_key,
                               spawn_seeds)
-from stsim.sweep.journal import (FileLock, append_journal, build_table, journal_path, lock_for,
+from stsim.sweep.journal import (append_journal, build_table, journal_path, lock_for,
                                  shared_records)
 from stsim.sweep.pool import InlineExecutor, OneThreadProcessPool, make_executor
-from stsim.util.io import read_csv, to_jsonable, write_csv
+from stsim.util.io import FileLock, read_csv, to_jsonable, write_csv
 from stsim.util.validate import check_int
 
 __all__ = ["sweep", "SweepResult", "InlineExecutor", "OneThreadProcessPool", "make_executor",

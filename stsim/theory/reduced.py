@@ -42,7 +42,7 @@ from scipy.integrate import solve_ivp
 from scipy.stats import hypergeom
 
 from stsim.core.encodings import Encoding, canonical_pe
-from stsim.core.model import QUERIES
+from stsim.core.model import query_coef  # noqa: F401  (re-exported: part of this API)
 from stsim.util.validate import check_int
 
 __all__ = [
@@ -62,14 +62,6 @@ __all__ = [
 # --------------------------------------------------------------------------------------
 # closed form
 # --------------------------------------------------------------------------------------
-def query_coef(query, q):
-    """``c = 1`` for ``query="sum"`` and ``1/q`` for ``"mean"`` (``p_q = c Σ_{j∈y} p_j``)."""
-    if query not in QUERIES:
-        raise ValueError(f"query must be one of {QUERIES}, got {query!r}")
-    return np.ones_like(np.asarray(q, dtype=np.float64)) if query == "sum" else 1.0 / np.asarray(
-        q, dtype=np.float64)
-
-
 def _check_sizes(T, q, d):
     T = np.asarray(T)
     q = np.asarray(q)

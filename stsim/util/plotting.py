@@ -28,6 +28,14 @@ def savefig(fig, path, dpi=120):
     return path
 
 
+def _plottable(v, limit=1e100):
+    """Values matplotlib can draw on a log axis: non-finite entries and magnitudes above
+    ``limit`` (a diverging run reaches 1e299) become NaN, i.e. gaps."""
+    v = np.asarray(v, dtype=float)
+    with np.errstate(invalid="ignore"):
+        return np.where(np.isfinite(v) & (np.abs(v) < limit), v, np.nan)
+
+
 def plot_history(res, path):
     """Write :func:`history_figure` of ``res`` to ``path`` (the ``stsim run`` figure,
     ``loss.png``) and return ``path``."""
@@ -61,21 +69,21 @@ def history_figure(res):
     step = h["step"]
     for k, v in h.items():
         if k == "loss" or k.startswith("val"):
-            ax[0].plot(step, v, label=("train (window mean)" if k == "loss" else k),
+            ax[0].plot(step, _plottable(v), label=("train (window mean)" if k == "loss" else k),
                        lw=2 if k == "loss" else 1.2)
     ax[0].set_yscale("log")
     ax[0].set_xlabel("step")
     ax[0].set_ylabel("loss  ½‖f − target‖²")
     ax[0].legend(fontsize=8)
     ax[0].set_title("loss")
-    with np.errstate(divide="ignore"):
-        ax[1].plot(step, 1.0 / h["loss"], color="C0")
+    with np.errstate(divide="ignore", over="ignore"):
+        ax[1].plot(step, _plottable(1.0 / _plottable(h["loss"])), color="C0")
     ax[1].set_xlabel("step")
     ax[1].set_ylabel("1 / training loss")
     ax[1].set_title("inverse loss (linear = O(1/t))")
     if "cos_W" in h:
-        ax[2].plot(step, h["cos_W"], label="cos(W, W*)")
-        ax[2].plot(step, h["cos_V"], label="cos(V, V*)")
+        ax[2].plot(step, _plottable(h["cos_W"]), label="cos(W, W*)")
+        ax[2].plot(step, _plottable(h["cos_V"]), label="cos(V, V*)")
         ax[2].set_ylim(-0.05, 1.05)
         ax[2].legend(fontsize=8)
     ax[2].set_xlabel("step")
