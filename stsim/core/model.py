@@ -339,7 +339,7 @@ def attention_weights(W, X, y, pe: PEBatch, *, model="theory", query="sum", x_qu
     y = np.asarray(y)
     B, T, d = X.shape
     P = np.broadcast_to(pe.dense(), (B, T, pe.d_e))
-    c = _query_coef(query, y.shape[1])
+    c = query_coef(query, y.shape[1])
     pq = c * np.take_along_axis(P, y[:, :, None], axis=1).sum(axis=1)       # (B, d_e)
     xq = np.zeros((B, d)) if x_query is None else np.broadcast_to(x_query, (B, d))
     zq = np.concatenate([xq, pq], axis=1)                                   # (B, D)
