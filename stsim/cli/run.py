@@ -82,7 +82,7 @@ def write_outputs(res, out) -> dict:
 
     The figure of an earlier run in ``out`` is removed first, so a failure can never leave
     an old figure beside new results."""
-    from stsim.util.io import write_csv, write_json
+    from stsim.util.io import write_json
     from stsim.util.plotting import plot_history
 
     os.makedirs(out, exist_ok=True)
@@ -93,9 +93,8 @@ def write_outputs(res, out) -> dict:
     res.save(paths["result"])
     write_json(paths["config"], {"config": res.config, "status": res.status,
                                  "message": res.message, "info": res.info})
-    keys = list(res.history)
-    write_csv(paths["history"], keys, zip(*(res.history[k] for k in keys)))
-    plot_history(res, paths["figure"])
+    res.history_csv(paths["history"])
+    plot_history(res, paths["figure"])   # = res.plot(path): one figure for both
     return paths
 
 

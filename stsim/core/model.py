@@ -50,6 +50,7 @@ __all__ = [
     "forward_backward",
     "target_params",
     "cosine_to_target",
+    "attention_weights",
     "softmax",
     "MODELS",
     "QUERIES",
@@ -307,3 +308,43 @@ def cosine_to_target(W, V, d: int):
     cw = float(np.trace(W[d:, d:]) / (nW * np.sqrt(d_e))) if nW > 0 else 0.0
     cv = float(np.trace(V[:, :d]) / (nV * np.sqrt(d))) if nV > 0 else 0.0
     return cw, cv
+
+
+def attention_weights(W, X, y, pe: PEBatch, *, model="theory", query="sum", x_query=None):
+    """Softmax attention weights ``s = softmax(Zᵀ W z_q)`` of each sample (dense reference
+    form; for inspection, not for training).
+
+    Parameters
+    ----------
+    W : (D, D) array, ``D = d + d_e``
+    X : (B, T, d) array;  y : (B, q) int array — the selected positions
+    pe : PEBatch — encodings (index or dense form), as from ``Encoding.sample``
+    model : {"theory", "practical"} — the practical model also attends over the query
+    query : {"sum", "mean"};  x_query : None (zero), (d,) or (B, d)
+
+    Returns
+    -------
+    (B, T) array for the theory model, (B, T + 1) for the practical one (last column:
+    the query token); each row sums to 1.
+
+    Example
+    -------
+    >>> W = np.zeros((3 + 4, 3 + 4)); W[3:, 3:] = 10 * np.eye(4)       # W_ee = 10 I
+    >>> X = np.ones((1, 4, 3)); y = np.array([[1, 2]])
+    >>> attention_weights(W, X, y, PEBatch(d_e=4, idx=np.arange(4))).round(2)
+    array([[0. , 0.5, 0.5, 0. ]])
+    """
+    check_choice("model", model, MODELS)
+    X = np.asarray(X, dtype=np.float64)
+    y = np.asarray(y)
+    B, T, d = X.shape
+    P = np.broadcast_to(pe.dense(), (B, T, pe.d_e))
+    c = query_coef(query, y.shape[1])
+    pq = c * np.take_along_axis(P, y[:, :, None], axis=1).sum(axis=1)       # (B, d_e)
+    xq = np.zeros((B, d)) if x_query is None else np.broadcast_to(x_query, (B, d))
+    zq = np.concatenate([xq, pq], axis=1)                                   # (B, D)
+    Z = np.concatenate([X, P], axis=2)                                      # (B, T, D)
+    if model == "practical":
+        Z = np.concatenate([Z, zq[:, None, :]], axis=1)
+    a = np.einsum("bnD,bD->bn", Z, zq @ np.asarray(W).T)                    # z_iᵀ W z_q
+    return _softmax_rows(a)

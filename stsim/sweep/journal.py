@@ -37,6 +37,7 @@ def shared_records(path) -> dict:
 
 
 def journal_path(out):
+    """The journal of a table: ``<out>.journal.jsonl``."""
     return os.fspath(out) + ".journal.jsonl"
 
 
@@ -57,6 +58,7 @@ def load_journal(path) -> dict:
 
 
 def append_journal(path, rec):
+    """Append one finished row ``rec`` to the journal as a JSON line, flushed and fsync'ed."""
     with open(path, "a+", encoding="utf-8") as fh:
         fh.seek(0, os.SEEK_END)
         if fh.tell() > 0:
@@ -77,6 +79,9 @@ def _sort_value(v):
 
 
 def build_table(records, param_order):
+    """``(rows, columns)`` of the CSV table from journal ``records``: the parameters (in
+    ``param_order``), the bookkeeping columns, then the result columns sorted; rows sorted
+    by parameter values and ``seed_index``."""
     names = list(param_order)
     extra = sorted({k for r in records for k in r["point"]} - set(names))
     names += extra

@@ -83,6 +83,7 @@ def to_jsonable(obj):
 
 
 def write_json(path, obj):
+    """Write ``obj`` (numpy values converted) as indented JSON to ``path``, atomically."""
     with atomic_write(path, "w") as fh:
         json.dump(to_jsonable(obj), fh, indent=2, sort_keys=True)
         fh.write("\n")

@@ -45,6 +45,7 @@ class LinearFit:
     n: int
 
     def predict(self, x):
+        """``slope · x + intercept`` (x scalar or array)."""
         return self.slope * np.asarray(x, dtype=float) + self.intercept
 
 
@@ -136,6 +137,11 @@ class WidthSearch:
     Drive it with :meth:`propose` (the next value to test, ``None`` when done) and
     :meth:`update` (its outcome), or let :func:`smallest_passing` drive it.
 
+    ``result`` is the smallest passing value found (``None`` while running or when
+    censored), ``censored`` is True when the largest grid value fails, ``probes`` lists
+    ``(value, passed)`` in order. An outcome contradicting monotonicity raises
+    ``RuntimeError``.
+
     Parameters
     ----------
     grid : sorted sequence of distinct values (a ``range`` for all integers in [lo, hi]).
@@ -144,11 +150,6 @@ class WidthSearch:
         grid places; ``"double"`` doubles (halves) the value, clipped to the grid.
     rel : once bracketed, bisect until the two neighbours are adjacent on the grid or
         their values differ by at most ``rel`` × the passing value.
-
-    ``result`` is the smallest passing value found (``None`` while running or when
-    censored), ``censored`` is True when the largest grid value fails, ``probes`` lists
-    ``(value, passed)`` in order. An outcome contradicting monotonicity raises
-    ``RuntimeError``.
     """
 
     def __init__(self, grid, start, stride=2, rel: float = 0.0):
@@ -181,6 +182,7 @@ class WidthSearch:
         return max(bisect.bisect_right(self.grid, v // 2) - 1, 0)
 
     def propose(self):
+        """The next grid value to test, or ``None`` when the search is over."""
         n = len(self.grid)
         if self.lo is None and self.hi is None:
             return self.grid[self.start]
@@ -195,9 +197,12 @@ class WidthSearch:
 
     @property
     def done(self) -> bool:
+        """``True`` when :meth:`propose` has nothing left to test."""
         return self.propose() is None
 
     def update(self, value, passed: bool):
+        """Record the outcome of testing ``value`` (``RuntimeError`` if it contradicts
+        monotonicity)."""
         i = self._index(value)
         self.probes.append((value, bool(passed)))
         if passed:
@@ -210,10 +215,12 @@ class WidthSearch:
 
     @property
     def censored(self) -> bool:
+        """``True`` when even the largest grid value fails."""
         return self.hi is None and self.lo == len(self.grid) - 1
 
     @property
     def result(self):
+        """The smallest passing value found, or ``None`` (running, or censored)."""
         return None if self.hi is None else self.grid[self.hi]
 
     def run(self, passes):

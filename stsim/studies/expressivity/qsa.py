@@ -121,6 +121,7 @@ class PositionTable:
 
     @property
     def n_chunks(self) -> int:
+        """Number of row chunks of the table."""
         return -(-self.N // self.chunk)
 
     def _chunk(self, c: int) -> np.ndarray:

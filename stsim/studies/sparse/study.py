@@ -358,6 +358,8 @@ def plot_mstar(panels, path, title=""):
 
 
 def _fmt_fit(f, kind):
+    """One fit of ``fit_mstar`` as text for reports (``kind``: ``"log_T"``, ``"linear_T"``
+    or ``"power_T"``; ``"—"`` for no fit)."""
     if f is None:
         return "—"
     if kind == "power_T":
