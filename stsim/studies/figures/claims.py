@@ -45,7 +45,8 @@ import numpy as np
 
 from stsim.util.io import write_csv
 from stsim.util.plotting import plt, savefig
-from stsim.studies.figures.common import Job, check, finish, r2_linear
+from stsim.studies.figures.common import Job, check, finish
+from stsim.util.stats import fit_linear
 from stsim.studies.figures.ood import (block_mass, by_pe, final_stats, is_fixed, long_jobs,
                                        ood_jobs, pe_label, variants)
 from stsim.studies.figures import fig1, fig2, fig3, fig5
@@ -191,7 +192,7 @@ def fig1_statements(runs, d, heat=False):
     step = runs[0].history["step"]
     half = step >= step[-1] / 2
     s1 = max(r.final("loss") / r.history["loss"][0] for r in runs)
-    s2 = min(r2_linear(step[half], 1.0 / r.history["loss"][half]) for r in runs)
+    s2 = min(fit_linear(step[half], 1.0 / r.history["loss"][half]).r2 for r in runs)
     s3 = min(min(r.final("cos_W"), r.final("cos_V")) for r in runs)
     out = {"S1": float(s1), "S2": float(s2), "S3": float(s3)}
     if heat:
@@ -231,7 +232,7 @@ def reduced_map(r):
     s2 = np.empty((lrs.size, budgets.size))
     for j, b in enumerate(budgets):
         m = (step >= b / 2) & (step <= b)
-        s2[:, j] = [r2_linear(step[m], inv[i, m]) for i in range(lrs.size)]
+        s2[:, j] = [fit_linear(step[m], inv[i, m]).r2 for i in range(lrs.size)]
     val["S2"] = s2
     a_s, g_s = slots.a[:, idx], slots.gamma[:, idx]
     a_o, g_o = oneh.a[:, idx], oneh.gamma[:, idx]
