@@ -46,6 +46,7 @@ import numpy as np
 from stsim.core.config import Config
 from stsim.core.run import run
 from stsim.sweep import InlineExecutor, OneThreadProcessPool, read_table, sweep
+from stsim.sweep.journal import build_table, journal_path, load_journal
 from stsim.theory.family import family_point, family_search
 from stsim.theory.family import width_grid as _wgrid
 from stsim.util.io import atomic_write, write_csv, write_json
@@ -223,6 +224,13 @@ def cells(cfg, family_widths=None):
     return out
 
 
+def _priority(c):
+    """Order of the cells: by T, FCN before transformer at T ≥ 64 (the transformer's large
+    T are covered by the family), cheaper first within a rank."""
+    rank = c["T"] if (c["arch"] == "fcn" or c["T"] <= 32) else 1000 + c["T"]
+    return (rank, _cost(c))
+
+
 def _cost(c):
     """Rough relative cost of a cell (for scheduling the dear ones first)."""
     if c["arch"] == "transformer":
@@ -255,10 +263,10 @@ def run_study(cfg, out, executor=None, max_workers=2, log=None):
     """Run the family searches, the tuning runs and the reported runs; raw tables in ``out``.
 
     Stage 1: the family searches (all ``family_qs`` × ``family_Ts`` × ``mc_seeds``) →
-    ``family.csv``. Stage 2: every trained cell, each on its own driver thread: tuning
+    ``family.csv``. Stage 2: every trained cell (``max_workers + 1`` at a time, in :func:`_priority` order): tuning
     sweep (``lrs`` × 1 tuning seed) → ``tune.csv``, pick the rate per budget, reported
-    sweep (``seeds`` at the picked rate) → ``runs.csv``; then the family loss at the
-    trained transformer cells → ``family_cells.csv``. Resumable (sweep journals).
+    sweep (``seeds`` at the picked rate) → ``runs.csv``; before them, the family loss at
+    the trained transformer cells → ``family_cells.csv``. Resumable (sweep journals).
     """
     os.makedirs(out, exist_ok=True)
     t0 = time.perf_counter()
@@ -277,10 +285,16 @@ def run_study(cfg, out, executor=None, max_workers=2, log=None):
             raise RuntimeError(f"family search failed: {bad[0]['error']}")
         say(f"family searches done ({len(fam.rows)} rows), {time.perf_counter() - t0:.0f}s")
         fw = _family_widths(fam.rows, cfg["target"])
-        todo = sorted(cells(cfg, fw), key=_cost, reverse=True)
+        todo = sorted(cells(cfg, fw), key=_priority)
         fixed = dict(d=cfg["d"], batch=cfg["batch"], n_val=cfg["n_val"])
         for c in todo:
             validate_point(dict(c, lr=cfg["lrs"][0], **fixed))
+        # the family's loss at every trained transformer cell (the agreement check)
+        tfc = sorted({(c["q"], c["T"], c["width"]) for c in todo if c["arch"] == "transformer"})
+        fc = [dict(q=q, T=T, d_e=w, n_mc=_n_mc(T, cfg)) for q, T, w in tfc]
+        if fc:
+            sweep(family_point, fc, seeds=cfg["mc_seeds"], root_seed=FAMILY_ROOT, executor=ex,
+                  out=os.path.join(out, "family_cells.csv"))
         tune_t, runs_t = os.path.join(out, "tune.csv"), os.path.join(out, "runs.csv")
         lock = threading.Lock()
         done = [0]
@@ -306,17 +320,14 @@ def run_study(cfg, out, executor=None, max_workers=2, log=None):
             for c in todo:
                 drive(c, ex)
         else:
-            with cf.ThreadPoolExecutor(max(1, len(todo))) as drivers:
+            # a few cells at a time, in priority order, so that an interrupted run has whole
+            # cells (tuning + reported seeds) for the small T and both arms first
+            with cf.ThreadPoolExecutor(max(1, min(len(todo), max_workers + 1))) as drivers:
                 futs = [drivers.submit(drive, c, ex) for c in todo]
                 errors = [f.exception() for f in futs]
             for e in errors:
                 if e is not None:
                     raise e
-        tfc = sorted({(c["q"], c["T"], c["width"]) for c in todo if c["arch"] == "transformer"})
-        fc = [dict(q=q, T=T, d_e=w, n_mc=_n_mc(T, cfg)) for q, T, w in tfc]
-        if fc:
-            sweep(family_point, fc, seeds=cfg["mc_seeds"], root_seed=FAMILY_ROOT, executor=ex,
-                  out=os.path.join(out, "family_cells.csv"))
     finally:
         if own:
             ex.shutdown(wait=True)
@@ -353,11 +364,24 @@ def _series(cfg):
 
 def analyse(cfg, out):
     """Read the raw tables; return points, widths, fits, agreement (and write nothing)."""
-    tune = [r for r in read_table(os.path.join(out, "tune.csv")) if r["status"] == "ok"]
-    runs = [r for r in read_table(os.path.join(out, "runs.csv")) if r["status"] == "ok"]
-    fam = [r for r in read_table(os.path.join(out, "family.csv")) if r["status"] == "ok"]
-    fcp = os.path.join(out, "family_cells.csv")
-    famc = [r for r in read_table(fcp) if r["status"] == "ok"] if os.path.exists(fcp) else []
+    def table(name):
+        """Rows of one raw table, from its journal (complete even after a hard kill)."""
+        path = os.path.join(out, name)
+        recs = list(load_journal(journal_path(path)).values())
+        if recs:
+            rows = build_table(recs, [])[0]
+        else:
+            rows = read_table(path) if os.path.exists(path) else []
+        return [r for r in rows if r["status"] == "ok"]
+
+    tune, runs, fam, famc = (table(n) for n in ("tune.csv", "runs.csv", "family.csv",
+                                                  "family_cells.csv"))
+    # the designed widths of every series point: a point is analysed only when all are done
+    design = {}
+    for c in cells(cfg, _family_widths(fam, cfg["target"])):
+        for b in _budgets(c["budgets"], c["steps"]):
+            design.setdefault((c["arch"], c["q"], c["T"], b), set()).add(c["width"])
+    incomplete = []
     d = cfg["d"]
     bud = [cfg["steps"], cfg["long_steps"]]
     # lr chosen per (arch, q, T, width, budget) from the tuning seed
@@ -403,7 +427,10 @@ def analyse(cfg, out):
                 for w in ws:
                     v = sorted((p["seed_index"], p["rel"]) for p in sel if p["width"] == w)
                     vals.append([np.nan if x is None else x for _, x in v])
-                if len({len(v) for v in vals}) != 1:
+                want = design.get((arch, q, T, b), set(ws))
+                if set(ws) != want or {len(v) for v in vals} != {cfg["seeds"]}:
+                    incomplete.append(dict(series=name, q=q, T=T, done=ws,
+                                           designed=sorted(want)))
                     continue
                 bt = bootstrap_threshold(ws, vals, cfg["target"], n_boot=cfg["n_boot"],
                                          rng=[q, T, b])
@@ -457,7 +484,7 @@ def analyse(cfg, out):
                                   family_sd=float(np.std(fm)),
                                   ratio=float(np.median(tr) / np.mean(fm))))
     return {"points": points, "widths": widths, "family": family, "fits": fits,
-            "agreement": agreement}
+            "agreement": agreement, "incomplete": incomplete}
 
 
 # --------------------------------------------------------------------------------------
@@ -665,6 +692,7 @@ def write_outputs(cfg, out, A, extra=None):
     cpu = sum(p["cpu_time_s"] or 0.0 for p in A["points"] if p["budget"] == p["run_steps"])
     summary = {"config": {k: list(v) if isinstance(v, tuple) else v for k, v in cfg.items()},
                "widths": A["widths"], "family": A["family"], "agreement": A["agreement"],
+               "incomplete": A["incomplete"],
                "cpu_time_training_s": cpu, **(extra or {})}
     write_json(os.path.join(out, "summary.json"), summary)
     with atomic_write(os.path.join(out, "report.md"), "w") as fh:
@@ -698,6 +726,9 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
                           ("mc_seeds", int), ("mc_budget", int), ("n_mc_max", int),
                           ("family_max_width", int), ("max_width_fcn", int),
                           ("long_max_width", int), ("fcn_span", int), ("n_boot", int)))
+    p.add_argument("--analyse-only", "--analyse_only", dest="analyse_only", action="store_true",
+                   help="train nothing: analyse the runs already in --out (an interrupted or "
+                        "partial run), write the files")
     add_run_options(p, "separation")
 
 
@@ -736,7 +767,8 @@ def main(args) -> int:
     log = None if args.quiet else (lambda m: print(f"[separation] {m}", file=sys.stderr,
                                                    flush=True))
     t0 = time.perf_counter()
-    run_study(cfg, out, executor=executor, max_workers=max(workers, 1), log=log)
+    if not args.analyse_only:
+        run_study(cfg, out, executor=executor, max_workers=max(workers, 1), log=log)
     A = analyse(cfg, out)
     write_outputs(cfg, out, A, {"mode": "quick" if args.quick else "full", "workers": workers,
                                 "wall_time_s": time.perf_counter() - t0})
