@@ -293,7 +293,8 @@ def test_cli_quick_runs_and_writes_outputs(tmp_path):
 
 @pytest.mark.slow
 def test_example_quick_all_parts(tmp_path):
-    assert E.cli_main(["--quick", "--out", str(tmp_path), "--quiet"]) == 0
+    from stsim.cli import main
+    assert main(["expressivity", "--quick", "--out", str(tmp_path), "--quiet"]) == 0
     assert (tmp_path / "expressivity.json").exists()
 
 

@@ -4,23 +4,19 @@ training point (budgets), and the quick run end to end (files, tuning, resumabil
 import json
 import math
 import os
-import subprocess
-import sys
 
 import numpy as np
 import pytest
 
 from stsim import cli
-from stsim.studies.separation.study import (cells, cli_main, fcn_params, tf_params, train_point,
+from stsim.cli import main as cli_main
+from stsim.studies.separation.study import (cells, fcn_params, tf_params, train_point,
                                             width_grid, FULL, QUICK)
 from stsim.sweep import read_table
 from stsim.theory.family import (best_family_loss, family_loss_at, family_rel, family_search,
                                  sample_scores, sample_scores_dense)
 from stsim.util.stats import (bootstrap_threshold, compare_growth_laws, fit_growth_law,
                               threshold_width)
-
-ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-
 
 def test_width_grid():
     assert width_grid(16) == [1, 2, 3, 4, 6, 8, 11, 16]
@@ -170,7 +166,7 @@ def test_design_of_the_full_run():
 # ---- the quick run end to end ---------------------------------------------------------------
 def test_quick_study_end_to_end(tmp_path):
     out = str(tmp_path / "sep")
-    assert cli_main(["--quick", "--workers", "0", "--out", out, "--quiet"]) == 0
+    assert cli_main(["separation", "--quick", "--workers", "1", "--out", out, "--quiet"]) == 0
     for f in ("points.csv", "fits.json", "summary.json", "separation.png", "agreement.png",
               "report.md"):
         assert os.path.getsize(os.path.join(out, f)) > 0
@@ -192,12 +188,17 @@ def test_quick_study_end_to_end(tmp_path):
     assert summary["agreement"] and summary["family"]
     # resumable: the same command again trains nothing
     n = len(open(os.path.join(out, "runs.csv.journal.jsonl")).readlines())
-    assert cli_main(["--quick", "--workers", "0", "--out", out, "--quiet"]) == 0
+    assert cli_main(["separation", "--quick", "--workers", "1", "--out", out, "--quiet"]) == 0
     assert len(open(os.path.join(out, "runs.csv.journal.jsonl")).readlines()) == n
+    assert json.load(open(os.path.join(out, "summary.json")))["widths"] == summary["widths"]
+    # analyse-only reproduces the files from the tables
+    assert cli_main(["separation", "--quick", "--out", out, "--quiet", "--analyse-only"]) == 0
     assert json.load(open(os.path.join(out, "summary.json")))["widths"] == summary["widths"]
 
 
 def test_cli_errors(tmp_path, capsys):
+    with pytest.raises(SystemExit):
+        cli_main(["separation", "--quick", "--lrs", "0.01,x", "--out", str(tmp_path / "w")])
     assert cli.main(["separation", "--quick", "--tf-Ts", "1", "--out", str(tmp_path / "x")]) == 2
     assert "T must be an integer" in capsys.readouterr().err
     assert cli.main(["separation", "--quick", "--max-width-fcn", "0",

@@ -9,6 +9,7 @@ import sys
 import numpy as np
 import pytest
 
+from stsim.cli import main as cli_main
 from stsim.studies.sparse import study as sparse
 from stsim.sweep import InlineExecutor, OneThreadProcessPool, read_table
 from stsim.sweep.pool import THREAD_VARS
@@ -105,9 +106,9 @@ def test_bad_settings_fail_before_any_work(tmp_path):
 
 def test_cli_quick_writes_every_output(tmp_path):
     out = str(tmp_path / "q")
-    assert sparse.cli_main(["--quick", "--Ts", "8,16", "--m_max", "32", "--seeds", "2",
-                            "--max_steps", "40", "--workers", "0", "--out", out,
-                            "--quiet"]) == 0
+    assert cli_main(["sparse", "--quick", "--Ts", "8,16", "--m_max", "32", "--seeds", "2",
+                     "--max_steps", "40", "--workers", "0", "--out", out,
+                     "--quiet"]) == 0
     for name in ("trials.csv", "mstar.csv", "fits.json", "report.md", "summary.json",
                  "sparse_heatmap.png", "sparse_mstar.png"):
         assert os.path.getsize(os.path.join(out, name)) > 0, name
@@ -135,10 +136,8 @@ def test_cli_bad_input_is_one_line_and_exit_2(tmp_path, argv, match):
     assert len(p.stderr.strip().splitlines()) == 1
 
 
-def test_example_script_quick(tmp_path):
-    p = subprocess.run([sys.executable, os.path.join(os.path.dirname(__file__), "..", "examples",
-                                                     "sparse_functions.py"),
-                        "--quick", "--Ts", "8", "--m_max", "16", "--seeds", "2",
+def test_command_in_a_subprocess(tmp_path):
+    p = subprocess.run([sys.executable, "-m", "stsim", "sparse", "--Ts", "8", "--m_max", "16", "--seeds", "2",
                         "--max_steps", "20", "--workers", "0", "--quiet",
                         "--out", str(tmp_path)], capture_output=True, text=True)
     assert p.returncode == 0, p.stderr
@@ -173,13 +172,13 @@ def test_process_pool_path_matches_inline(tmp_path):
 
 
 def test_truth_table_from_the_command_line_resumes(tmp_path):
-    argv = ["--quick", "--fns", "table:3", "--table", "01101001", "--Ts", "8", "--m_max", "16",
+    argv = ["sparse", "--quick", "--fns", "table:3", "--table", "01101001", "--Ts", "8", "--m_max", "16",
             "--seeds", "2", "--max_steps", "20", "--workers", "0", "--quiet",
             "--out", str(tmp_path)]
-    assert sparse.cli_main(argv) == 0
+    assert cli_main(argv) == 0
     rows = read_table(str(tmp_path / "trials.csv"))
     assert {r["table"] for r in rows} == {"-++-+--+"}
     n = len(rows)
-    assert sparse.cli_main(argv) == 0
+    assert cli_main(argv) == 0
     assert json.load(open(tmp_path / "summary.json"))["n_run"] == 0
     assert len(read_table(str(tmp_path / "trials.csv"))) == n

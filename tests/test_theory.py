@@ -71,13 +71,8 @@ def test_cli_json_and_bad_input(capsys):
     assert rc == 2 and "T_test" in capsys.readouterr().err
 
 
-def test_theory_figures_quick(tmp_path):
-    import importlib.util
-    import pathlib
-    path = pathlib.Path(__file__).resolve().parents[1] / "examples" / "theory_figures.py"
-    spec = importlib.util.spec_from_file_location("theory_figures", path)
-    mod = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(mod)
-    assert mod.main(["--quick", "--out", str(tmp_path)]) == 0
+def test_theory_figures_quick(tmp_path, capsys):
+    assert cli_main(["theory", "--figures", str(tmp_path)]) == 0
+    assert "fitted slope" in capsys.readouterr().out
     for name in ("theory_loss.png", "theory_a_gamma.png", "theory_invariants.png"):
         assert (tmp_path / name).stat().st_size > 10_000

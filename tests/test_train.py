@@ -167,7 +167,7 @@ def test_python_dash_m(tmp_path):
 
 def test_divergence_at_step_zero_still_writes_outputs(tmp_path):
     """Nothing recorded: the Result, the CLI files and the figure are still written."""
-    from stsim.cli import write_outputs
+    from stsim.cli.run import write_outputs
     res = stsim.run(T=10, q=2, init="random", init_scale=1e200, steps=5)
     assert res.status == "diverged" and "at step 0" in res.message
     assert np.isnan(res.final("loss"))

@@ -9,14 +9,14 @@ from __future__ import annotations
 
 import dataclasses
 import os
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from stsim.core.encodings import SAMPLERS, resolve_encoding
 from stsim.core.model import MODELS, QUERIES
 from stsim.core.optim import OPTIMIZERS
 from stsim.util.validate import check_choice, check_int, check_lr, check_real, int_tuple
 
-__all__ = ["Config", "OBJECTIVES", "ARCHS", "INITS", "DEFAULT_LR"]
+__all__ = ["Config", "OBJECTIVES", "ARCHS", "INITS", "DEFAULT_LR", "field_help"]
 
 OBJECTIVES = ("online", "population")
 ARCHS = ("transformer", "fcn")
@@ -24,56 +24,50 @@ INITS = ("zero", "random")
 DEFAULT_LR = {"sgd": 1.0, "gd": 1.0, "adam": 0.01}
 
 
+def _field(default, help, default_text=None):
+    """A :class:`Config` field with its help text; ``default_text`` says what a ``None``
+    default means (the command line shows it as ``(default: …)``)."""
+    return field(default=default, metadata={"help": help, "default_text": default_text})
+
+
 @dataclass
 class Config:
     """All options of a run; :meth:`resolve` validates them and fills defaults.
 
-    Attributes (defaults in brackets)
-    ---------------------------------
-    T [200], q [3], d [5] : task sizes, ``1 <= q <= T``.
-    pe ["stochastic"] : ``onehot`` | ``near-orthogonal`` | ``stochastic``.
-    sampler ["slots"] : law of the stochastic family, ``slots`` | ``sphere``.
-    d_e [None] : PE width; default ``max(T, T_test)`` for one-hot families, 64 for dense.
-    model ["theory"] : ``theory`` | ``practical`` (attention also over the query token).
-    query ["sum"] : ``p_query = Σ_{j∈y} p_j`` (``sum``) or the mean (``mean``).
-    objective ["online"] : ``online`` (minibatch loss) | ``population`` (exact population
-        loss; needs ``optimizer="gd"``, see :mod:`stsim.theory.population`).
-    optimizer ["sgd"] : ``sgd`` (fresh batch every step) | ``gd`` (a fixed sample of
-        ``n_train`` points, or the population) | ``adam`` (fresh batches).
-    lr [1.0 for sgd/gd, 0.01 for adam] ; steps [1000] ; batch [256] ; n_train [batch].
-    init ["zero"] : ``zero`` | ``random`` (i.i.d. ``N(0, init_scale²)`` entries).
-    init_scale [0.02] ; seed [0].
-    T_test [()] , q_test [()] : out-of-distribution validation lengths / subset sizes.
-    n_val [128] : points per validation set (drawn once, before training).
-    eval_every [max(1, steps // 100)] : record metrics every k steps (and at the end).
-    arch ["transformer"] : ``transformer`` | ``fcn`` (baseline, see :mod:`stsim.baselines.fcn`).
-    width [None], depth [1] : FCN hidden width and number of hidden layers.
+    The fields, their defaults and meanings are listed below (generated from the field
+    metadata, which also gives the ``stsim run`` flags their help text).
     """
 
-    T: int = 200
-    q: int = 3
-    pe: str = "stochastic"
-    d: int = 5
-    d_e: int | None = None
-    sampler: str = "slots"
-    model: str = "theory"
-    query: str = "sum"
-    objective: str = "online"
-    optimizer: str = "sgd"
-    lr: float | None = None
-    steps: int = 1000
-    batch: int = 256
-    n_train: int | None = None
-    init: str = "zero"
-    init_scale: float = 0.02
-    seed: int = 0
-    T_test: tuple = ()
-    q_test: tuple = ()
-    n_val: int = 128
-    eval_every: int | None = None
-    arch: str = "transformer"
-    width: int | None = None
-    depth: int = 1
+    T: int = _field(200, "sequence length")
+    q: int = _field(3, "subset size, 1 <= q <= T")
+    pe: str = _field("stochastic", "positional encodings: onehot | near-orthogonal | stochastic")
+    d: int = _field(5, "token dimension")
+    d_e: int | None = _field(None, "PE width", "max(T, T_test) for one-hot families, 64 for dense")
+    sampler: str = _field("slots", "law of the stochastic family: slots | sphere")
+    model: str = _field("theory", "theory | practical (attention also over the query token)")
+    query: str = _field("sum", "query token: sum (p_query = sum of p_j, j in y) | mean")
+    objective: str = _field("online", "online (minibatch loss) | population (exact population "
+                            "loss; needs optimizer gd)")
+    optimizer: str = _field("sgd", "sgd (fresh batch every step) | gd (a fixed sample of n_train "
+                            "points, or the population) | adam (fresh batches)")
+    lr: float | None = _field(None, "learning rate", "1.0 for sgd/gd, 0.01 for adam")
+    steps: int = _field(1000, "optimiser steps")
+    batch: int = _field(256, "batch size")
+    n_train: int | None = _field(None, "size of the fixed sample for optimizer gd", "batch")
+    init: str = _field("zero", "initialisation: zero | random (i.i.d. N(0, init_scale^2))")
+    init_scale: float = _field(0.02, "std of the random initialisation")
+    seed: int = _field(0, "seed of every random stream")
+    T_test: tuple = _field((), "out-of-distribution validation lengths (comma list, e.g. 60,80)",
+                           "none")
+    q_test: tuple = _field((), "out-of-distribution validation subset sizes (comma list)",
+                           "none")
+    n_val: int = _field(128, "points per validation set (drawn once, before training)")
+    eval_every: int | None = _field(None, "record metrics every k steps (and at the end)",
+                                    "max(1, steps // 100)")
+    arch: str = _field("transformer", "transformer | fcn (fully-connected baseline, "
+                       "stsim.baselines.fcn)")
+    width: int | None = _field(None, "FCN hidden width", "64")
+    depth: int = _field(1, "FCN number of hidden layers")
 
     @classmethod
     def from_options(cls, **options) -> "Config":
@@ -168,6 +162,19 @@ class Config:
         d = dataclasses.asdict(self)
         d["T_test"], d["q_test"] = list(self.T_test), list(self.q_test)
         return d
+
+
+def field_help(f: dataclasses.Field) -> str:
+    """``"<help> (default: <value>)"`` for a field of :class:`Config`."""
+    text = f.metadata.get("default_text")
+    if text is None:
+        text = ",".join(map(str, f.default)) if isinstance(f.default, tuple) else str(f.default)
+    return f"{f.metadata['help']} (default: {text})"
+
+
+if Config.__doc__:  # None under python -OO
+    Config.__doc__ += "\n    Attributes\n    ----------\n" + "".join(
+        f"    {f.name} : {field_help(f)}\n" for f in dataclasses.fields(Config))
 
 
 def _gb(nbytes) -> str:

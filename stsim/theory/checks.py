@@ -1,5 +1,5 @@
 r"""Numerical checks of Theorems 1–2 (SPEC §5) on the population dynamics, and the
-``stsim theory`` command.
+``stsim theory`` command (:mod:`stsim.cli.theory`).
 
 :func:`check_theorem` takes ``(T, q, d, η, ε)`` and measures, on the exact reduced GD map
 (:mod:`stsim.theory.reduced`, equal to full-matrix population GD — tested):
@@ -23,7 +23,6 @@ r"""Numerical checks of Theorems 1–2 (SPEC §5) on the population dynamics, an
 """
 from __future__ import annotations
 
-import json
 import math
 from dataclasses import asdict, dataclass, field
 
@@ -37,8 +36,7 @@ from stsim.theory.reduced import (ood_floor_onehot, ood_loss_onehot, query_coef,
 from stsim.core.task import sample_batch
 from stsim.util.validate import check_int
 
-__all__ = ["theorem1_conditions", "check_theorem", "TheoremReport", "embed_reduced",
-           "add_arguments", "main"]
+__all__ = ["theorem1_conditions", "check_theorem", "TheoremReport", "embed_reduced"]
 
 PES = ("onehot", "stochastic")
 
@@ -295,48 +293,3 @@ def check_theorem(T, q, d, lr, eps, *, pe="onehot", d_e=None, query="sum", max_s
                          slope=slope, slope_predicted=slope_pred, monotone=monotone,
                          full_matrix=full, ood=ood, notes=notes)
 
-
-# --------------------------------------------------------------------------------------
-# command line: stsim theory
-# --------------------------------------------------------------------------------------
-def _int_list(text):
-    return [int(v) for v in text.split(",") if v.strip()] if text else []
-
-
-def add_arguments(p) -> None:
-    """Options of ``stsim theory``."""
-    p.add_argument("--T", type=int, default=12, help="sequence length (default 12)")
-    p.add_argument("--q", type=int, default=2, help="subset size (default 2)")
-    p.add_argument("--d", type=int, default=3, help="token dimension (default 3)")
-    p.add_argument("--lr", type=float, default=None,
-                   help="GD step; default 1/(20 d^2), Theorem 1's largest")
-    p.add_argument("--eps", type=float, default=None,
-                   help="target loss; default half of Theorem 1's bound dT/(100(T-q)q)")
-    p.add_argument("--pe", default="onehot", help="onehot | stochastic (slots)")
-    p.add_argument("--d_e", "--d-e", dest="d_e", type=int, default=None,
-                   help="slots width (default max(T, T_test))")
-    p.add_argument("--query", default="sum", help="sum | mean")
-    p.add_argument("--T_test", "--T-test", dest="T_test", type=_int_list, default=[],
-                   help="comma-separated OOD lengths > T, e.g. 16,24")
-    p.add_argument("--max_steps", "--max-steps", dest="max_steps", type=int, default=None,
-                   help="reduced GD steps (default 2x the predicted t_eps)")
-    p.add_argument("--full_steps", "--full-steps", dest="full_steps", type=int, default=2000,
-                   help="full-matrix population GD steps for the invariants (0 = skip)")
-    p.add_argument("--n_mc", "--n-mc", dest="n_mc", type=int, default=20000,
-                   help="Monte-Carlo samples per OOD estimate")
-    p.add_argument("--seed", type=int, default=0)
-    p.add_argument("--json", action="store_true", help="print the report as JSON")
-
-
-def main(args) -> int:
-    """Run :func:`check_theorem` from parsed arguments and print the report."""
-    d = check_int("d", args.d, 1)
-    T = check_int("T", args.T, 2)
-    q = check_int("q", args.q, 1, T - 1)
-    lr = args.lr if args.lr is not None else 1.0 / (20.0 * d * d)
-    eps = args.eps if args.eps is not None else 0.5 * d * T / (100.0 * (T - q) * q)
-    rep = check_theorem(T, q, d, lr, eps, pe=args.pe, d_e=args.d_e, query=args.query,
-                        max_steps=args.max_steps, full_steps=args.full_steps,
-                        T_test=args.T_test, n_mc=args.n_mc, seed=args.seed)
-    print(json.dumps(rep.to_dict(), indent=2) if args.json else rep.format())
-    return 0

@@ -23,7 +23,7 @@ import math
 import numpy as np
 
 __all__ = ["fit_growth_law", "compare_growth_laws", "threshold_width", "bootstrap_threshold",
-           "LAWS"]
+           "fit_line", "LAWS"]
 
 LAWS = ("log", "linear", "power")
 _LAW_TEXT = {"log": "a·log2 T + b", "linear": "a·T + b", "power": "2^b · T^a"}
@@ -32,6 +32,20 @@ _LAW_TEXT = {"log": "a·log2 T + b", "linear": "a·T + b", "power": "2^b · T^a"
 def _t_quantile(p, dof):
     from scipy.stats import t
     return float(t.ppf(p, dof))
+
+
+def fit_line(x, y):
+    """Ordinary least squares ``y = a x + b``: ``{a, b, residuals, rel_rms}`` (residual =
+    y − fit, rel_rms = rms of residual / y), ``None`` with < 2 points or constant x. (The
+    helper the sparse study used from the former separation study.)"""
+    x, y = np.asarray(x, float), np.asarray(y, float)
+    if len(x) < 2 or np.ptp(x) == 0:
+        return None
+    A = np.stack([x, np.ones_like(x)], axis=1)
+    (a, b), *_ = np.linalg.lstsq(A, y, rcond=None)
+    res = y - (a * x + b)
+    return {"a": float(a), "b": float(b), "residuals": res.tolist(),
+            "rel_rms": float(np.sqrt(np.mean((res / y) ** 2)))}
 
 
 def fit_growth_law(T, width, law: str, level: float = 0.95) -> dict | None:

@@ -27,10 +27,8 @@ so a part's numbers do not depend on which other parts ran.
 """
 from __future__ import annotations
 
-import argparse
 import math
 import os
-import sys
 import time
 
 import numpy as np
@@ -41,7 +39,7 @@ from stsim.core.task import sample_subsets
 from stsim.util.validate import check_int
 
 __all__ = ["PARTS", "QUICK", "FULL", "predicted_m", "predicted_d", "plot_width", "fit_width",
-           "plot_jl", "add_arguments", "main", "cli_main", "part_curves",
+           "plot_jl", "run_study", "part_curves",
            "part_width", "part_seq2seq", "part_trained", "part_patterns", "part_jl"]
 
 PARTS = ("curves", "width", "seq2seq", "trained", "patterns", "jl")
@@ -758,48 +756,26 @@ _RUNNERS = {"curves": part_curves, "width": part_width, "seq2seq": part_seq2seq,
 
 
 # ======================================================================================
-# command line
+# the whole study (the command line is stsim.cli.expressivity)
 # ======================================================================================
-def add_arguments(p: argparse.ArgumentParser) -> None:
-    """Options of ``stsim expressivity``."""
-    mode = p.add_mutually_exclusive_group()
-    mode.add_argument("--quick", action="store_true", help="seconds-long smoke version")
-    mode.add_argument("--full", action="store_true", help="the documented configuration")
-    p.add_argument("--only", default=None, help=f"comma-separated subset of {','.join(PARTS)}")
-    p.add_argument("--seed", type=int, default=0)
-    p.add_argument("--out", default=None,
-                   help="output folder (default runs/expressivity[-quick])")
-    p.add_argument("--quiet", action="store_true")
-
-
-def main(args) -> int:
-    """Run the selected parts; each writes its CSV/PNG/JSON as soon as it finishes."""
-    quick = bool(getattr(args, "quick", False))
-    cfgs = QUICK if quick else FULL
-    only = [x.strip() for x in args.only.split(",")] if getattr(args, "only", None) else PARTS
+def run_study(cfgs: dict, out: str, *, only=PARTS, seed: int = 0, log=None, mode=None) -> dict:
+    """Run the parts ``only`` with the settings ``cfgs`` (``QUICK`` or ``FULL``: one dict
+    per part); each writes its CSV/PNG/JSON into ``out`` as soon as it finishes, then
+    ``expressivity.json``. Returns ``{"parts", "wall_time_s", "summaries", ...}``."""
+    only = list(only)
     for name in only:
         if name not in PARTS:
             raise ValueError(f"--only must name parts from {PARTS}, got {name!r}")
-    seed = check_int("seed", args.seed, 0)
-    out = args.out or ("runs/expressivity-quick" if quick else "runs/expressivity")
+    seed = check_int("seed", seed, 0)
     os.makedirs(out, exist_ok=True)
-    log = (lambda m: None) if args.quiet else (
-        lambda m: print(f"[expressivity] {m}", file=sys.stderr, flush=True))
+    log = log or (lambda m: None)
     summaries, times = {}, {}
     for name in only:
         t0 = time.perf_counter()
         summaries[name] = _RUNNERS[name](cfgs[name], seed, out, log)
         times[name] = time.perf_counter() - t0
         log(f"{name}: {times[name]:.1f}s -> {os.path.join(out, name + '.png')}")
-    write_json(os.path.join(out, "expressivity.json"),
-               {"mode": "quick" if quick else "full", "seed": seed, "parts": list(only),
-                "wall_time_s": times, "summaries": summaries})
-    print(f"expressivity: {', '.join(f'{k} {v:.1f}s' for k, v in times.items())} -> {out}")
-    return 0
-
-
-def cli_main(argv=None) -> int:
-    """``main`` with ``sys.argv``-style arguments (for ``examples/expressivity.py``)."""
-    p = argparse.ArgumentParser(prog="expressivity", description=__doc__.splitlines()[0])
-    add_arguments(p)
-    return main(p.parse_args(argv))
+    overview = {"mode": mode, "seed": seed, "parts": only, "wall_time_s": times,
+                "summaries": summaries}
+    write_json(os.path.join(out, "expressivity.json"), overview)
+    return overview

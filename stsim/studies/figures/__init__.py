@@ -1,5 +1,6 @@
 """Experiments reproducing the figures of Wang, Wei, Hsu & Lee (ICML 2024), plus one beyond
-the paper. ``stsim figures [--quick|--full] --out DIR`` runs them all:
+the paper. :func:`run_figures` (command line: ``stsim figures [--quick|--full] --out DIR``)
+runs them all:
 
 ========  ==============================================================================
 module    figure
@@ -25,24 +26,15 @@ from __future__ import annotations
 
 import importlib
 import os
-import sys
 import time
 
-__all__ = ["FIGURES", "add_arguments", "main", "resolve_all"]
+__all__ = ["FIGURES", "run_figures", "resolve_all"]
 
 FIGURES = ("fig1", "fig2", "fig3", "fig4", "fig5", "beyond")
 
 
 def _module(name):
     return importlib.import_module(f"{__name__}.{name}")
-
-
-def add_arguments(parser) -> None:
-    """Options of ``stsim figures``."""
-    from stsim.studies.figures.common import add_common_arguments
-    add_common_arguments(parser, default_out=os.path.join("runs", "figures"))
-    parser.add_argument("--only", default=None,
-                        help=f"comma-separated subset of {','.join(FIGURES)}")
 
 
 def resolve_all(mode, overrides=None, only=None) -> dict:
@@ -77,39 +69,39 @@ def resolve_all(mode, overrides=None, only=None) -> dict:
     return {n: settings[n] for n in names}
 
 
-def main(args) -> int:
-    """Run the selected figures in one pool; draw each as soon as its runs are done."""
-    from stsim.studies.figures.common import cache_dir, parse_set, peak_rss_mb, print_checks, run_jobs
+def run_figures(settings: dict, out: str, *, workers: int = 1, cache: str | None = None,
+                log=None, mode: str | None = None) -> dict:
+    """Run the figures ``settings`` (``{name: settings}``, see :func:`resolve_all`) in one
+    pool; draw each into ``out`` as soon as its runs are done; write ``figures.json``.
+
+    ``workers`` processes (1: this process); ``cache``: folder of per-run results, reused
+    when the config matches (``None``: no cache); ``log``: callable(str) for progress.
+    Returns the overview (wall time, peak memory, checks) with every figure's summary
+    under ``"summaries"``.
+    """
+    from stsim.studies.figures.common import peak_rss_mb, run_jobs
     from stsim.util.io import write_json
 
-    only = [x.strip() for x in args.only.split(",")] if getattr(args, "only", None) else None
-    settings = resolve_all(args.mode, parse_set(args.set), only)
-    log = None if args.quiet else (lambda m: print(m, file=sys.stderr, flush=True))
     needs = {n: [j.name for j in _module(n).jobs(s)] for n, s in settings.items()}
     jobs = [j for n, s in settings.items() for j in _module(n).jobs(s)]
-    os.makedirs(args.out, exist_ok=True)
+    os.makedirs(out, exist_ok=True)
     summaries, t0 = {}, time.perf_counter()
 
     def draw_ready(results):
         for n, names in needs.items():
             if n not in summaries and all(x in results for x in names):
-                summaries[n] = _module(n).analyse(settings[n], results, args.out, args.mode)
+                summaries[n] = _module(n).analyse(settings[n], results, out, mode)
                 summaries[n]["drawn_after_s"] = time.perf_counter() - t0
                 if log:
-                    log(f"drew {n} -> {os.path.join(args.out, n + '.png')}")
+                    log(f"drew {n} -> {os.path.join(out, n + '.png')}")
 
-    results = run_jobs(jobs, workers=args.workers, cache=cache_dir(args), log=log,
-                       on_done=draw_ready)
+    results = run_jobs(jobs, workers=workers, cache=cache, log=log, on_done=draw_ready)
     draw_ready(results)
     wall = time.perf_counter() - t0
     rss = [r.info.get("peak_rss_mb") for r in results.values() if r.info.get("peak_rss_mb")]
-    overview = {"mode": args.mode, "wall_time_s": wall, "workers": args.workers,
+    overview = {"mode": mode, "wall_time_s": wall, "workers": workers,
                 "n_runs": len(results), "peak_rss_mb_max_run": max(rss, default=None),
                 "peak_rss_mb_driver": peak_rss_mb(),
                 "checks": {n: summaries[n]["checks"] for n in summaries}}
-    write_json(os.path.join(args.out, "figures.json"), overview)
-    for n in settings:
-        print_checks(summaries[n])
-    print(f"wall time {wall:.1f}s, {len(results)} runs, peak memory per run "
-          f"{overview['peak_rss_mb_max_run']} MB")
-    return 0
+    write_json(os.path.join(out, "figures.json"), overview)
+    return dict(overview, summaries={n: summaries[n] for n in settings})

@@ -125,8 +125,3 @@ def analyse(s, results, out, mode):
     runs = {j.name: results[j.name] for j in jobs(s)}
     return finish(NAME, out, s, mode, runs, checks, measured)
 
-
-def main(argv=None) -> int:
-    import sys
-    from stsim.studies.figures.common import figure_main
-    return figure_main(sys.modules[__name__], argv)

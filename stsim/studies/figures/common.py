@@ -5,7 +5,7 @@ Every figure module (``fig1`` … ``fig5``, ``beyond``) exposes
 
 * ``NAME`` and ``SETTINGS = {"quick": {...}, "full": {...}}`` — the chosen values of the
   parameters the paper does not give (d, d_e, lr, steps, ...); each key can be overridden
-  from the command line with ``--set key=value``;
+  (command line: ``stsim figures --set <figure>.key=value``);
 * ``jobs(s) -> list[Job]`` — the training runs it needs (figures that share runs return
   jobs with the same name and options; the driver runs them once);
 * ``analyse(s, results, out, mode) -> dict`` — writes ``<NAME>.png``, ``<NAME>.csv``
@@ -18,8 +18,6 @@ can be re-drawn without re-training and a long run that is interrupted keeps wha
 """
 from __future__ import annotations
 
-import argparse
-import ast
 import concurrent.futures as cf
 import json
 import os
@@ -36,8 +34,7 @@ from stsim.core.run import run
 from stsim.sweep.pool import OneThreadProcessPool
 
 __all__ = ["Job", "run_jobs", "resolve_settings", "write_histories_csv", "seed_band",
-           "check", "r2_linear", "finish", "figure_argparser", "figure_main", "MODES",
-           "peak_rss_mb"]
+           "check", "r2_linear", "finish", "MODES", "peak_rss_mb"]
 
 MODES = ("quick", "full")
 MAX_WORKERS = 2
@@ -62,21 +59,6 @@ def resolve_settings(defaults: dict, overrides: dict | None = None) -> dict:
             raise ValueError(f"unknown setting {k!r}; allowed: {sorted(s)}")
         s[k] = v
     return s
-
-
-def parse_set(items) -> dict:
-    """``["lr=2", "seeds=[0,1]"]`` -> ``{"lr": 2, "seeds": [0, 1]}`` (Python literals,
-    bare words as strings)."""
-    out = {}
-    for item in items or ():
-        if "=" not in item:
-            raise ValueError(f"--set expects key=value, got {item!r}")
-        k, v = item.split("=", 1)
-        try:
-            out[k.strip()] = ast.literal_eval(v)
-        except (ValueError, SyntaxError):
-            out[k.strip()] = v
-    return out
 
 
 def peak_rss_mb() -> float:
@@ -242,106 +224,6 @@ def finish(name, out, s, mode, results: dict, checks: list, measured: dict,
         summary.update(extra)
     write_json(os.path.join(out, f"{name}.json"), summary)
     return summary
-
-
-# --------------------------------------------------------------------------------------
-# command line of the per-figure example scripts
-# --------------------------------------------------------------------------------------
-def add_common_arguments(p: argparse.ArgumentParser, default_out: str) -> None:
-    g = p.add_mutually_exclusive_group()
-    g.add_argument("--quick", dest="mode", action="store_const", const="quick",
-                   help="small problem, seconds (default)")
-    g.add_argument("--full", dest="mode", action="store_const", const="full",
-                   help="the real experiment (minutes)")
-    p.set_defaults(mode="quick")
-    p.add_argument("--out", default=default_out, help="output folder (PNG, CSV, JSON)")
-    p.add_argument("--cache", default=None,
-                   help="folder for per-run results (.npz, reused if the config matches); "
-                        "default <out>/runs")
-    p.add_argument("--no-cache", dest="no_cache", action="store_true",
-                   help="always train; keep no per-run files")
-    p.add_argument("--workers", type=int, default=1,
-                   help=f"worker processes (at most {MAX_WORKERS})")
-    p.add_argument("--set", dest="set", action="append", default=[], metavar="KEY=VALUE",
-                   help="override a setting, e.g. --set lr=2 --set seeds=[0,1,2]; "
-                        "for `stsim figures` prefix the figure: --set fig1.lr=2")
-    p.add_argument("--quiet", action="store_true")
-
-
-# --------------------------------------------------------------------------------------
-# command line of the grid experiments (separation, sparse): --quick/--full presets
-# --------------------------------------------------------------------------------------
-def int_tuple(text):
-    """``"8,16,32"`` → ``(8, 16, 32)``."""
-    return tuple(int(v) for v in text.split(",") if v.strip())
-
-
-def add_mode_group(p: argparse.ArgumentParser) -> None:
-    """``--quick`` (seconds-long smoke version) | ``--full`` (the documented default)."""
-    mode = p.add_mutually_exclusive_group()
-    mode.add_argument("--quick", action="store_true", help="seconds-long smoke version")
-    mode.add_argument("--full", action="store_true",
-                      help="the documented configuration (default)")
-
-
-def add_typed_options(p: argparse.ArgumentParser, options) -> None:
-    """``--name`` / ``--name-with-dashes`` for each ``(name, type)``, default None (None
-    keeps the preset's value, see :func:`config_from_args`)."""
-    for name, typ in options:
-        flags = dict.fromkeys((f"--{name}", f"--{name.replace('_', '-')}"))  # no repeat
-        p.add_argument(*flags, dest=name, type=typ, default=None)
-
-
-def add_run_options(p: argparse.ArgumentParser, name: str) -> None:
-    """``--workers`` (default 2; 0 in-process), ``--out`` (runs/<name>[-quick]), ``--quiet``."""
-    p.add_argument("--workers", type=int, default=2,
-                   help="process-pool workers (default 2); 0 runs in-process")
-    p.add_argument("--out", default=None, help=f"output folder (default runs/{name}[-quick])")
-    p.add_argument("--quiet", action="store_true")
-
-
-def config_from_args(args, quick: dict, full: dict, name: str, extra=()):
-    """The preset chosen by ``--quick`` (else ``full``) with every option given on the
-    command line (not None) applied, plus the keys ``extra`` when given; and the output
-    folder. Returns ``(cfg, out)``."""
-    cfg = dict(quick if args.quick else full)
-    for k in list(cfg) + list(extra):
-        v = getattr(args, k, None)
-        if v is not None:
-            cfg[k] = v
-    out = args.out or (f"runs/{name}-quick" if args.quick else f"runs/{name}")
-    return cfg, out
-
-
-def figure_argparser(name, doc) -> argparse.ArgumentParser:
-    p = argparse.ArgumentParser(prog=f"{name}", description=doc.splitlines()[0])
-    add_common_arguments(p, default_out=os.path.join("runs", "figures"))
-    return p
-
-
-def cache_dir(args):
-    if args.no_cache:
-        return None
-    return args.cache or os.path.join(args.out, "runs")
-
-
-def figure_main(module, argv=None) -> int:
-    """``main(argv)`` of one figure: parse, run its jobs, analyse, print the checks."""
-    args = figure_argparser(module.NAME, module.__doc__).parse_args(argv)
-    s = resolve_settings(module.SETTINGS[args.mode], parse_set(args.set))
-    log = None if args.quiet else (lambda m: print(m, file=sys.stderr, flush=True))
-    results = run_jobs(module.jobs(s), workers=args.workers, cache=cache_dir(args), log=log)
-    summary = module.analyse(s, results, args.out, args.mode)
-    print_checks(summary)
-    return 0
-
-
-def print_checks(summary) -> None:
-    print(f"== {summary['figure']} ({summary['mode']})")
-    for c in summary["checks"]:
-        flag = "ok " if c["ok"] else "NOT"
-        print(f"  [{flag}] {c['claim']}: measured {c['measured']:.4g} {c['op']} "
-              f"{c['threshold']:.4g}" + (f"  ({c['note']})" if c.get("note") else ""))
 
 
 def load_json(path):

@@ -94,8 +94,3 @@ def analyse(s, results, out, mode):
     return finish(NAME, out, s, mode, {j.name: results[j.name] for j in jobs(s)}, checks,
                   measured)
 
-
-def main(argv=None) -> int:
-    from stsim.studies.figures.common import figure_main
-    import sys
-    return figure_main(sys.modules[__name__], argv)

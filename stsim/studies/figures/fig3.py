@@ -104,8 +104,3 @@ def analyse(s, results, out, mode):
     return finish(NAME, out, s, mode, {j.name: results[j.name] for j in jobs(s)}, checks,
                   measured)
 
-
-def main(argv=None) -> int:
-    import sys
-    from stsim.studies.figures.common import figure_main
-    return figure_main(sys.modules[__name__], argv)

@@ -1,14 +1,14 @@
 """Markdown tables of the settings and claim checks written by ``stsim figures``.
 
-``python -m stsim.studies.figures.report DIR`` prints, for every ``<fig>.json`` in ``DIR``,
-the settings and a table ``claim | measured | target | met``; ``docs/reproduction.md``
-quotes these tables, so the numbers in the report are the numbers in the JSON files.
+:func:`render` (command line: ``stsim figures --report DIR``) gives, for every
+``<fig>.json`` in ``DIR``, the settings and a table ``claim | measured | target | met``;
+``docs/reproduction.md`` quotes these tables, so the numbers in the report are the numbers
+in the JSON files.
 """
 from __future__ import annotations
 
 import json
 import os
-import sys
 
 from stsim.studies.figures import FIGURES
 
@@ -44,6 +44,3 @@ def render(folder) -> str:
         out += ["", f"### {n}", "", checks_table(s)]
     return "\n".join(out)
 
-
-if __name__ == "__main__":  # pragma: no cover
-    print(render(sys.argv[1] if len(sys.argv) > 1 else os.path.join("docs", "figures")))

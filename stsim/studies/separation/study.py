@@ -28,16 +28,15 @@ Fits (:func:`stsim.util.stats.compare_growth_laws`): ``log2 T``, ``T`` and a pow
 on ≥ 5 uncensored T values, with CIs and log residuals. Parameter counts:
 FCN ``w(Td + T) + w + d w + d``; transformer (theory model) ``(d + d_e)² + d (d + d_e)``.
 
-The logic is in plain functions of a config dict (:func:`run_study`, :func:`analyse`);
-``add_arguments`` / ``main`` / ``cli_main`` are thin glue.
+The logic is in plain functions of a config dict (:func:`run_trainings`, :func:`analyse`,
+:func:`write_outputs`, all three in :func:`run_study`); the command line is
+:mod:`stsim.cli.separation`.
 """
 from __future__ import annotations
 
-import argparse
 import concurrent.futures as cf
 import math
 import os
-import sys
 import threading
 import time
 
@@ -53,9 +52,9 @@ from stsim.util.io import atomic_write, write_csv, write_json
 from stsim.util.stats import bootstrap_threshold, compare_growth_laws
 from stsim.util.validate import check_int
 
-__all__ = ["train_point", "width_grid", "fcn_params", "tf_params", "cells", "run_study",
-           "analyse", "plot_separation", "plot_agreement", "markdown_report",
-           "add_arguments", "main", "cli_main", "QUICK", "FULL"]
+__all__ = ["train_point", "width_grid", "fcn_params", "tf_params", "cells", "run_trainings",
+           "analyse", "plot_separation", "plot_agreement", "markdown_report", "write_outputs",
+           "check_config", "run_study", "QUICK", "FULL"]
 
 TUNE_ROOT = 1        # root seed of the tuning replicate (the reported seeds use root 0)
 FAMILY_ROOT = 2      # root seed of the family's Monte-Carlo replicates
@@ -259,7 +258,7 @@ def _family_widths(rows, target):
     return res
 
 
-def run_study(cfg, out, executor=None, max_workers=2, log=None):
+def run_trainings(cfg, out, executor=None, max_workers=2, log=None):
     """Run the family searches, the tuning runs and the reported runs; raw tables in ``out``.
 
     Stage 1: the family searches (all ``family_qs`` × ``family_Ts`` × ``mc_seeds``) →
@@ -703,35 +702,8 @@ def write_outputs(cfg, out, A, extra=None):
 
 
 # --------------------------------------------------------------------------------------
-# command line (thin glue)
+# the whole study (the command line is stsim.cli.separation)
 # --------------------------------------------------------------------------------------
-def _tuple(typ):
-    def parse(text):
-        return tuple(typ(v) for v in str(text).split(",") if v.strip())
-    return parse
-
-
-def add_arguments(p: argparse.ArgumentParser) -> None:
-    """Options of ``stsim separation``; ``--quick`` / ``--full`` choose the defaults."""
-    from stsim.studies.figures.common import add_mode_group, add_run_options, add_typed_options
-    add_mode_group(p)
-    for name in ("qs", "fcn_Ts", "tf_Ts", "long_Ts", "family_qs", "family_Ts"):
-        p.add_argument(f"--{name}", f"--{name.replace('_', '-')}", dest=name,
-                       type=_tuple(int), default=None, help=f"comma-separated {name}")
-    for name in ("lrs", "targets"):
-        p.add_argument(f"--{name}", dest=name, type=_tuple(float), default=None,
-                       help=f"comma-separated {name}")
-    add_typed_options(p, (("d", int), ("steps", int), ("long_steps", int), ("batch", int),
-                          ("seeds", int), ("target", float), ("n_val", int),
-                          ("mc_seeds", int), ("mc_budget", int), ("n_mc_max", int),
-                          ("family_max_width", int), ("max_width_fcn", int),
-                          ("long_max_width", int), ("fcn_span", int), ("n_boot", int)))
-    p.add_argument("--analyse-only", "--analyse_only", dest="analyse_only", action="store_true",
-                   help="train nothing: analyse the runs already in --out (an interrupted or "
-                        "partial run), write the files")
-    add_run_options(p, "separation")
-
-
 def check_config(cfg):
     """Validate a config dict (``ValueError`` naming the field)."""
     for k in ("qs", "fcn_Ts", "tf_Ts", "family_qs", "family_Ts", "lrs", "targets"):
@@ -757,30 +729,25 @@ def check_config(cfg):
     return cfg
 
 
-def main(args) -> int:
-    """Run the study and write its files into ``args.out``."""
-    from stsim.studies.figures.common import config_from_args
-    cfg, out = config_from_args(args, QUICK, FULL, "separation")
-    cfg = check_config(cfg)
-    workers = check_int("workers", args.workers, 0)
-    executor = InlineExecutor() if workers == 0 else None
-    log = None if args.quiet else (lambda m: print(f"[separation] {m}", file=sys.stderr,
-                                                   flush=True))
+def run_study(cfg: dict, out: str, *, workers: int = 2, log=None, mode=None,
+              analyse_only: bool = False) -> dict:
+    """The whole study for the settings ``cfg`` (``QUICK`` or ``FULL`` with any keys
+    changed): the runs (unless ``analyse_only``: then only what is already in ``out``),
+    the analysis, and the files of :func:`write_outputs`. ``workers <= 1`` runs in this
+    process. Returns the summary (analysis included)."""
+    cfg = check_config(dict(cfg))
+    workers = check_int("workers", workers, 0)
     t0 = time.perf_counter()
-    if not args.analyse_only:
-        run_study(cfg, out, executor=executor, max_workers=max(workers, 1), log=log)
+    if not analyse_only:
+        executor = InlineExecutor() if workers <= 1 else None
+        run_trainings(cfg, out, executor=executor, max_workers=max(workers, 1), log=log)
     A = analyse(cfg, out)
-    write_outputs(cfg, out, A, {"mode": "quick" if args.quick else "full", "workers": workers,
-                                "wall_time_s": time.perf_counter() - t0})
-    if not args.quiet:
-        for w in A["widths"]:
-            print(f"q={w['q']} {w['series']:>10s} T={w['T']:>4d}: {_wtxt(w)}")
-        print(f"wall time {time.perf_counter() - t0:.1f}s, files in {out}")
-    return 0
+    extra = {"mode": mode, "workers": workers, "analyse_only": analyse_only,
+             "wall_time_s": time.perf_counter() - t0}
+    write_outputs(cfg, out, A, extra)
+    return dict(A, **extra)
 
 
-def cli_main(argv=None) -> int:
-    """``main`` with ``sys.argv``-style arguments (for ``examples/separation.py``)."""
-    p = argparse.ArgumentParser(prog="separation", description=__doc__.splitlines()[0])
-    add_arguments(p)
-    return main(p.parse_args(argv))
+def width_text(w) -> str:
+    """``width [lo, hi]`` of one series point (``>cap`` when censored)."""
+    return _wtxt(w)

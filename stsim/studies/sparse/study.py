@@ -37,10 +37,8 @@ a statistical failure. Both are counted per cell.
 """
 from __future__ import annotations
 
-import argparse
 import math
 import os
-import sys
 import time
 
 import numpy as np
@@ -49,12 +47,11 @@ from stsim.studies.sparse.boolean import SparseFunction, train_trial, validate_t
 from stsim.util.io import atomic_write, write_csv, write_json
 from stsim.sweep import InlineExecutor, OneThreadProcessPool, read_table, spawn_seeds, sweep
 from stsim.util.validate import check_int
-from stsim.studies.figures.common import add_mode_group, add_run_options, add_typed_options, config_from_args, int_tuple
-from stsim.studies.separation.study import _lstsq
+from stsim.util.stats import fit_line as _lstsq
 
 __all__ = ["FULL", "QUICK", "m_grid", "parse_fns", "run_experiment", "cell_stats",
            "estimate_mstar", "fit_mstar", "plot_heatmaps", "plot_mstar", "markdown_report",
-           "add_arguments", "main", "cli_main"]
+           "run_study", "format_fit"]
 
 # documented configurations; every value can be overridden from the command line
 FULL = dict(Ts=(16, 32, 64, 128, 256, 512), m_min=16, m_max=2048, ratio=math.sqrt(2),
@@ -411,31 +408,16 @@ def write_mstar_csv(path, mstar):
 
 
 # --------------------------------------------------------------------------------------
-# command line
+# the whole study (the command line is stsim.cli.sparse)
 # --------------------------------------------------------------------------------------
-def add_arguments(p: argparse.ArgumentParser) -> None:
-    """Options of ``stsim sparse``; ``--quick`` / ``--full`` choose the defaults."""
-    add_mode_group(p)
-    p.add_argument("--Ts", type=int_tuple, default=None, help="comma-separated T values")
-    p.add_argument("--fns", default=None, help="functions with s, e.g. and:3,majority:3,parity:2 "
-                   "(table:3 with --table 01101001: the truth table, first bit most significant)")
-    p.add_argument("--models", default=None, help="attention,fcn")
-    add_typed_options(p, (("m_min", int), ("m_max", int), ("ratio", float), ("seeds", int),
-                          ("threshold", float), ("target", float), ("stop_after", int),
-                          ("max_steps", int), ("lr", float), ("weight_decay", float),
-                          ("max_norm", float), ("d_v", int), ("hidden", int), ("n_test", int),
-                          ("pos", str), ("restarts", int), ("table", str)))
-    add_run_options(p, "sparse")
-
-
-def main(args) -> int:
-    """Run the experiment; write trials.csv, mstar.csv, fits.json, report.md,
-    summary.json, sparse_heatmap.png and sparse_mstar.png into ``args.out``."""
-    cfg, out = config_from_args(args, QUICK, FULL, "sparse", extra=OPTIONAL_KEYS)
-    workers = check_int("workers", args.workers, 0)
-    log = None if args.quiet else (lambda msg: print(f"[sparse] {msg}", file=sys.stderr,
-                                                     flush=True))
-    exp = run_experiment(cfg, out, workers=workers, log=log)
+def run_study(cfg: dict, out: str, *, workers: int = 2, log=None, mode=None) -> dict:
+    """The whole experiment for the settings ``cfg`` (``QUICK`` or ``FULL`` with any keys
+    changed, plus ``restarts`` / ``table`` when wanted): the trials, then ``mstar.csv``,
+    ``fits.json``, ``report.md``, ``summary.json``, ``sparse_heatmap.png`` and
+    ``sparse_mstar.png`` in ``out``. ``workers <= 1`` runs in this process. Returns the
+    summary (with ``fits`` at the first target)."""
+    workers = check_int("workers", workers, 0)
+    exp = run_experiment(cfg, out, workers=0 if workers <= 1 else workers, log=log)
     fns, models = parse_fns(cfg["fns"]), _models(cfg["models"])
     seeds = set(exp["seeds"])
     stats = cell_stats(exp["rows"], seeds)
@@ -451,7 +433,7 @@ def main(args) -> int:
         fh.write("\n".join(markdown_report(ms_, f, stats, tg) for tg, ms_, f in panels))
     cpu = sum(c["cpu_s"] for c in stats.values())
     summary = {"config": {k: list(v) if isinstance(v, tuple) else v for k, v in cfg.items()},
-               "mode": "quick" if args.quick else "full", "workers": workers,
+               "mode": mode, "workers": workers,
                "wall_time_s": exp["wall_time_s"], "n_run": exp["n_run"],
                "n_trials": sum(c["n"] for c in stats.values()), "cpu_time_trials_s": cpu,
                "levels": exp["levels"],
@@ -467,20 +449,7 @@ def main(args) -> int:
     plot_heatmaps(stats, exp["grid"], [int(T) for T in cfg["Ts"]], fns, models,
                   os.path.join(out, "sparse_heatmap.png"), desc)
     plot_mstar(panels, os.path.join(out, "sparse_mstar.png"), desc)
-    if not args.quiet:
-        for r in mstar:
-            ms = (f">{r['m_max']}" if r["censored"] == "above" else
-                  f"<={r['m_star']:.0f}" if r["censored"] == "below" else f"{r['m_star']:.0f}")
-            print(f"{r['fn']:>8s} s={r['s']} {r['model']:>9s} T={r['T']:>4d}: m* {ms}")
-        for key, e in fits.items():
-            print(f"{key}: log2T fit {_fmt_fit(e['log_T'], 'log_T')}; "
-                  f"T fit {_fmt_fit(e['linear_T'], 'linear_T')}")
-        print(f"wall time {exp['wall_time_s']:.1f}s, {exp['n_run']} trials run, files in {out}")
-    return 0
+    return dict(summary, fits=fits, mstar=mstar)
 
 
-def cli_main(argv=None) -> int:
-    """``main`` with ``sys.argv``-style arguments (for ``examples/sparse_functions.py``)."""
-    p = argparse.ArgumentParser(prog="sparse", description=__doc__.splitlines()[0])
-    add_arguments(p)
-    return main(p.parse_args(argv))
+format_fit = _fmt_fit  # one fit of fit_mstar as text (kind: "log_T" or "linear_T")

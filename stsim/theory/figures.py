@@ -1,4 +1,5 @@
-"""Figures of the population dynamics (docs/theory.md).
+"""Figures of the population dynamics (``docs/theory.md``); command line:
+``stsim theory --figures DIR [--full]``.
 
 1. ``theory_loss.png`` — population loss (log) and inverse loss of the exact reduced GD map
    for several T, with the rate-law lines ``1/L = 4ηt/(T−1)`` (dashed).
@@ -8,28 +9,25 @@
    the blocks that must stay 0, of the distances from span{I − J/T} and span{I}, and of
    the relative deviation from the reduced map, on a log scale; exact zeros at 1e-20.
 
-Usage: ``python examples/theory_figures.py [--quick] [--out DIR]``.
+Each function prints (through ``log``) the measured rate and invariants; ``quick`` draws a
+small version in seconds.
 """
 from __future__ import annotations
 
-import argparse
 import os
-import sys
 
-import matplotlib
+import numpy as np
 
-matplotlib.use("Agg")
-import matplotlib.pyplot as plt  # noqa: E402
-import numpy as np  # noqa: E402
+from stsim.core.run import run
+from stsim.theory.reduced import reduced_gd
+from stsim.util.plotting import plt, savefig
 
-import stsim  # noqa: E402
-from stsim.util.plotting import savefig  # noqa: E402
-from stsim.theory.reduced import reduced_gd  # noqa: E402
+__all__ = ["draw_theory_figures", "fig_loss_and_a_gamma", "fig_invariants"]
 
 ZERO = 1e-20
 
 
-def fig_loss_and_a_gamma(out, quick):
+def fig_loss_and_a_gamma(out, quick=True, log=print):
     Ts = np.array([20, 50, 200] if quick else [50, 200, 1000])
     q, d, lr = 3, 5, 0.5
     steps = 20_000 if quick else 400_000
@@ -43,7 +41,7 @@ def fig_loss_and_a_gamma(out, quick):
                    label=f"4ηt/(T−1), T={T}")
         half = t.size // 2
         slope = np.polyfit(t[half:], 1.0 / tr.loss[k, half:], 1)[0]
-        print(f"T={T}: fitted slope of 1/L on the 2nd half / (4η/(T−1)) = "
+        log(f"T={T}: fitted slope of 1/L on the 2nd half / (4η/(T−1)) = "
               f"{slope / (4 * lr / (T - 1)):.4f}")
     ax[0].set_yscale("log")
     ax[0].set_xlabel("GD step")
@@ -86,10 +84,10 @@ def fig_loss_and_a_gamma(out, quick):
     return [p1, p2]
 
 
-def fig_invariants(out, quick):
+def fig_invariants(out, quick=True, log=print):
     T, q, d, lr = 8, 2, 3, 0.5
     steps = 300 if quick else 3000
-    res = stsim.run(T=T, q=q, pe="onehot", d=d, objective="population", optimizer="gd", lr=lr,
+    res = run(T=T, q=q, pe="onehot", d=d, objective="population", optimizer="gd", lr=lr,
                     steps=steps, eval_every=1)
     h = res.history
     ref = reduced_gd(T, q, d, lr, steps)
@@ -108,23 +106,13 @@ def fig_invariants(out, quick):
     ax.set_title(f"full-matrix population GD, onehot T={T} q={q} d={d} η={lr}", fontsize=9)
     ax.legend(fontsize=7, loc="center right")
     fig.tight_layout()
-    print(f"invariants over {steps} full-matrix steps: max W_ee off-span "
+    log(f"invariants over {steps} full-matrix steps: max W_ee off-span "
           f"{h['inv/W_ee_offspan'].max():.2e}, max V_x off-span {h['inv/V_x_offspan'].max():.2e}, "
           f"max rel. loss deviation from reduced map {rel.max():.2e}")
     return [savefig(fig, os.path.join(out, "theory_invariants.png"))]
 
 
-def main(argv=None) -> int:
-    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    p.add_argument("--quick", action="store_true", help="small, fast version (smoke test)")
-    p.add_argument("--out", default="figures", help="output folder (default ./figures)")
-    args = p.parse_args(argv)
-    os.makedirs(args.out, exist_ok=True)
-    paths = fig_loss_and_a_gamma(args.out, args.quick) + fig_invariants(args.out, args.quick)
-    for path in paths:
-        print(path)
-    return 0
-
-
-if __name__ == "__main__":
-    sys.exit(main())
+def draw_theory_figures(out, quick: bool = True, log=print) -> list:
+    """Draw the three figures into ``out``; return their paths."""
+    os.makedirs(out, exist_ok=True)
+    return fig_loss_and_a_gamma(out, quick, log) + fig_invariants(out, quick, log)

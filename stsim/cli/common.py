@@ -1,0 +1,143 @@
+"""What the study commands share: ``--quick`` | ``--full``, ``--out``, ``--workers``,
+``--quiet``; per-study options generated from the study's ``QUICK`` / ``FULL`` presets;
+``--set key=value`` parsing; printing claim checks.
+
+Convention (every study command):
+
+* ``--quick`` (default) — the seconds-long smoke version; ``--full`` — the documented
+  experiment (minutes);
+* ``--out DIR`` — default ``runs/<study>-quick`` or ``runs/<study>``;
+* ``--workers N`` — worker processes (one BLAS thread each), default 2; ``1`` (or ``0``)
+  runs everything in this process;
+* ``--quiet`` — no progress lines on stderr.
+"""
+from __future__ import annotations
+
+import argparse
+import ast
+import os
+import sys
+
+__all__ = ["MODES", "DEFAULT_WORKERS", "add_study_arguments", "add_preset_options",
+           "preset_from_args", "out_dir", "workers", "logger", "int_tuple", "parse_set",
+           "print_checks"]
+
+MODES = ("quick", "full")
+DEFAULT_WORKERS = 2
+
+
+def int_tuple(text):
+    """``"8,16,32"`` → ``(8, 16, 32)``."""
+    return tuple(int(v) for v in text.split(",") if v.strip())
+
+
+def add_study_arguments(p: argparse.ArgumentParser, name: str, *,
+                        workers_help: str | None = None) -> None:
+    """``--quick`` | ``--full`` (default quick), ``--out``, ``--workers``, ``--quiet``."""
+    g = p.add_argument_group("common options of the study commands")
+    mode = g.add_mutually_exclusive_group()
+    mode.add_argument("--quick", dest="mode", action="store_const", const="quick",
+                      help="the seconds-long smoke version (default)")
+    mode.add_argument("--full", dest="mode", action="store_const", const="full",
+                      help="the documented experiment (minutes)")
+    p.set_defaults(mode="quick", _study=name)
+    g.add_argument("--out", default=None, metavar="DIR",
+                   help=f"output folder (default: runs/{name}-quick with --quick, "
+                        f"runs/{name} with --full)")
+    g.add_argument("--workers", type=int, default=DEFAULT_WORKERS, metavar="N",
+                   help=workers_help or f"worker processes, one BLAS thread each "
+                                        f"(default: {DEFAULT_WORKERS}); 1 runs in this process")
+    g.add_argument("--quiet", action="store_true", help="no progress lines on stderr")
+
+
+def out_dir(args) -> str:
+    """``--out``, else ``runs/<study>-quick`` (quick) or ``runs/<study>`` (full)."""
+    if args.out:
+        return args.out
+    return os.path.join("runs", args._study + ("-quick" if args.mode == "quick" else ""))
+
+
+def workers(args) -> int:
+    """``--workers`` checked (an int >= 0; 0 is taken as 1: this process)."""
+    from stsim.util.validate import check_int
+    return max(1, check_int("workers", args.workers, 0))
+
+
+def logger(args, prefix: str = ""):
+    """A progress printer on stderr, or ``None`` with ``--quiet``."""
+    if args.quiet:
+        return None
+    return lambda msg: print(f"{prefix}{msg}", file=sys.stderr, flush=True)
+
+
+def _type_of(value):
+    if isinstance(value, tuple):
+        return int_tuple
+    if isinstance(value, bool):   # pragma: no cover - no boolean presets today
+        raise TypeError("boolean presets need a flag, not a typed option")
+    return type(value)
+
+
+def _show(value):
+    if isinstance(value, tuple):
+        return ",".join(map(str, value))
+    return f"{value:.4g}" if isinstance(value, float) else str(value)
+
+
+def add_preset_options(p: argparse.ArgumentParser, quick: dict, full: dict, *,
+                       help: dict | None = None, extra=(), title="study settings") -> None:
+    """One option per key of the presets (``--name`` and ``--name-with-dashes``), typed
+    like the preset's value (tuples are comma lists), default ``None`` = the preset's
+    value; the help text shows both presets' values. ``extra`` adds ``(name, type,
+    help)`` options that are not in the presets (passed on only when given)."""
+    help = help or {}
+    g = p.add_argument_group(title, "each defaults to the --quick / --full preset")
+    for name in list(dict.fromkeys([*full, *quick])):
+        ref = full.get(name, quick.get(name))
+        text = help.get(name, "")
+        shown = (f"quick {_show(quick[name])}, full {_show(full[name])}"
+                 if name in quick and name in full and quick[name] != full[name]
+                 else _show(ref))
+        flags = dict.fromkeys((f"--{name}", f"--{name.replace('_', '-')}"))
+        g.add_argument(*flags, dest=name, type=_type_of(ref), default=None,
+                       metavar="LIST" if isinstance(ref, tuple) else name.upper(),
+                       help=f"{text}{' ' if text else ''}(default: {shown})")
+    for name, typ, text in extra:
+        flags = dict.fromkeys((f"--{name}", f"--{name.replace('_', '-')}"))
+        g.add_argument(*flags, dest=name, type=typ, default=None, metavar=name.upper(),
+                       help=text)
+
+
+def preset_from_args(args, quick: dict, full: dict, extra=()) -> dict:
+    """The preset chosen by ``--quick`` / ``--full`` with every option given on the command
+    line (not ``None``) applied, plus the keys ``extra`` when given."""
+    cfg = dict(quick if args.mode == "quick" else full)
+    for k in list(cfg) + list(extra):
+        v = getattr(args, k, None)
+        if v is not None:
+            cfg[k] = v
+    return cfg
+
+
+def parse_set(items) -> dict:
+    """``["lr=2", "seeds=[0,1]"]`` -> ``{"lr": 2, "seeds": [0, 1]}`` (Python literals,
+    bare words as strings)."""
+    out = {}
+    for item in items or ():
+        if "=" not in item:
+            raise ValueError(f"--set expects key=value, got {item!r}")
+        k, v = item.split("=", 1)
+        try:
+            out[k.strip()] = ast.literal_eval(v)
+        except (ValueError, SyntaxError):
+            out[k.strip()] = v
+    return out
+
+
+def print_checks(summary) -> None:
+    """The claim checks of one figure, one line each."""
+    print(f"== {summary['figure']} ({summary['mode']})")
+    for c in summary["checks"]:
+        flag = "ok " if c["ok"] else "NOT"
+        print(f"  [{flag}] {c['claim']}: measured {c['measured']:.4g} {c['op']} "
+              f"{c['threshold']:.4g}" + (f"  ({c['note']})" if c.get("note") else ""))

@@ -1,0 +1,55 @@
+"""``stsim sparse``: sample complexity of sparse Boolean functions against T, one
+attention head vs an FCN (:mod:`stsim.studies.sparse.study`)."""
+from __future__ import annotations
+
+from stsim.cli.common import (add_preset_options, add_study_arguments, logger, out_dir,
+                              preset_from_args, workers)
+
+__all__ = ["add_arguments", "main"]
+
+EPILOG = ("writes trials.csv (a rerun with the same --out resumes), mstar.csv, fits.json,\n"
+          "report.md, summary.json, sparse_heatmap.png and sparse_mstar.png\n"
+          "examples: stsim sparse                                   # seconds\n"
+          "          stsim sparse --full --out runs/sparse\n"
+          "          stsim sparse --fns table:3 --table 01101001      # any truth table")
+
+HELP = {"Ts": "sequence lengths T", "m_min": "smallest training-set size",
+        "m_max": "largest training-set size", "ratio": "ratio of the m grid",
+        "fns": "functions with s, e.g. and:3,majority:3,parity:2 (table:3 with --table)",
+        "models": "comma list of attention, fcn", "seeds": "trials per cell",
+        "threshold": "success = test accuracy >= threshold",
+        "target": "m* = smallest m with success probability >= target",
+        "stop_after": "retire a series after this many levels at target (0: run every cell)",
+        "max_steps": "full-batch Adam steps per trial", "lr": "learning rate",
+        "weight_decay": "weight decay", "max_norm": "norm bound of a block",
+        "d_v": "value width of the head", "hidden": "FCN hidden width",
+        "n_test": "fresh test samples per trial", "pos": "position code: onehot | learned"}
+EXTRA = (("restarts", int, "initialisations per trial; keep the fit of smallest norm "
+          "(default: 1)"),
+         ("table", str, "truth table for fns table:s, first bit most significant, "
+          "e.g. 01101001"))
+
+
+def add_arguments(p) -> None:
+    """Options of ``stsim sparse``."""
+    from stsim.studies.sparse.study import FULL, QUICK
+    add_study_arguments(p, "sparse")
+    add_preset_options(p, QUICK, FULL, help=HELP, extra=EXTRA)
+
+
+def main(args) -> int:
+    """Run the experiment and print m* for every (function, model, T) and the fits."""
+    from stsim.studies.sparse.study import FULL, OPTIONAL_KEYS, QUICK, format_fit, run_study
+    cfg = preset_from_args(args, QUICK, FULL, extra=OPTIONAL_KEYS)
+    out = out_dir(args)
+    res = run_study(cfg, out, workers=workers(args), log=logger(args, "[sparse] "),
+                    mode=args.mode)
+    for r in res["mstar"]:
+        ms = (f">{r['m_max']}" if r["censored"] == "above" else
+              f"<={r['m_star']:.0f}" if r["censored"] == "below" else f"{r['m_star']:.0f}")
+        print(f"{r['fn']:>8s} s={r['s']} {r['model']:>9s} T={r['T']:>4d}: m* {ms}")
+    for key, e in res["fits"].items():
+        print(f"{key}: log2T fit {format_fit(e['log_T'], 'log_T')}; "
+              f"T fit {format_fit(e['linear_T'], 'linear_T')}")
+    print(f"wall time {res['wall_time_s']:.1f}s, {res['n_run']} trials run, files in {out}")
+    return 0

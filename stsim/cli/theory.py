@@ -1,0 +1,74 @@
+"""``stsim theory``: Theorems 1-2 checked on the reduced population dynamics
+(:func:`stsim.theory.checks.check_theorem`), and the theory figures
+(:mod:`stsim.theory.figures`, with ``--figures DIR``)."""
+from __future__ import annotations
+
+import json
+
+from stsim.cli.common import int_tuple
+
+__all__ = ["add_arguments", "main"]
+
+EPILOG = ("examples: stsim theory --T-test 16,24\n"
+          "          stsim theory --T 20 --q 3 --d 5 --json\n"
+          "          stsim theory --figures runs/theory        # the figures of docs/theory.md")
+
+
+def add_arguments(p) -> None:
+    """Options of ``stsim theory``."""
+    p.add_argument("--T", type=int, default=12, help="sequence length (default: 12)")
+    p.add_argument("--q", type=int, default=2, help="subset size (default: 2)")
+    p.add_argument("--d", type=int, default=3, help="token dimension (default: 3)")
+    p.add_argument("--lr", type=float, default=None,
+                   help="GD step (default: 1/(20 d^2), Theorem 1's largest)")
+    p.add_argument("--eps", type=float, default=None,
+                   help="target loss (default: half of Theorem 1's bound dT/(100(T-q)q))")
+    p.add_argument("--pe", default="onehot", help="onehot | stochastic (slots) "
+                   "(default: onehot)")
+    p.add_argument("--d_e", "--d-e", dest="d_e", type=int, default=None,
+                   help="slots width (default: max(T, T_test))")
+    p.add_argument("--query", default="sum", help="sum | mean (default: sum)")
+    p.add_argument("--T_test", "--T-test", dest="T_test", type=int_tuple, default=(),
+                   metavar="LIST", help="comma-separated OOD lengths > T, e.g. 16,24 "
+                   "(default: none)")
+    p.add_argument("--max_steps", "--max-steps", dest="max_steps", type=int, default=None,
+                   help="reduced GD steps (default: 2x the predicted t_eps)")
+    p.add_argument("--full_steps", "--full-steps", dest="full_steps", type=int, default=2000,
+                   help="full-matrix population GD steps for the invariants, 0 = skip "
+                        "(default: 2000)")
+    p.add_argument("--n_mc", "--n-mc", dest="n_mc", type=int, default=20000,
+                   help="Monte-Carlo samples per OOD estimate (default: 20000)")
+    p.add_argument("--seed", type=int, default=0, help="seed (default: 0)")
+    p.add_argument("--json", action="store_true", help="print the report as JSON")
+    g = p.add_argument_group("figures (instead of the check)")
+    g.add_argument("--figures", default=None, metavar="DIR",
+                   help="draw theory_loss.png, theory_a_gamma.png and theory_invariants.png "
+                        "into DIR (the other options are not used)")
+    mode = g.add_mutually_exclusive_group()
+    mode.add_argument("--quick", dest="mode", action="store_const", const="quick",
+                      help="with --figures: small version, seconds (default)")
+    mode.add_argument("--full", dest="mode", action="store_const", const="full",
+                      help="with --figures: the version of docs/theory.md (minutes)")
+    p.set_defaults(mode="quick")
+
+
+def main(args) -> int:
+    """Run :func:`check_theorem` from parsed arguments and print the report (or draw the
+    figures with ``--figures``)."""
+    if args.figures:
+        from stsim.theory.figures import draw_theory_figures
+        for path in draw_theory_figures(args.figures, quick=args.mode == "quick"):
+            print(path)
+        return 0
+    from stsim.theory.checks import check_theorem
+    from stsim.util.validate import check_int
+    d = check_int("d", args.d, 1)
+    T = check_int("T", args.T, 2)
+    q = check_int("q", args.q, 1, T - 1)
+    lr = args.lr if args.lr is not None else 1.0 / (20.0 * d * d)
+    eps = args.eps if args.eps is not None else 0.5 * d * T / (100.0 * (T - q) * q)
+    rep = check_theorem(T, q, d, lr, eps, pe=args.pe, d_e=args.d_e, query=args.query,
+                        max_steps=args.max_steps, full_steps=args.full_steps,
+                        T_test=args.T_test, n_mc=args.n_mc, seed=args.seed)
+    print(json.dumps(rep.to_dict(), indent=2) if args.json else rep.format())
+    return 0

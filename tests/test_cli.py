@@ -1,0 +1,92 @@
+"""The command line (``stsim.cli``): ``stsim run`` flags generated from ``Config``, the FCN
+baseline from the command line, and one convention for every study command."""
+import dataclasses
+import json
+
+import pytest
+
+import stsim
+from stsim.cli import COMMANDS, build_parser, main
+from stsim.cli.common import DEFAULT_WORKERS
+from stsim.core.config import Config
+
+STUDIES = ("figures", "separation", "expressivity", "sparse")
+
+
+def _actions(parser):
+    return {a.dest: a for a in parser._actions}
+
+
+def test_every_config_field_is_a_run_flag_with_the_python_default():
+    acts = _actions(build_parser("run"))
+    for f in dataclasses.fields(Config):
+        a = acts[f.name]
+        assert f"--{f.name}" in a.option_strings
+        assert a.default == f.default, f.name
+        assert f.metadata["help"] and a.help.startswith(f.metadata["help"])
+        shown = f.metadata.get("default_text") or (
+            ",".join(map(str, f.default)) if isinstance(f.default, tuple) else str(f.default))
+        assert a.help.endswith(f"(default: {shown})"), a.help
+    # the Python call and the command line without options agree
+    args = build_parser("run").parse_args([])
+    assert Config(**{f.name: getattr(args, f.name) for f in dataclasses.fields(Config)}) \
+        == Config()
+    # list-valued fields take comma lists; dashed spellings work too
+    args = build_parser("run").parse_args(["--T-test", "60,80", "--q_test", "2"])
+    assert args.T_test == (60, 80) and args.q_test == (2,)
+
+
+def test_run_fcn_from_the_command_line(tmp_path, capsys):
+    out = tmp_path / "fcn"
+    rc = main(["run", "--arch", "fcn", "--width", "16", "--depth", "2", "--T", "8", "--q", "2",
+               "--d", "2", "--optimizer", "adam", "--steps", "30", "--batch", "32",
+               "--out", str(out), "--quiet"])
+    assert rc == 0
+    summary = json.loads(capsys.readouterr().out)
+    assert summary["status"] == "completed"
+    cfg = stsim.load(out / "result.npz").config
+    assert (cfg["arch"], cfg["width"], cfg["depth"]) == ("fcn", 16, 2)
+    assert main(["run", "--arch", "mlp", "--out", str(tmp_path / "x")]) == 2
+    assert "arch must be one of" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize("name", STUDIES)
+def test_every_study_command_has_the_common_options(name, tmp_path):
+    p = build_parser(name)
+    args = p.parse_args([])
+    assert args.mode == "quick" and args.workers == DEFAULT_WORKERS and not args.quiet
+    args = p.parse_args(["--full", "--out", str(tmp_path), "--workers", "1", "--quiet"])
+    assert (args.mode, args.out, args.workers, args.quiet) == ("full", str(tmp_path), 1, True)
+    assert p.parse_args(["--quick"]).mode == "quick"
+    with pytest.raises(SystemExit):
+        p.parse_args(["--quick", "--full"])
+    text = p.format_help()
+    for flag in ("--quick", "--full", "--out", "--workers", "--quiet"):
+        assert flag in text
+
+
+def test_study_preset_options_default_to_the_chosen_preset():
+    from stsim.cli.common import preset_from_args
+    from stsim.studies.separation.study import FULL, QUICK
+    p = build_parser("separation")
+    assert preset_from_args(p.parse_args([]), QUICK, FULL) == QUICK
+    cfg = preset_from_args(p.parse_args(["--full", "--tf-Ts", "8,16", "--steps", "500",
+                                         "--lrs", "0.1,0.2"]), QUICK, FULL, extra=("lrs",))
+    assert cfg == dict(FULL, tf_Ts=(8, 16), steps=500, lrs=(0.1, 0.2))
+
+
+def test_help_of_every_command(capsys):
+    for name in [None, *COMMANDS]:
+        with pytest.raises(SystemExit) as exc:
+            main(([name] if name else []) + ["--help"])
+        assert exc.value.code == 0
+        assert "usage: stsim" in capsys.readouterr().out
+
+
+def test_figures_report_prints_tables(tmp_path, capsys):
+    (tmp_path / "fig1.json").write_text(json.dumps({
+        "settings": {"T": 20}, "total_train_time_s": 6.0,
+        "checks": [{"claim": "c", "measured": 1.0, "op": "<=", "threshold": 2.0, "ok": True}]}))
+    assert main(["figures", "--report", str(tmp_path)]) == 0
+    out = capsys.readouterr().out
+    assert "### fig1" in out and "| c | 1 | <= 2 | yes |" in out
