@@ -185,7 +185,15 @@ def test_quick_study_end_to_end(tmp_path):
     assert ("fcn", 8) in ws and ("transformer", 8) in ws and ("fcn@600", 8) in ws
     for w in ws.values():
         assert w["censored"] or w["lo"] <= w["width"]
-    assert summary["agreement"] and summary["family"]
+    assert summary["agreement"] and summary["family"] and summary["incomplete"] == []
+    # the rate is chosen per cell: every (cell, budget) has its reported seeds at the rate
+    # that is best on the tuning seed for that cell
+    for key in {(p["arch"], p["T"], p["width"], p["budget"]) for p in pts}:
+        tune = [p for p in pts if p["role"] == "tune"
+                and (p["arch"], p["T"], p["width"], p["budget"]) == key]
+        best = min(tune, key=lambda p: p["final_loss"])["lr"]
+        assert {p["lr"] for p in rep if (p["arch"], p["T"], p["width"], p["budget"]) == key} \
+            >= {best}
     # resumable: the same command again trains nothing
     n = len(open(os.path.join(out, "runs.csv.journal.jsonl")).readlines())
     assert cli_main(["separation", "--quick", "--workers", "1", "--out", out, "--quiet"]) == 0

@@ -302,12 +302,13 @@ def run_trainings(cfg, out, executor=None, max_workers=2, log=None):
             base = dict(c, **fixed)
             tp = [dict(base, lr=lr) for lr in cfg["lrs"]]
             tr = sweep(train_point, tp, seeds=1, root_seed=TUNE_ROOT, executor=e, out=tune_t)
+            mine = tr.select(**base)          # the table holds every cell's rows
             chosen = set()
             for b in _budgets(c["budgets"], c["steps"]):
-                chosen.add(_pick_lr(tr.rows, b))
+                chosen.add(_pick_lr(mine, b))
             rp = [dict(base, lr=lr) for lr in sorted(chosen)]
             rr = sweep(train_point, rp, seeds=cfg["seeds"], executor=e, out=runs_t)
-            errs = [r["error"] for r in list(tr.rows) + list(rr.rows) if r["status"] != "ok"]
+            errs = [r["error"] for r in mine + rr.select(**base) if r["status"] != "ok"]
             if errs:
                 raise RuntimeError(f"run failed at {c}: {errs[0]}")
             with lock:
