@@ -224,9 +224,10 @@ def cells(cfg, family_widths=None):
 
 
 def _priority(c):
-    """Order of the cells: by T, FCN before transformer at T ≥ 64 (the transformer's large
-    T are covered by the family), cheaper first within a rank."""
-    rank = c["T"] if (c["arch"] == "fcn" or c["T"] <= 32) else 1000 + c["T"]
+    """Order of the cells: by T, the FCN before the transformer from T = 32 on (the
+    transformer's larger T are covered by the family; its small T check the agreement
+    with it), cheaper first within a rank."""
+    rank = c["T"] if (c["arch"] == "fcn" or c["T"] <= 16) else 1000 + c["T"]
     return (rank, _cost(c))
 
 
