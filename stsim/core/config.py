@@ -71,6 +71,11 @@ class Config:
 
     @classmethod
     def from_options(cls, **options) -> "Config":
+        """``Config(**options).resolve()``; ``ValueError`` for an unknown option name.
+
+        >>> Config.from_options(T=10, q=2).d_e
+        10
+        """
         names = {f.name for f in dataclasses.fields(cls)}
         unknown = sorted(set(options) - names)
         if unknown:
@@ -159,6 +164,7 @@ class Config:
         return max((self.T,) + tuple(self.T_test))
 
     def to_dict(self) -> dict:
+        """The fields as a JSON-ready dict (``T_test`` and ``q_test`` as lists)."""
         d = dataclasses.asdict(self)
         d["T_test"], d["q_test"] = list(self.T_test), list(self.q_test)
         return d

@@ -88,9 +88,11 @@ class TheoremReport:
 
     @property
     def conditions_hold(self) -> bool:
+        """``True`` if every checked condition of the theorem holds."""
         return all(c["holds"] for c in self.conditions.values())
 
     def to_dict(self) -> dict:
+        """The report as a JSON-ready dict."""
         return asdict(self)
 
     def format(self) -> str:
