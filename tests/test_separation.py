@@ -2,7 +2,6 @@
 the transformer family (sampler, optimum, agreement with the population objective), the
 training point (budgets), and the quick run end to end (files, tuning, resumability, CLI)."""
 import json
-import math
 import os
 
 import numpy as np

@@ -58,14 +58,20 @@ class LinearFit:
         return self.slope * np.asarray(x, dtype=float) + self.intercept
 
 
-def fit_linear(x, y, level: float = 0.95) -> LinearFit:
+def fit_linear(x, y, level: float = 0.95, weights=None) -> LinearFit:
     """Least squares ``y ≈ slope · x + intercept``.
 
     Standard errors from the residual variance ``s² = Σ r² / (n − 2)``:
     ``se(slope) = s / √Sxx``, ``se(intercept) = s √(1/n + x̄²/Sxx)``; intervals
     ``estimate ± t_{(1+level)/2, n−2} · se``. ``R² = 1 − Σ r² / Σ (y − ȳ)²`` (1 if ``y`` is
     constant). ``ValueError`` with fewer than two points or constant ``x``.
+
+    With ``weights`` ``w`` (e.g. ``1/y`` for relative errors) it minimises
+    ``Σ (w_i r_i)²``; the covariance is ``s² (AᵀA)⁻¹`` with ``A = w ⊙ [x, 1]`` and
+    ``s² = Σ (w r)² / (n − 2)``; ``residuals`` and ``R²`` stay unweighted.
     """
+    if weights is not None:
+        return _fit_weighted(x, y, weights, level)
     x = np.asarray(x, dtype=np.float64).ravel()
     y = np.asarray(y, dtype=np.float64).ravel()
     if x.shape != y.shape:
@@ -93,6 +99,31 @@ def fit_linear(x, y, level: float = 0.95) -> LinearFit:
                      slope_ci=(float(a) - t * se_a, float(a) + t * se_a),
                      intercept_ci=(float(b) - t * se_b, float(b) + t * se_b),
                      residuals=res, r2=r2, n=n)
+
+
+def _fit_weighted(x, y, w, level):
+    x = np.asarray(x, dtype=np.float64).ravel()
+    y = np.asarray(y, dtype=np.float64).ravel()
+    w = np.broadcast_to(np.asarray(w, dtype=np.float64), x.shape)
+    n = x.size
+    if n < 2 or np.ptp(x) == 0:
+        raise ValueError("need at least 2 points and a non-constant x to fit a line")
+    A = np.stack([x, np.ones_like(x)], axis=1) * w[:, None]
+    coef, *_ = np.linalg.lstsq(A, y * w, rcond=None)
+    a, b = float(coef[0]), float(coef[1])
+    rw = y * w - A @ coef
+    res = y - (a * x + b)
+    ss_tot = float(np.sum((y - y.mean()) ** 2))
+    r2 = 1.0 - float(np.sum(res ** 2)) / ss_tot if ss_tot > 0 else 1.0
+    if n > 2:
+        cov = float(rw @ rw) / (n - 2) * np.linalg.inv(A.T @ A)
+        se_a, se_b = (float(v) for v in np.sqrt(np.diag(cov)))
+        t = float(_st.t.ppf(0.5 + level / 2, n - 2))
+    else:
+        se_a = se_b = t = math.nan
+    return LinearFit(slope=a, intercept=b, slope_se=se_a, intercept_se=se_b,
+                     slope_ci=(a - t * se_a, a + t * se_a),
+                     intercept_ci=(b - t * se_b, b + t * se_b), residuals=res, r2=r2, n=n)
 
 
 # --------------------------------------------------------------------------------------
@@ -257,10 +288,6 @@ LAWS = ("log", "linear", "power")
 _LAW_TEXT = {"log": "a·log2 T + b", "linear": "a·T + b", "power": "2^b · T^a"}
 
 
-def _t_quantile(p, dof):
-    return float(_st.t.ppf(p, dof))
-
-
 def fit_growth_law(T, width, law: str, level: float = 0.95) -> dict | None:
     """Fit one growth law to ``(T, width)``; ``None`` with fewer than 3 points.
 
@@ -278,18 +305,14 @@ def fit_growth_law(T, width, law: str, level: float = 0.95) -> dict | None:
         return None
     if law == "power":
         x, y, wt = np.log2(T), np.log2(w), np.ones_like(w)
-    else:
+    else:   # relative errors: weights 1/width
         x = np.log2(T) if law == "log" else T
         y, wt = w, 1.0 / w
-    A = np.stack([x, np.ones_like(x)], axis=1) * wt[:, None]
-    yy = y * wt
-    coef, *_ = np.linalg.lstsq(A, yy, rcond=None)
-    r = yy - A @ coef
+    lf = fit_linear(x, y, level, weights=wt)
+    a, b = lf.slope, lf.intercept
     dof = len(T) - 2
-    s2 = float(r @ r) / dof if dof > 0 else float("nan")
-    cov = s2 * np.linalg.inv(A.T @ A)
-    half = _t_quantile(0.5 + level / 2, dof) * np.sqrt(np.diag(cov)) if dof > 0 else [np.nan] * 2
-    a, b = float(coef[0]), float(coef[1])
+    t = float(_st.t.ppf(0.5 + level / 2, dof)) if dof > 0 else float("nan")
+    half = (t * lf.slope_se, t * lf.intercept_se)
     fit = 2.0 ** (a * x + b) if law == "power" else a * x + b
     with np.errstate(divide="ignore", invalid="ignore"):
         res = np.where(fit > 0, np.log2(w / np.where(fit > 0, fit, 1.0)), np.nan)

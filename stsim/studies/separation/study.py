@@ -274,7 +274,6 @@ def run_trainings(cfg, out, executor=None, max_workers=2, log=None):
     own = executor is None
     ex = OneThreadProcessPool(min(max_workers, os.cpu_count() or 1)) if own else executor
     try:
-        fam_grid = _family_grid(cfg)
         fpoints = [dict(q=q, T=T, targets=",".join(f"{t:g}" for t in cfg["targets"]),
                         n_mc=_n_mc(T, cfg), max_width=cfg["family_max_width"])
                    for q in cfg["family_qs"] for T in cfg["family_Ts"] if T > q]
