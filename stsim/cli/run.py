@@ -104,7 +104,7 @@ def main(args) -> int:
     paths = write_outputs(res, args.out)
     h = res.history
     last = {k: float(v[-1]) for k, v in h.items() if len(v)}
-    summary = {"status": res.status, "message": res.message,
+    summary = {"status": res.status, "assessment": res.assessment, "message": res.message,
                "initial_loss": float(h["loss"][0]) if len(h.get("loss", ())) else None,
                "final_loss": last.get("loss"),
                "final_val": {k: v for k, v in last.items() if k.startswith("val")},
