@@ -57,7 +57,7 @@ class Config:
                               "derived: eta_max/2 of the reduced dynamics, eta_max = "
                               "min(2q, 2n/(c^2(q-1)(q+d))); adam 0.02; see stsim.core.schedule")
     steps: int | None = _field(None, "optimiser steps (a given value is obeyed exactly)",
-                               "derived: 2x the step where the reduced dynamics reach 2% of "
+                               "derived: 2x the step where the reduced dynamics reach 2 percent of "
                                "the initial loss; adam 2000; see stsim.core.schedule")
     batch: int = _field(256, "batch size")
     n_train: int | None = _field(None, "size of the fixed sample for optimizer gd", "batch")

@@ -54,7 +54,7 @@ from __future__ import annotations
 import math
 from dataclasses import asdict, dataclass
 
-__all__ = ["Schedule", "eta_max", "reduced_map_steps", "default_schedule", "predict",
+__all__ = ["Schedule", "eta_max", "reduced_map_steps", "reduced_map_losses", "default_schedule", "predict",
            "plateau_status", "assess_run", "TARGET", "SAFETY", "MARGIN"]
 
 TARGET = 0.02          # "learned": loss <= 2% of its initial value L(0) = d/(2q)
@@ -159,6 +159,21 @@ def reduced_map_steps(T, q, d, lr, n, *, c=1.0, practical=False, max_steps=MAX_S
         beta = (-db / n - da / n) / (n - 1)
         alpha = da / n - beta
         a -= lr * alpha
+        b += lr * beta
+        g -= lr / d * dg
+    return out
+
+
+def reduced_map_losses(T, q, d, lr, n, steps, *, c=1.0, practical=False):
+    """The loss ``L(t)``, ``t = 0..steps``, of the reduced 3-scalar GD map from zero (a list;
+    for tests against full-matrix population GD)."""
+    a = b = g = 0.0
+    out = []
+    for _ in range(steps + 1):
+        L, da, db, dg = _loss_grad(a, b, g, T, q, d, c, practical)
+        out.append(L)
+        beta = (-db / n - da / n) / (n - 1)
+        a -= lr * (da / n - beta)
         b += lr * beta
         g -= lr / d * dg
     return out

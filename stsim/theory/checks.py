@@ -471,8 +471,10 @@ def check_theorem(T, q, d, lr, eps, *, pe="onehot", d_e=None, query="sum", max_s
     # ---- gradient of every block at points along the trajectory
     bg = {"ran": False}
     if grad_points > 0 and steps >= 1:
-        horizon = min(steps, t_eps or steps)     # along the whole descent to eps
-        pts = sorted({max(1, round(horizon * (i + 1) / grad_points)) for i in range(grad_points)})
+        # geometric from step 1 to t_eps: the start, the plateau, the escape, the descent
+        horizon = min(steps, t_eps or steps)
+        pts = sorted({max(1, round(horizon ** (i / max(1, grad_points - 1))))
+                      for i in range(grad_points)})
         traj = reduced_gd_scalar(T, q, d, lr, max(pts), pe=enc, query=query)
         if np.all(np.isfinite(traj.loss)):
             bg = block_gradients(T, q, d, lr, enc, query, pts, traj, n_samples=grad_samples,
@@ -490,6 +492,11 @@ def check_theorem(T, q, d, lr, eps, *, pe="onehot", d_e=None, query="sum", max_s
                 f"max |mean - exact|/s.e. {bg['max_z_onset']:.3g} (live gradient "
                 f"{bg['live_over_se']:.3g} s.e.)", f"<= k = {bg['k']:.3g} s.e.",
                 bg["max_z_onset"] <= bg["k"]))
+            checks.append(_check(
+                "Monte-Carlo power: the live gradient is resolved",
+                f"max |exact W_ee, V_x gradient|/s.e. = {bg['live_over_se']:.3g}",
+                f">= 2k = {2 * bg['k']:.3g} (an off-set gradient of the live size would be "
+                "detected)", bg["live_over_se"] >= 2 * bg["k"]))
         else:
             bg["reason"] = "the trajectory is not finite"
 
