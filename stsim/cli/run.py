@@ -18,7 +18,7 @@ from stsim.core.config import Config, field_help
 
 __all__ = ["add_arguments", "main", "write_outputs", "config_flags"]
 
-EPILOG = ("example: stsim run --T 50 --steps 2000 --out runs/demo\n"
+EPILOG = ("example: stsim run --T 50 --out runs/demo      # derived lr and steps\n"
           "         stsim run --arch fcn --width 128 --T 16 --optimizer adam --out runs/fcn")
 
 _TYPES = {"int": int, "float": float, "str": str}
