@@ -21,7 +21,8 @@ __version__ = "0.2.0"
 
 from stsim.core.task import Batch, sample_batch, sample_subsets, sts_target
 from stsim.core.encodings import (PEBatch, Encoding, OneHot, NearOrthogonal, StochasticSlots,
-                                  StochasticSphere, make_encoding, coherence)
+                                  StochasticSphere, make_encoding, register_encoding,
+                                  coherence)
 from stsim.core.model import loss_and_grad, forward_backward, target_params, cosine_to_target
 from stsim.core.gradcheck import check_grad, directional_check
 from stsim.core.optim import SGD, Adam, make_optimizer
@@ -40,7 +41,7 @@ from stsim import sweep  # the module is callable: stsim.sweep(fn, grid, ...)
 __all__ = [
     "__version__", "Batch", "sample_batch", "sample_subsets", "sts_target",
     "PEBatch", "Encoding", "OneHot", "NearOrthogonal", "StochasticSlots", "StochasticSphere",
-    "make_encoding", "coherence", "loss_and_grad", "forward_backward", "target_params",
+    "make_encoding", "register_encoding", "coherence", "loss_and_grad", "forward_backward", "target_params",
     "cosine_to_target", "check_grad", "directional_check", "SGD", "Adam", "make_optimizer",
     "Config", "Result", "run", "load", "sweep", "make_population_objective", "reduced_gd",
     "reduced_loss", "gradient_flow", "ood_loss_onehot", "ood_floor_onehot", "check_theorem",

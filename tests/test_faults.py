@@ -196,3 +196,103 @@ def test_memory_estimate_of_the_default_run_is_small():
 def test_init_scale_error_names_the_parameter():
     with pytest.raises(ValueError, match="init_scale"):
         stsim.run(T=10, q=2, steps=1, init="random", init_scale="x")
+
+
+# ---------------------------------------------------------------------------------------
+# runs: checkpoints, divergence, the output folder
+# ---------------------------------------------------------------------------------------
+CK = dict(T=20, q=2, batch=32, checkpoint_every=50)
+
+
+def test_resuming_with_fewer_steps_than_the_checkpoint_is_refused(tmp_path):
+    ck = tmp_path / "c.npz"
+    stsim.run(steps=200, checkpoint=ck, **CK)
+    with pytest.raises(ValueError, match="at step 200, beyond steps=100"):
+        stsim.run(steps=100, eval_every=2, checkpoint=ck, **CK)
+
+
+def test_extending_a_run_with_the_default_eval_every(tmp_path):
+    ck = tmp_path / "c.npz"
+    first = stsim.run(steps=200, checkpoint=ck, **CK)
+    longer = stsim.run(steps=400, checkpoint=ck, **CK)           # eval_every left at default
+    assert longer.status == "completed" and longer.history["step"][-1] == 400
+    # the records keep the checkpoint's grid (every 2 steps), and the first part is unchanged
+    np.testing.assert_array_equal(longer.history["step"][:len(first.history["step"])],
+                                  first.history["step"])
+    assert longer.config["eval_every"] == first.config["eval_every"] == 2
+    straight = stsim.run(steps=400, eval_every=2, **{k: v for k, v in CK.items()
+                                                      if k != "checkpoint_every"})
+    np.testing.assert_array_equal(longer.W, straight.W)
+
+
+def test_huge_finite_losses_are_divergence():
+    # lr 20 at T=30 overshoots to losses of order 1e6 and beyond before any NaN appears
+    res = stsim.run(T=30, q=3, lr=20, steps=1000, eval_every=1)
+    assert res.status == "diverged" and "above 1e+06 x the first loss" in res.message
+    assert np.all(np.isfinite(res.history["loss"]))
+
+
+def test_divergence_at_step_zero_keeps_one_row():
+    res = stsim.run(T=10, q=2, init="random", init_scale=1e200, steps=5)
+    assert res.status == "diverged" and "at step 0" in res.message
+    assert list(res.history["step"]) == [0] and not np.isfinite(res.history["loss"][0])
+
+
+def test_checkpoint_must_be_a_file(tmp_path):
+    with pytest.raises(ValueError, match="checkpoint must be a file path"):
+        stsim.run(T=10, q=2, steps=2, checkpoint=tmp_path)
+
+
+def test_corrupt_checkpoint_names_the_file(tmp_path):
+    ck = tmp_path / "c.npz"
+    ck.write_bytes(b"\x00" * 100)
+    with pytest.raises(ValueError, match=r"checkpoint .*c\.npz"):
+        stsim.run(T=10, q=2, steps=2, checkpoint=ck)
+
+
+def _cli(*argv):
+    return subprocess.run([sys.executable, "-m", "stsim", *argv], capture_output=True,
+                          text=True, timeout=300, env=dict(os.environ, MPLBACKEND="Agg"))
+
+
+def test_cli_writes_every_output_of_a_diverged_run(tmp_path):
+    out = tmp_path / "d"
+    proc = _cli("run", "--T", "30", "--q", "3", "--lr", "20", "--steps", "1000", "--quiet",
+                "--out", str(out))
+    assert proc.returncode == 1 and '"status": "diverged"' in proc.stdout, proc.stderr
+    for f in ("result.npz", "config.json", "history.csv", "loss.png"):
+        assert (out / f).stat().st_size > 0
+
+
+@pytest.mark.parametrize("out", ["", "/dev/null", "/etc/hostname/x"])
+def test_cli_checks_the_output_folder_before_training(out):
+    proc = _cli("run", "--T", "10", "--q", "2", "--steps", "5", "--quiet", "--out", out)
+    assert proc.returncode == 2 and "--out" in proc.stderr and "Traceback" not in proc.stderr
+
+
+def test_cli_kill_and_resume_is_bit_identical_and_one_run_per_folder(tmp_path):
+    args = ["run", "--T", "40", "--q", "3", "--steps", "3000", "--batch", "64",
+            "--eval_every", "10", "--checkpoint_every", "100", "--quiet"]
+    out = tmp_path / "k"
+    proc = subprocess.Popen([sys.executable, "-m", "stsim", *args, "--out", str(out)],
+                            env=dict(os.environ, MPLBACKEND="Agg", OMP_NUM_THREADS="1"),
+                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    ck = out / "checkpoint.npz"
+    t0 = time.time()
+    while not ck.exists():
+        assert proc.poll() is None and time.time() - t0 < 120
+        time.sleep(0.05)
+    busy = _cli(*args, "--out", str(out))          # a second run on the same folder
+    assert busy.returncode == 2 and "another process" in busy.stderr
+    os.kill(proc.pid, signal.SIGKILL)
+    proc.wait()
+    env = dict(os.environ, MPLBACKEND="Agg", OMP_NUM_THREADS="1")
+    resumed = subprocess.run([sys.executable, "-m", "stsim", *args, "--out", str(out)],
+                             env=env, capture_output=True, text=True, timeout=600)
+    assert resumed.returncode == 0, resumed.stderr
+    fresh = subprocess.run([sys.executable, "-m", "stsim", *args, "--out", str(tmp_path / "f")],
+                           env=env, capture_output=True, text=True, timeout=600)
+    assert fresh.returncode == 0
+    a, b = stsim.load(out / "result.npz"), stsim.load(tmp_path / "f" / "result.npz")
+    np.testing.assert_array_equal(a.W, b.W)
+    np.testing.assert_array_equal(a.history["loss"], b.history["loss"])

@@ -11,8 +11,8 @@ import pytest
 
 from stsim import cli
 from stsim.cli import main as cli_main
-from stsim.studies.separation.study import (BracketSearch, fit_laws, train_point,
-                                          width_grid)
+from stsim.studies.separation.study import fit_laws, train_point, width_grid
+from stsim.util.stats import WidthSearch
 from stsim.sweep import read_table
 
 
@@ -29,7 +29,7 @@ def test_width_grid():
 def test_bracket_search_finds_every_threshold(start):
     grid = width_grid(256)
     for thr in grid:
-        s = BracketSearch(grid, start)
+        s = WidthSearch(grid, start)
         n = 0
         while not s.done:
             w = s.propose()
@@ -37,14 +37,14 @@ def test_bracket_search_finds_every_threshold(start):
             n += 1
         assert s.result == thr and not s.censored
         assert n <= 2 + 2 * math.ceil(math.log2(len(grid)))
-    s = BracketSearch(grid, start)       # nothing passes: censored
+    s = WidthSearch(grid, start)         # nothing passes: censored
     while not s.done:
         s.update(s.propose(), False)
     assert s.result is None and s.censored
 
 
 def test_bracket_search_refuses_contradictions():
-    s = BracketSearch([1, 2, 4, 8], 2)
+    s = WidthSearch([1, 2, 4, 8], 2)
     s.update(4, True)
     with pytest.raises(RuntimeError, match="non-monotone"):
         s.update(8, False)
@@ -68,10 +68,19 @@ def test_fit_laws_recovers_exact_laws():
 
 
 def test_train_point_reports_target():
-    r = train_point("fcn", T=4, d=1, width=16, steps=200, batch=32, lr=1e-2, n_val=128,
-                    target=0.5, seed=1)
-    assert r["reached"] == int(r["final_val"] <= 0.5 * 1 / 4)
-    assert r["rel"] == pytest.approx(r["final_val"] / 0.25)
+    kw = dict(T=4, d=1, width=16, steps=200, batch=32, lr=1e-2, n_val=128, seed=1)
+    r = train_point("fcn", target=0.5, **kw)
+    L0 = 1 / (2 * 2)                                     # d/(2q): the loss of f ≡ 0
+    # the zero-initialised read-out starts at the zero function's loss, and training helps
+    assert r["init_val"] == pytest.approx(L0, rel=0.3)
+    assert r["final_val"] < 0.8 * r["init_val"] and r["diverged"] == 0
+    assert 0 < r["rel"] < 1
+    # the same run (same seed) reaches a target just above its relative loss, not one
+    # just below it; and the relative loss does not depend on the target
+    above = train_point("fcn", target=min(r["rel"] * 1.01, 0.999), **kw)
+    below = train_point("fcn", target=r["rel"] * 0.99, **kw)
+    assert (above["reached"], below["reached"]) == (1, 0)
+    assert above["final_val"] == below["final_val"] == r["final_val"]
     with pytest.raises(ValueError, match="arch"):
         train_point("mlp", T=4, d=1, width=4)
     with pytest.raises(ValueError, match="target"):

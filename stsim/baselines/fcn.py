@@ -230,22 +230,30 @@ class FCNProblem:
 
     @property
     def n_in(self) -> int:
+        """Input width of the network, ``T d + T`` (the tokens, then the mask of the
+        selected positions)."""
         return self.cfg.T * self.cfg.d + self.cfg.T
 
     def init_params(self, rng):
+        """Initial weights of the MLP (:func:`fcn_init`, drawn from ``rng``): dict of arrays."""
         c = self.cfg
         return fcn_init(rng, self.n_in, c.d, c.width, c.depth, c.init, c.init_scale)
 
     def loss_grad(self, params, rng):
+        """``(loss, grads)`` of one fresh minibatch (or the fixed sample for ``optimizer="gd"``).
+        """
         u, target = self.fixed if self.fixed is not None else self._draw(
             rng, self.cfg.batch, self.cfg.q)
         return fcn_forward_backward(params, u, target)
 
     def evaluate(self, params):
+        """Losses on the validation sets drawn at construction: ``{"val": ..., "val/q=...": ...}``.
+        """
         return {k: fcn_forward_backward(params, u, t, need_grad=False)[0]
                 for k, (u, t) in self.val.items()}
 
     def info(self):
+        """For :attr:`Result.info`: ``arch``, ``n_in``, ``width``, ``depth``, ``n_params``."""
         c = self.cfg
         n_params = (c.width * (self.n_in + 1) + (c.depth - 1) * c.width * (c.width + 1)
                     + c.d * (c.width + 1))

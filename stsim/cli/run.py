@@ -15,6 +15,7 @@ import time
 
 from stsim.cli.common import int_tuple
 from stsim.core.config import Config, field_help
+from stsim.util.io import FileLock, check_writable_folder
 
 __all__ = ["add_arguments", "main", "write_outputs", "config_flags"]
 
@@ -77,19 +78,23 @@ def _progress_printer(quiet):
 
 
 def write_outputs(res, out) -> dict:
-    """Write ``result.npz``, ``config.json``, ``history.csv`` and ``loss.png`` into ``out``."""
-    from stsim.util.io import write_csv, write_json
+    """Write ``result.npz``, ``config.json``, ``history.csv`` and ``loss.png`` into ``out``.
+
+    The figure of an earlier run in ``out`` is removed first, so a failure can never leave
+    an old figure beside new results."""
+    from stsim.util.io import write_json
     from stsim.util.plotting import plot_history
 
     os.makedirs(out, exist_ok=True)
     paths = {"result": os.path.join(out, "result.npz"), "config": os.path.join(out, "config.json"),
              "history": os.path.join(out, "history.csv"), "figure": os.path.join(out, "loss.png")}
+    if os.path.exists(paths["figure"]):
+        os.unlink(paths["figure"])
     res.save(paths["result"])
     write_json(paths["config"], {"config": res.config, "status": res.status,
                                  "message": res.message, "info": res.info})
-    keys = list(res.history)
-    write_csv(paths["history"], keys, zip(*(res.history[k] for k in keys)))
-    plot_history(res, paths["figure"])
+    res.history_csv(paths["history"])
+    plot_history(res, paths["figure"])   # = res.plot(path): one figure for both
     return paths
 
 
@@ -98,10 +103,16 @@ def main(args) -> int:
     from stsim.core.run import run
 
     opts = {f.name: getattr(args, f.name) for f in dataclasses.fields(Config)}
-    ckpt = os.path.join(args.out, "checkpoint.npz") if args.checkpoint_every else None
-    res = run(checkpoint=ckpt, checkpoint_every=args.checkpoint_every,
-              progress=_progress_printer(args.quiet), **opts)
-    paths = write_outputs(res, args.out)
+    Config.from_options(**opts)                 # bad options fail before the folder is touched
+    out = check_writable_folder(args.out, "--out")
+    ckpt = os.path.join(out, "checkpoint.npz") if args.checkpoint_every else None
+    try:
+        with FileLock(os.path.join(out, ".stsim-run")):  # one run writes a folder at a time
+            res = run(checkpoint=ckpt, checkpoint_every=args.checkpoint_every,
+                      progress=_progress_printer(args.quiet), **opts)
+            paths = write_outputs(res, out)
+    except RuntimeError as exc:                     # the folder is another run's
+        raise ValueError(f"--out: {exc}") from None
     h = res.history
     last = {k: float(v[-1]) for k, v in h.items() if len(v)}
     summary = {"status": res.status, "assessment": res.assessment, "message": res.message,

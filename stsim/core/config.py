@@ -78,6 +78,11 @@ class Config:
 
     @classmethod
     def from_options(cls, **options) -> "Config":
+        """``Config(**options).resolve()``; ``ValueError`` for an unknown option name.
+
+        >>> Config.from_options(T=10, q=2).d_e
+        10
+        """
         names = {f.name for f in dataclasses.fields(cls)}
         unknown = sorted(set(options) - names)
         if unknown:
@@ -113,7 +118,8 @@ class Config:
             raise ValueError("objective='population' needs optimizer='gd' "
                              f"(got optimizer={c.optimizer!r})")
         if c.arch == "transformer":
-            if c.d_e is None and canonical_pe(c.pe) == "stochastic" and c.sampler == "slots":
+            if (c.d_e is None and isinstance(c.pe, str) and canonical_pe(c.pe) == "stochastic"
+                    and c.sampler == "slots"):
                 c.d_e = 2 * c.T_max     # really stochastic: each slot used w.p. T/d_e <= 1/2
             c.pe, c.d_e = resolve_encoding(c.pe, T_max=c.T_max, d_e=c.d_e, sampler=c.sampler)
         if c.lr is None or c.steps is None:     # derived from the reduced dynamics
@@ -173,6 +179,7 @@ class Config:
         return max((self.T,) + tuple(self.T_test))
 
     def to_dict(self) -> dict:
+        """The fields as a JSON-ready dict (``T_test`` and ``q_test`` as lists)."""
         d = dataclasses.asdict(self)
         d["T_test"], d["q_test"] = list(self.T_test), list(self.q_test)
         return d

@@ -21,6 +21,7 @@ the model turns them into gathers and scatter-adds. *Dense* families carry ``P``
 """
 from __future__ import annotations
 
+import inspect
 import math
 from dataclasses import dataclass
 
@@ -36,6 +37,7 @@ __all__ = [
     "StochasticSlots",
     "StochasticSphere",
     "make_encoding",
+    "register_encoding",
     "resolve_encoding",
     "canonical_pe",
     "PE_NAMES",
@@ -67,6 +69,7 @@ class PEBatch:
 
     @property
     def is_index(self) -> bool:
+        """``True`` for the index form (``idx`` set), ``False`` for dense ``P``."""
         return self.idx is not None
 
     def dense(self) -> np.ndarray:
@@ -121,12 +124,28 @@ class Encoding:
 
     @property
     def label(self) -> str:
+        """Name shown in results and messages (e.g. ``stochastic/slots``)."""
         return self.name
 
     def sample(self, rng: np.random.Generator, B: int, T: int) -> PEBatch:  # pragma: no cover
+        """Encodings of ``B`` sequences of length ``T``.
+
+        Parameters
+        ----------
+        rng : numpy.random.Generator — draws per-sample encodings (unused by fixed families).
+        B, T : int — batch size and sequence length.
+
+        Returns
+        -------
+        PEBatch — index form ``idx`` (T,) or (B, T), or dense ``P`` (T, d_e) or (B, T, d_e).
+
+        >>> OneHot(5).sample(None, 2, 3).idx
+        array([0, 1, 2])
+        """
         raise NotImplementedError
 
     def describe(self) -> dict:
+        """``{"pe": label, "d_e": width, ...}`` for :attr:`Result.info`."""
         return {"pe": self.label, "d_e": self.d_e}
 
     # ---- what the theory needs to know about a family (stsim.theory) ----------------
@@ -237,13 +256,64 @@ class NearOrthogonal(Encoding):
 DEFAULT_DENSE_D_E = 64
 
 
+_REGISTERED: dict = {}   # name -> (factory, index, default_d_e)
+
+
+def register_encoding(name: str, factory, *, index: bool | None = None,
+                      default_d_e: int | None = None) -> None:
+    """Make ``pe=name`` (in :func:`stsim.run`, :class:`Config`, :func:`make_encoding`)
+    build an encoding of your own.
+
+    Parameters
+    ----------
+    name : str — the family's name (not one of the built-in :data:`PE_NAMES`).
+    factory : callable — an :class:`Encoding` subclass or any callable returning an
+        Encoding; it is called with those of the keywords ``d_e``, ``T_max``, ``rng``
+        (the run's encoding stream, for tables drawn once) and ``sampler`` that it accepts.
+    index : bool, optional — one-hot at slots (needs ``d_e >= T``; width default ``T``)
+        or dense (width default ``default_d_e`` or 64). Default: ``factory.index`` if it is
+        a class, else False.
+    default_d_e : int, optional — the width when ``d_e`` is not given.
+
+    A sweep on worker processes needs the registration there too: register at the top
+    level of a module the workers import (or of the script, for Dask).
+
+    >>> class Reversed(OneHot):               # one-hot, last position first
+    ...     name = "reversed"
+    ...     def sample(self, rng, B, T):
+    ...         return PEBatch(d_e=self.d_e, idx=np.arange(T)[::-1].copy())
+    >>> register_encoding("reversed", Reversed)
+    >>> make_encoding("reversed", T_max=5).sample(None, 1, 5).idx
+    array([4, 3, 2, 1, 0])
+    """
+    name = str(name).lower()
+    if name in PE_NAMES or name in _ALIASES:
+        raise ValueError(f"{name!r} is a built-in encoding; choose another name")
+    if not callable(factory):
+        raise ValueError(f"factory must be callable (an Encoding subclass), got {factory!r}")
+    if index is None:
+        index = bool(getattr(factory, "index", False)) if isinstance(factory, type) else False
+    if default_d_e is not None:
+        default_d_e = check_int("default_d_e", default_d_e, 1)
+    _REGISTERED[name] = (factory, bool(index), default_d_e)
+
+
 def canonical_pe(pe: str) -> str:
-    """The canonical family name of ``pe`` (aliases such as ``one-hot`` accepted);
-    ``ValueError`` for an unknown name."""
+    """The canonical family name of ``pe`` (aliases such as ``one-hot`` accepted, and
+    names added by :func:`register_encoding`); ``ValueError`` for an unknown name."""
     key = _ALIASES.get(str(pe).lower(), str(pe).lower())
-    if key not in PE_NAMES:
-        raise ValueError(f"pe must be one of {PE_NAMES}, got {pe!r}")
+    if key not in PE_NAMES and key not in _REGISTERED:
+        raise ValueError(f"pe must be one of {PE_NAMES + tuple(_REGISTERED)}, got {pe!r}")
     return key
+
+
+def _as_registered(pe):
+    """An :class:`Encoding` instance passed as ``pe`` is registered under its ``name`` (its
+    factory returns that very instance); the name is what the config keeps."""
+    if isinstance(pe, Encoding):
+        register_encoding(pe.name, lambda: pe, index=pe.index, default_d_e=pe.d_e)
+        return pe.name
+    return pe
 
 
 def resolve_encoding(pe: str, *, T_max: int, d_e: int | None = None,
@@ -254,12 +324,17 @@ def resolve_encoding(pe: str, *, T_max: int, d_e: int | None = None,
     ``T_max`` for index families, 64 for dense ones. Raises ``ValueError`` naming the
     parameter (unknown ``pe`` or ``sampler``; ``d_e < T_max`` for a one-hot family).
     """
-    key = canonical_pe(pe)
+    key = canonical_pe(_as_registered(pe))
     if sampler not in SAMPLERS:
         raise ValueError(f"sampler must be one of {SAMPLERS}, got {sampler!r}")
     T_max = check_int("T", T_max, 1)
     dense = key == "near-orthogonal" or (key == "stochastic" and sampler == "sphere")
-    d_e = check_int("d_e", (DEFAULT_DENSE_D_E if dense else T_max) if d_e is None else d_e, 1)
+    default = DEFAULT_DENSE_D_E if dense else T_max
+    if key in _REGISTERED:
+        _, index, reg_default = _REGISTERED[key]
+        dense = not index
+        default = reg_default or (DEFAULT_DENSE_D_E if dense else T_max)
+    d_e = check_int("d_e", default if d_e is None else d_e, 1)
     if not dense and d_e < T_max:
         label = "stochastic/slots" if key == "stochastic" else key
         raise ValueError(
@@ -274,7 +349,9 @@ def make_encoding(pe: str, *, T_max: int, d_e: int | None = None, sampler: str =
 
     Parameters
     ----------
-    pe : {"onehot", "near-orthogonal", "stochastic"}
+    pe : {"onehot", "near-orthogonal", "stochastic"}, a name added by
+        :func:`register_encoding`, or an :class:`Encoding` instance (registered under its
+        ``name``)
     T_max : int
         Largest sequence length that will be encoded (training and test).
     d_e : int, optional
@@ -285,6 +362,22 @@ def make_encoding(pe: str, *, T_max: int, d_e: int | None = None, sampler: str =
         Needed to draw the fixed near-orthogonal table.
     """
     key, d_e = resolve_encoding(pe, T_max=T_max, d_e=d_e, sampler=sampler)
+    if key in _REGISTERED:
+        factory = _REGISTERED[key][0]
+        offered = {"d_e": d_e, "T_max": T_max, "rng": rng, "sampler": sampler}
+        try:
+            params = inspect.signature(factory).parameters
+        except (TypeError, ValueError):  # pragma: no cover - builtins without a signature
+            params = offered
+        if any(p.kind == p.VAR_KEYWORD for p in getattr(params, "values", lambda: [])()):
+            kwargs = offered
+        else:
+            kwargs = {k: v for k, v in offered.items() if k in params}
+        enc = factory(**kwargs)
+        if not isinstance(enc, Encoding) or enc.d_e != d_e:
+            raise ValueError(f"the factory of encoding {key!r} must return an Encoding of "
+                             f"width d_e={d_e}, got {enc!r}")
+        return enc
     if key == "onehot":
         return OneHot(d_e)
     if key == "near-orthogonal":

@@ -41,13 +41,16 @@ import numpy as np
 from scipy.special import softmax
 
 from stsim.core.encodings import PEBatch
+from stsim.core.task import sts_target
 from stsim.util.validate import check_choice
 
 __all__ = [
+    "query_coef",
     "loss_and_grad",
     "forward_backward",
     "target_params",
     "cosine_to_target",
+    "attention_weights",
     "softmax",
     "MODELS",
     "QUERIES",
@@ -79,16 +82,22 @@ def _check_shapes(W, V, X, y, d_e, target=None, x_query=None):
         raise ValueError(f"x_query must have shape (d,) or (B, d), got {np.shape(x_query)}")
 
 
-def _query_coef(query: str, q: int) -> float:
+def query_coef(query: str, q):
+    """The query coefficient ``c`` of ``p_query = c Σ_{j∈y} p_j``: 1 for ``query="sum"``,
+    ``1/q`` for ``"mean"``. A float for an integer ``q``, an array (same shape) for an
+    array ``q`` (the closed forms of :mod:`stsim.theory.reduced` are vectorised in q)."""
     check_choice("query", query, QUERIES)
-    return 1.0 if query == "sum" else 1.0 / q
+    if isinstance(q, (int, np.integer)):
+        return 1.0 if query == "sum" else 1.0 / q
+    qa = np.asarray(q, dtype=np.float64)
+    return np.ones_like(qa) if query == "sum" else 1.0 / qa
 
 
 def _prepare(X, y, target, x_query):
     """Default target (STS_q) and broadcast x_query to (B, d) or None when zero."""
     B, T, d = X.shape
     if target is None:
-        target = np.take_along_axis(X, y[:, :, None], axis=1).mean(axis=1)
+        target = sts_target(X, y)
     if x_query is not None:
         x_query = np.broadcast_to(np.asarray(x_query, dtype=np.float64), (B, d))
         if not np.any(x_query):
@@ -234,7 +243,7 @@ def forward_backward(W, V, X, y, pe: PEBatch, *, model="theory", query="sum", x_
     loss : float;  dW : (D, D) or None;  dV : (d, D) or None
     """
     check_choice("model", model, MODELS)
-    c = _query_coef(query, y.shape[1])
+    c = query_coef(query, y.shape[1])
     target, xq = _prepare(X, y, target, x_query)
     ops = _IndexOps(pe.idx, pe.d_e, y, c) if pe.is_index else _DenseOps(pe.P, y, c)
     return _forward_backward(W, V, X, ops, model == "practical", xq, target, need_grad)
@@ -299,3 +308,43 @@ def cosine_to_target(W, V, d: int):
     cw = float(np.trace(W[d:, d:]) / (nW * np.sqrt(d_e))) if nW > 0 else 0.0
     cv = float(np.trace(V[:, :d]) / (nV * np.sqrt(d))) if nV > 0 else 0.0
     return cw, cv
+
+
+def attention_weights(W, X, y, pe: PEBatch, *, model="theory", query="sum", x_query=None):
+    """Softmax attention weights ``s = softmax(Zᵀ W z_q)`` of each sample (dense reference
+    form; for inspection, not for training).
+
+    Parameters
+    ----------
+    W : (D, D) array, ``D = d + d_e``
+    X : (B, T, d) array;  y : (B, q) int array — the selected positions
+    pe : PEBatch — encodings (index or dense form), as from ``Encoding.sample``
+    model : {"theory", "practical"} — the practical model also attends over the query
+    query : {"sum", "mean"};  x_query : None (zero), (d,) or (B, d)
+
+    Returns
+    -------
+    (B, T) array for the theory model, (B, T + 1) for the practical one (last column:
+    the query token); each row sums to 1.
+
+    Example
+    -------
+    >>> W = np.zeros((3 + 4, 3 + 4)); W[3:, 3:] = 10 * np.eye(4)       # W_ee = 10 I
+    >>> X = np.ones((1, 4, 3)); y = np.array([[1, 2]])
+    >>> attention_weights(W, X, y, PEBatch(d_e=4, idx=np.arange(4))).round(2)
+    array([[0. , 0.5, 0.5, 0. ]])
+    """
+    check_choice("model", model, MODELS)
+    X = np.asarray(X, dtype=np.float64)
+    y = np.asarray(y)
+    B, T, d = X.shape
+    P = np.broadcast_to(pe.dense(), (B, T, pe.d_e))
+    c = query_coef(query, y.shape[1])
+    pq = c * np.take_along_axis(P, y[:, :, None], axis=1).sum(axis=1)       # (B, d_e)
+    xq = np.zeros((B, d)) if x_query is None else np.broadcast_to(x_query, (B, d))
+    zq = np.concatenate([xq, pq], axis=1)                                   # (B, D)
+    Z = np.concatenate([X, P], axis=2)                                      # (B, T, D)
+    if model == "practical":
+        Z = np.concatenate([Z, zq[:, None, :]], axis=1)
+    a = np.einsum("bnD,bD->bn", Z, zq @ np.asarray(W).T)                    # z_iᵀ W z_q
+    return _softmax_rows(a)

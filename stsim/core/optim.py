@@ -26,14 +26,17 @@ class SGD:
         self.t = 0
 
     def step(self, params: dict, grads: dict) -> None:
+        """Update ``params`` in place: ``p ← p − lr · g`` for every ``grads`` entry."""
         self.t += 1
         for k, g in grads.items():
             params[k] -= self.lr * g
 
     def state_dict(self) -> dict:
+        """The optimiser's state as a dict of arrays (for checkpoints)."""
         return {"t": np.array(self.t)}
 
     def load_state_dict(self, state: dict) -> None:
+        """Restore a state written by :meth:`state_dict`."""
         self.t = int(state["t"])
 
 

@@ -42,6 +42,7 @@ def register_objective(name: str, factory) -> None:
 
 
 def val_key(kind, value):
+    """History key of a validation set: ``val_key("T", 60) == "val/T=60"``."""
     return f"val/{kind}={value}"
 
 
@@ -75,9 +76,12 @@ class TransformerProblem:
 
     @property
     def D(self):
+        """Token width ``D = d + d_e``."""
         return self.cfg.d + self.enc.d_e
 
     def init_params(self, rng):
+        """``{"W": (D, D), "V": (d, D)}``: zeros, or ``init_scale`` times Gaussians from ``rng``.
+        """
         c, D = self.cfg, self.D
         if c.init == "zero":
             return {"W": np.zeros((D, D)), "V": np.zeros((c.d, D))}
@@ -90,6 +94,8 @@ class TransformerProblem:
                                 query=self.cfg.query, target=b.target, need_grad=need_grad)
 
     def loss_grad(self, params, rng):
+        """``(loss, {"W": dW, "V": dV})`` of one step: a fresh minibatch from ``rng``, the
+        fixed sample (``optimizer="gd"``) or the population objective."""
         if self.population is not None:
             loss, dW, dV = self.population.loss_grad(params["W"], params["V"])
         else:
@@ -99,6 +105,8 @@ class TransformerProblem:
         return loss, {"W": dW, "V": dV}
 
     def evaluate(self, params):
+        """Metrics of ``params``: the validation losses (``val``, ``val/T=…``,
+        ``val/q=…``), ``cos_W``, ``cos_V`` and the objective's own metrics."""
         out = {k: self._fb(params, data, need_grad=False)[0] for k, data in self.val.items()}
         out["cos_W"], out["cos_V"] = cosine_to_target(params["W"], params["V"], self.cfg.d)
         if self.population is not None:
@@ -106,6 +114,7 @@ class TransformerProblem:
         return out
 
     def info(self):
+        """``{"encoding": …}``: the encoding's description (e.g. the near-orthogonal δ)."""
         return {"encoding": self.enc.describe()}
 
 

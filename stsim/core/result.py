@@ -5,7 +5,9 @@ from __future__ import annotations
 import os
 from dataclasses import dataclass, field
 
-from stsim.util.io import load_npz, save_npz
+import numpy as np
+
+from stsim.util.io import load_npz, save_npz, write_csv
 
 __all__ = ["Result", "load"]
 
@@ -27,6 +29,10 @@ class Result:
         not learn, the plateau diagnosis: "still on the initial plateau: loss 99.8% of
         initial; the reduced dynamics predict the escape near step N ...");  info : dict
         (wall time, ``assessment``, encoding description such as the near-orthogonal δ).
+
+    In a notebook: ``res.plot()`` (the figure), ``res.attention()`` (attention weights of
+    the trained model), ``res.history_array()`` / ``res.history_csv(path)`` (the history
+    as a table; ``pandas.DataFrame(res.history)`` also works).
     """
 
     config: dict
@@ -38,14 +44,17 @@ class Result:
 
     @property
     def W(self):
+        """Final key-query matrix ``W``, (D, D) (transformer runs)."""
         return self.params["W"]
 
     @property
     def V(self):
+        """Final value-output matrix ``V``, (d, D) (transformer runs)."""
         return self.params["V"]
 
     @property
     def success(self) -> bool:
+        """``True`` if the run completed (did not diverge)."""
         return self.status == "completed"
 
     def final(self, key="loss"):
@@ -54,6 +63,102 @@ class Result:
         if key not in self.history and self.history:
             raise KeyError(f"no history entry {key!r}; recorded: {list(self.history)}")
         return float(values[-1]) if len(values) else float("nan")
+
+    def history_array(self) -> np.ndarray:
+        """The history as a NumPy structured array, one record per recorded step: field
+        ``step`` (int) and one float field per history key (``loss``, ``val``, ...).
+
+        >>> import stsim
+        >>> h = stsim.run(T=8, q=2, steps=4, batch=8, eval_every=2).history_array()
+        >>> h.shape, h.dtype.names[:2], int(h["step"][-1])
+        ((3,), ('step', 'loss'), 4)
+        """
+        keys = list(self.history)
+        n = len(self.history[keys[0]]) if keys else 0
+        dtype = [(k, np.int64 if k == "step" else np.float64) for k in keys]
+        out = np.empty(n, dtype=dtype)
+        for k in keys:
+            out[k] = self.history[k]
+        return out
+
+    def history_csv(self, path):
+        """Write the history to ``path`` as CSV (header: the history keys; one line per
+        record, floats round-trip exact), atomically; returns ``path``. The same file as
+        ``stsim run``'s ``history.csv``."""
+        keys = list(self.history)
+        return write_csv(path, keys, zip(*(self.history[k] for k in keys)))
+
+    to_csv = history_csv
+
+    def plot(self, path=None):
+        """The run's figure (``stsim run``'s ``loss.png``): loss (log), 1/loss (linear
+        growth = the O(1/t) rate) and the cosines to the target, as a
+        ``matplotlib.figure.Figure`` (a notebook shows it). With ``path``, it is also
+        written there (format from the extension)."""
+        from stsim.util.plotting import history_figure, savefig
+        fig = history_figure(self)
+        if path is not None:
+            savefig(fig, path)
+        return fig
+
+    def attention(self, X=None, y=None, *, n=4, seed=0, T=None, return_inputs=False):
+        """Attention weights of the trained transformer on given or fresh inputs.
+
+        The encoding is rebuilt from the config exactly as in the run (the fixed
+        near-orthogonal table is the run's own, drawn from its ``seed``); stochastic
+        encodings are drawn for these samples from ``seed``.
+
+        Parameters
+        ----------
+        X : (B, T, d) array, optional — tokens; with ``y``. Default: ``n`` fresh samples
+            of length ``T`` (default the training length) drawn from ``seed``.
+        y : (B, q) int array, optional — the selected positions of each sample.
+        n, seed, T : size, seed and length of the fresh samples (``seed`` also draws the
+            stochastic encodings).
+        return_inputs : bool — also return ``X`` and ``y``.
+
+        Returns
+        -------
+        s : (B, T) array (theory model) or (B, T + 1) (practical; last column the query
+            token), rows summing to 1 — or ``(s, X, y)`` with ``return_inputs``.
+
+        Example
+        -------
+        >>> import stsim
+        >>> res = stsim.run(T=10, q=2, pe="onehot", steps=200, batch=64)
+        >>> s, X, y = res.attention(n=3, return_inputs=True)
+        >>> s.shape, bool(np.all(np.take_along_axis(s, y, 1).sum(1) > 0.5))
+        ((3, 10), True)
+        """
+        import dataclasses
+
+        from stsim.core.config import Config
+        from stsim.core.encodings import make_encoding
+        from stsim.core.model import attention_weights
+        from stsim.core.seeds import Streams
+        from stsim.core.task import sample_batch
+
+        names = {f.name for f in dataclasses.fields(Config)}
+        cfg = Config(**{k: v for k, v in self.config.items() if k in names}).resolve()
+        if cfg.arch != "transformer":
+            raise ValueError(f"attention weights need a transformer run, this is arch={cfg.arch!r}")
+        enc = make_encoding(cfg.pe, T_max=cfg.T_max, d_e=cfg.d_e, sampler=cfg.sampler,
+                            rng=Streams(cfg.seed).encoding())
+        rng = np.random.default_rng(seed)
+        if X is None:
+            if y is not None:
+                raise ValueError("y was given without X")
+            b = sample_batch(rng, n, cfg.T if T is None else T, cfg.q, cfg.d)
+            X, y = b.X, b.y
+        elif y is None:
+            raise ValueError("X was given without y (the selected positions)")
+        X, y = np.asarray(X, dtype=np.float64), np.asarray(y)
+        if X.ndim != 3 or X.shape[2] != cfg.d or y.ndim != 2 or y.shape[0] != X.shape[0]:
+            raise ValueError(f"X must have shape (B, T, d={cfg.d}) and y (B, q), got "
+                             f"{X.shape} and {y.shape}")
+        pe = enc.sample(rng, X.shape[0], X.shape[1])
+        s = attention_weights(self.W, X, y, pe, model=cfg.model, query=cfg.query)
+        return (s, X, y) if return_inputs else s
 
     def save(self, path):
         """Write ``path`` (npz: params, history and the JSON metadata), atomically."""
@@ -66,6 +171,7 @@ class Result:
 
     @classmethod
     def load(cls, path) -> "Result":
+        """Read a file written by :meth:`save` (``ValueError`` if it is incomplete)."""
         arrays, meta = load_npz(path, what="result")
         missing = [k for k in ("config", "status", "message") if k not in meta]
         missing += [f"history/{k}" for k in meta.get("history_keys", [])

@@ -16,9 +16,11 @@ Units: a *step* is one optimiser update; gradient-flow time is ``η · step``.
 """
 from __future__ import annotations
 
+import dataclasses
 import math
 import os
 import time
+from dataclasses import dataclass
 
 import numpy as np
 
@@ -31,14 +33,86 @@ from stsim.core.seeds import Streams
 from stsim.util.io import load_npz, save_npz
 from stsim.util.validate import check_int
 
-__all__ = ["run", "Config", "Result"]
+__all__ = ["run", "train_loop", "LoopEnd", "Config", "Result", "DIVERGENCE_FACTOR"]
 
 
 # --------------------------------------------------------------------------------------
 # the loop
 # --------------------------------------------------------------------------------------
+#: a run has diverged when its loss or a gradient entry is not finite, or when its loss
+#: exceeds DIVERGENCE_FACTOR times the loss at its first step (4e126 is not "completed")
+DIVERGENCE_FACTOR = 1e6
+
+
 def _finite(loss, grads):
     return math.isfinite(loss) and all(np.all(np.isfinite(g)) for g in grads.values())
+
+
+class _DivergenceRule:
+    """``finite`` of :func:`train_loop` for :func:`run`: non-finite values, or a loss above
+    ``DIVERGENCE_FACTOR`` × the first loss (``first``, or the first loss seen)."""
+
+    def __init__(self, first=None):
+        self.first = first
+        self.why = ""
+
+    def __call__(self, loss, grads):
+        if not math.isfinite(loss):
+            self.why = f"non-finite loss ({loss})"
+            return False
+        if not all(np.all(np.isfinite(g)) for g in grads.values()):
+            self.why = "non-finite gradient"
+            return False
+        if self.first is None:
+            self.first = abs(loss)
+        limit = DIVERGENCE_FACTOR * max(self.first, 1e-300)
+        if loss > limit:
+            self.why = (f"loss {loss:.3g} above {DIVERGENCE_FACTOR:.0e} x the first loss "
+                        f"{self.first:.3g}")
+            return False
+        return True
+
+
+@dataclass
+class LoopEnd:
+    """How :func:`train_loop` ended: ``step`` (optimiser updates done), ``status``
+    (``"completed"``, ``"stopped"`` by the stop criterion, ``"diverged"``) and ``out``,
+    the last ``loss_grad`` result (at the final iterate)."""
+
+    step: int
+    status: str
+    out: tuple
+
+
+def train_loop(loss_grad, opt, params: dict, steps: int, *, start: int = 0, at_top=None,
+               observe=None, stop=None, post_step=None, finite=_finite) -> LoopEnd:
+    """The training loop shared by :func:`run` and the studies' trainers.
+
+    Each iteration, at step ``t`` (from ``start``): ``at_top(t)`` (e.g. a checkpoint: the
+    state before the iteration's batch is drawn); ``out = loss_grad(params)`` (a tuple
+    starting ``(loss, grads)``); stop as ``"diverged"`` unless ``finite(loss, grads)``;
+    ``observe(t, out)`` (records); stop as ``"stopped"`` if ``stop(t, out)``; stop as
+    ``"completed"`` at ``t = steps``; else ``opt.step(params, grads)`` (in place),
+    ``post_step(params)`` (e.g. a projection) and ``t += 1``.
+    """
+    step = start
+    while True:
+        if at_top is not None:
+            at_top(step)
+        with np.errstate(over="ignore", invalid="ignore"):  # divergence is reported below
+            out = loss_grad(params)
+        if not finite(out[0], out[1]):
+            return LoopEnd(step, "diverged", out)
+        if observe is not None:
+            observe(step, out)
+        if stop is not None and stop(step, out):
+            return LoopEnd(step, "stopped", out)
+        if step >= steps:
+            return LoopEnd(step, "completed", out)
+        opt.step(params, out[1])
+        if post_step is not None:
+            post_step(params)
+        step += 1
 
 
 def _save_checkpoint(path, cfg, step, params, opt, rng, hist, acc):
@@ -50,19 +124,38 @@ def _save_checkpoint(path, cfg, step, params, opt, rng, hist, acc):
     save_npz(path, arrays, meta)
 
 
-def _load_checkpoint(path, cfg, opt, rng):
-    arrays, meta = load_npz(path)
+def _load_checkpoint(path, cfg, opt, rng, eval_given=True):
+    """The state saved in checkpoint ``path``; its config must equal ``cfg`` except in
+    ``steps`` (and ``eval_every`` when the caller left it to its default, which is
+    derived from ``steps``: the checkpoint's grid is kept). Returns ``(step, params,
+    history, acc, cfg)``."""
+    arrays, meta = load_npz(path, what="checkpoint")
+    for key in ("config", "step", "rng", "acc", "history_keys"):
+        if key not in meta:
+            raise ValueError(f"checkpoint {os.fspath(path)!r} lacks its {key!r} record: not a "
+                             f"complete stsim checkpoint; remove it or use another path")
     old = dict(meta["config"])
     new = cfg.to_dict()
-    diff = sorted(k for k in new if k != "steps" and old.get(k) != new[k])
+    free = {"steps"} | (set() if eval_given else {"eval_every"})
+    diff = sorted(k for k in new if k not in free and old.get(k) != new[k])
     if diff:
         raise ValueError(f"checkpoint {os.fspath(path)!r} was written with a different config "
                          f"(differs in {diff}); remove it or use another checkpoint path")
+    if meta["step"] > cfg.steps:
+        raise ValueError(f"checkpoint {os.fspath(path)!r} is at step {meta['step']}, beyond "
+                         f"steps={cfg.steps}: a run cannot be shortened; give steps >= "
+                         f"{meta['step']} or use another checkpoint path")
+    if not eval_given:
+        cfg = dataclasses.replace(cfg, eval_every=old["eval_every"])
     params = {k[6:]: v for k, v in arrays.items() if k.startswith("param/")}
     opt.load_state_dict({k[4:]: v for k, v in arrays.items() if k.startswith("opt/")})
     rng.bit_generator.state = meta["rng"]
+    missing = [k for k in meta["history_keys"] if f"history/{k}" not in arrays]
+    if missing or not params:
+        raise ValueError(f"checkpoint {os.fspath(path)!r} lacks arrays "
+                         f"{missing or ['param/*']}: the file is incomplete")
     hist = {k: list(arrays[f"history/{k}"]) for k in meta["history_keys"]}
-    return meta["step"], params, hist, meta["acc"]
+    return meta["step"], params, hist, meta["acc"], cfg
 
 
 def run(T=200, q=3, pe="stochastic", *, checkpoint=None, checkpoint_every=None, progress=None,
@@ -79,8 +172,12 @@ def run(T=200, q=3, pe="stochastic", *, checkpoint=None, checkpoint_every=None, 
         ``steps``), and write it every ``checkpoint_every`` steps and at the end.
     progress : callable(step, steps, metrics), optional — called at every record.
 
-    Divergence (a non-finite loss or gradient) stops the run: ``status="diverged"``, the
-    message names the step, and the history up to the last good record is kept.
+    Divergence — a non-finite loss or gradient, or a loss above ``DIVERGENCE_FACTOR``
+    (10⁶) times the loss at the first step — stops the run: ``status="diverged"``, the
+    message names the step and the cause, and the history up to the last good record is
+    kept (a run that diverges before its first record gets one row, at that step, with the
+    loss that diverged). Resuming needs the same config except ``steps`` (never fewer than
+    the checkpoint's step) and, when it is left at its default, ``eval_every``.
 
     Example
     -------
@@ -95,11 +192,18 @@ def run(T=200, q=3, pe="stochastic", *, checkpoint=None, checkpoint_every=None, 
     rng = streams.train()
     if checkpoint_every is not None:
         checkpoint_every = check_int("checkpoint_every", checkpoint_every, 1)
+    if checkpoint is not None:
+        if not isinstance(checkpoint, (str, bytes, os.PathLike)):
+            raise ValueError(f"checkpoint must be a file path, got {checkpoint!r}")
+        if os.path.isdir(checkpoint):
+            raise ValueError(f"checkpoint must be a file path, got the folder {checkpoint!r}")
     start, hist, acc = 0, {}, [0.0, 0]
     if checkpoint is not None and os.path.exists(checkpoint):
-        start, params, hist, acc = _load_checkpoint(checkpoint, cfg, opt, rng)
+        start, params, hist, acc, cfg = _load_checkpoint(
+            checkpoint, cfg, opt, rng, eval_given=options.get("eval_every") is not None)
     else:
         params = problem.init_params(streams.init())
+    rule = _DivergenceRule(float(hist["loss"][0]) if hist.get("loss") else None)
     t0 = time.perf_counter()
     status, message = "completed", ""
 
@@ -113,28 +217,28 @@ def run(T=200, q=3, pe="stochastic", *, checkpoint=None, checkpoint_every=None, 
         if progress is not None:
             progress(step, cfg.steps, row)
 
-    step = start
-    while True:
+    def at_top(step):
         # checkpoint = the state at the top of an iteration, before its batch is drawn,
         # so that a resumed run continues bit-for-bit like an uninterrupted one
         if checkpoint is not None and step > start and (
                 step == cfg.steps or (checkpoint_every and step % checkpoint_every == 0)):
             _save_checkpoint(checkpoint, cfg, step, params, opt, rng, hist, acc)
-        with np.errstate(over="ignore", invalid="ignore"):  # divergence is reported below
-            loss, grads = problem.loss_grad(params, rng)
-        if not _finite(loss, grads):
-            status = "diverged"
-            message = (f"diverged: non-finite {'loss' if not math.isfinite(loss) else 'gradient'} "
-                       f"at step {step}; history kept up to the last record before it")
-            break
-        acc[0] += loss
+
+    def observe(step, out):
+        acc[0] += out[0]
         acc[1] += 1
         if step % cfg.eval_every == 0 or step == cfg.steps:
             record(step)
-        if step >= cfg.steps:
-            break
-        opt.step(params, grads)
-        step += 1
+
+    end = train_loop(lambda p: problem.loss_grad(p, rng), opt, params, cfg.steps, start=start,
+                     at_top=at_top, observe=observe, finite=rule)
+    if end.status == "diverged":
+        status = "diverged"
+        message = (f"diverged: {rule.why} at step {end.step}; history kept up to the last "
+                   f"record before it")
+        if not hist:   # nothing recorded yet: keep the step that diverged
+            acc[0], acc[1] = float(end.out[0]), 1
+            record(end.step)
     info = {"wall_time_s": time.perf_counter() - t0, **problem.info()}
     history = {k: np.asarray(v) for k, v in hist.items()}
     if status == "completed":

@@ -97,10 +97,12 @@ class Schedule:
 
 
 def _n_and_c(cfg):
-    dense = cfg.pe == "near-orthogonal" or (cfg.pe == "stochastic" and cfg.sampler == "sphere")
+    """``n`` of the reduction, ``c``, and whether the reduction is exact (onehot and
+    stochastic/slots; other families, registered ones included, use ``n = d_e``)."""
+    exact = cfg.pe == "onehot" or (cfg.pe == "stochastic" and cfg.sampler == "slots")
     n = cfg.T if cfg.pe == "onehot" else cfg.d_e
     c = 1.0 if cfg.query == "sum" else 1.0 / cfg.q
-    return n, c, not dense
+    return n, c, exact
 
 
 def eta_max(q: int, d: int, n: int, c: float = 1.0) -> float:

@@ -40,21 +40,26 @@ class Streams:
         self.seed = check_int("seed", seed, 0)
 
     def child(self, key: int) -> np.random.SeedSequence:
+        """The ``SeedSequence`` of stream ``key`` (``spawn_key=(key,)``)."""
         return np.random.SeedSequence(self.seed, spawn_key=(key,))
 
     def _rng(self, key):
         return np.random.default_rng(self.child(key))
 
     def encoding(self) -> np.random.Generator:
+        """Generator of the fixed near-orthogonal table (stream 0)."""
         return self._rng(ENCODING)
 
     def validation(self) -> np.random.Generator:
+        """Generator of the validation sets (stream 1)."""
         return self._rng(VALIDATION)
 
     def init(self) -> np.random.Generator:
+        """Generator of the initial parameters (stream 2)."""
         return self._rng(INIT)
 
     def train(self) -> np.random.Generator:
+        """Generator of the training batches (stream 3)."""
         return self._rng(TRAIN)
 
     def fixed_sample(self) -> np.random.Generator:
@@ -62,4 +67,5 @@ class Streams:
         return np.random.default_rng(self.child(TRAIN).spawn(1)[0])
 
     def population(self) -> np.random.Generator:
+        """Generator of the population objective's Monte-Carlo configurations (stream 4)."""
         return self._rng(POPULATION)

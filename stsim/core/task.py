@@ -51,14 +51,17 @@ class Batch:
 
     @property
     def B(self) -> int:
+        """Batch size."""
         return self.X.shape[0]
 
     @property
     def T(self) -> int:
+        """Sequence length."""
         return self.X.shape[1]
 
     @property
     def q(self) -> int:
+        """Subset size."""
         return self.y.shape[1]
 
 

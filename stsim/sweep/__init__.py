@@ -57,10 +57,10 @@ from dataclasses import dataclass, field
 
 from stsim.sweep.grid import (BOOKKEEPING, check_signature, expand_grid, point_key,
                               spawn_seeds)
-from stsim.sweep.journal import (FileLock, append_journal, build_table, journal_path, lock_for,
+from stsim.sweep.journal import (append_journal, build_table, journal_path, lock_for,
                                  shared_records)
 from stsim.sweep.pool import InlineExecutor, OneThreadProcessPool, make_executor
-from stsim.util.io import read_csv, to_jsonable, write_csv
+from stsim.util.io import FileLock, read_csv, to_jsonable, write_csv
 from stsim.util.validate import check_int
 
 __all__ = ["sweep", "SweepResult", "InlineExecutor", "OneThreadProcessPool", "make_executor",
@@ -112,6 +112,11 @@ class SweepResult:
         return [r for r in self.rows if all(r.get(k) == v for k, v in params.items())]
 
     def column(self, name, **params) -> list:
+        """The values of column ``name`` in the rows matching ``params`` (table order).
+
+        >>> SweepResult(rows=[{"lr": 1, "loss": 0.5}], columns=["lr", "loss"]).column("loss", lr=1)
+        [0.5]
+        """
         return [r.get(name) for r in self.select(**params)]
 
 
@@ -121,7 +126,7 @@ def sweep(fn, grid, *, seeds=1, root_seed=0, executor=None, out=None, max_worker
 
     Parameters
     ----------
-    fn : callable(**point, seed) -> dict of scalars (or a scalar)
+    fn : ``callable(**point, seed) -> dict`` of scalars (or a scalar)
         Must be picklable (a module-level function) for process executors.
     grid : dict ``{name: values}`` (Cartesian product) or sequence of dicts.
     seeds : int >= 1 — replicates per point (seeds from ``SeedSequence.spawn``).

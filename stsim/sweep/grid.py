@@ -74,10 +74,13 @@ def expand_grid(grid) -> list:
 
 
 def point_key(point) -> str:
+    """A canonical string identifying a grid point (its items, sorted, as JSON)."""
     return json.dumps(point, sort_keys=True)
 
 
 def check_signature(fn, points):
+    """``ValueError`` before any work if a point names a parameter ``fn`` does not take,
+    or misses a required one (``seed`` is supplied by the sweep)."""
     try:
         sig = inspect.signature(fn)
     except (TypeError, ValueError):  # builtins without a signature: nothing to check

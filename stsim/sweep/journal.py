@@ -2,7 +2,6 @@
 built from it."""
 from __future__ import annotations
 
-import errno
 import json
 import numbers
 import os
@@ -11,7 +10,7 @@ import threading
 from stsim.sweep.grid import BOOKKEEPING, point_key
 
 __all__ = ["journal_path", "load_journal", "append_journal", "build_table", "lock_for",
-           "shared_records", "result_column", "FileLock"]
+           "shared_records", "result_column"]
 
 
 _LOCKS: dict = {}
@@ -38,6 +37,7 @@ def shared_records(path) -> dict:
 
 
 def journal_path(out):
+    """The journal of a table: ``<out>.journal.jsonl``."""
     return os.fspath(out) + ".journal.jsonl"
 
 
@@ -58,6 +58,7 @@ def load_journal(path) -> dict:
 
 
 def append_journal(path, rec):
+    """Append one finished row ``rec`` to the journal as a JSON line, flushed and fsync'ed."""
     with open(path, "a+", encoding="utf-8") as fh:
         fh.seek(0, os.SEEK_END)
         if fh.tell() > 0:
@@ -78,6 +79,9 @@ def _sort_value(v):
 
 
 def build_table(records, param_order):
+    """``(rows, columns)`` of the CSV table from journal ``records``: the parameters (in
+    ``param_order``), the bookkeeping columns, then the result columns sorted; rows sorted
+    by parameter values and ``seed_index``."""
     names = list(param_order)
     extra = sorted({k for r in records for k in r["point"]} - set(names))
     names += extra
@@ -101,53 +105,3 @@ def result_column(key: str, taken) -> str:
     would overwrite a parameter or bookkeeping column (``stsim.run``-like results carry
     their own ``status`` and ``seed``)."""
     return f"fn.{key}" if key in taken else key
-
-
-class FileLock:
-    """An exclusive, non-blocking lock on ``<path>.lock`` held for the life of a sweep, so
-    that two processes never write one table (they would compute every point twice and
-    the last writer would win). ``flock`` locks are released by the kernel when the holder
-    dies, so a killed sweep leaves no stale lock. Raises ``RuntimeError`` naming the file
-    and the holder's pid if another process holds it."""
-
-    _held: dict = {}   # path -> [file, count]: sweeps in threads of one process share it
-
-    def __init__(self, path):
-        self.path = os.path.abspath(os.fspath(path)) + ".lock"
-
-    def __enter__(self):
-        import fcntl
-        with _LOCKS_GUARD:
-            if self.path in self._held:
-                self._held[self.path][1] += 1
-                return self
-            fh = open(self.path, "a+", encoding="utf-8")
-            try:
-                fcntl.flock(fh.fileno(), fcntl.LOCK_EX | fcntl.LOCK_NB)
-            except OSError as exc:
-                fh.seek(0)
-                holder = fh.read().strip() or "unknown"
-                fh.close()
-                if exc.errno in (errno.EAGAIN, errno.EACCES, errno.EWOULDBLOCK):
-                    raise RuntimeError(
-                        f"another process (pid {holder}) is writing the sweep table "
-                        f"{self.path[:-5]!r}; wait for it to finish or use another out") from None
-                raise
-            fh.seek(0)
-            fh.truncate()
-            fh.write(str(os.getpid()))
-            fh.flush()
-            self._held[self.path] = [fh, 1]
-        return self
-
-    def __exit__(self, *exc):
-        import fcntl
-        with _LOCKS_GUARD:
-            entry = self._held[self.path]
-            entry[1] -= 1
-            if entry[1] > 0:
-                return False
-            del self._held[self.path]
-        fcntl.flock(entry[0].fileno(), fcntl.LOCK_UN)
-        entry[0].close()
-        return False

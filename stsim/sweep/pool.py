@@ -23,6 +23,8 @@ class InlineExecutor(cf.Executor):
     """Run every task in the calling thread at ``submit`` (debugging, tests, lambdas)."""
 
     def submit(self, fn, /, *args, **kwargs):
+        """Call ``fn(*args, **kwargs)`` now; return a finished ``Future`` holding its result
+        or its exception."""
         fut = cf.Future()
         try:
             fut.set_result(fn(*args, **kwargs))

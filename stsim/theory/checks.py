@@ -92,6 +92,7 @@ class TheoremReport:
 
     @property
     def conditions_hold(self) -> bool:
+        """``True`` if every checked condition of the theorem holds."""
         return all(c["holds"] for c in self.conditions.values())
 
     @property
@@ -105,6 +106,7 @@ class TheoremReport:
         return [c["name"] for c in self.checks if not c["passed"]]
 
     def to_dict(self) -> dict:
+        """The report as a JSON-ready dict."""
         return asdict(self)
 
     def format(self) -> str:

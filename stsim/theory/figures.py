@@ -28,6 +28,9 @@ ZERO = 1e-20
 
 
 def fig_loss_and_a_gamma(out, quick=True, log=print):
+    """Figure: the reduced dynamics' loss (with the O(1/t) line) and the scalars ``a``,
+    ``γ`` against the step, for three T; written into the folder ``out`` (``quick``: fewer
+    steps; ``log``: progress printer)."""
     Ts = np.array([20, 50, 200] if quick else [50, 200, 1000])
     q, d, lr = 3, 5, 0.5
     steps = 20_000 if quick else 400_000
@@ -85,6 +88,8 @@ def fig_loss_and_a_gamma(out, quick=True, log=print):
 
 
 def fig_invariants(out, quick=True, log=print):
+    """Figure: a full-matrix population-GD run beside the reduced dynamics, with the
+    invariant blocks staying at zero; written into the folder ``out``."""
     T, q, d, lr = 8, 2, 3, 0.5
     steps = 300 if quick else 3000
     res = run(T=T, q=q, pe="onehot", d=d, objective="population", optimizer="gd", lr=lr,

@@ -6,14 +6,14 @@ Blocks: ``W = [[W_xx, W_xe], [W_ex, W_ee]]`` (rows key side, columns query side)
 ``W_xx`` and ``W_ex`` never enter the loss and get zero gradient. On the set
 ``W_xe = 0, V_e = 0`` the logits ``a_i = p_iᵀ W_ee p_q`` do not depend on X, and with
 ``s = softmax(a)`` (over the T tokens; the practical model adds the query logit
-``a_q = p_qᵀ W_ee p_q``, whose value ``V z_q = V_e p_q = 0``), ``u = 1_y/q``:
+``a_q = p_qᵀ W_ee p_q``, whose value ``V z_q = V_e p_q = 0``), ``u = 1_y/q``::
 
     r = V_x X s − X u = Σ_i (s_i V_x − u_i I) x_i,     x_i ~ N(0, I_d) i.i.d.
-    E_X ℓ = ½ Σ_i ‖s_i V_x − u_i I‖_F² = ½ (|s|² ‖V_x‖_F² − 2 (s·u) tr V_x + d |u|²).
+    E_X ℓ = ½ Σ_i ‖s_i V_x − u_i I‖_F² = ½ (‖s‖² ‖V_x‖_F² − 2 (s·u) tr V_x + d ‖u‖²).
 
-Gradients of one configuration (``|u|² = 1/q``; ``s_i`` only over tokens):
+Gradients of one configuration (``‖u‖² = 1/q``; ``s_i`` only over tokens)::
 
-    ∂/∂V_x = |s|² V_x − (s·u) I
+    ∂/∂V_x = ‖s‖² V_x − (s·u) I
     g_i = ∂/∂s_i = ‖V_x‖_F² s_i − (tr V_x) u_i        (g_q = 0 for the query column)
     δ   = s ⊙ (g − (sᵀg) 1)                            (softmax Jacobian)
     ∂/∂W_ee = Σ_i δ_i p_i p_qᵀ  (+ δ_q p_q p_qᵀ, practical)
@@ -93,7 +93,8 @@ def _selected_first(tok, y):
 
 
 class PopulationObjective:
-    """Population loss and its analytic gradient on the invariant set.
+    """Population loss and its analytic gradient on the invariant set. Use
+    :func:`make_population_objective` rather than this constructor.
 
     Parameters
     ----------
@@ -109,8 +110,6 @@ class PopulationObjective:
     table : (n_positions, d_e), the fixed near-orthogonal encodings (``"table"`` chunks).
     span_n : ``n`` of the structure ``W_ee = a (I_n − J_n/n)`` the dynamics keeps
         (:meth:`~stsim.core.encodings.Encoding.reduced_n`), or None (``I`` is used).
-
-    Use :func:`make_population_objective` rather than this constructor.
     """
 
     def __init__(self, d, d_e, T, q, family, source, *, query="sum", model="theory",
@@ -145,7 +144,7 @@ class PopulationObjective:
         return W, V
 
     def _chunk(self, kind, arr, Wee, Vx, nV, trV, want_grad):
-        """Sums over one chunk of: loss, |s|², s·u, and the W_ee gradient."""
+        """Sums over one chunk of: loss, ‖s‖², s·u, and the W_ee gradient."""
         c, q, d_e = self.c, self.q, self.d_e
         practical = self.model == "practical"
         n = arr.shape[0]
@@ -252,7 +251,7 @@ class PopulationObjective:
     def metrics(self, W, V) -> dict:
         """Invariants recorded by ``run()`` at every record step.
 
-        ``inv/W_xx``, ``inv/W_xe``, ``inv/W_ex``, ``inv/V_e`` : max |entry| of the blocks that
+        ``inv/W_xx``, ``inv/W_xe``, ``inv/W_ex``, ``inv/V_e`` : largest absolute entry of the blocks that
         stay 0 from zero init; ``inv/W_ee_offspan`` : ‖W_ee − a B‖_F (see
         :meth:`span_coefficient`); ``inv/V_x_offspan`` : ‖V_x − γ I‖_F; ``a``; ``gamma`` =
         tr V_x / d.
@@ -272,6 +271,8 @@ class PopulationObjective:
                 "a": a, "gamma": gamma}
 
     def describe(self) -> dict:
+        """``{"family", "method", "configurations", "query", "model"}``: how the expectation
+        is taken."""
         return {"family": self.family, "method": self.method, "configurations": self.N,
                 "query": self.query, "model": self.model}
 

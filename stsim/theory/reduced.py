@@ -2,27 +2,27 @@ r"""Two-scalar reduction ``(a, γ)`` of the population dynamics (SPEC §4, deriv
 ``docs/theory.md``).
 
 On the invariant set (``W_xe = 0``, ``V_e = 0``, ``x_query = 0``), from zero
-initialisation, population GD with a one-hot (or stochastic/slots) encoding keeps
+initialisation, population GD with a one-hot (or stochastic/slots) encoding keeps::
 
     W_ee = a (I − J/n),        V_x = γ I_d,
 
 with ``n = T`` for ``onehot`` (on the T×T block of trained positions; ``J`` all-ones) and
 ``n = d_e`` for ``stochastic/slots``. Write ``c = 1`` (``query="sum"``) or ``1/q``
 (``"mean"``) and ``θ = c a`` for the logit gap between selected and unselected tokens. With
-``r = T − q`` and
+``r = T − q`` and::
 
-    s₊ = e^θ / (q e^θ + r),   s₋ = 1 / (q e^θ + r),   S₂ = q s₊² + r s₋²  (= |s|²),
+    s₊ = e^θ / (q e^θ + r),   s₋ = 1 / (q e^θ + r),   S₂ = q s₊² + r s₋²  (= ‖s‖²),
 
-the population loss is (theory model, ``ℓ = ½‖f − target‖²``)
+the population loss is (theory model, ``ℓ = ½‖f − target‖²``)::
 
     L(a, γ) = (d/2) (S₂ γ² − 2 s₊ γ + 1/q) = (d/2) [q (γ s₊ − 1/q)² + r γ² s₋²],
 
-with derivatives (beside the formula, as everywhere in stsim)
+with derivatives (beside the formula, as everywhere in stsim)::
 
     ∂L/∂θ = d r s₊ s₋ γ (q γ (s₊ − s₋) − 1),     ∂L/∂a = c ∂L/∂θ,
     ∂L/∂γ = d (S₂ γ − s₊).
 
-Full-matrix GD with step η is *exactly* the map
+Full-matrix GD with step η is *exactly* the map::
 
     a ← a − η/(n − 1) · ∂L/∂a,       γ ← γ − (η/d) · ∂L/∂γ,
 
@@ -42,7 +42,7 @@ from scipy.integrate import solve_ivp
 from scipy.stats import hypergeom
 
 from stsim.core.encodings import Encoding, canonical_pe
-from stsim.core.model import QUERIES
+from stsim.core.model import query_coef  # noqa: F401  (re-exported: part of this API)
 from stsim.util.validate import check_int
 
 __all__ = [
@@ -62,14 +62,6 @@ __all__ = [
 # --------------------------------------------------------------------------------------
 # closed form
 # --------------------------------------------------------------------------------------
-def query_coef(query, q):
-    """``c = 1`` for ``query="sum"`` and ``1/q`` for ``"mean"`` (``p_q = c Σ_{j∈y} p_j``)."""
-    if query not in QUERIES:
-        raise ValueError(f"query must be one of {QUERIES}, got {query!r}")
-    return np.ones_like(np.asarray(q, dtype=np.float64)) if query == "sum" else 1.0 / np.asarray(
-        q, dtype=np.float64)
-
-
 def _check_sizes(T, q, d):
     T = np.asarray(T)
     q = np.asarray(q)
@@ -388,7 +380,7 @@ def ood_loss_onehot(a, gamma, T, T_test, q, d, *, query="sum"):
     ``c a m/T``) are ``c a`` for the m trained selected tokens, 0 for the ``T − m`` trained
     unselected ones and ``c a m/T`` for the ``T_test − T`` untrained ones, so
 
-        L = Σ_m P(m) (d/2) (|s|² γ² − 2 γ s·u + 1/q),
+        L = Σ_m P(m) (d/2) (‖s‖² γ² − 2 γ s·u + 1/q),
         s·u = (m s_ts + (q − m) s_un)/q.
 
     For ``T_test <= T`` it equals :func:`reduced_loss` at ``T_test`` only when

@@ -6,14 +6,16 @@ from __future__ import annotations
 
 import contextlib
 import csv
+import errno
 import json
 import os
 import tempfile
+import threading
 
 import numpy as np
 
 __all__ = ["atomic_write", "save_npz", "load_npz", "write_json", "to_jsonable",
-           "write_csv", "read_csv"]
+           "write_csv", "read_csv", "FileLock", "check_writable_folder"]
 
 
 @contextlib.contextmanager
@@ -81,6 +83,7 @@ def to_jsonable(obj):
 
 
 def write_json(path, obj):
+    """Write ``obj`` (numpy values converted) as indented JSON to ``path``, atomically."""
     with atomic_write(path, "w") as fh:
         json.dump(to_jsonable(obj), fh, indent=2, sort_keys=True)
         fh.write("\n")
@@ -170,3 +173,77 @@ def read_csv(path) -> list:
     cells ``None``."""
     with open(path, newline="", encoding="utf-8") as fh:
         return [{k: _parse_cell(v) for k, v in row.items()} for row in csv.DictReader(fh)]
+
+
+_LOCK_GUARD = threading.Lock()
+
+
+class FileLock:
+    """An exclusive, non-blocking lock on ``<path>.lock``, held while a process writes the
+    outputs at ``path`` (a sweep table, a run's folder), so that two processes never write
+    them at once (the last writer would win). ``flock`` locks are released by the kernel
+    when the holder dies, so a killed process leaves no stale lock. Threads of one process
+    share the lock. Raises ``RuntimeError`` naming the path and the holder's pid if
+    another process holds it."""
+
+    _held: dict = {}   # path -> [file, count]: sweeps in threads of one process share it
+
+    def __init__(self, path):
+        self.path = os.path.abspath(os.fspath(path)) + ".lock"
+
+    def __enter__(self):
+        import fcntl
+        with _LOCK_GUARD:
+            if self.path in self._held:
+                self._held[self.path][1] += 1
+                return self
+            fh = open(self.path, "a+", encoding="utf-8")
+            try:
+                fcntl.flock(fh.fileno(), fcntl.LOCK_EX | fcntl.LOCK_NB)
+            except OSError as exc:
+                fh.seek(0)
+                holder = fh.read().strip() or "unknown"
+                fh.close()
+                if exc.errno in (errno.EAGAIN, errno.EACCES, errno.EWOULDBLOCK):
+                    raise RuntimeError(
+                        f"another process (pid {holder}) is writing {self.path[:-5]!r}; "
+                        f"wait for it to finish or use another output path") from None
+                raise
+            fh.seek(0)
+            fh.truncate()
+            fh.write(str(os.getpid()))
+            fh.flush()
+            self._held[self.path] = [fh, 1]
+        return self
+
+    def __exit__(self, *exc):
+        import fcntl
+        with _LOCK_GUARD:
+            entry = self._held[self.path]
+            entry[1] -= 1
+            if entry[1] > 0:
+                return False
+            del self._held[self.path]
+        fcntl.flock(entry[0].fileno(), fcntl.LOCK_UN)
+        entry[0].close()
+        return False
+
+
+def check_writable_folder(path, name="out") -> str:
+    """Create folder ``path`` if needed and check that a file can be written in it, before
+    any work starts; ``ValueError`` naming the parameter otherwise (an empty path, a file,
+    ``/dev/null``, a read-only folder, a parent that is a file)."""
+    path = os.fspath(path)
+    if not path:
+        raise ValueError(f"{name} must be a folder path, got an empty string")
+    if os.path.exists(path) and not os.path.isdir(path):
+        raise ValueError(f"{name}={path!r} exists and is not a folder")
+    try:
+        os.makedirs(path, exist_ok=True)
+        fd, probe = tempfile.mkstemp(dir=path, prefix=".tmp-probe-")
+        os.close(fd)
+        os.unlink(probe)
+    except OSError as exc:
+        raise ValueError(f"{name}={path!r} is not a writable folder: {exc.strerror or exc}") \
+            from None
+    return path

@@ -1,3 +1,4 @@
-"""Explicit attention constructions and their width laws: the constructions
-(:mod:`~stsim.studies.expressivity.constructions`) and the experiment
+"""Explicit attention constructions and their width laws: q-sparse averaging
+(:mod:`~stsim.studies.expressivity.qsa`), sparse attention patterns
+(:mod:`~stsim.studies.expressivity.patterns`) and the experiment
 (:mod:`~stsim.studies.expressivity.study`, ``stsim expressivity``)."""

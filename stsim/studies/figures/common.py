@@ -34,7 +34,7 @@ from stsim.core.run import run
 from stsim.sweep.pool import OneThreadProcessPool
 
 __all__ = ["Job", "run_jobs", "resolve_settings", "write_histories_csv", "seed_band",
-           "check", "r2_linear", "finish", "MODES", "peak_rss_mb"]
+           "check", "finish", "MODES", "peak_rss_mb"]
 
 MODES = ("quick", "full")
 MAX_WORKERS = 2
@@ -194,16 +194,6 @@ def check(claim: str, measured, op: str, threshold, note: str = "") -> dict:
     ok = {"<=": m <= t, ">=": m >= t, "<": m < t, ">": m > t}[op]
     return {"claim": claim, "measured": m, "op": op, "threshold": t, "ok": bool(ok),
             "note": note}
-
-
-def r2_linear(x, y) -> float:
-    """Coefficient of determination of the least-squares line through ``(x, y)``."""
-    x, y = np.asarray(x, float), np.asarray(y, float)
-    A = np.vstack([x, np.ones_like(x)]).T
-    coef, *_ = np.linalg.lstsq(A, y, rcond=None)
-    ss_res = float(np.sum((y - A @ coef) ** 2))
-    ss_tot = float(np.sum((y - y.mean()) ** 2))
-    return 1.0 - ss_res / ss_tot if ss_tot > 0 else 1.0
 
 
 def finish(name, out, s, mode, results: dict, checks: list, measured: dict,

@@ -18,7 +18,8 @@ import os
 import numpy as np
 
 from stsim.util.plotting import plt, savefig
-from stsim.studies.figures.common import Job, check, finish, r2_linear, seed_band
+from stsim.studies.figures.common import Job, check, finish, seed_band
+from stsim.util.stats import fit_linear
 from stsim.studies.figures.ood import QUICK_BASE, FULL_BASE, block_mass
 
 NAME = "fig1"
@@ -76,13 +77,13 @@ def analyse(s, results, out, mode):
     init = np.array([r.history["loss"][0] for r in runs])
     final = np.array([r.final("loss") for r in runs])
     ratio = final / init
-    r2 = [r2_linear(step[half], 1.0 / r.history["loss"][half]) for r in runs]
+    r2 = [fit_linear(step[half], 1.0 / r.history["loss"][half]).r2 for r in runs]
     cw = [r.final("cos_W") for r in runs]
     cv = [r.final("cos_V") for r in runs]
     masses = [block_mass(r.W, r.V, s["d"]) for r in runs]
     measured = {"initial_loss": init.tolist(), "final_loss": final.tolist(),
                 "final_over_initial": ratio.tolist(), "r2_inverse_loss_second_half": r2,
-                "r2_of_seed_mean": r2_linear(step[half], inv[half]),
+                "r2_of_seed_mean": fit_linear(step[half], inv[half]).r2,
                 "inverse_loss_slope_per_step": float(coef[0]),
                 "cos_W": cw, "cos_V": cv, "block_mass": masses}
     checks = [

@@ -46,12 +46,13 @@ import time
 import numpy as np
 
 from stsim.util.io import atomic_write, write_csv, write_json
+from stsim.util.stats import WidthSearch, compare_growth
 from stsim.sweep import InlineExecutor, OneThreadProcessPool, read_table, sweep
 from stsim.util.validate import check_int
 from stsim.core.config import Config
 from stsim.core.run import run
 
-__all__ = ["train_point", "width_grid", "BracketSearch", "run_experiment", "fit_laws",
+__all__ = ["train_point", "width_grid", "run_experiment", "fit_laws",
            "plot_separation", "markdown_report", "run_study", "QUICK", "FULL"]
 
 ARCH_LABEL = {"fcn": "FCN hidden width", "transformer": "transformer PE width d_e"}
@@ -145,58 +146,6 @@ def width_grid(max_width: int) -> list:
     return out
 
 
-class BracketSearch:
-    """Smallest grid width that passes, assuming passing is monotone in the width.
-
-    Start at ``start``; while only failures (passes) are known, step up (down) by two
-    grid places (a factor 2 on the √2 grid); once bracketed, bisect. ``result`` is the
-    smallest passing width, ``None`` while running, and ``censored`` is True when even
-    the largest grid width fails.
-    """
-
-    def __init__(self, grid, start):
-        if not grid:
-            raise ValueError("grid must not be empty")
-        self.grid = list(grid)
-        self.start = int(np.argmin([abs(math.log(g / max(start, 1))) for g in self.grid]))
-        self.lo = None   # largest failing index
-        self.hi = None   # smallest passing index
-        self.probes = []
-
-    @property
-    def done(self) -> bool:
-        return self.propose() is None
-
-    def propose(self):
-        n = len(self.grid)
-        if self.lo is None and self.hi is None:
-            return self.grid[self.start]
-        if self.hi is None:
-            return None if self.lo == n - 1 else self.grid[min(self.lo + 2, n - 1)]
-        if self.lo is None:
-            return None if self.hi == 0 else self.grid[max(self.hi - 2, 0)]
-        return None if self.hi - self.lo <= 1 else self.grid[(self.lo + self.hi) // 2]
-
-    def update(self, width, passed: bool):
-        i = self.grid.index(width)
-        self.probes.append((width, bool(passed)))
-        if passed:
-            self.hi = i if self.hi is None else min(self.hi, i)
-        else:
-            self.lo = i if self.lo is None else max(self.lo, i)
-        if self.lo is not None and self.hi is not None and self.lo >= self.hi:
-            raise RuntimeError(f"non-monotone outcome: width {self.grid[self.lo]} fails but "
-                               f"{self.grid[self.hi]} passes; probes {self.probes}")
-
-    @property
-    def censored(self) -> bool:
-        return self.hi is None and self.lo == len(self.grid) - 1
-
-    @property
-    def result(self):
-        return None if self.hi is None else self.grid[self.hi]
-
-
 def _start_guess(arch, T, d, q):
     return 2 * T * d if arch == "fcn" else 4 * math.log2(T)
 
@@ -222,7 +171,7 @@ def run_experiment(*, Ts, ds, q=2, steps=2000, batch=256, seeds=3, lr_fcn=3e-3, 
     fixed = dict(q=q, steps=steps, batch=batch, n_val=n_val, target=target)
     lr = {"fcn": lr_fcn, "transformer": lr_tf}
     grids = {"fcn": width_grid(max_width_fcn), "transformer": width_grid(max_width_tf)}
-    searches = {(a, d, T): BracketSearch(grids[a], _start_guess(a, T, d, q))
+    searches = {(a, d, T): WidthSearch(grids[a], _start_guess(a, T, d, q))
                 for a in archs for d in ds for T in Ts}
     for (a, d, T), s in searches.items():  # validate every point up front
         for w in (s.grid[0], s.grid[-1]):
@@ -290,18 +239,6 @@ def run_experiment(*, Ts, ds, q=2, steps=2000, batch=256, seeds=3, lr_fcn=3e-3, 
 # --------------------------------------------------------------------------------------
 # growth laws
 # --------------------------------------------------------------------------------------
-def _lstsq(x, y):
-    """Fit ``y = a x + b``; return (a, b, residuals, relative rms residual)."""
-    x, y = np.asarray(x, float), np.asarray(y, float)
-    if len(x) < 2 or np.ptp(x) == 0:
-        return None
-    A = np.stack([x, np.ones_like(x)], axis=1)
-    (a, b), *_ = np.linalg.lstsq(A, y, rcond=None)
-    res = y - (a * x + b)
-    return {"a": float(a), "b": float(b), "residuals": res.tolist(),
-            "rel_rms": float(np.sqrt(np.mean((res / y) ** 2)))}
-
-
 def fit_laws(searches) -> dict:
     """Fit both growth laws to both architectures, per ``d``, on the uncensored points.
 
@@ -321,15 +258,8 @@ def fit_laws(searches) -> dict:
         e["width"].append(s["width"])
     for arch, per_d in out.items():
         for d, e in per_d.items():
-            T, w = np.array(e["T"], float), np.array(e["width"], float)
-            e["linear_Td"] = _lstsq(T * int(d), w)
-            e["log_T"] = _lstsq(np.log2(T), w)
-            p = _lstsq(np.log2(T * int(d)), np.log2(w))
-            if p is not None:  # width = 2^b (Td)^a; residuals as width / fit
-                p["residuals_ratio"] = [float(2.0 ** r) for r in p.pop("residuals")]
-                p.pop("rel_rms")
-                p["rms_log2"] = float(np.sqrt(np.mean(np.log2(p["residuals_ratio"]) ** 2)))
-            e["power_Td"] = p
+            laws = compare_growth(e["T"], e["width"], scale=int(d))
+            e["linear_Td"], e["log_T"], e["power_Td"] = laws["linear"], laws["log"], laws["power"]
     return out
 
 

@@ -77,20 +77,23 @@ from __future__ import annotations
 
 import math
 import time
+from dataclasses import dataclass
 
 import numpy as np
 from scipy.special import expit, log_expit, softmax
 
 from stsim.baselines.fcn import fcn_init, mlp_backward, mlp_forward
 from stsim.core.optim import make_optimizer
-from stsim.util.validate import as_rng, check_int, check_lr
+from stsim.core.run import train_loop
+from stsim.util.validate import as_rng, check_int, check_lr, check_real
 
-__all__ = ["FUNCTIONS", "MODELS", "POSITIONS", "VALUES", "validate_trial", "SparseFunction", "sparse_function",
-           "SparseTask", "make_task", "init_params", "forward_backward", "predict",
-           "attention_weights", "project", "truth_table", "construct", "train_trial"]
+__all__ = ["FUNCTIONS", "BOOL_MODELS", "POSITIONS", "VALUES", "validate_trial", "validate_point", "SparseFunction", "sparse_function",
+           "SparseTask", "make_task", "init_bool_params", "bool_forward_backward", "predict",
+           "attention_weights", "project", "truth_table", "construct", "TrainedRun",
+           "select_restart", "train_trial"]
 
 FUNCTIONS = ("and", "parity", "majority", "table")
-MODELS = ("attention", "fcn")
+BOOL_MODELS = ("attention", "fcn")
 POSITIONS = ("onehot", "learned")
 VALUES = ("token", "token+position")
 MLP_KEYS = ("W1", "b1", "A", "c")
@@ -202,7 +205,7 @@ def make_task(rng, T: int, s: int = 3, fn="and", table=None, p=None) -> SparseTa
 # --------------------------------------------------------------------------------------
 # models
 # --------------------------------------------------------------------------------------
-def init_params(rng, T: int, model: str = "attention", *, d_v: int = 4, hidden: int = 16,
+def init_bool_params(rng, T: int, model: str = "attention", *, d_v: int = 4, hidden: int = 16,
                 pos: str = "onehot", k: int | None = None, values: str = "token",
                 init_scale: float = 0.1) -> dict:
     """Initial parameters.
@@ -217,7 +220,7 @@ def init_params(rng, T: int, model: str = "attention", *, d_v: int = 4, hidden: 
     if model == "fcn":
         return fcn_init(rng, T, 1, hidden, 1, init="random", init_scale=init_scale)
     if model != "attention":
-        raise ValueError(f"model must be one of {MODELS}, got {model!r}")
+        raise ValueError(f"model must be one of {BOOL_MODELS}, got {model!r}")
     d_v = check_int("d_v", d_v, 1)
     if pos not in POSITIONS:
         raise ValueError(f"pos must be one of {POSITIONS}, got {pos!r}")
@@ -274,7 +277,7 @@ def predict(params, b) -> np.ndarray:
     return mlp_forward({k: params[k] for k in MLP_KEYS}, u)[0][:, 0]
 
 
-def forward_backward(params: dict, b, y, weight_decay: float = 0.0, need_grad: bool = True):
+def bool_forward_backward(params: dict, b, y, weight_decay: float = 0.0, need_grad: bool = True):
     """Regularised mean logistic loss of either model and its analytic gradients.
 
     Returns ``(loss, grads, f)``: ``grads`` has the keys of ``params`` (``None`` if not
@@ -392,19 +395,6 @@ def construct(task: SparseTask, leak: float = 1e-3) -> dict:
 # --------------------------------------------------------------------------------------
 # one trial
 # --------------------------------------------------------------------------------------
-def _check_positive(name, value, allow_none=False, allow_zero=False):
-    if value is None and allow_none:
-        return None
-    try:
-        val = float(value)
-    except (TypeError, ValueError):
-        val = float("nan")
-    if not math.isfinite(val) or val < 0 or (val == 0 and not allow_zero):
-        rng_txt = ">= 0" if allow_zero else "> 0"
-        raise ValueError(f"{name} must be a finite number {rng_txt}, got {value!r}")
-    return val
-
-
 def validate_trial(T, m, s=3, fn="and", model="attention", pos="onehot", table=None, p=None,
                    k=None, **kw):
     """Check a trial's settings (``ValueError`` naming the parameter) without running it."""
@@ -414,8 +404,8 @@ def validate_trial(T, m, s=3, fn="and", model="attention", pos="onehot", table=N
     g = sparse_function(fn, s, table)
     if p is not None and not (0.0 < float(p) < 1.0):
         raise ValueError(f"p (the probability of a +1 bit) must lie in (0, 1), got {p}")
-    if model not in MODELS:
-        raise ValueError(f"model must be one of {MODELS}, got {model!r}")
+    if model not in BOOL_MODELS:
+        raise ValueError(f"model must be one of {BOOL_MODELS}, got {model!r}")
     if pos not in POSITIONS:
         raise ValueError(f"pos must be one of {POSITIONS}, got {pos!r}")
     if kw.get("values", "token") not in VALUES:
@@ -429,34 +419,55 @@ def validate_trial(T, m, s=3, fn="and", model="attention", pos="onehot", table=N
         check_lr(kw["lr"])
     if "threshold" in kw and not 0.5 <= float(kw["threshold"]) <= 1.0:
         raise ValueError(f"threshold (test accuracy) must lie in [0.5, 1], got {kw['threshold']}")
-    _check_positive("max_norm", kw.get("max_norm"), allow_none=True)
-    _check_positive("weight_decay", kw.get("weight_decay", 0.0), allow_zero=True)
-    _check_positive("margin", kw.get("margin"), allow_none=True, allow_zero=True)
+    check_real("max_norm", kw.get("max_norm"), lo=0.0, lo_open=True, allow_none=True)
+    check_real("weight_decay", kw.get("weight_decay", 0.0), lo=0.0)
+    check_real("margin", kw.get("margin"), lo=0.0, allow_none=True)
     return g
 
 
-def _train(params, b, y, lr, max_steps, max_norm, weight_decay, margin):
-    """Full-batch Adam with projection (in place). Returns ``(f, fitted, steps, diverged,
-    data_loss)`` at the last iterate."""
-    opt = make_optimizer("adam", lr)
-    fitted = diverged = 0
-    steps = 0
-    loss, grads, f = forward_backward(params, b, y, weight_decay)
-    while True:
-        if not math.isfinite(loss):
-            diverged = 1
-            break
-        if margin is not None and np.min(y * f) >= margin:
-            fitted = 1
-            break
-        if steps >= max_steps:
-            break
-        opt.step(params, grads)
-        project(params, max_norm)
-        steps += 1
-        loss, grads, f = forward_backward(params, b, y, weight_decay)
+def validate_point(point: dict):
+    """:func:`validate_trial` on a sweep point (the ``validate=`` of :func:`stsim.sweep.sweep`)."""
+    return validate_trial(**point)
+
+
+@dataclass
+class TrainedRun:
+    """One training run of :func:`train_trial`: final ``params``, training scores ``f``
+    (m,), ``fitted`` (the margin stop fired), ``steps``, ``diverged``, ``data_loss``
+    (the unregularised training loss; ``inf`` if diverged)."""
+
+    params: dict
+    f: np.ndarray
+    fitted: bool
+    steps: int
+    diverged: bool
+    data_loss: float
+
+
+def _train(params, b, y, lr, max_steps, max_norm, weight_decay, margin) -> TrainedRun:
+    """Full-batch Adam with projection (in place) through the core loop
+    (:func:`stsim.core.run.train_loop`): a non-finite loss diverges, the margin stop
+    ends the run once every ``y f ≥ margin``."""
+    stop = None if margin is None else (lambda step, out: np.min(y * out[2]) >= margin)
+    end = train_loop(lambda p: bool_forward_backward(p, b, y, weight_decay),
+                     make_optimizer("adam", lr), params, max_steps, stop=stop,
+                     post_step=lambda p: project(p, max_norm),
+                     finite=lambda loss, grads: math.isfinite(loss))
+    f = end.out[2]
+    diverged = end.status == "diverged"
     data_loss = -float(np.mean(log_expit(y * f))) if not diverged else math.inf
-    return f, fitted, steps, diverged, data_loss
+    return TrainedRun(params=params, f=f, fitted=end.status == "stopped", steps=end.step,
+                      diverged=diverged, data_loss=data_loss)
+
+
+def select_restart(runs, y) -> int:
+    """Index of the kept run, from the training sample only: among the runs that fit it
+    (accuracy ≥ 0.99, not diverged), the one of smallest largest-block norm; if none
+    fits, the lowest training loss (a diverged run has loss ``inf``)."""
+    fits = [i for i, r in enumerate(runs) if not r.diverged and np.mean(np.sign(r.f) == y) >= 0.99]
+    if fits:
+        return min(fits, key=lambda i: project(runs[i].params, None))
+    return min(range(len(runs)), key=lambda i: runs[i].data_loss)
 
 
 def train_trial(T: int, m: int, s: int = 3, fn: str = "and", model: str = "attention",
@@ -502,27 +513,20 @@ def train_trial(T: int, m: int, s: int = 3, fn: str = "and", model: str = "atten
     b, y = task.sample(np.random.default_rng(r_train), m)
     b_test, y_test = task.sample(np.random.default_rng(r_test), n_test)
     inits = [r_init] + (r_init.spawn(restarts - 1) if restarts > 1 else [])
-    runs = []
-    for r in inits:
-        params = init_params(np.random.default_rng(r), T, model, d_v=d_v, hidden=hidden,
-                             pos=pos, k=k, values=values)
-        runs.append((params,) + _train(params, b, y, lr, max_steps, max_norm, weight_decay,
-                                       margin))
-    # restart selection uses the training sample only: among the runs that fit it
-    # (accuracy ≥ 0.99), the smallest largest-block norm; else the lowest training loss
-    fits = [i for i, r in enumerate(runs) if not r[4] and np.mean(np.sign(r[1]) == y) >= 0.99]
-    if fits:
-        chosen = min(fits, key=lambda i: project(runs[i][0], None))
-    else:
-        chosen = min(range(len(runs)), key=lambda i: runs[i][5] if not runs[i][4] else math.inf)
-    params, f, fitted, steps, diverged, _ = runs[chosen]
+    runs = [_train(init_bool_params(np.random.default_rng(r), T, model, d_v=d_v, hidden=hidden,
+                                    pos=pos, k=k, values=values),
+                   b, y, lr, max_steps, max_norm, weight_decay, margin) for r in inits]
+    chosen = select_restart(runs, y)
+    best = runs[chosen]
+    params, f, diverged = best.params, best.f, best.diverged
     row = {"success": 0, "test_acc": None, "train_acc": float(np.mean(np.sign(f) == y)),
-           "train_loss": None, "fitted": fitted, "steps": steps, "diverged": diverged,
-           "max_block_norm": project(params, None), "attn_on_support": None,
+           "train_loss": None, "fitted": int(best.fitted), "steps": best.steps,
+           "diverged": int(diverged), "max_block_norm": project(params, None),
+           "attn_on_support": None,
            "positions": " ".join(str(int(i)) for i in task.positions), "p": task.p,
            "chosen": chosen}
     if not diverged:
-        row["train_loss"] = -float(np.mean(log_expit(y * f)))
+        row["train_loss"] = best.data_loss
         f_test = predict(params, b_test)
         row["test_acc"] = float(np.mean(np.sign(f_test) == y_test))
         row["success"] = int(row["test_acc"] >= threshold)
@@ -531,6 +535,3 @@ def train_trial(T: int, m: int, s: int = 3, fn: str = "and", model: str = "atten
             row["attn_on_support"] = float(alpha[:, task.positions].sum(axis=1).mean())
     row["cpu_time_s"] = time.process_time() - c0
     return row
-
-
-train_trial.validate = lambda point: validate_trial(**point)

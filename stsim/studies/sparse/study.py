@@ -43,11 +43,11 @@ import time
 
 import numpy as np
 
-from stsim.studies.sparse.boolean import SparseFunction, train_trial, validate_trial
+from stsim.studies.sparse.boolean import SparseFunction, train_trial, validate_point, validate_trial
 from stsim.util.io import atomic_write, write_csv, write_json
+from stsim.util.stats import compare_growth
 from stsim.sweep import InlineExecutor, OneThreadProcessPool, read_table, spawn_seeds, sweep
 from stsim.util.validate import check_int
-from stsim.studies.separation.study import _lstsq
 
 __all__ = ["FULL", "QUICK", "m_grid", "parse_fns", "run_experiment", "cell_stats",
            "estimate_mstar", "fit_mstar", "plot_heatmaps", "plot_mstar", "markdown_report",
@@ -155,7 +155,8 @@ def run_experiment(cfg: dict, out: str, *, executor=None, workers: int = 2, log=
             points = [dict(fn=fn, s=s, model=model, T=T, m=m, **fixed, **extra.get((fn, s), {}))
                       for fn, s, model, T in active]
             tl = time.perf_counter()
-            res = sweep(train_trial, points, seeds=seeds, executor=ex, out=path)
+            res = sweep(train_trial, points, seeds=seeds, executor=ex, out=path,
+                        validate=validate_point)
             errs = [r for r in res.rows if r["status"] != "ok" and r["m"] == m]
             if errs:
                 raise RuntimeError(f"trial failed at {({k: errs[0][k] for k in ('fn', 'model', 'T', 'm')})}: "
@@ -246,18 +247,10 @@ def fit_mstar(mstar: list) -> dict:
         e["T"].append(r["T"])
         e["m_star"].append(r["m_star"])
     for e in out.values():
-        T, m = np.array(e["T"], float), np.array(e["m_star"], float)
-        e["log_T"] = _lstsq(np.log2(T), m) if len(T) >= 3 else None
-        e["linear_T"] = _lstsq(T, m) if len(T) >= 3 else None
-        p = _lstsq(np.log2(T), np.log2(m)) if len(T) >= 3 else None
-        if p is not None:
-            p["residuals_ratio"] = [float(2.0 ** v) for v in p.pop("residuals")]
-            p.pop("rel_rms")
-            p["rms_log2"] = float(np.sqrt(np.mean(np.log2(p["residuals_ratio"]) ** 2)))
-        e["power_T"] = p
-        if e["log_T"] and e["linear_T"]:
-            e["better"] = "log_T" if e["log_T"]["rel_rms"] < e["linear_T"]["rel_rms"] \
-                else "linear_T"
+        laws = compare_growth(e["T"], e["m_star"], min_points=3)
+        e["log_T"], e["linear_T"], e["power_T"] = laws["log"], laws["linear"], laws["power"]
+        if "better" in laws:
+            e["better"] = laws["better"] + "_T"
     return out
 
 
@@ -365,6 +358,8 @@ def plot_mstar(panels, path, title=""):
 
 
 def _fmt_fit(f, kind):
+    """One fit of ``fit_mstar`` as text for reports (``kind``: ``"log_T"``, ``"linear_T"``
+    or ``"power_T"``; ``"—"`` for no fit)."""
     if f is None:
         return "—"
     if kind == "power_T":

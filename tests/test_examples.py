@@ -1,0 +1,53 @@
+"""Every script in examples/ runs, in its small setting (STSIM_EXAMPLE_SMOKE=1), so none
+can rot. They run in this process (runpy, as ``__main__``): one import of stsim for all."""
+import os
+import runpy
+import time
+
+import matplotlib
+import pytest
+
+matplotlib.use("Agg")
+import matplotlib.pyplot as plt  # noqa: E402
+
+EXAMPLES = os.path.join(os.path.dirname(__file__), "..", "examples")
+NAMES = sorted(f[:-3] for f in os.listdir(EXAMPLES) if f.endswith(".py"))
+EXPECTED = {"quickstart", "theory_vs_simulation", "own_encoding", "dask_sweep",
+            "checkpoint_resume", "transformer_vs_fcn"}
+FIGURES = {"quickstart": ["quickstart.png", "quickstart_history.png"],
+           "theory_vs_simulation": ["theory_vs_simulation.png"],
+           "dask_sweep": ["dask_sweep.png", "dask_sweep.csv"],
+           "checkpoint_resume": ["long_run.npz"],
+           "transformer_vs_fcn": ["transformer_vs_fcn.png"]}
+
+
+def test_every_example_is_listed():
+    assert EXPECTED <= set(NAMES)
+
+
+@pytest.mark.parametrize("name", NAMES)
+def test_example_runs(name, tmp_path, monkeypatch, capsys):
+    if name == "dask_sweep":
+        pytest.importorskip("dask.distributed")
+    path = os.path.join(EXAMPLES, f"{name}.py")
+    with open(path, encoding="utf-8") as fh:
+        n_lines = sum(1 for _ in fh)
+    assert n_lines <= 70, f"{name}.py has {n_lines} lines: examples stay short"
+    monkeypatch.setenv("STSIM_EXAMPLE_SMOKE", "1")
+    monkeypatch.setenv("STSIM_EXAMPLE_OUT", str(tmp_path / "out"))
+    monkeypatch.chdir(tmp_path)
+    t0 = time.perf_counter()
+    try:
+        runpy.run_path(path, run_name="__main__")
+    finally:
+        plt.close("all")
+    secs = time.perf_counter() - t0
+    out = capsys.readouterr().out
+    assert out.strip(), f"{name}.py printed nothing"
+    for f in FIGURES.get(name, []):
+        assert (tmp_path / "out" / f).stat().st_size > 0, f"{name}.py did not write {f}"
+    if name == "checkpoint_resume":
+        assert "bit for bit: True" in out
+    if name == "dask_sweep":
+        assert "rows found finished" in out
+    print(f"{name}: {secs:.1f} s")

@@ -1,0 +1,75 @@
+"""Encodings of one's own: register_encoding, or an Encoding instance passed as pe."""
+import numpy as np
+import pytest
+
+import stsim
+from stsim.core.encodings import (Encoding, OneHot, PEBatch, _REGISTERED, make_encoding,
+                                  register_encoding)
+
+
+class Sinusoid(Encoding):
+    """Fixed dense sinusoidal encodings (Vaswani et al.), normalised rows."""
+    name = "sinusoid-test"
+    index = False
+
+    def sample(self, rng, B, T):
+        pos = np.arange(T)[:, None]
+        freq = 1.0 / 50.0 ** (np.arange(self.d_e // 2) / max(self.d_e // 2, 1))
+        P = np.concatenate([np.sin(pos * freq), np.cos(pos * freq)], axis=1)
+        return PEBatch(d_e=self.d_e, P=P / np.linalg.norm(P, axis=1, keepdims=True))
+
+
+class Shifted(OneHot):
+    name = "shifted-test"
+
+    def __init__(self, d_e, T_max):
+        super().__init__(d_e)
+        self.shift = d_e - T_max
+
+    def sample(self, rng, B, T):
+        self.check_length(T)
+        return PEBatch(d_e=self.d_e, idx=np.arange(T) + self.shift)
+
+
+@pytest.fixture(autouse=True)
+def _clean():
+    yield
+    for k in [k for k in _REGISTERED if k.endswith("-test")]:
+        del _REGISTERED[k]
+
+
+def test_registered_dense_family_trains_and_attends():
+    register_encoding("sinusoid-test", Sinusoid)
+    res = stsim.run(T=8, q=2, pe="sinusoid-test", d_e=16, steps=50, batch=32)
+    assert res.success and res.config["pe"] == "sinusoid-test" and res.W.shape == (21, 21)
+    assert res.attention(n=2).shape == (2, 8)
+    # default width of a dense family
+    assert stsim.Config.from_options(T=8, pe="sinusoid-test").d_e == 64
+
+
+def test_registered_index_family_gets_keywords_and_width_check():
+    register_encoding("shifted-test", Shifted)
+    enc = make_encoding("shifted-test", T_max=5, d_e=7)
+    assert list(enc.sample(None, 1, 5).idx) == [2, 3, 4, 5, 6]
+    assert stsim.run(T=5, q=2, pe="shifted-test", d_e=7, steps=5, batch=4).success
+    with pytest.raises(ValueError, match="d_e=3 is too small"):
+        stsim.Config.from_options(T=5, pe="shifted-test", d_e=3)
+
+
+def test_instance_as_pe_is_used_as_is():
+    enc = Sinusoid(12)
+    enc.name = "inst-test"
+    res = stsim.run(T=6, q=2, pe=enc, steps=5, batch=4)
+    assert res.config["pe"] == "inst-test" and res.config["d_e"] == 12
+    assert make_encoding("inst-test", T_max=6) is enc
+    with pytest.raises(ValueError, match="width"):
+        stsim.run(T=6, q=2, pe=enc, d_e=10, steps=1)
+
+
+def test_bad_registrations():
+    with pytest.raises(ValueError, match="built-in"):
+        register_encoding("onehot", OneHot)
+    with pytest.raises(ValueError, match="callable"):
+        register_encoding("x-test", 3)
+    with pytest.raises(ValueError, match="pe must be one of"):
+        stsim.Config.from_options(pe="nope")

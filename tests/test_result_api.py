@@ -1,0 +1,91 @@
+"""The notebook-facing Result API: plot(), attention(), history_array(), history_csv()."""
+import numpy as np
+import pytest
+from matplotlib.figure import Figure
+
+import stsim
+from stsim.core.encodings import PEBatch, make_encoding
+from stsim.core.model import attention_weights, forward_backward
+from stsim.core.seeds import Streams
+from stsim.util.io import read_csv
+
+
+@pytest.fixture(scope="module")
+def res():
+    return stsim.run(T=12, q=2, pe="onehot", steps=300, batch=64, T_test=[14], seed=3)
+
+
+def test_plot_returns_figure_and_writes(res, tmp_path):
+    fig = res.plot()
+    assert isinstance(fig, Figure) and len(fig.axes) == 3
+    path = tmp_path / "loss.png"
+    assert isinstance(res.plot(path), Figure) and path.stat().st_size > 1000
+
+
+def test_plot_of_empty_history():
+    r = stsim.Result(config={}, params={}, history={}, status="diverged", message="x")
+    assert isinstance(r.plot(), Figure)
+
+
+def test_history_array_and_csv(res, tmp_path):
+    a = res.history_array()
+    assert a.dtype.names == tuple(res.history)
+    assert a["step"].dtype == np.int64 and len(a) == len(res.history["step"])
+    np.testing.assert_array_equal(a["val/T=14"], res.history["val/T=14"])
+    rows = read_csv(res.history_csv(tmp_path / "h.csv"))
+    assert [r["step"] for r in rows] == list(res.history["step"])
+    assert [r["loss"] for r in rows] == list(res.history["loss"])  # round-trip exact
+    assert res.to_csv is not None
+
+
+def test_attention_selects_after_training(res):
+    s, X, y = res.attention(n=5, seed=1, return_inputs=True)
+    assert s.shape == (5, 12) and X.shape == (5, 12, 5) and y.shape == (5, 2)
+    np.testing.assert_allclose(s.sum(axis=1), 1.0)
+    assert np.take_along_axis(s, y, 1).sum(1).min() > 0.6       # selected positions light up
+    # given inputs, and an OOD length within d_e
+    s2 = res.attention(X, y)
+    np.testing.assert_allclose(s2, s)
+    assert res.attention(n=2, T=14).shape == (2, 14)
+
+
+def test_attention_is_the_models_own():
+    # the weights reproduce the model's output: f = V Z s gives the loss forward_backward
+    # computes, also for the practical model and the run's own near-orthogonal table
+    r = stsim.run(T=6, q=2, pe="near-orthogonal", d_e=8, model="practical", query="mean",
+                  steps=30, batch=16, seed=5)
+    s, X, y = r.attention(n=7, return_inputs=True)
+    assert s.shape == (7, 7)
+    cfg = stsim.Config.from_options(**{k: v for k, v in r.config.items()})
+    enc = make_encoding(cfg.pe, T_max=cfg.T_max, d_e=cfg.d_e, rng=Streams(cfg.seed).encoding())
+    pe = enc.sample(None, 7, 6)
+    P = np.broadcast_to(pe.P, (7, 6, 8))
+    zq = np.concatenate([np.zeros((7, 5)), P[np.arange(7)[:, None], y].mean(1)], axis=1)
+    Z = np.concatenate([np.concatenate([X, P], 2), zq[:, None]], axis=1)
+    f = np.einsum("bnD,bn->bD", Z, s) @ r.V.T
+    loss = 0.5 * np.mean(np.sum((f - X[np.arange(7)[:, None], y].mean(1)) ** 2, 1))
+    ref, _, _ = forward_backward(r.W, r.V, X, y, pe, model="practical", query="mean",
+                                 need_grad=False)
+    assert loss == pytest.approx(ref, rel=1e-10)
+
+
+def test_attention_weights_index_equals_dense():
+    rng = np.random.default_rng(0)
+    W = rng.standard_normal((9, 9))
+    X = rng.standard_normal((3, 4, 3))
+    y = np.array([[0, 1], [2, 3], [1, 3]])
+    idx = np.array([[0, 2, 3, 5], [1, 2, 4, 5], [0, 1, 2, 3]])
+    a = attention_weights(W, X, y, PEBatch(d_e=6, idx=idx))
+    b = attention_weights(W, X, y, PEBatch(d_e=6, P=np.eye(6)[idx]))
+    np.testing.assert_allclose(a, b)
+
+
+def test_attention_errors():
+    r = stsim.run(T=6, q=2, arch="fcn", width=4, steps=2, batch=4)
+    with pytest.raises(ValueError, match="transformer"):
+        r.attention()
+    r = stsim.run(T=6, q=2, steps=2, batch=4)
+    with pytest.raises(ValueError, match="without"):
+        r.attention(X=np.zeros((1, 6, 5)))
+    with pytest.raises(ValueError, match="shape"):
+        r.attention(np.zeros((1, 6, 4)), np.array([[0, 1]]))
