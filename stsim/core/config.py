@@ -80,8 +80,8 @@ class Config:
     def from_options(cls, **options) -> "Config":
         """``Config(**options).resolve()``; ``ValueError`` for an unknown option name.
 
-        >>> Config.from_options(T=10, q=2).d_e
-        10
+        >>> Config.from_options(T=10, q=2).d_e     # stochastic/slots: 2 T by default
+        20
         """
         names = {f.name for f in dataclasses.fields(cls)}
         unknown = sorted(set(options) - names)

@@ -192,11 +192,12 @@ def _estimated_seconds(cfg, steps):
 def predict(cfg, lr=None, steps=None) -> Schedule:
     """The :class:`Schedule` of a config whose ``T, q, d, pe, d_e, sampler, model, query,
     optimizer`` are resolved; ``lr`` / ``steps``: the user's values (None: derive)."""
-    if cfg.arch != "transformer":
+    builtin = cfg.pe in ("onehot", "stochastic", "near-orthogonal")
+    if cfg.arch != "transformer" or not builtin:
         return Schedule(lr=DEFAULT_LR[cfg.optimizer] if lr is None else lr,
                         steps=1000 if steps is None else steps, lr_derived=lr is None,
                         steps_derived=steps is None, exact=False,
-                        explanation="no reduced dynamics for this architecture: lr "
+                        explanation="no reduced dynamics for this architecture or encoding: lr "
                                     f"{DEFAULT_LR[cfg.optimizer]}, 1000 steps (fixed defaults)")
     n, c, exact = _n_and_c(cfg)
     if cfg.optimizer == "adam":
