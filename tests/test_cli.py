@@ -70,9 +70,9 @@ def test_study_preset_options_default_to_the_chosen_preset():
     from stsim.studies.separation.study import FULL, QUICK
     p = build_parser("separation")
     assert preset_from_args(p.parse_args([]), QUICK, FULL) == QUICK
-    cfg = preset_from_args(p.parse_args(["--full", "--Ts", "8,16", "--lr-tf", "0.1"]),
-                           QUICK, FULL)
-    assert cfg == dict(FULL, Ts=(8, 16), lr_tf=0.1)
+    cfg = preset_from_args(p.parse_args(["--full", "--tf-Ts", "8,16", "--steps", "500",
+                                         "--lrs", "0.1,0.2"]), QUICK, FULL, extra=("lrs",))
+    assert cfg == dict(FULL, tf_Ts=(8, 16), steps=500, lrs=(0.1, 0.2))
 
 
 def test_help_of_every_command(capsys):

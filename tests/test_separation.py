@@ -1,23 +1,25 @@
-"""Separation experiment: the bracket search, the growth-law fits, and the quick run end to
-end (direction of the claim, files, resumability, CLI errors)."""
+"""Separation study: statistics (threshold widths with bootstrap, growth-law fits with CIs),
+the transformer family (sampler, optimum, agreement with the population objective), the
+training point (budgets), and the quick run end to end (files, tuning, resumability, CLI)."""
 import json
-import math
 import os
-import subprocess
-import sys
 
 import numpy as np
 import pytest
 
 from stsim import cli
 from stsim.cli import main as cli_main
-from stsim.studies.separation.study import fit_laws, train_point, width_grid
-from stsim.util.stats import WidthSearch
+from stsim.studies.separation.study import (cells, fcn_params, tf_params, train_point,
+                                            width_grid, FULL, QUICK)
 from stsim.sweep import read_table
-
+from stsim.theory.family import (best_family_loss, family_loss_at, family_rel, family_search,
+                                 sample_scores, sample_scores_dense)
+from stsim.util.stats import (bootstrap_threshold, compare_growth_laws, fit_growth_law,
+                              threshold_width)
 
 def test_width_grid():
     assert width_grid(16) == [1, 2, 3, 4, 6, 8, 11, 16]
+    assert width_grid(16, 4) == [4, 6, 8, 11, 16]
     g = width_grid(1024)
     assert g[-1] == 1024 and all(b > a for a, b in zip(g, g[1:]))
     assert max(b / a for a, b in zip(g[4:], g[5:])) < 1.5
@@ -25,125 +27,188 @@ def test_width_grid():
         width_grid(0)
 
 
-@pytest.mark.parametrize("start", [1, 5, 40, 1000])
-def test_bracket_search_finds_every_threshold(start):
-    grid = width_grid(256)
-    for thr in grid:
-        s = WidthSearch(grid, start)
-        n = 0
-        while not s.done:
-            w = s.propose()
-            s.update(w, w >= thr)
-            n += 1
-        assert s.result == thr and not s.censored
-        assert n <= 2 + 2 * math.ceil(math.log2(len(grid)))
-    s = WidthSearch(grid, start)         # nothing passes: censored
-    while not s.done:
-        s.update(s.propose(), False)
-    assert s.result is None and s.censored
+# ---- statistics --------------------------------------------------------------------------
+def test_threshold_width_rules():
+    ws = [4, 8, 16, 32]
+    v = [[0.9, 0.8, 0.7], [0.3, 0.2, 0.5], [0.1, 0.2, 0.3], [0.1, 0.1, 0.1]]
+    assert threshold_width(ws, v, 0.25) == (16, False)
+    assert threshold_width(ws, v, 0.05) == (None, True)                 # censored
+    # a passing width below a failing one does not count (all larger must pass)
+    v2 = [[0.1] * 3, [0.9] * 3, [0.1] * 3, [0.1] * 3]
+    assert threshold_width(ws, v2, 0.25) == (16, False)
+    # a failed run (nan) never passes
+    v3 = [[np.nan] * 3, [np.nan, 0.1, 0.1], [0.1] * 3, [0.1] * 3]
+    assert threshold_width(ws, v3, 0.25) == (8, False)
 
 
-def test_bracket_search_refuses_contradictions():
-    s = WidthSearch([1, 2, 4, 8], 2)
-    s.update(4, True)
-    with pytest.raises(RuntimeError, match="non-monotone"):
-        s.update(8, False)
+def test_bootstrap_threshold_interval_and_censoring():
+    ws = [4, 8, 16, 32]
+    v = np.array([[0.9, 0.8, 0.7], [0.3, 0.2, 0.5], [0.1, 0.2, 0.3], [0.1, 0.1, 0.1]])
+    b = bootstrap_threshold(ws, v, 0.25, n_boot=500, rng=1)
+    assert b["width"] == 16 and not b["censored"]
+    assert b["lo"] == 8 and b["hi"] == 32          # seeds straddle the target at 8 and 16
+    b = bootstrap_threshold(ws, np.full((4, 3), 0.1), 0.25, n_boot=100)
+    assert b["width"] == 4 and b["lower_censored"] and b["lo"] == b["hi"] == 4
+    b = bootstrap_threshold(ws, np.full((4, 3), 0.9), 0.25, n_boot=100)
+    assert b["censored"] and b["width"] is None and b["hi"] is None and b["frac_censored"] == 1
+    with pytest.raises(ValueError, match="shape"):
+        bootstrap_threshold(ws, np.ones((3, 3)), 0.25)
 
 
-def test_fit_laws_recovers_exact_laws():
-    Ts = [8, 16, 32, 64]
-    searches = ([dict(arch="fcn", d=2, T=T, width=3 * T * 2 + 5, censored=False) for T in Ts]
-                + [dict(arch="transformer", d=2, T=T, width=int(4 * np.log2(T) - 2),
-                        censored=False) for T in Ts]
-                + [dict(arch="fcn", d=2, T=128, width=None, censored=True)])
-    fits = fit_laws(searches)
-    lin = fits["fcn"]["2"]["linear_Td"]
-    assert lin["a"] == pytest.approx(3) and lin["b"] == pytest.approx(5)
-    assert max(map(abs, lin["residuals"])) < 1e-9
-    log = fits["transformer"]["2"]["log_T"]
-    assert log["a"] == pytest.approx(4) and log["b"] == pytest.approx(-2)
-    # the wrong law fits worse
-    assert fits["fcn"]["2"]["log_T"]["rel_rms"] > 10 * lin["rel_rms"] + 1e-3
-    assert fits["fcn"]["2"]["T"] == Ts   # the censored point is left out
+@pytest.mark.parametrize("law", ["log", "linear", "power"])
+def test_fit_growth_law_recovers_each_law_and_ranks_it_first(law):
+    T = np.array([8, 16, 32, 64, 128, 256, 512], float)
+    true = {"log": 6 * np.log2(T) + 3, "linear": 2 * T + 5, "power": 3 * T ** 0.4}[law]
+    rng = np.random.default_rng(0)
+    w = true * np.exp(0.01 * rng.standard_normal(len(T)))
+    f = fit_growth_law(T, w, law)
+    a_true = {"log": 6, "linear": 2, "power": 0.4}[law]
+    assert f["a_ci"][0] < a_true < f["a_ci"][1]
+    assert f["rms_log2"] < 0.03 and len(f["residuals_log2"]) == len(T)
+    c = compare_growth_laws(T, w)
+    assert c["ranking"][0] == law
 
 
-def test_train_point_reports_target():
-    kw = dict(T=4, d=1, width=16, steps=200, batch=32, lr=1e-2, n_val=128, seed=1)
-    r = train_point("fcn", target=0.5, **kw)
-    L0 = 1 / (2 * 2)                                     # d/(2q): the loss of f ≡ 0
-    # the zero-initialised read-out starts at the zero function's loss, and training helps
-    assert r["init_val"] == pytest.approx(L0, rel=0.3)
-    assert r["final_val"] < 0.8 * r["init_val"] and r["diverged"] == 0
-    assert 0 < r["rel"] < 1
-    # the same run (same seed) reaches a target just above its relative loss, not one
-    # just below it; and the relative loss does not depend on the target
-    above = train_point("fcn", target=min(r["rel"] * 1.01, 0.999), **kw)
-    below = train_point("fcn", target=r["rel"] * 0.99, **kw)
-    assert (above["reached"], below["reached"]) == (1, 0)
-    assert above["final_val"] == below["final_val"] == r["final_val"]
+def test_compare_growth_laws_leaves_censored_points_out():
+    T = [8, 16, 32, 64, 128, 256]
+    w = [8, 16, 32, 64, 128, None]
+    c = compare_growth_laws(T, w, censored=[0, 0, 0, 0, 0, 1])
+    assert c["censored_T"] == [256] and c["n_points"] == 5
+    assert c["fits"]["power"]["T"] == [8, 16, 32, 64, 128]
+    assert c["fits"]["power"]["a"] == pytest.approx(1)
+    c = compare_growth_laws(T[:4], w[:4])
+    assert c["fits"] == {} and "not fitted" in c["note"]
+
+
+# ---- the transformer family ---------------------------------------------------------------
+def test_fast_sampler_matches_the_dense_sphere_sampler():
+    T, q, d_e, n = 24, 3, 12, 6000
+    g1 = sample_scores(T, q, d_e, n, 1)
+    g2 = sample_scores_dense(T, q, d_e, n, 2)
+    for a in (1.0, 3.0, 10.0):
+        assert family_rel(a, g1, q) == pytest.approx(family_rel(a, g2, q), abs=0.02)
+
+
+def test_family_optimum_and_population_objective():
+    from stsim.theory.population import make_population_objective
+    T, q, d, d_e = 16, 3, 2, 8
+    g = sample_scores(T, q, d_e, 4000, 3)
+    r = best_family_loss(T, q, d, d_e, g=g)
+    assert 0 < r["rel"] < 1 and not r["at_bound"]
+    base = family_loss_at(r["a"], r["gamma"], T, q, d, g)
+    assert base == pytest.approx(r["loss"], rel=1e-9)
+    for da, dg in ((1.2, 1), (0.8, 1), (1, 1.1), (1, 0.9)):   # a local minimum in (a, γ)
+        assert family_loss_at(r["a"] * da, r["gamma"] * dg, T, q, d, g) > base - 1e-9
+    obj = make_population_objective(dict(T=T, q=q, d=d, d_e=d_e, pe="stochastic",
+                                         sampler="sphere", query="sum", model="theory"),
+                                    method="mc", n_mc=8000, rng=5)
+    D = d + d_e
+    W = np.zeros((D, D))
+    W[d:, d:] = r["a"] * np.eye(d_e)
+    V = np.zeros((d, D))
+    V[:, :d] = r["gamma"] * np.eye(d)
+    assert obj.loss(W, V) / (d / (2 * q)) == pytest.approx(r["rel"], abs=0.02)
+
+
+def test_family_search_is_the_smallest_passing_width():
+    grid = width_grid(64, 2)
+    out = family_search(3, 16, [0.5, 0.25], 1000, 0, grid)
+    probes = dict((int(k), float(v)) for k, v in (p.split(":") for p in out["probes"].split()))
+    for t in (0.5, 0.25):
+        w = out[f"d_e@{t:g}"]
+        assert probes[w] <= t
+        below = [x for x in probes if x < w]
+        if below:
+            assert probes[max(below)] > t
+    assert family_search(3, 64, [0.01], 500, 0, [2, 3, 4])["d_e@0.01"] is None
+
+
+# ---- training points and the design -------------------------------------------------------
+def test_train_point_budgets_equal_shorter_runs():
+    """A run evaluated at several budgets gives, at each, the loss of a run that stops
+    there (constant rate): the long budget reuses the short run."""
+    kw = dict(arch="fcn", T=8, d=1, width=8, q=3, batch=32, lr=1e-2, n_val=64, seed=3)
+    long = train_point(steps=40, budgets="20", **kw)
+    short = train_point(steps=20, **kw)
+    assert long["val_20"] == pytest.approx(short["final_val"], rel=1e-12)
+    assert long["final_val"] == long["val_40"] and long["rel"] == pytest.approx(
+        long["final_val"] / (1 / 6))
+    with pytest.raises(ValueError, match="budgets"):
+        train_point(steps=40, budgets="15", **kw)
     with pytest.raises(ValueError, match="arch"):
         train_point("mlp", T=4, d=1, width=4)
     with pytest.raises(ValueError, match="target"):
         train_point("fcn", T=4, d=1, width=4, target=1.5)
 
 
-def test_quick_experiment_shows_the_separation(tmp_path):
+def test_parameter_counts_match_the_models():
+    import stsim
+    r = stsim.run(T=8, q=3, d=2, arch="fcn", width=5, steps=1, batch=4, n_val=4)
+    assert fcn_params(8, 2, 5) == r.info["n_params"] == sum(v.size for v in r.params.values())
+    r = stsim.run(T=8, q=3, d=2, pe="stochastic", sampler="sphere", d_e=6, steps=1, batch=4,
+                  n_val=4, optimizer="adam", lr=1e-3)
+    assert tf_params(2, 6) == sum(np.asarray(v).size for v in r.params.values())
+
+
+def test_design_of_the_full_run():
+    cs = cells(dict(FULL, qs=(3,)), {(3, T): 45 for T in FULL["tf_Ts"]})
+    for T in FULL["fcn_Ts"]:
+        fc = [c for c in cs if c["arch"] == "fcn" and c["T"] == T]
+        assert min(c["width"] for c in fc) <= T and max(c["width"] for c in fc) >= 4 * T
+        long = [c for c in fc if c["steps"] == FULL["long_steps"]]
+        assert bool(long) == (T in FULL["long_Ts"])
+        assert all(c["budgets"] == "2000,8000" for c in long)
+    tf = {c["width"] for c in cs if c["arch"] == "transformer" and c["T"] == 64}
+    assert tf == {32, 45, 64}
+
+
+# ---- the quick run end to end ---------------------------------------------------------------
+def test_quick_study_end_to_end(tmp_path):
     out = str(tmp_path / "sep")
-    assert cli_main(["separation", "--quick", "--workers", "0", "--out", out, "--quiet"]) == 0
-    for f in ("points.csv", "searches.csv", "fits.json", "summary.json", "separation.png",
+    assert cli_main(["separation", "--quick", "--workers", "1", "--out", out, "--quiet"]) == 0
+    for f in ("points.csv", "fits.json", "summary.json", "separation.png", "agreement.png",
               "report.md"):
         assert os.path.getsize(os.path.join(out, f)) > 0
+    pts = read_table(os.path.join(out, "points.csv"))
+    for col in ("arch", "T", "d", "q", "width", "lr", "seed", "final_loss", "budget", "role"):
+        assert col in pts[0]
+    tune_seeds = {p["seed"] for p in pts if p["role"] == "tune"}
+    rep = [p for p in pts if p["role"] == "report"]
+    assert len(tune_seeds) == 1 and not tune_seeds & {p["seed"] for p in rep}
+    assert {p["seed_index"] for p in rep} == set(range(QUICK["seeds"]))
+    # reported runs are at the rate the tuning seed chose, from the same grid for both arms
+    assert all(p["lr_chosen"] for p in rep)
+    assert {p["lr"] for p in pts if p["role"] == "tune"} == set(QUICK["lrs"])
     summary = json.load(open(os.path.join(out, "summary.json")))
-    found = {(s["arch"], s["T"]): s["width"] for s in summary["searches"]}
-    Ts = summary["config"]["Ts"]
-    fcn = [found[("fcn", T)] for T in Ts]
-    tf = [found[("transformer", T)] for T in Ts]
-    assert None not in fcn and None not in tf
-    # the claim's direction: the FCN needs more width at larger T, and its width grows
-    # faster with T than the transformer's d_e
-    assert all(b > a for a, b in zip(fcn, fcn[1:])), fcn
-    assert fcn[-1] / fcn[0] > 2 * tf[-1] / tf[0], (fcn, tf)
-    # every recorded run is in the table; each probe used the configured seeds
-    rows = read_table(os.path.join(out, "points.csv"))
-    assert len(rows) == summary["n_runs"] and all(r["status"] == "ok" for r in rows)
-    assert {r["seed_index"] for r in rows} == set(range(summary["config"]["seeds"]))
-    # resumable: the same command again trains nothing and finds the same widths
-    assert cli_main(["separation", "--quick", "--workers", "0", "--out", out, "--quiet"]) == 0
-    again = json.load(open(os.path.join(out, "summary.json")))
-    assert again["n_runs"] == 0 and again["searches"] == summary["searches"]
+    ws = {(w["series"], w["T"]): w for w in summary["widths"]}
+    assert ("fcn", 8) in ws and ("transformer", 8) in ws and ("fcn@600", 8) in ws
+    for w in ws.values():
+        assert w["censored"] or w["lo"] <= w["width"]
+    assert summary["agreement"] and summary["family"] and summary["incomplete"] == []
+    # the rate is chosen per cell: every (cell, budget) has its reported seeds at the rate
+    # that is best on the tuning seed for that cell
+    for key in {(p["arch"], p["T"], p["width"], p["budget"]) for p in pts}:
+        tune = [p for p in pts if p["role"] == "tune"
+                and (p["arch"], p["T"], p["width"], p["budget"]) == key]
+        best = min(tune, key=lambda p: p["final_loss"])["lr"]
+        assert {p["lr"] for p in rep if (p["arch"], p["T"], p["width"], p["budget"]) == key} \
+            >= {best}
+    # resumable: the same command again trains nothing
+    n = len(open(os.path.join(out, "runs.csv.journal.jsonl")).readlines())
+    assert cli_main(["separation", "--quick", "--workers", "1", "--out", out, "--quiet"]) == 0
+    assert len(open(os.path.join(out, "runs.csv.journal.jsonl")).readlines()) == n
+    assert json.load(open(os.path.join(out, "summary.json")))["widths"] == summary["widths"]
+    # analyse-only reproduces the files from the tables
+    assert cli_main(["separation", "--quick", "--out", out, "--quiet", "--analyse-only"]) == 0
+    assert json.load(open(os.path.join(out, "summary.json")))["widths"] == summary["widths"]
 
 
-def test_cli_prints_widths_and_rejects_bad_input(tmp_path, capsys):
-    out = str(tmp_path / "ex")
-    proc = subprocess.run([sys.executable, "-m", "stsim", "separation", "--workers", "1",
-                           "--Ts", "4,8", "--out", out], capture_output=True, text=True,
-                          timeout=300)
-    assert proc.returncode == 0, proc.stderr
-    assert "fcn d=1 T=   8" in proc.stdout
-    assert os.path.getsize(os.path.join(out, "separation.png")) > 0
-    assert cli.main(["separation", "--quick", "--Ts", "1", "--out", str(tmp_path / "x")]) == 2
+def test_cli_errors(tmp_path, capsys):
+    with pytest.raises(SystemExit):
+        cli_main(["separation", "--quick", "--lrs", "0.01,x", "--out", str(tmp_path / "w")])
+    assert cli.main(["separation", "--quick", "--tf-Ts", "1", "--out", str(tmp_path / "x")]) == 2
     assert "T must be an integer" in capsys.readouterr().err
     assert cli.main(["separation", "--quick", "--max-width-fcn", "0",
                      "--out", str(tmp_path / "y")]) == 2
-
-
-def test_process_pool_gives_the_same_searches(tmp_path):
-    args = ["separation", "--quick", "--Ts", "4,8", "--quiet"]
-    assert cli_main(args + ["--workers", "0", "--out", str(tmp_path / "a")]) == 0
-    assert cli_main(args + ["--workers", "2", "--out", str(tmp_path / "b")]) == 0
-    a = json.load(open(tmp_path / "a" / "summary.json"))["searches"]
-    b = json.load(open(tmp_path / "b" / "summary.json"))["searches"]
-    assert a == b
-
-    def untimed(path):
-        return [{k: v for k, v in r.items() if not k.endswith("time_s")}
-                for r in read_table(path)]
-    assert untimed(tmp_path / "a" / "points.csv") == untimed(tmp_path / "b" / "points.csv")
-
-
-def test_power_law_fit_recovers_exponent():
-    searches = [dict(arch="fcn", d=1, T=T, width=int(3 * T ** 2), censored=False)
-                for T in (4, 8, 16)]
-    f = fit_laws(searches)["fcn"]["1"]["power_Td"]
-    assert f["a"] == pytest.approx(2) and 2 ** f["b"] == pytest.approx(3)
-    assert f["rms_log2"] < 1e-9
+    assert cli.main(["separation", "--quick", "--target", "1.5",
+                     "--out", str(tmp_path / "z")]) == 2

@@ -19,7 +19,7 @@ from stsim.util.io import FileLock, check_writable_folder
 
 __all__ = ["add_arguments", "main", "write_outputs", "config_flags"]
 
-EPILOG = ("example: stsim run --T 50 --steps 2000 --out runs/demo\n"
+EPILOG = ("example: stsim run --T 50 --out runs/demo      # derived lr and steps\n"
           "         stsim run --arch fcn --width 128 --T 16 --optimizer adam --out runs/fcn")
 
 _TYPES = {"int": int, "float": float, "str": str}
@@ -115,7 +115,7 @@ def main(args) -> int:
         raise ValueError(f"--out: {exc}") from None
     h = res.history
     last = {k: float(v[-1]) for k, v in h.items() if len(v)}
-    summary = {"status": res.status, "message": res.message,
+    summary = {"status": res.status, "assessment": res.assessment, "message": res.message,
                "initial_loss": float(h["loss"][0]) if len(h.get("loss", ())) else None,
                "final_loss": last.get("loss"),
                "final_val": {k: v for k, v in last.items() if k.startswith("val")},

@@ -11,9 +11,10 @@ import dataclasses
 import os
 from dataclasses import dataclass, field
 
-from stsim.core.encodings import SAMPLERS, resolve_encoding
+from stsim.core.encodings import SAMPLERS, canonical_pe, resolve_encoding
 from stsim.core.model import MODELS, QUERIES
 from stsim.core.optim import OPTIMIZERS
+from stsim.core.schedule import DEFAULT_LR, default_schedule
 from stsim.util.validate import check_choice, check_int, check_lr, check_real, int_tuple
 
 __all__ = ["Config", "OBJECTIVES", "ARCHS", "INITS", "DEFAULT_LR", "field_help"]
@@ -21,7 +22,6 @@ __all__ = ["Config", "OBJECTIVES", "ARCHS", "INITS", "DEFAULT_LR", "field_help"]
 OBJECTIVES = ("online", "population")
 ARCHS = ("transformer", "fcn")
 INITS = ("zero", "random")
-DEFAULT_LR = {"sgd": 1.0, "gd": 1.0, "adam": 0.01}
 
 
 def _field(default, help, default_text=None):
@@ -42,7 +42,10 @@ class Config:
     q: int = _field(3, "subset size, 1 <= q <= T")
     pe: str = _field("stochastic", "positional encodings: onehot | near-orthogonal | stochastic")
     d: int = _field(5, "token dimension")
-    d_e: int | None = _field(None, "PE width", "max(T, T_test) for one-hot families, 64 for dense")
+    d_e: int | None = _field(None, "PE width", "2 max(T, T_test) for stochastic/slots (so that "
+                             "the law is really stochastic: d_e = T would use every slot, in "
+                             "order, i.e. the fixed one-hot PE), max(T, T_test) for onehot, 64 "
+                             "for dense")
     sampler: str = _field("slots", "law of the stochastic family: slots | sphere")
     model: str = _field("theory", "theory | practical (attention also over the query token)")
     query: str = _field("sum", "query token: sum (p_query = sum of p_j, j in y) | mean")
@@ -50,8 +53,12 @@ class Config:
                             "loss; needs optimizer gd)")
     optimizer: str = _field("sgd", "sgd (fresh batch every step) | gd (a fixed sample of n_train "
                             "points, or the population) | adam (fresh batches)")
-    lr: float | None = _field(None, "learning rate", "1.0 for sgd/gd, 0.01 for adam")
-    steps: int = _field(1000, "optimiser steps")
+    lr: float | None = _field(None, "learning rate (a given value is obeyed exactly)",
+                              "derived: eta_max/2 of the reduced dynamics, eta_max = "
+                              "min(2q, 2n/(c^2(q-1)(q+d))); adam 0.02; see stsim.core.schedule")
+    steps: int | None = _field(None, "optimiser steps (a given value is obeyed exactly)",
+                               "derived: 2x the step where the reduced dynamics reach 2 percent of "
+                               "the initial loss; adam 2000; see stsim.core.schedule")
     batch: int = _field(256, "batch size")
     n_train: int | None = _field(None, "size of the fixed sample for optimizer gd", "batch")
     init: str = _field("zero", "initialisation: zero | random (i.i.d. N(0, init_scale^2))")
@@ -73,8 +80,8 @@ class Config:
     def from_options(cls, **options) -> "Config":
         """``Config(**options).resolve()``; ``ValueError`` for an unknown option name.
 
-        >>> Config.from_options(T=10, q=2).d_e
-        10
+        >>> Config.from_options(T=10, q=2).d_e     # stochastic/slots: 2 T by default
+        20
         """
         names = {f.name for f in dataclasses.fields(cls)}
         unknown = sorted(set(options) - names)
@@ -95,14 +102,14 @@ class Config:
                                    ("init", c.init, INITS), ("objective", c.objective, OBJECTIVES),
                                    ("arch", c.arch, ARCHS), ("sampler", c.sampler, SAMPLERS)):
             check_choice(name, val, allowed)
-        c.lr = check_lr(DEFAULT_LR[c.optimizer] if c.lr is None else c.lr)
-        c.steps = check_int("steps", c.steps, 0)
+        if c.lr is not None:
+            c.lr = check_lr(c.lr)
+        if c.steps is not None:
+            c.steps = check_int("steps", c.steps, 0)
         c.batch = check_int("batch", c.batch, 1)
         c.n_train = check_int("n_train", c.batch if c.n_train is None else c.n_train, 1)
         c.n_val = check_int("n_val", c.n_val, 1)
         c.seed = check_int("seed", c.seed, 0)
-        c.eval_every = check_int("eval_every", max(1, c.steps // 100) if c.eval_every is None
-                                 else c.eval_every, 1)
         c.init_scale = check_real("init_scale", c.init_scale, lo=0.0)
         c.depth = check_int("depth", c.depth, 1)
         if c.arch == "fcn":
@@ -111,7 +118,15 @@ class Config:
             raise ValueError("objective='population' needs optimizer='gd' "
                              f"(got optimizer={c.optimizer!r})")
         if c.arch == "transformer":
+            if (c.d_e is None and isinstance(c.pe, str) and canonical_pe(c.pe) == "stochastic"
+                    and c.sampler == "slots"):
+                c.d_e = 2 * c.T_max     # really stochastic: each slot used w.p. T/d_e <= 1/2
             c.pe, c.d_e = resolve_encoding(c.pe, T_max=c.T_max, d_e=c.d_e, sampler=c.sampler)
+        if c.lr is None or c.steps is None:     # derived from the reduced dynamics
+            sched = default_schedule(c)
+            c.lr, c.steps = check_lr(sched.lr), check_int("steps", sched.steps, 0)
+        c.eval_every = check_int("eval_every", max(1, c.steps // 100) if c.eval_every is None
+                                 else c.eval_every, 1)
         c.check_memory()
         return c
 

@@ -38,6 +38,7 @@ query encoding ``p_q`` and the query-side products ``W_xe p_q``, ``p_iᵀ W_ee p
 from __future__ import annotations
 
 import numpy as np
+from scipy.sparse import csr_matrix
 from scipy.special import softmax
 
 from stsim.core.encodings import PEBatch
@@ -106,70 +107,129 @@ def _prepare(X, y, target, x_query):
 
 
 def _softmax_rows(a):
-    """Row softmax; ``scipy.special.softmax`` subtracts the row max, so logits of any size
-    give no overflow (a row of equal ±1e4 logits is uniform)."""
-    return softmax(a, axis=1)
+    """Row softmax, in place on ``a`` (a fresh array owned by the caller). The row max is
+    subtracted first, so logits of any size give no overflow (a row of equal ±1e4 logits
+    is uniform); the same operations as ``scipy.special.softmax``."""
+    a -= a.max(axis=1, keepdims=True)
+    np.exp(a, out=a)
+    a /= a.sum(axis=1, keepdims=True)
+    return a
 
 
 # --------------------------------------------------------------------------------------
 # the encodings enter only through four linear maps between token space (B, T) and
-# PE space (B, d_e); everything else is shared by the dense and the index form
+# PE space (B, d_e); everything else is shared by the dense and the index form.
+# ``take`` reads, and ``put`` writes, the PE part ``[:, d:]`` of a (B, D) array, so that
+# ``h = Z s`` and ``u = Z δ`` are filled in place and ``Vᵀ r`` is read without a copy.
 # --------------------------------------------------------------------------------------
 class _DenseOps:
     """``P`` (T, d_e) shared or (B, T, d_e) per sample."""
 
-    def __init__(self, P, y, c):
-        self.P, self.shared = P, P.ndim == 2
+    def __init__(self, P, y, c, d):
+        self.P, self.shared, self.d = P, P.ndim == 2, d
         Py = P[y] if self.shared else np.take_along_axis(P, y[:, :, None], axis=1)
         self.pq = c * Py.sum(axis=1)                          # p_q = c Σ_{j∈y} p_j, (B, d_e)
 
     def take(self, m):
         """``[p_iᵀ m_b]_{b,i}``: (B, d_e) -> (B, T)."""
-        return m @ self.P.T if self.shared else np.einsum("bte,be->bt", self.P, m)
+        if self.shared:
+            return m @ self.P.T
+        return np.einsum("bte,be->bt", self.P, m)
 
-    def put(self, s):
-        """``Σ_i s_{bi} p_i``: (B, T) -> (B, d_e)  (the adjoint of ``take``)."""
-        return s @ self.P if self.shared else np.einsum("bt,bte->be", s, self.P)
+    def take_D(self, v):
+        """``take`` of the PE part of a (B, D) array."""
+        return self.take(v[:, self.d:])
 
-    def query_terms(self, W_xe, W_ee):
+    def put_D(self, s, out):
+        """``out[:, d:] = Σ_i s_{bi} p_i`` (the adjoint of ``take``), s (B, T)."""
+        if self.shared:
+            np.matmul(s, self.P, out=out[:, self.d:])
+        else:
+            out[:, self.d:] = np.einsum("bt,bte->be", s, self.P)
+
+    def query_terms(self, W, d):
         """``(W_xe p_q, [p_iᵀ W_ee p_q]_i, p_qᵀ W_ee p_q)``: (B, d), (B, T), (B,)."""
-        m = self.pq @ W_ee.T
-        return self.pq @ W_xe.T, self.take(m), np.einsum("be,be->b", self.pq, m)
+        m = self.pq @ W[d:, d:].T
+        return self.pq @ W[:d, d:].T, self.take(m), np.einsum("be,be->b", self.pq, m)
+
+    def grad_W(self, u, xq):
+        """``Σ_b u_b z_qᵀ`` with ``z_q = [x_q; p_q]``: (B, D) -> (D, D)."""
+        B, D = u.shape
+        zq = np.zeros((B, D))
+        if xq is not None:
+            zq[:, :self.d] = xq
+        zq[:, self.d:] = self.pq
+        return u.T @ zq
 
 
 class _IndexOps:
     """One-hot families ``p_i = e_{k_i}``, slots ``idx`` (T,) or (B, T), distinct within a
-    sample. ``take`` is a gather; ``put`` writes into a zero (B, d_e) array — no
-    accumulation is needed because a sample's slots are distinct — so no d_e × T matrix
-    is built and no scatter-add is needed."""
+    sample. ``take`` is a gather and ``put`` a plain write (a sample's slots are distinct,
+    so nothing accumulates), both through flat positions computed once per batch; ``p_q``
+    is a sparse vector (``c`` at the q selected slots), so ``Σ_b u_b z_qᵀ`` is a sparse
+    product. No d_e × T matrix is built."""
 
-    def __init__(self, idx, d_e, y, c):
+    def __init__(self, idx, d_e, y, c, d):
         B = y.shape[0]
-        self.d_e, self.c = d_e, c
-        self.rows = np.arange(B)[:, None]
-        self.idx = np.broadcast_to(idx, (B, idx.shape[-1]))
-        self.ky = self.idx[self.rows, y]                      # slots of the selected tokens
-        self.pq = np.zeros((B, d_e))
-        self.pq[self.rows, self.ky] = c
+        self.d, self.d_e, self.c = d, d_e, c
+        idx = np.broadcast_to(idx, (B, idx.shape[-1]))
+        self.idx = idx
+        self.ky = np.take_along_axis(idx, y, axis=1)         # slots of the selected tokens
+        D = d + d_e
+        self.flat_e = idx + (d_e * np.arange(B))[:, None]      # positions in a (B, d_e) array
+        self.flat_D = idx + (d + D * np.arange(B))[:, None]    # positions in a (B, D) array
+        self._pq = None
+
+    @property
+    def pq(self):
+        """Dense ``p_q`` (B, d_e), built only when asked (x_query / practical model)."""
+        if self._pq is None:
+            B = self.ky.shape[0]
+            self._pq = np.zeros((B, self.d_e))
+            np.put_along_axis(self._pq, self.ky, self.c, axis=1)
+        return self._pq
 
     def take(self, m):
-        return m[self.rows, self.idx]
+        return np.take(np.ascontiguousarray(m), self.flat_e)
 
-    def put(self, s):
-        out = np.zeros((s.shape[0], self.d_e))
-        out[self.rows, self.idx] = s
-        return out
+    def take_D(self, v):
+        return np.take(v, self.flat_D)                         # v: C-contiguous (B, D)
 
-    def query_terms(self, W_xe, W_ee):
-        # m = W_ee p_q = c Σ_j W_ee[:, k_j]: q contiguous row gathers from a copy of W_eeᵀ
-        # (numpy is slow at 3-D gathers and at sums over a short axis, so add per j)
-        WeeT = np.ascontiguousarray(W_ee.T)
-        m = WeeT[self.ky[:, 0]]
-        for j in range(1, self.ky.shape[1]):
-            m += WeeT[self.ky[:, j]]
-        m *= self.c
-        return (self.c * W_xe[:, self.ky].sum(axis=-1).T, self.take(m),
-                self.c * m[self.rows, self.ky].sum(axis=1))
+    def put_D(self, s, out):
+        out[:, self.d:] = 0.0
+        np.put(out, self.flat_D, s)                            # out: C-contiguous (B, D)
+
+    def query_terms(self, W, d):
+        # with m = W_ee p_q = c Σ_j W_ee[:, k_j]:  p_iᵀ m = c Σ_j W_ee[k_i, k_j] and
+        # p_qᵀ m = c² Σ_{j,l} W_ee[k_l, k_j] are gathers of W itself at flat positions
+        # (m is never formed, W_ee is never copied); W_xe p_q = c Σ_j W_xe[:, k_j]
+        ky, c = self.ky, self.c
+        q, D = ky.shape[1], W.shape[0]
+        Wf = W.reshape(-1)                                     # W: C-contiguous (D, D)
+        row = (d + self.idx) * D + d                           # start of row k_i of W_ee
+        a_e = np.take(Wf, row + ky[:, :1])
+        mx = W[:d, d + ky[:, 0]]
+        for j in range(1, q):
+            a_e += np.take(Wf, row + ky[:, j:j + 1])
+            mx += W[:d, d + ky[:, j]]
+        a_e *= c
+        a_qq = np.take(Wf, ((d + ky) * D + d)[:, :, None] + ky[:, None, :]).sum(axis=(1, 2))
+        return c * mx.T, a_e, (c * c) * a_qq
+
+    def grad_W(self, u, xq):
+        # z_q = [x_q; p_q], p_q = c Σ_j e_{k_j}: the PE columns are a sparse product
+        # Σ_b c u_b 1_{k_bj}ᵀ (B·q nonzeros) instead of a dense (D×B)(B×D) one
+        B, D = u.shape
+        q = self.ky.shape[1]
+        S = csr_matrix((np.full(B * q, self.c), self.ky.ravel(),
+                        np.arange(0, B * q + 1, q)), shape=(B, self.d_e))   # = p_q, sparse
+        dW = np.empty((D, D))
+        dW[:, self.d:] = (S.T @ u).T
+        if xq is None:
+            dW[:, :self.d] = 0.0
+        else:
+            dW[:, :self.d] = u.T @ xq
+        return dW
 
 
 def _bmv(X, v):
@@ -185,39 +245,49 @@ def _bvm(s, X):
 def _forward_backward(W, V, X, ops, practical, xq, target, need_grad):
     """The formulas of the module docstring, block-wise: ``Z = [X; P]`` is never built."""
     B, T, d = X.shape
-    zq = np.concatenate([np.zeros((B, d)) if xq is None else xq, ops.pq], axis=1)  # (B, D)
+    D = W.shape[0]
     # a_i = z_iᵀ W z_q = x_iᵀ m_x + p_iᵀ W_ee p_q (+ p_iᵀ W_ex x_q),  m_x = W_xe p_q (+ W_xx x_q)
-    m_x, a_e, a_qq = ops.query_terms(W[:d, d:], W[d:, d:])
+    m_x, a_e, a_qq = ops.query_terms(W, d)
     if xq is not None:
         m_x = m_x + xq @ W[:d, :d].T
         m_e = xq @ W[d:, :d].T                     # W_ex x_q, (B, d_e)
         a_e = a_e + ops.take(m_e)
-    a = _bmv(X, m_x) + a_e
+    a = _bmv(X, m_x)
+    a += a_e
+    zq = None
     if practical:                                  # the query column: a_q = z_qᵀ W z_q
+        zq = np.concatenate([np.zeros((B, d)) if xq is None else xq, ops.pq], axis=1)
         a_q = a_qq if xq is None else (a_qq + np.einsum("bd,bd->b", xq, m_x)
                                        + np.einsum("be,be->b", ops.pq, m_e))
         a = np.concatenate([a, a_q[:, None]], axis=1)
     s = _softmax_rows(a)
-    st = s[:, :T]
-    h = np.concatenate([_bvm(st, X), ops.put(st)], axis=1)  # Z s, (B, D)
+    st = s[:, :T] if practical else s
+    h = np.empty((B, D))                           # Z s
+    h[:, :d] = _bvm(st, X)
+    ops.put_D(st, h)
     if practical:
         h += s[:, T:] * zq
-    r = h @ V.T - target                           # f − target, (B, d)
+    r = h @ V.T
+    r -= target                                    # f − target, (B, d)
     loss = 0.5 * float(np.einsum("bd,bd->", r, r)) / B
     if not need_grad:
         return loss, None, None
-    rb = r / B                                     # folds the batch mean into the backward
-    dV = rb.T @ h                                  # Σ_b r hᵀ / B
-    v = rb @ V                                     # Vᵀ r, (B, D)
-    g = _bmv(X, v[:, :d]) + ops.take(v[:, d:])    # g_i = z_iᵀ Vᵀ r
+    r /= B                                         # folds the batch mean into the backward
+    dV = r.T @ h                                   # Σ_b r hᵀ / B
+    v = r @ V                                      # Vᵀ r, (B, D)
+    g = _bmv(X, v[:, :d])
+    g += ops.take_D(v)                             # g_i = z_iᵀ Vᵀ r
     if practical:
         g = np.concatenate([g, np.einsum("bD,bD->b", zq, v)[:, None]], axis=1)
-    delta = s * (g - np.einsum("bn,bn->b", s, g)[:, None])
-    dt = delta[:, :T]
-    u = np.concatenate([_bvm(dt, X), ops.put(dt)], axis=1)  # Z δ, (B, D)
+    g -= np.einsum("bn,bn->b", s, g)[:, None]
+    g *= s                                         # δ = s ⊙ (g − (sᵀg) 1)
+    dt = g[:, :T] if practical else g
+    u = h                                          # h is no longer needed: u = Z δ in place
+    u[:, :d] = _bvm(dt, X)
+    ops.put_D(dt, u)
     if practical:
-        u += delta[:, T:] * zq
-    dW = u.T @ zq                                  # Σ_b (Zδ) z_qᵀ
+        u += g[:, T:] * zq
+    dW = ops.grad_W(u, xq)                         # Σ_b (Zδ) z_qᵀ
     return loss, dW, dV
 
 
@@ -245,7 +315,8 @@ def forward_backward(W, V, X, y, pe: PEBatch, *, model="theory", query="sum", x_
     check_choice("model", model, MODELS)
     c = query_coef(query, y.shape[1])
     target, xq = _prepare(X, y, target, x_query)
-    ops = _IndexOps(pe.idx, pe.d_e, y, c) if pe.is_index else _DenseOps(pe.P, y, c)
+    d = X.shape[2]
+    ops = _IndexOps(pe.idx, pe.d_e, y, c, d) if pe.is_index else _DenseOps(pe.P, y, c, d)
     return _forward_backward(W, V, X, ops, model == "practical", xq, target, need_grad)
 
 

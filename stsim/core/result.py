@@ -25,8 +25,10 @@ class Result:
         over the steps since the previous record, the record step included); ``val``
         (in-distribution validation loss); ``val/T=<T_test>``, ``val/q=<q_test>``;
         ``cos_W``, ``cos_V``; plus objective-specific metrics.
-    status : ``"completed"`` | ``"diverged"``;  message : str;  info : dict (wall time,
-        encoding description such as the near-orthogonal δ).
+    status : ``"completed"`` | ``"diverged"``;  message : str (for a completed run that did
+        not learn, the plateau diagnosis: "still on the initial plateau: loss 99.8% of
+        initial; the reduced dynamics predict the escape near step N ...");  info : dict
+        (wall time, ``assessment``, encoding description such as the near-orthogonal δ).
 
     In a notebook: ``res.plot()`` (the figure), ``res.attention()`` (attention weights of
     the trained model), ``res.history_array()`` / ``res.history_csv(path)`` (the history
@@ -184,11 +186,43 @@ class Result:
         return cls(config=meta["config"], params=params, history=history,
                    status=meta["status"], message=meta["message"], info=meta.get("info", {}))
 
+    @property
+    def assessment(self) -> str:
+        """``"learned"`` (validation loss <= 2% of its initial value), ``"plateau"`` (still
+        > 90%: the run ended on the initial plateau), ``"not converged"``, or ``"unknown"``
+        (diverged, or nothing recorded); see :func:`stsim.core.schedule.plateau_status`."""
+        if "assessment" in self.info:
+            return self.info["assessment"]
+        from stsim.core.schedule import plateau_status
+        return plateau_status(self.history, None)[0] if self.status == "completed" else "unknown"
+
+    def summary(self) -> str:
+        """A few lines: status and message (including the plateau diagnosis), the initial
+        and final losses, the cosines with the ground truth, the wall time."""
+        h = self.history
+        cfg = self.config
+        lines = [f"stsim run: T={cfg.get('T')} q={cfg.get('q')} pe={cfg.get('pe')} "
+                 f"d_e={cfg.get('d_e')} model={cfg.get('model')} query={cfg.get('query')} "
+                 f"optimizer={cfg.get('optimizer')} lr={cfg.get('lr'):.4g} "
+                 f"steps={cfg.get('steps')}",
+                 f"status: {self.status} ({self.assessment}) — {self.message}"]
+        key = "val" if len(h.get("val", ())) else "loss"
+        if len(h.get(key, ())):
+            L0, L1 = float(h[key][0]), float(h[key][-1])
+            lines.append(f"{key}: {L0:.4g} -> {L1:.4g} ({L1 / L0:.2%} of initial)"
+                         if L0 > 0 else f"{key}: {L0:.4g} -> {L1:.4g}")
+        cos = [f"{k}={float(h[k][-1]):.4f}" for k in ("cos_W", "cos_V") if len(h.get(k, ()))]
+        if cos:
+            lines.append("  ".join(cos))
+        if "wall_time_s" in self.info:
+            lines.append(f"wall time: {self.info['wall_time_s']:.1f} s")
+        return "\n".join(lines)
+
     def __repr__(self):
         keys = ", ".join(self.history)
         last = f"{self.final('loss'):.4g}" if len(self.history.get("loss", [])) else "n/a"
         return (f"Result(status={self.status!r}, steps={self.config.get('steps')}, "
-                f"final loss={last}, history keys=[{keys}])")
+                f"final loss={last}, message={self.message!r}, history keys=[{keys}])")
 
 
 def load(path) -> Result:

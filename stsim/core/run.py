@@ -28,6 +28,7 @@ from stsim.core.config import Config
 from stsim.core.optim import make_optimizer
 from stsim.core.problem import make_problem
 from stsim.core.result import Result
+from stsim.core.schedule import assess_run
 from stsim.core.seeds import Streams
 from stsim.util.io import load_npz, save_npz
 from stsim.util.validate import check_int
@@ -242,5 +243,7 @@ def run(T=200, q=3, pe="stochastic", *, checkpoint=None, checkpoint_every=None, 
     history = {k: np.asarray(v) for k, v in hist.items()}
     if status == "completed":
         message = f"completed {cfg.steps} steps"
+        info["assessment"], note = assess_run(cfg, history)   # plateau diagnosis (issue 13)
+        message += f"; {note}" if note else ""
     return Result(config=cfg.to_dict(), params=params, history=history, status=status,
                   message=message, info=info)

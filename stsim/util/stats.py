@@ -7,6 +7,14 @@ width search.
 * :func:`law_fit`, :func:`power_law_fit`, :func:`compare_growth` — the log / linear /
   power-law comparison of a measured size against a growing parameter (used by the
   separation and sparse studies).
+* :func:`fit_growth_law` / :func:`compare_growth_laws` — the separation study's
+  comparison: ``log2 T``, ``T`` (weighted by ``1/width²``) and a power law on the same
+  points, each with Student-t CIs and log residuals, ranked by the rms of
+  ``log2(width/fit)``; censored points are left out and at least ``min_points`` are
+  required.
+* :func:`threshold_width` / :func:`bootstrap_threshold` — the smallest grid width whose
+  median over seeds passes a target (and every larger grid width too), with a paired
+  percentile bootstrap over seeds; censored when the largest width fails.
 * :class:`WidthSearch` / :func:`smallest_passing` — the smallest grid value passing a
   monotone predicate: from a start, step up (down) until a failure and a pass bracket the
   boundary, then bisect; probes are recorded and a search whose largest value fails is
@@ -22,7 +30,8 @@ import numpy as np
 from scipy import stats as _st
 
 __all__ = ["LinearFit", "fit_linear", "law_fit", "power_law_fit", "compare_growth",
-           "WidthSearch", "smallest_passing"]
+           "WidthSearch", "smallest_passing", "fit_growth_law", "compare_growth_laws",
+           "threshold_width", "bootstrap_threshold", "LAWS"]
 
 
 # --------------------------------------------------------------------------------------
@@ -49,14 +58,20 @@ class LinearFit:
         return self.slope * np.asarray(x, dtype=float) + self.intercept
 
 
-def fit_linear(x, y, level: float = 0.95) -> LinearFit:
+def fit_linear(x, y, level: float = 0.95, weights=None) -> LinearFit:
     """Least squares ``y ≈ slope · x + intercept``.
 
     Standard errors from the residual variance ``s² = Σ r² / (n − 2)``:
     ``se(slope) = s / √Sxx``, ``se(intercept) = s √(1/n + x̄²/Sxx)``; intervals
     ``estimate ± t_{(1+level)/2, n−2} · se``. ``R² = 1 − Σ r² / Σ (y − ȳ)²`` (1 if ``y`` is
     constant). ``ValueError`` with fewer than two points or constant ``x``.
+
+    With ``weights`` ``w`` (e.g. ``1/y`` for relative errors) it minimises
+    ``Σ (w_i r_i)²``; the covariance is ``s² (AᵀA)⁻¹`` with ``A = w ⊙ [x, 1]`` and
+    ``s² = Σ (w r)² / (n − 2)``; ``residuals`` and ``R²`` stay unweighted.
     """
+    if weights is not None:
+        return _fit_weighted(x, y, weights, level)
     x = np.asarray(x, dtype=np.float64).ravel()
     y = np.asarray(y, dtype=np.float64).ravel()
     if x.shape != y.shape:
@@ -84,6 +99,31 @@ def fit_linear(x, y, level: float = 0.95) -> LinearFit:
                      slope_ci=(float(a) - t * se_a, float(a) + t * se_a),
                      intercept_ci=(float(b) - t * se_b, float(b) + t * se_b),
                      residuals=res, r2=r2, n=n)
+
+
+def _fit_weighted(x, y, w, level):
+    x = np.asarray(x, dtype=np.float64).ravel()
+    y = np.asarray(y, dtype=np.float64).ravel()
+    w = np.broadcast_to(np.asarray(w, dtype=np.float64), x.shape)
+    n = x.size
+    if n < 2 or np.ptp(x) == 0:
+        raise ValueError("need at least 2 points and a non-constant x to fit a line")
+    A = np.stack([x, np.ones_like(x)], axis=1) * w[:, None]
+    coef, *_ = np.linalg.lstsq(A, y * w, rcond=None)
+    a, b = float(coef[0]), float(coef[1])
+    rw = y * w - A @ coef
+    res = y - (a * x + b)
+    ss_tot = float(np.sum((y - y.mean()) ** 2))
+    r2 = 1.0 - float(np.sum(res ** 2)) / ss_tot if ss_tot > 0 else 1.0
+    if n > 2:
+        cov = float(rw @ rw) / (n - 2) * np.linalg.inv(A.T @ A)
+        se_a, se_b = (float(v) for v in np.sqrt(np.diag(cov)))
+        t = float(_st.t.ppf(0.5 + level / 2, n - 2))
+    else:
+        se_a = se_b = t = math.nan
+    return LinearFit(slope=a, intercept=b, slope_se=se_a, intercept_se=se_b,
+                     slope_ci=(a - t * se_a, a + t * se_a),
+                     intercept_ci=(b - t * se_b, b + t * se_b), residuals=res, r2=r2, n=n)
 
 
 # --------------------------------------------------------------------------------------
@@ -239,3 +279,125 @@ def smallest_passing(passes, lo: int, hi: int, start: int | None = None, rel: fl
     if lo < 1 or hi < lo:
         raise ValueError(f"need 1 <= lo <= hi, got lo={lo}, hi={hi}")
     return WidthSearch(range(lo, hi + 1), start, stride="double", rel=rel).run(passes)
+
+
+# --------------------------------------------------------------------------------------
+# growth laws with CIs, and threshold widths with bootstrap intervals (separation study)
+# --------------------------------------------------------------------------------------
+LAWS = ("log", "linear", "power")
+_LAW_TEXT = {"log": "a·log2 T + b", "linear": "a·T + b", "power": "2^b · T^a"}
+
+
+def fit_growth_law(T, width, law: str, level: float = 0.95) -> dict | None:
+    """Fit one growth law to ``(T, width)``; ``None`` with fewer than 3 points.
+
+    Returns ``{law, formula, a, b, a_ci, b_ci, level, n, T, width, fit, residuals_log2,
+    rms_log2, max_abs_log2}``; ``residuals_log2 = log2(width / fit)`` (``nan`` where the
+    fit is ≤ 0).
+    """
+    if law not in LAWS:
+        raise ValueError(f"law must be one of {LAWS}, got {law!r}")
+    T = np.asarray(T, float)
+    w = np.asarray(width, float)
+    if T.shape != w.shape or T.ndim != 1:
+        raise ValueError("T and width must be 1-D arrays of equal length")
+    if len(T) < 3 or np.ptp(T) == 0 or np.any(w <= 0) or np.any(T <= 0):
+        return None
+    if law == "power":
+        x, y, wt = np.log2(T), np.log2(w), np.ones_like(w)
+    else:   # relative errors: weights 1/width
+        x = np.log2(T) if law == "log" else T
+        y, wt = w, 1.0 / w
+    lf = fit_linear(x, y, level, weights=wt)
+    a, b = lf.slope, lf.intercept
+    dof = len(T) - 2
+    t = float(_st.t.ppf(0.5 + level / 2, dof)) if dof > 0 else float("nan")
+    half = (t * lf.slope_se, t * lf.intercept_se)
+    fit = 2.0 ** (a * x + b) if law == "power" else a * x + b
+    with np.errstate(divide="ignore", invalid="ignore"):
+        res = np.where(fit > 0, np.log2(w / np.where(fit > 0, fit, 1.0)), np.nan)
+    ok = np.isfinite(res)
+    rms = float(np.sqrt(np.mean(res[ok] ** 2))) if ok.all() else float("inf")
+    return {"law": law, "formula": _LAW_TEXT[law], "a": a, "b": b,
+            "a_ci": [a - float(half[0]), a + float(half[0])],
+            "b_ci": [b - float(half[1]), b + float(half[1])], "level": level, "n": int(len(T)),
+            "T": T.tolist(), "width": w.tolist(), "fit": np.asarray(fit, float).tolist(),
+            "residuals_log2": [float(v) for v in res], "rms_log2": rms,
+            "max_abs_log2": float(np.max(np.abs(res))) if ok.all() else float("inf")}
+
+
+def compare_growth_laws(T, width, *, censored=None, min_points: int = 5, level: float = 0.95) -> dict:
+    """Fit every law in :data:`LAWS` to the uncensored points and rank them.
+
+    ``censored`` (bools, same length) marks points whose width is only a lower bound; they
+    are left out of the fits and listed in ``censored_T``. With fewer than ``min_points``
+    uncensored points no fit is made (``fits = {}``, ``note`` says why).
+    Criterion: smallest ``rms_log2`` (equal parameter counts).
+    """
+    T = list(T)
+    width = list(width)
+    cen = [False] * len(T) if censored is None else [bool(c) for c in censored]
+    keep = [i for i in range(len(T)) if not cen[i] and width[i] is not None]
+    out = {"criterion": "rms of log2(width/fit) over the uncensored points (all laws have 2 "
+                        "parameters; equivalent to AIC on log residuals)",
+           "n_points": len(keep), "censored_T": [T[i] for i in range(len(T)) if cen[i]],
+           "fits": {}, "ranking": [], "note": ""}
+    if len(keep) < min_points:
+        out["note"] = f"only {len(keep)} uncensored points (< {min_points}): not fitted"
+        return out
+    Tk = [T[i] for i in keep]
+    wk = [width[i] for i in keep]
+    for law in LAWS:
+        f = fit_growth_law(Tk, wk, law, level)
+        if f is not None:
+            out["fits"][law] = f
+    out["ranking"] = sorted(out["fits"], key=lambda k: out["fits"][k]["rms_log2"])
+    return out
+
+
+def threshold_width(widths, values, threshold):
+    """Smallest width whose median value is ≤ threshold *and* every larger width's is too.
+
+    ``widths`` ascending; ``values[i]`` the per-seed values at ``widths[i]`` (``nan`` =
+    failed run, counted as not passing). Returns ``(width | None, censored)``: ``None,
+    True`` when the largest width fails.
+    """
+    med = [np.median(np.where(np.isfinite(v), v, np.inf)) for v in values]
+    passing = [m <= threshold for m in med]
+    k = len(widths)
+    while k > 0 and passing[k - 1]:
+        k -= 1
+    if k == len(widths):
+        return None, True
+    return widths[k], False
+
+
+def bootstrap_threshold(widths, values, threshold, *, n_boot: int = 2000, level: float = 0.95,
+                        rng=0) -> dict:
+    """:func:`threshold_width` with a percentile bootstrap interval over seeds.
+
+    ``values``: array-like ``(n_widths, n_seeds)``, seed j the same replicate at every
+    width (paired; resampled jointly). The interval is on the grid; a censored resample
+    counts as ``+inf`` (so an upper end ``None`` means "above the grid").
+    Returns ``{width, censored, lo, hi, lo_censored, hi_censored, frac_censored,
+    lower_censored}`` (``lower_censored``: the smallest grid width already passes, so the
+    true threshold may be lower).
+    """
+    V = np.asarray(values, float)
+    if V.ndim != 2 or V.shape[0] != len(widths):
+        raise ValueError("values must have shape (len(widths), n_seeds)")
+    w, cen = threshold_width(widths, V, threshold)
+    g = np.random.default_rng(rng)
+    n = V.shape[1]
+    draws = np.empty(n_boot)
+    for i in range(n_boot):
+        idx = g.integers(0, n, n)
+        wb, cb = threshold_width(widths, V[:, idx], threshold)
+        draws[i] = math.inf if cb else wb
+    lo, hi = np.quantile(draws, [(1 - level) / 2, (1 + level) / 2], method="inverted_cdf")
+    return {"width": w, "censored": bool(cen),
+            "lo": None if not np.isfinite(lo) else float(lo),
+            "hi": None if not np.isfinite(hi) else float(hi),
+            "frac_censored": float(np.mean(~np.isfinite(draws))),
+            "lower_censored": bool(w is not None and w == widths[0]),
+            "level": level, "n_boot": n_boot, "n_seeds": n}

@@ -1,0 +1,166 @@
+r"""Best population loss of the two-parameter family W_ee = a I, V_x = γ I (sphere PE, theory model).
+
+The family zero-initialised training converges to (SPEC §4: with ``x_query = 0`` population
+GD stays on ``(W_ee, V_x)``; by the rotation symmetry of the sphere law it stays on
+``(a I, γ I)``); its best loss at a given ``d_e`` is the representational side of the
+separation study (:mod:`stsim.studies.separation`).
+
+Logits a_i = a · p_iᵀ p_q, p_q = c Σ_{j∈y} p_j.  With s = softmax(a g), g_i = p_iᵀ p_q,
+u = 1_y / q, the X-expectation is (population.py)
+
+    E_X ℓ = ½ (|s|² γ² d − 2 γ d (s·u) + d/q).
+
+γ enters quadratically with shared coefficient, so for fixed a the optimal γ is
+γ*(a) = E[s·u] / E[|s|²] and
+
+    L(a) = (d/2) (1/q − E[s·u]² / E[|s|²]),       L/L0 = 1 − q E[s·u]² / E[|s|²].
+
+Only a 1-D minimisation over a remains (common random numbers: the encodings are drawn
+once).  The query c (sum: 1, mean: 1/q) only rescales a, so the *best* family loss is the
+same for "sum" and "mean" (the training dynamics are not).
+
+Fast exact sampling of g (cost O(n (T + q d_e)), not O(n T d_e)): the q selected vectors
+are drawn explicitly; for an unselected token p_i (independent of p_q, uniform on S^{d_e-1})
+p_iᵀ p_q = |p_q| t_i with t_i the first coordinate of a uniform unit vector,
+(t_i + 1)/2 ~ Beta((d_e−1)/2, (d_e−1)/2), i.i.d. across i.
+"""
+from __future__ import annotations
+
+import numpy as np
+from scipy.optimize import minimize_scalar
+
+__all__ = ["sample_scores", "sample_scores_dense", "family_stats", "family_rel",
+           "best_family_loss", "family_loss_at", "family_point"]
+
+
+def sample_scores(T, q, d_e, n_mc, rng, query="sum"):
+    """g (n_mc, T): g[:, :q] selected tokens' p_iᵀ p_q, g[:, q:] unselected."""
+    rng = np.random.default_rng(rng)
+    c = 1.0 if query == "sum" else 1.0 / q
+    P = rng.standard_normal((n_mc, q, d_e))
+    P /= np.linalg.norm(P, axis=2, keepdims=True)
+    pq = c * P.sum(axis=1)                                   # (n, d_e)
+    gsel = np.einsum("nqe,ne->nq", P, pq)
+    if d_e == 1:
+        t = rng.choice([-1.0, 1.0], size=(n_mc, T - q))
+    else:
+        h = 0.5 * (d_e - 1)
+        t = 2.0 * rng.beta(h, h, size=(n_mc, T - q)) - 1.0
+    gun = np.linalg.norm(pq, axis=1)[:, None] * t
+    return np.concatenate([gsel, gun], axis=1)
+
+
+def sample_scores_dense(T, q, d_e, n_mc, rng, query="sum"):
+    """Reference sampler: explicit sphere encodings (as population.py / the trainer)."""
+    rng = np.random.default_rng(rng)
+    c = 1.0 if query == "sum" else 1.0 / q
+    P = rng.standard_normal((n_mc, T, d_e))
+    P /= np.linalg.norm(P, axis=2, keepdims=True)
+    pq = c * P[:, :q].sum(axis=1)
+    return np.einsum("nte,ne->nt", P, pq)
+
+
+def family_stats(a, g, q):
+    """E[|s|²], E[s·u] for logits a·g."""
+    z = a * g
+    z -= z.max(axis=1, keepdims=True)
+    np.exp(z, out=z)
+    z /= z.sum(axis=1, keepdims=True)
+    s = z
+    S2 = np.einsum("nt,nt->n", s, s).mean()
+    su = s[:, :q].sum(axis=1).mean() / q
+    return S2, su
+
+
+def family_rel(a, g, q):
+    S2, su = family_stats(a, g, q)
+    return 1.0 - q * su * su / S2
+
+
+def best_family_loss(T, q, d, d_e, n_mc=4096, rng=0, query="sum", g=None, bounds=(-1.0, 3.0)):
+    """Minimise the Monte-Carlo population loss over (a, γ) for W_ee = aI, V_x = γI.
+
+    Returns dict(loss, rel = loss/L0, a, gamma, L0).  The minimisation is over log10(a)
+    in ``bounds`` (a ≥ 0; a < 0 only down-weights the selected tokens) with γ in closed form.
+    """
+    if g is None:
+        g = sample_scores(T, q, d_e, n_mc, rng, query)
+    f = lambda la: family_rel(10.0 ** la, g, q)
+    # coarse grid then bounded Brent on the best bracket (L(a) can be flat for large a)
+    grid = np.linspace(bounds[0], bounds[1], 17)
+    vals = np.array([f(x) for x in grid])
+    k = int(np.argmin(vals))
+    lo, hi = grid[max(k - 1, 0)], grid[min(k + 1, len(grid) - 1)]
+    res = minimize_scalar(f, bounds=(lo, hi), method="bounded", options={"xatol": 2e-3})
+    la = res.x if res.fun <= vals[k] else grid[k]
+    a = 10.0 ** la
+    S2, su = family_stats(a, g, q)
+    L0 = d / (2.0 * q)
+    rel = 1.0 - q * su * su / S2
+    return {"loss": rel * L0, "rel": float(rel), "a": float(a), "gamma": float(su / S2),
+            "L0": L0, "at_bound": bool(k in (0, len(grid) - 1))}
+
+
+def family_loss_at(a, gamma, T, q, d, g):
+    """Population loss (MC) of a given (a, γ)."""
+    S2, su = family_stats(a, g, q)
+    return 0.5 * (S2 * gamma ** 2 * d - 2 * gamma * d * su + d / q)
+
+
+def family_point(q, T, d_e, n_mc, seed, query="sum"):
+    """One Monte-Carlo estimate of the family's best ``L/L0`` at ``(q, T, d_e)`` (d-free).
+
+    For :func:`stsim.sweep.sweep`: returns ``rel`` (best loss / L0), ``a``, ``gamma`` (at
+    ``d = 1``; γ does not depend on d), ``at_bound`` (the optimum hit the search bound).
+    """
+    r = best_family_loss(T, q, 1, d_e, n_mc=n_mc, rng=seed, query=query)
+    return {"rel": r["rel"], "a": r["a"], "gamma": r["gamma"], "at_bound": int(r["at_bound"])}
+
+
+def width_grid(max_width: int, min_width: int = 1) -> list:
+    """Integer widths ``round(2^{k/2})`` between ``min_width`` and ``max_width`` (ratio √2)."""
+    out, k = [], 0
+    while round(2 ** (k / 2)) <= max_width:
+        w = int(round(2 ** (k / 2)))
+        if w >= min_width and (not out or w > out[-1]):
+            out.append(w)
+        k += 1
+    return out
+
+
+def family_search(q, T, targets, n_mc, seed, grid, query="sum"):
+    """Smallest ``d_e`` in ``grid`` whose family best ``L/L0`` is ≤ each target (bisection).
+
+    Assumes the best loss decreases with ``d_e`` (checked on the probes: a probe that
+    contradicts it raises). Every probe draws its own encodings (seed = ``seed``), so the
+    result is one Monte-Carlo replicate. Returns ``{"d_e@<t>": width or None (censored:
+    the largest grid width fails), "probes": "d_e:rel ..."}``.
+    """
+    grid = sorted(grid)
+    cache = {}
+
+    def rel(i):
+        if i not in cache:
+            cache[i] = best_family_loss(T, q, 1, grid[i], n_mc=n_mc, rng=seed, query=query)["rel"]
+        return cache[i]
+
+    out = {}
+    for t in sorted(targets, reverse=True):
+        lo, hi = -1, len(grid) - 1          # invariant: grid[lo] fails (or lo = -1), hi unknown
+        if rel(hi) > t:
+            out[f"d_e@{t:g}"] = None
+            continue
+        while hi - lo > 1:
+            mid = (lo + hi) // 2
+            if rel(mid) <= t:
+                hi = mid
+            else:
+                lo = mid
+        out[f"d_e@{t:g}"] = grid[hi]
+    items = sorted(cache.items())
+    for (i, r), (j, s) in zip(items, items[1:]):
+        if s > r * 1.05 + 0.01:
+            raise RuntimeError(f"family loss not monotone in d_e at q={q} T={T}: "
+                               f"{grid[i]}:{r:.4f} then {grid[j]}:{s:.4f}")
+    out["probes"] = " ".join(f"{grid[i]}:{r:.4f}" for i, r in items)
+    return out

@@ -1,0 +1,110 @@
+"""Tests of the derived defaults (stsim.core.schedule, issue 13): the reduced 3-scalar map
+against the two-scalar map and full-matrix population GD, the stability bound, the user's
+lr/steps obeyed, the default stochastic width, the plateau diagnosis, and defaults that
+learn."""
+import json
+import warnings
+
+import numpy as np
+import pytest
+
+import stsim
+from stsim.cli import main as cli_main
+from stsim.core.config import Config
+from stsim.core.schedule import (eta_max, predict, reduced_map_losses, reduced_map_steps)
+from stsim.theory.reduced import reduced_gd_scalar
+
+
+@pytest.mark.parametrize("T,q,d,lr,pe,d_e,query", [(50, 3, 5, 3.0, "stochastic", 100, "sum"),
+                                                   (20, 2, 5, 2.0, "onehot", None, "mean")])
+def test_theory_map_equals_two_scalar_reduced_map(T, q, d, lr, pe, d_e, query):
+    tr = reduced_gd_scalar(T, q, d, lr, 5000, pe=pe, d_e=d_e, query=query)
+    L = tr.loss[0]
+    expect = [int(np.nonzero(L <= f * L[0])[0][0]) for f in (0.5, 0.02)]
+    c = 1.0 if query == "sum" else 1.0 / q
+    assert reduced_map_steps(T, q, d, lr, d_e or T, c=c) == expect
+    mine = reduced_map_losses(T, q, d, lr, d_e or T, 300, c=c)
+    np.testing.assert_allclose(mine, L[:301], rtol=1e-12)
+
+
+@pytest.mark.parametrize("pe,query,d_e", [("onehot", "sum", None), ("onehot", "mean", None),
+                                          ("stochastic", "sum", 8)])
+def test_practical_map_equals_full_matrix_population_gd(pe, query, d_e):
+    """The practical model's 3-scalar reduction (W_ee = aI − bJ, V_x = γI; query logit
+    φ = c²q(a − bq) + cbq) is exact: full-matrix population GD follows it."""
+    T, q, d, lr, steps = 6, 2, 3, 0.5, 300
+    kw = {"d_e": d_e} if d_e else {}
+    res = stsim.run(T=T, q=q, pe=pe, d=d, model="practical", query=query,
+                    objective="population", optimizer="gd", lr=lr, steps=steps, eval_every=1,
+                    **kw)
+    n = d_e or T
+    mine = reduced_map_losses(T, q, d, lr, n, steps, c=1.0 if query == "sum" else 1.0 / q,
+                              practical=True)
+    np.testing.assert_allclose(res.history["loss"], mine, rtol=1e-10)
+
+
+def test_eta_max_formula_and_values():
+    assert eta_max(3, 5, 400) == 6.0                               # 2q binds
+    assert eta_max(25, 5, 200) == pytest.approx(2 * 200 / (24 * 30))  # transverse W_xe binds
+    assert eta_max(3, 5, 100, c=1 / 3) == 6.0
+    cfg = Config.from_options(T=200, q=3)
+    assert cfg.lr == 3.0 and cfg.d_e == 400
+
+
+def test_user_lr_and_steps_are_obeyed_exactly():
+    c = Config.from_options(T=50, q=3, lr=0.7, steps=123)
+    assert (c.lr, c.steps) == (0.7, 123)
+    c = Config.from_options(T=50, q=3, lr=0.7)                     # steps derived at lr 0.7
+    s = predict(c, lr=0.7)
+    assert c.lr == 0.7 and c.steps == s.steps and s.target_step < c.steps
+    c = Config.from_options(T=50, q=3, steps=77)
+    assert c.steps == 77 and c.lr == 3.0
+    # re-resolving a resolved config changes nothing
+    assert Config.from_options(**c.to_dict()) == c
+
+
+def test_default_widths():
+    assert Config.from_options(T=50, q=3).d_e == 100                      # slots: 2 T_max
+    assert Config.from_options(T=50, q=3, T_test=(80,)).d_e == 160
+    assert Config.from_options(T=50, q=3, pe="onehot").d_e == 50
+    assert Config.from_options(T=50, q=3, d_e=60).d_e == 60
+    assert Config.from_options(T=20, q=2, sampler="sphere").d_e == 64
+
+
+def test_long_default_run_says_so():
+    with pytest.warns(UserWarning, match="expect roughly"):
+        Config.from_options(T=500, q=3)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        Config.from_options(T=500, q=3, steps=10)                  # user steps: no warning
+
+
+def test_plateau_is_reported(tmp_path, capsys):
+    res = stsim.run(T=50, q=3, lr=1.0, steps=20, batch=32)
+    assert res.status == "completed" and res.assessment == "plateau"
+    assert "still on the initial plateau: loss" in res.message
+    assert "predict the escape near step" in res.message
+    assert "still on the initial plateau" in res.summary() and "plateau" in repr(res)
+    rc = cli_main(["run", "--T", "50", "--q", "3", "--lr", "1", "--steps", "20", "--batch", "32",
+                   "--out", str(tmp_path / "r"), "--quiet"])
+    out = json.loads(capsys.readouterr().out)
+    assert rc == 0 and out["assessment"] == "plateau"
+    assert "still on the initial plateau" in out["message"]
+
+
+def test_small_default_run_learns():
+    res = stsim.run(T=20, q=2, pe="onehot", seed=1)
+    h = res.history
+    assert res.assessment == "learned" and "learned" in res.message
+    assert h["val"][-1] <= 0.02 * h["val"][0] and h["cos_V"][-1] >= 0.99
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("kw", [dict(), dict(T=50, q=3, model="practical", query="mean"),
+                                dict(T=100, q=3, pe="onehot")], ids=str)
+def test_default_runs_learn(kw):
+    """The issue's call (T=200, q=3, stochastic, nothing else) and two other families."""
+    res = stsim.run(**kw)
+    h = res.history
+    assert h["val"][-1] <= 0.02 * h["val"][0], res.summary()
+    assert h["cos_V"][-1] >= 0.99, res.summary()
