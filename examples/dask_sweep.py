@@ -42,7 +42,7 @@ if __name__ == "__main__":
     # worker processes (threads in the smoke test: no start-up and shut-down of processes)
     with LocalCluster(n_workers=2, threads_per_worker=1, processes=not SMOKE,
                       dashboard_address=None) as cluster, Client(cluster) as client:
-        ex = client.get_executor()
+        ex = client.get_executor(pure=False)   # unique task keys: see stsim.sweep on Dask
         try:
             stsim.sweep(train, {"lr": LRS}, seeds=SEEDS, executor=ex, out=table,
                         progress=stop_after(3))

@@ -80,9 +80,6 @@ def test_theory_figures_quick(tmp_path, capsys):
 
 
 # ---- issue 13: the checks gate, with tolerances, and fail when they should -------------
-import numpy as np  # noqa: E402
-import pytest  # noqa: E402
-
 import stsim.theory.checks as checks_mod  # noqa: E402
 from stsim.theory.population import PopulationObjective  # noqa: E402
 

@@ -35,6 +35,9 @@ Design
   lock, and the table is rebuilt from all rows); a second *process* on the same ``out``
   is refused with ``RuntimeError`` while the first runs (``<out>.lock``, released by
   the kernel if the holder dies).
+* **Dask** — pass ``client.get_executor(pure=False)``: Dask names a task by its function
+  and arguments, so with ``pure=True`` the rerun of a row whose task an interrupted sweep
+  cancelled gets the cancelled task back and fails with ``CancelledError``.
 * **Column names** — a result key equal to a parameter or bookkeeping column (e.g. the
   ``status`` and ``seed`` of a :func:`stsim.run` result) is written as ``fn.<key>``.
 * **Bad input** — an empty grid, a point with a parameter ``fn`` does not take (unless

@@ -404,7 +404,7 @@ def check_theorem(T, q, d, lr, eps, *, pe="onehot", d_e=None, query="sum", max_s
     checks.append(_check(
         "loss non-increasing at every step",
         f"max L(t+1)-L(t) = {monotone['max_loss_increase']:.3g}",
-        f"<= 1e-14 L(0) (rounding)", monotone["loss_non_increasing"]))
+        "<= 1e-14 L(0) (rounding)", monotone["loss_non_increasing"]))
     checks.append(_check(
         "a non-decreasing at every step", f"min a(t+1)-a(t) = {monotone['min_a_increment']:.3g}",
         ">= 0", monotone["a_non_decreasing"] and math.isfinite(monotone["min_a_increment"])))
