@@ -22,7 +22,7 @@ PyTorch peer sets itself with ``torch.set_num_threads(2)``) and, for JAX,
 makes its ``torch.set_num_threads(2)`` set 1 instead (said in the output).
 
     python benchmarks/bench_step.py --peers --peer-python /work/peervenv/bin/python \
-        [--peers-dir ../shared/peers] [--repeats 5] [--threads 2]
+        [--peers-dir ../shared/peers] [--repeats 5] [--threads 2] [--also before=PATH]
 
 Prints the medians (ms/step) per implementation and the ratios peer/stsim (how many
 times faster stsim is), both as ratio of medians and as the median of per-repeat ratios.
@@ -140,6 +140,10 @@ def peers(args):
         "jax": lambda c: [args.peer_python, os.path.join(pdir, "jax_peer.py"),
                           PEER_CONFIGS[c][3], str(PEER_CONFIGS[c][4][2])],
     }
+    for spec in args.also:                                # other stsim trees, same step
+        label, path = spec.split("=", 1)
+        impls[label] = (lambda p: lambda c: ["env", f"PYTHONPATH={os.path.abspath(p)}"]
+                        + impls["stsim"](c))(path)
     load = os.getloadavg()[0] if hasattr(os, "getloadavg") else float("nan")
     print(f"one online-SGD step, T=200 q=3 d=5 batch=256 float64, theory model, zero init, SGD "
           f"lr 0.5; {os.cpu_count()} cores, load average {load:.2f} at start; every process "
@@ -150,7 +154,7 @@ def peers(args):
     names = list(impls)
     for r in range(args.repeats):
         for c in args.configs:
-            order = names[r % 3:] + names[:r % 3]          # rotate who goes first
+            order = names[r % len(names):] + names[:r % len(names)]   # rotate who goes first
             for i in order:
                 ms[c, i].append(_ms(impls[i](c), env))
             print(f"  repeat {r + 1}: {c:6s} " + "  ".join(f"{i} {ms[c, i][-1]:7.1f}" for i in names)
@@ -158,7 +162,7 @@ def peers(args):
     load = os.getloadavg()[0] if hasattr(os, "getloadavg") else float("nan")
     print(f"medians (load average {load:.2f} at the end):")
     print(f"  {'config':26s} {'stsim':>8s} {'torch':>8s} {'jax':>8s}   torch/stsim   jax/stsim"
-          f"   (median of per-repeat ratios)")
+          f"   (median of per-repeat ratios)" + "".join(f"  {x:>8s}" for x in names[3:]))
     for c in args.configs:
         sampler, d_e = PEER_CONFIGS[c][:2]
         med = {i: float(np.median(ms[c, i])) for i in names}
@@ -166,7 +170,8 @@ def peers(args):
               for i in ("torch", "jax")}
         print(f"  stochastic/{sampler:6s} d_e={d_e:3d}  {med['stsim']:8.2f} {med['torch']:8.1f} "
               f"{med['jax']:8.1f}   {med['torch'] / med['stsim']:10.1f}x {med['jax'] / med['stsim']:10.2f}x"
-              f"   ({rr['torch']:.1f}x, {rr['jax']:.2f}x)")
+              f"   ({rr['torch']:.1f}x, {rr['jax']:.2f}x)"
+              + "".join(f"  {med[x]:8.2f}" for x in names[3:]))
 
 
 def table(args):
@@ -200,6 +205,8 @@ def main(argv=None):
     ap.add_argument("--repeats", type=int, default=5)
     ap.add_argument("--threads", type=int, default=2)
     ap.add_argument("--configs", nargs="+", default=list(PEER_CONFIGS), choices=list(PEER_CONFIGS))
+    ap.add_argument("--also", nargs="*", default=[], metavar="LABEL=PATH",
+                    help="also time the stsim package found at PATH (e.g. an older checkout)")
     ap.add_argument("--one", choices=list(PEER_CONFIGS), help=argparse.SUPPRESS)
     args = ap.parse_args(argv)
     if args.one:

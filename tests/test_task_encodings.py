@@ -98,3 +98,50 @@ def test_coherence_blocks():
 def test_encoding_bad_input(args, match):
     with pytest.raises(ValueError, match=match):
         make_encoding(**args)
+
+
+@pytest.mark.parametrize("n,k", [(6, 3), (7, 5), (5, 1)])
+def test_sorted_subsets_uniform_over_subsets(n, k):
+    """Every one of the C(n, k) subsets is equally likely (chi-square), rows increasing."""
+    from scipy.stats import chisquare
+    from stsim.core.encodings import sorted_subsets
+    N = 30000
+    idx = sorted_subsets(np.random.default_rng(11), N, n, k)
+    assert idx.shape == (N, k) and np.all(np.diff(idx, axis=1) > 0)
+    code = (idx * n ** np.arange(k)).sum(axis=1)
+    subsets = list(itertools.combinations(range(n), k))
+    table = {sum(s[i] * n ** i for i in range(k)): j for j, s in enumerate(subsets)}
+    counts = np.bincount([table[c] for c in code], minlength=len(subsets))
+    assert counts.sum() == N and counts.min() > 0
+    assert chisquare(counts).pvalue > 1e-3
+    np.testing.assert_array_equal(sorted_subsets(np.random.default_rng(0), 3, 4, 4),
+                                  np.tile(np.arange(4), (3, 1)))
+
+
+def test_sorted_subsets_redraws_tied_rows():
+    """A row whose k-th and (k+1)-th keys tie is drawn again (the others are kept)."""
+    from stsim.core.encodings import sorted_subsets
+
+    class Keys:
+        def __init__(self, arrays):
+            self.arrays = list(arrays)
+
+        def random(self, shape):
+            a = self.arrays.pop(0)
+            assert a.shape == shape
+            return a
+
+    first = np.array([[0.1, 0.5, 0.5, 0.9], [0.4, 0.3, 0.2, 0.1]])   # row 0: tie at k = 2
+    again = np.array([[0.8, 0.2, 0.6, 0.1]])
+    idx = sorted_subsets(Keys([first, again]), 2, 4, 2)
+    np.testing.assert_array_equal(idx, [[1, 3], [2, 3]])
+
+
+def test_unit_rows_blockwise_is_the_same_stream():
+    """The block-wise sphere sampler gives, bit for bit, the numbers of one big draw
+    normalised at once."""
+    from stsim.core import encodings
+    shape = (7, 300, 33)                       # several blocks, a partial last one
+    G = np.random.default_rng(4).standard_normal(shape)
+    G /= np.sqrt(np.einsum("...i,...i->...", G, G))[..., None]
+    np.testing.assert_array_equal(encodings._unit_rows(np.random.default_rng(4), shape), G)

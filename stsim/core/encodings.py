@@ -43,6 +43,7 @@ __all__ = [
     "PE_NAMES",
     "SAMPLERS",
     "coherence",
+    "sorted_subsets",
 ]
 
 PE_NAMES = ("onehot", "near-orthogonal", "stochastic")
@@ -92,11 +93,51 @@ def coherence(P: np.ndarray, block: int = 2048) -> float:
     return worst
 
 
+_CHUNK = 1 << 15      # elements per block of _unit_rows (256 KiB: stays in the L2 cache)
+
+
 def _unit_rows(rng: np.random.Generator, shape) -> np.ndarray:
-    """I.i.d. uniform unit vectors along the last axis (normalised Gaussians)."""
-    G = rng.standard_normal(shape)
-    G /= np.sqrt(np.einsum("...i,...i->...", G, G))[..., None]
+    """I.i.d. uniform unit vectors along the last axis (normalised Gaussians).
+
+    Drawn and normalised block by block of rows, each block while it is in cache; the
+    generator fills in C order, so the numbers are those of one ``rng.standard_normal(shape)``
+    call normalised at once (the same stream)."""
+    G = np.empty(shape)
+    n = shape[-1]
+    rows = G.reshape(-1, n)
+    step = max(1, _CHUNK // n)
+    for s in range(0, rows.shape[0], step):
+        blk = rows[s:s + step]
+        rng.standard_normal(out=blk)
+        nrm = np.einsum("ij,ij->i", blk, blk)
+        np.sqrt(nrm, out=nrm)
+        blk /= nrm[:, None]
     return G
+
+
+def sorted_subsets(rng: np.random.Generator, B: int, n: int, k: int) -> np.ndarray:
+    """``B`` independent uniform k-subsets of ``{0..n-1}``, each row in increasing order,
+    shape (B, k).
+
+    Each row gets n i.i.d. uniform keys; its subset is the set of the k smallest keys (an
+    O(n) selection, ``np.partition``), read off in increasing order from the mask
+    ``keys <= k-th smallest`` — no permutation and no sort. The law of the keys is invariant
+    under permuting the n coordinates, so the subset is uniform over the C(n, k) subsets. A
+    row where the k-th and (k+1)-th smallest keys tie (probability < n²·2⁻⁵⁴) is drawn again;
+    the tie event is itself permutation-invariant, so the law stays uniform.
+    """
+    if k == n:
+        return np.broadcast_to(np.arange(n), (B, n))
+    keys = rng.random((B, n))
+    mask = keys <= np.partition(keys, k - 1, axis=1)[:, k - 1:k]
+    bad = np.flatnonzero(np.count_nonzero(mask, axis=1) != k)
+    while bad.size:
+        kb = rng.random((bad.size, n))
+        mb = kb <= np.partition(kb, k - 1, axis=1)[:, k - 1:k]
+        ok = np.count_nonzero(mb, axis=1) == k
+        mask[bad[ok]] = mb[ok]
+        bad = bad[~ok]
+    return np.nonzero(mask)[1].reshape(B, k)
 
 
 class Encoding:
@@ -180,7 +221,8 @@ class OneHot(Encoding):
 
 class StochasticSlots(Encoding):
     """Per-sample one-hot encodings at ``T`` distinct random slots of ``R^{d_e}``, in
-    increasing order (a uniformly random ordered subset, Ruoss et al. 2023)."""
+    increasing order (a uniformly random ordered subset, Ruoss et al. 2023), drawn by
+    :func:`sorted_subsets`."""
 
     name = "stochastic"
     fixed = False
@@ -191,12 +233,7 @@ class StochasticSlots(Encoding):
 
     def sample(self, rng, B, T):
         self.check_length(T)
-        if T == self.d_e:
-            idx = np.broadcast_to(np.arange(T), (B, T))
-        else:
-            perm = rng.permuted(np.broadcast_to(np.arange(self.d_e), (B, self.d_e)), axis=1)
-            idx = np.sort(perm[:, :T], axis=1)
-        return PEBatch(d_e=self.d_e, idx=idx)
+        return PEBatch(d_e=self.d_e, idx=sorted_subsets(rng, B, self.d_e, T))
 
     def reduced_n(self, T):
         return self.d_e   # every slot is used: W_ee = a (I − J/d_e)
