@@ -90,6 +90,32 @@ def test_checkpoint_resume_is_bit_identical(tmp_path):
         np.testing.assert_array_equal(resumed.history[k], full.history[k])
 
 
+@pytest.mark.parametrize("prefetch", [(False, True), (True, False), (True, True)])
+def test_checkpoint_resume_mixing_prefetch_is_bit_identical(tmp_path, prefetch):
+    # the checkpoint saves the generator state before the next batch *taken*, not the
+    # state the prefetch thread has reached
+    ck = tmp_path / "ck.npz"
+    full = stsim.run(pe="stochastic", optimizer="adam", lr=0.05, prefetch=False, **SMALL)
+    stsim.run(pe="stochastic", optimizer="adam", lr=0.05, checkpoint=ck, checkpoint_every=7,
+              prefetch=prefetch[0], **dict(SMALL, steps=30))
+    resumed = stsim.run(pe="stochastic", optimizer="adam", lr=0.05, checkpoint=ck,
+                        checkpoint_every=7, prefetch=prefetch[1], **SMALL)
+    np.testing.assert_array_equal(resumed.W, full.W)
+    for k in full.history:
+        np.testing.assert_array_equal(resumed.history[k], full.history[k])
+
+
+@pytest.mark.parametrize("opts", [dict(pe="stochastic"), dict(pe="stochastic", sampler="sphere"),
+                                  dict(pe="onehot", optimizer="gd"), dict(arch="fcn", width=8)])
+def test_prefetch_gives_the_same_numbers(opts):
+    a = stsim.run(prefetch=False, **SMALL, **opts)
+    b = stsim.run(prefetch=True, **SMALL, **opts)
+    for k in a.params:
+        np.testing.assert_array_equal(a.params[k], b.params[k])
+    for k in a.history:
+        np.testing.assert_array_equal(a.history[k], b.history[k])
+
+
 def test_checkpoint_with_other_config_refused(tmp_path):
     ck = tmp_path / "ck.npz"
     stsim.run(pe="stochastic", checkpoint=ck, **SMALL)

@@ -239,11 +239,22 @@ class FCNProblem:
         c = self.cfg
         return fcn_init(rng, self.n_in, c.d, c.width, c.depth, c.init, c.init_scale)
 
-    def loss_grad(self, params, rng):
-        """``(loss, grads)`` of one fresh minibatch (or the fixed sample for ``optimizer="gd"``).
-        """
-        u, target = self.fixed if self.fixed is not None else self._draw(
-            rng, self.cfg.batch, self.cfg.q)
+    @property
+    def draws(self) -> bool:
+        """Whether each step draws a fresh minibatch (not the fixed sample)."""
+        return self.fixed is None
+
+    def draw_step(self, rng):
+        """One step's fresh minibatch ``(u, target)`` from ``rng``; ``None`` for the fixed
+        sample (``optimizer="gd"``)."""
+        return None if self.fixed is not None else self._draw(rng, self.cfg.batch, self.cfg.q)
+
+    def loss_grad(self, params, rng, data=None):
+        """``(loss, grads)`` of one fresh minibatch (``data`` if given, else drawn from
+        ``rng``), or of the fixed sample for ``optimizer="gd"``."""
+        if data is None:
+            data = self.fixed if self.fixed is not None else self.draw_step(rng)
+        u, target = data
         return fcn_forward_backward(params, u, target)
 
     def evaluate(self, params):

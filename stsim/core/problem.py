@@ -3,8 +3,12 @@
 A *problem* is the model plus its data. It exposes
 
 * ``init_params(rng) -> dict of arrays``,
-* ``loss_grad(params, rng) -> (loss, grads)`` (one step's minibatch, fixed-sample or
-  population gradient),
+* ``loss_grad(params, rng, data=None) -> (loss, grads)`` (one step's minibatch, fixed-sample
+  or population gradient),
+* ``draws`` (bool) and ``draw_step(rng)`` -> the data of one step's fresh minibatch, or ``None`` when a step
+  draws nothing (fixed sample, population); ``loss_grad(params, rng, data)`` then uses
+  ``data`` instead of drawing — what lets :func:`stsim.core.run.run` draw one step ahead
+  (:class:`stsim.util.prefetch.Prefetch`) with the same numbers,
 * ``evaluate(params) -> {metric: value}`` (validation sets drawn once, cosines, ...),
 * ``info() -> dict`` (encoding description, parameter count, ...).
 
@@ -93,14 +97,25 @@ class TransformerProblem:
         return forward_backward(params["W"], params["V"], b.X, b.y, pe, model=self.cfg.model,
                                 query=self.cfg.query, target=b.target, need_grad=need_grad)
 
-    def loss_grad(self, params, rng):
-        """``(loss, {"W": dW, "V": dV})`` of one step: a fresh minibatch from ``rng``, the
-        fixed sample (``optimizer="gd"``) or the population objective."""
+    @property
+    def draws(self) -> bool:
+        """Whether each step draws a fresh minibatch (not the population, not a fixed sample)."""
+        return self.population is None and self.fixed is None
+
+    def draw_step(self, rng):
+        """One step's fresh minibatch ``(Batch, PEBatch)`` from ``rng``; ``None`` when the
+        step draws nothing (:attr:`draws` is false)."""
+        return self._draw(rng, self.cfg.batch, self.cfg.T, self.cfg.q) if self.draws else None
+
+    def loss_grad(self, params, rng, data=None):
+        """``(loss, {"W": dW, "V": dV})`` of one step: a fresh minibatch (``data`` if given,
+        else drawn from ``rng``), the fixed sample (``optimizer="gd"``) or the population
+        objective."""
         if self.population is not None:
             loss, dW, dV = self.population.loss_grad(params["W"], params["V"])
         else:
-            data = self.fixed if self.fixed is not None else self._draw(
-                rng, self.cfg.batch, self.cfg.T, self.cfg.q)
+            if data is None:
+                data = self.fixed if self.fixed is not None else self.draw_step(rng)
             loss, dW, dV = self._fb(params, data)
         return loss, {"W": dW, "V": dV}
 

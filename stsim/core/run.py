@@ -31,6 +31,7 @@ from stsim.core.result import Result
 from stsim.core.schedule import assess_run
 from stsim.core.seeds import Streams
 from stsim.util.io import load_npz, save_npz
+from stsim.util.prefetch import Prefetch, prefetch_default
 from stsim.util.validate import check_int
 
 __all__ = ["run", "train_loop", "LoopEnd", "Config", "Result", "DIVERGENCE_FACTOR"]
@@ -115,11 +116,11 @@ def train_loop(loss_grad, opt, params: dict, steps: int, *, start: int = 0, at_t
         step += 1
 
 
-def _save_checkpoint(path, cfg, step, params, opt, rng, hist, acc):
+def _save_checkpoint(path, cfg, step, params, opt, rng_state, hist, acc):
     arrays = {f"param/{k}": v for k, v in params.items()}
     arrays.update({f"opt/{k}": v for k, v in opt.state_dict().items()})
     arrays.update({f"history/{k}": np.asarray(v, dtype=float) for k, v in hist.items()})
-    meta = {"config": cfg.to_dict(), "step": step, "rng": rng.bit_generator.state,
+    meta = {"config": cfg.to_dict(), "step": step, "rng": rng_state,
             "acc": acc, "history_keys": list(hist)}
     save_npz(path, arrays, meta)
 
@@ -159,7 +160,7 @@ def _load_checkpoint(path, cfg, opt, rng, eval_given=True):
 
 
 def run(T=200, q=3, pe="stochastic", *, checkpoint=None, checkpoint_every=None, progress=None,
-        **options) -> Result:
+        prefetch=None, **options) -> Result:
     """Train a model on STS_q and return a :class:`Result`.
 
     Parameters
@@ -171,6 +172,10 @@ def run(T=200, q=3, pe="stochastic", *, checkpoint=None, checkpoint_every=None, 
     checkpoint : path, optional — resume from this file if it exists (same config except
         ``steps``), and write it every ``checkpoint_every`` steps and at the end.
     progress : callable(step, steps, metrics), optional — called at every record.
+    prefetch : bool, optional — draw each step's minibatch one step ahead on a background
+        thread (:class:`stsim.util.prefetch.Prefetch`); the numbers are the same either way.
+        Default: on when two or more CPUs are free to this process and BLAS is not pinned
+        to one thread (:func:`stsim.util.prefetch.prefetch_default`).
 
     Divergence — a non-finite loss or gradient, or a loss above ``DIVERGENCE_FACTOR``
     (10⁶) times the loss at the first step — stops the run: ``status="diverged"``, the
@@ -222,7 +227,7 @@ def run(T=200, q=3, pe="stochastic", *, checkpoint=None, checkpoint_every=None, 
         # so that a resumed run continues bit-for-bit like an uninterrupted one
         if checkpoint is not None and step > start and (
                 step == cfg.steps or (checkpoint_every and step % checkpoint_every == 0)):
-            _save_checkpoint(checkpoint, cfg, step, params, opt, rng, hist, acc)
+            _save_checkpoint(checkpoint, cfg, step, params, opt, state(), hist, acc)
 
     def observe(step, out):
         acc[0] += out[0]
@@ -230,8 +235,24 @@ def run(T=200, q=3, pe="stochastic", *, checkpoint=None, checkpoint_every=None, 
         if step % cfg.eval_every == 0 or step == cfg.steps:
             record(step)
 
-    end = train_loop(lambda p: problem.loss_grad(p, rng), opt, params, cfg.steps, start=start,
-                     at_top=at_top, observe=observe, finite=rule)
+    if prefetch is None:
+        prefetch = prefetch_default()
+    src = None
+    if prefetch and getattr(problem, "draws", False) and start < cfg.steps:
+        src = Prefetch(problem.draw_step, rng)
+
+    def state():
+        return rng.bit_generator.state if src is None else src.state()
+
+    def loss_grad(p):
+        return problem.loss_grad(p, rng) if src is None else problem.loss_grad(p, rng, src.next())
+
+    try:
+        end = train_loop(loss_grad, opt, params, cfg.steps, start=start,
+                         at_top=at_top, observe=observe, finite=rule)
+    finally:
+        if src is not None:
+            src.close()
     if end.status == "diverged":
         status = "diverged"
         message = (f"diverged: {rule.why} at step {end.step}; history kept up to the last "

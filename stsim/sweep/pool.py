@@ -55,16 +55,18 @@ class OneThreadProcessPool(cf.ProcessPoolExecutor):
 
     Two workers × default BLAS threads oversubscribe 2 cores, and a trial's last bits
     depend on the BLAS thread count, so the table would depend on which worker ran it.
-    A spawned worker reads the variables when it imports numpy, and workers start on
+    Its workers also draw their minibatches in the foreground (``STSIM_PREFETCH=0``, see
+    :mod:`stsim.util.prefetch`): each worker owns one core. A spawned worker reads the
+    variables when it imports numpy, and workers start on
     demand, so the variables stay set in this process until :meth:`shutdown` (numpy is
     already loaded here: they do not change this process). Workers end by themselves
     within about a second if the driver dies (:func:`_die_with_parent`)."""
 
     def __init__(self, workers):
-        self._saved = {k: os.environ.get(k) for k in THREAD_VARS}
+        self._saved = {k: os.environ.get(k) for k in THREAD_VARS + ("STSIM_PREFETCH",)}
         for k, v in self._saved.items():
             if v is None:
-                os.environ[k] = "1"
+                os.environ[k] = "0" if k == "STSIM_PREFETCH" else "1"
         super().__init__(workers, mp_context=mp.get_context("spawn"),
                          initializer=_die_with_parent, initargs=(os.getpid(),))
 

@@ -1,0 +1,127 @@
+"""Draw a training run's minibatches one step ahead, on a second core.
+
+A step of online SGD first draws its minibatch (Gaussian tokens, a subset, the encodings)
+and then runs the forward/backward pass on it. The two do not depend on each other across
+steps, so :class:`Prefetch` draws batch ``t + 1`` on a background thread while the caller
+computes step ``t``. NumPy's generators and most array kernels release the GIL, so on a
+machine with two free cores the two overlap.
+
+The numbers are exactly those of drawing in the foreground: one thread alone uses the
+generator, in order, so batch ``t`` is the same array either way (tested bit for bit).
+:meth:`Prefetch.state` is the generator state *before the next batch not yet taken* — what
+a checkpoint must save so that a resumed run continues like an uninterrupted one, although
+the thread has already drawn further.
+
+:func:`prefetch_default` is the automatic choice: on when this process may run on two or
+more CPUs and BLAS is not pinned to one thread (a pool worker of
+:class:`stsim.sweep.pool.OneThreadProcessPool` is pinned: each worker owns one core, and a
+second thread per worker would oversubscribe the machine). ``STSIM_PREFETCH=0`` / ``=1``
+overrides it.
+"""
+from __future__ import annotations
+
+import os
+import queue
+import threading
+
+__all__ = ["Prefetch", "prefetch_default"]
+
+_PINNED_VARS = ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS")
+
+
+def _n_cpus() -> int:
+    try:
+        return len(os.sched_getaffinity(0))
+    except (AttributeError, OSError):   # not on Linux
+        return os.cpu_count() or 1
+
+
+def prefetch_default() -> bool:
+    """Whether to prefetch when the caller does not say (module docstring)."""
+    env = os.environ.get("STSIM_PREFETCH", "").strip()
+    if env in ("0", "1"):
+        return env == "1"
+    if env:
+        raise ValueError(f"STSIM_PREFETCH must be 0 or 1, got {env!r}")
+    if any(os.environ.get(k, "").strip() == "1" for k in _PINNED_VARS):
+        return False
+    return _n_cpus() >= 2
+
+
+class Prefetch:
+    """``draw(rng)`` called in order on a background thread, at most ``depth`` results
+    ahead of the consumer; :meth:`next` returns them in order.
+
+    Parameters
+    ----------
+    draw : callable(rng) -> object — one step's data; the only user of ``rng`` while the
+        prefetcher lives.
+    rng : numpy.random.Generator
+    depth : int — results drawn ahead (1 is enough to overlap one step; 2 absorbs jitter).
+
+    An exception raised by ``draw`` is raised again by the :meth:`next` that would have
+    returned its result. Use as a context manager, or call :meth:`close`.
+
+    Example
+    -------
+    >>> import numpy as np
+    >>> with Prefetch(lambda r: r.standard_normal(3), np.random.default_rng(0)) as p:
+    ...     a, b = p.next(), p.next()
+    >>> r = np.random.default_rng(0)
+    >>> bool(np.array_equal(a, r.standard_normal(3)) and np.array_equal(b, r.standard_normal(3)))
+    True
+    """
+
+    def __init__(self, draw, rng, depth: int = 2):
+        self._draw = draw
+        self._rng = rng
+        self._state = rng.bit_generator.state
+        self._queue: queue.Queue = queue.Queue(maxsize=max(1, int(depth)))
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._work, name="stsim-prefetch", daemon=True)
+        self._thread.start()
+
+    def _put(self, item) -> bool:
+        while not self._stop.is_set():
+            try:
+                self._queue.put(item, timeout=0.05)
+                return True
+            except queue.Full:
+                continue
+        return False
+
+    def _work(self):
+        try:
+            while not self._stop.is_set():
+                data = self._draw(self._rng)
+                if not self._put((data, self._rng.bit_generator.state, None)):
+                    return
+        except BaseException as exc:  # noqa: BLE001 - delivered to the consumer
+            self._put((None, None, exc))
+
+    def next(self):
+        """The next result of ``draw``, in the order drawn."""
+        if self._stop.is_set():
+            raise RuntimeError("the prefetcher is closed")
+        data, state, exc = self._queue.get()
+        if exc is not None:
+            self.close()
+            raise exc
+        self._state = state
+        return data
+
+    def state(self) -> dict:
+        """The generator state before the next result not yet taken by :meth:`next`."""
+        return self._state
+
+    def close(self):
+        """Stop the thread (results drawn ahead are dropped)."""
+        self._stop.set()
+        self._thread.join()
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        self.close()
+        return False
