@@ -74,34 +74,45 @@ def time_steps(pe, sampler, d_e, model, n, dense=False, T=200, q=3, d=5, B=256):
     return np.median(t), np.percentile(t, 10), np.percentile(t, 90)
 
 
-def one(kind, steps, warmup=5, T=200, q=3, d=5, B=256, lr=0.5):
-    """stsim's step as the peers run it; prints '<kind>: <steps/s> steps/s  (<ms> ms/step) ...'."""
-    import stsim
-    from stsim.core.encodings import make_encoding
-    from stsim.core.model import forward_backward
+def one(kind, steps, warmup=5, T=200, q=3, d=5, B=256, lr=0.5, prefetch=None):
+    """stsim's step as the peers run it, through the path of ``stsim.run`` (the problem's
+    ``draw_step``/``loss_grad``, the minibatch drawn one step ahead on a second thread when
+    ``prefetch`` — default :func:`stsim.util.prefetch.prefetch_default`); prints
+    '<kind>: <steps/s> steps/s  (<ms> ms/step) ...'."""
+    from stsim.core.config import Config
     from stsim.core.optim import SGD
+    from stsim.core.problem import make_problem
+    from stsim.util.prefetch import Prefetch, prefetch_default
     sampler, d_e = PEER_CONFIGS[kind][:2]
+    cfg = Config.from_options(T=T, q=q, d=d, pe="stochastic", sampler=sampler, d_e=d_e,
+                              batch=B, lr=lr, optimizer="sgd", model="theory", query="sum",
+                              steps=steps, n_val=16)
+    problem = make_problem(cfg)
     rng = np.random.default_rng(0)
-    enc = make_encoding("stochastic", T_max=T, d_e=d_e, sampler=sampler)
     D = d + d_e
     params = {"W": np.zeros((D, D)), "V": np.zeros((d, D))}
     opt = SGD(lr)
+    prefetch = prefetch_default() if prefetch is None else prefetch
+    src = Prefetch(problem.draw_step, rng) if prefetch else None
 
     def step():
-        b = stsim.sample_batch(rng, B, T, q, d)
-        peb = enc.sample(rng, B, T)
-        loss, dW, dV = forward_backward(params["W"], params["V"], b.X, b.y, peb,
-                                        model="theory", query="sum", target=b.target)
-        opt.step(params, {"W": dW, "V": dV})
+        data = src.next() if src is not None else problem.draw_step(rng)
+        loss, grads = problem.loss_grad(params, rng, data)
+        opt.step(params, grads)
         return loss
 
-    for _ in range(warmup):
-        step()
-    t0 = time.perf_counter()
-    for _ in range(steps):
-        loss = step()
-    dt = time.perf_counter() - t0
-    print(f"{kind}: {steps / dt:.1f} steps/s  ({1e3 * dt / steps:.1f} ms/step) final loss {loss:.4f}")
+    try:
+        for _ in range(warmup):
+            step()
+        t0 = time.perf_counter()
+        for _ in range(steps):
+            loss = step()
+        dt = time.perf_counter() - t0
+    finally:
+        if src is not None:
+            src.close()
+    print(f"{kind}: {steps / dt:.1f} steps/s  ({1e3 * dt / steps:.1f} ms/step) final loss {loss:.4f}"
+          f" prefetch={'on' if prefetch else 'off'}")
 
 
 _TORCH_WRAP = ("import sys, runpy, torch; _s = torch.set_num_threads; "
