@@ -101,10 +101,67 @@ def test_small_default_run_learns():
 
 @pytest.mark.slow
 @pytest.mark.parametrize("kw", [dict(), dict(T=50, q=3, model="practical", query="mean"),
-                                dict(T=100, q=3, pe="onehot")], ids=str)
+                                dict(T=100, q=3, pe="onehot"), dict(optimizer="adam")], ids=str)
 def test_default_runs_learn(kw):
     """The issue's call (T=200, q=3, stochastic, nothing else) and two other families."""
     res = stsim.run(**kw)
+    h = res.history
+    assert h["val"][-1] <= 0.02 * h["val"][0], res.summary()
+    assert h["cos_V"][-1] >= 0.99, res.summary()
+
+
+def test_linear_decay_schedule_values():
+    from stsim.core.optim import SGD, Adam
+    o = SGD(2.0, decay="linear", total=10)
+    lrs = []
+    for _ in range(10):
+        lrs.append(o.lr)
+        o.step({"w": np.zeros(1)}, {"w": np.zeros(1)})
+    # constant for updates 0..5, then (10 - k)/5 of it: 0.8, 0.6, 0.4, 0.2
+    np.testing.assert_allclose(lrs, [2.0] * 6 + [1.6, 1.2, 0.8, 0.4])
+    assert SGD(2.0).lr == 2.0 and Adam(0.1, decay="linear", total=4).lr == 0.1
+    with pytest.raises(ValueError, match="decay"):
+        SGD(1.0, decay="cosine")
+    with pytest.raises(ValueError, match="total"):
+        SGD(1.0, decay="linear")
+
+
+def test_adam_default_anneals_and_user_lr_is_constant():
+    c = Config.from_options(T=200, q=3, optimizer="adam")
+    assert (c.lr, c.steps, c.lr_decay) == (0.02, 6000, "linear")
+    assert Config.from_options(T=50, q=3, optimizer="adam").steps == 2000
+    c = Config.from_options(T=200, q=3, optimizer="adam", lr=0.01)
+    assert c.lr_decay == "none"                      # a given lr is obeyed exactly
+    assert Config.from_options(T=50, q=3).lr_decay == "none"
+    assert Config.from_options(T=50, q=3, lr_decay="linear").lr_decay == "linear"
+    with pytest.raises(ValueError, match="lr_decay"):
+        Config.from_options(T=50, q=3, lr_decay="cosine")
+
+
+def test_decaying_run_resumes_bit_identically_and_refuses_other_steps(tmp_path):
+    kw = dict(T=12, q=2, pe="stochastic", optimizer="adam", batch=32, n_val=32, eval_every=5,
+              steps=40)
+    full = stsim.run(**kw)
+    assert full.config["lr_decay"] == "linear"
+    ck = tmp_path / "ck.npz"
+
+    def interrupt(step, steps, row):
+        if step == 25:
+            raise KeyboardInterrupt
+
+    with pytest.raises(KeyboardInterrupt):     # interrupted after the checkpoint at step 20
+        stsim.run(checkpoint=ck, checkpoint_every=10, progress=interrupt, **kw)
+    resumed = stsim.run(checkpoint=ck, checkpoint_every=10, **kw)
+    np.testing.assert_array_equal(resumed.W, full.W)
+    for k in full.history:
+        np.testing.assert_array_equal(resumed.history[k], full.history[k])
+    # the schedule depends on the total: the checkpoint cannot be continued to 80 steps
+    with pytest.raises(ValueError, match="steps"):
+        stsim.run(checkpoint=ck, **dict(kw, steps=80))
+
+
+def test_small_adam_default_run_learns():
+    res = stsim.run(T=20, q=2, pe="onehot", optimizer="adam", seed=1)
     h = res.history
     assert h["val"][-1] <= 0.02 * h["val"][0], res.summary()
     assert h["cos_V"][-1] >= 0.99, res.summary()

@@ -13,7 +13,7 @@ from dataclasses import dataclass, field
 
 from stsim.core.encodings import SAMPLERS, canonical_pe, resolve_encoding
 from stsim.core.model import MODELS, QUERIES
-from stsim.core.optim import OPTIMIZERS
+from stsim.core.optim import LR_DECAYS, OPTIMIZERS
 from stsim.core.schedule import DEFAULT_LR, default_schedule
 from stsim.util.validate import check_choice, check_int, check_lr, check_real, int_tuple
 
@@ -56,9 +56,12 @@ class Config:
     lr: float | None = _field(None, "learning rate (a given value is obeyed exactly)",
                               "derived: eta_max/2 of the reduced dynamics, eta_max = "
                               "min(2q, 2n/(c^2(q-1)(q+d))); adam 0.02; see stsim.core.schedule")
+    lr_decay: str | None = _field(None, "step-size schedule: none (constant) | linear (constant "
+                                  "for the first half of the steps, then linearly towards 0)",
+                                  "linear for adam with a derived lr, else none")
     steps: int | None = _field(None, "optimiser steps (a given value is obeyed exactly)",
                                "derived: 2x the step where the reduced dynamics reach 2 percent of "
-                               "the initial loss; adam 2000; see stsim.core.schedule")
+                               "the initial loss; adam max(2000, 30 T); see stsim.core.schedule")
     batch: int = _field(256, "batch size")
     n_train: int | None = _field(None, "size of the fixed sample for optimizer gd", "batch")
     init: str = _field("zero", "initialisation: zero | random (i.i.d. N(0, init_scale^2))")
@@ -102,6 +105,7 @@ class Config:
                                    ("init", c.init, INITS), ("objective", c.objective, OBJECTIVES),
                                    ("arch", c.arch, ARCHS), ("sampler", c.sampler, SAMPLERS)):
             check_choice(name, val, allowed)
+        lr_given = c.lr is not None
         if c.lr is not None:
             c.lr = check_lr(c.lr)
         if c.steps is not None:
@@ -125,6 +129,9 @@ class Config:
         if c.lr is None or c.steps is None:     # derived from the reduced dynamics
             sched = default_schedule(c)
             c.lr, c.steps = check_lr(sched.lr), check_int("steps", sched.steps, 0)
+        if c.lr_decay is None:      # Adam's derived schedule anneals (stsim.core.schedule)
+            c.lr_decay = "linear" if c.optimizer == "adam" and not lr_given else "none"
+        check_choice("lr_decay", c.lr_decay, LR_DECAYS)
         c.eval_every = check_int("eval_every", max(1, c.steps // 100) if c.eval_every is None
                                  else c.eval_every, 1)
         c.check_memory()

@@ -136,8 +136,11 @@ def _load_checkpoint(path, cfg, opt, rng, eval_given=True):
             raise ValueError(f"checkpoint {os.fspath(path)!r} lacks its {key!r} record: not a "
                              f"complete stsim checkpoint; remove it or use another path")
     old = dict(meta["config"])
+    old.setdefault("lr_decay", "none")      # written before the field existed
     new = cfg.to_dict()
-    free = {"steps"} | (set() if eval_given else {"eval_every"})
+    # more steps may be added to a constant-step run; a decaying schedule depends on them
+    free = ({"steps"} if cfg.lr_decay == "none" else set()) | (
+        set() if eval_given else {"eval_every"})
     diff = sorted(k for k in new if k not in free and old.get(k) != new[k])
     if diff:
         raise ValueError(f"checkpoint {os.fspath(path)!r} was written with a different config "
@@ -193,7 +196,7 @@ def run(T=200, q=3, pe="stochastic", *, checkpoint=None, checkpoint_every=None, 
     cfg = Config.from_options(T=T, q=q, pe=pe, **options)
     streams = Streams(cfg.seed)
     problem = make_problem(cfg, streams)
-    opt = make_optimizer(cfg.optimizer, cfg.lr)
+    opt = make_optimizer(cfg.optimizer, cfg.lr, cfg.lr_decay, cfg.steps)
     rng = streams.train()
     if checkpoint_every is not None:
         checkpoint_every = check_int("checkpoint_every", checkpoint_every, 1)
