@@ -61,7 +61,7 @@ FAMILY_ROOT = 2      # root seed of the family's Monte-Carlo replicates
 
 # documented configuration (estimated cost in docs/separation.md); overridable from the CLI
 FULL = dict(qs=(2, 3), d=1, target=0.25, targets=(0.25, 0.1), steps=2000, long_steps=8000,
-            batch=256, n_val=2048, seeds=3, lrs=(1e-3, 3e-3, 1e-2),
+            batch=256, n_val=2048, seeds=3, lrs=(1e-3, 3e-3, 1e-2, 3e-2),
             fcn_Ts=(8, 16, 32, 64, 128), tf_Ts=(8, 16, 32, 64, 128), long_Ts=(64, 128),
             family_qs=(2, 3, 4), family_Ts=(8, 16, 32, 64, 128, 256, 512, 1024, 2048, 4096),
             mc_seeds=3, mc_budget=2 ** 20, n_mc_max=16384, family_max_width=1024,
