@@ -73,6 +73,9 @@ def family_stats(a, g, q):
 
 
 def family_rel(a, g, q):
+    """``L(a)/L0 = 1 − q E[s·u]² / E[|s|²]``: the family's Monte-Carlo population loss
+    at ``W_ee = a I`` with the best γ*(a), relative to ``L0 = d/(2q)`` (d-free), on scores ``g``
+    ``(n_mc, T)`` of :func:`sample_scores` (the ``q`` selected tokens first)."""
     S2, su = family_stats(a, g, q)
     return 1.0 - q * su * su / S2
 

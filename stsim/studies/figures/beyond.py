@@ -38,6 +38,9 @@ SETTINGS = {
 
 
 def sphere_jobs(s):
+    """The sphere-PE runs of panel (a): one ``stochastic/sphere`` run per width in
+    ``s["d_e_list"]`` and seed in ``s["seeds"]`` (the other options: ``SPHERE_KEYS`` of ``s``),
+    named ``beyond/sphere-de<d_e>-<optimizer>-s<seed>``."""
     return [Job(f"beyond/sphere-de{de}-{s['optimizer']}-s{seed}",
                 dict({k: s[k] for k in SPHERE_KEYS}, pe="stochastic", sampler="sphere",
                      d_e=de, seed=seed))
@@ -45,6 +48,9 @@ def sphere_jobs(s):
 
 
 def jobs(s):
+    """All runs of the figure: :func:`sphere_jobs`, Fig. 1's runs at ``s["practical"]`` and
+    the stochastic-PE OOD runs at ``s["theory"]`` (Fig. 2's settings, see ``LINKS``; the runs
+    shared with those figures are trained once)."""
     return sphere_jobs(s) + fig1.jobs(s["practical"]) + ood_jobs(s["theory"], ("stochastic",))
 
 
@@ -59,6 +65,18 @@ def _at(runs, key, step):
 
 
 def analyse(s, results, out, mode):
+    """Draw ``beyond.png``, measure, check, write ``beyond.csv`` / ``beyond.json``
+    (:func:`.common.finish`) and return the summary.
+
+    Panels: (a) final validation loss against ``d_e`` in-distribution and at each ``T_test``
+    (seed mean, min–max bars), (a') the sphere runs' in-distribution curves, (b) theory vs
+    practical model in-distribution and at the largest ``T_test`` of ``s["theory"]``.
+    ``results``: ``{job name: Result}`` holding every run of :func:`jobs`. ``measured``:
+    ``sphere_final_val`` (``{val key: {d_e: [per seed]}}``), ``sphere_wall_time_s``, and both
+    models' losses (in-distribution, largest ``T_test``, shared ``q_test``) at their last
+    common step (``theory_vs_practical``, ``theory_vs_practical_at_step``). Checks: the
+    in-distribution loss falls from the smallest to the largest ``d_e`` and between every
+    consecutive pair."""
     des = list(s["d_e_list"])
     sph = {de: [results[j.name] for j in sphere_jobs(s) if j.options["d_e"] == de]
            for de in des}

@@ -131,6 +131,10 @@ def _practical_jobs(sim):
 
 
 def jobs(s):
+    """Every run of the claims map: the ``T = 20`` OOD group of each ``s["sim"]["opt_lrs"]``
+    entry (renamed under ``claims/``), the practical-model runs of ``s["sim"]["practical"]``,
+    and the runs of Figs. 1, 2 (with its long run), 3 and 5 at their linked settings (shared
+    with those figures, so trained once)."""
     sim = s["sim"]
     out = []
     for opt, lr in sim["opt_lrs"]:
@@ -204,6 +208,9 @@ def fig1_statements(runs, d, heat=False):
 
 
 def held(S, value):
+    """Whether statement ``S`` (a key of ``STATEMENTS``) holds for ``value``, i.e.
+    ``value <op> threshold`` with the statement's op and threshold; ``False`` for ``None`` or a
+    non-finite value (NaN: a run of that setting did not succeed)."""
     if value is None or not np.isfinite(value):
         return False
     _, _, op, thr = STATEMENTS[S]
@@ -304,6 +311,18 @@ def interference_table(r):
 # analysis
 # --------------------------------------------------------------------------------------
 def analyse(s, results, out, mode):
+    """Build the claims map, write its files into ``out`` and return the summary.
+
+    One column per simulated setting (the ``T = 20`` grid, the practical runs, the linked
+    figure runs) with its values of S1–S9; a block whose runs are missing from ``results`` is
+    left out and named in ``measured["missing"]``. Beside them the (lr × step budget) maps of
+    :func:`reduced_map` and the near-orthogonal :func:`interference_table`. Writes
+    ``claims.png``, ``claims_map.csv`` (one row per statement × column and per statement ×
+    reduced-grid cell), ``claims.md`` (:func:`claims_table`), and ``claims.csv`` /
+    ``claims.json`` (:func:`.common.finish`; ``measured``: ``columns``, ``reduced`` (``lrs``,
+    ``budgets``, ``held``, ``value``, ``region``), ``table_markdown``, ``interference``,
+    ``missing``). Its checks are on the interference floor (falls with ``d_e``, grows with
+    ``q_test``, first-order law vs Monte-Carlo) and on S6 in the reduced dynamics."""
     sim = s["sim"]
     cols = []                     # (label, scale, {S: value}, note)
 

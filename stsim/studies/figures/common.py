@@ -221,5 +221,7 @@ def finish(name, out, s, mode, results: dict, checks: list, measured: dict,
 
 
 def load_json(path):
+    """Read the JSON file ``path`` (e.g. a ``<fig>.json`` written by :func:`finish`) and
+    return the decoded object."""
     with open(path) as fh:
         return json.load(fh)

@@ -40,10 +40,17 @@ SETTINGS = {
 
 
 def jobs(s):
+    """The OOD runs of every PE reading and seed (:func:`.ood.ood_jobs`) plus the long
+    stochastic runs of ``s["long"]`` (:func:`.ood.long_jobs`)."""
     return ood_jobs(s) + long_jobs(s)
 
 
 def draw_length_panels(axes, s, groups):
+    """Draw one panel per ``T_test`` of ``s["T_test"]`` on ``axes``: the OOD validation
+    curves of each PE reading in ``groups`` (``{key: [Result per seed]}``, :func:`.ood.by_pe`),
+    the analytic one-hot floor (dashed) and, as crosses at each one-hot run's last step, the
+    exact OOD loss at that run's final ``(a, γ)``. The legend goes on ``axes[0]``. Also used by
+    Fig. 5."""
     for ax, Tt in zip(axes, s["T_test"]):
         panel_curves(ax, groups, f"val/T={Tt}", f"T_test = {Tt}", floor_value=floor(s, Tt),
                      s=s)
@@ -102,6 +109,10 @@ def _setting(s, r):
 
 
 def analyse(s, results, out, mode):
+    """Draw ``fig2.png`` (:func:`draw_length_panels`), measure and check the claims of
+    :func:`length_checks`, add the ``(a, γ)`` read off each one-hot run
+    (``measured["fixed_reduced_state_a_gamma"]``), write ``fig2.csv`` / ``fig2.json``
+    (:func:`.common.finish`) and return the summary."""
     groups = by_pe(s, results)
     n = len(s["T_test"])
     fig, axes = plt.subplots(1, n, figsize=(3.4 * n, 3.6), sharey=True)

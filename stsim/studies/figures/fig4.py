@@ -26,6 +26,7 @@ ZOOM = 0.2                 # the zoomed window: the last 20% of training
 
 
 def jobs(s):
+    """The group's OOD runs (:func:`.ood.ood_jobs`): Fig. 2's runs without the long one."""
     return ood_jobs(s)
 
 
@@ -53,6 +54,9 @@ def draw_length_summary(ax, s, groups):
 
 
 def draw_q_panels(axes, s, groups):
+    """Draw one panel per ``q_test`` of ``s["q_test"]`` on ``axes``: the ``val/q=<q_test>``
+    curves of each PE reading in ``groups`` (``{key: [Result per seed]}``), with an inset
+    zooming on the last ``ZOOM`` of training (seed mean, min–max band). Also used by Fig. 5."""
     for ax, qt in zip(axes, s["q_test"]):
         key = f"val/q={qt}"
         panel_curves(ax, groups, key, f"q_test = {qt} (trained q = {s['q']})", s=s)
@@ -76,6 +80,15 @@ def _tail(runs, key):
 
 
 def q_checks(s, groups, tag=""):
+    """Measured losses on the unseen ``q_test`` and the claims of Fig. 4 for every
+    fixed reading in ``groups`` against the stochastic PE; ``tag`` prefixes the claim texts.
+
+    Returns ``(measured, checks)``: ``measured["val/q=<q_test>"] = {reading: {final, initial,
+    final_over_initial, mean_last_20pct}}`` and ``measured["fixed_final_by_q_test"] =
+    {reading: {q_test: seed-mean final loss}}``; ``checks`` (:func:`.common.check`): every
+    reading converges (final ≤ 5 % of initial, worst seed), the stochastic PE is quicker
+    (fixed / stochastic mean loss over the last 20 % > 1), and each fixed reading gets worse
+    as ``q_test`` grows (over all ``q_test`` and over ``q_test ≥ q − 1``)."""
     measured, checks = {}, []
     fixed = [k for k in groups if is_fixed(k)]
     pes = fixed + ["stochastic"]
@@ -119,6 +132,13 @@ def q_checks(s, groups, tag=""):
 
 
 def analyse(s, results, out, mode):
+    """Draw ``fig4.png`` (top: :func:`draw_length_summary`; bottom: :func:`draw_q_panels`),
+    measure and check, write ``fig4.csv`` / ``fig4.json`` (:func:`.common.finish`) and return
+    the summary.
+
+    Checks: per fixed reading, its final OOD loss stays ≥ 0.15 (min over ``T_test`` and
+    seeds) and the stochastic PE ends below it at every ``T_test`` (worst stochastic seed /
+    best fixed seed < 1); then those of :func:`q_checks`."""
     groups = groups_of(s, results)
     nq = len(s["q_test"])
     fig = plt.figure(figsize=(3.3 * max(nq, 3), 7.0))

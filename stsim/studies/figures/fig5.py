@@ -27,10 +27,15 @@ SETTINGS = {
 
 
 def jobs(s):
+    """The group's OOD runs at the Adam settings (:func:`.ood.ood_jobs`)."""
     return ood_jobs(s)
 
 
 def analyse(s, results, out, mode):
+    """Draw ``fig5.png`` (top row: :func:`.fig2.draw_length_panels`; bottom row:
+    :func:`.fig4.draw_q_panels`), check the claims of Figs. 2 and 4 on the Adam runs
+    (:func:`.fig2.length_checks`, :func:`.fig4.q_checks`, tagged ``"Adam: "``), write
+    ``fig5.csv`` / ``fig5.json`` (:func:`.common.finish`) and return the summary."""
     groups = groups_of(s, results)
     n = max(len(s["T_test"]), len(s["q_test"]))
     fig, axes = plt.subplots(2, n, figsize=(3.3 * n, 6.6), squeeze=False)

@@ -36,20 +36,27 @@ _NEAR_COLORS = ("C1", "C2", "C4", "C5", "C6")
 
 
 def near_key(d_e) -> str:
+    """Key of the fixed near-orthogonal reading of width ``d_e``: ``"near<d_e>"``."""
     return f"near{int(d_e)}"
 
 
 def is_fixed(key) -> bool:
+    """Whether the reading ``key`` is a fixed PE (one-hot or near-orthogonal), i.e. not
+    ``"stochastic"`` or ``"stochastic-long"``."""
     return not key.startswith("stochastic")
 
 
 def pe_label(key) -> str:
+    """Legend and claim label of a PE reading: ``PE_LABEL[key]``, or
+    ``"fixed near-orth. d_e=<k>"`` for ``"near<k>"``."""
     if key.startswith("near"):
         return f"fixed near-orth. d_e={key[4:]}"
     return PE_LABEL[key]
 
 
 def pe_color(key, s=None) -> str:
+    """Plot colour of a PE reading: ``PE_COLOR[key]``; the near-orthogonal readings take
+    ``_NEAR_COLORS`` in the order of ``s["near_d_e"]`` (the first one if ``key`` is not there)."""
     if key.startswith("near"):
         des = [near_key(x) for x in (s or {}).get("near_d_e", [])]
         i = des.index(key) if key in des else 0
@@ -183,6 +190,8 @@ def final_stats(runs, key, upto=None):
 
 
 def at_step(r, key, upto=None):
+    """``history[key]`` of the result ``r`` at its last record ``<= upto`` (the first record
+    if ``upto`` precedes them all), or its final value if ``upto`` is None, as a float."""
     if upto is None:
         return float(r.final(key))
     j = int(np.searchsorted(r.history["step"], upto, "right")) - 1

@@ -17,12 +17,17 @@ SETTING_KEYS = ("T", "q", "d", "d_e", "d_e_list", "sampler", "model", "query",
 
 
 def settings_row(name, s, summary):
+    """One markdown row of the settings table: ``name``, the values of ``SETTING_KEYS`` in
+    the settings ``s`` (empty where absent) and the training time summed over the figure's
+    runs in minutes (``summary["total_train_time_s"]``)."""
     cells = [name] + [str(s.get(k, "")) for k in SETTING_KEYS]
     cells.append(f"{summary['total_train_time_s'] / 60:.1f}")
     return "| " + " | ".join(cells) + " |"
 
 
 def checks_table(summary) -> str:
+    """Markdown table ``claim | measured | target | met`` of ``summary["checks"]`` (an
+    unmet claim shows a bold **no**)."""
     lines = ["| claim | measured | target | met |", "|---|---|---|---|"]
     for c in summary["checks"]:
         lines.append(f"| {c['claim']} | {c['measured']:.4g} | {c['op']} {c['threshold']:.4g} | "
@@ -31,6 +36,9 @@ def checks_table(summary) -> str:
 
 
 def render(folder) -> str:
+    """Markdown report of the ``<fig>.json`` files in ``folder`` (figures without a file are
+    skipped): one settings table (a row per figure, ``claims`` left out), the claims map's
+    table if present, then each figure's checks table (:func:`checks_table`)."""
     out = ["| figure | " + " | ".join(SETTING_KEYS) + " | train time (min, summed over runs) |",
            "|" + "---|" * (len(SETTING_KEYS) + 2)]
     summaries = {}

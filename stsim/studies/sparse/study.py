@@ -398,6 +398,10 @@ def markdown_report(mstar, fits, stats, target=0.9) -> str:
 
 
 def write_mstar_csv(path, mstar):
+    """Write the m* rows of :func:`estimate_mstar` (dicts; rows of several targets may be
+    concatenated) to the CSV file ``path``: columns ``target, fn, s, model, T, m_star, m_grid,
+    censored, rates``, floats with two decimals (the ``m_max`` of rows censored above is not
+    written)."""
     cols = ["target", "fn", "s", "model", "T", "m_star", "m_grid", "censored", "rates"]
     write_csv(path, cols, mstar, float_format=".2f")
 
