@@ -97,7 +97,12 @@ def analyse(s, results, out, mode):
     init = np.array([r.history["loss"][0] for r in runs])
     final = np.array([r.final("loss") for r in runs])
     ratio = final / init
-    r2 = [fit_linear(step[half], 1.0 / r.history["loss"][half]).r2 for r in runs]
+    r2 = []
+    for r in runs:      # each seed over its own records (a diverged run stops early)
+        st = r.history["step"]
+        h = st >= st[-1] / 2
+        r2.append(fit_linear(st[h], 1.0 / r.history["loss"][h]).r2)
+    completed = float(np.mean([r.status == "completed" for r in runs]))
     cw = [r.final("cos_W") for r in runs]
     cv = [r.final("cos_V") for r in runs]
     masses = [block_mass(r.W, r.V, s["d"]) for r in runs]
@@ -107,6 +112,7 @@ def analyse(s, results, out, mode):
                 "inverse_loss_slope_per_step": float(coef[0]),
                 "cos_W": cw, "cos_V": cv, "block_mass": masses}
     checks = [
+        check("share of seeds that completed (none diverged)", completed, ">=", 1.0),
         check("final training loss <= 1% of initial (worst seed)", ratio.max(), "<=", 0.01),
         check("1/L linear over 2nd half, R^2 (worst seed)", min(r2), ">=", 0.99),
         check("cos(W, W*) (worst seed)", min(cw), ">=", 0.99),

@@ -11,6 +11,7 @@ from __future__ import annotations
 import os
 
 import numpy as np
+from matplotlib.ticker import NullFormatter
 
 from stsim.util.plotting import plt, savefig
 from stsim.studies.figures.common import check, finish
@@ -62,21 +63,25 @@ def draw_q_panels(axes, s, groups):
         panel_curves(ax, groups, key, f"q_test = {qt} (trained q = {s['q']})", s=s)
         ins = ax.inset_axes([0.12, 0.1, 0.45, 0.4])   # lower left: empty on loss curves
         for pe, runs in groups.items():
-            st = runs[0].history["step"]
+            n = min(len(r.history["step"]) for r in runs)    # a diverged run stops early
+            st = runs[0].history["step"][:n]
             m = st >= (1 - ZOOM) * st[-1]
-            Y = np.array([r.history[key][m] for r in runs])
+            Y = np.array([r.history[key][:n][m] for r in runs])
             ins.plot(st[m], Y.mean(0), color=pe_color(pe, s), lw=1.0)
             ins.fill_between(st[m], Y.min(0), Y.max(0), color=pe_color(pe, s), alpha=0.2, lw=0)
         ins.set_yscale("log")
         ins.tick_params(labelsize=5)
+        ins.yaxis.set_minor_formatter(NullFormatter())   # minor labels crowd the inset
         ins.set_title("last 20% (zoom)", fontsize=6)
     axes[0].set_ylabel("validation loss")   # colours as in the legend of the panel above
 
 
 def _tail(runs, key):
-    st = runs[0].history["step"]
-    m = st >= (1 - ZOOM) * st[-1]
-    return float(np.mean([r.history[key][m].mean() for r in runs]))
+    vals = []
+    for r in runs:      # each seed over its own records (a diverged run stops early)
+        st = r.history["step"]
+        vals.append(r.history[key][st >= (1 - ZOOM) * st[-1]].mean())
+    return float(np.mean(vals))
 
 
 def q_checks(s, groups, tag=""):
