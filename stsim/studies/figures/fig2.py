@@ -117,12 +117,14 @@ def analyse(s, results, out, mode):
     n = len(s["T_test"])
     fig, axes = plt.subplots(1, n, figsize=(3.4 * n, 3.6), sharey=True)
     draw_length_panels(np.atleast_1d(axes), s, groups)
-    long = f"; long stochastic run: lr {s['long']['lr']}, {s['long']['steps']} steps" \
-        if s.get("long") else ""
+    nl = len(s["long"].get("seeds", s["seeds"])) if s.get("long") else 0
+    long = (f"; long stochastic run: lr {s['long']['lr']}, {s['long']['steps']} steps, "
+            f"{nl} seed{'s' * (nl != 1)}") if s.get("long") else ""
+    ns = len(s["seeds"])
     fig.suptitle(f"Fig. 2  length generalisation: theory model, T={s['T']} q={s['q']} "
                  f"d={s['d']}, one-hot/slots d_e={s['d_e']}, {s['optimizer']} lr={s['lr']}, "
-                 f"{s['steps']} steps{long}, batch {s['batch']}, {len(s['seeds'])} seeds "
-                 "(mean, min–max band)", fontsize=8)
+                 f"{s['steps']} steps, {ns} seed{'s' * (ns != 1)}{long}; batch {s['batch']} "
+                 "(seed mean, min–max band)", fontsize=8)
     fig.tight_layout()
     savefig(fig, os.path.join(out, f"{NAME}.png"))
     measured, checks = length_checks(s, groups)

@@ -152,7 +152,7 @@ def analyse(s, results, out, mode):
     draw_q_panels([fig.add_subplot(gs[1, i]) for i in range(nq)], s, groups)
     fig.suptitle(f"Fig. 4  theory model, T={s['T']} q={s['q']} d={s['d']}, one-hot/slots "
                  f"d_e={s['d_e']}, near-orth. d_e={s.get('near_d_e')}, {s['optimizer']} "
-                 f"lr={s['lr']}, {s['steps']} steps, {len(s['seeds'])} seeds", fontsize=9)
+                 f"lr={s['lr']}, {s['steps']} steps, {len(s['seeds'])} seed{'s' * (len(s['seeds']) != 1)}", fontsize=9)
     fig.tight_layout()
     savefig(fig, os.path.join(out, f"{NAME}.png"), dpi=100)
     measured, checks = q_checks(s, groups)
