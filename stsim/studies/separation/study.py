@@ -182,10 +182,11 @@ def _tf_widths(dstar, T, cfg):
 
 def _fcn_widths(T, cfg, long=False):
     """FCN widths on the √2 grid: T/2 … ``fcn_span``·T at the first budget (at T ≥ 64 only
-    T, 2T … 8T, to the cap ``max_width_fcn``); T … 2√2·T (≤ ``long_max_width``) at the
-    long budget."""
+    T, 2T … 8T, to the cap ``max_width_fcn``); T/2 … 2√2·T (≤ ``long_max_width``) at the
+    long budget (it reaches the target at width T already at T = 64, so the grid goes below
+    T to resolve the smallest width rather than bound it)."""
     if long:
-        return [w for w in width_grid(cfg["long_max_width"]) if T <= w <= 2.9 * T]
+        return [w for w in width_grid(cfg["long_max_width"]) if T / 2 <= w <= 2.9 * T]
     cap = cfg["max_width_fcn"]
     ws = [w for w in width_grid(cap) if max(1, T // 2) <= w <= cfg["fcn_span"] * T]
     if T >= 64:      # the first budget censors large T: probe up to 8T
