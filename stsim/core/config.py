@@ -141,7 +141,9 @@ class Config:
         """Bytes of the largest arrays a run of this (resolved) config allocates, by name,
         and their ``total`` — an estimate made before anything is allocated: parameters
         (+ gradient and optimiser state), one training batch with its encodings and the
-        forward/backward temporaries, and the validation sets."""
+        forward/backward temporaries, the batches drawn ahead (``stsim.util.prefetch``: up
+        to 2 more while one is computed, counted whenever each step draws a fresh batch),
+        and the validation sets."""
         f8 = 8
         B, T, d = self.batch, self.T, self.d
         val_T = [T] * (1 + len(self.q_test)) + list(self.T_test)
@@ -153,6 +155,8 @@ class Config:
             n_par = k * (n_in + 1) + (self.depth - 1) * k * (k + 1) + d * (k + 1)
             out["parameters (x4: gradient, optimiser)"] = 4 * n_par * f8
             out["batch input (x3)"] = 3 * nb * n_in * f8
+            if self.optimizer != "gd":
+                out["batches drawn ahead (x2)"] = 2 * nb * (n_in + d) * f8
             out["validation sets"] = sum(self.n_val * (t * d + t) for t in val_T) * f8
         else:
             D = d + self.d_e
@@ -162,6 +166,8 @@ class Config:
             per_tok = d + (self.d_e if dense else 1)
             out["batch tokens and encodings (x4)"] = 4 * nb * T * per_tok * f8
             out["batch query-side rows (x4)"] = 4 * nb * self.d_e * f8
+            if self.optimizer != "gd" and self.objective == "online":
+                out["batches drawn ahead (x2)"] = 2 * nb * T * per_tok * f8
             out["validation sets"] = sum(self.n_val * t * per_tok for t in val_T) * f8
         out["total"] = int(sum(out.values()))
         return out
