@@ -4,9 +4,12 @@ import os
 import runpy
 import time
 
-import matplotlib
 import pytest
 
+# matplotlib is a runtime dependency of stsim (pip install .); without it these tests are
+# skipped with that reason instead of breaking the collection of the whole suite
+matplotlib = pytest.importorskip("matplotlib", reason="matplotlib (a dependency of stsim) "
+                                 "is not installed: pip install .")
 matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
 
