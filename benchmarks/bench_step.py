@@ -121,8 +121,9 @@ _TORCH_WRAP = ("import sys, runpy, torch; _s = torch.set_num_threads; "
 
 
 def _env(threads):
+    from stsim.util.prefetch import THREAD_VARS
     env = dict(os.environ)
-    for k in ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS"):
+    for k in THREAD_VARS:
         env[k] = str(threads)
     if threads == 1:
         env["XLA_FLAGS"] = "--xla_cpu_multi_thread_eigen=false intra_op_parallelism_threads=1"

@@ -16,6 +16,8 @@ import os
 import threading
 import time
 
+from stsim.util.prefetch import PREFETCH_VAR, THREAD_VARS
+
 __all__ = ["InlineExecutor", "OneThreadProcessPool", "make_executor", "THREAD_VARS"]
 
 
@@ -33,7 +35,6 @@ class InlineExecutor(cf.Executor):
         return fut
 
 
-THREAD_VARS = ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS")
 
 
 def _die_with_parent(parent_pid: int, period: float = 0.5) -> None:
@@ -63,10 +64,10 @@ class OneThreadProcessPool(cf.ProcessPoolExecutor):
     within about a second if the driver dies (:func:`_die_with_parent`)."""
 
     def __init__(self, workers):
-        self._saved = {k: os.environ.get(k) for k in THREAD_VARS + ("STSIM_PREFETCH",)}
+        self._saved = {k: os.environ.get(k) for k in THREAD_VARS + (PREFETCH_VAR,)}
         for k, v in self._saved.items():
             if v is None:
-                os.environ[k] = "0" if k == "STSIM_PREFETCH" else "1"
+                os.environ[k] = "0" if k == PREFETCH_VAR else "1"
         super().__init__(workers, mp_context=mp.get_context("spawn"),
                          initializer=_die_with_parent, initargs=(os.getpid(),))
 

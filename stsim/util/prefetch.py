@@ -24,9 +24,11 @@ import os
 import queue
 import threading
 
-__all__ = ["Prefetch", "prefetch_default"]
+__all__ = ["Prefetch", "prefetch_default", "THREAD_VARS", "PREFETCH_VAR"]
 
-_PINNED_VARS = ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS")
+# the BLAS thread-count variables (set to 1 by stsim.sweep.pool's workers) and the override
+THREAD_VARS = ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS")
+PREFETCH_VAR = "STSIM_PREFETCH"
 
 
 def _n_cpus() -> int:
@@ -38,12 +40,12 @@ def _n_cpus() -> int:
 
 def prefetch_default() -> bool:
     """Whether to prefetch when the caller does not say (module docstring)."""
-    env = os.environ.get("STSIM_PREFETCH", "").strip()
+    env = os.environ.get(PREFETCH_VAR, "").strip()
     if env in ("0", "1"):
         return env == "1"
     if env:
         raise ValueError(f"STSIM_PREFETCH must be 0 or 1, got {env!r}")
-    if any(os.environ.get(k, "").strip() == "1" for k in _PINNED_VARS):
+    if any(os.environ.get(k, "").strip() == "1" for k in THREAD_VARS):
         return False
     return _n_cpus() >= 2
 
