@@ -185,3 +185,51 @@ def test_truth_table_from_the_command_line_resumes(tmp_path):
     assert cli_main(argv) == 0
     assert json.load(open(tmp_path / "summary.json"))["n_run"] == 0
     assert len(read_table(str(tmp_path / "trials.csv"))) == n
+
+
+def test_wilson_interval_is_the_score_interval():
+    from stsim.util.stats import wilson_interval
+    for k, n in ((5, 10), (9, 10), (0, 10), (30, 30), (7, 30)):
+        z, p = 1.959963984540054, k / n
+        c = (p + z * z / (2 * n)) / (1 + z * z / n)
+        h = z / (1 + z * z / n) * math.sqrt(p * (1 - p) / n + z * z / (4 * n * n))
+        assert wilson_interval(k, n) == pytest.approx((c - h, c + h), abs=1e-12)
+    assert wilson_interval(0, 0) == (0.0, 1.0)
+
+
+def test_mstar_bootstrap_interval_brackets_the_estimate():
+    grid = [16, 32, 64, 128, 256]
+    counts = {16: (0, 10), 32: (5, 10), 64: (26, 30), 128: (30, 30), 256: (10, 10)}
+    st = {("and", 3, "attention", 64, m): {"rate": k / n, "n": n, "opt_fail": 0, "stat_fail": 0}
+          for m, (k, n) in counts.items()}
+    (r,) = sparse.estimate_mstar(st, grid, 0.9)
+    assert 32 < r["m_star_lo"] < r["m_star"] < r["m_star_hi"] <= 128
+    assert r["m_star"] == pytest.approx(64 * 2 ** ((0.9 - 26 / 30) / (1 - 26 / 30)))
+    assert r["n"] == "10 10 30 30 10" and r["m_max"] == 256
+    assert sparse.estimate_mstar(st, grid, 0.9) == [r]          # seeded: reproducible
+    # a series whose crossing is at a 9/10 cell: often no crossing at all -> open above
+    st2 = {("and", 3, "attention", 64, m): {"rate": k / n, "n": n, "opt_fail": 0, "stat_fail": 0}
+           for m, (k, n) in {16: (2, 10), 32: (9, 10)}.items()}
+    (r2,) = sparse.estimate_mstar(st2, [16, 32], 0.9)
+    assert r2["m_star"] == 32 and r2["m_star_hi"] is None and r2["m_star_lo"] is not None
+
+
+def test_topup_adds_trials_only_where_the_rate_is_uncertain(tmp_path):
+    base = sparse.run_experiment(TINY, str(tmp_path / "base"), executor=InlineExecutor())
+    cfg = dict(TINY, topup=5, topup_range=(0.2, 0.95))
+    exp = sparse.run_experiment(cfg, str(tmp_path / "topup"), executor=InlineExecutor())
+    first = sparse.cell_stats(base["rows"])
+    stats = sparse.cell_stats(exp["rows"], set(exp["seeds"]))
+    assert set(first) == set(stats)
+    topped = [k for k, c in first.items() if 0.2 <= c["rate"] <= 0.95]
+    assert topped, "the configuration exercises the top-up"
+    for k, c in stats.items():
+        assert c["n"] == (5 if k in topped else 2), (k, c["n"], first[k]["rate"])
+    # the ladder's replicates are the same trials with and without the top-up
+    key = lambda r: (r["model"], r["T"], r["m"], r["seed"], r["test_acc"])  # noqa: E731
+    assert {key(r) for r in base["rows"]} <= {key(r) for r in exp["rows"]}
+    assert exp["levels"][-1]["m"] == "topup" and exp["levels"][-1]["series"] == len(topped)
+    again = sparse.run_experiment(cfg, str(tmp_path / "topup"), executor=InlineExecutor())
+    assert again["n_run"] == 0
+    with pytest.raises(ValueError, match="topup_range"):
+        sparse.run_experiment(dict(cfg, topup_range=(0.9, 0.2)), str(tmp_path / "bad"))

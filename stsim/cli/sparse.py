@@ -23,7 +23,9 @@ HELP = {"Ts": "sequence lengths T", "m_min": "smallest training-set size",
         "max_steps": "full-batch Adam steps per trial", "lr": "learning rate",
         "weight_decay": "weight decay", "max_norm": "norm bound of a block",
         "d_v": "value width of the head", "hidden": "FCN hidden width",
-        "n_test": "fresh test samples per trial", "pos": "position code: onehot | learned"}
+        "n_test": "fresh test samples per trial",
+        "topup": "trials per cell where the rate on the first --seeds trials is in "
+                 "[0.2, 0.95] (0: no top-up)", "pos": "position code: onehot | learned"}
 EXTRA = (("restarts", int, "initialisations per trial; keep the fit of smallest norm "
           "(default: 1)"),
          ("table", str, "truth table for fns table:s, first bit most significant, "

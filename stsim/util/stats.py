@@ -15,6 +15,8 @@ width search.
 * :func:`threshold_width` / :func:`bootstrap_threshold` — the smallest grid width whose
   median over seeds passes a target (and every larger grid width too), with a paired
   percentile bootstrap over seeds; censored when the largest width fails.
+* :func:`wilson_interval` — the 95% Wilson score interval of a success probability
+  (``scipy.stats.binomtest``).
 * :class:`WidthSearch` / :func:`smallest_passing` — the smallest grid value passing a
   monotone predicate: from a start, step up (down) until a failure and a pass bracket the
   boundary, then bisect; probes are recorded and a search whose largest value fails is
@@ -31,7 +33,7 @@ from scipy import stats as _st
 
 __all__ = ["LinearFit", "fit_linear", "law_fit", "power_law_fit", "compare_growth",
            "WidthSearch", "smallest_passing", "fit_growth_law", "compare_growth_laws",
-           "threshold_width", "bootstrap_threshold", "LAWS"]
+           "threshold_width", "bootstrap_threshold", "wilson_interval", "LAWS"]
 
 
 # --------------------------------------------------------------------------------------
@@ -151,6 +153,16 @@ def power_law_fit(x, y):
     ratio = [float(2.0 ** r) for r in p["residuals"]]
     return {"a": p["a"], "b": p["b"], "residuals_ratio": ratio,
             "rms_log2": float(np.sqrt(np.mean(np.log2(ratio) ** 2)))}
+
+
+def wilson_interval(k: int, n: int, level: float = 0.95) -> tuple:
+    """Wilson score interval ``(lo, hi)`` of a success probability from ``k`` successes
+    in ``n`` trials (``scipy.stats.binomtest(k, n).proportion_ci(level, "wilson")``);
+    ``(0.0, 1.0)`` when ``n == 0``."""
+    if n == 0:
+        return 0.0, 1.0
+    ci = _st.binomtest(int(k), int(n)).proportion_ci(confidence_level=level, method="wilson")
+    return float(ci.low), float(ci.high)
 
 
 def compare_growth(t, y, scale: float = 1, min_points: int = 2) -> dict:

@@ -31,6 +31,15 @@ is monotone in ``m`` above the threshold; set ``stop_after=0`` to run every cell
 of smallest norm (:func:`stsim.studies.sparse.boolean.train_trial`), a stand-in for the norm-bounded
 empirical risk minimiser the claim is about.
 
+**Top-up.** With ``topup = n`` (> ``seeds``), every cell whose success rate on the
+``seeds`` ladder trials lies in ``topup_range`` (default [0.2, 0.95]: where 10 trials
+cannot tell 0.5 from 0.8 or 0.9 from 0.7) gets replicates ``seeds … n − 1`` more (the
+first ``seeds`` replicates are the ladder's, resumed from the table). The ladder's
+retirement decisions are the ``seeds``-trial ones; rates, intervals and m* use every
+trial of a cell. Each cell's rate carries a 95% Wilson interval (``ci_lo``, ``ci_hi``),
+and m* a 95% bootstrap interval ``[m_star_lo, m_star_hi]`` (every cell's count redrawn
+from its binomial, :func:`estimate_mstar`).
+
 **Failure kinds.** A failed trial with training accuracy < ``fit_acc`` (0.99) did not fit
 its own sample (an optimisation failure); one that fits but tests below ``threshold`` is
 a statistical failure. Both are counted per cell.
@@ -45,7 +54,7 @@ import numpy as np
 
 from stsim.studies.sparse.boolean import SparseFunction, train_trial, validate_point, validate_trial
 from stsim.util.io import atomic_write, write_csv, write_json
-from stsim.util.stats import compare_growth
+from stsim.util.stats import compare_growth, wilson_interval
 from stsim.sweep import InlineExecutor, OneThreadProcessPool, read_table, spawn_seeds, sweep
 from stsim.util.validate import check_int
 
@@ -57,14 +66,16 @@ __all__ = ["FULL", "QUICK", "m_grid", "parse_fns", "run_experiment", "cell_stats
 FULL = dict(Ts=(16, 32, 64, 128, 256, 512), m_min=16, m_max=2048, ratio=math.sqrt(2),
             fns="and:3,majority:3,parity:2", models="attention,fcn", seeds=10,
             threshold=0.95, target=0.9, stop_after=2, max_steps=500, lr=0.05,
-            weight_decay=3e-4, max_norm=20.0, d_v=4, hidden=16, n_test=2000, pos="onehot")
+            weight_decay=3e-4, max_norm=20.0, d_v=4, hidden=16, n_test=2000, pos="onehot",
+            topup=30)
 QUICK = dict(Ts=(8, 16, 32), m_min=8, m_max=256, ratio=2.0, fns="and:3,majority:3",
              models="attention,fcn", seeds=4, threshold=0.95, target=0.9, stop_after=2,
              max_steps=200, lr=0.05, weight_decay=3e-4, max_norm=20.0, d_v=4, hidden=16,
-             n_test=500, pos="onehot")
+             n_test=500, pos="onehot", topup=0)
 TRIAL_KEYS = ("max_steps", "lr", "weight_decay", "max_norm", "d_v", "hidden", "n_test",
               "threshold", "pos")
 OPTIONAL_KEYS = ("restarts", "table")  # passed to the trials only when set (else their default)
+TOPUP_RANGE = (0.2, 0.95)   # success rates (on the ladder's trials) that get topped up
 FIT_ACC = 0.99
 MEDIAN = 0.5  # m* is also reported at success probability 1/2 (the typical trial)
 
@@ -116,7 +127,8 @@ def run_experiment(cfg: dict, out: str, *, executor=None, workers: int = 2, log=
 
     Returns dict with ``rows`` (every ``ok`` row of ``trials.csv``), ``grid`` (the m
     values), ``wall_time_s``, ``n_run`` (trials computed now), ``levels`` (per level: m,
-    active series, trials, seconds).
+    active series, trials, seconds; the top-up last, as m ``"topup"``), ``seeds`` (the
+    replicate seeds of this design: ``spawn_seeds(max(seeds, topup))``).
     """
     Ts = [check_int("T", T, 1) for T in cfg["Ts"]]
     if not Ts:
@@ -128,6 +140,10 @@ def run_experiment(cfg: dict, out: str, *, executor=None, workers: int = 2, log=
     if not 0 < target <= 1:
         raise ValueError(f"target (success probability) must lie in (0, 1], got {target}")
     stop_after = check_int("stop_after", cfg["stop_after"], 0)
+    topup = check_int("topup", cfg.get("topup") or 0, 0)
+    lo, hi = (float(v) for v in cfg.get("topup_range", TOPUP_RANGE))
+    if not 0 <= lo <= hi <= 1:
+        raise ValueError(f"topup_range must be 0 <= lo <= hi <= 1, got ({lo}, {hi})")
     fixed = {k: cfg[k] for k in TRIAL_KEYS}
     fixed.update({k: cfg[k] for k in OPTIONAL_KEYS if cfg.get(k) is not None})
     table = fixed.pop("table", None)
@@ -171,12 +187,34 @@ def run_experiment(cfg: dict, out: str, *, executor=None, workers: int = 2, log=
             if log is not None:
                 log(f"m={m}: {len(active)} series × {seeds} seeds, {res.n_run} run now, "
                     f"{time.perf_counter() - tl:.1f}s (total {time.perf_counter() - t0:.0f}s)")
+        if topup > seeds:
+            tl = time.perf_counter()
+            rows = [r for r in read_table(path) if r["status"] == "ok"]
+            stats = cell_stats(rows, set(spawn_seeds(seeds)))
+            cells = sorted(k for k, c in stats.items() if lo <= c["rate"] <= hi
+                           and k[:4] in set(series) and k[4] in ms)
+            points = [dict(fn=fn, s=s, model=model, T=T, m=m, **fixed, **extra.get((fn, s), {}))
+                      for fn, s, model, T, m in cells]
+            if points:
+                res = sweep(train_trial, points, seeds=topup, executor=ex, out=path,
+                            validate=validate_point)
+                errs = [r for r in res.rows if r["status"] != "ok"]
+                if errs:
+                    raise RuntimeError(f"trial failed at {({k: errs[0][k] for k in ('fn', 'model', 'T', 'm')})}: "
+                                       f"{errs[0]['error']}")
+                n_run += res.n_run
+                levels.append({"m": "topup", "series": len(cells), "trials": len(points) * topup,
+                               "run_now": res.n_run, "seconds": time.perf_counter() - tl})
+                if log is not None:
+                    log(f"top-up: {len(cells)} cells with rate in [{lo:g}, {hi:g}] to {topup} "
+                        f"trials, {res.n_run} run now, {time.perf_counter() - tl:.1f}s")
     finally:
         if own and not isinstance(ex, InlineExecutor):
             ex.shutdown(wait=True)
     rows = [r for r in read_table(path) if r["status"] == "ok"]
     return {"rows": rows, "grid": ms, "wall_time_s": time.perf_counter() - t0,
-            "n_run": n_run, "levels": levels, "table": path, "seeds": spawn_seeds(seeds)}
+            "n_run": n_run, "levels": levels, "table": path,
+            "seeds": spawn_seeds(max(seeds, topup))}
 
 
 def _mean(values):
@@ -185,8 +223,9 @@ def _mean(values):
 
 
 def cell_stats(rows, seeds=None) -> dict:
-    """``{(fn, s, model, T, m): {rate, n, opt_fail, stat_fail, test_acc, attn}}`` over the
-    rows (restricted to the replicate seeds in ``seeds`` if given)."""
+    """``{(fn, s, model, T, m): {rate, n, ci_lo, ci_hi, opt_fail, stat_fail, test_acc,
+    attn, ...}}`` over the rows (restricted to the replicate seeds in ``seeds`` if given);
+    ``ci_lo, ci_hi``: the 95% Wilson interval of the success probability."""
     cells = {}
     for r in rows:
         if seeds is not None and r["seed"] not in seeds:
@@ -197,7 +236,8 @@ def cell_stats(rows, seeds=None) -> dict:
         fit = [r["train_acc"] is not None and r["train_acc"] >= FIT_ACC for r in rs]
         ok = [bool(r["success"]) for r in rs]
         attn = [r["attn_on_support"] for r in rs if r.get("attn_on_support") is not None]
-        out[key] = {"rate": float(np.mean(ok)), "n": len(rs),
+        ci_lo, ci_hi = wilson_interval(int(sum(ok)), len(rs))
+        out[key] = {"rate": float(np.mean(ok)), "n": len(rs), "ci_lo": ci_lo, "ci_hi": ci_hi,
                     "opt_fail": int(sum((not o) and (not f) for o, f in zip(ok, fit))),
                     "stat_fail": int(sum((not o) and f for o, f in zip(ok, fit))),
                     "test_acc": float(np.mean([r["test_acc"] or 0.0 for r in rs])),
@@ -208,26 +248,55 @@ def cell_stats(rows, seeds=None) -> dict:
     return out
 
 
-def estimate_mstar(stats: dict, grid, target: float = 0.9) -> list:
-    """m* per (fn, s, model, T) from the per-cell success rates (module docstring)."""
+def _crossing(ms, rates, target):
+    """(m*, first grid m at target, censored) by the module's crossing rule."""
+    first = next((i for i, r in enumerate(rates) if r >= target), None)
+    if first is None:
+        return None, None, "above"
+    if first == 0:
+        return float(ms[0]), ms[0], "below"
+    m0, m1, r0, r1 = ms[first - 1], ms[first], rates[first - 1], rates[first]
+    frac = (target - r0) / (r1 - r0)
+    return float(math.exp(math.log(m0) + frac * math.log(m1 / m0))), m1, None
+
+
+def estimate_mstar(stats: dict, grid, target: float = 0.9, *, n_boot: int = 2000,
+                   seed: int = 0) -> list:
+    """m* per (fn, s, model, T) from the per-cell success rates (module docstring).
+
+    ``m_star_lo`` / ``m_star_hi``: a 95% percentile-bootstrap interval of m* — each cell's
+    count is redrawn ``Binomial(n, rate)`` (``n_boot`` times, generator seeded by
+    ``seed``) and the crossing recomputed; ``m_star_hi`` is None when more than 2.5% of
+    the draws never reach ``target`` (the interval is open above ``m_max``). A cell at
+    0/n or n/n does not vary in the bootstrap; its Wilson interval (``cell_stats``) says
+    how far it may be off. ``n`` lists the trials per cell, ``m_max`` the largest m run."""
     series = sorted({k[:4] for k in stats})
+    rng = np.random.default_rng(seed)
     out = []
     for key in series:
         ms = [m for m in grid if key + (m,) in stats]
-        rates = [stats[key + (m,)]["rate"] for m in ms]
-        first = next((i for i, r in enumerate(rates) if r >= target), None)
+        cells = [stats[key + (m,)] for m in ms]
+        rates = [c["rate"] for c in cells]
         row = dict(zip(("fn", "s", "model", "T"), key), target=target, m_star=None, m_grid=None,
-                   censored=None, rates=" ".join(f"{m}:{r:.1f}" for m, r in zip(ms, rates)))
-        if first is None:
-            row["censored"] = "above"
-            row["m_max"] = ms[-1] if ms else None
-        elif first == 0:
-            row.update(m_star=float(ms[0]), m_grid=ms[0], censored="below")
-        else:
-            m0, m1, r0, r1 = ms[first - 1], ms[first], rates[first - 1], rates[first]
-            frac = (target - r0) / (r1 - r0)
-            row.update(m_star=float(math.exp(math.log(m0) + frac * math.log(m1 / m0))),
-                       m_grid=m1)
+                   censored=None, m_star_lo=None, m_star_hi=None,
+                   rates=" ".join(f"{m}:{r:.2f}" if c.get("n", 0) > 10 else f"{m}:{r:.1f}"
+                                  for m, r, c in zip(ms, rates, cells)),
+                   n=" ".join(str(c.get("n", "")) for c in cells))
+        m_star, m_grid, censored = _crossing(ms, rates, target)
+        row.update(m_star=m_star, m_grid=m_grid, censored=censored)
+        row["m_max"] = ms[-1] if ms else None   # the largest m run in the series
+        if cells and n_boot and all("n" in c for c in cells):
+            n = np.array([c["n"] for c in cells])
+            draws = rng.binomial(n, np.asarray(rates), size=(n_boot, len(cells))) / n
+            boot = [_crossing(ms, d, target)[0] for d in draws]
+            above = sum(b is None for b in boot)
+            done = np.array([b for b in boot if b is not None])
+            if len(done):
+                row["m_star_lo"] = float(np.percentile(done, 2.5)) if above < 0.975 * n_boot \
+                    else None
+            if above <= 0.025 * n_boot and len(done):
+                row["m_star_hi"] = float(np.quantile(np.concatenate(
+                    [done, np.full(above, np.inf)]), 0.975))
         out.append(row)
     return out
 
@@ -369,9 +438,12 @@ def _fmt_fit(f, kind):
 
 
 def markdown_report(mstar, fits, stats, target=0.9) -> str:
-    """m* table, fits with residuals, and failure kinds per series."""
+    """m* table (with the Wilson-bound interval), fits with residuals, and failure kinds
+    per series."""
     lines = [f"### Success probability ≥ {target:g}", "",
-             "| function | model | T | m* | first grid m ≥ target | failures below m* (opt / stat) |",
+             "m* [interval]: 95% bootstrap interval (each cell's count redrawn from its "
+             "binomial; '> m_max': more than 2.5% of the draws never reach the target).", "",
+             "| function | model | T | m* [interval] | first grid m ≥ target | failures below m* (opt / stat) |",
              "|---|---|---|---|---|---|"]
     for r in mstar:
         key = (r["fn"], r["s"], r["model"], r["T"])
@@ -380,6 +452,10 @@ def markdown_report(mstar, fits, stats, target=0.9) -> str:
         of, sf = sum(c["opt_fail"] for c in below), sum(c["stat_fail"] for c in below)
         ms = (f"> {r['m_max']}" if r["censored"] == "above" else
               f"≤ {r['m_star']:.0f}" if r["censored"] == "below" else f"{r['m_star']:.0f}")
+        if r.get("m_star_lo") is not None or r.get("m_star_hi") is not None:
+            lo_ = f"{r['m_star_lo']:.0f}" if r.get("m_star_lo") is not None else "?"
+            hi_ = f"{r['m_star_hi']:.0f}" if r.get("m_star_hi") is not None else f"> {r['m_max']}"
+            ms += f" [{lo_}, {hi_}]"
         lines.append(f"| {r['fn']} s={r['s']} | {r['model']} | {r['T']} | {ms} | "
                      f"{r['m_grid'] or '—'} | {of} / {sf} |")
     lines += ["", "| series | m* = a·log2 T + b | m* = a·T + b | power law | better |",
@@ -399,10 +475,11 @@ def markdown_report(mstar, fits, stats, target=0.9) -> str:
 
 def write_mstar_csv(path, mstar):
     """Write the m* rows of :func:`estimate_mstar` (dicts; rows of several targets may be
-    concatenated) to the CSV file ``path``: columns ``target, fn, s, model, T, m_star, m_grid,
-    censored, rates``, floats with two decimals (the ``m_max`` of rows censored above is not
-    written)."""
-    cols = ["target", "fn", "s", "model", "T", "m_star", "m_grid", "censored", "rates"]
+    concatenated) to the CSV file ``path``: columns ``target, fn, s, model, T, m_star,
+    m_star_lo, m_star_hi, m_grid, censored, m_max, rates, n`` (``m_max``: the largest m run
+    in the series; ``n``: trials per cell), floats with two decimals."""
+    cols = ["target", "fn", "s", "model", "T", "m_star", "m_star_lo", "m_star_hi", "m_grid",
+            "censored", "m_max", "rates", "n"]
     write_csv(path, cols, mstar, float_format=".2f")
 
 
@@ -441,7 +518,10 @@ def run_study(cfg: dict, out: str, *, workers: int = 2, log=None, mode=None) -> 
                          for k, c in sorted(stats.items())]}
     write_json(os.path.join(out, "summary.json"), summary)
     desc = (f"success = test accuracy ≥ {cfg['threshold']:g} on {cfg['n_test']} fresh samples; "
-            f"{cfg['seeds']} trials per cell; {cfg['max_steps']} full-batch Adam steps, "
+            f"{cfg['seeds']} trials per cell"
+            + (f" ({cfg['topup']} where the rate is in [{TOPUP_RANGE[0]:g}, {TOPUP_RANGE[1]:g}])"
+               if (cfg.get("topup") or 0) > cfg["seeds"] else "")
+            + f"; {cfg['max_steps']} full-batch Adam steps, "
             f"λ={cfg['weight_decay']:g}, ‖block‖ ≤ {cfg['max_norm']:g}")
     if cfg.get("restarts") not in (None, 1):
         desc += f"; min-norm fit of {cfg['restarts']} restarts"
