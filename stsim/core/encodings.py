@@ -137,7 +137,11 @@ def sorted_subsets(rng: np.random.Generator, B: int, n: int, k: int) -> np.ndarr
         ok = np.count_nonzero(mb, axis=1) == k
         mask[bad[ok]] = mb[ok]
         bad = bad[~ok]
-    return np.nonzero(mask)[1].reshape(B, k)
+    # the column indices of the k set entries per row, row by row in increasing order: the
+    # flat positions of the mask minus each row's offset (no row-index array is built)
+    flat = np.flatnonzero(mask).reshape(B, k)
+    flat -= (n * np.arange(B))[:, None]
+    return flat
 
 
 class Encoding:
