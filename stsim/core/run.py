@@ -27,6 +27,7 @@ import numpy as np
 from stsim.core.config import Config
 from stsim.core.optim import make_optimizer
 from stsim.core.problem import make_problem
+from stsim.util.malloc import keep_freed_memory
 from stsim.core.result import Result
 from stsim.core.schedule import assess_run
 from stsim.core.seeds import Streams
@@ -94,8 +95,10 @@ def train_loop(loss_grad, opt, params: dict, steps: int, *, start: int = 0, at_t
     starting ``(loss, grads)``); stop as ``"diverged"`` unless ``finite(loss, grads)``;
     ``observe(t, out)`` (records); stop as ``"stopped"`` if ``stop(t, out)``; stop as
     ``"completed"`` at ``t = steps``; else ``opt.step(params, grads)`` (in place),
-    ``post_step(params)`` (e.g. a projection) and ``t += 1``.
+    ``post_step(params)`` (e.g. a projection) and ``t += 1``. Before the first iteration
+    it calls :func:`stsim.util.malloc.keep_freed_memory`.
     """
+    keep_freed_memory()   # the step's large arrays are reused, not re-faulted (util.malloc)
     step = start
     while True:
         if at_top is not None:
