@@ -381,6 +381,12 @@ def _draw_mstar(ax, mstar, fits):
             ok = [r for r in rs if r["m_star"] is not None]
             ax.plot([r["T"] for r in ok], [r["m_star"] for r in ok], ls, marker=mk,
                     color=f"C{i}", label=f"{fn} s={s}, {model}")
+            for r in ok:   # the bootstrap interval; an open upper end runs to m_max
+                lo = r.get("m_star_lo")
+                hi = r.get("m_star_hi") if r.get("m_star_hi") is not None else r.get("m_max")
+                if lo is not None and hi is not None:
+                    x = r["T"] * (0.97 if model == "attention" else 1.03)
+                    ax.plot([x, x], [lo, hi], "-", color=f"C{i}", lw=0.8, alpha=0.6)
             cen = [r for r in rs if r["m_star"] is None]
             if cen:  # side by side per model, so censored markers do not hide each other
                 ax.plot([r["T"] * shift for r in cen], [r["m_max"] for r in cen], mk,
@@ -402,7 +408,8 @@ def _draw_mstar(ax, mstar, fits):
 def plot_mstar(panels, path, title=""):
     """m* against T (log2 axes) for both models, one panel per success target
     (``panels``: list of ``(target, mstar, fits)``); attention solid, FCN dashed, the
-    attention's log-T fit dotted; open markers at m_max: no grid size reached the target."""
+    attention's log-T fit dotted, thin vertical bars the 95% bootstrap intervals of m*
+    (to m_max where open above); open markers at m_max: no grid size reached the target."""
     import matplotlib.pyplot as plt
 
     from stsim.util.plotting import savefig
@@ -415,6 +422,8 @@ def plot_mstar(panels, path, title=""):
         ax.set_title(f"smallest m with success probability ≥ {target:g}", fontsize=9)
     axes[0][0].set_ylabel("m* (training samples)")
     axes[0][-1].plot([], [], ":", color="0.4", lw=1, label="attention: fit m* = a·log2 T + b")
+    axes[0][-1].plot([], [], "-", color="0.4", lw=0.8, alpha=0.6,
+                     label="95% bootstrap interval of m*")
     axes[0][-1].plot([], [], "o", mfc="none", color="0.4", ms=9,
                      label="open marker at m_max:\nno m ≤ m_max reached the target")
     if ys:
