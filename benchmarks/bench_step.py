@@ -14,7 +14,8 @@ Against the peers (issue 12): stsim's step and the PyTorch / JAX peers of
 repeats; each process prints ms/step = wall time of its timed steps / steps (after warm-up;
 JAX's compile is excluded by the peer itself). stsim runs the same step as the peers: theory
 model, ``query="sum"``, zero init, SGD lr 0.5, a fresh batch and fresh encodings every
-step. Every process gets the same thread pinning: ``OMP_NUM_THREADS``,
+step. Every process gets the same malloc thresholds (those of :mod:`stsim.util.malloc`, as
+``MALLOC_MMAP_THRESHOLD_`` / ``MALLOC_TRIM_THRESHOLD_``) and the same thread pinning: ``OMP_NUM_THREADS``,
 ``OPENBLAS_NUM_THREADS``, ``MKL_NUM_THREADS`` = ``--threads`` (default 2, the count the
 PyTorch peer sets itself with ``torch.set_num_threads(2)``) and, for JAX,
 ``XLA_FLAGS=--xla_cpu_multi_thread_eigen=false intra_op_parallelism_threads=1`` when
@@ -53,6 +54,8 @@ def time_steps(pe, sampler, d_e, model, n, dense=False, T=200, q=3, d=5, B=256):
     from stsim.core.encodings import PEBatch, make_encoding
     from stsim.core.model import forward_backward
     from stsim.core.optim import SGD
+    from stsim.util.malloc import keep_freed_memory
+    keep_freed_memory()                        # as train_loop does
     rng = np.random.default_rng(0)
     enc = make_encoding(pe, T_max=T, d_e=d_e, sampler=sampler, rng=rng)
     D = d + d_e
@@ -123,10 +126,15 @@ _TORCH_WRAP = ("import sys, runpy, torch; _s = torch.set_num_threads; "
 
 
 def _env(threads):
+    from stsim.util.malloc import MMAP_THRESHOLD, TRIM_THRESHOLD
     from stsim.util.prefetch import THREAD_VARS
     env = dict(os.environ)
     for k in THREAD_VARS:
         env[k] = str(threads)
+    # every process, the peers included, gets the malloc thresholds stsim sets for itself
+    # (util.malloc); the peers' times do not move with them (measured, docs/model.md)
+    env["MALLOC_MMAP_THRESHOLD_"] = str(MMAP_THRESHOLD)
+    env["MALLOC_TRIM_THRESHOLD_"] = str(TRIM_THRESHOLD)
     if threads == 1:
         env["XLA_FLAGS"] = "--xla_cpu_multi_thread_eigen=false intra_op_parallelism_threads=1"
     return env
@@ -162,7 +170,8 @@ def peers(args):
     print(f"one online-SGD step, T=200 q=3 d=5 batch=256 float64, theory model, zero init, SGD "
           f"lr 0.5; {os.cpu_count()} cores, load average {load:.2f} at start; every process "
           f"pinned to {args.threads} thread(s) (OMP/OPENBLAS/MKL_NUM_THREADS"
-          f"{', XLA single-threaded, torch.set_num_threads forced to 1' if args.threads == 1 else ', torch.set_num_threads(2) by the peer, XLA default'}); "
+          f"{', XLA single-threaded, torch.set_num_threads forced to 1' if args.threads == 1 else ', torch.set_num_threads(2) by the peer, XLA default'}) "
+          f"and given stsim's malloc thresholds; "
           f"{args.repeats} repeats, interleaved")
     ms = {(c, i): [] for c in args.configs for i in impls}
     names = list(impls)
