@@ -54,15 +54,18 @@ class Prefetch:
     """``draw(rng)`` called in order on a background thread, at most ``depth`` results
     ahead of the consumer; :meth:`next` returns them in order.
 
-    Parameters
-    ----------
-    draw : callable(rng) -> object — one step's data; the only user of ``rng`` while the
-        prefetcher lives.
-    rng : numpy.random.Generator
-    depth : int — results drawn ahead (1 is enough to overlap one step; 2 absorbs jitter).
-
     An exception raised by ``draw`` is raised again by the :meth:`next` that would have
     returned its result. Use as a context manager, or call :meth:`close`.
+
+    Parameters
+    ----------
+    draw : callable
+        ``draw(rng)`` returns one step's data; the only user of ``rng`` while the
+        prefetcher lives.
+    rng : numpy.random.Generator
+        The generator ``draw`` uses.
+    depth : int
+        Results drawn ahead (1 is enough to overlap one step; 2 absorbs jitter).
 
     Example
     -------
