@@ -19,7 +19,6 @@ can be re-drawn without re-training and a long run that is interrupted keeps wha
 from __future__ import annotations
 
 import concurrent.futures as cf
-import json
 import os
 import sys
 import time
@@ -218,10 +217,3 @@ def finish(name, out, s, mode, results: dict, checks: list, measured: dict,
         summary.update(extra)
     write_json(os.path.join(out, f"{name}.json"), summary)
     return summary
-
-
-def load_json(path):
-    """Read the JSON file ``path`` (e.g. a ``<fig>.json`` written by :func:`finish`) and
-    return the decoded object."""
-    with open(path) as fh:
-        return json.load(fh)
