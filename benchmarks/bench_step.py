@@ -87,7 +87,7 @@ def one(kind, steps, warmup=5, T=200, q=3, d=5, B=256, lr=0.5, prefetch=None):
     from stsim.core.problem import make_problem
     from stsim.util.malloc import keep_freed_memory
     from stsim.util.prefetch import Prefetch, prefetch_default
-    keep_freed_memory()                        # as train_loop does
+    kept = keep_freed_memory()                 # as train_loop does
     sampler, d_e = PEER_CONFIGS[kind][:2]
     cfg = Config.from_options(T=T, q=q, d=d, pe="stochastic", sampler=sampler, d_e=d_e,
                               batch=B, lr=lr, optimizer="sgd", model="theory", query="sum",
@@ -117,7 +117,7 @@ def one(kind, steps, warmup=5, T=200, q=3, d=5, B=256, lr=0.5, prefetch=None):
         if src is not None:
             src.close()
     print(f"{kind}: {steps / dt:.1f} steps/s  ({1e3 * dt / steps:.1f} ms/step) final loss {loss:.4f}"
-          f" prefetch={'on' if prefetch else 'off'} malloc-kept={'yes' if keep_freed_memory() else 'no'}")
+          f" prefetch={'on' if prefetch else 'off'} malloc-kept={'yes' if kept else 'no'}")
 
 
 _TORCH_WRAP = ("import sys, runpy, torch; _s = torch.set_num_threads; "

@@ -32,7 +32,7 @@ from stsim.core.result import Result
 from stsim.core.run import run
 from stsim.sweep.pool import OneThreadProcessPool
 
-__all__ = ["Job", "run_jobs", "resolve_settings", "write_histories_csv", "seed_band",
+__all__ = ["Job", "run_jobs", "resolve_settings", "write_histories_csv", "seed_band", "n_seeds",
            "check", "finish", "MODES", "peak_rss_mb"]
 
 MODES = ("quick", "full")
@@ -189,6 +189,11 @@ def seed_band(ax, results, key, *, label=None, color=None, ls="-", lw=1.6, trans
         ax.fill_between(steps, Y.min(axis=0), Y.max(axis=0), color=line.get_color(),
                         alpha=0.2, lw=0)
     return steps, mean
+
+
+def n_seeds(seeds) -> str:
+    """``"1 seed"`` / ``"3 seeds"`` for a list of seeds (figure titles)."""
+    return f"{len(seeds)} seed{'s' * (len(seeds) != 1)}"
 
 
 def check(claim: str, measured, op: str, threshold, note: str = "") -> dict:

@@ -20,7 +20,7 @@ import os
 import numpy as np
 
 from stsim.util.plotting import plt, savefig
-from stsim.studies.figures.common import check, finish
+from stsim.studies.figures.common import check, finish, n_seeds
 from stsim.studies.figures.ood import (FULL_BASE, QUICK_BASE, by_pe, exact_agreement,
                                        final_stats, floor, is_fixed, long_jobs, ood_jobs,
                                        panel_curves, pe_label, predicted_fixed_ood,
@@ -117,13 +117,11 @@ def analyse(s, results, out, mode):
     n = len(s["T_test"])
     fig, axes = plt.subplots(1, n, figsize=(3.4 * n, 3.6), sharey=True)
     draw_length_panels(np.atleast_1d(axes), s, groups)
-    nl = len(s["long"].get("seeds", s["seeds"])) if s.get("long") else 0
     long = (f"; long stochastic run: lr {s['long']['lr']}, {s['long']['steps']} steps, "
-            f"{nl} seed{'s' * (nl != 1)}") if s.get("long") else ""
-    ns = len(s["seeds"])
+            f"{n_seeds(s['long'].get('seeds', s['seeds']))}") if s.get("long") else ""
     fig.suptitle(f"Fig. 2  length generalisation: theory model, T={s['T']} q={s['q']} "
                  f"d={s['d']}, one-hot/slots d_e={s['d_e']}, {s['optimizer']} lr={s['lr']}, "
-                 f"{s['steps']} steps, {ns} seed{'s' * (ns != 1)}{long}; batch {s['batch']} "
+                 f"{s['steps']} steps, {n_seeds(s['seeds'])}{long}; batch {s['batch']} "
                  "(seed mean, min–max band)", fontsize=8)
     fig.tight_layout()
     savefig(fig, os.path.join(out, f"{NAME}.png"))

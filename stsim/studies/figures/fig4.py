@@ -14,7 +14,7 @@ import numpy as np
 from matplotlib.ticker import NullFormatter
 
 from stsim.util.plotting import plt, savefig
-from stsim.studies.figures.common import check, finish
+from stsim.studies.figures.common import check, finish, n_seeds
 from stsim.studies.figures.ood import (by_pe, final_stats, floor, is_fixed, ood_jobs,
                                        panel_curves, pe_color, pe_label, variants,
                                        PE_COLOR)
@@ -152,7 +152,7 @@ def analyse(s, results, out, mode):
     draw_q_panels([fig.add_subplot(gs[1, i]) for i in range(nq)], s, groups)
     fig.suptitle(f"Fig. 4  theory model, T={s['T']} q={s['q']} d={s['d']}, one-hot/slots "
                  f"d_e={s['d_e']}, near-orth. d_e={s.get('near_d_e')}, {s['optimizer']} "
-                 f"lr={s['lr']}, {s['steps']} steps, {len(s['seeds'])} seed{'s' * (len(s['seeds']) != 1)}", fontsize=9)
+                 f"lr={s['lr']}, {s['steps']} steps, {n_seeds(s['seeds'])}", fontsize=9)
     fig.tight_layout()
     savefig(fig, os.path.join(out, f"{NAME}.png"), dpi=100)
     measured, checks = q_checks(s, groups)

@@ -11,7 +11,7 @@ from __future__ import annotations
 import os
 
 from stsim.util.plotting import plt, savefig
-from stsim.studies.figures.common import finish
+from stsim.studies.figures.common import finish, n_seeds
 from stsim.studies.figures.fig2 import draw_length_panels, length_checks
 from stsim.studies.figures.fig4 import draw_q_panels, groups_of, q_checks
 from stsim.studies.figures.ood import FULL_BASE, QUICK_BASE, ood_jobs
@@ -43,7 +43,7 @@ def analyse(s, results, out, mode):
     draw_q_panels(axes[1], s, groups)
     fig.suptitle(f"Fig. 5  Adam (lr={s['lr']}): top, OOD loss at T_test; bottom, unseen "
                  f"q_test. Theory model, T={s['T']} q={s['q']} d={s['d']} d_e={s['d_e']}, "
-                 f"batch {s['batch']}, {len(s['seeds'])} seed{'s' * (len(s['seeds']) != 1)}", fontsize=9)
+                 f"batch {s['batch']}, {n_seeds(s['seeds'])}", fontsize=9)
     fig.tight_layout()
     savefig(fig, os.path.join(out, f"{NAME}.png"), dpi=100)
     m1, c1 = length_checks(s, groups, tag="Adam: ")

@@ -161,6 +161,22 @@ def run_experiment(cfg: dict, out: str, *, executor=None, workers: int = 2, log=
     own = executor is None
     ex = (InlineExecutor() if workers == 0 else OneThreadProcessPool(workers)) if own else executor
     t0 = time.perf_counter()
+
+    def run_cells(cells, n_seeds):
+        """Sweep the cells ``(fn, s, model, T, m)`` × ``n_seeds`` replicates into the
+        table; a failed trial stops the experiment."""
+        keys = set(cells)
+        points = [dict(fn=fn, s=s, model=model, T=T, m=m, **fixed, **extra.get((fn, s), {}))
+                  for fn, s, model, T, m in cells]
+        res = sweep(train_trial, points, seeds=n_seeds, executor=ex, out=path,
+                    validate=validate_point)
+        errs = [r for r in res.rows if r["status"] != "ok"
+                and (r["fn"], r["s"], r["model"], r["T"], r["m"]) in keys]
+        if errs:
+            raise RuntimeError(f"trial failed at {({k: errs[0][k] for k in ('fn', 'model', 'T', 'm')})}: "
+                               f"{errs[0]['error']}")
+        return res
+
     streak = {key: 0 for key in series}
     levels, n_run = [], 0
     try:
@@ -168,21 +184,14 @@ def run_experiment(cfg: dict, out: str, *, executor=None, workers: int = 2, log=
             active = [key for key in series if stop_after == 0 or streak[key] < stop_after]
             if not active:
                 break
-            points = [dict(fn=fn, s=s, model=model, T=T, m=m, **fixed, **extra.get((fn, s), {}))
-                      for fn, s, model, T in active]
             tl = time.perf_counter()
-            res = sweep(train_trial, points, seeds=seeds, executor=ex, out=path,
-                        validate=validate_point)
-            errs = [r for r in res.rows if r["status"] != "ok" and r["m"] == m]
-            if errs:
-                raise RuntimeError(f"trial failed at {({k: errs[0][k] for k in ('fn', 'model', 'T', 'm')})}: "
-                                   f"{errs[0]['error']}")
+            res = run_cells([key + (m,) for key in active], seeds)
             n_run += res.n_run
             for fn, s, model, T in active:
                 rows = res.select(fn=fn, s=s, model=model, T=T, m=m)
                 rate = float(np.mean([r["success"] for r in rows]))
                 streak[(fn, s, model, T)] = streak[(fn, s, model, T)] + 1 if rate >= target else 0
-            levels.append({"m": m, "series": len(active), "trials": len(points) * seeds,
+            levels.append({"m": m, "series": len(active), "trials": len(active) * seeds,
                            "run_now": res.n_run, "seconds": time.perf_counter() - tl})
             if log is not None:
                 log(f"m={m}: {len(active)} series × {seeds} seeds, {res.n_run} run now, "
@@ -191,19 +200,13 @@ def run_experiment(cfg: dict, out: str, *, executor=None, workers: int = 2, log=
             tl = time.perf_counter()
             rows = [r for r in read_table(path) if r["status"] == "ok"]
             stats = cell_stats(rows, set(spawn_seeds(seeds)))
+            in_design = set(series)
             cells = sorted(k for k, c in stats.items() if lo <= c["rate"] <= hi
-                           and k[:4] in set(series) and k[4] in ms)
-            points = [dict(fn=fn, s=s, model=model, T=T, m=m, **fixed, **extra.get((fn, s), {}))
-                      for fn, s, model, T, m in cells]
-            if points:
-                res = sweep(train_trial, points, seeds=topup, executor=ex, out=path,
-                            validate=validate_point)
-                errs = [r for r in res.rows if r["status"] != "ok"]
-                if errs:
-                    raise RuntimeError(f"trial failed at {({k: errs[0][k] for k in ('fn', 'model', 'T', 'm')})}: "
-                                       f"{errs[0]['error']}")
+                           and k[:4] in in_design and k[4] in ms)
+            if cells:
+                res = run_cells(cells, topup)
                 n_run += res.n_run
-                levels.append({"m": "topup", "series": len(cells), "trials": len(points) * topup,
+                levels.append({"m": "topup", "series": len(cells), "trials": len(cells) * topup,
                                "run_now": res.n_run, "seconds": time.perf_counter() - tl})
                 if log is not None:
                     log(f"top-up: {len(cells)} cells with rate in [{lo:g}, {hi:g}] to {topup} "
@@ -447,8 +450,8 @@ def _fmt_fit(f, kind):
 
 
 def markdown_report(mstar, fits, stats, target=0.9) -> str:
-    """m* table (with the Wilson-bound interval), fits with residuals, and failure kinds
-    per series."""
+    """m* table (with its bootstrap interval), fits with residuals, and failure kinds per
+    series."""
     lines = [f"### Success probability ≥ {target:g}", "",
              "m* [interval]: 95% bootstrap interval (each cell's count redrawn from its "
              "binomial; '> m_max': more than 2.5% of the draws never reach the target).", "",
@@ -528,7 +531,8 @@ def run_study(cfg: dict, out: str, *, workers: int = 2, log=None, mode=None) -> 
     write_json(os.path.join(out, "summary.json"), summary)
     desc = (f"success = test accuracy ≥ {cfg['threshold']:g} on {cfg['n_test']} fresh samples; "
             f"{cfg['seeds']} trials per cell"
-            + (f" ({cfg['topup']} where the rate is in [{TOPUP_RANGE[0]:g}, {TOPUP_RANGE[1]:g}])"
+            + (f" ({cfg['topup']} where the rate is in "
+               f"[{cfg.get('topup_range', TOPUP_RANGE)[0]:g}, {cfg.get('topup_range', TOPUP_RANGE)[1]:g}])"
                if (cfg.get("topup") or 0) > cfg["seeds"] else "")
             + f"; {cfg['max_steps']} full-batch Adam steps, "
             f"λ={cfg['weight_decay']:g}, ‖block‖ ≤ {cfg['max_norm']:g}")
