@@ -205,7 +205,7 @@ def _estimated_seconds(cfg, steps):
 
 def _long_run_warning(what, estimated_s):
     """The text of the long-default-run warning: ``what`` needs ``estimated_s`` on one core."""
-    return (f"{what}: expect at most roughly {estimated_s / 60:.0f} min on one core (with the "
+    return (f"{what}: expect roughly {estimated_s / 60:.0f} min on one core (with the "
             f"batches drawn ahead on a second core, the default, about 0.4-0.6 of that: "
             f"run(T=200, q=3) measured 6.8 ms per step on one core, 4.4 ms by default)")
 
