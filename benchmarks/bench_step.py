@@ -87,6 +87,7 @@ def one(kind, steps, warmup=5, T=200, q=3, d=5, B=256, lr=0.5, prefetch=None):
     from stsim.core.problem import make_problem
     from stsim.util.malloc import keep_freed_memory
     from stsim.util.prefetch import Prefetch, prefetch_default
+    from stsim.util.threads import one_blas_thread
     kept = keep_freed_memory()                 # as train_loop does
     sampler, d_e = PEER_CONFIGS[kind][:2]
     cfg = Config.from_options(T=T, q=q, d=d, pe="stochastic", sampler=sampler, d_e=d_e,
@@ -107,17 +108,19 @@ def one(kind, steps, warmup=5, T=200, q=3, d=5, B=256, lr=0.5, prefetch=None):
         return loss
 
     try:
-        for _ in range(warmup):
-            step()
-        t0 = time.perf_counter()
-        for _ in range(steps):
-            loss = step()
-        dt = time.perf_counter() - t0
+        with one_blas_thread(src is not None) as pinned:      # as stsim.run does
+            for _ in range(warmup):
+                step()
+            t0 = time.perf_counter()
+            for _ in range(steps):
+                loss = step()
+            dt = time.perf_counter() - t0
     finally:
         if src is not None:
             src.close()
     print(f"{kind}: {steps / dt:.1f} steps/s  ({1e3 * dt / steps:.1f} ms/step) final loss {loss:.4f}"
-          f" prefetch={'on' if prefetch else 'off'} malloc-kept={'yes' if kept else 'no'}")
+          f" prefetch={'on' if prefetch else 'off'} blas-pinned={'yes' if pinned else 'no'}"
+          f" malloc-kept={'yes' if kept else 'no'}")
 
 
 _TORCH_WRAP = ("import sys, runpy, torch; _s = torch.set_num_threads; "
@@ -127,7 +130,7 @@ _TORCH_WRAP = ("import sys, runpy, torch; _s = torch.set_num_threads; "
 
 def _env(threads):
     from stsim.util.malloc import MMAP_THRESHOLD, TRIM_THRESHOLD
-    from stsim.util.prefetch import THREAD_VARS
+    from stsim.util.threads import THREAD_VARS
     env = dict(os.environ)
     for k in THREAD_VARS:
         env[k] = str(threads)

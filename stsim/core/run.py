@@ -33,6 +33,7 @@ from stsim.core.schedule import assess_run
 from stsim.core.seeds import Streams
 from stsim.util.io import load_npz, save_npz
 from stsim.util.prefetch import Prefetch, prefetch_default
+from stsim.util.threads import one_blas_thread
 from stsim.util.validate import check_int
 
 __all__ = ["run", "train_loop", "LoopEnd", "Config", "Result", "DIVERGENCE_FACTOR"]
@@ -181,7 +182,9 @@ def run(T=200, q=3, pe="stochastic", *, checkpoint=None, checkpoint_every=None, 
     prefetch : bool, optional — draw each step's minibatch one step ahead on a background
         thread (:class:`stsim.util.prefetch.Prefetch`); the numbers are the same either way.
         Default: on when two or more CPUs are free to this process and BLAS is not pinned
-        to one thread (:func:`stsim.util.prefetch.prefetch_default`).
+        to one thread (:func:`stsim.util.prefetch.prefetch_default`). While it draws, BLAS
+        is limited to one thread (:func:`stsim.util.threads.one_blas_thread`, with the
+        optional ``threadpoolctl``), so the two threads do not compete for the two cores.
 
     Divergence — a non-finite loss or gradient, or a loss above ``DIVERGENCE_FACTOR``
     (10⁶) times the loss at the first step — stops the run: ``status="diverged"``, the
@@ -254,8 +257,10 @@ def run(T=200, q=3, pe="stochastic", *, checkpoint=None, checkpoint_every=None, 
         return problem.loss_grad(p, rng) if src is None else problem.loss_grad(p, rng, src.next())
 
     try:
-        end = train_loop(loss_grad, opt, params, cfg.steps, start=start,
-                         at_top=at_top, observe=observe, finite=rule)
+        # while a second thread draws, BLAS keeps to one thread (util.threads)
+        with one_blas_thread(src is not None):
+            end = train_loop(loss_grad, opt, params, cfg.steps, start=start,
+                             at_top=at_top, observe=observe, finite=rule)
     finally:
         if src is not None:
             src.close()

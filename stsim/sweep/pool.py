@@ -16,7 +16,8 @@ import os
 import threading
 import time
 
-from stsim.util.prefetch import PREFETCH_VAR, THREAD_VARS
+from stsim.util.prefetch import PREFETCH_VAR
+from stsim.util.threads import THREAD_VARS
 
 __all__ = ["InlineExecutor", "OneThreadProcessPool", "make_executor", "THREAD_VARS"]
 

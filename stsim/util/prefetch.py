@@ -12,11 +12,13 @@ generator, in order, so batch ``t`` is the same array either way (tested bit for
 a checkpoint must save so that a resumed run continues like an uninterrupted one, although
 the thread has already drawn further.
 
-:func:`prefetch_default` is the automatic choice: on when this process may run on two or
-more CPUs and BLAS is not pinned to one thread (a pool worker of
-:class:`stsim.sweep.pool.OneThreadProcessPool` is pinned: each worker owns one core, and a
-second thread per worker would oversubscribe the machine). ``STSIM_PREFETCH=0`` / ``=1``
-overrides it.
+:func:`prefetch_default` is the automatic choice: on when
+:func:`stsim.util.threads.parallel_default` allows a second thread (two or more CPUs, BLAS
+not pinned to one thread by the environment: a pool worker of
+:class:`stsim.sweep.pool.OneThreadProcessPool` is pinned, it owns one core and a second
+thread per worker would oversubscribe the machine). ``STSIM_PREFETCH=0`` / ``=1`` overrides
+it. While it draws, the training loop pins BLAS to one thread
+(:func:`stsim.util.threads.one_blas_thread`).
 """
 from __future__ import annotations
 
@@ -24,18 +26,11 @@ import os
 import queue
 import threading
 
-__all__ = ["Prefetch", "prefetch_default", "THREAD_VARS", "PREFETCH_VAR"]
+from stsim.util.threads import parallel_default
 
-# the BLAS thread-count variables (set to 1 by stsim.sweep.pool's workers) and the override
-THREAD_VARS = ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS")
-PREFETCH_VAR = "STSIM_PREFETCH"
+__all__ = ["Prefetch", "prefetch_default", "PREFETCH_VAR"]
 
-
-def _n_cpus() -> int:
-    try:
-        return len(os.sched_getaffinity(0))
-    except (AttributeError, OSError):   # not on Linux
-        return os.cpu_count() or 1
+PREFETCH_VAR = "STSIM_PREFETCH"     # the override
 
 
 def prefetch_default() -> bool:
@@ -45,9 +40,7 @@ def prefetch_default() -> bool:
         return env == "1"
     if env:
         raise ValueError(f"STSIM_PREFETCH must be 0 or 1, got {env!r}")
-    if any(os.environ.get(k, "").strip() == "1" for k in THREAD_VARS):
-        return False
-    return _n_cpus() >= 2
+    return parallel_default()
 
 
 class Prefetch:
