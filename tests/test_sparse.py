@@ -80,6 +80,28 @@ def test_experiment_runs_resumes_and_is_executor_independent(tmp_path):
     assert again["n_run"] == 0 and len(again["rows"]) == len(e1["rows"])
 
 
+def test_resume_after_topup_retires_the_same_series(tmp_path, monkeypatch):
+    # a trial that succeeds on 9 of the 10 ladder seeds and on none of the top-up seeds:
+    # the ladder retires every series at the first two levels (0.9 each), the top-up takes
+    # those cells to 30 trials (rate 9/30); a rerun must read the ladder's 10-trial rates
+    # again, not the 30-trial ones, and so run nothing new
+    from stsim.sweep import spawn_seeds
+    wins = set(spawn_seeds(10)[:9])
+
+    def fake_trial(seed, **point):
+        ok = seed in wins
+        return dict(success=int(ok), train_acc=1.0, test_acc=1.0 if ok else 0.5,
+                    attn_on_support=None, max_block_norm=1.0, cpu_time_s=0.0)
+    monkeypatch.setattr(sparse, "train_trial", fake_trial)
+    cfg = dict(TINY, Ts=(8,), fns="and:3", models="attention", seeds=10, topup=30,
+               stop_after=2, m_max=64)
+    first = sparse.run_experiment(cfg, str(tmp_path), executor=InlineExecutor())
+    assert {r["m"] for r in first["rows"]} == {8, 16}            # retired after two levels
+    assert first["n_run"] == 2 * 30
+    again = sparse.run_experiment(cfg, str(tmp_path), executor=InlineExecutor())
+    assert again["n_run"] == 0 and {r["m"] for r in again["rows"]} == {8, 16}
+
+
 def test_ladder_retires_series_and_leaves_cells_not_run(tmp_path):
     cfg = dict(TINY, Ts=(8,), m_max=64, stop_after=1, max_steps=200)
     exp = sparse.run_experiment(cfg, str(tmp_path), executor=InlineExecutor())
@@ -212,6 +234,33 @@ def test_mstar_bootstrap_interval_brackets_the_estimate():
            for m, (k, n) in {16: (2, 10), 32: (9, 10)}.items()}
     (r2,) = sparse.estimate_mstar(st2, [16, 32], 0.9)
     assert r2["m_star"] == 32 and r2["m_star_hi"] is None and r2["m_star_lo"] is not None
+    # the ends are crossings a redraw can have (order statistics, not interpolations)
+    reachable = {sparse._crossing([16, 32], [k0 / 10, k1 / 10], 0.9)[0]
+                 for k0 in range(11) for k1 in range(11)} - {None}
+    assert r2["m_star_lo"] in reachable
+    assert r["m_star_lo"] in {sparse._crossing(grid, [k0 / 10, k1 / 10, k2 / 30, 1, 1], 0.9)[0]
+                              for k0 in range(11) for k1 in range(11) for k2 in range(31)}
+
+
+def test_mstar_bootstrap_counts_never_crossing_draws_at_the_lower_end():
+    # most redraws of this series never reach 0.9 (its last cell is 8/10); the lower end
+    # is the 2.5% quantile of all draws (the non-crossing ones as +inf), so it lies above
+    # the 2.5% quantile of the crossing draws alone
+    grid = [16, 32, 64]
+    counts = {16: (3, 10), 32: (7, 10), 64: (8, 10)}
+    st = {("and", 3, "attention", 64, m): {"rate": k / n, "n": n, "opt_fail": 0, "stat_fail": 0}
+          for m, (k, n) in counts.items()}
+    (r,) = sparse.estimate_mstar(st, grid, 0.9, n_boot=4000, seed=1)
+    assert r["m_star"] is None and r["m_star_hi"] is None
+    rng = np.random.default_rng(1)
+    n = np.array([10, 10, 10])
+    draws = rng.binomial(n, np.array([0.3, 0.7, 0.8]), size=(4000, 3)) / n
+    boot = [sparse._crossing(grid, d, 0.9)[0] for d in draws]
+    crossing = sorted(b for b in boot if b is not None)
+    assert 0.025 * 4000 < len(crossing) < 0.975 * 4000
+    assert r["m_star_lo"] > np.quantile(crossing, 0.025, method="inverted_cdf")
+    k = int(np.ceil(0.025 * 4000))                 # inverted_cdf: the k-th smallest draw
+    assert r["m_star_lo"] == crossing[k - 1]
 
 
 def test_topup_adds_trials_only_where_the_rate_is_uncertain(tmp_path):

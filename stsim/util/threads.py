@@ -20,6 +20,7 @@ or two (tested bit for bit).
 from __future__ import annotations
 
 import contextlib
+import importlib.util
 import os
 import threading
 from concurrent.futures import ThreadPoolExecutor
@@ -77,11 +78,7 @@ def map_threads(fn, items) -> list:
 
 def blas_pinning_available() -> bool:
     """Whether :func:`one_blas_thread` can pin BLAS (``threadpoolctl`` is installed)."""
-    try:
-        import threadpoolctl  # noqa: F401
-    except ImportError:
-        return False
-    return True
+    return importlib.util.find_spec("threadpoolctl") is not None
 
 
 @contextlib.contextmanager

@@ -178,6 +178,9 @@ def run_experiment(cfg: dict, out: str, *, executor=None, workers: int = 2, log=
         return res
 
     streak = {key: 0 for key in series}
+    # the ladder decides on its own replicates only: after a top-up the table holds more
+    # trials of some cells, and a resumed run must retire the same series as the first
+    ladder_seeds = set(spawn_seeds(seeds))
     levels, n_run = [], 0
     try:
         for m in ms:
@@ -188,7 +191,8 @@ def run_experiment(cfg: dict, out: str, *, executor=None, workers: int = 2, log=
             res = run_cells([key + (m,) for key in active], seeds)
             n_run += res.n_run
             for fn, s, model, T in active:
-                rows = res.select(fn=fn, s=s, model=model, T=T, m=m)
+                rows = [r for r in res.select(fn=fn, s=s, model=model, T=T, m=m)
+                        if r["seed"] in ladder_seeds]
                 rate = float(np.mean([r["success"] for r in rows]))
                 streak[(fn, s, model, T)] = streak[(fn, s, model, T)] + 1 if rate >= target else 0
             levels.append({"m": m, "series": len(active), "trials": len(active) * seeds,
@@ -269,8 +273,11 @@ def estimate_mstar(stats: dict, grid, target: float = 0.9, *, n_boot: int = 2000
 
     ``m_star_lo`` / ``m_star_hi``: a 95% percentile-bootstrap interval of m* — each cell's
     count is redrawn ``Binomial(n, rate)`` (``n_boot`` times, generator seeded by
-    ``seed``) and the crossing recomputed; ``m_star_hi`` is None when more than 2.5% of
-    the draws never reach ``target`` (the interval is open above ``m_max``). A cell at
+    ``seed``) and the crossing recomputed; a draw that never reaches ``target`` counts as
+    m* = +∞, and the ends are the 2.5% and 97.5% quantiles of all draws taken as order
+    statistics (``method="inverted_cdf"``: each end is a crossing some draw has, never an
+    interpolation between two); ``m_star_hi`` is None when more than 2.5% of the draws
+    never reach ``target`` (the interval is open above ``m_max``). A cell at
     0/n or n/n does not vary in the bootstrap; its Wilson interval (``cell_stats``) says
     how far it may be off. ``n`` lists the trials per cell, ``m_max`` the largest m run."""
     series = sorted({k[:4] for k in stats})
@@ -292,14 +299,10 @@ def estimate_mstar(stats: dict, grid, target: float = 0.9, *, n_boot: int = 2000
             n = np.array([c["n"] for c in cells])
             draws = rng.binomial(n, np.asarray(rates), size=(n_boot, len(cells))) / n
             boot = [_crossing(ms, d, target)[0] for d in draws]
-            above = sum(b is None for b in boot)
-            done = np.array([b for b in boot if b is not None])
-            if len(done):
-                row["m_star_lo"] = float(np.percentile(done, 2.5)) if above < 0.975 * n_boot \
-                    else None
-            if above <= 0.025 * n_boot and len(done):
-                row["m_star_hi"] = float(np.quantile(np.concatenate(
-                    [done, np.full(above, np.inf)]), 0.975))
+            boot = np.array([np.inf if b is None else b for b in boot])
+            lo, hi = np.quantile(boot, [0.025, 0.975], method="inverted_cdf")
+            row["m_star_lo"] = float(lo) if np.isfinite(lo) else None
+            row["m_star_hi"] = float(hi) if np.isfinite(hi) else None
         out.append(row)
     return out
 
