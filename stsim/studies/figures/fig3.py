@@ -76,7 +76,8 @@ def analyse(s, results, out, mode):
     W0, V0 = initial_params(r0)
     d = s["d"]
     fig = plt.figure(figsize=(10, 6.6))
-    gs = fig.add_gridspec(2, 2, height_ratios=[37, 9])
+    # rows in proportion to the matrices' heights (D and d), V's with room for its title
+    gs = fig.add_gridspec(2, 2, height_ratios=[W0.shape[0], V0.shape[0] + 4])
     _heat(fig.add_subplot(gs[0, 0]), W0, d, "W at initialisation", fig)
     _heat(fig.add_subplot(gs[0, 1]), r0.W, d, f"W after {s['steps']} steps", fig)
     _heat(fig.add_subplot(gs[1, 0]), V0, d, "V at initialisation", fig)
