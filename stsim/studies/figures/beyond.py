@@ -70,7 +70,7 @@ def analyse(s, results, out, mode):
 
     Panels: (a) final validation loss against ``d_e`` in-distribution and at each ``T_test``
     (seed mean, min–max bars), (a') the sphere runs' in-distribution curves, (b) theory vs
-    practical model in-distribution and at the largest ``T_test`` of ``s["theory"]``.
+    practical model in-distribution and at the largest ``T_test`` both were evaluated at.
     ``results``: ``{job name: Result}`` holding every run of :func:`jobs`. ``measured``:
     ``sphere_final_val`` (``{val key: {d_e: [per seed]}}``), ``sphere_wall_time_s``, and both
     models' losses (in-distribution, largest ``T_test``, shared ``q_test``) at their last
@@ -108,12 +108,15 @@ def analyse(s, results, out, mode):
     ax[1].set_ylabel("in-distribution validation loss")
     ax[1].set_title("(a') sphere PE training curves", fontsize=9)
     ax[1].legend(fontsize=7)
-    Tmax = max(s["theory"]["T_test"])
+    # the largest test length both models were evaluated at (none: in-distribution only)
+    shared = set(s["theory"]["T_test"]) & set(s["practical"].get("T_test") or ())
+    Tmax = max(shared) if shared else None
     for runs, name, col in ((theo, "theory, query=sum", "C0"),
                             (prac, f"practical, query={s['practical']['query']}", "C1")):
         seed_band(ax[2], runs, "val", label=f"{name}: in-distribution", color=col)
-        seed_band(ax[2], runs, f"val/T={Tmax}", label=f"{name}: T_test={Tmax}", color=col,
-                  ls="--")
+        if Tmax is not None:
+            seed_band(ax[2], runs, f"val/T={Tmax}", label=f"{name}: T_test={Tmax}",
+                      color=col, ls="--")
     ax[2].set_yscale("log")
     ax[2].set_xlabel("step")
     ax[2].set_ylabel("validation loss")
@@ -134,7 +137,8 @@ def analyse(s, results, out, mode):
                 "theory_vs_practical": {
                     k: {"theory": _at(theo, k, common).tolist(),
                         "practical": _at(prac, k, common).tolist()}
-                    for k in ["val", f"val/T={Tmax}"] + [f"val/q={qt}" for qt in qts]}}
+                    for k in ["val"] + ([f"val/T={Tmax}"] if Tmax is not None else [])
+                    + [f"val/q={qt}" for qt in qts]}}
     checks = [
         check(f"sphere floor falls with d_e: in-distribution loss at d_e={des[-1]} / at "
               f"d_e={des[0]}", v_in[-1] / v_in[0], "<", 1.0),
