@@ -41,6 +41,8 @@ def analyse(s, results, out, mode):
     fig, axes = plt.subplots(2, n, figsize=(3.3 * n, 6.6), squeeze=False)
     draw_length_panels(axes[0], s, groups)
     draw_q_panels(axes[1], s, groups)
+    for ax in list(axes[0, len(s["T_test"]):]) + list(axes[1, len(s["q_test"]):]):
+        ax.axis("off")                    # the shorter row's spare panels stay blank
     fig.suptitle(f"Fig. 5  Adam (lr={s['lr']}): top, OOD loss at T_test; bottom, unseen "
                  f"q_test. Theory model, T={s['T']} q={s['q']} d={s['d']} d_e={s['d_e']}, "
                  f"batch {s['batch']}, {n_seeds(s['seeds'])}", fontsize=9)
