@@ -73,3 +73,16 @@ def test_bad_registrations():
         register_encoding("x-test", 3)
     with pytest.raises(ValueError, match="pe must be one of"):
         stsim.Config.from_options(pe="nope")
+
+
+def test_memory_estimate_counts_a_registered_dense_family_as_dense():
+    # a dense family carries d_e numbers per position; an index family one slot
+    register_encoding("sinusoid-test", Sinusoid)
+    register_encoding("shifted-test", Shifted)
+    opts = dict(T=50, q=2, d=3, d_e=64, batch=32)
+    dense = stsim.Config.from_options(pe="sinusoid-test", **opts).memory_estimate()
+    sphere = stsim.Config.from_options(pe="stochastic", sampler="sphere", **opts).memory_estimate()
+    index = stsim.Config.from_options(pe="shifted-test", **opts).memory_estimate()
+    key = "batch tokens and encodings (x4)"
+    assert dense[key] == sphere[key] == 4 * 32 * 50 * (3 + 64) * 8
+    assert index[key] == 4 * 32 * 50 * (3 + 1) * 8

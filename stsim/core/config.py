@@ -11,7 +11,7 @@ import dataclasses
 import os
 from dataclasses import dataclass, field
 
-from stsim.core.encodings import SAMPLERS, canonical_pe, resolve_encoding
+from stsim.core.encodings import SAMPLERS, canonical_pe, is_dense, resolve_encoding
 from stsim.core.model import MODELS, QUERIES
 from stsim.core.optim import LR_DECAYS, OPTIMIZERS
 from stsim.core.schedule import DEFAULT_LR, default_schedule
@@ -161,8 +161,7 @@ class Config:
         else:
             D = d + self.d_e
             out["W, V (x4: gradient, optimiser)"] = 4 * (D * D + d * D) * f8
-            dense = self.pe == "near-orthogonal" or (self.pe == "stochastic"
-                                                    and self.sampler == "sphere")
+            dense = is_dense(self.pe, self.sampler)
             per_tok = d + (self.d_e if dense else 1)
             out["batch tokens and encodings (x4)"] = 4 * nb * T * per_tok * f8
             out["batch query-side rows (x4)"] = 4 * nb * self.d_e * f8

@@ -45,6 +45,7 @@ __all__ = [
     "SAMPLERS",
     "coherence",
     "sorted_subsets",
+    "is_dense",
 ]
 
 PE_NAMES = ("onehot", "near-orthogonal", "stochastic")
@@ -383,6 +384,16 @@ def _as_registered(pe):
     return pe
 
 
+def is_dense(pe: str, sampler: str = "slots") -> bool:
+    """Whether the family ``pe`` (a canonical or registered name) carries dense encodings
+    (a ``d_e``-vector per position: ``near-orthogonal``, ``stochastic`` with the sphere
+    sampler, a family registered with ``index=False``) rather than slot indices."""
+    key = canonical_pe(pe)
+    if key in _REGISTERED:
+        return not _REGISTERED[key][1]
+    return key == "near-orthogonal" or (key == "stochastic" and sampler == "sphere")
+
+
 def resolve_encoding(pe: str, *, T_max: int, d_e: int | None = None,
                      sampler: str = "slots") -> tuple:
     """Validate an encoding's name and width without drawing anything.
@@ -395,12 +406,10 @@ def resolve_encoding(pe: str, *, T_max: int, d_e: int | None = None,
     if sampler not in SAMPLERS:
         raise ValueError(f"sampler must be one of {SAMPLERS}, got {sampler!r}")
     T_max = check_int("T", T_max, 1)
-    dense = key == "near-orthogonal" or (key == "stochastic" and sampler == "sphere")
+    dense = is_dense(key, sampler)
     default = DEFAULT_DENSE_D_E if dense else T_max
     if key in _REGISTERED:
-        _, index, reg_default = _REGISTERED[key]
-        dense = not index
-        default = reg_default or (DEFAULT_DENSE_D_E if dense else T_max)
+        default = _REGISTERED[key][2] or default
     d_e = check_int("d_e", default if d_e is None else d_e, 1)
     if not dense and d_e < T_max:
         label = "stochastic/slots" if key == "stochastic" else key

@@ -61,6 +61,8 @@ from __future__ import annotations
 import math
 from dataclasses import asdict, dataclass
 
+from stsim.core.encodings import is_dense
+
 __all__ = ["Schedule", "eta_max", "reduced_map_steps", "reduced_map_losses", "default_schedule", "predict",
            "plateau_status", "assess_run", "adam_steps", "TARGET", "SAFETY", "MARGIN"]
 
@@ -198,7 +200,7 @@ def reduced_map_losses(T, q, d, lr, n, steps, *, c=1.0, practical=False):
 def _estimated_seconds(cfg, steps):
     n_tok = cfg.T + (1 if cfg.model == "practical" else 0)
     batch = cfg.n_train if cfg.optimizer == "gd" else cfg.batch
-    dense = cfg.pe == "near-orthogonal" or (cfg.pe == "stochastic" and cfg.sampler == "sphere")
+    dense = is_dense(cfg.pe, cfg.sampler)
     per = batch * n_tok * (1 + (cfg.d_e / 8 if dense else 0))
     return SECONDS_PER_TOKEN * per * steps
 
