@@ -115,10 +115,12 @@ def _fill_unit_rows(rng: np.random.Generator, rows: np.ndarray) -> None:
 def _unit_rows(rng: np.random.Generator, shape) -> np.ndarray:
     """I.i.d. uniform unit vectors along the last axis (normalised Gaussians).
 
-    Up to ``_BLOCK`` (2^18) elements: drawn from ``rng`` itself, in C order — the numbers
-    of one ``rng.standard_normal(shape)`` call normalised at once. Larger draws (a training
-    batch of the sphere encodings: 256 × 200 × 64 = 3.3 M normals, 36 ms from one
-    generator) are cut into blocks of ``⌊_BLOCK / m⌋`` whole rows; ``rng`` gives four 63-bit
+    A table (``shape`` of one sample, ``(n, m)`` or ``(1, n, m)``) and any draw of up to
+    ``_BLOCK`` (2^18) elements: drawn from ``rng`` itself, in C order — the numbers of one
+    ``rng.standard_normal(shape)`` call normalised at once. A larger batch of per-sample
+    encodings (``(B, T, m)`` with ``B >= 2``: a training batch of the sphere encodings,
+    256 × 200 × 64 = 3.3 M normals, 36 ms from one generator, drawn every step) is cut
+    into blocks of ``⌊_BLOCK / m⌋`` whole rows of the ``(B·T, m)`` array; ``rng`` gives four 63-bit
     words, a :class:`numpy.random.SeedSequence` built from them spawns one child per block,
     and each block is filled from its own generator (``rng``'s bit-generator type) — on two
     threads when :func:`stsim.util.threads.parallel_default` allows. The split depends only
@@ -130,7 +132,7 @@ def _unit_rows(rng: np.random.Generator, shape) -> np.ndarray:
     m = shape[-1]
     rows = G.reshape(-1, m)
     per = max(1, _BLOCK // m)
-    if rows.shape[0] <= per:
+    if len(shape) < 3 or shape[0] < 2 or rows.shape[0] <= per:
         _fill_unit_rows(rng, rows)
         return G
     starts = range(0, rows.shape[0], per)

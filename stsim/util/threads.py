@@ -15,8 +15,8 @@ the duration of a ``with`` block, through ``threadpoolctl`` (the optional extra
 or more CPUs and BLAS is not pinned to one thread by the environment (a worker of
 :class:`stsim.sweep.pool.OneThreadProcessPool` is pinned: it owns one core). Splitting
 work over threads changes no number: every stream is split the same way whether its
-pieces run on one thread or two (tested bit for bit); pinning BLAS changed no number in
-the tests either.
+pieces run on one thread or two (tested bit for bit). Pinning BLAS can change the last
+bits of a long BLAS reduction (:func:`one_blas_thread`).
 """
 from __future__ import annotations
 
@@ -87,9 +87,10 @@ def one_blas_thread(enabled: bool = True):
     """Run the block with every loaded BLAS library limited to one thread (restored after).
 
     Yields whether BLAS is pinned: ``False`` when ``enabled`` is false or ``threadpoolctl``
-    is not installed (``pip install "stsim[fast]"``). A run pinned and one unpinned gave
-    the same numbers bit for bit in the tests (``D = 405``); OpenBLAS does not promise it
-    for every shape, so a checkpointed run is best resumed in the same mode."""
+    is not installed (``pip install "stsim[fast]"``). In the tests (``D = 405``) a run
+    pinned and one unpinned end with the same parameters and losses bit for bit, and the
+    cosines with ``W*``, ``V*`` (a long BLAS dot product) differ in the last bits;
+    OpenBLAS promises neither, so a checkpointed run is best resumed in the same mode."""
     if not enabled or not blas_pinning_available():
         yield False
         return

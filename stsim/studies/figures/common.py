@@ -169,9 +169,10 @@ def write_histories_csv(path, results: dict) -> str:
 
 
 def seed_band(ax, results, key, *, label=None, color=None, ls="-", lw=1.6, transform=None,
-              upto=None):
+              upto=None, tail=None):
     """Plot the seed mean of ``history[key]`` with a min–max band over seeds (records at
-    steps ``<= upto`` if given).
+    steps ``<= upto`` if given; only the last fraction ``tail`` of the common steps, i.e.
+    steps ``>= (1 - tail) ·`` the last one, if given).
 
     All results must share the ``step`` grid. Returns ``(step, mean)``.
     """
@@ -180,6 +181,9 @@ def seed_band(ax, results, key, *, label=None, color=None, ls="-", lw=1.6, trans
         n = min(n, int(np.searchsorted(results[0].history["step"], upto, "right")))
     steps = results[0].history["step"][:n]
     Y = np.array([r.history[key][:n] for r in results], dtype=float)
+    if tail is not None:
+        keep = steps >= (1 - tail) * steps[-1]
+        steps, Y = steps[keep], Y[:, keep]
     if transform is not None:
         with np.errstate(divide="ignore"):
             Y = transform(Y)

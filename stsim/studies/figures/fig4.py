@@ -14,7 +14,7 @@ import numpy as np
 from matplotlib.ticker import NullFormatter
 
 from stsim.util.plotting import plt, savefig
-from stsim.studies.figures.common import check, finish, n_seeds
+from stsim.studies.figures.common import check, finish, n_seeds, seed_band
 from stsim.studies.figures.ood import (by_pe, final_stats, floor, is_fixed, ood_jobs,
                                        panel_curves, pe_color, pe_label, variants,
                                        PE_COLOR)
@@ -63,12 +63,7 @@ def draw_q_panels(axes, s, groups):
         panel_curves(ax, groups, key, f"q_test = {qt} (trained q = {s['q']})", s=s)
         ins = ax.inset_axes([0.12, 0.1, 0.45, 0.4])   # lower left: empty on loss curves
         for pe, runs in groups.items():
-            n = min(len(r.history["step"]) for r in runs)    # a diverged run stops early
-            st = runs[0].history["step"][:n]
-            m = st >= (1 - ZOOM) * st[-1]
-            Y = np.array([r.history[key][:n][m] for r in runs])
-            ins.plot(st[m], Y.mean(0), color=pe_color(pe, s), lw=1.0)
-            ins.fill_between(st[m], Y.min(0), Y.max(0), color=pe_color(pe, s), alpha=0.2, lw=0)
+            seed_band(ins, runs, key, color=pe_color(pe, s), lw=1.0, tail=ZOOM)
         ins.set_yscale("log")
         ins.tick_params(labelsize=5)
         ins.yaxis.set_minor_formatter(NullFormatter())   # minor labels crowd the inset
