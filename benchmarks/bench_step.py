@@ -54,7 +54,9 @@ def time_steps(pe, sampler, d_e, model, n, dense=False, T=200, q=3, d=5, B=256):
     from stsim.core.encodings import PEBatch, make_encoding
     from stsim.core.model import forward_backward
     from stsim.core.optim import SGD
+    from stsim.core.run import uses_second_thread
     from stsim.util.malloc import keep_freed_memory
+    from stsim.util.threads import one_blas_thread
     keep_freed_memory()                        # as train_loop does
     rng = np.random.default_rng(0)
     enc = make_encoding(pe, T_max=T, d_e=d_e, sampler=sampler, rng=rng)
@@ -62,17 +64,19 @@ def time_steps(pe, sampler, d_e, model, n, dense=False, T=200, q=3, d=5, B=256):
     params = {"W": 1e-2 * rng.standard_normal((D, D)), "V": 1e-2 * rng.standard_normal((d, D))}
     opt = SGD(0.1)
     times = []
-    for i in range(n + 3):
-        t0 = time.perf_counter()
-        b = stsim.sample_batch(rng, B, T, q, d)
-        peb = enc.sample(rng, B, T)
-        if dense:
-            peb = PEBatch(d_e=d_e, P=peb.dense())
-        _, dW, dV = forward_backward(params["W"], params["V"], b.X, b.y, peb, model=model,
-                                     query="mean", target=b.target)
-        opt.step(params, {"W": dW, "V": dV})
-        if i >= 3:
-            times.append(time.perf_counter() - t0)
+    cfg = stsim.Config.from_options(T=T, q=q, d=d, pe=pe, sampler=sampler, d_e=d_e, steps=1, lr=0.1)
+    with one_blas_thread(uses_second_thread(cfg, False)):     # as stsim.run does
+        for i in range(n + 3):
+            t0 = time.perf_counter()
+            b = stsim.sample_batch(rng, B, T, q, d)
+            peb = enc.sample(rng, B, T)
+            if dense:
+                peb = PEBatch(d_e=d_e, P=peb.dense())
+            _, dW, dV = forward_backward(params["W"], params["V"], b.X, b.y, peb, model=model,
+                                         query="mean", target=b.target)
+            opt.step(params, {"W": dW, "V": dV})
+            if i >= 3:
+                times.append(time.perf_counter() - t0)
     t = 1e3 * np.array(times)
     return np.median(t), np.percentile(t, 10), np.percentile(t, 90)
 

@@ -33,7 +33,7 @@ from stsim.core.schedule import assess_run
 from stsim.core.seeds import Streams
 from stsim.util.io import load_npz, save_npz
 from stsim.util.prefetch import Prefetch, prefetch_default
-from stsim.util.threads import one_blas_thread
+from stsim.util.threads import one_blas_thread, parallel_default
 from stsim.util.validate import check_int
 
 __all__ = ["run", "train_loop", "LoopEnd", "Config", "Result", "DIVERGENCE_FACTOR"]
@@ -166,6 +166,18 @@ def _load_checkpoint(path, cfg, opt, rng, eval_given=True):
     return meta["step"], params, hist, meta["acc"], cfg
 
 
+def uses_second_thread(cfg, prefetch: bool) -> bool:
+    """Whether a run of ``cfg`` computes while a thread of stsim's own works: it draws ahead
+    (``prefetch``), or it fills its ``stochastic/sphere`` batches on two threads
+    (:func:`stsim.core.encodings._unit_rows`). BLAS then keeps to one thread
+    (:func:`stsim.util.threads.one_blas_thread`): OpenBLAS's second thread spins after each
+    product and takes the core the other thread needs (a serial sphere step: 50 ms with
+    two BLAS threads, 36 ms with one; docs/model.md)."""
+    if prefetch:
+        return True
+    return parallel_default() and cfg.pe == "stochastic" and cfg.sampler == "sphere"
+
+
 def run(T=200, q=3, pe="stochastic", *, checkpoint=None, checkpoint_every=None, progress=None,
         prefetch=None, **options) -> Result:
     """Train a model on STS_q and return a :class:`Result`.
@@ -182,9 +194,10 @@ def run(T=200, q=3, pe="stochastic", *, checkpoint=None, checkpoint_every=None, 
     prefetch : bool, optional — draw each step's minibatch one step ahead on a background
         thread (:class:`stsim.util.prefetch.Prefetch`); the numbers are the same either way.
         Default: on when two or more CPUs are free to this process and BLAS is not pinned
-        to one thread (:func:`stsim.util.prefetch.prefetch_default`). While it draws, BLAS
-        is limited to one thread (:func:`stsim.util.threads.one_blas_thread`, with the
-        optional ``threadpoolctl``), so the two threads do not compete for the two cores.
+        to one thread (:func:`stsim.util.prefetch.prefetch_default`). While it draws (or
+        while a sphere batch is filled on two threads), BLAS is limited to one thread
+        (:func:`uses_second_thread`, :func:`stsim.util.threads.one_blas_thread`, with the
+        optional ``threadpoolctl``), so the threads do not compete for the two cores.
 
     Divergence — a non-finite loss or gradient, or a loss above ``DIVERGENCE_FACTOR``
     (10⁶) times the loss at the first step — stops the run: ``status="diverged"``, the
@@ -257,8 +270,7 @@ def run(T=200, q=3, pe="stochastic", *, checkpoint=None, checkpoint_every=None, 
         return problem.loss_grad(p, rng) if src is None else problem.loss_grad(p, rng, src.next())
 
     try:
-        # while a second thread draws, BLAS keeps to one thread (util.threads)
-        with one_blas_thread(src is not None):
+        with one_blas_thread(uses_second_thread(cfg, src is not None)):
             end = train_loop(loss_grad, opt, params, cfg.steps, start=start,
                              at_top=at_top, observe=observe, finite=rule)
     finally:
