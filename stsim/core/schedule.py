@@ -209,7 +209,7 @@ def _long_run_warning(what, estimated_s):
     """The text of the long-default-run warning: ``what`` needs ``estimated_s`` on one core."""
     return (f"{what}: expect roughly {estimated_s / 60:.0f} min on one core (with the "
             f"batches drawn ahead on a second core, the default, about 0.4-0.6 of that: "
-            f"run(T=200, q=3) measured 6.8 ms per step on one core, 4.4 ms by default)")
+            f"run(T=200, q=3) measured 6.8 ms per step on one core, 4.1-5.3 ms by default)")
 
 
 def predict(cfg, lr=None, steps=None) -> Schedule:
