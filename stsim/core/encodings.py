@@ -120,14 +120,14 @@ def _unit_rows(rng: np.random.Generator, shape) -> np.ndarray:
     ``rng.standard_normal(shape)`` call normalised at once. A larger batch of per-sample
     encodings (``(B, T, m)`` with ``B >= 2``: a training batch of the sphere encodings,
     256 × 200 × 64 = 3.3 M normals, 36 ms from one generator, drawn every step) is cut
-    into blocks of ``⌊_BLOCK / m⌋`` whole rows of the ``(B·T, m)`` array; ``rng`` gives four 63-bit
-    words, a :class:`numpy.random.SeedSequence` built from them spawns one child per block,
-    and each block is filled from its own generator (``rng``'s bit-generator type) — on two
-    threads when :func:`stsim.util.threads.parallel_default` allows. The split depends only
-    on ``shape``, so the numbers are the same on one thread or two, and ``rng`` moves by
-    exactly four words however large the draw (a checkpoint of its state resumes exactly).
-    The law is the same: the blocks' streams are independent (NumPy's recommended way of
-    seeding parallel streams)."""
+    into blocks of ``⌊_BLOCK / m⌋`` whole rows of the ``(B·T, m)`` array; ``rng`` gives
+    four 63-bit words, a :class:`numpy.random.SeedSequence` built from them spawns one
+    child per block, and each block is filled from its own generator (``rng``'s
+    bit-generator type) — on two threads when :func:`stsim.util.threads.parallel_default`
+    allows. The split depends only on ``shape``, so the numbers are the same on one thread
+    or two, and ``rng`` moves by exactly four words however large the draw (a checkpoint
+    of its state resumes exactly). The law is the same: the blocks' streams are
+    independent (NumPy's recommended way of seeding parallel streams)."""
     G = np.empty(shape)
     m = shape[-1]
     rows = G.reshape(-1, m)
