@@ -64,8 +64,7 @@ def time_steps(pe, sampler, d_e, model, n, dense=False, T=200, q=3, d=5, B=256):
     params = {"W": 1e-2 * rng.standard_normal((D, D)), "V": 1e-2 * rng.standard_normal((d, D))}
     opt = SGD(0.1)
     times = []
-    cfg = stsim.Config.from_options(T=T, q=q, d=d, pe=pe, sampler=sampler, d_e=d_e, steps=1, lr=0.1)
-    with one_blas_thread(uses_second_thread(cfg, False)):     # as stsim.run does
+    with one_blas_thread(uses_second_thread(enc, False)):     # as stsim.run does
         for i in range(n + 3):
             t0 = time.perf_counter()
             b = stsim.sample_batch(rng, B, T, q, d)

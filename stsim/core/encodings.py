@@ -177,13 +177,15 @@ class Encoding:
     """Base class: a family of positional encodings of width ``d_e``.
 
     Subclasses implement :meth:`sample` (encodings for a batch of ``B`` sequences of
-    length ``T``) and state whether they are ``fixed`` (the same for every sample) and
-    in ``index`` form.
+    length ``T``) and state whether they are ``fixed`` (the same for every sample), in
+    ``index`` form, and whether :meth:`sample` may fill a batch on two threads
+    (``threaded``: the training loop then keeps BLAS to one thread).
     """
 
     name = "base"
     fixed = True
     index = True
+    threaded = False
 
     def __init__(self, d_e: int):
         self.d_e = check_int("d_e", d_e, 1)
@@ -282,6 +284,7 @@ class StochasticSphere(Encoding):
     name = "stochastic"
     fixed = False
     index = False
+    threaded = True      # large batches are filled on two threads (_unit_rows)
 
     @property
     def label(self):

@@ -27,11 +27,11 @@ import numpy as np
 from stsim.core.config import Config
 from stsim.core.optim import make_optimizer
 from stsim.core.problem import make_problem
-from stsim.util.malloc import keep_freed_memory
 from stsim.core.result import Result
 from stsim.core.schedule import assess_run
 from stsim.core.seeds import Streams
 from stsim.util.io import load_npz, save_npz
+from stsim.util.malloc import keep_freed_memory
 from stsim.util.prefetch import Prefetch, prefetch_default
 from stsim.util.threads import one_blas_thread, parallel_default
 from stsim.util.validate import check_int
@@ -166,16 +166,14 @@ def _load_checkpoint(path, cfg, opt, rng, eval_given=True):
     return meta["step"], params, hist, meta["acc"], cfg
 
 
-def uses_second_thread(cfg, prefetch: bool) -> bool:
-    """Whether a run of ``cfg`` computes while a thread of stsim's own works: it draws ahead
-    (``prefetch``), or it fills its ``stochastic/sphere`` batches on two threads
-    (:func:`stsim.core.encodings._unit_rows`). BLAS then keeps to one thread
-    (:func:`stsim.util.threads.one_blas_thread`): OpenBLAS's second thread spins after each
-    product and takes the core the other thread needs (a serial sphere step: 50 ms with
-    two BLAS threads, 36 ms with one; docs/model.md)."""
-    if prefetch:
-        return True
-    return parallel_default() and cfg.pe == "stochastic" and cfg.sampler == "sphere"
+def uses_second_thread(enc, prefetch: bool) -> bool:
+    """Whether a run computes while a thread of stsim's own works: it draws ahead
+    (``prefetch``), or its encoding ``enc`` (None for the FCN) fills batches on two threads
+    (``Encoding.threaded``: ``stochastic/sphere``, :func:`stsim.core.encodings._unit_rows`).
+    BLAS then keeps to one thread (:func:`stsim.util.threads.one_blas_thread`): OpenBLAS's
+    second thread spins after each product and takes the core the other thread needs (a
+    serial sphere step: 50 ms with two BLAS threads, 36 ms with one; docs/model.md)."""
+    return prefetch or (getattr(enc, "threaded", False) and parallel_default())
 
 
 def run(T=200, q=3, pe="stochastic", *, checkpoint=None, checkpoint_every=None, progress=None,
@@ -270,7 +268,7 @@ def run(T=200, q=3, pe="stochastic", *, checkpoint=None, checkpoint_every=None, 
         return problem.loss_grad(p, rng) if src is None else problem.loss_grad(p, rng, src.next())
 
     try:
-        with one_blas_thread(uses_second_thread(cfg, src is not None)):
+        with one_blas_thread(uses_second_thread(getattr(problem, "enc", None), src is not None)):
             end = train_loop(loss_grad, opt, params, cfg.steps, start=start,
                              at_top=at_top, observe=observe, finite=rule)
     finally:

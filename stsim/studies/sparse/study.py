@@ -203,7 +203,7 @@ def run_experiment(cfg: dict, out: str, *, executor=None, workers: int = 2, log=
         if topup > seeds:
             tl = time.perf_counter()
             rows = [r for r in read_table(path) if r["status"] == "ok"]
-            stats = cell_stats(rows, set(spawn_seeds(seeds)))
+            stats = cell_stats(rows, ladder_seeds)
             in_design = set(series)
             cells = sorted(k for k, c in stats.items() if lo <= c["rate"] <= hi
                            and k[:4] in in_design and k[4] in ms)
