@@ -44,7 +44,7 @@ from stsim.core.task import sample_batch
 from stsim.util.validate import check_int
 
 __all__ = ["fcn_input", "fcn_forward_backward", "mlp_forward", "mlp_backward", "fcn_init",
-           "fcn_construction", "FCNProblem", "param_names"]
+           "fcn_construction", "FCNProblem", "param_names", "fcn_param_count"]
 
 
 def param_names(depth: int) -> list:
@@ -54,6 +54,19 @@ def param_names(depth: int) -> list:
     for l in range(1, depth + 1):
         names += [f"W{l}", f"b{l}"]
     return names + ["A", "c"]
+
+
+def fcn_param_count(T: int, d: int, width: int, depth: int = 1) -> int:
+    """Parameters of the FCN on ``[vec(X); 1_y]`` (input ``n = T d + T``): ``W1, b1``
+    (``k(n + 1)``), ``depth − 1`` hidden layers (``k(k + 1)`` each), read-out ``A, c``
+    (``d(k + 1)``), ``k = width``. The one count (memory estimate, ``Result.info``, the
+    separation study).
+
+    >>> fcn_param_count(8, 2, 5)      # 5 (24 + 1) + 2 (5 + 1)
+    137
+    """
+    n_in = T * d + T
+    return width * (n_in + 1) + (depth - 1) * width * (width + 1) + d * (width + 1)
 
 
 def fcn_input(X: np.ndarray, y: np.ndarray) -> np.ndarray:
@@ -266,8 +279,7 @@ class FCNProblem:
     def info(self):
         """For :attr:`Result.info`: ``arch``, ``n_in``, ``width``, ``depth``, ``n_params``."""
         c = self.cfg
-        n_params = (c.width * (self.n_in + 1) + (c.depth - 1) * c.width * (c.width + 1)
-                    + c.d * (c.width + 1))
+        n_params = fcn_param_count(c.T, c.d, c.width, c.depth)
         return {"arch": "fcn", "n_in": self.n_in, "width": c.width, "depth": c.depth,
                 "n_params": n_params}
 

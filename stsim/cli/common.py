@@ -19,6 +19,7 @@ import os
 import sys
 
 __all__ = ["MODES", "DEFAULT_WORKERS", "add_study_arguments", "add_preset_options",
+           "add_contract_options", "contract_overrides", "run_contract",
            "preset_from_args", "out_dir", "workers", "logger", "int_tuple", "parse_set",
            "print_checks"]
 
@@ -141,3 +142,76 @@ def print_checks(summary) -> None:
         flag = "ok " if c["ok"] else "NOT"
         print(f"  [{flag}] {c['claim']}: measured {c['measured']:.4g} {c['op']} "
               f"{c['threshold']:.4g}" + (f"  ({c['note']})" if c.get("note") else ""))
+
+
+# --------------------------------------------------------------------------------------
+# the study contract on the command line (stsim.studies.contract)
+# --------------------------------------------------------------------------------------
+def add_contract_options(p: argparse.ArgumentParser, study, *, help: dict | None = None,
+                         workers_help: str | None = None) -> None:
+    """The options of a study command that follows :mod:`stsim.studies.contract`: the
+    common ones (:func:`add_study_arguments`), ``--set KEY=VALUE`` (repeatable; dotted keys
+    for nested settings), ``--analyse-only``, and one ``--key VALUE`` flag per top-level
+    preset key whose value is a scalar or a flat list (comma lists accepted). Both kinds
+    of override go through :func:`stsim.studies.contract.apply_overrides`."""
+    help = help or {}
+    add_study_arguments(p, study.NAME, workers_help=workers_help)
+    quick, full = study.PRESETS["quick"], study.PRESETS["full"]
+    g = p.add_argument_group(f"{study.NAME} settings",
+                             "each defaults to the --quick / --full preset; every setting, "
+                             "nested ones included, can also be given as --set KEY=VALUE")
+    g.add_argument("--set", dest="set", action="append", default=[], metavar="KEY=VALUE",
+                   help="override a setting (repeatable), e.g. --set lr=0.01 "
+                        "--set fig1.seeds=[0,1,2]")
+    g.add_argument("--analyse-only", "--analyse_only", dest="analyse_only",
+                   action="store_true", help="compute nothing: analyse the raw tables "
+                   "already in --out and write the outputs")
+    for name in list(dict.fromkeys([*full, *quick])):
+        ref = full.get(name, quick.get(name))
+        if isinstance(ref, dict) or (isinstance(ref, (list, tuple)) and ref
+                                     and isinstance(ref[0], (list, tuple, dict))):
+            continue          # nested: --set only
+        text = help.get(name, "")
+        shown = (f"quick {_show(quick[name])}, full {_show(full[name])}"
+                 if name in quick and name in full and quick[name] != full[name]
+                 else _show(ref))
+        flags = dict.fromkeys((f"--{name}", f"--{name.replace('_', '-')}"))
+        # text, parsed by apply_overrides against the preset's type (one parser for
+        # --key VALUE and --set key=VALUE)
+        g.add_argument(*flags, dest=f"preset_{name}", type=str, default=None,
+                       metavar="LIST" if isinstance(ref, (list, tuple)) else name.upper(),
+                       help=f"{text}{' ' if text else ''}(default: {shown})")
+
+
+def contract_overrides(args, study) -> dict:
+    """The overrides given on the command line: the generated ``--key`` flags (comma lists
+    become lists) and every ``--set``."""
+    out = {}
+    for k, v in vars(args).items():
+        if k.startswith("preset_") and v is not None:
+            name = k[len("preset_"):]
+            ref = study.PRESETS["full"].get(name, study.PRESETS["quick"].get(name))
+            if isinstance(ref, (list, tuple)) and not v.lstrip().startswith(("[", "(")):
+                v = [x.strip() for x in v.split(",") if x.strip()]
+                if ref and not isinstance(ref[0], str):
+                    v = "[" + ",".join(v) + "]"
+            out[name] = v
+    out.update(parse_set(getattr(args, "set", ())))
+    return out
+
+
+def run_contract(args, study) -> dict:
+    """The whole command for a contract study: overrides from ``args``, the executor built
+    once from ``--workers`` (:func:`stsim.sweep.make_executor`: 0 or 1 runs in this
+    process), :func:`stsim.studies.contract.run_study`, the executor shut down. Returns
+    the summary."""
+    from stsim.studies.contract import run_study
+    from stsim.sweep.pool import make_executor
+    overrides = contract_overrides(args, study)
+    ex = make_executor(workers(args))
+    try:
+        return run_study(study, out_dir(args), mode=args.mode, overrides=overrides,
+                         executor=ex, analyse_only=args.analyse_only,
+                         log=logger(args, f"[{study.NAME}] "))
+    finally:
+        ex.shutdown(wait=True)

@@ -63,7 +63,7 @@ from dataclasses import asdict, dataclass
 
 from stsim.core.encodings import is_dense
 
-__all__ = ["Schedule", "eta_max", "reduced_map_steps", "reduced_map_losses", "default_schedule", "predict",
+__all__ = ["Schedule", "eta_max", "estimated_seconds", "reduced_map_steps", "reduced_map_losses", "default_schedule", "predict",
            "plateau_status", "assess_run", "adam_steps", "TARGET", "SAFETY", "MARGIN"]
 
 TARGET = 0.02          # "learned": loss <= 2% of its initial value L(0) = d/(2q)
@@ -197,7 +197,12 @@ def reduced_map_losses(T, q, d, lr, n, steps, *, c=1.0, practical=False):
     return out
 
 
-def _estimated_seconds(cfg, steps):
+def estimated_seconds(cfg, steps=None) -> float:
+    """Rough wall time (s, one core) of ``steps`` (default ``cfg.steps``) steps of the
+    resolved config ``cfg``: ``SECONDS_PER_TOKEN`` × batch × tokens × steps, a dense
+    encoding costing ``1 + d_e/8`` times an index one — the one cost model (the default
+    schedule's warning, the studies' longest-first ordering)."""
+    steps = cfg.steps if steps is None else steps
     n_tok = cfg.T + (1 if cfg.model == "practical" else 0)
     batch = cfg.n_train if cfg.optimizer == "gd" else cfg.batch
     dense = is_dense(cfg.pe, cfg.sampler)
@@ -231,7 +236,7 @@ def predict(cfg, lr=None, steps=None) -> Schedule:
                                  f"of the steps, then decayed linearly to 0 (when the lr is "
                                  f"derived); {d_steps} steps = max(2000, {ADAM_STEPS_PER_T} T) "
                                  "(measured at T = 50, 100, 200, not derived)")
-        s.estimated_s = _estimated_seconds(cfg, s.steps)
+        s.estimated_s = estimated_seconds(cfg, s.steps)
         if steps is None and s.estimated_s > LONG_RUN_S:
             s.warning = _long_run_warning(f"the default Adam schedule needs {d_steps} steps",
                                           s.estimated_s)
@@ -260,7 +265,7 @@ def predict(cfg, lr=None, steps=None) -> Schedule:
                                   else f"{steps} (user)"))
     s = Schedule(lr=use_lr, steps=d_steps, lr_derived=lr is None, steps_derived=steps is None,
                  eta_max=em, escape_step=esc, target_step=tgt, exact=exact, explanation=expl)
-    s.estimated_s = _estimated_seconds(cfg, d_steps)
+    s.estimated_s = estimated_seconds(cfg, d_steps)
     if steps is None and s.estimated_s > LONG_RUN_S:
         s.warning = _long_run_warning(f"the default schedule needs {d_steps} steps (the plateau "
                                       f"of the reduced dynamics ends near step {esc} at lr "

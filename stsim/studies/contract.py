@@ -1,0 +1,143 @@
+"""The study contract: one shape for every study (figures, separation, expressivity, sparse).
+
+A *study* is a module (a subpackage of :mod:`stsim.studies`) with these members:
+
+``NAME`` : str
+    The command's name (``stsim <NAME>``) and the default output folder
+    (``runs/<NAME>-quick`` / ``runs/<NAME>``).
+``PRESETS`` : dict
+    ``{"quick": {...}, "full": {...}}``: the settings of the seconds-long smoke version and
+    of the documented experiment. Every key can be overridden (:func:`apply_overrides`:
+    ``key=value``, dotted ``group.key=value`` for nested settings).
+``check(config) -> config``
+    Validate every option (``ValueError`` naming it and its allowed range) and refuse sizes
+    beyond the machine, before any work. Returns the config with derived fields filled.
+``run(config, out, executor, log) -> None``
+    The computations, through :func:`stsim.sweep` into raw tables under ``out`` (their
+    journals make a rerun resume where it stopped). ``executor`` is a
+    ``concurrent.futures.Executor`` built by the caller (:func:`stsim.sweep.make_executor`);
+    a study never builds a pool of its own. ``log`` is ``None`` or ``callable(str)``.
+``analyse(config, out) -> dict``
+    The results, from the raw tables in ``out`` alone (rerunnable without recomputation:
+    ``stsim <NAME> --analyse-only``). JSON-ready.
+``report(config, out, results) -> dict``
+    Write the figures, the derived CSV/JSON and ``report.md`` into ``out``; return the
+    summary (what the command line prints).
+
+:func:`run_study` is the one driver: resolve the preset with the overrides, ``check``,
+``run`` (unless ``analyse_only``), ``analyse``, ``report``; the command line
+(:mod:`stsim.cli.common`) builds the executor once and calls it.
+"""
+from __future__ import annotations
+
+import copy
+import time
+
+__all__ = ["MODES", "STUDY_MEMBERS", "apply_overrides", "resolve_config", "run_study",
+           "check_study"]
+
+MODES = ("quick", "full")
+STUDY_MEMBERS = ("NAME", "PRESETS", "check", "run", "analyse", "report")
+
+
+def check_study(study) -> None:
+    """``TypeError`` if ``study`` lacks a member of the contract (module docstring)."""
+    missing = [m for m in STUDY_MEMBERS if not hasattr(study, m)]
+    if missing:
+        raise TypeError(f"{getattr(study, '__name__', study)!r} is not a study: it lacks "
+                        f"{missing} (see stsim.studies.contract)")
+    if set(study.PRESETS) != set(MODES):
+        raise TypeError(f"{study.NAME}: PRESETS must have exactly the keys {MODES}")
+
+
+def _coerce(name, value, like):
+    """``value`` (a given override, maybe text) as the type of the preset's ``like``;
+    ``ValueError`` naming the key when it cannot be."""
+    if isinstance(value, str) and not isinstance(like, str):
+        import ast
+        try:
+            value = ast.literal_eval(value)
+        except (ValueError, SyntaxError):
+            pass                     # still text: the type checks below name the key
+    if like is None or value is None:
+        return value
+    if isinstance(like, bool):
+        if not isinstance(value, bool):
+            raise ValueError(f"{name} must be True or False, got {value!r}")
+        return value
+    if isinstance(like, int) and not isinstance(like, bool):
+        if isinstance(value, bool) or not isinstance(value, (int, float)) or value != int(value):
+            raise ValueError(f"{name} must be an integer, got {value!r}")
+        return int(value)
+    if isinstance(like, float):
+        if isinstance(value, bool) or not isinstance(value, (int, float)):
+            raise ValueError(f"{name} must be a number, got {value!r}")
+        return float(value)
+    if isinstance(like, (tuple, list)):
+        if isinstance(value, (int, float)) and not isinstance(value, bool):
+            value = (value,)
+        if not isinstance(value, (tuple, list)):
+            raise ValueError(f"{name} must be a list like {list(like)!r}, got {value!r}")
+        if like and not isinstance(like[0], (tuple, list, dict)):
+            value = [_coerce(name, v, like[0]) for v in value]
+        return type(like)(value)
+    if isinstance(like, dict):
+        if not isinstance(value, dict):
+            raise ValueError(f"{name} must be a dict like {like!r}, got {value!r}")
+        return value
+    if isinstance(like, str) and not isinstance(value, str):
+        raise ValueError(f"{name} must be text, got {value!r}")
+    return value
+
+
+def apply_overrides(preset: dict, overrides: dict | None) -> dict:
+    """A deep copy of ``preset`` with ``overrides`` applied: ``{"key": value}`` or, for
+    nested settings, ``{"group.key": value}``. Each value is coerced to the type of the
+    preset's value (text such as ``"0.5"`` or ``"[0, 1]"`` is parsed); an unknown key or a
+    value of the wrong type raises ``ValueError`` naming the key, before any work.
+
+    >>> apply_overrides({"lr": 0.1, "fig1": {"steps": 10}}, {"lr": "0.5", "fig1.steps": 20})
+    {'lr': 0.5, 'fig1': {'steps': 20}}
+    """
+    cfg = copy.deepcopy(dict(preset))
+    for key, value in (overrides or {}).items():
+        parts = str(key).split(".")
+        node = cfg
+        for i, p in enumerate(parts):
+            if not isinstance(node, dict) or p not in node:
+                where = ".".join(parts[:i]) or "the settings"
+                allowed = sorted(node) if isinstance(node, dict) else []
+                raise ValueError(f"unknown setting {key!r}: {where} has no key {p!r}; "
+                                 f"allowed: {allowed}")
+            if i == len(parts) - 1:
+                node[p] = _coerce(key, value, node[p])
+            else:
+                node = node[p]
+    return cfg
+
+
+def resolve_config(study, mode: str = "quick", overrides: dict | None = None) -> dict:
+    """``study.check(apply_overrides(study.PRESETS[mode], overrides))``."""
+    check_study(study)
+    if mode not in MODES:
+        raise ValueError(f"mode must be one of {MODES}, got {mode!r}")
+    return study.check(apply_overrides(study.PRESETS[mode], overrides))
+
+
+def run_study(study, out: str, *, mode: str = "quick", overrides: dict | None = None,
+              executor=None, analyse_only: bool = False, log=None) -> dict:
+    """Run a study the one way: resolve and check its config, ``run`` it (unless
+    ``analyse_only``) on ``executor`` (default: in this process), ``analyse`` the raw
+    tables, ``report``. Returns the summary with ``mode``, ``analyse_only`` and
+    ``wall_time_s`` added."""
+    from stsim.sweep.pool import InlineExecutor
+    config = resolve_config(study, mode, overrides)
+    t0 = time.perf_counter()
+    if not analyse_only:
+        study.run(config, out, executor if executor is not None else InlineExecutor(), log)
+    results = study.analyse(config, out)
+    summary = study.report(config, out, results)
+    summary = dict(summary or {})
+    summary.update(mode=mode, analyse_only=analyse_only,
+                   wall_time_s=time.perf_counter() - t0)
+    return summary

@@ -1,0 +1,60 @@
+"""The study contract (stsim.studies.contract): overrides parsed and checked before any
+work, and the one driver calling check → run → analyse → report."""
+import types
+
+import pytest
+
+from stsim.studies.contract import apply_overrides, check_study, resolve_config, run_study
+
+PRESET = {"lr": 0.1, "steps": 10, "Ts": (8, 16), "name": "and", "fig1": {"seeds": [0, 1]}}
+
+
+def test_overrides_are_typed_like_the_preset():
+    cfg = apply_overrides(PRESET, {"lr": "0.5", "steps": "20", "Ts": "[4, 8]", "name": "or",
+                                   "fig1.seeds": "[0, 1, 2]"})
+    assert cfg == {"lr": 0.5, "steps": 20, "Ts": (4, 8), "name": "or",
+                   "fig1": {"seeds": [0, 1, 2]}}
+    assert PRESET["fig1"]["seeds"] == [0, 1]            # the preset is not touched
+
+
+@pytest.mark.parametrize("key,value,words", [
+    ("lr", "abc", "lr"), ("steps", 2.5, "steps must be an integer"),
+    ("bogus", 1, "unknown setting 'bogus'"), ("fig1.nope", 1, "fig1 has no key 'nope'"),
+    ("Ts", "[4, 'x']", "Ts must be an integer")])
+def test_bad_overrides_name_the_key(key, value, words):
+    with pytest.raises(ValueError, match=words):
+        apply_overrides(PRESET, {key: value})
+
+
+def _study(calls):
+    def check(cfg):
+        calls.append("check")
+        if cfg["steps"] < 1:
+            raise ValueError("steps must be >= 1")
+        return cfg
+    return types.SimpleNamespace(
+        NAME="toy", PRESETS={"quick": dict(PRESET), "full": dict(PRESET, steps=100)},
+        check=check, run=lambda cfg, out, ex, log: calls.append(("run", cfg["steps"])),
+        analyse=lambda cfg, out: calls.append("analyse") or {"x": 1},
+        report=lambda cfg, out, res: calls.append("report") or dict(res))
+
+
+def test_run_study_calls_the_contract_in_order(tmp_path):
+    calls = []
+    s = run_study(_study(calls), str(tmp_path), mode="full", overrides={"steps": 7})
+    assert calls == ["check", ("run", 7), "analyse", "report"]
+    assert s["x"] == 1 and s["mode"] == "full" and s["wall_time_s"] >= 0
+    calls.clear()
+    run_study(_study(calls), str(tmp_path), analyse_only=True)
+    assert calls == ["check", "analyse", "report"]
+    calls.clear()
+    with pytest.raises(ValueError, match="steps must be >= 1"):   # refused before any work
+        run_study(_study(calls), str(tmp_path), overrides={"steps": 0})
+    assert calls == ["check"]
+
+
+def test_a_module_without_the_members_is_not_a_study():
+    with pytest.raises(TypeError, match="lacks"):
+        check_study(types.SimpleNamespace(NAME="x"))
+    with pytest.raises(ValueError, match="mode must be one of"):
+        resolve_config(_study([]), "medium")
