@@ -42,6 +42,7 @@ from scipy.sparse import csr_matrix
 from scipy.special import softmax
 
 from stsim.core.encodings import PEBatch
+from stsim.core.sparse_grad import SparseGradW, flat_view
 from stsim.core.task import sts_target
 from stsim.util.validate import check_choice
 
@@ -117,18 +118,31 @@ def _softmax_rows(a):
 
 
 # --------------------------------------------------------------------------------------
-# the encodings enter only through four linear maps between token space (B, T) and
-# PE space (B, d_e); everything else is shared by the dense and the index form.
-# ``take`` reads, and ``put`` writes, the PE part ``[:, d:]`` of a (B, D) array, so that
-# ``h = Z s`` and ``u = Z δ`` are filled in place and ``Vᵀ r`` is read without a copy.
+# The encodings enter only through the maps below; everything else (logits, softmax,
+# the softmax Jacobian) is shared by the two forms. Each form keeps the mixtures
+# ``h = Z s`` and ``u = Z δ`` in its own layout: a (B, D) array for dense encodings, the
+# token part (B, d) and the weights at the tokens' slots (B, T) for index encodings
+# (``Σ_i s_i e_{k_i}`` is ``s`` itself, read at the slots), so that the index form never
+# builds a (B, d_e) or (D, D) array: its cost is linear in B·T.
 # --------------------------------------------------------------------------------------
 class _DenseOps:
-    """``P`` (T, d_e) shared or (B, T, d_e) per sample."""
+    """``P`` (T, d_e) shared or (B, T, d_e) per sample; mixtures as (B, D) arrays."""
 
-    def __init__(self, P, y, c, d):
+    def __init__(self, P, y, c, d, practical, xq):
         self.P, self.shared, self.d = P, P.ndim == 2, d
+        self.practical, self.xq = practical, xq
         Py = P[y] if self.shared else np.take_along_axis(P, y[:, :, None], axis=1)
         self.pq = c * Py.sum(axis=1)                          # p_q = c Σ_{j∈y} p_j, (B, d_e)
+        self._zq = None
+
+    @property
+    def zq(self):
+        """``z_q = [x_q; p_q]``, (B, D)."""
+        if self._zq is None:
+            B = self.pq.shape[0]
+            xq = np.zeros((B, self.d)) if self.xq is None else self.xq
+            self._zq = np.concatenate([xq, self.pq], axis=1)
+        return self._zq
 
     def take(self, m):
         """``[p_iᵀ m_b]_{b,i}``: (B, d_e) -> (B, T)."""
@@ -147,89 +161,163 @@ class _DenseOps:
         else:
             out[:, self.d:] = np.einsum("bt,bte->be", s, self.P)
 
-    def query_terms(self, W, d):
+    def query_terms(self, W):
         """``(W_xe p_q, [p_iᵀ W_ee p_q]_i, p_qᵀ W_ee p_q)``: (B, d), (B, T), (B,)."""
+        d = self.d
         m = self.pq @ W[d:, d:].T
         return self.pq @ W[:d, d:].T, self.take(m), np.einsum("be,be->b", self.pq, m)
 
-    def grad_W(self, u, xq):
-        """``Σ_b u_b z_qᵀ`` with ``z_q = [x_q; p_q]``: (B, D) -> (D, D)."""
-        B, D = u.shape
-        zq = np.zeros((B, D))
-        if xq is not None:
-            zq[:, :self.d] = xq
-        zq[:, self.d:] = self.pq
-        return u.T @ zq
+    def xq_terms(self, W, xq):
+        """``([p_iᵀ W_ex x_q]_i, p_qᵀ W_ex x_q)``: (B, T), (B,)."""
+        m_e = xq @ W[self.d:, :self.d].T                      # W_ex x_q, (B, d_e)
+        return self.take(m_e), np.einsum("be,be->b", self.pq, m_e)
+
+    def mix(self, X, s, out=None):
+        """``Z s`` (the practical model: ``[Z, z_q] s``) as a (B, D) array (``out`` reused)."""
+        B, T, d = X.shape
+        st = s[:, :T] if self.practical else s
+        h = np.empty((B, d + self.pq.shape[1])) if out is None else out
+        h[:, :d] = _bvm(st, X)
+        self.put_D(st, h)
+        if self.practical:
+            h += s[:, T:] * self.zq
+        return h
+
+    def value(self, V, h):
+        """``V h``, (B, d)."""
+        return h @ V.T
+
+    def grad_V(self, r, h):
+        """``Σ_b r_b h_bᵀ``, (d, D)."""
+        return r.T @ h
+
+    def back(self, V, X, r):
+        """``g_i = z_iᵀ Vᵀ r`` (the practical model: also ``z_qᵀ Vᵀ r``), (B, N)."""
+        v = r @ V                                             # Vᵀ r, (B, D)
+        g = _bmv(X, v[:, :self.d])
+        g += self.take_D(v)
+        if self.practical:
+            g = np.concatenate([g, np.einsum("bD,bD->b", self.zq, v)[:, None]], axis=1)
+        return g
+
+    def grad_W(self, u, sparse):
+        """``Σ_b u_b z_qᵀ``, (D, D) (dense encodings: always dense)."""
+        return u.T @ self.zq
 
 
 class _IndexOps:
     """One-hot families ``p_i = e_{k_i}``, slots ``idx`` (T,) or (B, T), distinct within a
-    sample. ``take`` is a gather and ``put`` a plain write (a sample's slots are distinct,
-    so nothing accumulates), both through flat positions computed once per batch; ``p_q``
-    is a sparse vector (``c`` at the q selected slots), so ``Σ_b u_b z_qᵀ`` is a sparse
-    product. No d_e × T matrix is built."""
+    sample; every map is a gather or a scatter at the slots (module docstring), and the
+    mixtures are kept in token space: ``(h_x, h_e)`` with ``h = [h_x; Σ_i h_{e,i} e_{k_i}]``.
+    For the practical model the query token ``z_q = [x_q; c Σ_j e_{κ_j}]`` sits at the slots
+    of the selected tokens (``κ_j = k_{y_j}``), so its weight is added to theirs."""
 
-    def __init__(self, idx, d_e, y, c, d):
-        B = y.shape[0]
+    def __init__(self, idx, d_e, y, c, d, practical, xq):
+        B, q = y.shape
         self.d, self.d_e, self.c = d, d_e, c
-        idx = np.broadcast_to(idx, (B, idx.shape[-1]))
-        self.idx = idx
-        self.ky = np.take_along_axis(idx, y, axis=1)         # slots of the selected tokens
-        D = d + d_e
-        self.flat_e = idx + (d_e * np.arange(B))[:, None]      # positions in a (B, d_e) array
-        self.flat_D = idx + (d + D * np.arange(B))[:, None]    # positions in a (B, D) array
-        self._pq = None
+        self.practical, self.xq = practical, xq
+        self.idx, self.shared = idx, idx.ndim == 1
+        T = idx.shape[-1]
+        self.ky = np.take_along_axis(np.broadcast_to(idx, (B, T)), y, axis=1)   # κ, (B, q)
+        self.yflat = y + (T * np.arange(B))[:, None]       # the selected tokens in (B, T)
+        self.G = None
 
-    @property
-    def pq(self):
-        """Dense ``p_q`` (B, d_e), built only when asked (x_query / practical model)."""
-        if self._pq is None:
-            B = self.ky.shape[0]
-            self._pq = np.zeros((B, self.d_e))
-            np.put_along_axis(self._pq, self.ky, self.c, axis=1)
-        return self._pq
-
-    def take(self, m):
-        return np.take(np.ascontiguousarray(m), self.flat_e)
-
-    def take_D(self, v):
-        return np.take(v, self.flat_D)                         # v: C-contiguous (B, D)
-
-    def put_D(self, s, out):
-        out[:, self.d:] = 0.0
-        np.put(out, self.flat_D, s)                            # out: C-contiguous (B, D)
-
-    def query_terms(self, W, d):
-        # with m = W_ee p_q = c Σ_j W_ee[:, k_j]:  p_iᵀ m = c Σ_j W_ee[k_i, k_j] and
-        # p_qᵀ m = c² Σ_{j,l} W_ee[k_l, k_j] are gathers of W itself at flat positions
-        # (m is never formed, W_ee is never copied); W_xe p_q = c Σ_j W_xe[:, k_j]
-        ky, c = self.ky, self.c
-        q, D = ky.shape[1], W.shape[0]
-        Wf = W.reshape(-1)                                     # W: C-contiguous (D, D)
-        row = (d + self.idx) * D + d                           # start of row k_i of W_ee
-        a_e = np.take(Wf, row + ky[:, :1])
+    def query_terms(self, W):
+        # with m = W_ee p_q = c Σ_j W_ee[:, κ_j]:  p_iᵀ m = c Σ_j W_ee[k_i, κ_j] and
+        # p_qᵀ m = c² Σ_{j,l} W_ee[κ_l, κ_j] are gathers of W itself at flat positions
+        # (m is never formed; in Fortran order a gather runs down a column of W);
+        # W_xe p_q = c Σ_j W_xe[:, κ_j]
+        ky, c, d = self.ky, self.c, self.d
+        try:
+            Wf, sr, sc = flat_view(W)
+        except ValueError:
+            W = np.ascontiguousarray(W)
+            Wf, sr, sc = flat_view(W)
+        row = (d + self.idx) * sr + d * sc                 # W_ee[k_i, 0]
+        col = ky * sc
+        a_e = np.take(Wf, row + col[:, :1])
         mx = W[:d, d + ky[:, 0]]
-        for j in range(1, q):
-            a_e += np.take(Wf, row + ky[:, j:j + 1])
+        for j in range(1, ky.shape[1]):
+            a_e += np.take(Wf, row + col[:, j:j + 1])
             mx += W[:d, d + ky[:, j]]
         a_e *= c
-        a_qq = np.take(Wf, ((d + ky) * D + d)[:, :, None] + ky[:, None, :]).sum(axis=(1, 2))
+        a_qq = np.take(Wf, ((d + ky) * sr + d * sc)[:, :, None] + col[:, None, :]).sum(axis=(1, 2))
         return c * mx.T, a_e, (c * c) * a_qq
 
-    def grad_W(self, u, xq):
-        # z_q = [x_q; p_q], p_q = c Σ_j e_{k_j}: the PE columns are a sparse product
-        # Σ_b c u_b 1_{k_bj}ᵀ (B·q nonzeros) instead of a dense (D×B)(B×D) one
-        B, D = u.shape
-        q = self.ky.shape[1]
-        S = csr_matrix((np.full(B * q, self.c), self.ky.ravel(),
-                        np.arange(0, B * q + 1, q)), shape=(B, self.d_e))   # = p_q, sparse
-        dW = np.empty((D, D))
-        dW[:, self.d:] = (S.T @ u).T
-        if xq is None:
-            dW[:, :self.d] = 0.0
-        else:
-            dW[:, :self.d] = u.T @ xq
-        return dW
+    def xq_terms(self, W, xq):
+        E = np.take(W[:, :self.d], self.d + self.idx, axis=0)   # rows k_i of W_ex
+        e = (E @ xq.T).T if self.shared else _bmv(E, xq)
+        return e, self.c * np.take(e, self.yflat).sum(axis=1)
+
+    def mix(self, X, s, out=None):
+        """``(h_x, h_e)``: ``Σ_i s_i x_i`` (B, d) and the weights at the slots (B, T)."""
+        T = X.shape[1]
+        if not self.practical:
+            return _bvm(s, X), s
+        st, sq = s[:, :T], s[:, T]
+        h_x = _bvm(st, X)
+        h_e = st.copy()
+        h_e.reshape(-1)[self.yflat] += sq[:, None] * self.c
+        if self.xq is not None:
+            h_x += sq[:, None] * self.xq
+        return h_x, h_e
+
+    def _Ve(self, V):
+        """``V_e`` read at the slots: (T, d) or (B, T, d), rows ``V[:, d + k_i]``."""
+        if self.G is None:
+            self.G = np.take(np.ascontiguousarray(V[:, self.d:].T), self.idx, axis=0)
+        return self.G
+
+    def value(self, V, h):
+        h_x, h_e = h
+        r = h_x @ V[:, :self.d].T
+        G = self._Ve(V)
+        r += h_e @ G if self.shared else _bvm(h_e, G)
+        return r
+
+    def scatter(self, w, m):
+        """``Σ_{b,i} w_{bi} e_{k_{bi}} m_bᵀ``: (B, T), (B, k) -> (d_e, k), a sparse product
+        (B·T nonzeros)."""
+        if self.shared:
+            out = np.zeros((self.d_e, m.shape[1]))
+            out[self.idx] = w.T @ m
+            return out
+        B, T = w.shape
+        S = csr_matrix((w.reshape(-1), self.idx.reshape(-1), np.arange(0, B * T + 1, T)),
+                       shape=(B, self.d_e))
+        return S.T @ m
+
+    def grad_V(self, r, h):
+        h_x, h_e = h
+        d = self.d
+        dV = np.empty((d, d + self.d_e))
+        dV[:, :d] = r.T @ h_x
+        dV[:, d:] = self.scatter(h_e, r).T
+        return dV
+
+    def back(self, V, X, r):
+        G = self._Ve(V)
+        g_e = r @ G.T if self.shared else _bmv(G, r)       # p_iᵀ V_eᵀ r
+        v_x = r @ V[:, :self.d]
+        g = _bmv(X, v_x)
+        g += g_e
+        if self.practical:
+            g_q = self.c * np.take(g_e, self.yflat).sum(axis=1)
+            if self.xq is not None:
+                g_q += np.einsum("bd,bd->b", self.xq, v_x)
+            g = np.concatenate([g, g_q[:, None]], axis=1)
+        return g
+
+    def grad_W(self, u, sparse):
+        u_x, u_e = u
+        d, D = self.d, self.d + self.d_e
+        xb = None
+        if self.xq is not None:                           # columns 0..d-1: Σ_b u_b x_qᵀ
+            xb = np.empty((D, d))
+            xb[:d] = u_x.T @ self.xq
+            xb[d:] = self.scatter(u_e, self.xq)
+        dW = SparseGradW(D, d, self.idx, self.ky, self.c, u_x, u_e, xb)
+        return dW if sparse else dW.todense()
 
 
 def _bmv(X, v):
@@ -242,82 +330,93 @@ def _bvm(s, X):
     return (s[:, None, :] @ X)[:, 0, :]
 
 
-def _forward_backward(W, V, X, ops, practical, xq, target, need_grad):
-    """The formulas of the module docstring, block-wise: ``Z = [X; P]`` is never built."""
-    B, T, d = X.shape
-    D = W.shape[0]
-    # a_i = z_iᵀ W z_q = x_iᵀ m_x + p_iᵀ W_ee p_q (+ p_iᵀ W_ex x_q),  m_x = W_xe p_q (+ W_xx x_q)
-    m_x, a_e, a_qq = ops.query_terms(W, d)
+def _logits(W, X, ops):
+    """``a_i = z_iᵀ W z_q`` = ``x_iᵀ m_x + p_iᵀ W_ee p_q (+ p_iᵀ W_ex x_q)`` with
+    ``m_x = W_xe p_q (+ W_xx x_q)``, (B, T); the practical model appends the query
+    token's ``a_q = z_qᵀ W z_q``."""
+    d = X.shape[2]
+    xq = ops.xq
+    m_x, a_e, a_qq = ops.query_terms(W)
     if xq is not None:
         m_x = m_x + xq @ W[:d, :d].T
-        m_e = xq @ W[d:, :d].T                     # W_ex x_q, (B, d_e)
-        a_e = a_e + ops.take(m_e)
+        e_tok, e_q = ops.xq_terms(W, xq)
+        a_e = a_e + e_tok
     a = _bmv(X, m_x)
     a += a_e
-    zq = None
-    if practical:                                  # the query column: a_q = z_qᵀ W z_q
-        zq = np.concatenate([np.zeros((B, d)) if xq is None else xq, ops.pq], axis=1)
-        a_q = a_qq if xq is None else (a_qq + np.einsum("bd,bd->b", xq, m_x)
-                                       + np.einsum("be,be->b", ops.pq, m_e))
+    if ops.practical:
+        a_q = a_qq if xq is None else (a_qq + np.einsum("bd,bd->b", xq, m_x) + e_q)
         a = np.concatenate([a, a_q[:, None]], axis=1)
-    s = _softmax_rows(a)
-    st = s[:, :T] if practical else s
-    h = np.empty((B, D))                           # Z s
-    h[:, :d] = _bvm(st, X)
-    ops.put_D(st, h)
-    if practical:
-        h += s[:, T:] * zq
-    r = h @ V.T
+    return a
+
+
+def _forward_backward(W, V, X, ops, target, need_grad, sparse_grad=False):
+    """The formulas of the module docstring; ``Z = [X; P]`` is never built."""
+    B = X.shape[0]
+    s = _softmax_rows(_logits(W, X, ops))
+    h = ops.mix(X, s)                              # Z s
+    r = ops.value(V, h)
     r -= target                                    # f − target, (B, d)
     loss = 0.5 * float(np.einsum("bd,bd->", r, r)) / B
     if not need_grad:
         return loss, None, None
     r /= B                                         # folds the batch mean into the backward
-    dV = r.T @ h                                   # Σ_b r hᵀ / B
-    v = r @ V                                      # Vᵀ r, (B, D)
-    g = _bmv(X, v[:, :d])
-    g += ops.take_D(v)                             # g_i = z_iᵀ Vᵀ r
-    if practical:
-        g = np.concatenate([g, np.einsum("bD,bD->b", zq, v)[:, None]], axis=1)
+    dV = ops.grad_V(r, h)                          # Σ_b r hᵀ / B
+    g = ops.back(V, X, r)                          # g_i = z_iᵀ Vᵀ r
     g -= np.einsum("bn,bn->b", s, g)[:, None]
     g *= s                                         # δ = s ⊙ (g − (sᵀg) 1)
-    dt = g[:, :T] if practical else g
-    u = h                                          # h is no longer needed: u = Z δ in place
-    u[:, :d] = _bvm(dt, X)
-    ops.put_D(dt, u)
-    if practical:
-        u += g[:, T:] * zq
-    dW = ops.grad_W(u, xq)                         # Σ_b (Zδ) z_qᵀ
-    return loss, dW, dV
+    u = ops.mix(X, g, out=h)                       # u = Z δ (h is no longer needed)
+    return loss, ops.grad_W(u, sparse_grad), dV    # Σ_b (Zδ) z_qᵀ
 
 
 # --------------------------------------------------------------------------------------
 # public entry points
 # --------------------------------------------------------------------------------------
 def forward_backward(W, V, X, y, pe: PEBatch, *, model="theory", query="sum", x_query=None,
-                     target=None, need_grad=True):
+                     target=None, need_grad=True, sparse_grad=False):
     """Batch-mean loss and (optionally) gradients, dispatching on the encoding's form.
 
     Parameters
     ----------
-    W : (D, D) array;  V : (d, D) array
-    X : (B, T, d) array;  y : (B, q) int array
-    pe : PEBatch — index form uses the gather/scatter path, dense form the reference.
-    model : {"theory", "practical"};  query : {"sum", "mean"}
-    x_query : None, (d,) or (B, d) — the query's token part (0 by default, as in Thm. 1)
-    target : (B, d), optional — defaults to STS_q(X, y)
-    need_grad : bool — if False, returns ``(loss, None, None)`` (cheaper).
+    W : (D, D) array
+        Merged key-query matrix (C or Fortran order; index encodings gather down its
+        columns, which Fortran order keeps contiguous).
+    V : (d, D) array
+        Merged value-output matrix.
+    X : (B, T, d) array
+        Tokens.
+    y : (B, q) int array
+        Selected positions.
+    pe : PEBatch
+        Encodings; the index form uses the gather/scatter path, the dense form products.
+    model : {"theory", "practical"}
+        The practical model also attends over the query token.
+    query : {"sum", "mean"}
+        ``p_q = c Σ_{j∈y} p_j`` with ``c = 1`` or ``1/q``.
+    x_query : None, (d,) or (B, d)
+        The query's token part (0 by default, as in Thm. 1).
+    target : (B, d), optional
+        Defaults to ``STS_q(X, y)``.
+    need_grad : bool
+        If False, returns ``(loss, None, None)`` (cheaper).
+    sparse_grad : bool
+        For index encodings, return ``dW`` as a
+        :class:`stsim.core.sparse_grad.SparseGradW` (its support only: linear in B·T)
+        instead of a dense (D, D) array; ignored for dense encodings.
 
     Returns
     -------
-    loss : float;  dW : (D, D) or None;  dV : (d, D) or None
+    loss : float
+    dW : (D, D) array, SparseGradW, or None
+    dV : (d, D) array or None
     """
     check_choice("model", model, MODELS)
     c = query_coef(query, y.shape[1])
     target, xq = _prepare(X, y, target, x_query)
     d = X.shape[2]
-    ops = _IndexOps(pe.idx, pe.d_e, y, c, d) if pe.is_index else _DenseOps(pe.P, y, c, d)
-    return _forward_backward(W, V, X, ops, model == "practical", xq, target, need_grad)
+    practical = model == "practical"
+    ops = (_IndexOps(pe.idx, pe.d_e, y, c, d, practical, xq) if pe.is_index
+           else _DenseOps(pe.P, y, c, d, practical, xq))
+    return _forward_backward(W, V, X, ops, target, need_grad, sparse_grad)
 
 
 def loss_and_grad(W, V, X, y, P, *, model="theory", query="sum", x_query=None, target=None):

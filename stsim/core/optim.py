@@ -19,10 +19,18 @@ import numpy as np
 
 from stsim.util.validate import check_choice, check_lr
 
-__all__ = ["SGD", "Adam", "make_optimizer", "OPTIMIZERS", "LR_DECAYS"]
+__all__ = ["SGD", "Adam", "make_optimizer", "all_finite", "OPTIMIZERS", "LR_DECAYS"]
 
 OPTIMIZERS = ("sgd", "gd", "adam")
 LR_DECAYS = ("none", "linear")
+
+
+def all_finite(g) -> bool:
+    """Whether every entry of the gradient ``g`` is finite: ``np.all(np.isfinite(g))``
+    for an array, ``g.all_finite()`` for a sparse gradient
+    (:class:`stsim.core.sparse_grad.SparseGradW`), which is not made dense for it."""
+    check = getattr(g, "all_finite", None)
+    return bool(check()) if check is not None else bool(np.all(np.isfinite(g)))
 
 
 class SGD:
@@ -51,7 +59,10 @@ class SGD:
         lr = self.lr
         self.t += 1
         for k, g in grads.items():
-            params[k] -= lr * g
+            if hasattr(g, "axpy"):         # a sparse gradient: only its support moves
+                g.axpy(params[k], -lr)     # p + (−lr)·g: the roundings of p − lr·g
+            else:
+                params[k] -= lr * g
 
     def state_dict(self) -> dict:
         """The optimiser's state as a dict of arrays (for checkpoints)."""
@@ -80,15 +91,27 @@ class Adam(SGD):
         c1 = 1 - self.b1 ** self.t
         c2 = 1 - self.b2 ** self.t
         for k, g in grads.items():
+            p = params[k]
             if k not in self.m:
-                self.m[k] = np.zeros_like(g)
-                self.v[k] = np.zeros_like(g)
+                self.m[k] = np.zeros_like(p)           # the parameter's memory order
+                self.v[k] = np.zeros_like(p)
             m, v = self.m[k], self.v[k]
             m *= self.b1
-            m += (1 - self.b1) * g
             v *= self.b2
-            v += (1 - self.b2) * g * g
-            params[k] -= lr * (m / c1) / (np.sqrt(v / c2) + self.eps)
+            if hasattr(g, "axpy"):                     # a sparse gradient (dense moments)
+                g.axpy(m, 1 - self.b1)
+                g.axpy(v, 1 - self.b2, square=True)
+            else:
+                m += (1 - self.b1) * g
+                v += (1 - self.b2) * g * g
+            # p −= lr (m/c1) / (√(v/c2) + eps), with two temporaries
+            step = m / c1
+            step *= lr
+            den = v / c2
+            np.sqrt(den, out=den)
+            den += self.eps
+            step /= den
+            p -= step
 
     def state_dict(self):
         out = {"t": np.array(self.t)}

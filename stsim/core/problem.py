@@ -85,17 +85,19 @@ class TransformerProblem:
 
     def init_params(self, rng):
         """``{"W": (D, D), "V": (d, D)}``: zeros, or ``init_scale`` times Gaussians from ``rng``.
-        """
+        ``W`` is kept in Fortran (column) order: the index encodings' step reads and updates
+        ``W`` column by column (:mod:`stsim.core.sparse_grad`)."""
         c, D = self.cfg, self.D
         if c.init == "zero":
-            return {"W": np.zeros((D, D)), "V": np.zeros((c.d, D))}
-        return {"W": c.init_scale * rng.standard_normal((D, D)),
+            return {"W": np.zeros((D, D), order="F"), "V": np.zeros((c.d, D))}
+        return {"W": np.asfortranarray(c.init_scale * rng.standard_normal((D, D))),
                 "V": c.init_scale * rng.standard_normal((c.d, D))}
 
     def _fb(self, params, data, need_grad=True):
         b, pe = data
         return forward_backward(params["W"], params["V"], b.X, b.y, pe, model=self.cfg.model,
-                                query=self.cfg.query, target=b.target, need_grad=need_grad)
+                                query=self.cfg.query, target=b.target, need_grad=need_grad,
+                                sparse_grad=True)
 
     @property
     def draws(self) -> bool:

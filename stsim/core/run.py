@@ -25,7 +25,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from stsim.core.config import Config
-from stsim.core.optim import make_optimizer
+from stsim.core.optim import all_finite, make_optimizer
 from stsim.core.problem import make_problem
 from stsim.core.result import Result
 from stsim.core.schedule import assess_run
@@ -48,7 +48,7 @@ DIVERGENCE_FACTOR = 1e6
 
 
 def _finite(loss, grads):
-    return math.isfinite(loss) and all(np.all(np.isfinite(g)) for g in grads.values())
+    return math.isfinite(loss) and all(all_finite(g) for g in grads.values())
 
 
 class _DivergenceRule:
@@ -63,7 +63,7 @@ class _DivergenceRule:
         if not math.isfinite(loss):
             self.why = f"non-finite loss ({loss})"
             return False
-        if not all(np.all(np.isfinite(g)) for g in grads.values()):
+        if not all(all_finite(g) for g in grads.values()):
             self.why = "non-finite gradient"
             return False
         if self.first is None:
