@@ -159,14 +159,43 @@ class Config:
                 out["batches drawn ahead (x2)"] = 2 * nb * (n_in + d) * f8
             out["validation sets"] = sum(self.n_val * (t * d + t) for t in val_T) * f8
         else:
-            D = d + self.d_e
-            out["W, V (x4: gradient, optimiser)"] = 4 * (D * D + d * D) * f8
+            # transformer (issue 24; calibrated against the peak RSS measured by
+            # benchmarks/bench_scaling.py and tracemalloc of one step, docs/model.md
+            # "Scaling"): index encodings keep the gradient of W sparse (core/sparse_grad),
+            # so SGD/GD hold W once; the per-step arrays are linear in the batch's tokens
+            d_e = self.d_e
+            D = d + d_e
             dense = is_dense(self.pe, self.sampler)
-            per_tok = d + (self.d_e if dense else 1)
-            out["batch tokens and encodings (x4)"] = 4 * nb * T * per_tok * f8
-            out["batch query-side rows (x4)"] = 4 * nb * self.d_e * f8
-            if self.optimizer != "gd" and self.objective == "online":
-                out["batches drawn ahead (x2)"] = 2 * nb * T * per_tok * f8
+            per_sample = self.pe not in ("onehot", "near-orthogonal")   # fixed: shared
+            draws = self.optimizer != "gd" and self.objective == "online"
+            sparse = not dense and self.objective == "online"
+            # tokens (d) and each token's encoding: a slot (one int64) or a d_e-vector
+            per_tok = d + ((d_e if dense else 1) if per_sample else 0)
+            out["interpreter and libraries (measured)"] = 100 * 2**20
+            out["W, V"] = (D * D + d * D) * f8
+            if self.init == "random":
+                out["W while drawn at random (once)"] = D * D * f8
+            if self.optimizer == "adam":
+                out["Adam moments and update temporaries (4 x W)"] = 4 * D * D * f8
+            if not sparse:
+                out["dense gradient of W and its update (2 x W)"] = 2 * D * D * f8
+            else:
+                bq = nb * self.q
+                out["sparse gradient: shared columns, update chunks"] = (
+                    2 * min(d_e * D, bq * bq) + 3 * 2**17) * f8
+            out["batch tokens and encodings"] = nb * T * per_tok * f8
+            if self.pe == "near-orthogonal":
+                out["near-orthogonal table"] = self.T_max * d_e * f8
+            if draws:
+                out["batches drawn ahead (x3)"] = 3 * nb * T * per_tok * f8
+                if not dense and per_sample:      # slots: keys and their partition
+                    out["slots draw temporaries"] = 2 * nb * d_e * f8 + nb * d_e
+            n_tmp = 4 if dense else 12
+            T_big = max(val_T)
+            tmp = n_tmp * max(nb * T, self.n_val * T_big) * f8
+            if dense:
+                tmp += 6 * max(nb, self.n_val) * D * f8
+            out["forward/backward temporaries"] = tmp
             out["validation sets"] = sum(self.n_val * t * per_tok for t in val_T) * f8
         out["total"] = int(sum(out.values()))
         return out
