@@ -246,3 +246,26 @@ def test_run_equals_run_with_dense_gradient_and_C_order(monkeypatch, opts, fault
             np.testing.assert_array_equal(a.history[k], b.history[k])
     for k in a.params:
         np.testing.assert_array_equal(a.params[k], b.params[k])
+
+
+@pytest.mark.parametrize("model", ["theory", "practical"])
+def test_parts_of_the_batch_change_no_bit(monkeypatch, model):
+    """A batch computed in parts (_IndexOps.parts, cache-sized) gives the loss and
+    gradients of the whole batch at once, bit for bit; a part left out is seen."""
+    import stsim.core.model as M
+    rng, batch, peb, W, V, _ = _setup("stochastic", 40, seed=6)
+    W = np.asfortranarray(W)
+
+    def run():
+        out = forward_backward(W, V, batch.X, batch.y, peb, model=model, sparse_grad=True)
+        return out[0], out[1].todense(), out[2]
+
+    whole = run()
+    monkeypatch.setattr(M, "_PART", 2 * T * d)          # parts of two samples
+    n_parts = len(M._IndexOps(peb.idx, 40, batch.y, 1.0, d, False, None).parts(batch.X))
+    assert n_parts == B // 2
+    for a, b in zip(whole, run()):
+        np.testing.assert_array_equal(a, b)
+    real = M._IndexOps.parts                             # seeded fault: the last part dropped
+    monkeypatch.setattr(M._IndexOps, "parts", lambda self, X: real(self, X)[:-1])
+    assert not all(np.array_equal(a, b) for a, b in zip(whole, run()))

@@ -46,6 +46,8 @@ from stsim.core.sparse_grad import SparseGradW, flat_view
 from stsim.core.task import sts_target
 from stsim.util.validate import check_choice
 
+_PART = 1 << 17   # token numbers (B·T·d) per part of the index form's batch loop (1 MiB)
+
 __all__ = [
     "query_coef",
     "loss_and_grad",
@@ -214,13 +216,31 @@ class _IndexOps:
 
     def __init__(self, idx, d_e, y, c, d, practical, xq):
         B, q = y.shape
-        self.d, self.d_e, self.c = d, d_e, c
+        self.d, self.d_e, self.c, self.y = d, d_e, c, y
         self.practical, self.xq = practical, xq
         self.idx, self.shared = idx, idx.ndim == 1
         T = idx.shape[-1]
         self.ky = np.take_along_axis(np.broadcast_to(idx, (B, T)), y, axis=1)   # κ, (B, q)
         self.yflat = y + (T * np.arange(B))[:, None]       # the selected tokens in (B, T)
         self.G = None
+        self.keep_G = True
+
+    def parts(self, X):
+        """``[(samples, ops)]``: the batch cut into parts of about ``_PART`` token numbers
+        (a part's tokens and ``V_e`` rows stay in cache between the passes over them), or
+        one part: a small batch, shared slots (one-hot: its products are matrix products
+        over the batch) or ``x_q ≠ 0`` (``x_q W_xxᵀ`` is one product over the batch)."""
+        B, T, d = X.shape
+        if self.shared or self.xq is not None or B * T * d <= 4 * _PART:
+            return [(slice(None), self)]
+        n = max(1, _PART // (T * d))
+        out = []
+        for s in range(0, B, n):
+            sl = slice(s, s + n)
+            part = _IndexOps(self.idx[sl], self.d_e, self.y[sl], self.c, d, self.practical, None)
+            part.keep_G = False                            # gathered again in the backward
+            out.append((sl, part))
+        return out
 
     def query_terms(self, W):
         # with m = W_ee p_q = c Σ_j W_ee[:, κ_j]:  p_iᵀ m = c Σ_j W_ee[k_i, κ_j] and
@@ -264,16 +284,16 @@ class _IndexOps:
 
     def _Ve(self, V):
         """``V_e`` read at the slots: (T, d) or (B, T, d), rows ``V[:, d + k_i]``."""
-        if self.G is None:
-            self.G = np.take(np.ascontiguousarray(V[:, self.d:].T), self.idx, axis=0)
-        return self.G
+        G = self.G
+        if G is None:
+            G = np.take(np.ascontiguousarray(V[:, self.d:].T), self.idx, axis=0)
+            self.G = G if self.keep_G else None
+        return G
 
-    def value(self, V, h):
-        h_x, h_e = h
-        r = h_x @ V[:, :self.d].T
+    def value_e(self, V, h_e):
+        """``V_e Σ_i h_{e,i} e_{k_i}``, (B, d)."""
         G = self._Ve(V)
-        r += h_e @ G if self.shared else _bvm(h_e, G)
-        return r
+        return h_e @ G if self.shared else _bvm(h_e, G)
 
     def scatter(self, w, m):
         """``Σ_{b,i} w_{bi} e_{k_{bi}} m_bᵀ``: (B, T), (B, k) -> (d_e, k), a sparse product
@@ -295,10 +315,10 @@ class _IndexOps:
         dV[:, d:] = self.scatter(h_e, r).T
         return dV
 
-    def back(self, V, X, r):
+    def back(self, V, X, r, v_x):
+        """``g_i = z_iᵀ Vᵀ r`` (the practical model: also ``z_qᵀ Vᵀ r``), ``v_x = V_xᵀ r``."""
         G = self._Ve(V)
         g_e = r @ G.T if self.shared else _bmv(G, r)       # p_iᵀ V_eᵀ r
-        v_x = r @ V[:, :self.d]
         g = _bmv(X, v_x)
         g += g_e
         if self.practical:
@@ -349,23 +369,79 @@ def _logits(W, X, ops):
     return a
 
 
+def _jacobian(g, s):
+    """``δ = s ⊙ (g − (sᵀg) 1)`` in place on ``g`` (the softmax Jacobian)."""
+    g -= np.einsum("bn,bn->b", s, g)[:, None]
+    g *= s
+    return g
+
+
+def _loss(r):
+    return 0.5 * float(np.einsum("bd,bd->", r, r)) / r.shape[0]
+
+
 def _forward_backward(W, V, X, ops, target, need_grad, sparse_grad=False):
-    """The formulas of the module docstring; ``Z = [X; P]`` is never built."""
+    """The formulas of the module docstring, dense encodings; ``Z = [X; P]`` is never
+    built."""
     B = X.shape[0]
     s = _softmax_rows(_logits(W, X, ops))
     h = ops.mix(X, s)                              # Z s
     r = ops.value(V, h)
     r -= target                                    # f − target, (B, d)
-    loss = 0.5 * float(np.einsum("bd,bd->", r, r)) / B
+    loss = _loss(r)
     if not need_grad:
         return loss, None, None
     r /= B                                         # folds the batch mean into the backward
     dV = ops.grad_V(r, h)                          # Σ_b r hᵀ / B
-    g = ops.back(V, X, r)                          # g_i = z_iᵀ Vᵀ r
-    g -= np.einsum("bn,bn->b", s, g)[:, None]
-    g *= s                                         # δ = s ⊙ (g − (sᵀg) 1)
+    g = _jacobian(ops.back(V, X, r), s)            # δ from g_i = z_iᵀ Vᵀ r
     u = ops.mix(X, g, out=h)                       # u = Z δ (h is no longer needed)
     return loss, ops.grad_W(u, sparse_grad), dV    # Σ_b (Zδ) z_qᵀ
+
+
+def _index_forward_backward(W, V, X, ops, target, need_grad, sparse_grad=False):
+    """The same formulas for index encodings, in token space and in parts of the batch
+    (:meth:`_IndexOps.parts`): per part the logits, softmax, mixture and ``V_e h_e``; then
+    the products over the whole batch (``V_x h_x``, the loss, ``dV``, ``V_xᵀ r``); then per
+    part ``g``, ``δ`` and ``u = Z δ``. Every per-sample number is computed as on the whole
+    batch and every product over the batch on the whole batch, so the parts change no bit."""
+    B, T, d = X.shape
+    parts = ops.parts(X)
+    one = len(parts) == 1
+    s = None if one else np.empty((B, T + ops.practical))
+    h_x, r_e = np.empty((B, d)), np.empty((B, d))
+    h_e = None if one or not ops.practical else np.empty((B, T))
+    for sl, o in parts:
+        s_c = _softmax_rows(_logits(W, X[sl], o))
+        hx_c, he_c = o.mix(X[sl], s_c)
+        h_x[sl], r_e[sl] = hx_c, o.value_e(V, he_c)
+        if one:
+            s, h_e = s_c, he_c
+        else:
+            s[sl] = s_c
+            if h_e is not None:
+                h_e[sl] = he_c
+    if h_e is None:
+        h_e = s                                    # theory model: the weights themselves
+    r = h_x @ V[:, :d].T
+    r += r_e
+    r -= target
+    loss = _loss(r)
+    if not need_grad:
+        return loss, None, None
+    r /= B
+    dV = ops.grad_V(r, (h_x, h_e))
+    v_x = r @ V[:, :d]                             # V_xᵀ r, (B, d)
+    u_x = np.empty((B, d))
+    u_e = None if one else np.empty((B, T))
+    for sl, o in parts:
+        g_c = _jacobian(o.back(V, X[sl], r[sl], v_x[sl]), s[sl])
+        ux_c, ue_c = o.mix(X[sl], g_c)
+        u_x[sl] = ux_c
+        if one:
+            u_e = ue_c
+        else:
+            u_e[sl] = ue_c
+    return loss, ops.grad_W((u_x, u_e), sparse_grad), dV
 
 
 # --------------------------------------------------------------------------------------
@@ -414,8 +490,10 @@ def forward_backward(W, V, X, y, pe: PEBatch, *, model="theory", query="sum", x_
     target, xq = _prepare(X, y, target, x_query)
     d = X.shape[2]
     practical = model == "practical"
-    ops = (_IndexOps(pe.idx, pe.d_e, y, c, d, practical, xq) if pe.is_index
-           else _DenseOps(pe.P, y, c, d, practical, xq))
+    if pe.is_index:
+        ops = _IndexOps(pe.idx, pe.d_e, y, c, d, practical, xq)
+        return _index_forward_backward(W, V, X, ops, target, need_grad, sparse_grad)
+    ops = _DenseOps(pe.P, y, c, d, practical, xq)
     return _forward_backward(W, V, X, ops, target, need_grad, sparse_grad)
 
 

@@ -36,7 +36,8 @@ import numpy as np
 
 __all__ = ["SparseGradW", "flat_view"]
 
-_CHUNK = 1 << 17      # entries updated at once by SparseGradW.axpy (1 MiB per temporary)
+_CHUNK = 1 << 13      # entries updated at once by SparseGradW.axpy (64 KiB per temporary:
+                      # what it gathers from W is still in cache when it writes back)
 
 
 def flat_view(A: np.ndarray):
