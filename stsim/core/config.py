@@ -188,8 +188,10 @@ class Config:
                 out["near-orthogonal table"] = self.T_max * d_e * f8
             if draws:
                 out["batches drawn ahead (x3)"] = 3 * nb * T * per_tok * f8
-                if not dense and per_sample:      # slots: keys and their partition
-                    out["slots draw temporaries"] = 2 * nb * d_e * f8 + nb * d_e
+                if not dense and per_sample:      # slots: keys, their partition, a mask
+                    # (d_e keys per row, or about 1.3 T when d_e >= 4T: encodings.
+                    # _sparse_subsets); an upper bound of both
+                    out["slots draw temporaries"] = 5 * nb * min(d_e, 2 * T) * f8
             n_tmp = 4 if dense else 12
             T_big = max(val_T)
             tmp = n_tmp * max(nb * T, self.n_val * T_big) * f8

@@ -154,9 +154,15 @@ def sorted_subsets(rng: np.random.Generator, B: int, n: int, k: int) -> np.ndarr
     under permuting the n coordinates, so the subset is uniform over the C(n, k) subsets. A
     row where the k-th and (k+1)-th smallest keys tie (probability < n²·2⁻⁵⁴) is drawn again;
     the tie event is itself permutation-invariant, so the law stays uniform.
+
+    When ``n`` is large against ``k`` (``n >= 4k`` and ``n >= 2μ``, ``μ = k + 4√k + 8``:
+    e.g. the slots of ``T`` tokens among ``d_e = 8T``) the draw is :func:`_sparse_subsets`
+    instead, ``O(k)`` per row rather than ``O(n)``: the same law, another stream.
     """
     if k == n:
         return np.broadcast_to(np.arange(n), (B, n))
+    if n >= 4 * k and n >= 2 * _sparse_mean(k):
+        return _sparse_subsets(rng, B, n, k)
     keys = rng.random((B, n))
     mask = keys <= np.partition(keys, k - 1, axis=1)[:, k - 1:k]
     bad = np.flatnonzero(np.count_nonzero(mask, axis=1) != k)
@@ -171,6 +177,49 @@ def sorted_subsets(rng: np.random.Generator, B: int, n: int, k: int) -> np.ndarr
     flat = np.flatnonzero(mask).reshape(B, k)
     flat -= (n * np.arange(B))[:, None]
     return flat
+
+
+def _sparse_mean(k: int) -> float:
+    """``μ = k + 4√k + 8``: the mean size of the Bernoulli set of :func:`_sparse_subsets`
+    (fewer than ``k`` with probability about ``Φ(−4)``)."""
+    return k + 4.0 * math.sqrt(k) + 8.0
+
+
+def _sparse_subsets(rng: np.random.Generator, B: int, n: int, k: int) -> np.ndarray:
+    """:func:`sorted_subsets` in ``O(B k)``, for ``n >= 2μ`` (:func:`_sparse_mean`).
+
+    Per row: a Bernoulli(``p = μ/n``) subset ``S`` of ``{0..n-1}`` drawn as the partial
+    sums of ``m`` geometric gaps (``⌊E/λ⌋ + 1``, ``E`` standard exponential,
+    ``λ = −log(1 − p)``: the positions of the successes, increasing); then ``k`` of the
+    ``|S|`` members kept by i.i.d. uniform keys (the k smallest, ``np.partition`` over the
+    ``m`` draws, keys of positions ``>= n`` set above 1). ``S`` is exchangeable (its law
+    depends on ``|S|`` only), so given ``|S| = N`` it is a uniform N-subset, and a uniform
+    k-subset of it is a uniform k-subset of ``{0..n-1}``. A row with ``|S| < k``, with
+    ``|S| >= m`` (the gaps may not reach ``n``; ``m = np + 6√(np) + 10``) or with tied keys
+    is drawn again — events that depend on ``|S|`` (and the keys) only, so the law stays
+    uniform.
+    """
+    p = _sparse_mean(k) / n
+    if not 0 < p <= 0.5:
+        raise ValueError(f"_sparse_subsets needs n >= 2 (k + 4 sqrt(k) + 8), got n={n}, k={k}")
+    lam = -math.log1p(-p)
+    m = int(math.ceil(n * p + 6.0 * math.sqrt(n * p) + 10.0))
+    out = np.empty((B, k), dtype=np.int64)
+    todo = np.arange(B)
+    while todo.size:
+        r = todo.size
+        pos = (rng.standard_exponential((r, m)) / lam).astype(np.int64)   # gaps − 1
+        np.cumsum(pos, axis=1, out=pos)
+        pos += np.arange(m)                           # positions of the successes
+        keys = rng.random((r, m))
+        inside = pos < n
+        size = np.count_nonzero(inside, axis=1)
+        keys[~inside] = 2.0
+        mask = keys <= np.partition(keys, k - 1, axis=1)[:, k - 1:k]
+        ok = (size >= k) & (size < m) & (np.count_nonzero(mask, axis=1) == k)
+        out[todo[ok]] = pos[ok][mask[ok]].reshape(-1, k)
+        todo = todo[~ok]
+    return out
 
 
 class Encoding:
