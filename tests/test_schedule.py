@@ -11,7 +11,8 @@ import pytest
 import stsim
 from stsim.cli import main as cli_main
 from stsim.core.config import Config
-from stsim.core.schedule import (eta_max, predict, reduced_map_losses, reduced_map_steps)
+from stsim.core.reduced import reduced_map_losses, reduced_map_steps
+from stsim.core.schedule import eta_max, predict
 from stsim.theory.reduced import reduced_gd_scalar
 
 

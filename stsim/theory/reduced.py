@@ -43,6 +43,7 @@ from scipy.stats import hypergeom
 
 from stsim.core.encodings import Encoding, canonical_pe
 from stsim.core.model import query_coef  # noqa: F401  (re-exported: part of this API)
+from stsim.core.reduced import loss_grad, loss_grad_scalar
 from stsim.util.validate import check_int
 
 __all__ = [
@@ -74,41 +75,33 @@ def _check_sizes(T, q, d):
     return T.astype(np.float64), q.astype(np.float64), d.astype(np.float64)
 
 
-def _probs(theta, T, q):
-    """Overflow-safe ``(s₊, s₋)`` for logit gap ``θ`` (any sign, any size)."""
-    r = T - q
-    e = np.exp(-np.abs(theta))                      # in (0, 1]
-    pos = theta >= 0
-    Z = np.where(pos, q + r * e, q * e + r)
-    sp = np.where(pos, 1.0, e) / Z
-    sm = np.where(pos, e, 1.0) / Z
-    return sp, sm
-
-
 def reduced_loss_grad(a, gamma, T, q, d, *, query="sum"):
-    """Population loss ``L(a, γ)`` and ``(∂L/∂a, ∂L/∂γ)`` on the reduced set.
+    """Population loss ``L(a, γ)`` and ``(∂L/∂a, ∂L/∂γ)`` on the reduced set: the theory
+    model's case (``b = 0``) of :func:`stsim.core.reduced.loss_grad`, the one formula.
 
     Parameters
     ----------
-    a, gamma : array_like — coefficient of ``W_ee = a (I − J/n)`` and ``V_x = γ I``.
-    T, q, d : array_like of int — sequence length (the number of tokens attended to),
-        subset size, token dimension. Everything broadcasts.
-    query : {"sum", "mean"} — the logit gap is ``θ = c a`` with ``c = 1`` or ``1/q``.
+    a : array_like
+        Coefficient of ``W_ee = a (I − J/n)``.
+    gamma : array_like
+        ``V_x = γ I``.
+    T : array_like of int
+        Sequence length (the number of tokens attended to). Everything broadcasts.
+    q : array_like of int
+        Subset size.
+    d : array_like of int
+        Token dimension.
+    query : {"sum", "mean"}
+        The logit gap is ``θ = c a`` with ``c = 1`` or ``1/q``.
 
     Returns
     -------
-    L, dL_da, dL_dgamma : ndarrays of the broadcast shape.
+    tuple of ndarrays
+        ``L, dL_da, dL_dgamma`` of the broadcast shape.
     """
     T, q, d = _check_sizes(T, q, d)
-    c = query_coef(query, q)
-    a = np.asarray(a, dtype=np.float64)
-    g = np.asarray(gamma, dtype=np.float64)
-    sp, sm = _probs(c * a, T, q)
-    r = T - q
-    S2 = q * sp * sp + r * sm * sm
-    L = 0.5 * d * (S2 * g * g - 2.0 * sp * g + 1.0 / q)
-    dth = d * r * sp * sm * g * (q * g * (sp - sm) - 1.0)
-    return L, c * dth, d * (S2 * g - sp)
+    L, da, _, dg = loss_grad(a, 0.0, gamma, T, q, d, c=query_coef(query, q))
+    return L, da, dg
 
 
 def reduced_loss(a, gamma, T, q, d, *, query="sum"):
@@ -231,21 +224,13 @@ def reduced_gd(T, q, d, lr, steps, *, pe="onehot", d_e=None, query="sum", a0=0.0
     T, q, d, lr, nm1, c, a, g = _settings(T, q, d, lr, pe, d_e, a0, gamma0, query)
     rec = np.unique(np.r_[np.arange(0, steps + 1, record_every), steps])
     out = np.empty((3, T.size, rec.size))
-    r = T - q
-    inv_q = 1.0 / q
-    ka = lr * c / nm1                 # a-step factor on ∂L/∂θ
+    ka = lr / nm1                     # a-step factor on ∂L/∂a
     j = 0
     dl_max = np.full(T.size, -np.inf)
     da_min = np.full(T.size, np.inf)
     L_prev = None
     for t in range(steps + 1):
-        e = np.exp(-np.abs(c * a))
-        pos = c * a >= 0
-        Z = np.where(pos, q + r * e, q * e + r)
-        sp = np.where(pos, 1.0, e) / Z
-        sm = np.where(pos, e, 1.0) / Z
-        S2 = q * sp * sp + r * sm * sm
-        L = 0.5 * d * (S2 * g * g - 2.0 * sp * g + inv_q)
+        L, da, _, dg = loss_grad(a, 0.0, g, T, q, d, c=c)
         if L_prev is not None:
             np.maximum(dl_max, L - L_prev, out=dl_max)
         L_prev = L
@@ -254,11 +239,10 @@ def reduced_gd(T, q, d, lr, steps, *, pe="onehot", d_e=None, query="sum", a0=0.0
             j += 1
         if t == steps:
             break
-        dth = d * r * sp * sm * g * (q * g * (sp - sm) - 1.0)
-        step_a = ka * dth
+        step_a = ka * da
         np.minimum(da_min, -step_a, out=da_min)
         a = a - step_a
-        g = g - lr * (S2 * g - sp)
+        g = g - lr / d * dg
     return ReducedTrajectory(step=rec, a=out[0], gamma=out[1], loss=out[2], T=T, q=q, d=d,
                              lr=lr, n_minus_1=nm1, query=query, max_loss_increase=dl_max,
                              min_a_increment=da_min)
@@ -278,21 +262,11 @@ def reduced_gd_scalar(T, q, d, lr, steps, *, pe="onehot", d_e=None, query="sum",
     rec = np.unique(np.r_[np.arange(0, steps + 1, record_every), steps])
     n_rec = rec.size
     out_a, out_g, out_l = [0.0] * n_rec, [0.0] * n_rec, [0.0] * n_rec
-    r, inv_q, ka, exp = T - q, 1.0 / q, lr * c / nm1, math.exp
+    ka, kg = lr / nm1, lr / d
     nxt, j = 0, 0
     dl_max, da_min, L_prev = -math.inf, math.inf, None
     for t in range(steps + 1):
-        th = c * a
-        if th >= 0:
-            e = exp(-th)
-            Z = q + r * e
-            sp, sm = 1.0 / Z, e / Z
-        else:
-            e = exp(th)
-            Z = q * e + r
-            sp, sm = e / Z, 1.0 / Z
-        S2 = q * sp * sp + r * sm * sm
-        L = 0.5 * d * (S2 * g * g - 2.0 * sp * g + inv_q)
+        L, da, _, dg = loss_grad_scalar(a, 0.0, g, T, q, d, c)
         if L_prev is not None and L - L_prev > dl_max:
             dl_max = L - L_prev
         L_prev = L
@@ -302,11 +276,11 @@ def reduced_gd_scalar(T, q, d, lr, steps, *, pe="onehot", d_e=None, query="sum",
             nxt = int(rec[j]) if j < n_rec else -1
         if t == steps:
             break
-        step_a = ka * d * r * sp * sm * g * (q * g * (sp - sm) - 1.0)
+        step_a = ka * da
         if -step_a < da_min:
             da_min = -step_a
         a -= step_a
-        g -= lr * (S2 * g - sp)
+        g -= kg * dg
 
     def col(v):
         return np.asarray(v, dtype=np.float64)[None, :]
