@@ -281,9 +281,10 @@ def fcn_memory(cfg) -> dict:
     return out
 
 
-#: seconds per multiply-add of the FCN's forward + backward pass (MEASURED, one core:
-#: benchmarks/bench_fcn_cost.py)
-SECONDS_PER_MAC = 1.0e-9
+#: seconds per multiply-add of the FCN's forward + backward pass (MEASURED, one BLAS
+#: thread, shared machine at load ~4.4: 0.44e-10 to 1.4e-10 over T 16-1024, width 64-512,
+#: batch 64-256; benchmarks/bench_fcn_cost.py). A rough model: within ~3x.
+SECONDS_PER_MAC = 1.0e-10
 
 
 def fcn_seconds_per_step(cfg) -> float:

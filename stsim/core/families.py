@@ -19,7 +19,8 @@ from stsim.core.encodings import (_ALIASES, PE_NAMES, SAMPLERS, Encoding, NearOr
 from stsim.util.validate import check_int
 
 __all__ = ["register_encoding", "canonical_pe", "encoding_spec", "EncodingSpec", "is_dense",
-           "resolve_encoding", "make_encoding", "DEFAULT_DENSE_D_E", "PE_NAMES", "SAMPLERS"]
+           "resolve_encoding", "make_encoding", "family_reduced_n", "DEFAULT_DENSE_D_E",
+           "PE_NAMES", "SAMPLERS"]
 
 DEFAULT_DENSE_D_E = 64
 
@@ -190,7 +191,8 @@ def _family(key: str, sampler: str):
         label = probe.label if key in _INSTANCES else getattr(kind, "label", key)
         return factory, kind, index, fixed, label if isinstance(label, str) else key, default
     kind, factory = _BUILTIN[(key, sampler) if key == "stochastic" else key]
-    return factory, kind, kind.index, kind.fixed, kind.label, None
+    label = kind.label if isinstance(kind.label, str) else key
+    return factory, kind, kind.index, kind.fixed, label, None
 
 
 def encoding_spec(pe, *, T_max: int, d_e: int | None = None, sampler: str = "slots",
@@ -235,6 +237,22 @@ def encoding_spec(pe, *, T_max: int, d_e: int | None = None, sampler: str = "slo
             f"one-hot families need d_e >= T (the largest T or T_test used)")
     return EncodingSpec(key, d_e=d_e, sampler=sampler, kind=kind, index=index, fixed=fixed,
                         label=label, factory=factory, T_max=T_max)
+
+
+def family_reduced_n(pe, T, d_e=None, sampler: str = "slots"):
+    """``n`` of the exact two-scalar reduction of the family ``pe`` (a name) at lengths
+    ``T`` and widths ``d_e`` (arrays allowed, for grids of settings; ``d_e`` defaults to
+    ``T``), asked of the family's class (:meth:`Encoding.reduced_n`) without building it,
+    or None when the family has none.
+
+    >>> family_reduced_n("onehot", np.array([5, 9])), family_reduced_n("stochastic", 5, 8)
+    (array([5, 9]), 8)
+    """
+    key = canonical_pe(pe)
+    factory, kind, index, fixed, label, _ = _family(key, sampler)
+    spec = EncodingSpec(key, d_e=T if d_e is None else d_e, sampler=sampler, kind=kind,
+                        index=index, fixed=fixed, label=label, factory=factory, T_max=None)
+    return spec.reduced_n(T)
 
 
 def is_dense(pe: str, sampler: str = "slots") -> bool:

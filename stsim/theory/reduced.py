@@ -41,10 +41,11 @@ import numpy as np
 from scipy.integrate import solve_ivp
 from scipy.stats import hypergeom
 
-from stsim.core.encodings import Encoding, canonical_pe
+from stsim.core.encodings import Encoding
+from stsim.core.families import family_reduced_n
 from stsim.core.model import query_coef  # noqa: F401  (re-exported: part of this API)
 from stsim.core.reduced import loss_grad, loss_grad_scalar
-from stsim.util.validate import check_int
+from stsim.util.validate import check_int, check_lr
 
 __all__ = [
     "reduced_loss",
@@ -126,25 +127,21 @@ def step_divisor(pe, T, d_e=None):
     ``pe`` is an :class:`~stsim.core.encodings.Encoding` (its
     :meth:`~stsim.core.encodings.Encoding.reduced_n`: ``n = T`` for one-hot, the trained
     block; ``n = d_e`` for stochastic/slots) or, for grids of settings, a family name
-    (``"onehot"`` or ``"stochastic"``, slots, with width ``d_e``, default ``d_e = T``;
-    ``T`` and ``d_e`` may be arrays)."""
+    (``"onehot"``, ``"stochastic"`` (slots) or a registered family, with width ``d_e``,
+    default ``d_e = T``; ``T`` and ``d_e`` may be arrays:
+    :func:`stsim.core.families.family_reduced_n`)."""
     if isinstance(pe, Encoding):
-        n = pe.reduced_n(T)
-        if n is None:
-            raise ValueError(f"the {pe.label} encoding has no exact two-scalar reduction "
-                             "(use stsim.theory.population with Monte-Carlo)")
-        return np.asarray(n, dtype=np.float64) - 1.0
-    key = canonical_pe(pe)
-    if key == "onehot":
-        return np.asarray(T, dtype=np.float64) - 1.0
-    if key == "stochastic":
-        n = np.asarray(T if d_e is None else d_e, dtype=np.float64)
-        if np.any(n < np.asarray(T)):
-            raise ValueError(f"d_e must be >= T for stochastic/slots, got d_e={d_e}, T={T}")
-        return n - 1.0
-    raise ValueError(f"pe must be 'onehot' or 'stochastic' (slots) for the reduction, got {pe!r}; "
-                     "sphere / near-orthogonal encodings have no exact two-scalar reduction "
-                     "(use stsim.theory.population with Monte-Carlo)")
+        n, label = pe.reduced_n(T), pe.label
+    else:
+        n, label = family_reduced_n(pe, T, d_e), pe
+    if n is None:
+        raise ValueError(f"the {label} encoding has no exact two-scalar reduction (sphere / "
+                         "near-orthogonal encodings have none; use stsim.theory.population "
+                         "with Monte-Carlo)")
+    n = np.asarray(n, dtype=np.float64)
+    if np.any(n < np.asarray(T)):
+        raise ValueError(f"d_e must be >= T for the {label} encoding, got d_e={d_e}, T={T}")
+    return n - 1.0
 
 
 # --------------------------------------------------------------------------------------
@@ -182,9 +179,7 @@ class ReducedTrajectory:
 
 def _settings(T, q, d, lr, pe, d_e, a0, gamma0, query):
     T, q, d = _check_sizes(T, q, d)
-    lr = np.asarray(lr, dtype=np.float64)
-    if not np.all(np.isfinite(lr)) or np.any(lr <= 0):
-        raise ValueError(f"lr must be finite and > 0, got {lr!r}")
+    lr = np.asarray(check_lr(lr), dtype=np.float64)
     nm1 = step_divisor(pe, T, d_e)
     if np.any(nm1 < 1):
         raise ValueError("the reduction needs n = T (onehot) or d_e (slots) >= 2")
