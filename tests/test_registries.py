@@ -1,6 +1,8 @@
 """Registries that drive behaviour (issue 22): an encoding, an optimiser or an
 architecture registered under a new name is asked for its facts — never recognised by its
 name — and ``optimizer="gd"`` is the data regime it names."""
+import math
+
 import numpy as np
 import pytest
 
@@ -169,3 +171,36 @@ def test_encoding_spec_resolves_without_drawing():
     register_encoding("listed-test", Listed)
     s = encoding_spec("listed-test", T_max=5, slots_factor=2)
     assert (s.index, s.fixed, s.d_e, s.reduced_n(5)) == (True, False, 10, None)
+
+
+def test_population_objective_asks_the_encoding_not_its_name():
+    """A registered fixed one-hot family whose positions sit at slots 2..T+1: the exact
+    population loss enumerates through the family's own slots, so it equals the one-hot
+    loss of the parameters with the encoding coordinates shifted (enumerating positions as
+    slots, as for the built-in one-hot, would not)."""
+    from stsim.core.families import make_encoding
+    from stsim.theory.population import make_population_objective
+
+    class Shifted(Encoding):
+        name = "shift-test"
+
+        def sample(self, rng, B, T):
+            return PEBatch(d_e=self.d_e, idx=np.arange(T) + 2)
+
+        def n_configurations(self, T, q):        # what makes the expectation enumerable
+            return math.comb(T, q)
+
+    register_encoding("shift-test", Shifted)
+    T, q, d, d_e = 6, 2, 3, 8
+    kw = dict(T=T, q=q, d=d, d_e=d_e, objective="population", lr=0.1, steps=1)
+    pop = make_population_objective(Config.from_options(pe="shift-test", **kw),
+                                    make_encoding("shift-test", T_max=T, d_e=d_e))
+    ref = make_population_objective(Config.from_options(pe="onehot", **kw))
+    assert pop.method == "enumerate"
+    rng = np.random.default_rng(3)
+    W, V = rng.standard_normal((d + d_e, d + d_e)), rng.standard_normal((d, d + d_e))
+    W[:d, d:], V[:, d:] = 0.0, 0.0                    # the invariant set (W_xe = V_e = 0)
+    perm = np.r_[np.arange(d), d + (np.arange(d_e) + 2) % d_e]   # slot j of one-hot -> j + 2
+    L = pop.loss_grad(W, V)[0]
+    assert L == pytest.approx(ref.loss_grad(W[np.ix_(perm, perm)], V[:, perm])[0], rel=1e-12)
+    assert abs(L - ref.loss_grad(W, V)[0]) > 1e-3 * L           # the check has teeth
