@@ -46,9 +46,13 @@ ESCAPE = 0.5           # "escaped the plateau": loss <= 50% of L(0)
 MAX_STEPS = 100_000    # the map is run this far by reduced_map_steps, then extrapolated
 
 
-def _formula(a, b, g, T, q, d, c, practical, exp, maximum):
-    """The module docstring's formulas, written once for Python floats (``exp=math.exp``,
-    ``maximum=max``) and NumPy arrays (``np.exp``, ``np.maximum``)."""
+def loss_grad_scalar(a, b, gamma, T, q, d, c=1.0, practical=False, exp=math.exp,
+                     maximum=max):
+    """``L`` and ``(∂L/∂a, ∂L/∂b, ∂L/∂γ)`` of the reduced model (module docstring) — the
+    one formula, written once: for one setting in Python floats as called (what the
+    step-by-step maps need; several times faster than NumPy on scalars), and for NumPy
+    arrays through :func:`loss_grad` (``exp=np.exp``, ``maximum=np.maximum``).
+    ``∂L/∂b`` is ``0.0`` in the theory model."""
     r = T - q
     th = c * a
     if practical:
@@ -62,20 +66,19 @@ def _formula(a, b, g, T, q, d, c, practical, exp, maximum):
     Z = q * es + r * eu + eq
     sp, sm = es / Z, eu / Z
     S2 = q * sp * sp + r * sm * sm
-    L = 0.5 * d * (S2 * g * g - 2.0 * sp * g + 1.0 / q)
-    dth = d * r * sp * sm * g * (q * g * (sp - sm) - 1.0)
-    dg = d * (S2 * g - sp)
+    L = 0.5 * d * (S2 * gamma * gamma - 2.0 * sp * gamma + 1.0 / q)
+    dth = d * r * sp * sm * gamma * (q * gamma * (sp - sm) - 1.0)
+    dg = d * (S2 * gamma - sp)
     if not practical:
-        return L, c * dth, 0.0 * dth, dg
+        return L, c * dth, 0.0, dg
     sq = eq / Z
-    dth = dth + d * g * sp * sq * (q * g * sp - 1.0)
-    dph = d * g * sq * (sp - g * S2)
+    dth = dth + d * gamma * sp * sq * (q * gamma * sp - 1.0)
+    dph = d * gamma * sq * (sp - gamma * S2)
     return L, c * dth + c * c * q * dph, (c * q - c * c * q * q) * dph, dg
 
 
 def loss_grad(a, b, gamma, T, q, d, *, c=1.0, practical=False):
-    """``L`` and ``(∂L/∂a, ∂L/∂b, ∂L/∂γ)`` of the reduced model (module docstring), for
-    NumPy arrays (everything broadcasts).
+    """:func:`loss_grad_scalar` on NumPy arrays (everything broadcasts).
 
     Parameters
     ----------
@@ -106,15 +109,10 @@ def loss_grad(a, b, gamma, T, q, d, *, c=1.0, practical=False):
     (0.75, -0.375)
     """
     f = np.float64
-    return _formula(np.asarray(a, f), np.asarray(b, f), np.asarray(gamma, f), np.asarray(T, f),
-                    np.asarray(q, f), np.asarray(d, f), np.asarray(c, f), practical,
-                    np.exp, np.maximum)
-
-
-def loss_grad_scalar(a, b, gamma, T, q, d, c=1.0, practical=False):
-    """:func:`loss_grad` for one setting in Python floats (the same formula; about 20
-    times faster than NumPy on scalars, what the step-by-step maps need)."""
-    return _formula(a, b, gamma, T, q, d, c, practical, math.exp, max)
+    L, da, db, dg = loss_grad_scalar(np.asarray(a, f), np.asarray(b, f), np.asarray(gamma, f),
+                                     np.asarray(T, f), np.asarray(q, f), np.asarray(d, f),
+                                     np.asarray(c, f), practical, np.exp, np.maximum)
+    return L, da, (db if practical else np.zeros(np.shape(L))), dg
 
 
 def reduced_map(T, q, d, lr, n, *, c=1.0, practical=False, a0=0.0, b0=0.0, gamma0=0.0):

@@ -17,7 +17,8 @@ the population loss is (theory model, ``ℓ = ½‖f − target‖²``)::
 
     L(a, γ) = (d/2) (S₂ γ² − 2 s₊ γ + 1/q) = (d/2) [q (γ s₊ − 1/q)² + r γ² s₋²],
 
-with derivatives (beside the formula, as everywhere in stsim)::
+with derivatives (the theory model's case of the one formula,
+:func:`stsim.core.reduced.loss_grad`, which every function here calls)::
 
     ∂L/∂θ = d r s₊ s₋ γ (q γ (s₊ − s₋) − 1),     ∂L/∂a = c ∂L/∂θ,
     ∂L/∂γ = d (S₂ γ − s₊).
@@ -245,9 +246,14 @@ def reduced_gd(T, q, d, lr, steps, *, pe="onehot", d_e=None, query="sum", a0=0.0
 
 def reduced_gd_scalar(T, q, d, lr, steps, *, pe="onehot", d_e=None, query="sum", a0=0.0,
                       gamma0=0.0, record_every=1):
-    """The same map as :func:`reduced_gd` for ONE setting, in plain Python floats (about
-    ten times faster than NumPy for K = 1, e.g. 10⁶ steps). Tested equal to
-    :func:`reduced_gd` to rounding. Returns a :class:`ReducedTrajectory` with K = 1."""
+    """The same map as :func:`reduced_gd` for ONE setting, in plain Python floats (e.g.
+    10⁶ steps). Tested equal to :func:`reduced_gd` to rounding. Returns a
+    :class:`ReducedTrajectory` with K = 1.
+
+    Speed (CPU time, T=200, q=3, best of 9; shared machine, load ~5.5): 0.57 µs per step,
+    about 30 times faster than :func:`reduced_gd` at K = 1 (17 µs). Each step calls the
+    one formula, :func:`stsim.core.reduced.loss_grad_scalar`; the hand-inlined loop it
+    replaced took 0.34 µs (1.7 times faster), a price paid for one copy of the formula."""
     steps = check_int("steps", steps, 0)
     record_every = check_int("record_every", record_every, 1)
     arrs = _settings(T, q, d, lr, pe, d_e, a0, gamma0, query)
