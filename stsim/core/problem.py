@@ -84,9 +84,11 @@ def register_arch(name: str, factory, *, encoding: bool = True, reduced: bool = 
         ``seconds_per_step(cfg)``, one core (see
         :func:`stsim.core.schedule.estimated_seconds`). None: the transformer's cost model.
 
-    >>> spec = register_arch("transformer-copy", TransformerProblem, reduced=True)
-    >>> arch_spec("transformer-copy").reduced
-    True
+    The built-in transformer is ``register_arch("transformer", TransformerProblem,
+    reduced=True)``; ``docs/architecture.md`` registers one of its own:
+
+    >>> arch_spec("transformer").reduced, arch_spec("transformer").memory is None
+    (True, True)
     """
     name = str(name)
     for what, fn in (("factory", factory), ("resolve", resolve), ("memory", memory),

@@ -43,8 +43,10 @@ class RunState:
         The step at whose top the state is (updates done so far).
     history : dict of lists
         The records so far, key by key (``step``, ``loss``, the metrics).
-    loss_sum, loss_count : float, int
-        The training losses accumulated since the last record.
+    loss_sum : float
+        The sum of the training losses since the last record.
+    loss_count : int
+        Their number.
     source : Prefetch or None
         The batches drawn ahead from ``rng`` (:meth:`attach`); the saved generator state is
         then the one at the top of the current step, not ``rng``'s own.
