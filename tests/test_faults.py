@@ -85,8 +85,18 @@ SLOW_SWEEP = textwrap.dedent("""
 
 
 def _slow_module(tmp_path):
-    (tmp_path / "tests_helpers_slow.py").write_text(
-        "import time\n\ndef slow(a, seed):\n    time.sleep(0.5)\n    return {'a2': a * a}\n")
+    """The sweep's function: rows a = 0, 1 finish at once; the others wait for the file
+    ``release`` (which the test never writes), so the driver is alive, deterministically,
+    until the test kills it — no wall-clock race with a sweep that finishes."""
+    (tmp_path / "tests_helpers_slow.py").write_text(textwrap.dedent(f"""
+        import os
+        import time
+
+        def slow(a, seed):
+            while a >= 2 and not os.path.exists({str(tmp_path / "release")!r}):
+                time.sleep(0.05)
+            return {{'a2': a * a}}
+        """))
     (tmp_path / "driver.py").write_text(SLOW_SWEEP)
 
 
@@ -105,8 +115,9 @@ def test_second_process_on_one_table_is_refused_and_killed_driver_leaves_no_work
     journal = tmp_path / "t.csv.journal.jsonl"
     t0 = time.time()
     while not (journal.exists() and journal.read_text().count("\n") >= 2):
-        assert time.time() - t0 < 60, "the sweep did not start"
-        assert drv.poll() is None, "the driver ended early"
+        assert time.time() - t0 < 120, "the sweep did not start"
+        # the driver cannot finish (its rows a >= 2 wait for a file never written)
+        assert drv.poll() is None, "the driver crashed"
         time.sleep(0.1)
     # a second process on the same out is refused while the first runs
     second = subprocess.run([sys.executable, str(tmp_path / "driver.py"), str(out)], env=env,
@@ -270,18 +281,47 @@ def test_cli_checks_the_output_folder_before_training(out):
     assert proc.returncode == 2 and "--out" in proc.stderr and "Traceback" not in proc.stderr
 
 
+HOLD_RUN = textwrap.dedent("""
+    import os, sys, time
+    import stsim.core.state as S
+
+    ready = sys.argv[1]
+    record = S.RunState.record
+
+    def hold(self, step, metrics):
+        # between the checkpoints at 100 and 200: say so, and wait to be killed
+        row = record(self, step, metrics)
+        if step == 150:
+            open(ready, "w").close()
+            while True:
+                time.sleep(0.05)
+        return row
+
+    S.RunState.record = hold
+    from stsim.cli import main
+    sys.exit(main(sys.argv[2:]))
+""")
+
+
 def test_cli_kill_and_resume_is_bit_identical_and_one_run_per_folder(tmp_path):
+    """The first run is held at step 150 (after its checkpoint at 100) until it is killed:
+    it is alive, deterministically, while the second run is refused, and is killed between
+    two checkpoints; the resumed run redoes steps 100..150 bit for bit."""
     args = ["run", "--T", "40", "--q", "3", "--steps", "3000", "--batch", "64",
             "--eval_every", "10", "--checkpoint_every", "100", "--quiet"]
     out = tmp_path / "k"
-    proc = subprocess.Popen([sys.executable, "-m", "stsim", *args, "--out", str(out)],
+    (tmp_path / "hold.py").write_text(HOLD_RUN)
+    ready = tmp_path / "ready"
+    proc = subprocess.Popen([sys.executable, str(tmp_path / "hold.py"), str(ready), *args,
+                             "--out", str(out)],
                             env=dict(os.environ, MPLBACKEND="Agg", OMP_NUM_THREADS="1"),
-                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-    ck = out / "checkpoint.npz"
+                            stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
     t0 = time.time()
-    while not ck.exists():
-        assert proc.poll() is None and time.time() - t0 < 120
+    while not ready.exists():
+        assert proc.poll() is None, f"the run ended before step 150: {proc.stderr.read()}"
+        assert time.time() - t0 < 300, "the run did not reach step 150"
         time.sleep(0.05)
+    assert (out / "checkpoint.npz").exists()
     busy = _cli(*args, "--out", str(out))          # a second run on the same folder
     assert busy.returncode == 2 and "another process" in busy.stderr
     os.kill(proc.pid, signal.SIGKILL)

@@ -31,8 +31,14 @@ def test_plot_returns_figure_and_writes(res, tmp_path):
 
 def test_plot_of_empty_history():
     Figure = _figure_class()
-    r = stsim.Result(config={}, params={}, history={}, status="diverged", message="x")
-    assert isinstance(r.plot(), Figure)
+    r = stsim.Result(config={}, params={}, history={}, status="diverged",
+                     message="diverged: non-finite loss (nan) at step 0")
+    fig = r.plot()
+    assert isinstance(fig, Figure) and len(fig.axes) == 3
+    for ax in fig.axes:         # each panel says there is nothing to draw, and why
+        assert not ax.lines
+        assert [t.get_text() for t in ax.texts] == ["no record\n" + r.message]
+    assert "[diverged]" in fig._suptitle.get_text()
 
 
 def test_history_array_and_csv(res, tmp_path):
@@ -43,7 +49,9 @@ def test_history_array_and_csv(res, tmp_path):
     rows = read_csv(res.history_csv(tmp_path / "h.csv"))
     assert [r["step"] for r in rows] == list(res.history["step"])
     assert [r["loss"] for r in rows] == list(res.history["loss"])  # round-trip exact
-    assert res.to_csv is not None
+    # to_csv: the same file (the alias a pandas user reaches for)
+    assert res.to_csv(tmp_path / "t.csv") == tmp_path / "t.csv"
+    assert (tmp_path / "t.csv").read_bytes() == (tmp_path / "h.csv").read_bytes()
 
 
 def test_attention_selects_after_training(res):

@@ -16,7 +16,6 @@ Units: a *step* is one optimiser update; gradient-flow time is ``η · step``.
 """
 from __future__ import annotations
 
-import dataclasses
 import math
 import os
 import time
@@ -28,9 +27,9 @@ from stsim.core.config import Config
 from stsim.core.optim import all_finite, make_optimizer
 from stsim.core.problem import make_problem
 from stsim.core.result import Result
-from stsim.core.schedule import assess_run
+from stsim.core.schedule import assess_run, fallback_note
 from stsim.core.seeds import Streams
-from stsim.util.io import load_npz, save_npz
+from stsim.core.state import RunState
 from stsim.util.malloc import keep_freed_memory
 from stsim.util.prefetch import Prefetch, prefetch_default
 from stsim.util.threads import one_blas_thread, parallel_default
@@ -120,52 +119,6 @@ def train_loop(loss_grad, opt, params: dict, steps: int, *, start: int = 0, at_t
         step += 1
 
 
-def _save_checkpoint(path, cfg, step, params, opt, rng_state, hist, acc):
-    arrays = {f"param/{k}": v for k, v in params.items()}
-    arrays.update({f"opt/{k}": v for k, v in opt.state_dict().items()})
-    arrays.update({f"history/{k}": np.asarray(v, dtype=float) for k, v in hist.items()})
-    meta = {"config": cfg.to_dict(), "step": step, "rng": rng_state,
-            "acc": acc, "history_keys": list(hist)}
-    save_npz(path, arrays, meta)
-
-
-def _load_checkpoint(path, cfg, opt, rng, eval_given=True):
-    """The state saved in checkpoint ``path``; its config must equal ``cfg`` except in
-    ``steps`` (and ``eval_every`` when the caller left it to its default, which is
-    derived from ``steps``: the checkpoint's grid is kept). Returns ``(step, params,
-    history, acc, cfg)``."""
-    arrays, meta = load_npz(path, what="checkpoint")
-    for key in ("config", "step", "rng", "acc", "history_keys"):
-        if key not in meta:
-            raise ValueError(f"checkpoint {os.fspath(path)!r} lacks its {key!r} record: not a "
-                             f"complete stsim checkpoint; remove it or use another path")
-    old = dict(meta["config"])
-    old.setdefault("lr_decay", "none")      # written before the field existed
-    new = cfg.to_dict()
-    # more steps may be added to a constant-step run; a decaying schedule depends on them
-    free = ({"steps"} if cfg.lr_decay == "none" else set()) | (
-        set() if eval_given else {"eval_every"})
-    diff = sorted(k for k in new if k not in free and old.get(k) != new[k])
-    if diff:
-        raise ValueError(f"checkpoint {os.fspath(path)!r} was written with a different config "
-                         f"(differs in {diff}); remove it or use another checkpoint path")
-    if meta["step"] > cfg.steps:
-        raise ValueError(f"checkpoint {os.fspath(path)!r} is at step {meta['step']}, beyond "
-                         f"steps={cfg.steps}: a run cannot be shortened; give steps >= "
-                         f"{meta['step']} or use another checkpoint path")
-    if not eval_given:
-        cfg = dataclasses.replace(cfg, eval_every=old["eval_every"])
-    params = {k[6:]: v for k, v in arrays.items() if k.startswith("param/")}
-    opt.load_state_dict({k[4:]: v for k, v in arrays.items() if k.startswith("opt/")})
-    rng.bit_generator.state = meta["rng"]
-    missing = [k for k in meta["history_keys"] if f"history/{k}" not in arrays]
-    if missing or not params:
-        raise ValueError(f"checkpoint {os.fspath(path)!r} lacks arrays "
-                         f"{missing or ['param/*']}: the file is incomplete")
-    hist = {k: list(arrays[f"history/{k}"]) for k in meta["history_keys"]}
-    return meta["step"], params, hist, meta["acc"], cfg
-
-
 def uses_second_thread(enc, prefetch: bool) -> bool:
     """Whether a run computes while a thread of stsim's own works: it draws ahead
     (``prefetch``), or its encoding ``enc`` (None for the FCN) fills batches on two threads
@@ -222,70 +175,64 @@ def run(T=200, q=3, pe="stochastic", *, checkpoint=None, checkpoint_every=None, 
             raise ValueError(f"checkpoint must be a file path, got {checkpoint!r}")
         if os.path.isdir(checkpoint):
             raise ValueError(f"checkpoint must be a file path, got the folder {checkpoint!r}")
-    start, hist, acc = 0, {}, [0.0, 0]
     if checkpoint is not None and os.path.exists(checkpoint):
-        start, params, hist, acc, cfg = _load_checkpoint(
-            checkpoint, cfg, opt, rng, eval_given=options.get("eval_every") is not None)
+        state, cfg = RunState.load(checkpoint, cfg, opt, rng,
+                                   eval_given=options.get("eval_every") is not None)
     else:
-        params = problem.init_params(streams.init())
-    rule = _DivergenceRule(float(hist["loss"][0]) if hist.get("loss") else None)
+        state = RunState(problem.init_params(streams.init()), opt, rng)
+    start = state.step
+    rule = _DivergenceRule(state.first_loss)
     t0 = time.perf_counter()
     status, message = "completed", ""
 
     def record(step):
         with np.errstate(over="ignore", invalid="ignore"):
-            metrics = problem.evaluate(params)
-        row = {"step": step, "loss": acc[0] / max(acc[1], 1), **metrics}
-        for k, v in row.items():
-            hist.setdefault(k, []).append(float(v))
-        acc[0], acc[1] = 0.0, 0
+            metrics = problem.evaluate(state.params)
+        row = state.record(step, metrics)
         if progress is not None:
             progress(step, cfg.steps, row)
 
     def at_top(step):
         # checkpoint = the state at the top of an iteration, before its batch is drawn,
         # so that a resumed run continues bit-for-bit like an uninterrupted one
+        state.step = step
         if checkpoint is not None and step > start and (
                 step == cfg.steps or (checkpoint_every and step % checkpoint_every == 0)):
-            _save_checkpoint(checkpoint, cfg, step, params, opt, state(), hist, acc)
+            state.save(checkpoint, cfg)
 
     def observe(step, out):
-        acc[0] += out[0]
-        acc[1] += 1
+        state.accumulate(out[0])
         if step % cfg.eval_every == 0 or step == cfg.steps:
             record(step)
 
     if prefetch is None:
         prefetch = prefetch_default()
-    src = None
     if prefetch and getattr(problem, "draws", False) and start < cfg.steps:
-        src = Prefetch(problem.draw_step, rng)
-
-    def state():
-        return rng.bit_generator.state if src is None else src.state()
-
-    def loss_grad(p):
-        return problem.loss_grad(p, rng) if src is None else problem.loss_grad(p, rng, src.next())
-
+        state.attach(Prefetch(problem.draw_step, rng))
     try:
-        with one_blas_thread(uses_second_thread(getattr(problem, "enc", None), src is not None)):
-            end = train_loop(loss_grad, opt, params, cfg.steps, start=start,
-                             at_top=at_top, observe=observe, finite=rule)
+        with one_blas_thread(uses_second_thread(getattr(problem, "enc", None),
+                                                state.source is not None)):
+            end = train_loop(lambda p: state.loss_grad(problem, p), opt, state.params,
+                             cfg.steps, start=start, at_top=at_top, observe=observe,
+                             finite=rule)
     finally:
-        if src is not None:
-            src.close()
+        if state.source is not None:
+            state.source.close()
     if end.status == "diverged":
         status = "diverged"
         message = (f"diverged: {rule.why} at step {end.step}; history kept up to the last "
                    f"record before it")
-        if not hist:   # nothing recorded yet: keep the step that diverged
-            acc[0], acc[1] = float(end.out[0]), 1
+        if not state.history:   # nothing recorded yet: keep the step that diverged
+            state.loss_sum, state.loss_count = float(end.out[0]), 1
             record(end.step)
     info = {"wall_time_s": time.perf_counter() - t0, **problem.info()}
-    history = {k: np.asarray(v) for k, v in hist.items()}
+    history = {k: np.asarray(v) for k, v in state.history.items()}
     if status == "completed":
         message = f"completed {cfg.steps} steps"
+        if options.get("lr") is None or options.get("steps") is None:
+            note = fallback_note(cfg)           # defaults that could not be derived
+            message += f"; {note}" if note else ""
         info["assessment"], note = assess_run(cfg, history)   # plateau diagnosis (issue 13)
         message += f"; {note}" if note else ""
-    return Result(config=cfg.to_dict(), params=params, history=history, status=status,
+    return Result(config=cfg.to_dict(), params=state.params, history=history, status=status,
                   message=message, info=info)

@@ -218,14 +218,17 @@ class FileLock:
 
     def __exit__(self, *exc):
         import fcntl
+        # unlock and close under the guard: a thread entering between the table's update
+        # and the unlock would open a second descriptor, which flock refuses — the
+        # process would refuse itself ("another process (pid <own pid>)")
         with _LOCK_GUARD:
             entry = self._held[self.path]
             entry[1] -= 1
             if entry[1] > 0:
                 return False
             del self._held[self.path]
-        fcntl.flock(entry[0].fileno(), fcntl.LOCK_UN)
-        entry[0].close()
+            fcntl.flock(entry[0].fileno(), fcntl.LOCK_UN)
+            entry[0].close()
         return False
 
 
