@@ -25,8 +25,9 @@ interleaved (``--repeats`` times), and the ratio per repeat — the issue's crit
 ratios of the table's rows.
 
 Parts (``--parts 200,3200``): the step's parts in a direct loop in one process — drawing
-the batch (tokens, subset, encodings), forward + backward, the optimiser update — as
-medians over ``--steps`` steps, serially (no drawing ahead), BLAS on one thread.
+the batch (tokens, subset, encodings), forward + backward, the optimiser update
+(``--optimizer sgd|adam``) — as medians over ``--steps`` steps, serially (no drawing
+ahead), BLAS on one thread.
 """
 import argparse
 import json
@@ -165,21 +166,21 @@ def ratio(args):
 
 
 def parts(args):
-    from stsim.core.optim import SGD
+    from stsim.core.optim import make_optimizer
     from stsim.core.problem import make_problem
     from stsim.util.malloc import keep_freed_memory
     from stsim.util.threads import one_blas_thread
     keep_freed_memory()
     sampler = args.samplers[0]
-    print(f"parts of a {sampler} step, direct loop, serial, BLAS on one thread; median of "
-          f"{args.steps} steps; load average {os.getloadavg()[0]:.2f}")
+    print(f"parts of a {sampler} {args.optimizer} step, direct loop, serial, BLAS on one "
+          f"thread; median of {args.steps} steps; load average {os.getloadavg()[0]:.2f}")
     print(f"  {'T':>5s} {'d_e':>6s} {'draw':>8s} {'fwd+bwd':>8s} {'update':>8s} {'total':>8s}  ms")
     for T in (int(t) for t in args.parts.split(",")):
         cfg = config(sampler, T, 10)
         prob = make_problem(cfg)
         rng = np.random.default_rng(0)
         params = prob.init_params(rng)
-        opt = SGD(cfg.lr)
+        opt = make_optimizer(args.optimizer, 0.01 if args.optimizer == "adam" else cfg.lr)
         t = []
         with one_blas_thread(True):
             for i in range(args.steps + 2):
@@ -209,6 +210,8 @@ def main(argv=None):
     ap.add_argument("--repeats", type=int, default=3)
     ap.add_argument("--parts", help="comma list of lengths: the step's parts")
     ap.add_argument("--steps", type=int, default=10, help="steps per length for --parts")
+    ap.add_argument("--optimizer", default="sgd", choices=["sgd", "adam"],
+                    help="the optimiser of --parts")
     ap.add_argument("--one", nargs=2, metavar=("SAMPLER", "T"), help=argparse.SUPPRESS)
     args = ap.parse_args(argv)
     if args.one:
