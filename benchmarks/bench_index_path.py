@@ -1,0 +1,111 @@
+"""The index path of issue 24: how far it is from the dense reference, and what W's memory
+order costs.
+
+Accuracy (default): the loss and gradients of ``forward_backward(..., sparse_grad=True)``
+against ``loss_and_grad`` (dense encodings), over one-hot (d_e = T and d_e > T) and slots,
+both models, both queries, x_q zero and random, 10 seeds, weights of scale 0.1, 0.7 and 3;
+prints the largest normwise difference ``max|Δ| / max|ref|`` per quantity and scale.
+
+    python benchmarks/bench_index_path.py [--seeds 10]
+
+Order (``--order``): at T = 3200, d_e = 6400 (W of 328 MB), the forward's gathers
+``W_ee[k_i, κ_j]`` (B q T of them) and the update of the touched columns (the SGD step of
+one batch) with W in C order and in Fortran order, in this process (best of 3).
+
+    python benchmarks/bench_index_path.py --order
+"""
+import argparse
+import itertools
+import os
+import sys
+import time
+
+import numpy as np
+
+sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+
+FAMILIES = [("onehot", 40, 40), ("slots", 80, 40), ("onehot", 90, 40), ("slots", 13, 9)]
+
+
+def accuracy(seeds):
+    from stsim.core.encodings import PEBatch
+    from stsim.core.model import forward_backward, loss_and_grad
+    worst, n = {}, 0
+    for (pe, d_e, T), model, query, xq, seed in itertools.product(
+            FAMILIES, ("theory", "practical"), ("sum", "mean"), (False, True), range(seeds)):
+        rng = np.random.default_rng(seed)
+        B, q, d = 16, 3, 5
+        X = rng.standard_normal((B, T, d))
+        y = np.array([rng.choice(T, q, replace=False) for _ in range(B)])
+        idx = (np.sort([rng.choice(d_e, T, replace=False) for _ in range(B)], axis=1)
+               if pe == "slots" else np.arange(T))
+        peb = PEBatch(d_e=d_e, idx=idx)
+        D = d + d_e
+        for scale in (0.1, 0.7, 3.0):
+            W = scale * rng.standard_normal((D, D))
+            V = scale * rng.standard_normal((d, D))
+            x_q = rng.standard_normal((B, d)) if xq else None
+            got = forward_backward(W, V, X, y, peb, model=model, query=query, x_query=x_q,
+                                   sparse_grad=True)
+            ref = loss_and_grad(W, V, X, y, peb.dense(), model=model, query=query, x_query=x_q)
+            n += 1
+            for name, a, b in zip(("loss", "dW", "dV"), got, ref):
+                a, b = np.asarray(a, dtype=float), np.asarray(b, dtype=float)
+                rel = float(np.max(np.abs(a - b)) / np.max(np.abs(b)))
+                worst[name, scale] = max(worst.get((name, scale), 0.0), rel)
+    print(f"index path (sparse dW) against the dense reference, {n} cases; largest normwise "
+          f"difference max|Δ|/max|ref|:")
+    for name in ("loss", "dW", "dV"):
+        print(f"  {name:4s} " + "  ".join(f"scale {s:g}: {worst[name, s]:.2e}"
+                                           for s in (0.1, 0.7, 3.0)))
+
+
+def best(f, n=3):
+    f()
+    out = []
+    for _ in range(n):
+        t0 = time.perf_counter()
+        f()
+        out.append(time.perf_counter() - t0)
+    return 1e3 * min(out)
+
+
+def order():
+    from stsim.core.encodings import sorted_subsets
+    from stsim.core.sparse_grad import flat_view
+    rng = np.random.default_rng(0)
+    T, d, B, q = 3200, 5, 256, 3
+    d_e = 2 * T
+    D = d + d_e
+    idx = sorted_subsets(rng, B, d_e, T)
+    ky = np.take_along_axis(idx, np.sort(rng.random((B, T)).argsort(axis=1)[:, :q], axis=1),
+                            axis=1)
+    cols = d + np.unique(ky)
+    print(f"T={T} d_e={d_e} (W {D * D * 8 / 2**20:.0f} MiB), B={B}, q={q}; load average "
+          f"{os.getloadavg()[0]:.2f}")
+    for o in "CF":
+        W = np.asarray(rng.standard_normal((D, D)), order=o)
+        flat, sr, sc = flat_view(W)
+        pos = ((d + idx) * sr)[:, None, :] + ((d + ky) * sc)[:, :, None]     # (B, q, T)
+        blk = rng.standard_normal((cols.size, D))
+        t_g = best(lambda: np.take(flat, pos))
+
+        def update():
+            W[:, cols] -= 0.5 * blk.T
+        print(f"  {o} order: gathers {t_g:7.1f} ms, update of {cols.size} columns "
+              f"{best(update):7.1f} ms")
+
+
+def main(argv=None):
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--seeds", type=int, default=10)
+    ap.add_argument("--order", action="store_true")
+    args = ap.parse_args(argv)
+    if args.order:
+        order()
+    else:
+        accuracy(args.seeds)
+
+
+if __name__ == "__main__":
+    main()
