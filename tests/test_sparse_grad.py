@@ -90,9 +90,14 @@ def _dense_u(dW):
 
 @pytest.mark.parametrize("pe_de", INDEX)
 @pytest.mark.parametrize("model", ["theory", "practical"])
-def test_entries_bit_identical_to_the_dense_product(pe_de, model):
+@pytest.mark.parametrize("dense_rows", [0, 10 ** 9])
+def test_entries_bit_identical_to_the_dense_product(pe_de, model, dense_rows, monkeypatch):
     """With x_q = 0 the entries equal those of the dense product Σ_b u_b z_qᵀ as scipy
-    forms it (sparse p_q times dense u, summed over b in increasing order), bit for bit."""
+    forms it (sparse p_q times dense u, summed over b in increasing order), bit for bit —
+    the shared columns summed either way (bincount on their rows, or the sparse product
+    over all rows: ``_DENSE_ROWS``)."""
+    import stsim.core.sparse_grad as SG
+    monkeypatch.setattr(SG, "_DENSE_ROWS", dense_rows)
     rng, batch, peb, W, V, _ = _setup(*pe_de, seed=1)
     _, dW, _ = forward_backward(W, V, batch.X, batch.y, peb, model=model, sparse_grad=True)
     u = _dense_u(dW)
@@ -102,6 +107,7 @@ def test_entries_bit_identical_to_the_dense_product(pe_de, model):
     old = np.zeros(dW.shape)
     old[:, d:] = (S.T @ u).T
     np.testing.assert_array_equal(dW.todense(), old)
+    assert (dW.rows2 is None) == (dense_rows > 0) or dW.c2.size == 0
     # seeded fault: the shared columns summed in the reverse order of b (>= 3 terms)
     if pe_de[0] == "onehot":
         bad = np.zeros(dW.shape)
@@ -116,9 +122,13 @@ def test_entries_bit_identical_to_the_dense_product(pe_de, model):
 
 @pytest.mark.parametrize("pe_de", INDEX)
 @pytest.mark.parametrize("order", ["C", "F"])
-def test_updates_bit_identical_to_dense(pe_de, order):
+@pytest.mark.parametrize("dense_rows", [0, 10 ** 9])
+def test_updates_bit_identical_to_dense(pe_de, order, dense_rows, monkeypatch):
     """SGD and Adam with the sparse gradient give the parameters of the same optimisers fed
-    its dense form, bit for bit, for W in C and in Fortran order."""
+    its dense form, bit for bit, for W in C and in Fortran order (shared columns either
+    way)."""
+    import stsim.core.sparse_grad as SG
+    monkeypatch.setattr(SG, "_DENSE_ROWS", dense_rows)
     rng, batch, peb, W, V, _ = _setup(*pe_de, seed=2)
     W = np.asarray(W, order=order)
     for make in (lambda: SGD(0.3), lambda: Adam(0.01)):

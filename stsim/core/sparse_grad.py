@@ -33,9 +33,11 @@ roundings as the dense ``W -= η * dW`` (IEEE: ``x + (−y) = x − y``; zeros a
 from __future__ import annotations
 
 import numpy as np
+from scipy.sparse import csr_matrix
 
 __all__ = ["SparseGradW", "flat_view"]
 
+_DENSE_ROWS = 4      # shared columns over all rows when 4 × their entries >= B'·D (SparseGradW)
 _CHUNK = 1 << 13      # entries updated at once by SparseGradW.axpy (64 KiB per temporary:
                       # what it gathers from W is still in cache when it writes back)
 
@@ -113,16 +115,29 @@ class SparseGradW:
         self.block2 = self._sum_shared(order[multi] // q, np.cumsum(new[:-1][multi]) - 1)
 
     def _sum_shared(self, b, g):
-        """Dense ``(k2, |R|)`` block of the shared columns on the rows ``R`` that any of
-        their pairs touches (rows ``0..d−1`` and the pairs' slots), summed by
-        ``np.bincount`` over the pairs in column order, ``b`` increasing within a column
-        (``g``: each pair's column number); sets ``self.rows2 = R``."""
-        k2, d = self.c2.size, self.d
+        """Dense block of the shared columns, (k2, |R|) on the rows ``R`` (``self.rows2``;
+        None: all D rows), summed over the pairs in column order, ``b`` increasing within a
+        column (``g``: each pair's column number). Two ways, the same additions in the same
+        order: when the pairs' entries are many against ``D`` (small d_e), the sparse product
+        ``S u`` of the pairs' (k2, B') matrix of ``c`` with the dense rows ``u_b`` of their
+        B' samples (scipy adds ``c u_b`` row by row, as the dense product did); otherwise
+        ``np.bincount`` on the rows the pairs touch."""
+        k2, d, D = self.c2.size, self.d, self.D
         self.rows2 = np.arange(0)
         if k2 == 0:
             return np.zeros((0, 0))
+        T = self.u_e.shape[1]
+        samples, which = np.unique(b, return_inverse=True)
+        if _DENSE_ROWS * b.size * (d + T) >= samples.size * D:
+            U = np.zeros((samples.size, D))
+            U[:, :d] = self.u_x[samples]
+            np.put_along_axis(U[:, d:], self.idx[samples], self.u_e[samples], axis=1)
+            ptr = np.searchsorted(g, np.arange(k2 + 1))
+            S = csr_matrix((np.full(b.size, self.c), which, ptr), shape=(k2, samples.size))
+            self.rows2 = None
+            return S @ U
         slots = self.idx[b]                            # (n2, T) slots of each pair's sample
-        mask = np.zeros(self.D, dtype=bool)
+        mask = np.zeros(D, dtype=bool)
         mask[:d] = True
         mask[d + slots] = True
         self.rows2 = np.flatnonzero(mask)              # R, increasing
@@ -173,7 +188,12 @@ class SparseGradW:
             rows += col + d * sr
             _add_at(flat, col + np.arange(d) * sr, self.u_x[b], self.c, alpha, square, True)
             _add_at(flat, rows, self.u_e[b], self.c, alpha, square, True)
-        if self.block2.size:                          # shared columns
+        if self.block2.size and self.rows2 is None:   # shared columns, all rows
+            w = alpha * self.block2
+            if square:
+                w *= self.block2
+            A[:, self.c2] += w.T
+        elif self.block2.size:                        # shared columns, the rows R
             pos = (self.c2 * sc)[:, None] + self.rows2 * sr
             _add_at(flat, pos, self.block2, 1.0, alpha, square)
         if self.x_block is not None:
