@@ -13,6 +13,12 @@ Order (``--order``): at T = 3200, d_e = 6400 (W of 328 MB), the forward's gather
 one batch) with W in C order and in Fortran order, in this process (best of 3).
 
     python benchmarks/bench_index_path.py --order
+
+Against another tree (``--against PATH``, e.g. a checkout of main before issue 24): the
+loss and gradients of ``forward_backward`` here and there, on the same inputs (slots and
+one-hot, both models, both queries, d_e = 2T, 8T, T), compared bit for bit (dW made dense).
+
+    python benchmarks/bench_index_path.py --against ../main
 """
 import argparse
 import itertools
@@ -96,12 +102,55 @@ def order():
               f"{best(update):7.1f} ms")
 
 
+def _load(path):
+    for k in [k for k in sys.modules if k == "stsim" or k.startswith("stsim.")]:
+        del sys.modules[k]
+    sys.path.insert(0, os.path.abspath(path))
+    try:
+        import stsim.core.model as model
+        from stsim.core.encodings import PEBatch
+        return model.forward_backward, PEBatch
+    finally:
+        sys.path.pop(0)
+
+
+def against(path):
+    here = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+    fns = {"here": _load(here), "there": _load(path)}
+    rows = []
+    for T, d_e, B, pe in ((200, 400, 256, "slots"), (50, 400, 256, "slots"),
+                          (700, 1400, 300, "slots"), (60, 60, 64, "onehot"),
+                          (60, 240, 64, "onehot"), (1000, 8000, 64, "slots")):
+        same = total = 0
+        for model, query in itertools.product(("theory", "practical"), ("sum", "mean")):
+            rng = np.random.default_rng(T + B)
+            X = rng.standard_normal((B, T, 5))
+            y = np.sort(rng.random((B, T)).argsort(axis=1)[:, :3], axis=1)
+            idx = (np.sort(rng.random((B, d_e)).argsort(axis=1)[:, :T], axis=1)
+                   if pe == "slots" else np.arange(T))
+            D = 5 + d_e
+            W = np.asfortranarray(0.3 * rng.standard_normal((D, D)))
+            V = 0.3 * rng.standard_normal((5, D))
+            outs = [np.asarray(a, dtype=float) for fb, PB in fns.values()
+                    for a in fb(W, V, X, y, PB(d_e=d_e, idx=idx), model=model, query=query)]
+            for a, b in zip(outs[:3], outs[3:]):
+                total += 1
+                same += bool(np.array_equal(a, b))
+        rows.append(f"  {pe:6s} T={T:5d} d_e={d_e:5d} (d_e/T = {d_e / T:g}): {same}/{total} "
+                    f"of loss, dW, dV bit-identical")
+    print(f"forward_backward here ({here}) and in {os.path.abspath(path)}:")
+    print("\n".join(rows))
+
+
 def main(argv=None):
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--seeds", type=int, default=10)
     ap.add_argument("--order", action="store_true")
+    ap.add_argument("--against", metavar="PATH", help="another stsim tree to compare with")
     args = ap.parse_args(argv)
-    if args.order:
+    if args.against:
+        against(args.against)
+    elif args.order:
         order()
     else:
         accuracy(args.seeds)

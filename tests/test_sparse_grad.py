@@ -16,6 +16,13 @@ from stsim.core.optim import SGD, Adam, all_finite
 from stsim.core.sparse_grad import SparseGradW
 
 B, T, q, d = 24, 9, 3, 4
+
+
+@pytest.fixture(autouse=True)
+def always_sparse(monkeypatch):
+    """These tests are about the sparse form: no dense dW at small D (model._DENSE_W)."""
+    import stsim.core.model as M
+    monkeypatch.setattr(M, "_DENSE_W", 0)
 # (pe, d_e): one-hot with d_e = T and d_e > T (length generalisation), slots
 INDEX = [("onehot", 9), ("onehot", 20), ("stochastic", 13), ("stochastic", 40)]
 CASES = list(itertools.product(INDEX, ["theory", "practical"], ["sum", "mean"], [False, True]))
@@ -279,3 +286,24 @@ def test_parts_of_the_batch_change_no_bit(monkeypatch, model):
     real = M._IndexOps.parts                             # seeded fault: the last part dropped
     monkeypatch.setattr(M._IndexOps, "parts", lambda self, X: real(self, X)[:-1])
     assert not all(np.array_equal(a, b) for a, b in zip(whole, run()))
+
+
+@pytest.mark.parametrize("pe_de", INDEX)
+@pytest.mark.parametrize("with_xq", [False, True])
+def test_small_widths_give_the_same_entries_dense(pe_de, with_xq, monkeypatch):
+    """At small D the index form returns dW dense (model._DENSE_W): the entries of the
+    sparse form, bit for bit, and the SGD step they give."""
+    import stsim.core.model as M
+    rng, batch, peb, W, V, xq = _setup(*pe_de, seed=8, with_xq=with_xq)
+    sparse = forward_backward(W, V, batch.X, batch.y, peb, x_query=xq, sparse_grad=True)
+    monkeypatch.setattr(M, "_DENSE_W", 10 ** 9)
+    dense = forward_backward(W, V, batch.X, batch.y, peb, x_query=xq, sparse_grad=True)
+    assert isinstance(sparse[1], SparseGradW) and isinstance(dense[1], np.ndarray)
+    np.testing.assert_array_equal(sparse[1].todense(), dense[1])
+    a, b = np.asfortranarray(W), np.asfortranarray(W)
+    SGD(0.4).step({"W": a}, {"W": sparse[1]})
+    SGD(0.4).step({"W": b}, {"W": dense[1]})
+    np.testing.assert_array_equal(a, b)
+    bad = dense[1].copy()                                 # seeded fault: one entry off
+    bad[d, d + sparse[1].ky[0, 0]] *= 1 + 1e-15
+    assert not np.array_equal(sparse[1].todense(), bad)
