@@ -144,8 +144,10 @@ def train(args, s):
     side = (args.checkpoint + ".json") if args.checkpoint else None
     if args.checkpoint and os.path.exists(args.checkpoint):
         state, cfg = RunState.load(args.checkpoint, cfg, opt, rng)
-        with open(side) as f:
-            phase = json.load(f)
+        phase = {"switch_step": None, "wall_s": 0.0}      # (a stsim.run checkpoint has none)
+        if os.path.exists(side):
+            with open(side) as f:
+                phase = json.load(f)
     else:
         state = RunState(problem.init_params(streams.init()), opt, rng)
         phase = {"switch_step": None, "wall_s": 0.0}
