@@ -118,10 +118,15 @@ class Adam(SGD):
             else:
                 m += (1 - self.b1) * g
                 v += (1 - self.b2) * g * g
-            # p −= lr (m/c1) / (√(v/c2) + eps), with two temporaries
-            step = m / c1
+            # p −= lr (m/c1) / (√(v/c2) + eps), in two buffers kept across steps (a large
+            # W's temporaries are not faulted in afresh every step)
+            bufs = self.__dict__.setdefault("_bufs", {})
+            if k not in bufs or bufs[k][0].shape != p.shape:
+                bufs[k] = (np.empty_like(p), np.empty_like(p))
+            step, den = bufs[k]
+            np.divide(m, c1, out=step)
             step *= lr
-            den = v / c2
+            np.divide(v, c2, out=den)
             np.sqrt(den, out=den)
             den += self.eps
             step /= den
