@@ -6,39 +6,40 @@ Setting: theory model, query "sum", d = 5, batch 256, zero init, online SGD, see
 ``d_e = 8000 = max T_test`` (the smallest width that encodes the longest test sequence; the
 plateau of the slots dynamics grows like ``d_e``, see ``plateau``).
 
-The step. A constant step must stay below ``η_max = 2q = 6`` (the curvature of V at the
-solution, ``S₂ = |s|² → 1/q``), and the plateau of the reduced map lasts ``≈ 104 d_e / η``
-steps at T = 1000 — 139 000 steps even at 0.99 η_max. The run uses ``lr1 = lr2 = 5.5``
-(0.92 η_max) for ``--steps`` (default 1.4 × the step where the reduced map at that step
-reaches 2% of L(0): 246 000). With ``lr1 > lr2`` the trainer takes ``lr1`` until the mean
-training loss of the last 200 steps is <= 90% of L(0), then ``lr2``: on the plateau
-``S₂ ≈ 1/T`` and the reduced map is stable for steps up to ``≈ 2/S₂ = 2T``, and with
-``lr1 = 100`` it reaches 2% 4.5 times sooner — but minibatch SGD does not follow it
-(docs/model.md, "Long sequences": at T = 200, d_e = 1600, ``lr1 = 20`` kept the loss above
-L(0) for 6500 steps).
+The step. In the reduced dynamics the logit margin ``θ = c a`` moves at ``η_W c²/(n−1)``
+times its gradient (the gradient of W is spread over the ``n = d_e`` slots) and ``γ`` at
+``η_V/d``; the plateau lasts ``≈ 104 (n−1)/η_W`` steps at T = 1000. One step for both
+(``stsim.run``'s SGD) must stay below ``η_max = 2q = 6``, a bound set by V (``γ``'s
+curvature ``S₂ = |s|² → 1/q`` at the solution), not by W: W's own directions are stable up
+to about ``2n/(c²(q−1)(q+d))`` (the transverse ``W_xe`` curvature at the solution; 1000 at
+n = 8000). So the run takes a step per block: ``--lr-W`` (default 200, a fifth of that
+bound; at its bound, 50 at n = 400, the --quick run diverged) for W and
+``--lr-V`` (default 5.5 = 0.92 η_max) for V (:class:`BlockSGD`), for ``--steps`` steps
+(default: 3 × the step where the reduced map with the same two steps reaches 2% of L(0)).
+With one step 5.5 for both the reduced map needs 175 541 steps; with these, 5430.
 
 Subcommands (each writes into ``--out``, default ``docs/figures/long``):
 
-* ``train``: the run (stsim's problem, optimiser, loop and run state, batches drawn ahead),
+* ``train``: the run (stsim's problem, loop and run state, batches drawn ahead),
   checkpointed to ``--checkpoint`` (resumed from it if it exists); saves ``W, V`` to
   ``--result`` (512 MB at d_e = 8000: outside the repository) and writes ``history.csv``
-  and ``run.json`` (config, switch step, wall time).
+  and ``run.json`` (settings, config, wall time).
 * ``evaluate``: reads ``(a, γ)`` off the trained ``W, V`` (``W_ee ≈ a (I − J/d_e)`` on the
   whole d_e × d_e block: ``a`` = mean diagonal − mean off-diagonal entry; ``V_x ≈ γ I``:
   ``γ`` = mean diagonal), measures the loss at each T_test on ``n_test`` fresh points
   (per-point losses: mean and standard error) and writes ``length.csv`` with the
   prediction ``stsim.theory.reduced.reduced_loss(a, γ, T_test, q, d)`` beside it.
 * ``plateau``: the reduced map's steps to 50% and 2% of L(0) at T = 1000 for n = d_e = 2000
-  (the default width) and 8000: constant steps η_max/4 … 0.99 η_max, the two-step rule
-  above, and the state-dependent step ``min(1/S₂(t), cap)``: ``plateau.csv``.
+  (the default width) and 8000: one step η_max/4 … 0.99 η_max for both blocks, and a step
+  per block: ``plateau.csv``.
 * ``figure``: ``long.png`` from the CSV files (training curve with the reduced map's under
-  the same two steps; loss against T_test with the prediction).
+  the same steps; loss against T_test with the prediction).
 * ``all``: the four in order.
 
-``--quick``: T = 50, d_e = 400, T_test = 100, 200, 400 (a smoke test, a minute; written to
-``--out`` as well).
+``--quick``: T = 50, d_e = 400, T_test = 100, 200, 400 (a smoke test; written to ``--out``
+as well). ``--T``, ``--d-e``, ``--T-test``: other sizes (e.g. the T = 200 pilot).
 
-    nice -n 5 python benchmarks/long_sequences.py all --result /work/long/result.npz \
+    nice -n 5 python benchmarks/long_sequences.py all --result /work/long/wv.npz \
         --checkpoint /work/long/ckpt.npz
 """
 import argparse
@@ -54,58 +55,78 @@ import numpy as np
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, REPO)
 
-FULL = dict(T=1000, d_e=8000, T_test=(2000, 4000, 8000), lr1=5.5, lr2=5.5, n_test=1024,
-            eval_every=1000)
-QUICK = dict(T=50, d_e=400, T_test=(100, 200, 400), lr1=5.0, lr2=5.5, n_test=256,
-             eval_every=20)
+FULL = dict(T=1000, d_e=8000, T_test=(2000, 4000, 8000), lr_W=200.0, lr_V=5.5, n_test=1024,
+            eval_every=100)
+QUICK = dict(T=50, d_e=400, T_test=(100, 200, 400), lr_W=10.0, lr_V=5.5, n_test=256,
+             eval_every=10)
 FIXED = dict(q=3, d=5, batch=256, pe="stochastic", sampler="slots", model="theory",
              query="sum", seed=0)
 TARGET = 0.02
-SWITCH = 0.9            # lr1 -> lr2 once the training loss is <= 90% of L(0)
-WINDOW = 200            # ... as the mean of the last 200 steps
-CHECKPOINT_EVERY = 2000
+MARGIN = 3.0            # steps = MARGIN × the reduced map's step to 2% of L(0)
+CHECKPOINT_EVERY = 1000
 
 
-def two_phase_steps(T, q, d, n, lr1, lr2, switch=SWITCH, max_steps=3_000_000, losses=None):
-    """The reduced map (theory model, c = 1) with the step ``lr1`` until ``L <= switch ·
-    L(0)``, then ``lr2``: ``(switch step, step to 50%, step to 2% of L(0))`` (None: not
-    reached; ``"diverged"``). ``losses``: a list to append ``L(t)`` to (then the map runs
-    the whole ``max_steps``)."""
+class BlockSGD:
+    """SGD with a step per parameter block, ``lr = {"W": η_W, "V": η_V}`` (the interface of
+    :class:`stsim.core.optim.SGD`: ``step``, ``state_dict``, ``load_state_dict``)."""
+
+    def __init__(self, lr: dict):
+        from stsim.core.optim import SGD
+        self.opts = {k: SGD(v) for k, v in lr.items()}
+        self.t = 0
+
+    def step(self, params, grads):
+        self.t += 1
+        for k, g in grads.items():
+            self.opts[k].step({k: params[k]}, {k: g})
+
+    def state_dict(self):
+        return {"t": np.array(self.t)}
+
+    def load_state_dict(self, state):
+        self.t = int(state["t"])
+        for o in self.opts.values():
+            o.t = self.t
+
+
+def block_map(T, q, d, n, lr_W, lr_V, max_steps=3_000_000, losses=None):
+    """The reduced GD map (theory model, c = 1; stsim.core.reduced) with the step ``lr_W``
+    on ``W`` (the ``a``, ``b`` updates) and ``lr_V`` on ``V`` (the ``γ`` update): the
+    steps to 50% and 2% of L(0) (None: not reached; ``"diverged"``). ``losses``: a list to
+    append ``L(t)`` to (the map then runs ``max_steps``)."""
     from stsim.core.reduced import loss_grad_scalar
     a = b = g = 0.0
     L0 = d / (2 * q)
-    eta, out = lr1, [None, None, None]
+    out = [None, None]
     for t in range(max_steps + 1):
         L, da, db, dg = loss_grad_scalar(a, b, g, T, q, d)
         if losses is not None:
             losses.append(L)
         if not math.isfinite(L) or L > 10 * L0:
-            return ["diverged"] * 3
-        for i, hit in enumerate((L <= switch * L0, L <= 0.5 * L0, L <= TARGET * L0)):
-            if hit and out[i] is None:
+            return ["diverged"] * 2
+        for i, level in enumerate((0.5, TARGET)):
+            if out[i] is None and L <= level * L0:
                 out[i] = t
-        if out[0] is not None:
-            eta = lr2
-        if out[2] is not None and losses is None:
+        if out[1] is not None and losses is None:
             break
         beta = (-db / n - da / n) / (n - 1)
-        a -= eta * (da / n - beta)
-        b += eta * beta
-        g -= eta / d * dg
+        a -= lr_W * (da / n - beta)
+        b += lr_W * beta
+        g -= lr_V / d * dg
     return out
 
 
 def settings(args):
     s = dict(QUICK if args.quick else FULL)
-    for k in ("lr1", "lr2", "T", "d_e"):
+    for k in ("lr_W", "lr_V", "T", "d_e", "eval_every"):
         if getattr(args, k) is not None:
             s[k] = getattr(args, k)
     if args.T_test:
         s["T_test"] = tuple(int(t) for t in args.T_test.split(","))
     s.update(FIXED)
-    sw, esc, tgt = two_phase_steps(s["T"], s["q"], s["d"], s["d_e"], s["lr1"], s["lr2"])
-    s["reduced_switch"], s["reduced_escape"], s["reduced_target"] = sw, esc, tgt
-    s["steps"] = args.steps or int(math.ceil(1.4 * tgt / 1000.0)) * 1000
+    s["reduced_escape"], s["reduced_target"] = block_map(s["T"], s["q"], s["d"], s["d_e"],
+                                                         s["lr_W"], s["lr_V"])
+    s["steps"] = args.steps or int(math.ceil(MARGIN * s["reduced_target"] / 100.0)) * 100
     return s
 
 
@@ -123,12 +144,11 @@ def read_csv(path):
 
 
 def train(args, s):
-    """Online SGD (stsim's problem, optimiser, loop and run state; batches drawn ahead) with
-    the step ``lr1`` until the mean training loss of the last ``WINDOW`` steps is
-    <= ``SWITCH`` × L(0), then ``lr2`` (module docstring); checkpointed every
-    ``CHECKPOINT_EVERY`` steps (resumed from ``--checkpoint`` if it exists)."""
+    """Online SGD with :class:`BlockSGD` (stsim's problem, loop and run state; batches drawn
+    ahead), checkpointed every ``CHECKPOINT_EVERY`` steps (resumed from ``--checkpoint`` if
+    it exists; the loop's wall time is carried in ``<checkpoint>.json``)."""
     from stsim.core.config import Config
-    from stsim.core.optim import SGD
+    from stsim.core.optim import all_finite
     from stsim.core.problem import make_problem
     from stsim.core.run import train_loop, uses_second_thread
     from stsim.core.seeds import Streams
@@ -137,70 +157,61 @@ def train(args, s):
     from stsim.util.threads import one_blas_thread
     cfg = Config.from_options(**{k: s[k] for k in (
         "T", "q", "d", "d_e", "batch", "pe", "sampler", "model", "query", "seed", "steps")},
-        lr=s["lr1"], lr_decay="none", T_test=s["T_test"], n_val=256, eval_every=s["eval_every"])
+        lr=s["lr_V"], lr_decay="none", T_test=s["T_test"], n_val=256,
+        eval_every=s["eval_every"])
     streams = Streams(cfg.seed)
     problem = make_problem(cfg, streams)
-    opt, rng = SGD(s["lr1"]), streams.train()
+    opt, rng = BlockSGD({"W": s["lr_W"], "V": s["lr_V"]}), streams.train()
     side = (args.checkpoint + ".json") if args.checkpoint else None
+    wall0 = 0.0
     if args.checkpoint and os.path.exists(args.checkpoint):
         state, cfg = RunState.load(args.checkpoint, cfg, opt, rng)
-        phase = {"switch_step": None, "wall_s": 0.0}      # (a stsim.run checkpoint has none)
         if os.path.exists(side):
             with open(side) as f:
-                phase = json.load(f)
+                wall0 = json.load(f)["wall_s"]
     else:
         state = RunState(problem.init_params(streams.init()), opt, rng)
-        phase = {"switch_step": None, "wall_s": 0.0}
-    if phase["switch_step"] is not None:
-        opt.base_lr = s["lr2"]
-    L0 = s["d"] / (2 * s["q"])
-    recent = []
     t0 = time.time()
-
-    def save():
-        state.save(args.checkpoint, cfg)
-        with open(side, "w") as f:
-            json.dump(dict(phase, wall_s=phase["wall_s"] + time.time() - t0), f)
 
     def at_top(step):
         state.step = step
         if args.checkpoint and step > 0 and step % CHECKPOINT_EVERY == 0:
-            save()
+            state.save(args.checkpoint, cfg)
+            with open(side, "w") as f:
+                json.dump({"wall_s": wall0 + time.time() - t0}, f)
 
     def observe(step, out):
         state.accumulate(out[0])
-        recent.append(out[0])
-        del recent[:-WINDOW]
-        if (phase["switch_step"] is None and len(recent) == WINDOW
-                and sum(recent) / WINDOW <= SWITCH * L0):
-            phase["switch_step"] = step
-            opt.base_lr = s["lr2"]
-            print(f"  step {step}: mean training loss of the last {WINDOW} steps <= "
-                  f"{SWITCH} L(0): lr {s['lr1']:g} -> {s['lr2']:g}", flush=True)
         if step % cfg.eval_every == 0 or step == cfg.steps:
             row = state.record(step, problem.evaluate(state.params))
             print(f"  step {step:7d}/{cfg.steps}  val {row['val']:.5f}  "
                   + "  ".join(f"T={t}: {row[f'val/T={t}']:.5f}" for t in s["T_test"])
-                  + f"  ({phase['wall_s'] + time.time() - t0:.0f} s)", flush=True)
+                  + f"  ({wall0 + time.time() - t0:.0f} s)", flush=True)
+
+    def finite(loss, grads):        # as stsim.run: diverged above 1e6 x the first loss
+        first = state.first_loss if state.first_loss is not None else loss
+        return math.isfinite(loss) and loss <= 1e6 * first and all(
+            all_finite(g) for g in grads.values())
 
     if prefetch_default():
         state.attach(Prefetch(problem.draw_step, rng))
     try:
         with one_blas_thread(uses_second_thread(problem.enc, state.source is not None)):
             end = train_loop(lambda p: state.loss_grad(problem, p), opt, state.params,
-                             cfg.steps, start=state.step, at_top=at_top, observe=observe)
+                             cfg.steps, start=state.step, at_top=at_top, observe=observe,
+                             finite=finite)
     finally:
         if state.source is not None:
             state.source.close()
-    wall = phase["wall_s"] + time.time() - t0
+    wall = wall0 + time.time() - t0
     np.savez(args.result, W=state.params["W"], V=state.params["V"])
     keys = list(state.history)
     write_csv(os.path.join(args.out, "history.csv"), keys,
               np.column_stack([state.history[k] for k in keys]).tolist())
     with open(os.path.join(args.out, "run.json"), "w") as f:
         json.dump(dict(settings=s, config=cfg.to_dict(), status=end.status, step=end.step,
-                       switch_step=phase["switch_step"], wall_time_s=wall), f, indent=1)
-    print(f"{end.status} at step {end.step}; switch at {phase['switch_step']}; wall {wall:.0f} s")
+                       wall_time_s=wall, load_average_at_end=os.getloadavg()[0]), f, indent=1)
+    print(f"{end.status} at step {end.step}; wall time {wall:.0f} s")
 
 
 def reduced_state(W, V, d):
@@ -287,24 +298,17 @@ def plateau(args, s):
         em = eta_max(q, d, n)
         for frac in (0.25, 0.5, 0.75, 0.9, 0.99):
             esc, tgt = reduced_map_steps(T, q, d, frac * em, n, max_steps=5_000_000)
-            rows.append([n, "constant", frac * em, frac, esc, tgt])
-            print(f"  n = d_e = {n:5d}: lr {frac * em:.3f} = {frac:.2f} η_max -> 50% of L(0) "
-                  f"at step {esc}, 2% at step {tgt}", flush=True)
-        xe = n / ((q - 1) * (q + d))        # half the transverse W_xe bound at the solution
-        for cap in (em, 100.0, xe):
-            esc, tgt = adaptive_steps(T, q, d, n, cap)
-            rows.append([n, "min(1/S2, cap)", cap, cap / em, esc, tgt])
-            print(f"  n = d_e = {n:5d}: lr_t = min(1/S2(t), {cap:.4g}) -> 50% of L(0) at step "
-                  f"{esc}, 2% at step {tgt}", flush=True)
-        for lr1 in (20.0, 50.0, 100.0, 200.0):
-            sw, esc, tgt = two_phase_steps(T, q, d, n, lr1, s["lr2"])
-            rows.append([n, f"{lr1:g} until {SWITCH:g} L(0), then {s['lr2']:g}", lr1,
-                         lr1 / em, esc, tgt])
-            print(f"  n = d_e = {n:5d}: lr {lr1:g} until {SWITCH:g} L(0) (step {sw}), then "
-                  f"{s['lr2']:g} -> 50% of L(0) at step {esc}, 2% at step {tgt}", flush=True)
+            rows.append([n, frac * em, frac * em, esc, tgt])
+            print(f"  n = d_e = {n:5d}: one step {frac * em:.3f} = {frac:.2f} η_max -> 50% of "
+                  f"L(0) at step {esc}, 2% at step {tgt}", flush=True)
+        xe = 2 * n / ((q - 1) * (q + d))    # the transverse W_xe bound at the solution
+        for lr_W in (50.0, 200.0, 500.0, xe):
+            esc, tgt = block_map(T, q, d, n, lr_W, s["lr_V"])
+            rows.append([n, lr_W, s["lr_V"], esc, tgt])
+            print(f"  n = d_e = {n:5d}: lr_W {lr_W:g}, lr_V {s['lr_V']:g} -> 50% of L(0) at "
+                  f"step {esc}, 2% at step {tgt}", flush=True)
     write_csv(os.path.join(args.out, "plateau.csv"),
-              ["n", "rule", "lr_or_cap", "over_eta_max", "steps_to_50pct", "steps_to_2pct"],
-              rows)
+              ["n", "lr_W", "lr_V", "steps_to_50pct", "steps_to_2pct"], rows)
 
 
 def figure(args, s):
@@ -321,18 +325,13 @@ def figure(args, s):
     for t in s["T_test"]:
         ax[0].semilogy(step, h[:, col[f"val/T={t}"]] / L0, lw=0.8, label=f"T_test = {t}")
     red = []
-    two_phase_steps(s["T"], s["q"], s["d"], s["d_e"], s["lr1"], s["lr2"],
-                    max_steps=int(step[-1]), losses=red)
+    block_map(s["T"], s["q"], s["d"], s["d_e"], s["lr_W"], s["lr_V"],
+              max_steps=int(step[-1]), losses=red)
     ax[0].semilogy(np.arange(len(red)), np.array(red) / L0, "k--", lw=1,
-                   label=f"reduced population map, lr {s['lr1']:g} -> {s['lr2']:g} at "
-                         f"{SWITCH:g} L(0)")
-    with open(os.path.join(args.out, "run.json")) as f:
-        sw = json.load(f)["switch_step"]
-    if sw is not None:
-        ax[0].axvline(sw, color="gray", lw=0.6, ls="--")
+                   label="reduced population map, same steps")
     ax[0].axhline(TARGET, color="gray", lw=0.6, ls=":")
     ax[0].set(xlabel="step", ylabel="loss / L(0)", title=f"training: slots, T = {s['T']}, "
-              f"d_e = {s['d_e']}, SGD lr {s['lr1']:g} then {s['lr2']:g}")
+              f"d_e = {s['d_e']}, SGD lr_W {s['lr_W']:g}, lr_V {s['lr_V']:g}")
     ax[0].legend(fontsize=7)
     Tt, m, se, pred = lg[:, 0], lg[:, 1], lg[:, 2], lg[:, 4]
     ax[1].errorbar(Tt, m / L0, yerr=2 * se / L0, fmt="o", capsize=3,
@@ -355,8 +354,9 @@ def main(argv=None):
     ap.add_argument("--result", default=os.path.join(REPO, "..", "long_result.npz"),
                     help="where the trained W, V are saved / read (npz)")
     ap.add_argument("--checkpoint", default=None, help="checkpoint file (resumable)")
-    ap.add_argument("--lr1", type=float, default=None, help="the step on the plateau")
-    ap.add_argument("--lr2", type=float, default=None, help="the step after the switch")
+    ap.add_argument("--lr-W", dest="lr_W", type=float, default=None, help="W's step")
+    ap.add_argument("--lr-V", dest="lr_V", type=float, default=None, help="V's step")
+    ap.add_argument("--eval-every", dest="eval_every", type=int, default=None)
     ap.add_argument("--steps", type=int, default=None)
     ap.add_argument("--T", type=int, default=None, help="another training length")
     ap.add_argument("--d-e", dest="d_e", type=int, default=None, help="another width")
