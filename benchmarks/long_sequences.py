@@ -45,6 +45,10 @@ Subcommands (each writes into ``--out``, default ``docs/figures/long``):
 * ``figure``: ``long.png`` from the CSV files (training curve with the reduced map's under
   the same steps; loss against T_test with the prediction).
 * ``all``: the four in order.
+* ``trace`` (not in ``all``): SGD's ``(a, γ)`` against the reduced map's, step by step, with
+  W's token rows held at 0 or free (``--free-x``): ``trace_<T>_<held|free>.csv`` — the
+  evidence for holding them (below). E.g. ``trace --T 200 --d-e 1600 --lr-W 5.5 --steps
+  3000 --eval-every 300 [--free-x]``.
 
 ``--quick``: T = 50, d_e = 400, T_test = 100, 200, 400 (a smoke test; written to ``--out``
 as well). ``--T``, ``--d-e``, ``--T-test``: other sizes (e.g. the T = 200 pilot).
@@ -326,6 +330,54 @@ def plateau(args, s):
               ["n", "lr_W", "lr_V", "steps_to_50pct", "steps_to_2pct"], rows)
 
 
+def trace(args, s):
+    """SGD (:class:`BlockSGD`, W's token rows held at 0 or not: ``--free-x``) and the
+    reduced block map side by side: every ``eval_every`` steps the SGD state's ``(a, γ)``
+    (as read by :func:`reduced_state`), the reduced loss at them, the mean training loss,
+    the s.d. of ``W_xe``, and the map's ``(a, γ, L)`` at the same step: ``trace_<T>_<held
+    or free>.csv`` (serial, no drawing ahead)."""
+    from stsim.core.config import Config
+    from stsim.core.problem import make_problem
+    from stsim.core.reduced import loss_grad_scalar, reduced_map
+    from stsim.core.seeds import Streams
+    T, q, d, n = s["T"], s["q"], s["d"], s["d_e"]
+    cfg = Config.from_options(**{k: s[k] for k in (
+        "T", "q", "d", "d_e", "batch", "pe", "sampler", "model", "query", "seed", "steps")},
+        lr=s["lr_V"], lr_decay="none", n_val=16)
+    streams = Streams(cfg.seed)
+    problem = make_problem(cfg, streams)
+    params, rng = problem.init_params(streams.init()), streams.train()
+    opt = BlockSGD({"W": s["lr_W"], "V": s["lr_V"]})
+    a_r = b_r = g_r = 0.0
+    L0, rows, acc = d / (2 * q), [], []
+    for t in range(cfg.steps + 1):
+        loss, grads = problem.loss_grad(params, rng)
+        acc.append(loss)
+        L_r = loss_grad_scalar(a_r, b_r, g_r, T, q, d)[0]
+        if t % s["eval_every"] == 0:
+            a, g = reduced_state(params["W"], params["V"], d)
+            rows.append([t, float(np.mean(acc)) / L0, a, g,
+                         loss_grad_scalar(a, 0.0, g, T, q, d)[0] / L0,
+                         float(params["W"][:d, d:].std()), a_r, g_r, L_r / L0])
+            print("  " + "  ".join(f"{h}={v:.4g}" for h, v in zip(TRACE_COLS, rows[-1])),
+                  flush=True)
+            acc = []
+        opt.step(params, grads)
+        if s["hold_x"]:
+            params["W"][:d, :] = 0.0
+        _, da, db, dg = loss_grad_scalar(a_r, b_r, g_r, T, q, d)
+        beta = (-db / n - da / n) / (n - 1)
+        a_r, b_r, g_r = a_r - s["lr_W"] * (da / n - beta), b_r + s["lr_W"] * beta, \
+            g_r - s["lr_V"] / d * dg
+    name = f"trace_{T}_{'held' if s['hold_x'] else 'free'}.csv"
+    write_csv(os.path.join(args.out, name), TRACE_COLS, rows)
+    print(f"wrote {name}")
+
+
+TRACE_COLS = ["step", "train_loss_over_L0", "a", "gamma", "reduced_loss_at_a_gamma_over_L0",
+              "W_xe_sd", "map_a", "map_gamma", "map_loss_over_L0"]
+
+
 def figure(args, s):
     import matplotlib
     matplotlib.use("Agg")
@@ -364,7 +416,7 @@ def figure(args, s):
 
 def main(argv=None):
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("what", choices=["train", "evaluate", "plateau", "figure", "all"])
+    ap.add_argument("what", choices=["train", "evaluate", "plateau", "figure", "all", "trace"])
     ap.add_argument("--out", default=os.path.join(REPO, "docs", "figures", "long"))
     ap.add_argument("--result", default=os.path.join(REPO, "..", "long_result.npz"),
                     help="where the trained W, V are saved / read (npz)")
@@ -383,6 +435,8 @@ def main(argv=None):
     os.makedirs(args.out, exist_ok=True)
     s = settings(args)
     print(f"settings: {s}", flush=True)
+    if args.what == "trace":
+        trace(args, s)
     for name, fn in (("train", train), ("evaluate", evaluate), ("plateau", plateau),
                      ("figure", figure)):
         if args.what in (name, "all"):
