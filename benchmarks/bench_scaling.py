@@ -80,9 +80,8 @@ def one(sampler, T, seconds):
     """One (sampler, T) in this process: prints a JSON line (marginal ms/step, the steps
     used, peak RSS, the memory estimate and its parts)."""
     n0 = 2
-    t0 = wall(sampler, T, n0)
-    t1 = wall(sampler, T, n0 + 3)
-    per = max((t1 - t0) / 3, 1e-4)
+    wall(sampler, T, n0)                          # warm-up
+    per = wall(sampler, T, n0 + 3) / (n0 + 3)     # an upper bound of the step (records incl.)
     n1 = n0
     n2 = max(n1 + 5, touch_steps(sampler, T), n1 + int(seconds / per))
     w1 = wall(sampler, T, n1)
@@ -149,7 +148,7 @@ def ratio(args):
     n = {T: None for T in (lo, hi)}
     for T in n:                                  # steps for ~args.seconds per measurement
         wall(sampler, T, 2)
-        per = max((wall(sampler, T, 5) - wall(sampler, T, 2)) / 3, 1e-4)
+        per = wall(sampler, T, 5) / 5            # an upper bound of the step
         n[T] = (2, max(7, 2 + int(args.seconds / per)))
     ms = {T: [] for T in n}
     for r in range(args.repeats):
