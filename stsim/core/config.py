@@ -181,7 +181,11 @@ class Config:
             if self.pe == "near-orthogonal":
                 out["near-orthogonal table"] = self.T_max * d_e * f8
             if draws:
-                out["batches drawn ahead (x3)"] = 3 * nb * T * per_tok * f8
+                # the prefetch queue holds 2 and a third waits when drawing is the faster
+                # part (index encodings); a dense per-sample draw (B·T·d_e normals) is the
+                # slower part, so only the batch being drawn is alive besides the one in use
+                ahead = 1 if dense and per_sample else 3
+                out[f"batches drawn ahead (x{ahead})"] = ahead * nb * T * per_tok * f8
                 if not dense and per_sample:      # slots: keys, their partition, a mask
                     # (d_e keys per row, or about 1.3 T when d_e >= 4T: encodings.
                     # _sparse_subsets); an upper bound of both
