@@ -27,7 +27,9 @@ ratios of the table's rows.
 Parts (``--parts 200,3200``): the step's parts in a direct loop in one process — drawing
 the batch (tokens, subset, encodings), forward + backward, the optimiser update
 (``--optimizer sgd|adam``) — as medians over ``--steps`` steps, serially (no drawing
-ahead), BLAS on one thread.
+ahead), BLAS on one thread. For the sphere encodings a last column, ``normals``, times
+``rng.standard_normal`` filling a preallocated (B, T, d_e) array on one thread: the B·T·d_e
+normal draws that a fresh dense encoding per sample cannot avoid (the floor of the step).
 """
 import argparse
 import json
@@ -173,7 +175,9 @@ def parts(args):
     sampler = args.samplers[0]
     print(f"parts of a {sampler} {args.optimizer} step, direct loop, serial, BLAS on one "
           f"thread; median of {args.steps} steps; load average {os.getloadavg()[0]:.2f}")
-    print(f"  {'T':>5s} {'d_e':>6s} {'draw':>8s} {'fwd+bwd':>8s} {'update':>8s} {'total':>8s}  ms")
+    floor = sampler == "sphere"
+    print(f"  {'T':>5s} {'d_e':>6s} {'draw':>8s} {'fwd+bwd':>8s} {'update':>8s} {'total':>8s}"
+          + (f" {'normals':>8s} {'total/normals':>13s}" if floor else "") + "  ms")
     for T in (int(t) for t in args.parts.split(",")):
         cfg = config(sampler, T, 10)
         prob = make_problem(cfg)
@@ -193,8 +197,18 @@ def parts(args):
                 if i >= 2:
                     t.append((t1 - t0, t2 - t1, t3 - t2))
         m = 1e3 * np.median(np.array(t), axis=0)
-        print(f"  {T:5d} {cfg.d_e:6d} {m[0]:8.2f} {m[1]:8.2f} {m[2]:8.2f} {m.sum():8.2f}",
-              flush=True)
+        line = f"  {T:5d} {cfg.d_e:6d} {m[0]:8.2f} {m[1]:8.2f} {m[2]:8.2f} {m.sum():8.2f}"
+        if floor:                     # the B·T·d_e normals alone, one generator, one thread
+            buf = np.empty((SIZES["batch"], T, cfg.d_e))
+            tn = []
+            for i in range(args.steps + 2):
+                t0 = time.perf_counter()
+                rng.standard_normal(out=buf)
+                if i >= 2:
+                    tn.append(time.perf_counter() - t0)
+            fn = 1e3 * np.median(tn)
+            line += f" {fn:8.2f} {m.sum() / fn:13.2f}"
+        print(line, flush=True)
 
 
 def main(argv=None):
