@@ -388,3 +388,16 @@ def test_a_registered_copy_of_onehot_is_checked_like_onehot(monkeypatch):
     b = check_theorem(12, 2, 3, 1 / 180, 0.009, pe="onehot", **kw)
     assert a.passed and a.settings["fixed"] and a.t_eps == b.t_eps
     assert [c["value"] for c in a.checks] == [c["value"] for c in b.checks]
+
+
+def test_block_gradients_skipped_where_the_monte_carlo_is_not_calibrated():
+    """At T = 1000 a W_ee entry is reached by ~1 sample per batch of 500: the batch means
+    are not Gaussian (measured there: on-set z 8.19 against k = 8.44, power 5.6 < 2k), so
+    the step is skipped with the number of samples that would do; here forced small."""
+    rep = check_theorem(12, 2, 3, 1 / 180, 0.009, full_steps=0, grad_samples=400)
+    bg = rep.block_gradients
+    assert not bg["ran"] and "grad_samples >= 2400" in bg["reason"]
+    assert "skipped (Monte-Carlo not calibrated" in rep.format()
+    assert not any(c["name"].startswith("Monte-Carlo power") for c in rep.checks)
+    assert check_theorem(12, 2, 3, 1 / 180, 0.009, full_steps=0,
+                         grad_samples=2400).block_gradients["ran"]

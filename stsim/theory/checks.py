@@ -39,10 +39,11 @@ import numpy as np
 from stsim.core.encodings import is_dense, make_encoding, resolve_encoding
 from stsim.core.model import QUERIES
 from stsim.theory import ood as ood_mod
-from stsim.theory.budget import check_cost, estimate_cost, plateau_steps, step_budget
+from stsim.theory.budget import (N_BATCHES, check_cost, estimate_cost, plateau_steps,
+                                 step_budget)
 from stsim.theory.conditions import theorem1_conditions, theorem2_conditions
-from stsim.theory.embedded import block_gradients, embed_reduced, mc_ood
-from stsim.theory.reduced import ood_floor_onehot, query_coef, reduced_gd_scalar, step_divisor
+from stsim.theory.embedded import block_gradients, embed_reduced
+from stsim.theory.reduced import query_coef, reduced_gd_scalar, step_divisor
 from stsim.theory.report import TheoremReport, make_check
 from stsim.util.validate import check_choice, check_int, check_lr, check_real, int_tuple
 
@@ -171,6 +172,8 @@ def _cost(s, *, full_steps, max_full_work, n_mc, grad_points, grad_samples, max_
         count = s.enc.n_configurations(s.T, s.q) or 0
         if count <= 10 ** 6 and count * s.T * s.q * n_fs <= max_full_work:
             units = float(count) * s.T
+    if _gradient_samples_short(s, grad_samples):
+        grad_points = 0
     est = estimate_cost(T=s.T, q=s.q, d=s.d, d_e_train=s.enc.d_e, d_e_test=s.enc_test.d_e,
                         steps=s.steps, steps_small=s.budget(s.eps / 8.0), T_test=s.T_test,
                         n_mc=n_mc, full_units=units, full_steps=n_fs, grad_points=grad_points,
@@ -322,9 +325,31 @@ def _states_at(s, tr, points) -> list:
     return out
 
 
+MIN_TOUCHES = 10      # samples per batch that reach a W_ee entry, for the t-test to hold
+
+
+def _gradient_samples_short(s, grad_samples):
+    """``None``, or why ``grad_samples`` cannot test the block gradients: a ``W_ee`` entry
+    ``(i, j)`` moves only in samples whose query covers slot ``j`` and whose tokens cover
+    slot ``i`` (probability ``q T/n²``), so a batch of ``B = grad_samples/40`` touches it
+    ``B q T/n²`` times on average; below ``MIN_TOUCHES`` the batch means are far from
+    Gaussian and the Student-t bound of :func:`block_gradients` does not hold."""
+    B = max(1, grad_samples // N_BATCHES)
+    touches = B * s.q * s.T / float(s.n) ** 2
+    if touches >= MIN_TOUCHES:
+        return None
+    need = math.ceil(MIN_TOUCHES * N_BATCHES * s.n ** 2 / (s.q * s.T))
+    return (f"Monte-Carlo not calibrated at this size: a W_ee entry is reached by B q T/n^2 = "
+            f"{touches:.3g} samples per batch (< {MIN_TOUCHES}), so the batch means are far from "
+            f"Gaussian; grad_samples >= {need} would do (or grad_points = 0)")
+
+
 def _block_gradient_checks(s, tr, t_eps, grad_points, grad_samples, checks) -> dict:
     if grad_points == 0:
         return {"ran": False}
+    short = _gradient_samples_short(s, grad_samples)
+    if short:
+        return {"ran": False, "reason": short}
     # geometric from step 1 to t_eps: the start, the plateau, the escape, the descent
     horizon = min(s.steps, t_eps or s.steps)
     pts = sorted({max(1, round(horizon ** (i / max(1, grad_points - 1))))
@@ -353,36 +378,6 @@ def _block_gradient_checks(s, tr, t_eps, grad_points, grad_samples, checks) -> d
         f">= 2k = {2 * bg['k']:.3g} (an off-set gradient of the live size would be "
         "detected)", bg["live_over_se"] >= 2 * bg["k"]))
     return bg
-
-
-# ---- step 5: out-of-distribution length (Theorem 3) --------------------------------------
-def _ood(s, final, states, tr_s, n_mc, checks) -> list:
-    """Closed form beside Monte-Carlo at the final state, then the encoding's
-    length-generalisation statement (:mod:`stsim.theory.ood`) at t_ε and t_{ε/8}."""
-    if not s.T_test or not all(math.isfinite(v) for v in final):
-        return []
-    rng = np.random.default_rng(np.random.SeedSequence(s.seed))
-    rows = []
-    for Tt in s.T_test:
-        closed = float(ood_mod.ood_closed_form(s.enc, final[0], final[1], s.T, Tt, s.q, s.d,
-                                               query=s.query))
-        mc, se = mc_ood(final[0], final[1], s.n, s.enc_test, Tt, s.q, s.d, n_mc, rng, s.query)
-        rows.append({"T_test": Tt, "closed_form": closed, "mc": mc, "mc_se": se, "floor":
-                     ood_floor_onehot(s.T, Tt, s.q, s.d) if s.enc.fixed else None})
-        checks.append(_check(f"OOD T_test={Tt}: closed form = Monte-Carlo",
-                             f"|{closed:.4g} - {mc:.4g}| = "
-                             f"{abs(closed - mc) / max(se, 1e-300):.2f} s.e.",
-                             "<= 4 s.e.", abs(closed - mc) <= 4 * se))
-    args = (s.T, s.T_test, s.q, s.d)
-    if ood_mod.ood_statement(s.enc) == "ood_to_zero":
-        check, extra = ood_mod.check_ood_to_zero(s.enc, states, *args, query=s.query)
-    else:
-        traj = (tr_s.a[0], tr_s.gamma[0]) if tr_s is not None else None
-        check, extra = ood_mod.check_fixed_ood_floor(s.enc, states, traj, *args, query=s.query)
-    checks.append(check)
-    for row, more in zip(rows, extra):
-        row.update({k: v for k, v in more.items() if k not in ("T_test", "passed", "floor")})
-    return rows
 
 
 def check_theorem(T, q, d, lr, eps, *, pe="onehot", d_e=None, query="sum", max_steps=None,
@@ -461,7 +456,7 @@ def check_theorem(T, q, d, lr, eps, *, pe="onehot", d_e=None, query="sum", max_s
     bg = _block_gradient_checks(s, tr, t_eps, grad_points, grad_samples, checks)
     L = tr.loss[0]
     final = (float(tr.a[0, -1]), float(tr.gamma[0, -1]))
-    ood = _ood(s, final, [state_eps, state_s], tr_s, n_mc, checks)
+    ood = ood_mod.length_step(s, final, [state_eps, state_s], tr_s, n_mc, checks)
 
     notes = ["the theorems' iteration bounds and constants are not in the project's sources; "
              "t_eps and the 1/L slope are compared with the asymptotic rate law of SPEC §4, "

@@ -47,11 +47,12 @@ import numpy as np
 from scipy.optimize import minimize_scalar
 from scipy.stats import hypergeom
 
+from stsim.theory.embedded import mc_ood
 from stsim.theory.reduced import ood_floor_onehot, ood_loss_onehot, query_coef, reduced_loss
 from stsim.theory.report import make_check
 
 __all__ = ["ood_statement", "ood_closed_form", "ood_ratio_law", "ood_ratio_limit",
-           "ood_min_onehot", "check_ood_to_zero", "check_fixed_ood_floor"]
+           "ood_min_onehot", "check_ood_to_zero", "check_fixed_ood_floor", "length_step"]
 
 LAG_SHRINK = 4.0      # required shrink of the deviation from R*(ξ), eps -> eps/8 (1/t: ~8)
 ROUNDING = 1e-9       # relative rounding allowance of the floor comparison
@@ -224,3 +225,35 @@ def check_fixed_ood_floor(enc, states, traj, T, T_test, q, d, *, query="sum"):
            "(a >= 0, every gamma: no state can go below F) >= F (1 - 1e-9), while ID(t_eps/8) "
            "< F (ID went to 0 past the floor)")
     return make_check(name, "; ".join(texts), tol, ok, data=rows), rows
+
+
+def length_step(s, final, states, tr_s, n_mc, checks) -> list:
+    """The OOD step of :func:`~stsim.theory.checks.check_theorem` (``s``: its settings):
+    the closed form beside Monte-Carlo (:func:`~stsim.theory.embedded.mc_ood`) at the
+    ``final`` state ``(a, γ)``, then the encoding's length-generalisation statement at the
+    ``states`` of t_ε and t_{ε/8} (``tr_s``: the run to the ε/8 budget). Appends its checks
+    to ``checks``; returns one row per ``T_test``."""
+    if not s.T_test or not all(math.isfinite(v) for v in final):
+        return []
+    rng = np.random.default_rng(np.random.SeedSequence(s.seed))
+    rows = []
+    for Tt in s.T_test:
+        closed = float(ood_closed_form(s.enc, final[0], final[1], s.T, Tt, s.q, s.d,
+                                               query=s.query))
+        mc, se = mc_ood(final[0], final[1], s.n, s.enc_test, Tt, s.q, s.d, n_mc, rng, s.query)
+        rows.append({"T_test": Tt, "closed_form": closed, "mc": mc, "mc_se": se, "floor":
+                     ood_floor_onehot(s.T, Tt, s.q, s.d) if s.enc.fixed else None})
+        checks.append(make_check(f"OOD T_test={Tt}: closed form = Monte-Carlo",
+                             f"|{closed:.4g} - {mc:.4g}| = "
+                             f"{abs(closed - mc) / max(se, 1e-300):.2f} s.e.",
+                             "<= 4 s.e.", abs(closed - mc) <= 4 * se))
+    args = (s.T, s.T_test, s.q, s.d)
+    if ood_statement(s.enc) == "ood_to_zero":
+        check, extra = check_ood_to_zero(s.enc, states, *args, query=s.query)
+    else:
+        traj = (tr_s.a[0], tr_s.gamma[0]) if tr_s is not None else None
+        check, extra = check_fixed_ood_floor(s.enc, states, traj, *args, query=s.query)
+    checks.append(check)
+    for row, more in zip(rows, extra):
+        row.update({k: v for k, v in more.items() if k not in ("T_test", "passed", "floor")})
+    return rows

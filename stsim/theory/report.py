@@ -124,6 +124,8 @@ class TheoremReport:
                        f"max |z| of W_xe, V_e (off-set) = {bg['max_z_offset']:.3g};  "
                        f"max |z| of W_ee, V_x - exact = {bg['max_z_onset']:.3g};  "
                        f"live gradient / s.e. = {bg['live_over_se']:.3g}")
+        elif bg.get("reason"):
+            out.append(f"Population gradient of every block: skipped ({bg['reason']})")
         out.append("Checks (each with its tolerance):")
         for c in self.checks:
             out.append(f"  [{'pass' if c['passed'] else 'FAIL'}] {c['name']}: {c['value']}   "
