@@ -16,7 +16,8 @@ from stsim.cli.common import int_tuple
 
 __all__ = ["add_arguments", "main"]
 
-EPILOG = ("examples: stsim theory --T-test 16,24\n"
+EPILOG = ("examples: stsim theory --T-test 16,24                  # fixed PE: OOD stays >= F\n"
+          "          stsim theory --pe stochastic --T-test 16,24   # stochastic: OOD -> 0\n"
           "          stsim theory --pe stochastic --T-test 12     # Theorem 2, T=9, d_e=12\n"
           "          stsim theory --T 20 --q 3 --d 5 --json\n"
           "          stsim theory --figures runs/theory        # the figures of docs/theory.md")
@@ -39,8 +40,9 @@ def add_arguments(p) -> None:
                         "the law is really stochastic, small enough to enumerate)")
     p.add_argument("--query", default="sum", help="sum | mean (default: sum)")
     p.add_argument("--T_test", "--T-test", dest="T_test", type=int_tuple, default=(),
-                   metavar="LIST", help="comma-separated OOD lengths > T, e.g. 16,24 "
-                   "(default: none)")
+                   metavar="LIST", help="comma-separated OOD lengths > T, e.g. 16,24; checks the "
+                   "length-generalisation statement of the encoding (ood_to_zero or "
+                   "fixed_ood_floor) there (default: none)")
     p.add_argument("--max_steps", "--max-steps", dest="max_steps", type=int, default=None,
                    help="reduced GD steps (default: 2x the predicted t_eps)")
     p.add_argument("--full_steps", "--full-steps", dest="full_steps", type=int, default=2000,

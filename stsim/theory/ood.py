@@ -212,12 +212,13 @@ def check_fixed_ood_floor(enc, states, traj, T, T_test, q, d, *, query="sum"):
         ood = np.asarray(ood_closed_form(enc, traj[0], traj[1], T, Tt, q, d, query=query))
         low = float(np.min(ood))
         ood8 = float(ood_closed_form(enc, a8, g8, T, Tt, q, d, query=query))
-        this = bool(low >= F * (1.0 - ROUNDING) and id8 < F)
+        above = low >= F * (1.0 - ROUNDING)
+        this = bool(above and id8 < F)
         ok = ok and this
-        rows.append({"T_test": Tt, "floor_inf": F, "theta_at_floor": theta, "min_ood": low,
+        rows.append({"T_test": Tt, "floor_inf": F, "min_ood": low,
+                     "theta_at_floor": theta if math.isfinite(theta) else None,   # None: a -> inf
                      "ood_eps8": ood8, "id_eps8": id8, "floor": ood_floor_onehot(T, Tt, q, d),
                      "n_states": int(ood.size), "passed": this})
-        above = low >= F * (1.0 - ROUNDING)
         texts.append(f"T_test={Tt}: min OOD {low:.5g} {'>=' if above else '<'} F {F:.5g} "
                      f"(x{low / F:.5g}); ID(eps/8) {id8:.3g} {'<' if id8 < F else '>='} F; "
                      f"OOD(eps/8) {ood8:.4g}, limit {rows[-1]['floor']:.4g}")

@@ -110,7 +110,8 @@ class TheoremReport:
             out.append("Out-of-distribution length (final state; MC = mean ± s.e. of the "
                        "trained model on fresh samples):")
             for r in self.ood:
-                extra = f"  floor(a->inf) = {r['floor']:.5g}" if r.get("floor") is not None else ""
+                extra = (f"  limit a->inf = {r['floor']:.5g} (from below)" if r.get("floor") is not None
+                         else "")
                 out.append(f"  T_test={r['T_test']:5d}  closed form = {r['closed_form']:.5g}   "
                            f"MC = {r['mc']:.5g} ± {r['mc_se']:.2g}{extra}")
         out.extend(_length_lines(self.ood))
