@@ -19,7 +19,7 @@ import os
 
 __all__ = ["plateau_steps", "step_budget", "estimate_cost", "check_cost", "memory_limit"]
 
-SECONDS_PER_REDUCED_STEP = 6.0e-7   # reduced_gd_scalar: 0.35–0.8 µs measured
+SECONDS_PER_REDUCED_STEP = 1.0e-6   # reduced_gd_scalar: 0.35–0.8 µs here, ~1.7x on main (core/reduced)
 SECONDS_PER_ENUM_UNIT = 5.0e-8      # full-matrix population GD, per configuration·T·q·step
 SECONDS_PER_FULL_STEP = 5.0e-4      # ... and its overhead per step
 SECONDS_PER_SAMPLE_ENTRY = 2.0e-7   # forward(+backward) per sample and token / width entry
