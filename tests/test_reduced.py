@@ -194,7 +194,7 @@ def test_onehot_ood_loss_is_finite_for_any_logit_size():
     from stsim.theory.reduced import ood_floor_onehot, ood_loss_onehot
     big = ood_loss_onehot(np.array([800.0, 5000.0]), 1.0, 200, 250, 3, 5)
     np.testing.assert_allclose(big, ood_floor_onehot(200, 250, 3, 5), rtol=1e-12)
-    assert float(ood_loss_onehot(-900.0, 1.0, 200, 250, 3, 5)) < 5 / 6   # finite, < L(0)-ish
+    assert np.isfinite(ood_loss_onehot(-900.0, 1.0, 200, 250, 3, 5))
     np.testing.assert_allclose(ood_loss_onehot(np.array([1.0, 2.0]), np.array([0.5, 1.0]),
                                                20, 30, 3, 5), [0.70088592, 0.42823729],
                                rtol=1e-7)
