@@ -14,7 +14,7 @@ from stsim.util.io import write_json
 from stsim.util.stats import compare_growth
 
 __all__ = ["rng_of", "plt_savefig", "as_list", "array_text", "text_array", "raw_table",
-           "design_results", "fit_law", "load_run_record", "update_run_record",
+           "design_results", "design_rows", "fit_law", "load_run_record", "update_run_record",
            "check_settings"]
 
 
@@ -62,6 +62,12 @@ def design_results(out, name, points):
             return None
         got.append(rec["result"])
     return got
+
+
+def design_rows(points, results, cols) -> list:
+    """The output rows of a part: per design point, each column from the point's settings
+    when it is one, else from its result."""
+    return [{c: p[c] if c in p else r[c] for c in cols} for p, r in zip(points, results)]
 
 
 def fit_law(x, y) -> dict | None:

@@ -12,8 +12,8 @@ import numpy as np
 
 from stsim.core.task import sample_subsets
 from stsim.studies.expressivity import qsa
-from stsim.studies.expressivity.common import (array_text, check_settings, plt_savefig, rng_of,
-                                               text_array)
+from stsim.studies.expressivity.common import (array_text, check_settings, design_rows,
+                                               plt_savefig, rng_of, text_array)
 from stsim.util.io import write_csv, write_json
 from stsim.util.stats import fit_linear
 
@@ -104,10 +104,9 @@ def describe(point, result) -> str:
 def analyse(cfg, seed, design_points, results) -> dict:
     """The rows of ``curves.csv``, the error-vs-λ curves and the slopes of the sum-query
     floor (JSON-ready)."""
-    rows, lam_curves = [], []
+    rows = design_rows(design_points[NAME], results[NAME], COLS)
+    lam_curves = []
     for p, r in zip(design_points[NAME], results[NAME]):
-        rows.append(dict(zip(COLS, [p["family"], p["q"], p["query"], p["m"]]
-                             + [r[c] for c in COLS[4:]])))
         if p["lam_curve"]:
             lam_curves.append({"q": p["q"], "query": p["query"],
                                "worst": text_array(r["curve_worst"]).tolist(),

@@ -15,8 +15,8 @@ import time
 import numpy as np
 
 from stsim.studies.expressivity import patterns as pt
-from stsim.studies.expressivity.common import (as_list, check_settings, fit_law, plt_savefig,
-                                               rng_of)
+from stsim.studies.expressivity.common import (as_list, check_settings, design_rows, fit_law,
+                                               plt_savefig, rng_of)
 from stsim.studies.expressivity.parts.patterns import search_pattern_dim
 from stsim.util.io import write_csv, write_json
 
@@ -97,12 +97,8 @@ def describe(point, result) -> str:
 
 def analyse(cfg, seed, design_points, results) -> dict:
     """The rows of ``jl.csv`` and ``jl_ratio.csv`` and the fits (JSON-ready)."""
-    rows = [dict(L=p["L"], k=p["k"], tau=r["tau"], d_star=r["d_star"], probes=r["probes"],
-                 seconds=r["seconds"], d_star_exact_scheme=r["d_star_exact_scheme"],
-                 rep=p["rep"]) for p, r in zip(design_points["jl"], results["jl"])]
-    rrows = [dict(tol=p["tol"], L=p["L"], k=p["k"], tau=r["tau"], d_star=r["d_star"],
-                  probes=r["probes"], seconds=r["seconds"], rep=p["rep"])
-             for p, r in zip(design_points["jl_ratio"], results["jl_ratio"])]
+    rows = design_rows(design_points["jl"], results["jl"], COLS)
+    rrows = design_rows(design_points["jl_ratio"], results["jl_ratio"], RATIO_COLS)
     return {"rows": rows, "ratio_rows": rrows, "fits": fit_jl(rows, rrows, cfg)}
 
 

@@ -15,8 +15,8 @@ import time
 import numpy as np
 
 from stsim.studies.expressivity import patterns as pt
-from stsim.studies.expressivity.common import (as_list, check_settings, fit_law, plt_savefig,
-                                               rng_of)
+from stsim.studies.expressivity.common import (as_list, check_settings, design_rows, fit_law,
+                                               plt_savefig, rng_of)
 from stsim.util.io import write_csv, write_json
 from stsim.util.stats import smallest_passing
 
@@ -97,9 +97,7 @@ def describe(point, result) -> str:
 
 def analyse(cfg, seed, design_points, results) -> dict:
     """The rows of ``patterns.csv`` and the fits (JSON-ready)."""
-    rows = [dict(zip(COLS, [p["target"], p["k"], r["k_actual"], p["L"], r["d_star"],
-                            r["probes"], r["seconds"], p["rep"]]))
-            for p, r in zip(design_points[NAME], results[NAME])]
+    rows = design_rows(design_points[NAME], results[NAME], COLS)
     return {"rows": rows, "fits": fit_patterns(rows, cfg)}
 
 

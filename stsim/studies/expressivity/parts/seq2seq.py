@@ -12,8 +12,8 @@ import numpy as np
 
 from stsim.core.task import sample_subsets
 from stsim.studies.expressivity import qsa
-from stsim.studies.expressivity.common import (array_text, check_settings, plt_savefig, rng_of,
-                                               text_array)
+from stsim.studies.expressivity.common import (array_text, check_settings, design_rows,
+                                               plt_savefig, rng_of, text_array)
 from stsim.util.io import write_csv, write_json
 
 __all__ = ["NAME", "COLS", "check", "design", "seq2seq_point", "describe", "analyse", "write",
@@ -67,8 +67,7 @@ def describe(point, result) -> str:
 
 def analyse(cfg, seed, design_points, results) -> dict:
     """The rows of ``seq2seq.csv`` and ``m*`` on the grid (JSON-ready)."""
-    rows = [dict(zip(COLS, [p["N"], p["m"], p["query"]] + [r[c] for c in COLS[3:]]))
-            for p, r in zip(design_points[NAME], results[NAME])]
+    rows = design_rows(design_points[NAME], results[NAME], COLS)
     return {"rows": rows, "m_star_on_grid": seq2seq_mstar(rows, cfg)}
 
 

@@ -14,8 +14,9 @@ import time
 import numpy as np
 
 from stsim.studies.expressivity import qsa
-from stsim.studies.expressivity.common import (array_text, as_list, check_settings, fit_law,
-                                               plt_savefig, text_array)
+from stsim.studies.expressivity.common import (array_text, as_list, check_settings,
+                                               design_rows, fit_law, plt_savefig,
+                                               text_array)
 from stsim.studies.expressivity.parts.curves import qsa_point
 from stsim.util.io import write_csv, write_json
 from stsim.util.stats import smallest_passing
@@ -114,9 +115,7 @@ def describe(point, result) -> str:
 
 def analyse(cfg, seed, design_points, results) -> dict:
     """The rows of ``width.csv`` and the fits (JSON-ready)."""
-    rows = [dict(zip(COLS, [p["family"], p["query"], p["q"], p["N"], p["eps"], r["m_star"],
-                            r["probes"], r["seconds"], p["rep"]]))
-            for p, r in zip(design_points[NAME], results[NAME])]
+    rows = design_rows(design_points[NAME], results[NAME], COLS)
     return {"rows": rows, "fits": fit_width(rows, cfg)}
 
 
