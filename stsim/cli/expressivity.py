@@ -13,8 +13,7 @@ EPILOG = ("every part sweeps its points into raw/<table>.csv (resumable; --worke
           "          stsim expressivity --full --only width,patterns --out DIR\n"
           "          stsim expressivity --full --out DIR --analyse-only")
 
-HELP = {"seed": "root seed of every part", "only": "comma-separated subset of the parts "
-        "curves,width,seq2seq,trained,patterns,jl"}
+HELP = {"seed": "root seed of every part", "only": "the parts to run, a comma list"}
 
 
 def add_arguments(p) -> None:
