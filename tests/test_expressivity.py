@@ -336,3 +336,20 @@ def test_jl_ratio_width_scales_as_inverse_tolerance_squared():
 def test_docstring_examples():
     import doctest
     assert doctest.testmod(qsa).failed == 0 and doctest.testmod(pt).failed == 0
+
+
+def test_the_study_follows_the_contract():
+    from stsim.studies import expressivity
+    from stsim.studies.contract import check_study, resolve_config
+    check_study(expressivity)
+    for mode in ("quick", "full"):
+        cfg = resolve_config(expressivity, mode)
+        assert cfg["only"] == E.PARTS and cfg["seed"] == 0
+    cfg = resolve_config(expressivity, "quick", {"only": ["width", "jl"], "width.eps": "0.05"})
+    assert cfg["only"] == ("width", "jl") and cfg["width"]["eps"] == 0.05
+    for bad, words in (({"only": ["width", "nope"]}, "only must name parts"),
+                       ({"width.eps": "1.5"}, r"width.eps must be a number in \(0, 1\)"),
+                       ({"patterns.targets": "['random', 'diag']"}, "patterns.targets"),
+                       ({"seed": "-1"}, "seed must be")):
+        with pytest.raises(ValueError, match=words):
+            resolve_config(expressivity, "quick", bad)

@@ -236,3 +236,14 @@ def test_cli_errors(tmp_path, capsys):
                      "--out", str(tmp_path / "y")]) == 2
     assert cli.main(["separation", "--quick", "--target", "1.5",
                      "--out", str(tmp_path / "z")]) == 2
+
+
+def test_the_study_follows_the_contract():
+    from stsim.studies import separation
+    from stsim.studies.contract import check_study, resolve_config
+    check_study(separation)
+    for mode in ("quick", "full"):
+        cfg = resolve_config(separation, mode)
+        assert cfg["_meta"] == {"mode": mode} and cfg["target"] in cfg["targets"]
+    with pytest.raises(ValueError, match="lr must be"):        # every rate, before any work
+        resolve_config(separation, "quick", {"lrs": "[0.01, -1]"})

@@ -333,3 +333,17 @@ def test_rerun_computes_nothing_and_analyse_only_reproduces_every_output(tmp_pat
     assert {f: open(os.path.join(out, f), "rb").read() for f in files} == before
     assert len(open(journal).readlines()) == n
     assert os.path.getsize(os.path.join(out, "sparse_mstar.png")) > 0
+
+
+def test_the_study_follows_the_contract():
+    from stsim.studies import sparse as study
+    from stsim.studies.contract import check_study, resolve_config
+    check_study(study)
+    for mode in ("quick", "full"):
+        cfg = resolve_config(study, mode)
+        assert cfg["_meta"] == {"mode": mode} and cfg["restarts"] == 1
+        # the optional settings at their defaults leave the published config as before
+        from stsim.studies.sparse.design import published_config
+        assert set(published_config(cfg)) == set(sparse.QUICK)
+    with pytest.raises(ValueError, match="table is only used"):
+        resolve_config(study, "quick", {"table": "01101001"})
