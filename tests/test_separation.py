@@ -9,13 +9,26 @@ import pytest
 
 from stsim import cli
 from stsim.cli import main as cli_main
-from stsim.studies.separation.study import (cells, fcn_params, tf_params, train_point,
-                                            width_grid, FULL, QUICK)
+from stsim.baselines.fcn import fcn_param_count
+from stsim.studies.separation.study import (cells, tf_params, train_point, width_grid, FULL,
+                                            QUICK)
 from stsim.sweep import read_table
 from stsim.theory.family import (best_family_loss, family_loss_at, family_rel, family_search,
                                  sample_scores, sample_scores_dense)
-from stsim.util.stats import (bootstrap_threshold, compare_growth_laws, fit_growth_law,
-                              threshold_width)
+from stsim.util.stats import bootstrap_threshold, compare_growth, fit_growth_law, threshold_width
+
+
+def _boot(ws, v, target, **kw):
+    """The separation study's smallest width with its paired bootstrap over seeds."""
+    from stsim.studies.separation.analysis import _width_interval
+    return _width_interval(ws, np.asarray(v, float), target, kw.get("n_boot", 2000),
+                           kw.get("rng", 0))
+
+
+def compare_growth_laws(T, w, censored=None):
+    """The separation study's comparison (relative weights, >= 5 points)."""
+    return compare_growth(T, w, censored=censored, min_points=5, weights="relative")
+
 
 def test_width_grid():
     assert width_grid(16) == [1, 2, 3, 4, 6, 8, 11, 16]
@@ -44,15 +57,17 @@ def test_threshold_width_rules():
 def test_bootstrap_threshold_interval_and_censoring():
     ws = [4, 8, 16, 32]
     v = np.array([[0.9, 0.8, 0.7], [0.3, 0.2, 0.5], [0.1, 0.2, 0.3], [0.1, 0.1, 0.1]])
-    b = bootstrap_threshold(ws, v, 0.25, n_boot=500, rng=1)
+    b = _boot(ws, v, 0.25, n_boot=500, rng=1)
     assert b["width"] == 16 and not b["censored"]
     assert b["lo"] == 8 and b["hi"] == 32          # seeds straddle the target at 8 and 16
-    b = bootstrap_threshold(ws, np.full((4, 3), 0.1), 0.25, n_boot=100)
+    b = _boot(ws, np.full((4, 3), 0.1), 0.25, n_boot=100)
     assert b["width"] == 4 and b["lower_censored"] and b["lo"] == b["hi"] == 4
-    b = bootstrap_threshold(ws, np.full((4, 3), 0.9), 0.25, n_boot=100)
+    b = _boot(ws, np.full((4, 3), 0.9), 0.25, n_boot=100)
     assert b["censored"] and b["width"] is None and b["hi"] is None and b["frac_censored"] == 1
     with pytest.raises(ValueError, match="shape"):
-        bootstrap_threshold(ws, np.ones((3, 3)), 0.25)
+        _boot(ws, np.ones((3, 3)), 0.25)
+    with pytest.raises(ValueError, match="shape"):
+        bootstrap_threshold(lambda V: threshold_width(ws, V, 0.25)[0], np.ones(4))
 
 
 @pytest.mark.parametrize("law", ["log", "linear", "power"])
@@ -61,7 +76,7 @@ def test_fit_growth_law_recovers_each_law_and_ranks_it_first(law):
     true = {"log": 6 * np.log2(T) + 3, "linear": 2 * T + 5, "power": 3 * T ** 0.4}[law]
     rng = np.random.default_rng(0)
     w = true * np.exp(0.01 * rng.standard_normal(len(T)))
-    f = fit_growth_law(T, w, law)
+    f = fit_growth_law(T, w, law, weights="relative")
     a_true = {"log": 6, "linear": 2, "power": 0.4}[law]
     assert f["a_ci"][0] < a_true < f["a_ci"][1]
     assert f["rms_log2"] < 0.03 and len(f["residuals_log2"]) == len(T)
@@ -144,7 +159,7 @@ def test_train_point_budgets_equal_shorter_runs():
 def test_parameter_counts_match_the_models():
     import stsim
     r = stsim.run(T=8, q=3, d=2, arch="fcn", width=5, steps=1, batch=4, n_val=4)
-    assert fcn_params(8, 2, 5) == r.info["n_params"] == sum(v.size for v in r.params.values())
+    assert fcn_param_count(8, 2, 5) == r.info["n_params"] == sum(v.size for v in r.params.values())
     r = stsim.run(T=8, q=3, d=2, pe="stochastic", sampler="sphere", d_e=6, steps=1, batch=4,
                   n_val=4, optimizer="adam", lr=1e-3)
     assert tf_params(2, 6) == sum(np.asarray(v).size for v in r.params.values())
@@ -194,21 +209,41 @@ def test_quick_study_end_to_end(tmp_path):
         assert {p["lr"] for p in rep if (p["arch"], p["T"], p["width"], p["budget"]) == key} \
             >= {best}
     # resumable: the same command again trains nothing
-    n = len(open(os.path.join(out, "runs.csv.journal.jsonl")).readlines())
+    journals = [os.path.join(out, "raw", f"{t}.csv.journal.jsonl")
+                for t in ("family", "family_cells", "tune", "runs")]
+    n = [len(open(j).readlines()) for j in journals]
     assert cli_main(["separation", "--quick", "--workers", "1", "--out", out, "--quiet"]) == 0
-    assert len(open(os.path.join(out, "runs.csv.journal.jsonl")).readlines()) == n
+    assert [len(open(j).readlines()) for j in journals] == n
     assert json.load(open(os.path.join(out, "summary.json")))["widths"] == summary["widths"]
-    # analyse-only reproduces the files from the tables
+    # analyse-only reproduces every output file from the raw tables, byte for byte
+    files = ("points.csv", "fits.json", "summary.json", "report.md")
+    before = {f: open(os.path.join(out, f), "rb").read() for f in files}
+    for f in files + ("separation.png", "agreement.png"):
+        os.remove(os.path.join(out, f))
     assert cli_main(["separation", "--quick", "--out", out, "--quiet", "--analyse-only"]) == 0
-    assert json.load(open(os.path.join(out, "summary.json")))["widths"] == summary["widths"]
+    assert {f: open(os.path.join(out, f), "rb").read() for f in files} == before
+    assert os.path.getsize(os.path.join(out, "separation.png")) > 0
 
 
 def test_cli_errors(tmp_path, capsys):
-    with pytest.raises(SystemExit):
-        cli_main(["separation", "--quick", "--lrs", "0.01,x", "--out", str(tmp_path / "w")])
+    # a list that is not numbers is refused before any work (exit status 2), naming it
+    assert cli_main(["separation", "--quick", "--lrs", "0.01,x", "--out", str(tmp_path / "w")]) == 2
+    assert "lrs must be a list" in capsys.readouterr().err
+    assert not os.path.exists(tmp_path / "w")
     assert cli.main(["separation", "--quick", "--tf-Ts", "1", "--out", str(tmp_path / "x")]) == 2
     assert "T must be an integer" in capsys.readouterr().err
     assert cli.main(["separation", "--quick", "--max-width-fcn", "0",
                      "--out", str(tmp_path / "y")]) == 2
     assert cli.main(["separation", "--quick", "--target", "1.5",
                      "--out", str(tmp_path / "z")]) == 2
+
+
+def test_the_study_follows_the_contract():
+    from stsim.studies import separation
+    from stsim.studies.contract import check_study, resolve_config
+    check_study(separation)
+    for mode in ("quick", "full"):
+        cfg = resolve_config(separation, mode)
+        assert cfg["_meta"] == {"mode": mode} and cfg["target"] in cfg["targets"]
+    with pytest.raises(ValueError, match="lr must be"):        # every rate, before any work
+        resolve_config(separation, "quick", {"lrs": "[0.01, -1]"})

@@ -4,8 +4,8 @@ import math
 import numpy as np
 import pytest
 
-from stsim.util.stats import (WidthSearch, compare_growth, fit_linear, law_fit, power_law_fit,
-                              smallest_passing)
+from stsim.util.stats import (WidthSearch, bootstrap_threshold, compare_growth, fit_growth_law,
+                              fit_linear, smallest_passing)
 
 
 def test_fit_linear_matches_polyfit_and_a_known_interval():
@@ -52,18 +52,81 @@ def test_fit_linear_exact_line_and_errors():
 
 def test_growth_laws():
     T = np.array([8.0, 16, 32, 64])
-    lin = law_fit(T, 3 * T + 2)
+    lin = fit_growth_law(T, 3 * T + 2, "linear")
     assert (lin["a"], lin["b"], lin["rel_rms"]) == pytest.approx((3, 2, 0), abs=1e-9)
-    assert law_fit([1], [1]) is None and law_fit([2, 2], [1, 3]) is None
-    pw = power_law_fit(T, 5 * T ** 1.5)
+    assert fit_growth_law([1], [1], "linear") is None
+    assert fit_growth_law([2, 2], [1, 3], "linear") is None
+    pw = fit_growth_law(T, 5 * T ** 1.5, "power")
     assert pw["a"] == pytest.approx(1.5) and 2 ** pw["b"] == pytest.approx(5)
     assert pw["residuals_ratio"] == pytest.approx([1] * 4)
-    c = compare_growth(T, 4 * np.log2(T) + 1)
-    assert c["better"] == "log" and c["log"]["a"] == pytest.approx(4)
-    c = compare_growth(T, 2 * T, scale=3)            # linear in scale·T = 3T: a = 2/3
-    assert c["better"] == "linear" and c["linear"]["a"] == pytest.approx(2 / 3)
-    assert compare_growth(T[:2], T[:2], min_points=3) == {"linear": None, "log": None,
-                                                         "power": None}
+    c = compare_growth(T, 4 * np.log2(T) + 1, rank_by="rel_rms")
+    assert c["ranking"][0] == "log" and c["fits"]["log"]["a"] == pytest.approx(4)
+    c = compare_growth(T, 2 * T, scale=3, rank_by="rel_rms")   # linear in 3T: a = 2/3
+    assert c["ranking"][0] == "linear" and c["fits"]["linear"]["a"] == pytest.approx(2 / 3)
+    assert compare_growth(T[:2], T[:2], min_points=3)["fits"] == {}
+    with pytest.raises(ValueError, match="law must be one of"):
+        fit_growth_law(T, T, "cubic")
+    with pytest.raises(ValueError, match="weights must be one of"):
+        fit_growth_law(T, T, "linear", weights="inverse")
+
+
+def test_growth_law_weights_and_the_proportional_law():
+    # relative weights: an outlier at the small end pulls an unweighted fit less than a
+    # relative one (its relative error is large); the proportional law goes through 0
+    T = np.array([1.0, 2, 4, 8, 16])
+    y = 3 * T + 1
+    y[0] = 8.0
+    plain = fit_growth_law(T, y, "linear")
+    rel = fit_growth_law(T, y, "linear", weights="relative")
+    assert abs(plain["a"] - 3) < abs(rel["a"] - 3)
+    r = y - (rel["a"] * T + rel["b"])
+    np.testing.assert_allclose(rel["residuals"], r, atol=1e-12)
+    assert rel["rel_rms"] == pytest.approx(np.sqrt(np.mean((r / y) ** 2)))
+    assert rel["max_rel_residual"] == pytest.approx(np.max(np.abs(r) / y))
+    np.testing.assert_allclose(rel["residuals_log2"], np.log2(y / (rel["a"] * T + rel["b"])))
+    p = fit_growth_law(T, 2.5 * T, "proportional")
+    assert p["a"] == pytest.approx(2.5) and p["b"] == 0 and p["max_rel_residual"] < 1e-12
+    # censored points and ranking by the log residuals
+    c = compare_growth([8, 16, 32, 64, 128], [6, 8, 10, 12, 99], censored=[0, 0, 0, 0, 1])
+    assert c["censored_T"] == [128] and c["n_points"] == 4 and c["ranking"][0] == "log"
+
+
+def test_bootstrap_threshold_binomial_redraws():
+    """Binomial redraws: cells at 0/n or n/n never move, so the interval is the estimate;
+    a middle cell spreads it; the generator is used, not copied (streams continue)."""
+    grid = [16, 32, 64]
+
+    def first(rates):
+        i = next((k for k, r in enumerate(rates) if r >= 0.9), None)
+        return None if i is None else grid[i]
+    b = bootstrap_threshold(first, [0.0, 1.0, 1.0], resample="binomial", n=[10, 10, 10])
+    assert b["estimate"] == 32 and b["lo"] == b["hi"] == 32 and b["frac_censored"] == 0
+    b = bootstrap_threshold(first, [0.0, 0.9, 1.0], resample="binomial", n=[10, 10, 10])
+    assert b["lo"] == 32 and b["hi"] == 64
+    b = bootstrap_threshold(first, [0.0, 0.5, 0.8], resample="binomial", n=[10, 10, 10])
+    assert b["estimate"] is None and b["censored"] and b["hi"] is None
+    g = np.random.default_rng(5)
+    a1 = bootstrap_threshold(first, [0.5, 0.85, 0.9], resample="binomial", n=[10] * 3,
+                             n_boot=50, rng=g)
+    a2 = bootstrap_threshold(first, [0.5, 0.85, 0.9], resample="binomial", n=[10] * 3,
+                             n_boot=50, rng=g)
+    a3 = bootstrap_threshold(first, [0.5, 0.85, 0.9], resample="binomial", n=[10] * 3,
+                             n_boot=50, rng=5)
+    assert a1["frac_censored"] == a3["frac_censored"] and a2["frac_censored"] != a1["frac_censored"]
+    with pytest.raises(ValueError, match="needs n"):
+        bootstrap_threshold(first, [0.5], resample="binomial")
+    with pytest.raises(ValueError, match="resample must be one of"):
+        bootstrap_threshold(first, [0.5], resample="jackknife")
+
+
+def test_bootstrap_ends_are_the_2_5_percent_order_statistics():
+    # the resample mean of continuous data: 2000 distinct draws, known from the seed
+    data = np.random.default_rng(0).standard_normal((1, 40))
+    b = bootstrap_threshold(lambda V: float(V.mean()), data, n_boot=2000, rng=3)
+    g = np.random.default_rng(3)
+    draws = np.sort([float(data[:, g.integers(0, 40, 40)].mean()) for _ in range(2000)])
+    assert len(set(draws)) == 2000
+    assert b["lo"] == draws[49] and b["hi"] == draws[1949]     # the 50th and the 1950th
 
 
 def test_smallest_passing_on_a_synthetic_predicate():

@@ -1,20 +1,17 @@
-"""Statistics shared by the studies: one least-squares line, growth-law comparisons, one
-width search.
+"""Statistics shared by the studies: one least-squares line, one growth-law comparison,
+one bootstrap threshold estimator, one width search.
 
 * :func:`fit_linear` — ``y ≈ slope · x + intercept`` by least squares, with standard
   errors, 95% confidence intervals (Student t, ``n − 2`` degrees of freedom), residuals,
-  R² and n (:class:`LinearFit`).
-* :func:`law_fit`, :func:`power_law_fit`, :func:`compare_growth` — the log / linear /
-  power-law comparison of a measured size against a growing parameter (used by the
-  separation and sparse studies).
-* :func:`fit_growth_law` / :func:`compare_growth_laws` — the separation study's
-  comparison: ``log2 T``, ``T`` (weighted by ``1/width²``) and a power law on the same
-  points, each with Student-t CIs and log residuals, ranked by the rms of
-  ``log2(width/fit)``; censored points are left out and at least ``min_points`` are
-  required.
-* :func:`threshold_width` / :func:`bootstrap_threshold` — the smallest grid width whose
-  median over seeds passes a target (and every larger grid width too), with a paired
-  percentile bootstrap over seeds; censored when the largest width fails.
+  R² and n (:class:`LinearFit`); optionally weighted.
+* :func:`fit_growth_law` / :func:`compare_growth` — a growth law (``log2 T``, ``T``, a
+  power law, or through the origin) fitted with CIs and residuals, and the comparison of
+  several on the same uncensored points, ranked (separation widths, sparse m*,
+  expressivity width laws).
+* :func:`threshold_width` — the smallest grid width whose median over seeds passes a
+  target (and every larger grid width too); :func:`bootstrap_threshold` — the percentile
+  bootstrap interval of any such grid threshold, with paired (seed) or binomial
+  resamples and censored draws at ``+inf`` (separation widths, sparse m*).
 * :func:`wilson_interval` — the 95% Wilson score interval of a success probability
   (``scipy.stats.binomtest``).
 * :class:`WidthSearch` / :func:`smallest_passing` — the smallest grid value passing a
@@ -31,9 +28,9 @@ from dataclasses import dataclass
 import numpy as np
 from scipy import stats as _st
 
-__all__ = ["LinearFit", "fit_linear", "law_fit", "power_law_fit", "compare_growth",
-           "WidthSearch", "smallest_passing", "fit_growth_law", "compare_growth_laws",
-           "threshold_width", "bootstrap_threshold", "wilson_interval", "LAWS"]
+__all__ = ["LinearFit", "fit_linear", "fit_growth_law", "compare_growth", "LAWS",
+           "threshold_width", "bootstrap_threshold", "wilson_interval", "WidthSearch",
+           "smallest_passing"]
 
 
 # --------------------------------------------------------------------------------------
@@ -129,32 +126,8 @@ def _fit_weighted(x, y, w, level):
 
 
 # --------------------------------------------------------------------------------------
-# growth laws
+# success probabilities
 # --------------------------------------------------------------------------------------
-def law_fit(x, y):
-    """``y = a x + b``: ``{a, b, residuals, rel_rms}`` (residual = y − fit, ``rel_rms`` the
-    rms of residual / y), or ``None`` with fewer than two points or constant ``x``."""
-    x, y = np.asarray(x, float), np.asarray(y, float)
-    if len(x) < 2 or np.ptp(x) == 0:
-        return None
-    f = fit_linear(x, y)
-    with np.errstate(divide="ignore", invalid="ignore"):
-        rel_rms = float(np.sqrt(np.mean((f.residuals / y) ** 2)))
-    return {"a": f.slope, "b": f.intercept, "residuals": f.residuals.tolist(),
-            "rel_rms": rel_rms}
-
-
-def power_law_fit(x, y):
-    """``y = 2^b x^a`` (least squares of ``log2 y`` on ``log2 x``): ``{a, b,
-    residuals_ratio (y / fit), rms_log2}``, or ``None`` as :func:`law_fit`."""
-    p = law_fit(np.log2(np.asarray(x, float)), np.log2(np.asarray(y, float)))
-    if p is None:
-        return None
-    ratio = [float(2.0 ** r) for r in p["residuals"]]
-    return {"a": p["a"], "b": p["b"], "residuals_ratio": ratio,
-            "rms_log2": float(np.sqrt(np.mean(np.log2(ratio) ** 2)))}
-
-
 def wilson_interval(k: int, n: int, level: float = 0.95) -> tuple:
     """Wilson score interval ``(lo, hi)`` of a success probability from ``k`` successes
     in ``n`` trials (``scipy.stats.binomtest(k, n).proportion_ci(level, "wilson")``);
@@ -163,21 +136,6 @@ def wilson_interval(k: int, n: int, level: float = 0.95) -> tuple:
         return 0.0, 1.0
     ci = _st.binomtest(int(k), int(n)).proportion_ci(confidence_level=level, method="wilson")
     return float(ci.low), float(ci.high)
-
-
-def compare_growth(t, y, scale: float = 1, min_points: int = 2) -> dict:
-    """Compare three growth laws of ``y`` in ``t``: ``linear`` ``y = a·(scale t) + b``,
-    ``log`` ``y = a·log2 t + b``, ``power`` ``y = 2^b (scale t)^a``; each ``None`` with
-    fewer than ``min_points`` points. ``better`` names the one of ``log`` / ``linear`` with
-    the smaller relative rms residual (absent unless both were fitted)."""
-    t, y = np.asarray(t, float), np.asarray(y, float)
-    enough = len(t) >= min_points
-    out = {"linear": law_fit(t * scale, y) if enough else None,
-           "log": law_fit(np.log2(t), y) if enough else None,
-           "power": power_law_fit(t * scale, y) if enough else None}
-    if out["log"] and out["linear"]:
-        out["better"] = "log" if out["log"]["rel_rms"] < out["linear"]["rel_rms"] else "linear"
-    return out
 
 
 # --------------------------------------------------------------------------------------
@@ -294,86 +252,149 @@ def smallest_passing(passes, lo: int, hi: int, start: int | None = None, rel: fl
 
 
 # --------------------------------------------------------------------------------------
-# growth laws with CIs, and threshold widths with bootstrap intervals (separation study)
+# growth laws: one fitter, one comparison
 # --------------------------------------------------------------------------------------
 LAWS = ("log", "linear", "power")
-_LAW_TEXT = {"log": "a·log2 T + b", "linear": "a·T + b", "power": "2^b · T^a"}
+_LAW_TEXT = {"log": "a·log2 T + b", "linear": "a·T + b", "power": "2^b · T^a",
+             "proportional": "a·T"}
+WEIGHTS = (None, "relative")
 
 
-def fit_growth_law(T, width, law: str, level: float = 0.95) -> dict | None:
-    """Fit one growth law to ``(T, width)``; ``None`` with fewer than 3 points.
+def fit_growth_law(T, y, law: str, *, weights=None, scale: float = 1.0,
+                   level: float = 0.95) -> dict | None:
+    """Fit one growth law of ``y`` in ``T`` by least squares.
 
-    Returns ``{law, formula, a, b, a_ci, b_ci, level, n, T, width, fit, residuals_log2,
-    rms_log2, max_abs_log2}``; ``residuals_log2 = log2(width / fit)`` (``nan`` where the
-    fit is ≤ 0).
+    Laws (``x`` is the regressor, ``s = scale``):
+
+    * ``"log"``: ``y = a·log2 T + b`` (``x = log2 T``);
+    * ``"linear"``: ``y = a·(s T) + b`` (``x = s T``);
+    * ``"power"``: ``y = 2^b (s T)^a``, i.e. ``log2 y = a·log2(s T) + b``;
+    * ``"proportional"``: ``y = a·(s T)`` (through the origin, ``a = x·y / x·x``; no CI).
+
+    ``weights``: ``None`` (ordinary least squares, :func:`fit_linear`) or ``"relative"``
+    (relative errors: ``log`` and ``linear`` weighted by ``1/y``; ``power`` is already
+    relative and goes through the weighted solver with unit weights).
+
+    Returns ``None`` with fewer than two points, a constant ``T``, or ``T ≤ 0`` / ``y ≤ 0``
+    where a logarithm is taken; else a dict with ``law, formula, a, b, a_ci, b_ci``
+    (Student-t, ``level``; ``nan`` with two points), ``level, n, T, y, r2``, ``fit`` (the
+    fitted ``y``), ``residuals`` (in the fitted space: ``y − fit``, for ``power``
+    ``log2 y − (a x + b)``), ``residuals_log2 = log2(y / fit)`` (``nan`` where the fit
+    is ≤ 0) with ``rms_log2`` (``inf`` if any is ``nan``) and ``max_abs_log2``;
+    ``rel_rms`` (rms of ``residuals / y``) and ``max_rel_residual`` (max of
+    ``|residuals| / y``) for the laws fitted in ``y`` itself; ``residuals_ratio``
+    (``y / fit = 2^residuals``) for ``power``.
+
+    >>> f = fit_growth_law([8, 16, 32, 64], [10, 13, 16, 19], "log")
+    >>> round(f["a"], 12), round(f["b"], 12), f["rms_log2"] < 1e-12
+    (3.0, 1.0, True)
     """
-    if law not in LAWS:
-        raise ValueError(f"law must be one of {LAWS}, got {law!r}")
-    T = np.asarray(T, float)
-    w = np.asarray(width, float)
-    if T.shape != w.shape or T.ndim != 1:
-        raise ValueError("T and width must be 1-D arrays of equal length")
-    if len(T) < 3 or np.ptp(T) == 0 or np.any(w <= 0) or np.any(T <= 0):
+    if law not in LAWS + ("proportional",):
+        raise ValueError(f"law must be one of {LAWS + ('proportional',)}, got {law!r}")
+    if weights not in WEIGHTS:
+        raise ValueError(f"weights must be one of {WEIGHTS}, got {weights!r}")
+    T = np.asarray(T, dtype=np.float64)
+    y = np.asarray(y, dtype=np.float64)
+    if T.shape != y.shape or T.ndim != 1:
+        raise ValueError("T and y must be 1-D arrays of equal length")
+    if len(T) < 2 or np.ptp(T) == 0:
         return None
+    if (law in ("log", "power") and np.any(T <= 0)) or (law == "power" and np.any(y <= 0)):
+        return None
+    x = np.log2(T) if law == "log" else T * scale
+    out = {"law": law, "formula": _LAW_TEXT[law], "level": level, "n": int(len(T)),
+           "T": T.tolist(), "y": y.tolist()}
+    if law == "proportional":
+        a = float(x @ y / (x @ x))
+        res = y - a * x
+        out.update(a=a, b=0.0, a_ci=[math.nan, math.nan], b_ci=[0.0, 0.0], fit=(a * x).tolist(),
+                   residuals=res.tolist(), r2=math.nan)
+        fit = a * x
+    else:
+        if law == "power":
+            x, yy = np.log2(x), np.log2(y)
+        else:
+            yy = y
+        wt = None if weights is None else (np.ones_like(y) if law == "power" else 1.0 / y)
+        lf = fit_linear(x, yy, level, weights=wt)
+        a, b = lf.slope, lf.intercept
+        fit = 2.0 ** (a * x + b) if law == "power" else a * x + b
+        out.update(a=a, b=b, a_ci=[float(v) for v in lf.slope_ci],
+                   b_ci=[float(v) for v in lf.intercept_ci], fit=np.asarray(fit, float).tolist(),
+                   residuals=lf.residuals.tolist(), r2=lf.r2)
+        res = lf.residuals
     if law == "power":
-        x, y, wt = np.log2(T), np.log2(w), np.ones_like(w)
-    else:   # relative errors: weights 1/width
-        x = np.log2(T) if law == "log" else T
-        y, wt = w, 1.0 / w
-    lf = fit_linear(x, y, level, weights=wt)
-    a, b = lf.slope, lf.intercept
-    dof = len(T) - 2
-    t = float(_st.t.ppf(0.5 + level / 2, dof)) if dof > 0 else float("nan")
-    half = (t * lf.slope_se, t * lf.intercept_se)
-    fit = 2.0 ** (a * x + b) if law == "power" else a * x + b
+        out["residuals_ratio"] = [float(2.0 ** r) for r in res]
+    else:
+        with np.errstate(divide="ignore", invalid="ignore"):
+            out["rel_rms"] = float(np.sqrt(np.mean((res / y) ** 2)))
+            out["max_rel_residual"] = float(np.max(np.abs(res) / y))
     with np.errstate(divide="ignore", invalid="ignore"):
-        res = np.where(fit > 0, np.log2(w / np.where(fit > 0, fit, 1.0)), np.nan)
-    ok = np.isfinite(res)
-    rms = float(np.sqrt(np.mean(res[ok] ** 2))) if ok.all() else float("inf")
-    return {"law": law, "formula": _LAW_TEXT[law], "a": a, "b": b,
-            "a_ci": [a - float(half[0]), a + float(half[0])],
-            "b_ci": [b - float(half[1]), b + float(half[1])], "level": level, "n": int(len(T)),
-            "T": T.tolist(), "width": w.tolist(), "fit": np.asarray(fit, float).tolist(),
-            "residuals_log2": [float(v) for v in res], "rms_log2": rms,
-            "max_abs_log2": float(np.max(np.abs(res))) if ok.all() else float("inf")}
-
-
-def compare_growth_laws(T, width, *, censored=None, min_points: int = 5, level: float = 0.95) -> dict:
-    """Fit every law in :data:`LAWS` to the uncensored points and rank them.
-
-    ``censored`` (bools, same length) marks points whose width is only a lower bound; they
-    are left out of the fits and listed in ``censored_T``. With fewer than ``min_points``
-    uncensored points no fit is made (``fits = {}``, ``note`` says why).
-    Criterion: smallest ``rms_log2`` (equal parameter counts).
-    """
-    T = list(T)
-    width = list(width)
-    cen = [False] * len(T) if censored is None else [bool(c) for c in censored]
-    keep = [i for i in range(len(T)) if not cen[i] and width[i] is not None]
-    out = {"criterion": "rms of log2(width/fit) over the uncensored points (all laws have 2 "
-                        "parameters; equivalent to AIC on log residuals)",
-           "n_points": len(keep), "censored_T": [T[i] for i in range(len(T)) if cen[i]],
-           "fits": {}, "ranking": [], "note": ""}
-    if len(keep) < min_points:
-        out["note"] = f"only {len(keep)} uncensored points (< {min_points}): not fitted"
-        return out
-    Tk = [T[i] for i in keep]
-    wk = [width[i] for i in keep]
-    for law in LAWS:
-        f = fit_growth_law(Tk, wk, law, level)
-        if f is not None:
-            out["fits"][law] = f
-    out["ranking"] = sorted(out["fits"], key=lambda k: out["fits"][k]["rms_log2"])
+        rl = np.where(fit > 0, np.log2(y / np.where(fit > 0, fit, 1.0)), np.nan)
+    ok = np.isfinite(rl)
+    out.update(residuals_log2=[float(v) for v in rl],
+               rms_log2=float(np.sqrt(np.mean(rl[ok] ** 2))) if ok.all() else float("inf"),
+               max_abs_log2=float(np.max(np.abs(rl))) if ok.all() else float("inf"))
     return out
 
 
+def compare_growth(T, y, *, laws=LAWS, censored=None, min_points: int = 2, weights=None,
+                   scale: float = 1.0, level: float = 0.95, rank_by: str = "rms_log2",
+                   what: str = "y") -> dict:
+    """Fit each of ``laws`` (:func:`fit_growth_law`) to the uncensored points and rank them
+    — the one growth-law comparison of the studies.
+
+    ``censored`` (bools, same length) marks points known only as a bound; they, and points
+    whose ``y`` is ``None``, are left out of the fits and their ``T`` listed in
+    ``censored_T`` / counted out of ``n_points``. With fewer than ``min_points`` kept points
+    nothing is fitted (``fits = {}``, ``note`` says why). ``ranking``: the fitted laws by
+    increasing ``rank_by`` (``"rms_log2"``: all laws have two parameters, so this ranks
+    them as AIC on log residuals would; ``"rel_rms"``: the laws fitted in ``y`` itself, by
+    the rms of their relative residuals); ties keep the order of ``laws``. ``what`` names
+    ``y`` in the ``criterion`` text.
+
+    >>> c = compare_growth([8, 16, 32, 64, 128], [6, 8, 10, 12, 14])
+    >>> c["ranking"][0], round(c["fits"]["log"]["a"], 12)
+    ('log', 2.0)
+    """
+    if rank_by not in ("rms_log2", "rel_rms"):
+        raise ValueError(f"rank_by must be 'rms_log2' or 'rel_rms', got {rank_by!r}")
+    T, y = list(T), list(y)
+    cen = [False] * len(T) if censored is None else [bool(c) for c in censored]
+    keep = [i for i in range(len(T)) if not cen[i] and y[i] is not None]
+    crit = (f"rms of log2({what}/fit) over the uncensored points (all laws have 2 parameters; "
+            f"equivalent to AIC on log residuals)" if rank_by == "rms_log2" else
+            f"rms of the relative residuals ({what} − fit)/{what} over the uncensored points")
+    out = {"criterion": crit, "n_points": len(keep),
+           "censored_T": [T[i] for i in range(len(T)) if cen[i]], "fits": {}, "ranking": [],
+           "note": ""}
+    if len(keep) < min_points:
+        out["note"] = f"only {len(keep)} uncensored points (< {min_points}): not fitted"
+        return out
+    Tk, yk = [T[i] for i in keep], [y[i] for i in keep]
+    for law in laws:
+        f = fit_growth_law(Tk, yk, law, weights=weights, scale=scale, level=level)
+        if f is not None:
+            out["fits"][law] = f
+    ranked = [k for k in out["fits"] if rank_by in out["fits"][k]]
+    out["ranking"] = sorted(ranked, key=lambda k: out["fits"][k][rank_by])
+    return out
+
+
+# --------------------------------------------------------------------------------------
+# a threshold on a grid, and its bootstrap interval
+# --------------------------------------------------------------------------------------
 def threshold_width(widths, values, threshold):
     """Smallest width whose median value is ≤ threshold *and* every larger width's is too.
 
     ``widths`` ascending; ``values[i]`` the per-seed values at ``widths[i]`` (``nan`` =
     failed run, counted as not passing). Returns ``(width | None, censored)``: ``None,
-    True`` when the largest width fails.
+    True`` when the largest width fails. ``ValueError`` unless ``values`` has one row per
+    width (shape ``(len(widths), n_seeds)``).
     """
+    if len(values) != len(widths):
+        raise ValueError(f"values must have shape (len(widths), n_seeds) = ({len(widths)}, "
+                         f"n_seeds), got {len(values)} rows")
     med = [np.median(np.where(np.isfinite(v), v, np.inf)) for v in values]
     passing = [m <= threshold for m in med]
     k = len(widths)
@@ -384,32 +405,72 @@ def threshold_width(widths, values, threshold):
     return widths[k], False
 
 
-def bootstrap_threshold(widths, values, threshold, *, n_boot: int = 2000, level: float = 0.95,
-                        rng=0) -> dict:
-    """:func:`threshold_width` with a percentile bootstrap interval over seeds.
+RESAMPLES = ("paired", "binomial")
 
-    ``values``: array-like ``(n_widths, n_seeds)``, seed j the same replicate at every
-    width (paired; resampled jointly). The interval is on the grid; a censored resample
-    counts as ``+inf`` (so an upper end ``None`` means "above the grid").
-    Returns ``{width, censored, lo, hi, lo_censored, hi_censored, frac_censored,
-    lower_censored}`` (``lower_censored``: the smallest grid width already passes, so the
-    true threshold may be lower).
+
+def bootstrap_threshold(statistic, data, *, resample: str = "paired", n=None,
+                        n_boot: int = 2000, level: float = 0.95, rng=0) -> dict:
+    """Percentile-bootstrap interval of a threshold located on a grid — the one bootstrap
+    threshold estimator of the studies.
+
+    ``statistic(sample)`` returns the threshold of a sample, or ``None`` when the sample
+    never crosses it on the grid (censored: the threshold lies above the grid). The
+    resamples:
+
+    * ``"paired"``: ``data`` is an array ``(n_grid, n_rep)`` whose column ``j`` is one
+      replicate at every grid point; a draw resamples the columns with replacement,
+      jointly for every grid point (``rng.integers(0, n_rep, n_rep)``, one draw at a time);
+    * ``"binomial"``: ``data`` are success rates per grid cell and ``n`` the trials per
+      cell; a draw redraws every cell's count from ``Binomial(n, rate)`` (all ``n_boot``
+      draws at once, ``rng.binomial(n, rate, size=(n_boot, n_grid))``).
+
+    A censored draw counts as ``+inf``; the ends are the ``(1 ∓ level)/2`` quantiles of
+    all draws taken as order statistics (``method="inverted_cdf"``: each end is a value
+    some draw has, e.g. the 50th and 1950th of 2000), ``None`` when infinite.
+
+    ``rng``: a seed (anything ``numpy.random.default_rng`` takes) or a ``Generator``
+    (used, not copied: consecutive calls continue its stream).
+
+    Returns ``{estimate, censored, lo, hi, frac_censored, level, n_boot}`` (``estimate``:
+    the statistic of ``data`` itself).
+
+    >>> stat = lambda V: threshold_width([4, 8, 16], V, 0.25)[0]
+    >>> bootstrap_threshold(stat, [[0.9, 0.8], [0.2, 0.3], [0.1, 0.1]], n_boot=200)["lo"]
+    8.0
     """
-    V = np.asarray(values, float)
-    if V.ndim != 2 or V.shape[0] != len(widths):
-        raise ValueError("values must have shape (len(widths), n_seeds)")
-    w, cen = threshold_width(widths, V, threshold)
+    if resample not in RESAMPLES:
+        raise ValueError(f"resample must be one of {RESAMPLES}, got {resample!r}")
+    n_boot = int(n_boot)
+    if n_boot < 1:
+        raise ValueError(f"n_boot must be an integer >= 1, got {n_boot}")
+    if not 0 < level < 1:
+        raise ValueError(f"level must lie in (0, 1), got {level}")
     g = np.random.default_rng(rng)
-    n = V.shape[1]
+    est = statistic(data)
     draws = np.empty(n_boot)
-    for i in range(n_boot):
-        idx = g.integers(0, n, n)
-        wb, cb = threshold_width(widths, V[:, idx], threshold)
-        draws[i] = math.inf if cb else wb
-    lo, hi = np.quantile(draws, [(1 - level) / 2, (1 + level) / 2], method="inverted_cdf")
-    return {"width": w, "censored": bool(cen),
+    if resample == "paired":
+        V = np.asarray(data, float)
+        if V.ndim != 2:
+            raise ValueError(f"data must have shape (n_grid, n_rep) for resample='paired', "
+                             f"got shape {V.shape}")
+        m = V.shape[1]
+        for i in range(n_boot):
+            s = statistic(V[:, g.integers(0, m, m)])
+            draws[i] = math.inf if s is None else s
+    else:
+        if n is None:
+            raise ValueError("resample='binomial' needs n, the trials per cell")
+        n = np.asarray(n)
+        R = g.binomial(n, np.asarray(data, float), size=(n_boot, len(n))) / n
+        for i, r in enumerate(R):
+            s = statistic(r)
+            draws[i] = math.inf if s is None else s
+    # (1 - level)/2 rounded: 0.025 itself, not 0.025000000000000022 (which would take the
+    # 51st of 2000 draws instead of the 50th)
+    q = round((1 - level) / 2, 12)
+    lo, hi = np.quantile(draws, [q, 1 - q], method="inverted_cdf")
+    return {"estimate": est, "censored": est is None,
             "lo": None if not np.isfinite(lo) else float(lo),
             "hi": None if not np.isfinite(hi) else float(hi),
-            "frac_censored": float(np.mean(~np.isfinite(draws))),
-            "lower_censored": bool(w is not None and w == widths[0]),
-            "level": level, "n_boot": n_boot, "n_seeds": n}
+            "frac_censored": float(np.mean(~np.isfinite(draws))), "level": level,
+            "n_boot": n_boot}
