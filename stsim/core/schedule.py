@@ -68,7 +68,7 @@ from stsim.core.reduced import MAX_STEPS, TARGET, reduced_map_steps
 
 __all__ = ["Schedule", "eta_max", "estimated_seconds", "default_schedule", "predict",
            "plateau_status", "assess_run", "adam_steps", "fallback_note", "TARGET", "SAFETY",
-           "MARGIN", "ADAM_LR", "ADAM_STEPS_PER_T", "FALLBACK_STEPS"]
+           "MARGIN", "ADAM_LR", "ADAM_STEPS_PER_T", "FALLBACK_STEPS", "LongRunWarning"]
 
 SAFETY = 0.5           # lr = SAFETY * eta_max
 MARGIN = 2.0           # steps = MARGIN * t_TARGET of the reduced map (3 without exact reduction)
@@ -222,13 +222,20 @@ def predict(cfg, lr=None, steps=None) -> Schedule:
     return s
 
 
+class LongRunWarning(UserWarning):
+    """A default schedule expected to take long, or one the reduced dynamics cannot
+    bound (``stsim run --quiet`` hides it; ``warnings.simplefilter("ignore",
+    LongRunWarning)`` does in Python)."""
+
+
 def default_schedule(cfg) -> Schedule:
     """The schedule :meth:`Config.resolve` uses when ``lr`` and/or ``steps`` are None; a
-    ``UserWarning`` says so when the default run is expected to be long."""
+    :class:`LongRunWarning`, attributed to the caller's line, says so when the default run
+    is expected to be long."""
     s = predict(cfg, lr=cfg.lr, steps=cfg.steps)
     if s.warning:
-        import warnings
-        warnings.warn(f"stsim: {s.warning}", stacklevel=4)
+        from stsim.util.warn import warn
+        warn(f"stsim: {s.warning}", LongRunWarning)
     return s
 
 
