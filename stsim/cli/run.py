@@ -112,12 +112,12 @@ def write_outputs(res, out) -> dict:
             if os.path.exists(paths[name]):         # an earlier run's: not beside new files
                 os.unlink(paths[name])
     if failed:
-        why = "; ".join(f"{f}: {getattr(e, 'strerror', None) or e}" for f, e in failed)
+        what = ", ".join(f"{f} ({getattr(e, 'strerror', None) or e})" for f, e in failed)
         kept = [os.path.basename(p) for p in written.values()]
         if os.path.exists(os.path.join(out, "checkpoint.npz")):
             kept.append("checkpoint.npz")
-        raise OutputsNotWritten(f"could not write {', '.join(f for f, _ in failed)} in {out!r} "
-                                f"({why}); kept: {', '.join(kept) or 'nothing'}", written)
+        raise OutputsNotWritten(f"could not write {what} in {out!r}; kept: "
+                                f"{', '.join(kept) or 'nothing'}", written)
     return paths
 
 
@@ -171,7 +171,7 @@ def main(args) -> int:
         print(f"stsim: error: {error}", file=sys.stderr)
         return 2
     if res.status == "interrupted":
-        kept = ", ".join(sorted(os.path.basename(p) for p in paths.values()) +
+        kept = ", ".join([os.path.basename(p) for p in paths.values()] +
                          (["checkpoint.npz"] if ckpt and os.path.exists(ckpt) else []))
         print(f"stsim: interrupted (Ctrl-C) at step {res.info.get('interrupted_at_step')} of "
               f"{res.config['steps']}; kept {kept} in {out}", file=sys.stderr)
