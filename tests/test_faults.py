@@ -737,3 +737,19 @@ def test_python_ctrl_c_returns_the_interrupted_result_and_resumes_bit_identical(
     np.testing.assert_array_equal(resumed.W, straight.W)
     for k in straight.history:
         np.testing.assert_array_equal(resumed.history[k], straight.history[k])
+
+
+def test_cli_checkpoint_that_cannot_be_written_is_one_line(tmp_path):
+    """A checkpoint write that fails mid-run (files above 2 kB refused): one line naming
+    the checkpoint, exit 2, no temporary left behind."""
+    (tmp_path / "fsize.py").write_text(FSIZE_RUN)
+    out = tmp_path / "o"
+    proc = subprocess.run([sys.executable, str(tmp_path / "fsize.py"), "2000", "run", "--T",
+                           "10", "--q", "2", "--steps", "40", "--batch", "16", "--lr", "1",
+                           "--checkpoint_every", "20", "--quiet", "--out", str(out)],
+                          capture_output=True, text=True, timeout=300,
+                          env=dict(os.environ, MPLBACKEND="Agg"))
+    err = proc.stderr.strip().splitlines()
+    assert proc.returncode == 2 and len(err) == 1, proc.stderr
+    assert err[0].startswith(f"stsim: error: {out / 'checkpoint.npz'}: File too large")
+    assert not [p for p in out.iterdir() if p.name.startswith(".tmp")]

@@ -356,3 +356,14 @@ def test_release_freed_memory_hands_back_a_freed_block():
     assert released == applied           # glibc: trimmed; elsewhere: nothing to do
     if sys.platform.startswith("linux"):
         assert applied == "True"
+
+
+def test_line_printer_stops_quietly_when_its_stream_closes():
+    import io
+    stream = io.StringIO()
+    show = P.LinePrinter(file=stream)
+    show(0, 10, {"step": 0, "loss": 1.0, "val": 1.0})
+    assert "step       0/10" in stream.getvalue()
+    stream.close()                          # the reader went away (2>&1 | head)
+    show(10, 10, {"step": 10, "loss": 0.5})
+    assert show.dead

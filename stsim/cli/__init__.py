@@ -5,7 +5,8 @@ Every command is a module of this package exposing ``add_arguments(parser)`` and
 lazily so that ``stsim run`` does not load experiment code. Bad input (``ValueError``) is
 printed as one line ``stsim: error: …`` with exit status 2; a warning as one line
 ``stsim: warning: …`` (no source line); Ctrl-C that reaches here (outside a run's loop,
-which stops by itself and keeps its files) as one line, exit status 130; a reader that
+which stops by itself and keeps its files) as one line, exit status 130; a file that
+cannot be written (a full disk) as one line naming it, exit status 2; a reader that
 closes the output early (``stsim run … | head -3``) ends the command quietly (status
 141, as a process killed by SIGPIPE).
 
@@ -88,6 +89,11 @@ def main(argv=None) -> int:
         with contextlib.suppress(OSError, ValueError):
             os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
         return 141
+    except OSError as exc:      # a file that could not be written or read (a full disk)
+        where = f"{exc.filename}: " if exc.filename else ""
+        print(f"stsim: error: {where}{exc.strerror or exc} (files are written whole or not "
+              f"at all: the previous version of each is kept)", file=sys.stderr)
+        return 2
 
 
 @contextlib.contextmanager
