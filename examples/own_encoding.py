@@ -2,8 +2,8 @@
 
 Subclass stsim.Encoding, implement sample(rng, B, T) -> PEBatch (dense P of shape (T, d_e)
 or (B, T, d_e), or one-hot slots idx), and pass it to stsim.run — as an instance, or
-registered by name with stsim.register_encoding (then pe="fourier" works in Config, run,
-sweeps and Result.attention). Of two sinusoidal families, "fourier" learns like one-hot
+registered by name with stsim.register_encoding (then pe="dft" works in Config, run,
+sweeps and Result.attention). Of two sinusoidal families, "dft" learns like one-hot
 and "sinusoid" (Vaswani et al.'s frequencies) does not; the script says why.
 """
 import os
@@ -34,11 +34,11 @@ class Sinusoid(stsim.Encoding):
         return stsim.PEBatch(d_e=self.d_e, P=P / np.linalg.norm(P, axis=1, keepdims=True))
 
 
-class Fourier(Sinusoid):
+class DFT(Sinusoid):
     """w_k = 2 pi k/K: sum_k cos(w_k (s - t)) = 0 for s != t (mod K), so the rows of any K
     consecutive positions are orthonormal (coherence 0)."""
 
-    name = "fourier"
+    name = "dft"
 
     def frequencies(self):
         K = self.d_e // 2
@@ -46,17 +46,17 @@ class Fourier(Sinusoid):
 
 
 stsim.register_encoding("sinusoid", Sinusoid)        # pe="sinusoid" from now on
-stsim.register_encoding("fourier", Fourier)
+stsim.register_encoding("dft", DFT)
 
 T, d_e = 16, 32
-for enc in (Fourier(d_e), Sinusoid(d_e)):
+for enc in (DFT(d_e), Sinusoid(d_e)):
     P = enc.sample(None, 1, T).P
     ev = np.linalg.eigvalsh(P @ P.T)
     print(f"{enc.name:9s} coherence max|<p_i, p_j>| over {T} positions: "
           f"{stsim.coherence(P):.3f}; eigenvalues of the Gram matrix P P': largest "
           f"{ev.max():.3g}, {np.sum(ev < 1e-3)} of {T} below 1e-3")
 steps = 100 if SMOKE else 2000
-for pe, opts in (("fourier", {"d_e": d_e}), ("sinusoid", {"d_e": d_e}),
+for pe, opts in (("dft", {"d_e": d_e}), ("sinusoid", {"d_e": d_e}),
                  ("near-orthogonal", {"d_e": d_e}), ("onehot", {})):
     res = stsim.run(T=T, q=2, pe=pe, steps=steps, batch=256, lr=1.0, seed=0, **opts)
     s, X, y = res.attention(n=200, seed=1, return_inputs=True)
@@ -67,4 +67,4 @@ Why "sinusoid" does not learn: the logit of position i is p_i' W_ee p_q (p_q: th
 selected p_j), and gradient descent first grows W_ee ~ a I; with coherent rows a neighbour
 of a selected position scores nearly as much as it does. To separate them W_ee must undo the
 Gram matrix P P', whose small eigenvalues (above) put that out of gradient descent's reach.
-"fourier" has orthonormal rows: it learns like one-hot (and repeats after d_e/2 positions).""")
+"dft" (the discrete Fourier basis) has orthonormal rows: it learns like one-hot (and repeats after d_e/2 positions).""")

@@ -663,8 +663,12 @@ def test_cli_closed_stdout_ends_without_traceback(tmp_path):
 # Ctrl-C
 # ---------------------------------------------------------------------------------------
 READY_RUN = textwrap.dedent("""
-    import os, sys
+    import os, signal, sys
     import stsim.core.state as S
+
+    # as in a terminal: a parent (here pytest, after some libraries' tests) may have left
+    # SIGINT ignored, and a child inherits that; Ctrl-C is tested under Python's default
+    signal.signal(signal.SIGINT, signal.default_int_handler)
 
     ready = sys.argv[1]
     record = S.RunState.record
@@ -720,7 +724,17 @@ def _interrupt_at(step_to_stop):
     return progress
 
 
-def test_python_ctrl_c_returns_the_interrupted_result_and_resumes_bit_identical(tmp_path):
+@pytest.fixture
+def default_sigint():
+    """Python's default SIGINT handler for the test (another test's library may have left
+    SIGINT ignored in this process), the previous one put back after."""
+    before = signal.signal(signal.SIGINT, signal.default_int_handler)
+    yield
+    signal.signal(signal.SIGINT, before)
+
+
+def test_python_ctrl_c_returns_the_interrupted_result_and_resumes_bit_identical(
+        tmp_path, default_sigint):
     ck = tmp_path / "c.npz"
     opts = dict(T=12, q=2, pe="stochastic", optimizer="adam", lr=0.05, steps=200, batch=16,
                 eval_every=10, prefetch=True)

@@ -107,26 +107,31 @@ def train_loop(loss_grad, opt, params: dict, steps: int, *, start: int = 0, at_t
     """
     keep_freed_memory()   # the step's large arrays are reused, not re-faulted (util.malloc)
     try:
-        step = start
-        while True:
-            if at_top is not None:
-                at_top(step)
-            with np.errstate(over="ignore", invalid="ignore"):  # divergence is reported below
-                out = loss_grad(params)
-            if not finite(out[0], out[1]):
-                return LoopEnd(step, "diverged", out)
-            if observe is not None:
-                observe(step, out)
-            if stop is not None and stop(step, out):
-                return LoopEnd(step, "stopped", out)
-            if step >= steps:
-                return LoopEnd(step, "completed", out)
-            opt.step(params, out[1])
-            if post_step is not None:
-                post_step(params)
-            step += 1
+        return _loop(loss_grad, opt, params, steps, start, at_top, observe, stop, post_step,
+                     finite)
     finally:
         release_freed_memory()
+
+
+def _loop(loss_grad, opt, params, steps, start, at_top, observe, stop, post_step, finite):
+    step = start
+    while True:
+        if at_top is not None:
+            at_top(step)
+        with np.errstate(over="ignore", invalid="ignore"):  # divergence is reported below
+            out = loss_grad(params)
+        if not finite(out[0], out[1]):
+            return LoopEnd(step, "diverged", out)
+        if observe is not None:
+            observe(step, out)
+        if stop is not None and stop(step, out):
+            return LoopEnd(step, "stopped", out)
+        if step >= steps:
+            return LoopEnd(step, "completed", out)
+        opt.step(params, out[1])
+        if post_step is not None:
+            post_step(params)
+        step += 1
 
 
 def uses_second_thread(enc, prefetch: bool) -> bool:
@@ -256,7 +261,7 @@ def run(T=None, q=None, pe=None, *, config=None, checkpoint=None, checkpoint_eve
     >>> res = run(T=20, q=2, pe="stochastic", steps=50, batch=32, seed=1)
     >>> res.status, sorted(res.history)[:3]
     ('completed', ['cos_V', 'cos_W', 'loss'])
-    >>> run(config=res.config).history["loss"][-1] == res.history["loss"][-1]   # a rerun
+    >>> bool(run(config=res.config).history["loss"][-1] == res.history["loss"][-1])  # a rerun
     True
     """
     progress = check_progress(progress)
