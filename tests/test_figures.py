@@ -128,8 +128,9 @@ def test_a_rerun_of_a_finished_run_trains_nothing(quick, tmp_path):
 
 
 def test_analyse_only_redraws_from_the_npz_files_alone(quick, tmp_path, capsys):
-    _runs_copy(quick, tmp_path, journal=False)                  # no journal, no table
+    cached = _runs_copy(quick, tmp_path, journal=False)         # no journal, no table
     assert cli_main(["figures", "--out", str(tmp_path), "--analyse-only", "--quiet"]) == 0
+    assert _mtimes(tmp_path) == cached                          # nothing trained
     for n in FIGURES:
         assert (tmp_path / f"{n}.png").stat().st_size > 10_000
         assert (tmp_path / f"{n}.csv").read_bytes() == (quick[0] / f"{n}.csv").read_bytes()

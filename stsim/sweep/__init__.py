@@ -174,13 +174,14 @@ def sweep(fn, grid, *, seeds=1, root_seed=0, executor=None, out=None, max_worker
             except ValueError as exc:
                 raise ValueError(f"invalid grid point {p}: {exc}") from None
     own = executor is None
-    if own and max_workers > 1:      # the default executor is a process pool
-        try:
-            pickle.dumps(fn)
-        except Exception as exc:  # noqa: BLE001
-            raise ValueError(f"fn must be picklable for the default process pool "
-                             f"(define it at module level, or pass executor=InlineExecutor()): "
-                             f"{exc}") from None
+    if own:
+        if max_workers > 1:          # the default executor is a process pool
+            try:
+                pickle.dumps(fn)
+            except Exception as exc:  # noqa: BLE001
+                raise ValueError(f"fn must be picklable for the default process pool "
+                                 f"(define it at module level, or pass "
+                                 f"executor=InlineExecutor()): {exc}") from None
     elif not isinstance(executor, cf.Executor):
         raise ValueError(f"executor must be a concurrent.futures.Executor, "
                          f"got {type(executor).__name__}")
