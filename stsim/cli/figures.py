@@ -10,7 +10,7 @@ __all__ = ["add_arguments", "main"]
 
 EPILOG = ("examples: stsim figures                      # all figures, small problem (seconds)\n"
           "          stsim figures --full --only fig2,fig4 --set fig2.lr=3\n"
-          "          stsim figures --out runs/figures-quick --analyse-only   # redraw, no training\n"
+          "          stsim figures --out runs/figures-quick --analyse-only   # redraw only\n"
           "          stsim figures --report docs/figures   # tables of a finished run")
 
 _REMOVED = ("the runs of `stsim figures` live in OUT/runs, where a rerun with the same --out "

@@ -30,12 +30,12 @@ Design
   (also when interrupted). A rerun reads the journal and skips the
   (point, replicate) pairs already finished (``ok``) — unless ``keep(record)`` rejects
   one (say, the file it wrote is gone or now holds another config's output); rows with
-  ``status="error"`` are tried again unless ``retry_failed=False``. An interrupted sweep loses no finished row
-  (at most a torn last journal line, which is ignored). Several sweeps may share one
-  ``out`` from threads of one process (journal and table are written under a per-file
-  lock, and the table is rebuilt from all rows); a second *process* on the same ``out``
-  is refused with ``RuntimeError`` while the first runs (``<out>.lock``, released by
-  the kernel if the holder dies).
+  ``status="error"`` are tried again unless ``retry_failed=False``. An interrupted sweep
+  loses no finished row (at most a torn last journal line, which is ignored). Several
+  sweeps may share one ``out`` from threads of one process (journal and table are written
+  under a per-file lock, and the table is rebuilt from all rows); a second *process* on
+  the same ``out`` is refused with ``RuntimeError`` while the first runs (``<out>.lock``,
+  released by the kernel if the holder dies).
 * **Dask** — pass ``client.get_executor(pure=False)``: Dask names a task by its function
   and arguments, so with ``pure=True`` the rerun of a row whose task an interrupted sweep
   cancelled gets the cancelled task back and fails with ``CancelledError``.

@@ -152,11 +152,11 @@ def _still_current(rec, runs):
 
 
 def _figure(config, name, results):
-    """``(runs, summary)`` of figure ``name`` from ``results`` (``{run name: Result}``)."""
+    """The summary of figure ``name`` from ``results`` (``{run name: Result}``)."""
     mod, s = _module(name), config[name]
     measured, checks = mod.measure(s, results)
     runs = {j.name: results[j.name] for j in mod.jobs(s) if j.name in results}
-    return runs, summarise(name, s, config["mode"], runs, checks, measured)
+    return summarise(name, s, config["mode"], runs, checks, measured)
 
 
 def _write(config, out, name, results, summary):
@@ -204,7 +204,7 @@ def run(config, out, executor, log=None) -> None:
             if n not in drawn and names <= done:
                 drawn.add(n)
                 results = _load(out, per_fig[n])
-                summary = _figure(config, n, results)[1]
+                summary = _figure(config, n, results)
                 _write(config, out, n, results, summary)
                 _WRITTEN[(os.path.abspath(out), n)] = json.dumps(summary, sort_keys=True)
                 say(f"drew {n} -> {os.path.join(out, n + '.png')}")
@@ -242,7 +242,7 @@ def analyse(config, out) -> dict:
         if lack:
             missing[n] = lack
             continue
-        figures[n] = _figure(config, n, results)[1]
+        figures[n] = _figure(config, n, results)
     if not figures:
         raise ValueError(f"no figure can be analysed: their runs are not in "
                          f"{runs_dir(out)} ({json.dumps(missing)[:300]}); run `stsim "
