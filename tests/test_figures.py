@@ -173,6 +173,25 @@ def test_a_changed_setting_retrains_its_runs_and_is_never_reused(quick, tmp_path
     np.testing.assert_allclose(new["final_loss"], old["final_loss"], rtol=1e-9)
 
 
+def test_a_figure_is_drawn_as_soon_as_its_runs_are_in(quick, tmp_path, capsys):
+    _runs_copy(quick, tmp_path)
+    gone = [*(tmp_path / "runs" / "fig3").glob("*.npz"),
+            *(tmp_path / "runs" / "fig1").glob("*-s1.npz")]
+    for p in gone:
+        p.unlink()
+    assert cli_main(["figures", "--only", "fig1,fig3", "--out", str(tmp_path),
+                     "--workers", "1"]) == 0
+    log = capsys.readouterr().err.splitlines()
+    assert "1 of 4 runs already finished" in log[0]
+    # longest first: fig1's run, then fig3's two; fig1 is drawn while fig3 still trains,
+    # fig3 (complete with the last run) by the report right after
+    done = [i for i, line in enumerate(log) if " done " in line]
+    drew = {line.split()[2]: i for i, line in enumerate(log) if line.startswith("[figures] drew")}
+    assert len(done) == 3 and "fig1/" in log[done[0]]
+    assert done[0] < drew["fig1"] < done[1] and "fig3" not in drew
+    assert all(p.exists() for p in gone) and (tmp_path / "fig3.png").exists()
+
+
 def test_a_bad_setting_is_refused_before_any_work(tmp_path, capsys):
     for bad, words in (("fig1.lr=abc", "fig1.lr must be a number"),
                        ("fig1.lr=-1", "fig1: run fig1/practical-mean-sgd-s0: lr must be"),

@@ -43,6 +43,7 @@ import time
 from stsim.util.io import write_json
 from stsim.util.validate import check_choice
 from stsim.sweep import sweep
+from stsim.sweep.grid import point_key
 from stsim.sweep.journal import journal_path, load_journal
 from stsim.studies.contract import MODES
 from stsim.studies.figures import FIGURES, NAME
@@ -151,6 +152,14 @@ def _still_current(rec, runs):
     return load_current(runs, Job.from_point(rec["point"])) is not None
 
 
+def _finished(table, jobs, runs) -> set:
+    """The names of ``jobs`` the sweep into ``table`` will skip: finished in its journal,
+    and still current (:func:`_still_current`)."""
+    records = load_journal(journal_path(table))
+    return {j.name for j in jobs if (rec := records.get((point_key(j.point()), 0)))
+            is not None and rec["status"] == "ok" and _still_current(rec, runs)}
+
+
 def _figure(config, name, results):
     """The summary of figure ``name`` from ``results`` (``{run name: Result}``)."""
     mod, s = _module(name), config[name]
@@ -184,9 +193,10 @@ def run(config, out, executor, log=None) -> None:
     per_fig = figure_jobs(config)
     needs = {n: {j.name for j in js} for n, js in per_fig.items()}
     order = sorted(unique_jobs(config), key=Job.estimated_seconds, reverse=True)
-    done = set(_load(out, order))
+    table = os.path.join(runs, TABLE)
+    done = _finished(table, order, runs)
     drawn = {n for n, names in needs.items() if names <= done}   # report draws these
-    say(f"{len(done)} of {len(order)} runs already in {runs}; training "
+    say(f"{len(done)} of {len(order)} runs already finished in {runs}; training "
         f"{len(order) - len(done)}, longest first")
 
     def progress(k, total, rec):
@@ -210,7 +220,7 @@ def run(config, out, executor, log=None) -> None:
                 say(f"drew {n} -> {os.path.join(out, n + '.png')}")
 
     res = sweep(functools.partial(train_job, runs=runs), [j.point() for j in order],
-                executor=executor, out=os.path.join(runs, TABLE),
+                executor=executor, out=table,
                 keep=functools.partial(_still_current, runs=runs), progress=progress)
     write_json(os.path.join(runs, SESSION), {
         "mode": config["mode"], "workers": getattr(executor, "workers", None),
