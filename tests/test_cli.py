@@ -73,10 +73,10 @@ def test_study_preset_options_default_to_the_chosen_preset():
     p = build_parser("separation")
     args = p.parse_args([])
     assert resolve_config(separation, args.mode, contract_overrides(args, separation)) \
-        == dict(QUICK, _meta={"mode": "quick"})
+        == dict(QUICK, mode="quick")
     args = p.parse_args(["--full", "--tf-Ts", "8,16", "--steps", "500", "--lrs", "0.1,0.2"])
     assert resolve_config(separation, args.mode, contract_overrides(args, separation)) \
-        == dict(FULL, tf_Ts=(8, 16), steps=500, lrs=(0.1, 0.2), _meta={"mode": "full"})
+        == dict(FULL, tf_Ts=(8, 16), steps=500, lrs=(0.1, 0.2), mode="full")
 
 
 def test_help_of_every_command(capsys):

@@ -33,7 +33,8 @@ def _study(calls):
             raise ValueError("steps must be >= 1")
         return cfg
     return types.SimpleNamespace(
-        NAME="toy", PRESETS={"quick": dict(PRESET), "full": dict(PRESET, steps=100)},
+        NAME="toy", PRESETS={"quick": dict(PRESET, mode="quick"),
+                             "full": dict(PRESET, steps=100, mode="full")},
         check=check, run=lambda cfg, out, ex, log: calls.append(("run", cfg["steps"])),
         analyse=lambda cfg, out: calls.append("analyse") or {"x": 1},
         report=lambda cfg, out, res: calls.append("report") or dict(res))
@@ -89,3 +90,13 @@ def test_the_toy_study_of_the_architecture_doc_runs():
     runner.run(test)
     assert runner.summarize(verbose=False).attempted >= 8
     assert runner.summarize(verbose=False).failed == 0
+
+
+def test_every_preset_names_itself():
+    from stsim.studies import expressivity, figures, separation, sparse
+    for study in (figures, separation, sparse, expressivity):
+        check_study(study)
+    bad = _study([])
+    bad.PRESETS["full"]["mode"] = "quick"
+    with pytest.raises(TypeError, match="must name itself"):
+        check_study(bad)

@@ -244,6 +244,6 @@ def test_the_study_follows_the_contract():
     check_study(separation)
     for mode in ("quick", "full"):
         cfg = resolve_config(separation, mode)
-        assert cfg["_meta"] == {"mode": mode} and cfg["target"] in cfg["targets"]
+        assert cfg["mode"] == mode and cfg["target"] in cfg["targets"]
     with pytest.raises(ValueError, match="lr must be"):        # every rate, before any work
         resolve_config(separation, "quick", {"lrs": "[0.01, -1]"})

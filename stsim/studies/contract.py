@@ -55,6 +55,11 @@ def check_study(study) -> None:
                         f"{missing} (see stsim.studies.contract)")
     if set(study.PRESETS) != set(MODES):
         raise TypeError(f"{study.NAME}: PRESETS must have exactly the keys {MODES}")
+    wrong = [m for m in MODES if study.PRESETS[m].get("mode") != m]
+    if wrong:
+        raise TypeError(f"{study.NAME}: each preset must name itself (the reserved key "
+                        f"'mode'), PRESETS[{wrong[0]!r}]['mode'] is "
+                        f"{study.PRESETS[wrong[0]].get('mode')!r}")
 
 
 def _coerce(name, value, like):

@@ -90,9 +90,9 @@ FULL = {
 }
 
 # the presets of the contract: one dict per part, the root seed, the parts to run
-# (``--only``); ``_meta`` names the preset in the outputs
-PRESETS = {"quick": dict(QUICK, seed=0, only=PARTS, _meta={"mode": "quick"}),
-           "full": dict(FULL, seed=0, only=PARTS, _meta={"mode": "full"})}
+# (``--only``); ``mode`` (reserved by the contract) names the preset in the outputs
+PRESETS = {"quick": dict(QUICK, seed=0, only=PARTS, mode="quick"),
+           "full": dict(FULL, seed=0, only=PARTS, mode="full")}
 
 _MODULES = {"curves": curves, "width": width, "seq2seq": seq2seq, "trained": trained,
             "patterns": patterns, "jl": jl}
@@ -182,7 +182,7 @@ def report(config, out, results) -> dict:
         times[name] = record.get(name, {}).get("wall_time_s")
         summaries[name] = _MODULES[name].write(config[name], config["seed"], out,
                                                results[name], wall_time_s=times[name])
-    overview = {"mode": config.get("_meta", {}).get("mode"), "seed": config["seed"],
+    overview = {"mode": config.get("mode"), "seed": config["seed"],
                 "parts": list(config["only"]), "wall_time_s": times, "summaries": summaries,
                 "incomplete": incomplete}
     write_json(os.path.join(out, "expressivity.json"), overview)

@@ -212,8 +212,8 @@ def markdown_report(A, cfg) -> str:
 
 
 def published_config(cfg) -> dict:
-    """The settings as written to ``summary.json`` (tuples as lists, without ``_meta``)."""
-    return {k: list(v) if isinstance(v, tuple) else v for k, v in cfg.items() if k != "_meta"}
+    """The settings as written to ``summary.json`` (tuples as lists, without ``mode``)."""
+    return {k: list(v) if isinstance(v, tuple) else v for k, v in cfg.items() if k != "mode"}
 
 
 def report(config, out, results) -> dict:
@@ -231,7 +231,7 @@ def report(config, out, results) -> dict:
     summary = {"config": published_config(cfg),
                "widths": A["widths"], "family": A["family"], "agreement": A["agreement"],
                "incomplete": A["incomplete"], "cpu_time_training_s": cpu,
-               "mode": cfg.get("_meta", {}).get("mode"), **run_record}
+               "mode": cfg.get("mode"), **run_record}
     write_json(os.path.join(out, "summary.json"), summary)
     with atomic_write(os.path.join(out, "report.md"), "w") as fh:
         fh.write(markdown_report(A, cfg))

@@ -49,6 +49,5 @@ __all__ = ["NAME", "PRESETS", "check", "run", "analyse", "report", "QUICK", "FUL
            "plot_agreement", "markdown_report", "width_text"]
 
 NAME = "separation"
-# the presets of the contract; ``_meta`` names the preset in the outputs
-PRESETS = {"quick": dict(QUICK, _meta={"mode": "quick"}),
-           "full": dict(FULL, _meta={"mode": "full"})}
+# the presets of the contract; ``mode`` (reserved by the contract) names the preset in the outputs
+PRESETS = {"quick": dict(QUICK, mode="quick"), "full": dict(FULL, mode="full")}

@@ -126,12 +126,12 @@ def check(cfg) -> dict:
 
 
 def published_config(cfg) -> dict:
-    """The settings as written to ``summary.json``: tuples as lists, without ``_meta`` and
+    """The settings as written to ``summary.json``: tuples as lists, without ``mode`` and
     without the :data:`OPTIONAL` settings left at their defaults."""
     def at_default(k, v):
         return k in OPTIONAL and (tuple(v) if isinstance(v, list) else v) == OPTIONAL[k]
     return {k: list(v) if isinstance(v, tuple) else v for k, v in cfg.items()
-            if k != "_meta" and not at_default(k, v)}
+            if k != "mode" and not at_default(k, v)}
 
 
 def trials_path(out) -> str:

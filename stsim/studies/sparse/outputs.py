@@ -212,7 +212,7 @@ def report(config, out, results) -> dict:
         fh.write("\n".join(markdown_report(ms_, f, stats, tg) for tg, ms_, f in panels))
     record = run_record_path(out)
     run_record = json.load(open(record, encoding="utf-8")) if os.path.exists(record) else {}
-    summary = {"config": published_config(cfg), "mode": cfg.get("_meta", {}).get("mode"),
+    summary = {"config": published_config(cfg), "mode": cfg.get("mode"),
                "n_trials": results["n_trials"], "cpu_time_trials_s": results["cpu_time_trials_s"],
                "m_star": {f"{tg:g}": ms_ for tg, ms_, _ in panels},
                "cells": results["cells"], **run_record}

@@ -67,6 +67,6 @@ __all__ = ["NAME", "PRESETS", "check", "run", "analyse", "report", "FULL", "QUIC
            "format_fit", "trials_path"]
 
 NAME = "sparse"
-# the presets of the contract; ``_meta`` names the preset in the outputs
-PRESETS = {"quick": dict(QUICK, **OPTIONAL, _meta={"mode": "quick"}),
-           "full": dict(FULL, **OPTIONAL, _meta={"mode": "full"})}
+# the presets of the contract; ``mode`` (reserved by the contract) names the preset in the outputs
+PRESETS = {"quick": dict(QUICK, **OPTIONAL, mode="quick"),
+           "full": dict(FULL, **OPTIONAL, mode="full")}
