@@ -495,6 +495,6 @@ def _compare_intervals(T, y, lower, censored, laws, min_points, scale, level, wh
     out["ranking"] = sorted(out["fits"], key=lambda k: round(-out["fits"][k]["loglik"], 6))
     best = out["fits"][out["ranking"][0]]["loglik"] if out["ranking"] else 0.0
     for f in out["fits"].values():
-        f["delta_2loglik"] = 2 * (best - f["loglik"])
+        f["delta_2loglik"] = max(0.0, 2 * (best - f["loglik"]))
     out["tied"] = [k for k in out["ranking"] if out["fits"][k]["delta_2loglik"] < 2]
     return out
