@@ -282,8 +282,9 @@ def test_interval_fit_coverage_over_400_data_sets(sigma, cap):
                              censored=cen, ci=("a",))
         lo, hi = (-np.inf if v is None else v for v in f["a_ci"])
         hits += lo <= 0.45 <= (np.inf if hi is None else hi)
-    # 400 draws: one binomial SD is 1.1% at 95%; quantisation may only make it conservative
-    assert 0.915 <= hits / 400 <= (1.0 if sigma < 0.2 else 0.985)
+    # 400 draws: one binomial SD is 1.1% at 95%; quantisation (small σ) and censoring (a
+    # bound counts as no observation in the calibration) may only make it conservative
+    assert 0.915 <= hits / 400 <= (0.985 if sigma > 0.2 and cap is None else 1.0)
 
 
 @pytest.mark.parametrize("law", ["log", "linear", "power"])

@@ -306,7 +306,7 @@ def _nelder_mead(f, x0, scale, restarts=1, tol=1e-7):
     x0 = np.asarray(x0, float)
     for _ in range(restarts + 1):
         simplex = np.vstack([x0] + [x0 + np.eye(len(x0))[k] * scale[k] for k in range(len(x0))])
-        r = _opt.minimize(f, x0, method="Nelder-Mead",
+        r = _opt.minimize(lambda z: min(f(z), 1e300), x0, method="Nelder-Mead",  # no inf
                           options=dict(initial_simplex=simplex, xatol=tol, fatol=tol * tol,
                                        maxiter=4000))
         x0 = r.x
@@ -349,12 +349,12 @@ def fit_interval_law(T, y, law: str, *, lower, censored=None, scale: float = 1.0
     and ``c_n = n log(1 + t²/(n − 2))``, ``t`` the ``(1+level)/2`` Student quantile with
     ``n − 2`` degrees of freedom: for exactly observed Gaussian data ``D(v) = n log(RSS(v) /
     RSS_min) = n log(1 + t(v)²/(n−2))``, so this is the Student-t interval of least squares.
+    ``n`` counts the points bounded above (a censored point is a bound, not an observation).
     ``max`` at fixed ``v``: the best of a grid (129 fitted ``μ`` at one end of the ``T``
-    range × 22 ``σ``), polished by Nelder–Mead; an end the data do not bound (``D < c_n``
-    out to 2⁵⁰ steps) is ``None``. Through every interval ``D ≈ 0`` (up to ``2 log 2`` per
-    point touching an end); the interval is widened, if need be, to the range of ``v`` over
-    all laws through every interval (a linear program: ``l ≤ log2 f ≤ u`` is linear in
-    ``(a, b)``), so no CI is narrower than the grid resolves.
+    range × 22 ``σ``) polished by Nelder–Mead; an end the data do not bound is ``None``.
+    Through every interval ``D ≈ 0`` (up to ``2 log 2`` per point touching an end); the CI
+    is widened, if need be, to the range of ``v`` over all laws through every interval (a
+    linear program: ``l ≤ log2 f ≤ u`` is linear in ``(a, b)``): never narrower than the grid.
 
     Parameters
     ----------
@@ -424,8 +424,7 @@ def fit_interval_law(T, y, law: str, *, lower, censored=None, scale: float = 1.0
         def f(q):
             pq = other(j, v, q[0])
             return -float(ll(v, pq, q[1]) if j == 0 else ll(pq, v, q[1]))
-        q, fv = _nelder_mead(f, [ug[i], sg[k]], [2 * (ug[1] - ug[0]), 0.3], restarts=0,
-                             tol=1e-4)
+        q, fv = _nelder_mead(f, [ug[i], sg[k]], [2 * (ug[1] - ug[0]), 0.3], 0, tol=1e-4)
         pq = other(j, v, q[0])
         return -fv, ((v, pq, q[1]) if j == 0 else (pq, v, q[1]))
 
@@ -440,8 +439,9 @@ def fit_interval_law(T, y, law: str, *, lower, censored=None, scale: float = 1.0
         lp, q = prof(j, best[j])
         if lp > lmax + 1e-9:
             best, lmax = list(q), lp
-    t = float(_st.t.ppf(0.5 + level / 2, n - 2))
-    crit = n * math.log1p(t * t / (n - 2))
+    m = int(np.sum(~cen))                 # the points bounded above: the calibration's n
+    t = float(_st.t.ppf(0.5 + level / 2, m - 2))
+    crit = m * math.log1p(t * t / (m - 2))
 
     def interval(j):                  # the profile interval of parameter j, widened to the
         est = best[j]                 # laws through every interval (never below the grid)
