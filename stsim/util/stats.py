@@ -347,8 +347,8 @@ def fit_interval_law(T, y, law: str, *, lower, censored=None, scale: float = 1.0
 
     CIs: profile likelihood, ``{v : D(v) ≤ c_n}`` with ``D(v) = 2[ℓ̂ − max_{other, σ} ℓ]``
     and ``c_n = n log(1 + t²/(n − 2))``, ``t`` the ``(1+level)/2`` Student quantile with
-    ``n − 2`` degrees of freedom: for exactly observed Gaussian data ``D(v) = n log(RSS(v) /
-    RSS_min) = n log(1 + t(v)²/(n−2))``, so this is the Student-t interval of least squares.
+    ``n − 2`` degrees of freedom: for exactly observed Gaussian data
+    ``D(v) = n log(RSS(v)/RSS_min) = n log(1 + t(v)²/(n−2))``, so this is the Student-t interval of least squares.
     ``n`` counts the points bounded above (a censored point is a bound, not an observation).
     ``max`` at fixed ``v``: the best of a grid (129 fitted ``μ`` at one end of the ``T``
     range × 22 ``σ``) polished by Nelder–Mead; an end the data do not bound is ``None``.
@@ -375,7 +375,7 @@ def fit_interval_law(T, y, law: str, *, lower, censored=None, scale: float = 1.0
     level : float
         Confidence level of the intervals.
     ci : tuple of str
-        The parameters (``"a"``, ``"b"``) whose intervals are computed (else ``None``s).
+        The parameters (``"a"``, ``"b"``) whose intervals are computed (the others ``None``).
 
     Returns
     -------
