@@ -45,7 +45,7 @@ from stsim.util.validate import check_int
 
 __all__ = ["fcn_input", "fcn_forward_backward", "mlp_forward", "mlp_backward", "fcn_init",
            "fcn_construction", "FCNProblem", "param_names", "fcn_param_count", "fcn_memory",
-           "fcn_seconds_per_step"]
+           "fcn_seconds_per_step", "fcn_shapes"]
 
 
 def param_names(depth: int) -> list:
@@ -294,5 +294,17 @@ def fcn_seconds_per_step(cfg) -> float:
     return SECONDS_PER_MAC * 3 * nb * fcn_param_count(cfg.T, cfg.d, cfg.width or 1, cfg.depth)
 
 
+def fcn_shapes(cfg) -> dict:
+    """``{name: shape}`` of the FCN's parameters (:func:`fcn_init`): ``W1`` (k, T d + T),
+    ``b1`` (k,), ``Wl`` (k, k), ``bl`` (k,), ``A`` (d, k), ``c`` (d,), ``k = width``."""
+    k, d, n_in = int(cfg.width), int(cfg.d), int(cfg.T) * (int(cfg.d) + 1)
+    out = {}
+    for name in param_names(cfg.depth):
+        l = name[1:]
+        out[name] = {"W": (k, n_in if l == "1" else k), "b": (k,), "A": (d, k),
+                     "c": (d,)}[name[0]]
+    return out
+
+
 register_arch("fcn", FCNProblem, encoding=False, resolve=_resolve_fcn, memory=fcn_memory,
-              seconds_per_step=fcn_seconds_per_step)
+              seconds_per_step=fcn_seconds_per_step, shapes=fcn_shapes)

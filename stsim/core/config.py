@@ -13,9 +13,10 @@ from dataclasses import dataclass, field
 
 from stsim.core.families import SAMPLERS, encoding_spec, is_dense
 from stsim.core.model import MODELS, QUERIES
-from stsim.core.optim import LR_DECAYS, optimizer_spec, resolve_optimizer
-from stsim.core.problem import arch_spec
+from stsim.core.optim import LR_DECAYS, optimizer_names, optimizer_spec, resolve_optimizer
+from stsim.core.problem import arch_names, arch_spec
 from stsim.core.schedule import default_schedule
+from stsim.core.seeds import seed_record
 from stsim.util.validate import check_choice, check_int, check_lr, check_real, int_tuple
 
 __all__ = ["Config", "OBJECTIVES", "INITS", "field_help", "upgrade_config"]
@@ -38,6 +39,13 @@ class Config:
 
     The fields, their defaults and meanings are listed below (generated from the field
     metadata, which also gives the ``stsim run`` flags their help text).
+
+    The rules :meth:`resolve` applies to every field alike: a number must be given as a
+    number (``lr="0.1"`` is refused as ``T="10"`` is; the command line converts its text
+    itself); a choice (``pe``, ``optimizer``, ``model``, ``query``, ``init``, ``sampler``,
+    ``objective``, ``lr_decay``, ``arch``) is matched ignoring case and recorded in its
+    registered spelling (``--optimizer SGD`` as ``--pe ONEHOT``); an option of another
+    architecture is refused (``width``/``depth`` with the transformer).
     """
 
     T: int = _field(200, "sequence length")
@@ -69,7 +77,8 @@ class Config:
     n_train: int | None = _field(None, "size of the fixed sample (objective sample)", "batch")
     init: str = _field("zero", "initialisation: zero | random (i.i.d. N(0, init_scale^2))")
     init_scale: float = _field(0.02, "std of the random initialisation")
-    seed: int = _field(0, "seed of every random stream")
+    seed: int = _field(0, "seed of every random stream (Python: also a numpy SeedSequence or "
+                       "Generator, recorded as JSON: stsim.core.seeds.seed_record)")
     T_test: tuple = _field((), "out-of-distribution validation lengths (comma list, e.g. 60,80)",
                            "none")
     q_test: tuple = _field((), "out-of-distribution validation subset sizes (comma list)",
@@ -98,16 +107,24 @@ class Config:
     def resolve(self) -> "Config":
         """Validate every field (``ValueError`` naming the parameter) and fill defaults."""
         c = dataclasses.replace(self)
+        for name in ("lr", "init_scale"):       # numbers as numbers, as for the int fields
+            if isinstance(getattr(c, name), (str, bytes)):
+                raise ValueError(f"{name} must be a number, got the string "
+                                 f"{getattr(c, name)!r}")
         c.T = check_int("T", c.T, 1)
         c.q = check_int("q", c.q, 1, c.T)
         c.d = check_int("d", c.d, 1)
         c.T_test = int_tuple("T_test", c.T_test, c.q)
         c.q_test = int_tuple("q_test", c.q_test, 1, c.T)
-        check_choice("objective", c.objective, OBJECTIVES)
+        c.objective = check_choice("objective", c.objective, OBJECTIVES, ignore_case=True)
+        c.optimizer = check_choice("optimizer", c.optimizer, optimizer_names(),
+                                   ignore_case=True)
         c.optimizer, c.objective = resolve_optimizer(c.optimizer, c.objective)  # "gd" alias
-        for name, val, allowed in (("model", c.model, MODELS), ("query", c.query, QUERIES),
-                                   ("init", c.init, INITS), ("sampler", c.sampler, SAMPLERS)):
-            check_choice(name, val, allowed)
+        c.model = check_choice("model", c.model, MODELS, ignore_case=True)
+        c.query = check_choice("query", c.query, QUERIES, ignore_case=True)
+        c.init = check_choice("init", c.init, INITS, ignore_case=True)
+        c.sampler = check_choice("sampler", c.sampler, SAMPLERS, ignore_case=True)
+        c.arch = check_choice("arch", c.arch, arch_names(), ignore_case=True)
         arch = arch_spec(c.arch)
         lr_given = c.lr is not None
         if c.lr is not None:
@@ -117,11 +134,15 @@ class Config:
         c.batch = check_int("batch", c.batch, 1)
         c.n_train = check_int("n_train", c.batch if c.n_train is None else c.n_train, 1)
         c.n_val = check_int("n_val", c.n_val, 1)
-        c.seed = check_int("seed", c.seed, 0)
+        c.seed = seed_record(c.seed)
         c.init_scale = check_real("init_scale", c.init_scale, lo=0.0)
         c.depth = check_int("depth", c.depth, 1)
         if arch.resolve is not None:
             arch.resolve(c)
+        elif c.width is not None or c.depth != 1:
+            raise ValueError(f"width and depth are options of the FCN (arch='fcn'); "
+                             f"arch={c.arch!r} has none: got width={c.width!r}, "
+                             f"depth={c.depth!r}")
         if arch.encoding:     # really stochastic slots: each slot used w.p. T/d_e <= 1/2
             spec = encoding_spec(c.pe, T_max=c.T_max, d_e=c.d_e, sampler=c.sampler,
                                  slots_factor=2)
@@ -131,7 +152,7 @@ class Config:
             c.lr, c.steps = check_lr(sched.lr), check_int("steps", sched.steps, 0)
         if c.lr_decay is None:      # e.g. Adam's derived schedule anneals (stsim.core.schedule)
             c.lr_decay = optimizer_spec(c.optimizer).decay if not lr_given else "none"
-        check_choice("lr_decay", c.lr_decay, LR_DECAYS)
+        c.lr_decay = check_choice("lr_decay", c.lr_decay, LR_DECAYS, ignore_case=True)
         c.eval_every = check_int("eval_every", max(1, c.steps // 100) if c.eval_every is None
                                  else c.eval_every, 1)
         c.check_memory()

@@ -35,7 +35,7 @@ from stsim.core.seeds import Streams
 from stsim.core.task import sample_batch
 
 __all__ = ["Problem", "TransformerProblem", "make_problem", "register_arch", "arch_spec",
-           "arch_names", "ArchSpec", "register_objective", "val_key"]
+           "arch_names", "ArchSpec", "register_objective", "val_key", "transformer_shapes"]
 
 
 @dataclass(frozen=True)
@@ -50,6 +50,7 @@ class ArchSpec:
     resolve: Callable | None = None
     memory: Callable | None = None
     seconds_per_step: Callable | None = None
+    shapes: Callable | None = None
 
 
 _ARCHS: dict = {}
@@ -57,7 +58,7 @@ _OBJECTIVES: dict = {}
 
 
 def register_arch(name: str, factory, *, encoding: bool = True, reduced: bool = False,
-                  resolve=None, memory=None, seconds_per_step=None) -> ArchSpec:
+                  resolve=None, memory=None, seconds_per_step=None, shapes=None) -> ArchSpec:
     """Make ``arch=name`` (in :func:`stsim.run`, :class:`Config`) build
     ``factory(cfg, streams)``: an object with the problem interface of the module docstring
     (subclass :class:`Problem` for the shared plumbing).
@@ -83,22 +84,29 @@ def register_arch(name: str, factory, *, encoding: bool = True, reduced: bool = 
     seconds_per_step : callable, optional
         ``seconds_per_step(cfg)``, one core (see
         :func:`stsim.core.schedule.estimated_seconds`). None: the transformer's cost model.
+    shapes : callable, optional
+        ``shapes(cfg) -> {name: shape}``, the parameters a run of ``cfg`` has; then
+        :func:`stsim.load` refuses a result whose parameters are missing or misshapen
+        (checkpoints are checked against the run's own initial parameters either way).
 
-    The built-in transformer is ``register_arch("transformer", TransformerProblem,
-    reduced=True)``; ``docs/architecture.md`` registers one of its own:
+    Examples
+    --------
+    The built-in transformer is
+    ``register_arch("transformer", TransformerProblem, reduced=True)``;
+    ``docs/architecture.md`` registers one of its own:
 
     >>> arch_spec("transformer").reduced, arch_spec("transformer").memory is None
     (True, True)
     """
     name = str(name)
     for what, fn in (("factory", factory), ("resolve", resolve), ("memory", memory),
-                     ("seconds_per_step", seconds_per_step)):
+                     ("seconds_per_step", seconds_per_step), ("shapes", shapes)):
         if fn is not None and not callable(fn):
             raise ValueError(f"{what} must be callable, got {fn!r}")
     if factory is None:
         raise ValueError("factory must be callable, got None")
     spec = ArchSpec(name, factory, bool(encoding), bool(reduced), resolve, memory,
-                    seconds_per_step)
+                    seconds_per_step, shapes)
     _ARCHS[name] = spec
     return spec
 
@@ -267,7 +275,13 @@ class TransformerProblem(Problem):
         return {"encoding": self.enc.describe()}
 
 
-register_arch("transformer", TransformerProblem, reduced=True)
+def transformer_shapes(cfg) -> dict:
+    """``{"W": (D, D), "V": (d, D)}``, ``D = d + d_e``: the transformer's parameters."""
+    D = int(cfg.d) + int(cfg.d_e)
+    return {"W": (D, D), "V": (int(cfg.d), D)}
+
+
+register_arch("transformer", TransformerProblem, reduced=True, shapes=transformer_shapes)
 
 
 def make_problem(cfg, streams: Streams | None = None):

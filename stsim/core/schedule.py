@@ -32,10 +32,18 @@ differences), so
 T=50, q=3; the query token's own logit grows like ``c² q a``).
 
 **Step count.** The reduced map is run at the chosen lr from zero; ``t_2%`` is its first step
-with ``L ≤ 2% · L(0)``; the default ``steps = 2 · t_2%`` (rounded up to 100): minibatch SGD
-lags the population dynamics (measured: T ≤ 100 within 5%, T = 200 by up to 1.6×). For
-sphere / near-orthogonal encodings there is no exact reduction; the slots map with
-``n = d_e`` is used as an approximation (their ``approx_reduced_n``) and the margin is 3.
+with ``L ≤ 2% · L(0)``; the default ``steps = 2 · t_2%`` (rounded up to 100). The reduced
+map is *population* gradient descent; online SGD leaves the plateau later, by a factor that
+grows with T and shrinks with the batch (:data:`SGD_ESCAPE_LAG`, MEASURED by
+``benchmarks/bench_sgd_lag.py``: the step where the validation loss first reaches 50% of
+L(0), SGD over the reduced map, batch 256: 1.34× at T = 25, 1.39× at T = 50, 1.62× at
+T = 100, 2.15× at T = 200; batch 64: 2.4–2.5×, batch 1024: 1.1–1.2×). It comes from the
+minibatch noise in ``W_xe`` (the token rows of W, zero in the population dynamics): with
+their gradient dropped, SGD at T = 50, batch 64 escapes at 1.01× the reduced map's step
+instead of 2.55×, docs/model.md. The margin 2 covers the measured lag at the default batch
+up to T = 200. For sphere / near-orthogonal encodings there is no exact reduction; the
+slots map with ``n = d_e`` is used as an approximation (their ``approx_reduced_n``) and
+the margin is 3.
 
 **Fallback.** An architecture registered without reduced dynamics (the FCN), or an
 encoding with neither an exact nor an approximate reduction (e.g. a registered dense
@@ -66,15 +74,18 @@ from stsim.core.optim import ADAM_LR, ADAM_STEPS_PER_T, REDUCED, adam_steps, opt
 from stsim.core.problem import arch_spec
 from stsim.core.reduced import MAX_STEPS, TARGET, reduced_map_steps
 
-__all__ = ["Schedule", "eta_max", "estimated_seconds", "default_schedule", "predict",
+__all__ = ["Schedule", "eta_max", "estimated_seconds", "default_schedule", "predict", "SGD_ESCAPE_LAG",
            "plateau_status", "assess_run", "adam_steps", "fallback_note", "TARGET", "SAFETY",
-           "MARGIN", "ADAM_LR", "ADAM_STEPS_PER_T", "FALLBACK_STEPS"]
+           "MARGIN", "ADAM_LR", "ADAM_STEPS_PER_T", "FALLBACK_STEPS", "LongRunWarning"]
 
 SAFETY = 0.5           # lr = SAFETY * eta_max
 MARGIN = 2.0           # steps = MARGIN * t_TARGET of the reduced map (3 without exact reduction)
 FALLBACK_STEPS = 1000  # steps where nothing is derived
 SECONDS_PER_TOKEN = 1.8e-7   # rough cost of one sample-token of one SGD step (measured, 1 core)
 LONG_RUN_S = 90.0
+#: online SGD's escape step over the reduced map's (population GD), MEASURED at batch 256
+#: (benchmarks/bench_sgd_lag.py; module docstring)
+SGD_ESCAPE_LAG = "1.3-1.4x at T <= 50, 1.6x at T = 100, 2.2x at T = 200 (batch 256)"
 
 
 @dataclass
@@ -213,29 +224,47 @@ def predict(cfg, lr=None, steps=None) -> Schedule:
                  eta_max=em, escape_step=esc, target_step=tgt, exact=exact, explanation=expl)
     s.estimated_s = estimated_seconds(cfg, d_steps)
     if steps is None and s.estimated_s > LONG_RUN_S:
-        s.warning = _long_run_warning(f"the default schedule needs {d_steps} steps (the plateau "
-                                      f"of the reduced dynamics ends near step {esc} at lr "
-                                      f"{use_lr:.3g})", s.estimated_s)
+        s.warning = _long_run_warning(f"the default schedule needs {d_steps} steps ("
+                                      f"{_escape_words(cfg, esc, use_lr)})", s.estimated_s)
     if steps is None and tgt is None:
         s.warning = (f"the reduced dynamics do not reach 2% of L(0) within {horizon} steps at lr "
                      f"{use_lr:.3g}; running {d_steps} steps")
     return s
 
 
+class LongRunWarning(UserWarning):
+    """A default schedule expected to take long, or one the reduced dynamics cannot
+    bound (``stsim run --quiet`` hides it; ``warnings.simplefilter("ignore",
+    LongRunWarning)`` does in Python)."""
+
+
+def _escape_words(cfg, esc, lr) -> str:
+    """Where the plateau ends: the reduced map's step (population gradient descent) and,
+    for online SGD, that it lags it (:data:`SGD_ESCAPE_LAG`)."""
+    words = (f"population gradient descent, i.e. the reduced dynamics, leaves the initial "
+             f"plateau near step {esc} at lr {lr:.3g}")
+    if cfg.objective == "online":
+        words += (f"; online SGD leaves it later: measured {SGD_ESCAPE_LAG}, from minibatch "
+                  f"noise in W_xe; docs/model.md")
+    return words
+
+
 def default_schedule(cfg) -> Schedule:
     """The schedule :meth:`Config.resolve` uses when ``lr`` and/or ``steps`` are None; a
-    ``UserWarning`` says so when the default run is expected to be long."""
+    :class:`LongRunWarning`, attributed to the caller's line, says so when the default run
+    is expected to be long."""
     s = predict(cfg, lr=cfg.lr, steps=cfg.steps)
     if s.warning:
-        import warnings
-        warnings.warn(f"stsim: {s.warning}", stacklevel=4)
+        from stsim.util.warn import warn
+        warn(f"stsim: {s.warning}", LongRunWarning)
     return s
 
 
-def plateau_status(history: dict, schedule: Schedule | None):
+def plateau_status(history: dict, schedule: Schedule | None, online: bool = True):
     """``(assessment, text)`` of a finished run from its recorded validation loss
     (``val``, else ``loss``): ``"learned"`` (last <= 2% of first), ``"plateau"`` (> 90%),
-    ``"not converged"`` (in between) or ``"unknown"`` (nothing recorded)."""
+    ``"not converged"`` (in between) or ``"unknown"`` (nothing recorded). ``online``: the
+    run drew minibatches (the text then says that SGD lags the reduced dynamics)."""
     key = "val" if len(history.get("val", ())) else "loss"
     L = history.get(key, ())
     if len(L) < 1 or not (L[0] > 0):
@@ -247,9 +276,11 @@ def plateau_status(history: dict, schedule: Schedule | None):
         return "learned", f"learned: loss {ratio:.2%} of initial"
     pred = ""
     if schedule is not None and schedule.target_step is not None:
-        pred = (f"; the reduced dynamics predict the escape near step {schedule.escape_step} "
-                f"and loss <= 2% of initial near step {schedule.target_step} at lr "
-                f"{schedule.lr:.4g}")
+        pred = (f"; the reduced dynamics (population gradient descent) predict the escape "
+                f"near step {schedule.escape_step} and loss <= 2% of initial near step "
+                f"{schedule.target_step} at lr {schedule.lr:.4g}")
+        if online:
+            pred += f" (online SGD escapes later: measured {SGD_ESCAPE_LAG})"
         if schedule.target_step > schedule.steps:
             pred += f" (> steps={schedule.steps}: give more steps, or omit steps for the default)"
     elif schedule is not None and schedule.eta_max is not None and schedule.lr > schedule.eta_max:
@@ -265,5 +296,6 @@ def assess_run(cfg, history: dict):
     run did not learn, to say where the plateau ends."""
     assessment, text = plateau_status(history, None)
     if assessment in ("plateau", "not converged"):
-        assessment, text = plateau_status(history, predict(cfg, lr=cfg.lr, steps=cfg.steps))
+        assessment, text = plateau_status(history, predict(cfg, lr=cfg.lr, steps=cfg.steps),
+                                          online=cfg.objective == "online")
     return assessment, text

@@ -372,6 +372,11 @@ def ood_loss_onehot(a, gamma, T, T_test, q, d, *, query="sum"):
     pm = hypergeom(T_test, T, q).pmf(m)
     n_un = T_test - T
     lw = np.stack(np.broadcast_arrays(c * a, np.zeros_like(c * a * m), c * a * m / T), axis=0)
+    # the shift is the largest logit among the groups that have tokens (with m = 0 the
+    # selected-trained logit c a is absent: shifting by it underflows every weight, 0/0)
+    count = np.stack(np.broadcast_arrays(m, T - m, np.full_like(m, n_un)), axis=0)
+    count = count.reshape((3,) + (1,) * (lw.ndim - 2) + (m.size,))   # broadcast over a, γ
+    lw = np.where(count > 0, lw, -np.inf)          # a group without tokens weighs 0
     lw = lw - lw.max(axis=0)
     w_ts, w_tu, w_un = np.exp(lw)
     Z = m * w_ts + (T - m) * w_tu + n_un * w_un

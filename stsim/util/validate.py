@@ -108,8 +108,18 @@ def check_lr(lr, name: str = "lr"):
     return arr
 
 
-def check_choice(name: str, value, allowed):
-    """``value`` must be one of ``allowed``; returns it."""
+def check_choice(name: str, value, allowed, *, ignore_case: bool = False):
+    """``value`` must be one of ``allowed``; returns it. With ``ignore_case``, a string
+    matching one of them up to case is accepted and returned in the spelling of
+    ``allowed`` (``"SGD"`` -> ``"sgd"``).
+
+    >>> check_choice("optimizer", "Adam", ("sgd", "adam"), ignore_case=True)
+    'adam'
+    """
+    if ignore_case and isinstance(value, str) and value not in allowed:
+        match = [a for a in allowed if isinstance(a, str) and a.lower() == value.lower()]
+        if len(match) == 1:
+            return match[0]
     if value not in allowed:
         raise ValueError(f"{name} must be one of {tuple(allowed)}, got {value!r}")
     return value
