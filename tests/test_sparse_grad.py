@@ -20,8 +20,8 @@ B, T, q, d = 24, 9, 3, 4
 
 @pytest.fixture(autouse=True)
 def always_sparse(monkeypatch):
-    """These tests are about the sparse form: no dense dW at small D (model._DENSE_W)."""
-    import stsim.core.model as M
+    """These tests are about the sparse form: no dense dW at small D (index_form._DENSE_W)."""
+    import stsim.core.index_form as M
     monkeypatch.setattr(M, "_DENSE_W", 0)
 # (pe, d_e): one-hot with d_e = T and d_e > T (length generalisation), slots
 INDEX = [("onehot", 9), ("onehot", 20), ("stochastic", 13), ("stochastic", 40)]
@@ -269,7 +269,7 @@ def test_run_equals_run_with_dense_gradient_and_C_order(monkeypatch, opts, fault
 def test_parts_of_the_batch_change_no_bit(monkeypatch, model):
     """A batch computed in parts (_IndexOps.parts, cache-sized) gives the loss and
     gradients of the whole batch at once, bit for bit; a part left out is seen."""
-    import stsim.core.model as M
+    import stsim.core.index_form as M
     rng, batch, peb, W, V, _ = _setup("stochastic", 40, seed=6)
     W = np.asfortranarray(W)
 
@@ -291,9 +291,9 @@ def test_parts_of_the_batch_change_no_bit(monkeypatch, model):
 @pytest.mark.parametrize("pe_de", INDEX)
 @pytest.mark.parametrize("with_xq", [False, True])
 def test_small_widths_give_the_same_entries_dense(pe_de, with_xq, monkeypatch):
-    """At small D the index form returns dW dense (model._DENSE_W): the entries of the
+    """At small D the index form returns dW dense (index_form._DENSE_W): the entries of the
     sparse form, bit for bit, and the SGD step they give."""
-    import stsim.core.model as M
+    import stsim.core.index_form as M
     rng, batch, peb, W, V, xq = _setup(*pe_de, seed=8, with_xq=with_xq)
     sparse = forward_backward(W, V, batch.X, batch.y, peb, x_query=xq, sparse_grad=True)
     monkeypatch.setattr(M, "_DENSE_W", 10 ** 9)

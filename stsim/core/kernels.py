@@ -1,0 +1,57 @@
+"""Batch kernels shared by the two forms of :mod:`stsim.core.model` (dense encodings and
+the index form of :mod:`stsim.core.index_form`): the logits, the row softmax, the softmax
+Jacobian, the loss and two batched matrix-vector products. The formulas are those of
+:mod:`stsim.core.model`'s docstring."""
+import numpy as np
+
+__all__ = []   # internal to stsim.core
+
+
+def _softmax_rows(a):
+    """Row softmax, in place on ``a`` (a fresh array owned by the caller). The row max is
+    subtracted first, so logits of any size give no overflow (a row of equal ±1e4 logits
+    is uniform); the same operations as ``scipy.special.softmax``."""
+    a -= a.max(axis=1, keepdims=True)
+    np.exp(a, out=a)
+    a /= a.sum(axis=1, keepdims=True)
+    return a
+
+
+def _bmv(X, v):
+    """``[x_{bt}ᵀ v_b]``: (B, T, d), (B, d) -> (B, T) (batched matmul; faster than einsum)."""
+    return (X @ v[:, :, None])[:, :, 0]
+
+
+def _bvm(s, X):
+    """``Σ_t s_{bt} x_{bt}``: (B, T), (B, T, d) -> (B, d)."""
+    return (s[:, None, :] @ X)[:, 0, :]
+
+
+def _logits(W, X, ops):
+    """``a_i = z_iᵀ W z_q`` = ``x_iᵀ m_x + p_iᵀ W_ee p_q (+ p_iᵀ W_ex x_q)`` with
+    ``m_x = W_xe p_q (+ W_xx x_q)``, (B, T); the practical model appends the query
+    token's ``a_q = z_qᵀ W z_q``."""
+    d = X.shape[2]
+    xq = ops.xq
+    m_x, a_e, a_qq = ops.query_terms(W)
+    if xq is not None:
+        m_x = m_x + xq @ W[:d, :d].T
+        e_tok, e_q = ops.xq_terms(W, xq)
+        a_e = a_e + e_tok
+    a = _bmv(X, m_x)
+    a += a_e
+    if ops.practical:
+        a_q = a_qq if xq is None else (a_qq + np.einsum("bd,bd->b", xq, m_x) + e_q)
+        a = np.concatenate([a, a_q[:, None]], axis=1)
+    return a
+
+
+def _jacobian(g, s):
+    """``δ = s ⊙ (g − (sᵀg) 1)`` in place on ``g`` (the softmax Jacobian)."""
+    g -= np.einsum("bn,bn->b", s, g)[:, None]
+    g *= s
+    return g
+
+
+def _loss(r):
+    return 0.5 * float(np.einsum("bd,bd->", r, r)) / r.shape[0]
