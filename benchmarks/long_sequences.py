@@ -394,7 +394,18 @@ def figure(args, s):
     red = []
     block_map(s["T"], s["q"], s["d"], s["d_e"], s["lr_W"], s["lr_V"],
               max_steps=int(step[-1]), losses=red)
-    ax[0].semilogy(np.arange(len(red)), np.array(red) / L0, "k--", lw=1,
+    red_a = np.array(red) / L0
+    val = h[:, col["val"]] / L0
+    for level in (0.5, TARGET):                  # SGD: the first record at or below the level
+        hit = step[val <= level]
+        rhit = np.flatnonzero(red_a <= level)
+        print(f"  {level:.0%} of L(0): SGD's validation at record step "
+              f"{int(hit[0]) if hit.size else 'not reached'} (records every "
+              f"{int(step[1] - step[0])} steps), the reduced map at step "
+              f"{int(rhit[0]) if rhit.size else 'not reached'}")
+    print(f"  at step {int(step[-1])}: SGD's validation {val[-1]:.4%} of L(0), the reduced map "
+          f"{red_a[-1]:.4%}")
+    ax[0].semilogy(np.arange(len(red)), red_a, "k--", lw=1,
                    label="reduced population map, same steps")
     ax[0].axhline(TARGET, color="gray", lw=0.6, ls=":")
     ax[0].set(xlabel="step", ylabel="loss / L(0)", title=f"training: slots, T = {s['T']}, "
