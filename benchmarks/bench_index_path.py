@@ -14,6 +14,12 @@ one batch) with W in C order and in Fortran order, in this process (best of 3).
 
     python benchmarks/bench_index_path.py --order
 
+Draw (``--draw``): the slots draw of a batch at B = 256, T = 1000, d_e = 8000 (the long
+run's), ``encodings.sorted_subsets`` by its sparse route (``_sparse_subsets``, O(B T)) and
+by the keys (O(B d_e): the route forced by making ``_sparse_mean`` infinite), best of 5.
+
+    python benchmarks/bench_index_path.py --draw
+
 Against another tree (``--against PATH``, e.g. a checkout of main before issue 24): the
 loss and gradients of ``forward_backward`` here and there, on the same inputs (slots and
 one-hot, both models, both queries, d_e = 2T, 8T, T), compared bit for bit (dW made dense).
@@ -102,6 +108,21 @@ def order():
               f"{best(update):7.1f} ms")
 
 
+def draw():
+    import stsim.core.encodings as E
+    B, T, d_e = 256, 1000, 8000
+    rng = np.random.default_rng(0)
+    sparse = best(lambda: E.sorted_subsets(rng, B, d_e, T), 5)
+    real = E._sparse_mean
+    E._sparse_mean = lambda k: float("inf")          # the keys' route at the same sizes
+    try:
+        keys = best(lambda: E.sorted_subsets(rng, B, d_e, T), 5)
+    finally:
+        E._sparse_mean = real
+    print(f"slots draw, B={B} T={T} d_e={d_e}: sparse route {sparse:.1f} ms, keys {keys:.1f} ms "
+          f"(best of 5; load average {os.getloadavg()[0]:.2f})")
+
+
 def _load(path):
     for k in [k for k in sys.modules if k == "stsim" or k.startswith("stsim.")]:
         del sys.modules[k]
@@ -146,12 +167,15 @@ def main(argv=None):
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--seeds", type=int, default=10)
     ap.add_argument("--order", action="store_true")
+    ap.add_argument("--draw", action="store_true")
     ap.add_argument("--against", metavar="PATH", help="another stsim tree to compare with")
     args = ap.parse_args(argv)
     if args.against:
         against(args.against)
     elif args.order:
         order()
+    elif args.draw:
+        draw()
     else:
         accuracy(args.seeds)
 
