@@ -98,8 +98,7 @@ def one(kind, steps, warmup=5, T=200, q=3, d=5, B=256, lr=0.5, prefetch=None):
                               steps=steps, n_val=16)
     problem = make_problem(cfg)
     rng = np.random.default_rng(0)
-    D = d + d_e
-    params = {"W": np.zeros((D, D)), "V": np.zeros((d, D))}
+    params = problem.init_params(rng)          # zeros, in the tree's memory order of W
     opt = SGD(lr)
     prefetch = prefetch_default() if prefetch is None else prefetch
     src = Prefetch(problem.draw_step, rng) if prefetch else None
