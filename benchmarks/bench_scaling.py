@@ -22,7 +22,9 @@ step time against T (least squares, with its standard error, 95% interval and re
 Ratio (``--ratio 200,3200``): the marginal cost at two lengths measured in ONE process,
 interleaved (``--repeats`` times), and the ratio per repeat — the issue's criterion
 (slots: T = 3200 at most 25× T = 200). Under load from other processes prefer this to
-ratios of the table's rows.
+ratios of the table's rows. Printed twice: from the loop's wall time, and from the
+process's CPU time (``time.process_time``, both threads: the drawing ahead included) over
+the same two runs — the cost of a step, less sensitive to the other processes' load.
 
 Parts (``--parts 200,3200``): the step's parts in a direct loop in one process — drawing
 the batch (tokens, subset, encodings), forward + backward, the optimiser update
@@ -153,17 +155,29 @@ def ratio(args):
         per = wall(sampler, T, 5) / 5            # an upper bound of the step
         n[T] = (2, max(7, 2 + int(args.seconds / per)))
     ms = {T: [] for T in n}
+    cpu = {T: [] for T in n}
+
+    def timed(T, steps):                          # (loop wall time, process CPU time) in s
+        c0 = time.process_time()
+        w = wall(sampler, T, steps)
+        return w, time.process_time() - c0
+
     for r in range(args.repeats):
         for T in (n if r % 2 == 0 else list(n)[::-1]):
             n1, n2 = n[T]
-            ms[T].append(1e3 * (wall(sampler, T, n2) - wall(sampler, T, n1)) / (n2 - n1))
+            (w2, c2), (w1, c1) = timed(T, n2), timed(T, n1)
+            ms[T].append(1e3 * (w2 - w1) / (n2 - n1))
+            cpu[T].append(1e3 * (c2 - c1) / (n2 - n1))
         print(f"  repeat {r + 1}: T={lo} {ms[lo][-1]:8.2f} ms  T={hi} {ms[hi][-1]:8.2f} ms  "
-              f"ratio {ms[hi][-1] / ms[lo][-1]:6.2f}", flush=True)
-    rr = np.array(ms[hi]) / np.array(ms[lo])
-    print(f"median: T={lo} {np.median(ms[lo]):.2f} ms, T={hi} {np.median(ms[hi]):.2f} ms; "
-          f"ratio of medians {np.median(ms[hi]) / np.median(ms[lo]):.2f}, median of per-repeat "
-          f"ratios {np.median(rr):.2f} (range {rr.min():.2f}-{rr.max():.2f}) for "
-          f"{hi / lo:g}x the tokens; load average {os.getloadavg()[0]:.2f} at the end")
+              f"ratio {ms[hi][-1] / ms[lo][-1]:6.2f}   CPU: {cpu[lo][-1]:8.2f} ms "
+              f"{cpu[hi][-1]:8.2f} ms  ratio {cpu[hi][-1] / cpu[lo][-1]:6.2f}", flush=True)
+    for what, x in (("wall", ms), ("CPU", cpu)):
+        rr = np.array(x[hi]) / np.array(x[lo])
+        print(f"median ({what}): T={lo} {np.median(x[lo]):.2f} ms, T={hi} {np.median(x[hi]):.2f} "
+              f"ms; ratio of medians {np.median(x[hi]) / np.median(x[lo]):.2f}, median of "
+              f"per-repeat ratios {np.median(rr):.2f} (range {rr.min():.2f}-{rr.max():.2f}) for "
+              f"{hi / lo:g}x the tokens")
+    print(f"load average {os.getloadavg()[0]:.2f} at the end")
 
 
 def parts(args):
