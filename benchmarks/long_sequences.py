@@ -19,11 +19,11 @@ With one step 5.5 for both the reduced map needs 175 541 steps; with these, 5430
 
 W's token rows. Minibatch SGD lags the population map, more the longer the sequence: the
 minibatch gradient of ``W_xe`` (zero in the population, from zero init) makes it diffuse to
-a stationary spread (entries of s.d. ≈ 0.035 at lr 5.5, batch 256), which tilts the
-attention towards the tokens along the random direction ``m_x = W_xe p_q``; the value fit
-``γ`` then stays far below its population value (at T = 200, d_e = 1600: γ ≈ 0.33 against
-1.0–1.5, ``a`` growing 4× slower, no escape in 12 000 steps where the map escapes at 6541),
-because ``|m_x|²`` competes with the ``d/T`` of a uniform average. With W's token rows
+a stationary spread (entries of s.d. 0.05–0.06 at T = 200, d_e = 1600, lr 5.5, batch 256:
+``trace_200_free.csv``), which tilts the attention towards the tokens along the random
+direction ``m_x = W_xe p_q``; the value fit ``γ`` then stays far below its population value
+(there: γ 0.30–0.39 against the map's 1.0–1.4, and ``a`` after 3000 steps 0.090 against
+0.341), because ``|m_x|²`` competes with the ``d/T`` of a uniform average. With W's token rows
 (``W_xx``, ``W_xe``: the first d rows) held at 0, their population value, the same SGD
 follows the map step for step (``a`` 0.342 against 0.341 after 3000 steps). The run holds
 them at 0 (``--free-x``: plain SGD).
