@@ -15,7 +15,8 @@ to about ``2n/(c²(q−1)(q+d))`` (the transverse ``W_xe`` curvature at the solu
 n = 8000). So the run takes a step per block: ``--lr-W`` (default 200) for W and
 ``--lr-V`` (default 5.5 = 0.92 η_max) for V (:class:`BlockSGD`), for ``--steps`` steps
 (default: 2 × the step where the reduced map with the same two steps reaches 2% of L(0)).
-With one step 5.5 for both the reduced map needs 175 541 steps; with these, 5430.
+With one step for both, the best of those tried (0.99 η_max) needs 162 538 steps in the
+reduced map (``plateau.csv``); with these two, 5430.
 
 W's token rows. Minibatch SGD lags the population map, more the longer the sequence: the
 minibatch gradient of ``W_xe`` (zero in the population, from zero init) makes it diffuse to
