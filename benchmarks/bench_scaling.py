@@ -175,7 +175,8 @@ def ratio(args):
         rr = np.array(x[hi]) / np.array(x[lo])
         print(f"median ({what}): T={lo} {np.median(x[lo]):.2f} ms, T={hi} {np.median(x[hi]):.2f} "
               f"ms; ratio of medians {np.median(x[hi]) / np.median(x[lo]):.2f}, median of "
-              f"per-repeat ratios {np.median(rr):.2f} (range {rr.min():.2f}-{rr.max():.2f}) for "
+              f"per-repeat ratios {np.median(rr):.2f} (range {rr.min():.2f}-{rr.max():.2f}), "
+              f"mean {rr.mean():.2f} ± {rr.std(ddof=1) / math.sqrt(rr.size):.2f} (s.e.) for "
               f"{hi / lo:g}x the tokens")
     print(f"load average {os.getloadavg()[0]:.2f} at the end")
 
