@@ -67,12 +67,17 @@ term is ``≈ ℓ̄² Var(ln ℓ)``, ``ℓ = N M(λ)/A ≈ (N/q) e^{−a + qβ²
 so it needs ``a ≈ ln N + O(1)``; κ ≈ ``(N/q) e^{−2a+2qβ²}`` then vanishes.  Hence
 ``β → β*`` with ``F_q(β*) = target`` and ``d_e = a²/β² ≈ (ln T)²/β*²``: a (log T)² law;
 rem ≈ ln N − qβ² and μ ∝ √d_e grow, so the mean field becomes exact as T grows.
-q = 2: σ = 1, no spread; the optimum sits at μ < 0 (frozen side): the loss is carried by
-rare tokens with ``r t > 1 + ε``, ``t > ((1+ε)/2)^{1/2}``, of probability
-``≈ exp((d_e/2)[ln((1−ε)/2) + ln(1−ε²)])``, largest at ``ε = −1/3``; ``N (16/27)^{d_e/2} =
-O(1)`` gives ``d_e ≈ 2 ln T/ln(27/16) ≈ 3.82 ln T`` (+ O(ln ln T)): a log T law.
+q = 2: σ = 1, no spread; the optimum sits at μ < 0 and rem < 0 (frozen side): the loss is
+carried by rare selected configurations in which an unselected token rivals the selected
+ones, ``r t > 1 + ε``, i.e. ``t > θ = ((1+ε)/2)^{1/2}``, ``P(t > θ) ≈ ((1−ε)/2)^{d_e/2}``.
+Rivals are expected when ``ε < ε*`` with ``N ((1−ε*)/2)^{d_e/2} ≈ 1``; that has probability
+``≈ e^{−d_e ε*²/2}``, so a target τ needs ``|ε*| ≈ (2 ln(c/τ)/d_e)^{1/2}`` and
+``d_e ≈ 2 log₂ T + C √d_e`` (C grows as τ falls): the q log₂ T law (q = 2) with an
+O((log T)^{1/2}) correction.
 """
 from __future__ import annotations
+
+import math
 
 import numpy as np
 from scipy.optimize import minimize_scalar
@@ -144,7 +149,7 @@ def conditional_moments(a, T, d_e, G, *, method="exact", mgf="exact", query="sum
     _check(q, T, d_e, method, mgf, query)
     c = 1.0 if query == "sum" else 1.0 / q
     lA, lA2, lam = _selected(float(a), G, c)
-    lN = np.log(T - q)
+    lN = math.log(T - q)
     lm1 = log_sphere_mgf(lam, d_e)
     lD = np.logaddexp(lA, lN + lm1)
     out = {}
@@ -224,7 +229,7 @@ def mean_field_terms(a, T, d_e, G, w, query="sum"):
     _check(q, T, d_e, query=query)
     c = 1.0 if query == "sum" else 1.0 / q
     lA, lA2, lam = _selected(float(a), G, c)
-    lN = np.log(T - q)
+    lN = math.log(T - q)
     Y = 1.0 / (1.0 + np.exp(lN + log_sphere_mgf(lam, d_e) - lA))
     sig = q * np.exp(lA2 - 2 * lA)
     kap = q * np.exp(lN + log_sphere_mgf(2 * lam, d_e) - 2 * lA)

@@ -20,7 +20,7 @@ depend on Z.  Two branches minimise the mean-field loss (module
 
 Either way ``d_e ∝ (ln T)²`` (the constant is the smaller of the two); the O(1) terms in
 ``a`` make the approach slow (relative corrections O(1/ln T)).  For q = 2 (no spread) the
-law is ``d_e ≈ 2 ln T/ln(27/16)`` (module docstring of ``family_asymptotic``).
+law is ``d_e ≈ 2 log₂ T + C √d_e`` (module docstring of ``family_asymptotic``).
 """
 from __future__ import annotations
 
@@ -103,7 +103,8 @@ def large_T_width(q, T, target, *, method="exact", d_start=8, d_max=65536, step=
     """Smallest integer ``d_e ≥ 2`` with best ``L/L0 + band·SE ≤ target`` (bisection).
 
     Assumes the best loss falls with d_e (a probe that contradicts it by more than its
-    4 SE + 1e-3 raises).  Returns ``dict(d_e, rel, se, a, margin, rel_below, probes)``;
+    4 SE + 1e-3 raises).  Returns ``dict(d_e, rel, se, a, gamma, margin, rel_below,
+    probes)``;
     ``d_e = None`` if ``d_max`` fails; ``rel_below`` is the loss at ``d_e − 1``.
 
     Parameters
@@ -164,8 +165,9 @@ def large_T_width(q, T, target, *, method="exact", d_start=8, d_max=65536, step=
             raise RuntimeError(f"large-T loss not monotone in d_e at q={q} T={T}: "
                                f"{d1}:{r1['rel']:.4f} then {d2}:{r2['rel']:.4f}")
     r = best(hi)
-    return {"d_e": hi, "rel": r["rel"], "se": r["se"], "a": r["a"], "margin": r["margin"],
-            "rel_below": best(lo)["rel"] if lo >= 2 else None, "probes": _probes(cache)}
+    return {"d_e": hi, "rel": r["rel"], "se": r["se"], "a": r["a"], "gamma": r["gamma"],
+            "margin": r["margin"], "rel_below": best(lo)["rel"] if lo >= 2 else None,
+            "probes": _probes(cache)}
 
 
 def _probes(cache):
@@ -204,8 +206,8 @@ def spread_loss(beta, q, n=200000, rng=0):
 
 
 def asymptotic_coefficients(q, target, n=400000, rng=0):
-    """Leading-order width laws (module docstring): ``{"lnT": 2/ln(27/16)}`` for q = 2
-    (``d_e ≈ c ln T``); for q ≥ 3 ``{"selected": 1/β_s², "bulk": 1/(4β_b²), "beta_s",
+    """Leading-order width laws (module docstring): ``{"log2T": 2}`` for q = 2
+    (``d_e ≈ 2 log₂ T``); for q ≥ 3 ``{"selected": 1/β_s², "bulk": 1/(4β_b²), "beta_s",
     "beta_b"}`` (``d_e ≈ c (ln T)²``; β_s by bisection on the Monte-Carlo :func:`spread_loss`).
 
     Parameters
@@ -224,7 +226,7 @@ def asymptotic_coefficients(q, target, n=400000, rng=0):
     if not isinstance(q, (int, np.integer)) or q < 2:
         raise ValueError(f"q must be an integer >= 2, got {q!r}")
     if q == 2:
-        return {"lnT": 2.0 / math.log(27.0 / 16.0)}
+        return {"log2T": 2.0}
     bs = brentq(lambda b: float(spread_loss(b, q, n, rng)) - target, 1e-3, 10.0, xtol=1e-6)
     bb = math.sqrt(-math.log1p(-target) / (q - 1))
     return {"selected": 1.0 / bs ** 2, "bulk": 1.0 / (4.0 * bb * bb), "beta_s": bs,
