@@ -24,11 +24,12 @@ def _bench(options, steps):
 
 def configurations(mode):
     """One representative job per distinct configuration (seed and PE kept, seed 0)."""
-    from stsim.studies.figures import FIGURES, resolve_all, _module
-    settings = resolve_all(mode)
+    from stsim.studies import figures
+    from stsim.studies.contract import resolve_config
+    from stsim.studies.figures.study import figure_jobs
     seen, out = set(), []
-    for name in FIGURES:
-        for job in _module(name).jobs(settings[name]):
+    for name, jobs in figure_jobs(resolve_config(figures, mode)).items():
+        for job in jobs:
             o = dict(job.options)
             if o.get("seed", 0) != 0:
                 continue

@@ -30,7 +30,8 @@ for b in range(len(s)):
 fig, ax = plt.subplots(1, 2, figsize=(11, 3.5))
 im = ax[0].imshow(s, aspect="auto", cmap="magma")
 ax[0].plot(y.ravel(), np.repeat(np.arange(len(s)), y.shape[1]), "c+", ms=10, label="selected")
-ax[0].set(xlabel="position", ylabel="sample", title="attention weights of the trained model")
+ax[0].set(xlabel="position", ylabel="sample", title="attention weights of the trained model",
+          yticks=range(len(s)), xticks=range(0, s.shape[1], 2))      # whole samples, positions
 ax[0].legend(loc="upper right", fontsize=8)
 fig.colorbar(im, ax=ax[0])
 h = res.history_array()                                   # structured array: one row per record

@@ -6,7 +6,7 @@ Fully-Connected Nets Cannot* (ICML 2024). The package is layered; data flows one
 
     util  →  core  →  theory  →  baselines  →  sweep  →  studies  →  cli
     (validation, io, stats, plotting)
-             (task → encodings → model → optim → config/problem → run → Result)
+             (task → encodings → model → optim → reduced → problem → config → run → Result)
                       (population, reduced dynamics, theorem checks)
                                  (FCN)        (grid, journal, pool)
                                                         (figures, separation,
@@ -25,7 +25,8 @@ from stsim.core.encodings import (PEBatch, Encoding, OneHot, NearOrthogonal, Sto
                                   coherence)
 from stsim.core.model import loss_and_grad, forward_backward, target_params, cosine_to_target
 from stsim.core.gradcheck import check_grad, directional_check
-from stsim.core.optim import SGD, Adam, make_optimizer
+from stsim.core.optim import SGD, Adam, make_optimizer, register_optimizer
+from stsim.core.problem import register_arch
 from stsim.core.config import Config
 from stsim.core.result import Result, load
 from stsim.core.run import run
@@ -43,6 +44,7 @@ __all__ = [
     "PEBatch", "Encoding", "OneHot", "NearOrthogonal", "StochasticSlots", "StochasticSphere",
     "make_encoding", "register_encoding", "coherence", "loss_and_grad", "forward_backward", "target_params",
     "cosine_to_target", "check_grad", "directional_check", "SGD", "Adam", "make_optimizer",
+    "register_optimizer", "register_arch",
     "Config", "Result", "run", "load", "sweep", "make_population_objective", "reduced_gd",
     "reduced_loss", "gradient_flow", "ood_loss_onehot", "ood_floor_onehot", "check_theorem",
     "FCNProblem",

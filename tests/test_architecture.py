@@ -57,3 +57,19 @@ def test_one_process_pool():
     hits = [str(p.relative_to(ROOT)) for p in ROOT.rglob("*.py")
             if re.search(r"ProcessPoolExecutor\s*[()]", p.read_text(encoding="utf-8"))]
     assert hits == ["sweep/pool.py"], hits
+
+
+def test_architecture_doc_examples_run():
+    """docs/architecture.md's examples (a new encoding, optimiser, architecture) are
+    doctests: if one goes stale, this fails. Their registrations are removed after."""
+    import doctest
+
+    from stsim.core import families, optim, problem
+    doc = ROOT.parent / "docs" / "architecture.md"
+    try:
+        res = doctest.testfile(str(doc), module_relative=False, optionflags=doctest.ELLIPSIS)
+    finally:
+        for table in (families._REGISTERED, optim._OPTIMIZERS, problem._ARCHS):
+            for k in [k for k in table if k.endswith("-doc")]:
+                del table[k]
+    assert res.attempted >= 15 and res.failed == 0, res

@@ -66,13 +66,17 @@ def test_every_study_command_has_the_common_options(name, tmp_path):
 
 
 def test_study_preset_options_default_to_the_chosen_preset():
-    from stsim.cli.common import preset_from_args
+    from stsim.cli.common import contract_overrides
+    from stsim.studies import separation
+    from stsim.studies.contract import resolve_config
     from stsim.studies.separation.study import FULL, QUICK
     p = build_parser("separation")
-    assert preset_from_args(p.parse_args([]), QUICK, FULL) == QUICK
-    cfg = preset_from_args(p.parse_args(["--full", "--tf-Ts", "8,16", "--steps", "500",
-                                         "--lrs", "0.1,0.2"]), QUICK, FULL, extra=("lrs",))
-    assert cfg == dict(FULL, tf_Ts=(8, 16), steps=500, lrs=(0.1, 0.2))
+    args = p.parse_args([])
+    assert resolve_config(separation, args.mode, contract_overrides(args, separation)) \
+        == dict(QUICK, mode="quick")
+    args = p.parse_args(["--full", "--tf-Ts", "8,16", "--steps", "500", "--lrs", "0.1,0.2"])
+    assert resolve_config(separation, args.mode, contract_overrides(args, separation)) \
+        == dict(FULL, tf_Ts=(8, 16), steps=500, lrs=(0.1, 0.2), mode="full")
 
 
 def test_help_of_every_command(capsys):

@@ -33,7 +33,8 @@ def _study(calls):
             raise ValueError("steps must be >= 1")
         return cfg
     return types.SimpleNamespace(
-        NAME="toy", PRESETS={"quick": dict(PRESET), "full": dict(PRESET, steps=100)},
+        NAME="toy", PRESETS={"quick": dict(PRESET, mode="quick"),
+                             "full": dict(PRESET, steps=100, mode="full")},
         check=check, run=lambda cfg, out, ex, log: calls.append(("run", cfg["steps"])),
         analyse=lambda cfg, out: calls.append("analyse") or {"x": 1},
         report=lambda cfg, out, res: calls.append("report") or dict(res))
@@ -58,3 +59,44 @@ def test_a_module_without_the_members_is_not_a_study():
         check_study(types.SimpleNamespace(NAME="x"))
     with pytest.raises(ValueError, match="mode must be one of"):
         resolve_config(_study([]), "medium")
+
+
+def test_the_preset_name_mode_is_not_an_override(tmp_path):
+    import argparse
+
+    from stsim.cli.common import add_contract_options
+    study = _study([])
+    study.PRESETS = {m: dict(PRESET, mode=m) for m in ("quick", "full")}
+    assert resolve_config(study, "full")["mode"] == "full"
+    with pytest.raises(ValueError, match="mode is chosen by the preset"):
+        resolve_config(study, "quick", {"mode": "full"})
+    p = argparse.ArgumentParser()
+    add_contract_options(p, study)
+    flags = {s for a in p._actions for s in a.option_strings}
+    assert "--lr" in flags and "--mode" not in flags and "--fig1" not in flags
+
+
+def test_the_toy_study_of_the_architecture_doc_runs():
+    """The example of "The study contract" in docs/architecture.md, run as a doctest."""
+    import doctest
+    import pathlib
+    import re
+    text = (pathlib.Path(__file__).parents[1] / "docs" / "architecture.md").read_text()
+    section = text.split("## The study contract", 1)[1].split("\n## ", 1)[0]
+    code = "\n".join(re.findall(r"```python\n(.*?)```", section, re.S))
+    test = doctest.DocTestParser().get_doctest(code, {}, "architecture.md: study contract",
+                                               "docs/architecture.md", 0)
+    runner = doctest.DocTestRunner(optionflags=doctest.ELLIPSIS)
+    runner.run(test)
+    assert runner.summarize(verbose=False).attempted >= 8
+    assert runner.summarize(verbose=False).failed == 0
+
+
+def test_every_preset_names_itself():
+    from stsim.studies import expressivity, figures, separation, sparse
+    for study in (figures, separation, sparse, expressivity):
+        check_study(study)
+    bad = _study([])
+    bad.PRESETS["full"]["mode"] = "quick"
+    with pytest.raises(TypeError, match="must name itself"):
+        check_study(bad)

@@ -273,14 +273,48 @@ def test_bad_input_names_the_parameter(call, name):
 
 
 def test_cli_quick_runs_and_writes_outputs(tmp_path):
+    import json
+    import os
+
     from stsim.cli import main
+    from stsim.sweep import read_table
     rc = main(["expressivity", "--quick", "--only", "seq2seq,trained,patterns,jl",
-               "--out", str(tmp_path), "--quiet"])
+               "--workers", "0", "--out", str(tmp_path), "--quiet"])
     assert rc == 0
     for part in ("seq2seq", "trained", "patterns", "jl"):
         for ext in ("png", "csv", "json"):
             assert (tmp_path / f"{part}.{ext}").stat().st_size > 0
     assert main(["expressivity", "--quick", "--only", "nope", "--out", str(tmp_path)]) == 2
+    # the design's rows, counted exactly: seq2seq 2 N x 5 m x 2 queries; patterns 4 kinds
+    # at k=4 + random at k=2, x 3 L; jl 3 L, and 2 tolerances x 3 L ratio-only
+    n = {f: len(read_table(str(tmp_path / f))) for f in
+         ("seq2seq.csv", "trained.csv", "patterns.csv", "jl.csv", "jl_ratio.csv")}
+    assert n == {"seq2seq.csv": 20, "trained.csv": 1, "patterns.csv": 15, "jl.csv": 3,
+                 "jl_ratio.csv": 6}
+    # measured: the trained W is the construction's shape (share of ||W||^2 in the PE
+    # block and cosine with I near 1), and the exact pattern scheme's d* is within
+    # [0.8, 2] x the derived 2 k ln(L / eps_off) (the width-law test's bounds)
+    (tr,) = read_table(str(tmp_path / "trained.csv"))
+    assert tr["W_share_ee"] > 0.99 and tr["cos_Wee_I"] > 0.99
+    for r in read_table(str(tmp_path / "patterns.csv")):
+        assert 0.8 <= r["d_star"] / E.predicted_d(r["L"], r["k_actual"], 0.01) <= 2.0, r
+    assert json.load(open(tmp_path / "seq2seq.json"))["summary"]["m_star_on_grid"][
+        "exact/N=64"] == 64
+    # a rerun on the complete folder computes nothing; --analyse-only rewrites every
+    # output from the raw tables alone, byte for byte
+    journals = sorted((tmp_path / "raw").glob("*.journal.jsonl"))
+    assert len(journals) == 5
+    lines = [len(j.read_text().splitlines()) for j in journals]
+    assert main(["expressivity", "--quick", "--only", "seq2seq,trained,patterns,jl",
+                 "--workers", "0", "--out", str(tmp_path), "--quiet"]) == 0
+    assert [len(j.read_text().splitlines()) for j in journals] == lines
+    files = [f for f in os.listdir(tmp_path) if f.endswith((".csv", ".json"))]
+    before = {f: (tmp_path / f).read_bytes() for f in files}
+    for f in files:
+        os.remove(tmp_path / f)
+    assert main(["expressivity", "--quick", "--only", "seq2seq,trained,patterns,jl",
+                 "--out", str(tmp_path), "--quiet", "--analyse-only"]) == 0
+    assert {f: (tmp_path / f).read_bytes() for f in files} == before
 
 
 @pytest.mark.slow
@@ -302,3 +336,20 @@ def test_jl_ratio_width_scales_as_inverse_tolerance_squared():
 def test_docstring_examples():
     import doctest
     assert doctest.testmod(qsa).failed == 0 and doctest.testmod(pt).failed == 0
+
+
+def test_the_study_follows_the_contract():
+    from stsim.studies import expressivity
+    from stsim.studies.contract import check_study, resolve_config
+    check_study(expressivity)
+    for mode in ("quick", "full"):
+        cfg = resolve_config(expressivity, mode)
+        assert cfg["only"] == E.PARTS and cfg["seed"] == 0
+    cfg = resolve_config(expressivity, "quick", {"only": ["width", "jl"], "width.eps": "0.05"})
+    assert cfg["only"] == ("width", "jl") and cfg["width"]["eps"] == 0.05
+    for bad, words in (({"only": ["width", "nope"]}, "only must name parts"),
+                       ({"width.eps": "1.5"}, r"width.eps must be a number in \(0, 1\)"),
+                       ({"patterns.targets": "['random', 'diag']"}, "patterns.targets"),
+                       ({"seed": "-1"}, "seed must be")):
+        with pytest.raises(ValueError, match=words):
+            resolve_config(expressivity, "quick", bad)

@@ -1,6 +1,8 @@
 """Fault behaviour (issue 14): every fault gives a clear error naming what is wrong, and
 nothing already computed is lost. See docs/model.md, "Failure behaviour"."""
+import json
 import os
+import re
 import signal
 import subprocess
 import sys
@@ -85,8 +87,18 @@ SLOW_SWEEP = textwrap.dedent("""
 
 
 def _slow_module(tmp_path):
-    (tmp_path / "tests_helpers_slow.py").write_text(
-        "import time\n\ndef slow(a, seed):\n    time.sleep(0.5)\n    return {'a2': a * a}\n")
+    """The sweep's function: rows a = 0, 1 finish at once; the others wait for the file
+    ``release`` (which the test never writes), so the driver is alive, deterministically,
+    until the test kills it — no wall-clock race with a sweep that finishes."""
+    (tmp_path / "tests_helpers_slow.py").write_text(textwrap.dedent(f"""
+        import os
+        import time
+
+        def slow(a, seed):
+            while a >= 2 and not os.path.exists({str(tmp_path / "release")!r}):
+                time.sleep(0.05)
+            return {{'a2': a * a}}
+        """))
     (tmp_path / "driver.py").write_text(SLOW_SWEEP)
 
 
@@ -105,8 +117,9 @@ def test_second_process_on_one_table_is_refused_and_killed_driver_leaves_no_work
     journal = tmp_path / "t.csv.journal.jsonl"
     t0 = time.time()
     while not (journal.exists() and journal.read_text().count("\n") >= 2):
-        assert time.time() - t0 < 60, "the sweep did not start"
-        assert drv.poll() is None, "the driver ended early"
+        assert time.time() - t0 < 120, "the sweep did not start"
+        # the driver cannot finish (its rows a >= 2 wait for a file never written)
+        assert drv.poll() is None, "the driver crashed"
         time.sleep(0.1)
     # a second process on the same out is refused while the first runs
     second = subprocess.run([sys.executable, str(tmp_path / "driver.py"), str(out)], env=env,
@@ -270,18 +283,47 @@ def test_cli_checks_the_output_folder_before_training(out):
     assert proc.returncode == 2 and "--out" in proc.stderr and "Traceback" not in proc.stderr
 
 
+HOLD_RUN = textwrap.dedent("""
+    import os, sys, time
+    import stsim.core.state as S
+
+    ready = sys.argv[1]
+    record = S.RunState.record
+
+    def hold(self, step, metrics):
+        # between the checkpoints at 100 and 200: say so, and wait to be killed
+        row = record(self, step, metrics)
+        if step == 150:
+            open(ready, "w").close()
+            while True:
+                time.sleep(0.05)
+        return row
+
+    S.RunState.record = hold
+    from stsim.cli import main
+    sys.exit(main(sys.argv[2:]))
+""")
+
+
 def test_cli_kill_and_resume_is_bit_identical_and_one_run_per_folder(tmp_path):
+    """The first run is held at step 150 (after its checkpoint at 100) until it is killed:
+    it is alive, deterministically, while the second run is refused, and is killed between
+    two checkpoints; the resumed run redoes steps 100..150 bit for bit."""
     args = ["run", "--T", "40", "--q", "3", "--steps", "3000", "--batch", "64",
             "--eval_every", "10", "--checkpoint_every", "100", "--quiet"]
     out = tmp_path / "k"
-    proc = subprocess.Popen([sys.executable, "-m", "stsim", *args, "--out", str(out)],
+    (tmp_path / "hold.py").write_text(HOLD_RUN)
+    ready = tmp_path / "ready"
+    proc = subprocess.Popen([sys.executable, str(tmp_path / "hold.py"), str(ready), *args,
+                             "--out", str(out)],
                             env=dict(os.environ, MPLBACKEND="Agg", OMP_NUM_THREADS="1"),
-                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-    ck = out / "checkpoint.npz"
+                            stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
     t0 = time.time()
-    while not ck.exists():
-        assert proc.poll() is None and time.time() - t0 < 120
+    while not ready.exists():
+        assert proc.poll() is None, f"the run ended before step 150: {proc.stderr.read()}"
+        assert time.time() - t0 < 300, "the run did not reach step 150"
         time.sleep(0.05)
+    assert (out / "checkpoint.npz").exists()
     busy = _cli(*args, "--out", str(out))          # a second run on the same folder
     assert busy.returncode == 2 and "another process" in busy.stderr
     os.kill(proc.pid, signal.SIGKILL)
@@ -296,3 +338,432 @@ def test_cli_kill_and_resume_is_bit_identical_and_one_run_per_folder(tmp_path):
     a, b = stsim.load(out / "result.npz"), stsim.load(tmp_path / "f" / "result.npz")
     np.testing.assert_array_equal(a.W, b.W)
     np.testing.assert_array_equal(a.history["loss"], b.history["loss"])
+
+
+# ---------------------------------------------------------------------------------------
+# issue 26: corrupt checkpoints, incomplete results, paths refused before the work
+# ---------------------------------------------------------------------------------------
+from stsim.cli import main as cli_main  # noqa: E402
+from stsim.util.io import save_npz  # noqa: E402
+
+RUN_ARGS = ["run", "--T", "10", "--q", "2", "--batch", "16", "--lr", "1", "--checkpoint_every", "20",
+            "--quiet"]
+
+
+def _object_array():
+    return np.array([{"not": "numbers"}], dtype=object)
+
+
+CORRUPTIONS = {
+    "unequal history": (lambda a, m: a.__setitem__("history/loss", a["history/loss"][:-1]),
+                        "unequal lengths"),
+    "no param/V": (lambda a, m: a.pop("param/V"), r"missing \['param/V'\]"),
+    "W misshapen": (lambda a, m: a.__setitem__("param/W", a["param/W"][:-1]),
+                    r"param/W has shape \(24, 25\), the config needs \(25, 25\)"),
+    "NaN in W": (lambda a, m: a["param/W"].__setitem__((0, 0), np.nan), "non-finite"),
+    "inf in V": (lambda a, m: a["param/V"].__setitem__((1, 3), np.inf), "param/V .*non-finite"),
+    "object array": (lambda a, m: a.__setitem__("param/V", _object_array()),
+                     r"'param/V' holds Python objects"),
+    "history/step not increasing": (
+        lambda a, m: a["history/step"].__setitem__(1, 0.0), "history/step is not an increasing list"),
+    "history beyond the step": (lambda a, m: m.__setitem__("step", 5),
+                                "history reaches step 39, beyond its step 5"),
+    "bad generator state": (lambda a, m: m.__setitem__("rng", {"bit_generator": "PCG64"}),
+                            "generator state is invalid"),
+    "bad accumulator": (lambda a, m: m.__setitem__("acc", [float("nan"), 1]),
+                        "loss accumulator"),
+}
+
+
+@pytest.fixture(scope="module")
+def good_run_folder(tmp_path_factory):
+    """A finished `stsim run` folder with a checkpoint at step 40 (its last step)."""
+    out = tmp_path_factory.mktemp("good") / "run"
+    assert cli_main(RUN_ARGS + ["--steps", "40", "--out", str(out)]) == 0
+    return out
+
+
+@pytest.mark.parametrize("defect", sorted(CORRUPTIONS))
+def test_corrupt_checkpoint_is_refused_and_every_output_kept(good_run_folder, tmp_path,
+                                                             defect, capsys):
+    """Each defect is refused with one line naming the file and the defect, before anything
+    is written: every file of the earlier run stays byte-identical (issue 26, bug 2)."""
+    import shutil
+    out = tmp_path / "run"
+    shutil.copytree(good_run_folder, out)
+    arrays, meta = load_npz(out / "checkpoint.npz", what="checkpoint")
+    corrupt, match = CORRUPTIONS[defect]
+    corrupt(arrays, meta)
+    save_npz(out / "checkpoint.npz", arrays, meta)
+    before = {p.name: p.read_bytes() for p in out.iterdir()}
+    capsys.readouterr()
+    code = cli_main(RUN_ARGS + ["--steps", "80", "--out", str(out)])     # would resume at 40
+    err = capsys.readouterr().err.strip().splitlines()
+    assert code == 2 and len(err) == 1, err
+    assert "checkpoint.npz" in err[0] and re.search(match, err[0]), err[0]
+    after = {p.name: p.read_bytes() for p in out.iterdir()}
+    assert after == before                       # nothing written, nothing removed
+
+
+def test_a_good_checkpoint_of_the_same_folder_resumes(good_run_folder, tmp_path, capsys):
+    """The control of the test above: the uncorrupted copy resumes to step 80."""
+    import shutil
+    out = tmp_path / "run"
+    shutil.copytree(good_run_folder, out)
+    assert cli_main(RUN_ARGS + ["--steps", "80", "--out", str(out)]) == 0
+    assert stsim.load(out / "result.npz").history["step"][-1] == 80
+
+
+def test_nan_parameter_ends_diverged_not_learned():
+    """A NaN in an entry the loss never reaches (W_xx: the query token has x_q = 0) leaves
+    the loss and gradients finite; the run must still not end "completed ... learned"."""
+    from stsim.core.optim import SGD, register_optimizer
+
+    class Poison(SGD):
+        def step(self, params, grads):
+            super().step(params, grads)
+            if self.t == 30:
+                params["W"][0, 0] = np.nan
+
+    register_optimizer("poison-test", Poison, lr=1.0)
+    res = stsim.run(T=8, q=2, pe="onehot", optimizer="poison-test", lr=2.0, steps=200,
+                    batch=32, eval_every=10)
+    assert res.status == "diverged" and "non-finite parameter(s) ['W']" in res.message
+    assert res.history["step"][-1] == 30 and np.isnan(res.history["cos_W"][-1])
+    assert "learned" not in res.message
+
+
+def test_cosine_of_a_non_finite_matrix_is_nan():
+    W, V = np.eye(7), np.eye(3, 7)
+    assert stsim.cosine_to_target(W, V, 3)[0] > 0
+    W[0, 0] = np.nan
+    cw, cv = stsim.cosine_to_target(W, V, 3)
+    assert np.isnan(cw) and cv == pytest.approx(np.sqrt(3) / np.sqrt(3) / 1.0)
+    assert stsim.cosine_to_target(np.zeros((7, 7)), V, 3)[0] == 0.0
+
+
+@pytest.mark.parametrize("damage, match", [
+    (lambda a, m: a.pop("param/W"), r"missing \['param/W'\]"),
+    (lambda a, m: a.__setitem__("history/val", a["history/val"][1:]), "unequal lengths"),
+    (lambda a, m: a.__setitem__("param/V", a["param/V"][:, :-1]),
+     r"param/V has shape \(5, 24\), the config needs \(5, 25\)"),
+    (lambda a, m: a.__setitem__("param/V", a["param/V"].astype(int)), "not a float array"),
+    (lambda a, m: a.__setitem__("history/loss", np.zeros((6, 2))), "not a 1-D numeric"),
+    (lambda a, m: a.__setitem__("param/W", _object_array()), "holds Python objects"),
+])
+def test_load_refuses_incomplete_or_inconsistent_results(result_file, tmp_path, damage, match):
+    arrays, meta = load_npz(result_file)
+    damage(arrays, meta)
+    bad = tmp_path / "bad.npz"
+    save_npz(bad, arrays, meta)
+    with pytest.raises(ValueError, match=match) as err:
+        stsim.load(bad)
+    assert "bad.npz" in str(err.value)
+
+
+def test_load_of_a_diverged_result_keeps_its_non_finite_values(tmp_path):
+    res = stsim.run(T=10, q=2, init="random", init_scale=1e200, steps=5)
+    back = stsim.load(res.save(tmp_path / "d.npz"))
+    assert back.status == "diverged" and not np.isfinite(back.history["loss"][0])
+
+
+def test_load_opens_a_checkpoint_as_the_run_so_far(tmp_path):
+    ck = tmp_path / "c.npz"
+    stsim.run(T=10, q=2, steps=40, batch=8, lr=1.0, checkpoint=ck, checkpoint_every=20)
+    res = stsim.load(ck)
+    assert res.status == "checkpoint" and "at step 40 of 40" in res.message
+    assert res.W.shape == (25, 25) and res.history["step"].dtype == np.int64
+    again = stsim.run(config=dict(res.config, steps=60), checkpoint=ck)   # as the message says
+    assert again.history["step"][-1] == 60
+
+
+def test_load_of_a_csv_says_what_the_file_is(tmp_path):
+    res = stsim.run(T=10, q=2, steps=5, batch=8)
+    path = res.history_csv(tmp_path / "history.csv")
+    with pytest.raises(ValueError, match=r"history\.csv.*CSV, header 'step,loss") as err:
+        stsim.load(path)
+    assert "corrupt" not in str(err.value)
+
+
+@pytest.mark.parametrize("kw, match", [
+    (dict(checkpoint="", checkpoint_every=2), "checkpoint must be a file path, got an empty"),
+    (dict(checkpoint_every=2), "checkpoint_every=2 needs checkpoint"),
+    (dict(checkpoint="c.npz", checkpoint_every=0), "checkpoint_every must be an integer >= 1"),
+    (dict(checkpoint=3), "checkpoint must be a file path"),
+    (dict(progress="yes"), "progress must be True, False, None"),
+    (dict(prefetch="yes"), "prefetch must be True, False or None"),
+    (dict(width=32), "width and depth are options of the FCN"),
+    (dict(depth=2), "width and depth are options of the FCN"),
+    (dict(lr="0.1"), "lr must be a number, got the string '0.1'"),
+    (dict(init="random", init_scale="0.1"), "init_scale must be a number"),
+    (dict(seed="3"), "seed must be a non-negative int, a numpy.random.SeedSequence"),
+    (dict(seed=-1), "seed must be"),
+    (dict(config=42), "config must be a stsim.Config"),
+])
+def test_bad_run_options_are_refused_before_any_work(kw, match, monkeypatch, tmp_path):
+    import stsim.core.run as R
+    monkeypatch.chdir(tmp_path)
+
+    def no_work(*a, **k):
+        raise AssertionError("the run started")
+
+    monkeypatch.setattr(R, "make_problem", no_work)
+    with pytest.raises(ValueError, match=match):
+        stsim.run(T=10, q=2, steps=5, **kw)
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_checkpoint_under_a_file_is_refused_before_training(tmp_path, monkeypatch):
+    import stsim.core.run as R
+    (tmp_path / "f").write_text("x")
+    monkeypatch.setattr(R, "make_problem", lambda *a: pytest.fail("the run started"))
+    with pytest.raises(ValueError, match="the folder of checkpoint"):
+        stsim.run(T=10, q=2, steps=5, checkpoint=tmp_path / "f" / "c.npz")
+
+
+@pytest.mark.parametrize("k", ["0", "-3"])
+def test_cli_checkpoint_every_is_checked_before_the_folder_is_made(tmp_path, k, capsys):
+    out = tmp_path / "never"
+    assert cli_main(["run", "--T", "10", "--q", "2", "--steps", "5", "--checkpoint_every", k,
+                     "--out", str(out)]) == 2
+    assert "--checkpoint_every must be an integer >= 1" in capsys.readouterr().err
+    assert not out.exists()
+
+
+def test_choices_ignore_case_alike():
+    cfg = stsim.Config.from_options(T=10, q=2, pe="ONEHOT", optimizer="SGD", model="Theory",
+                                    query="SUM", init="Zero", sampler="Slots", arch="Transformer",
+                                    objective="Online")
+    assert (cfg.pe, cfg.optimizer, cfg.model, cfg.query, cfg.init, cfg.sampler, cfg.arch,
+            cfg.objective) == ("onehot", "sgd", "theory", "sum", "zero", "slots",
+                               "transformer", "online")
+    assert stsim.Config.from_options(T=10, q=2, optimizer="GD").objective == "sample"
+
+
+# ---------------------------------------------------------------------------------------
+# the command line: full disk, one-line warnings, lock file, broken pipe
+# ---------------------------------------------------------------------------------------
+FSIZE_RUN = textwrap.dedent("""
+    import resource, signal, sys
+    signal.signal(signal.SIGXFSZ, signal.SIG_IGN)     # a write past the limit fails (EFBIG)
+    limit = int(sys.argv[1])
+    resource.setrlimit(resource.RLIMIT_FSIZE, (limit, limit))
+    from stsim.cli import main
+    sys.exit(main(sys.argv[2:]))
+""")
+
+
+def test_cli_full_disk_is_one_line_naming_what_was_kept(tmp_path):
+    """Files above 20 kB cannot be written (a quota, as a full disk): the figure fails;
+    the command says so in one line, keeps the other files and prints its summary."""
+    (tmp_path / "fsize.py").write_text(FSIZE_RUN)
+    out = tmp_path / "o"
+    proc = subprocess.run([sys.executable, str(tmp_path / "fsize.py"), "20000", "run", "--T",
+                           "10", "--q", "2", "--steps", "20", "--batch", "16", "--lr", "1",
+                           "--quiet", "--out", str(out)], capture_output=True, text=True, timeout=300,
+                          env=dict(os.environ, MPLBACKEND="Agg"))
+    err = proc.stderr.strip().splitlines()
+    assert proc.returncode == 2 and len(err) == 1, proc.stderr
+    assert re.match(r"stsim: error: --out: could not write loss\.png \(File too large\) in .*; "
+                    r"kept: result\.npz, history\.csv, config\.json$", err[0]), err[0]
+    assert json.loads(proc.stdout)["status"] == "completed"
+    assert sorted(p.name for p in out.iterdir()) == ["config.json", "history.csv", "result.npz"]
+    assert stsim.load(out / "result.npz").status == "completed"
+
+
+def test_cli_failed_write_removes_the_earlier_runs_file(tmp_path, monkeypatch, capsys):
+    import errno
+
+    import stsim.util.io as io
+    out = tmp_path / "o"
+    args = ["run", "--T", "10", "--q", "2", "--steps", "20", "--batch", "16", "--lr", "1",
+            "--quiet", "--out", str(out)]
+    assert cli_main(args) == 0
+    real = io.write_json
+
+    def full(path, obj):
+        raise OSError(errno.ENOSPC, "No space left on device", str(path))
+
+    monkeypatch.setattr(io, "write_json", full)
+    capsys.readouterr()
+    assert cli_main(args + ["--seed", "1"]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and "could not write config.json (No space left on device)" in err[0]
+    assert "kept: result.npz, history.csv, loss.png" \
+        in err[0]
+    assert not (out / "config.json").exists()      # not the seed-0 file beside seed-1 results
+    monkeypatch.setattr(io, "write_json", real)
+
+
+LONG_WARNING = textwrap.dedent("""
+    import sys
+    import stsim.core.schedule as s
+    s.LONG_RUN_S = 0.0            # every default schedule counts as long
+    from stsim.cli import main
+    sys.exit(main(sys.argv[1:]))
+""")
+
+
+@pytest.mark.parametrize("quiet", [False, True])
+def test_cli_long_run_warning_once_in_one_line_and_not_under_quiet(tmp_path, quiet):
+    (tmp_path / "w.py").write_text(LONG_WARNING)
+    proc = subprocess.run([sys.executable, str(tmp_path / "w.py"), "run", "--T", "10", "--q",
+                           "2", "--batch", "64", "--out", str(tmp_path / "o")]
+                          + (["--quiet"] if quiet else []),
+                          capture_output=True, text=True, timeout=300,
+                          env=dict(os.environ, MPLBACKEND="Agg"))
+    assert proc.returncode == 0, proc.stderr
+    warned = [line for line in proc.stderr.splitlines() if "warning" in line.lower()]
+    if quiet:
+        assert proc.stderr == ""
+    else:
+        assert len(warned) == 1 and warned[0].startswith("stsim: warning: the default schedule")
+        assert "warnings.warn" not in proc.stderr and ".py:" not in proc.stderr
+
+
+def test_cli_run_leaves_no_lock_file(tmp_path, capsys):
+    out = tmp_path / "o"
+    assert cli_main(["run", "--T", "10", "--q", "2", "--steps", "5", "--quiet",
+                     "--out", str(out)]) == 0
+    assert not (out / ".stsim-run.lock").exists()
+    assert sorted(p.name for p in out.iterdir()) == ["config.json", "history.csv", "loss.png",
+                                                     "result.npz"]
+
+
+def test_removed_lock_is_refused_while_held_and_free_after(tmp_path):
+    from stsim.util.io import FileLock
+    path = tmp_path / "x"
+    probe = ("import sys\nfrom stsim.util.io import FileLock\n"
+             "try:\n    FileLock(sys.argv[1], remove=True).__enter__()\n"
+             "except RuntimeError:\n    sys.exit(3)\n")
+    with FileLock(path, remove=True):
+        assert (tmp_path / "x.lock").exists()
+        held = subprocess.run([sys.executable, "-c", probe, str(path)], timeout=60)
+        assert held.returncode == 3
+    assert not (tmp_path / "x.lock").exists()
+    free = subprocess.run([sys.executable, "-c", probe, str(path)], timeout=60)
+    assert free.returncode == 0
+
+
+def test_cli_closed_stdout_ends_without_traceback(tmp_path):
+    """`stsim run ... | head -3` with the reader gone before the summary is printed."""
+    proc = subprocess.Popen([sys.executable, "-m", "stsim", "run", "--T", "10", "--q", "2",
+                             "--steps", "5", "--quiet", "--out", str(tmp_path / "o")],
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                            env=dict(os.environ, MPLBACKEND="Agg"))
+    proc.stdout.close()                     # the reader is gone before anything is written
+    err = proc.stderr.read().decode()
+    proc.wait(timeout=300)
+    assert "Traceback" not in err and "BrokenPipe" not in err, err
+    assert proc.returncode == 141
+    assert stsim.load(tmp_path / "o" / "result.npz").status == "completed"
+
+
+# ---------------------------------------------------------------------------------------
+# Ctrl-C
+# ---------------------------------------------------------------------------------------
+READY_RUN = textwrap.dedent("""
+    import os, signal, sys
+    import stsim.core.state as S
+
+    # as in a terminal: a parent (here pytest, after some libraries' tests) may have left
+    # SIGINT ignored, and a child inherits that; Ctrl-C is tested under Python's default
+    signal.signal(signal.SIGINT, signal.default_int_handler)
+
+    ready = sys.argv[1]
+    record = S.RunState.record
+
+    def mark(self, step, metrics):
+        row = record(self, step, metrics)
+        if step >= 100 and not os.path.exists(ready):
+            open(ready, "w").close()       # the test sends SIGINT once this file exists
+        return row
+
+    S.RunState.record = mark
+    from stsim.cli import main
+    sys.exit(main(sys.argv[2:]))
+""")
+
+
+def test_cli_ctrl_c_exits_130_with_one_line_and_keeps_the_run_so_far(tmp_path):
+    (tmp_path / "ready.py").write_text(READY_RUN)
+    ready, out = tmp_path / "ready", tmp_path / "o"
+    # 10^6 steps: hours; the signal comes as soon as step 100 is recorded
+    proc = subprocess.Popen([sys.executable, str(tmp_path / "ready.py"), str(ready), "run",
+                             "--T", "20", "--q", "2", "--batch", "16", "--lr", "0.5",
+                             "--steps", "1000000",
+                             "--eval_every", "50", "--checkpoint_every", "1000", "--quiet",
+                             "--out", str(out)], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                            text=True, env=dict(os.environ, MPLBACKEND="Agg"))
+    t0 = time.time()
+    while not ready.exists():
+        assert proc.poll() is None, proc.stderr.read()
+        assert time.time() - t0 < 300, "the run did not reach step 100"
+        time.sleep(0.05)
+    os.kill(proc.pid, signal.SIGINT)
+    stdout, stderr = proc.communicate(timeout=300)
+    lines = stderr.strip().splitlines()
+    assert proc.returncode == 130 and len(lines) == 1, stderr
+    assert re.match(r"stsim: interrupted \(Ctrl-C\) at step \d+ of 1000000; kept "
+                    r"result\.npz, history\.csv, config\.json, loss\.png, checkpoint\.npz in ",
+                    lines[0]), lines[0]
+    assert json.loads(stdout)["status"] == "interrupted"
+    res, ck = stsim.load(out / "result.npz"), stsim.load(out / "checkpoint.npz")
+    step = res.info["interrupted_at_step"]
+    assert res.status == "interrupted" and 100 <= step < 1000000
+    assert ck.info["checkpoint_step"] == step
+    assert sorted(p.name for p in out.iterdir()) == ["checkpoint.npz", "config.json",
+                                                     "history.csv", "loss.png", "result.npz"]
+
+
+def _interrupt_at(step_to_stop):
+    """A progress callback that sends this process SIGINT (Ctrl-C) at a record."""
+    def progress(step, steps, row):
+        if step == step_to_stop:
+            os.kill(os.getpid(), signal.SIGINT)
+    return progress
+
+
+@pytest.fixture
+def default_sigint():
+    """Python's default SIGINT handler for the test (another test's library may have left
+    SIGINT ignored in this process), the previous one put back after."""
+    before = signal.signal(signal.SIGINT, signal.default_int_handler)
+    yield
+    signal.signal(signal.SIGINT, before)
+
+
+def test_python_ctrl_c_returns_the_interrupted_result_and_resumes_bit_identical(
+        tmp_path, default_sigint):
+    ck = tmp_path / "c.npz"
+    opts = dict(T=12, q=2, pe="stochastic", optimizer="adam", lr=0.05, steps=200, batch=16,
+                eval_every=10, prefetch=True)
+    with pytest.warns(stsim.core.run.RunInterrupted, match="interrupted") as w:
+        part = stsim.run(checkpoint=ck, progress=_interrupt_at(60), **opts)
+    assert w[0].filename == __file__                    # the caller's line
+    assert part.status == "interrupted" and not part.success
+    stop = part.info["interrupted_at_step"]
+    assert stop == 61                # the next step boundary after the record at 60
+    assert part.history["step"][-1] == 60
+    assert signal.getsignal(signal.SIGINT) is signal.default_int_handler   # put back
+    resumed = stsim.run(checkpoint=ck, **opts)
+    straight = stsim.run(**opts)
+    np.testing.assert_array_equal(resumed.W, straight.W)
+    for k in straight.history:
+        np.testing.assert_array_equal(resumed.history[k], straight.history[k])
+
+
+def test_cli_checkpoint_that_cannot_be_written_is_one_line(tmp_path):
+    """A checkpoint write that fails mid-run (files above 2 kB refused): one line naming
+    the checkpoint, exit 2, no temporary left behind."""
+    (tmp_path / "fsize.py").write_text(FSIZE_RUN)
+    out = tmp_path / "o"
+    proc = subprocess.run([sys.executable, str(tmp_path / "fsize.py"), "2000", "run", "--T",
+                           "10", "--q", "2", "--steps", "40", "--batch", "16", "--lr", "1",
+                           "--checkpoint_every", "20", "--quiet", "--out", str(out)],
+                          capture_output=True, text=True, timeout=300,
+                          env=dict(os.environ, MPLBACKEND="Agg"))
+    err = proc.stderr.strip().splitlines()
+    assert proc.returncode == 2 and len(err) == 1, proc.stderr
+    assert err[0].startswith(f"stsim: error: {out / 'checkpoint.npz'}: File too large")
+    assert not [p for p in out.iterdir() if p.name.startswith(".tmp")]

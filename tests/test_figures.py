@@ -2,19 +2,22 @@
 resolved config, and each claim of the paper points the right way on the small problem.
 
 One ``stsim figures --quick`` run (module fixture, ~20 s) feeds the direction checks;
-``stsim figures --only <fig>`` then re-draws each figure from its run cache, which also
-exercises result reuse.
+``stsim figures --only <fig>`` then re-draws each figure from a copy of its runs, which
+also exercises the journal (nothing is trained again), ``--analyse-only`` redraws from the
+``.npz`` files alone, and a changed setting retrains exactly the runs it changes.
 """
 import json
+import shutil
 
 import numpy as np
 import pytest
 
+import stsim
 from stsim.cli import main as cli_main
-from stsim.studies.figures import FIGURES, resolve_all
-from stsim.studies.figures.common import resolve_settings
+from stsim.studies import figures
+from stsim.studies.contract import apply_overrides, resolve_config
+from stsim.studies.figures import FIGURES
 from stsim.util.stats import fit_linear
-
 
 
 @pytest.fixture(scope="module")
@@ -92,26 +95,128 @@ def test_beyond_sphere_floor_falls_with_width(quick):
     assert np.mean(table[des[-1]]) < np.mean(table[des[0]])
 
 
+def _runs_copy(quick, dest, journal=True):
+    """A copy of the fixture's runs (``.npz`` files, and the sweep's journal and table if
+    ``journal``) in ``dest/runs``; returns ``{path: mtime}`` of the copied ``.npz``."""
+    shutil.copytree(quick[0] / "runs", dest / "runs", ignore=None if journal else
+                    shutil.ignore_patterns("jobs.csv*", "run.json"))
+    return _mtimes(dest)
+
+
+def _mtimes(out):
+    return {p: p.stat().st_mtime_ns for p in (out / "runs").rglob("*.npz")}
+
+
 @pytest.mark.parametrize("fig", FIGURES)
 def test_one_figure_redraws_from_cache(quick, fig, tmp_path):
-    out = quick[0]
-    cached = {p: p.stat().st_mtime_ns for p in (out / "runs").rglob("*.npz")}
-    assert cli_main(["figures", "--only", fig, "--out", str(tmp_path), "--cache",
-                     str(out / "runs"), "--workers", "1", "--quiet"]) == 0
-    # reused, not re-trained: no cached result was rewritten
-    assert {p: p.stat().st_mtime_ns for p in (out / "runs").rglob("*.npz")} == cached
+    cached = _runs_copy(quick, tmp_path)
+    assert cli_main(["figures", "--only", fig, "--out", str(tmp_path), "--workers", "1",
+                     "--quiet"]) == 0
+    # reused, not re-trained: no saved result was rewritten
+    assert _mtimes(tmp_path) == cached
     assert (tmp_path / f"{fig}.png").exists() and (tmp_path / f"{fig}.json").exists()
 
 
+def test_a_rerun_of_a_finished_run_trains_nothing(quick, tmp_path):
+    cached = _runs_copy(quick, tmp_path)
+    assert cli_main(["figures", "--quick", "--out", str(tmp_path), "--quiet"]) == 0
+    assert _mtimes(tmp_path) == cached                          # the journal: all done
+    assert json.loads((tmp_path / "runs" / "run.json").read_text())["n_trained"] == 0
+    for n in FIGURES:        # the same numbers: every figure's files as the first run's
+        assert (tmp_path / f"{n}.csv").read_bytes() == (quick[0] / f"{n}.csv").read_bytes()
+        assert (tmp_path / f"{n}.json").read_bytes() == (quick[0] / f"{n}.json").read_bytes()
+
+
+def test_analyse_only_redraws_from_the_npz_files_alone(quick, tmp_path, capsys):
+    cached = _runs_copy(quick, tmp_path, journal=False)         # no journal, no table
+    assert cli_main(["figures", "--out", str(tmp_path), "--analyse-only", "--quiet"]) == 0
+    assert _mtimes(tmp_path) == cached                          # nothing trained
+    for n in FIGURES:
+        assert (tmp_path / f"{n}.png").stat().st_size > 10_000
+        assert (tmp_path / f"{n}.csv").read_bytes() == (quick[0] / f"{n}.csv").read_bytes()
+        assert (tmp_path / f"{n}.json").read_bytes() == (quick[0] / f"{n}.json").read_bytes()
+    assert (tmp_path / "claims_map.csv").read_bytes() == \
+        (quick[0] / "claims_map.csv").read_bytes()
+    # a figure whose run is missing is not drawn, and named; the others are
+    part = tmp_path / "part"
+    _runs_copy(quick, part, journal=False)
+    for p in (part / "runs" / "fig3").glob("*-s1.npz"):
+        p.unlink()
+    assert cli_main(["figures", "--only", "fig1,fig3", "--out", str(part), "--analyse-only",
+                     "--quiet"]) == 1
+    assert "fig3: NOT drawn" in capsys.readouterr().out and "not trained" in \
+        json.dumps(figures.analyse(resolve_config(figures, "quick", {"only": ["fig3", "fig1"]}),
+                                   str(part))["missing"])
+    assert (part / "fig1.json").exists() and not (part / "fig3.json").exists()
+    # nothing to analyse: refused, naming what to do
+    assert cli_main(["figures", "--out", str(tmp_path / "empty"), "--analyse-only"]) == 2
+    assert "without --analyse-only" in capsys.readouterr().err
+
+
+def test_a_changed_setting_retrains_its_runs_and_is_never_reused(quick, tmp_path):
+    cached = _runs_copy(quick, tmp_path)
+    fig3 = sorted(p for p in cached if p.parent.name == "fig3")
+    assert len(fig3) == 2
+    args = ["figures", "--only", "fig3", "--out", str(tmp_path), "--workers", "1", "--quiet"]
+    assert cli_main(args + ["--set", "fig3.lr=4"]) == 0
+    now = _mtimes(tmp_path)
+    assert all(now[p] != cached[p] for p in fig3)               # retrained ...
+    assert {p: t for p, t in now.items() if p not in fig3} == \
+        {p: t for p, t in cached.items() if p not in fig3}      # ... and nothing else
+    assert {stsim.load(p).config["lr"] for p in fig3} == {4.0}
+    # back to the preset: the journal holds those rows as finished, but their files now
+    # hold the lr-4 runs, so they are trained again, not reused
+    assert cli_main(args) == 0
+    assert {stsim.load(p).config["lr"] for p in fig3} == {5.0}
+    old = json.loads((quick[0] / "fig3.json").read_text())["measured"]
+    new = json.loads((tmp_path / "fig3.json").read_text())["measured"]
+    np.testing.assert_allclose(new["final_loss"], old["final_loss"], rtol=1e-9)
+
+
+def test_a_figure_is_drawn_as_soon_as_its_runs_are_in(quick, tmp_path, capsys):
+    _runs_copy(quick, tmp_path)
+    gone = [*(tmp_path / "runs" / "fig3").glob("*.npz"),
+            *(tmp_path / "runs" / "fig1").glob("*-s1.npz")]
+    for p in gone:
+        p.unlink()
+    assert cli_main(["figures", "--only", "fig1,fig3", "--out", str(tmp_path),
+                     "--workers", "1"]) == 0
+    log = capsys.readouterr().err.splitlines()
+    assert "1 of 4 runs already finished" in log[0]
+    # longest first: fig1's run, then fig3's two; fig1 is drawn while fig3 still trains,
+    # fig3 (complete with the last run) by the report right after
+    done = [i for i, line in enumerate(log) if " done " in line]
+    drew = {line.split()[2]: i for i, line in enumerate(log) if line.startswith("[figures] drew")}
+    assert len(done) == 3 and "fig1/" in log[done[0]]
+    assert done[0] < drew["fig1"] < done[1] and "fig3" not in drew
+    assert all(p.exists() for p in gone) and (tmp_path / "fig3.png").exists()
+
+
+def test_a_bad_setting_is_refused_before_any_work(tmp_path, capsys):
+    for bad, words in (("fig1.lr=abc", "fig1.lr must be a number"),
+                       ("fig1.lr=-1", "fig1: run fig1/practical-mean-sgd-s0: lr must be"),
+                       ("fig2.seeds=[0,'x']", "fig2.seeds must be an integer"),
+                       ("fig4.lr=3", "unknown setting 'fig4.lr'")):
+        out = tmp_path / bad.split("=")[0]
+        assert cli_main(["figures", "--out", str(out), "--set", bad]) == 2
+        assert words in capsys.readouterr().err
+        assert not out.exists()                      # no folder, no run, no pool
+
+
 def test_settings_overrides_and_errors(tmp_path):
-    s = resolve_all("quick", {"fig2.lr": 1.5, "fig5.lr": 0.02})
+    s = resolve_config(figures, "quick", {"fig2.lr": 1.5, "fig5.lr": 0.02})
     assert s["fig2"]["lr"] == 1.5 and s["fig4"]["lr"] == 1.5      # shared runs
     assert s["beyond"]["theory"]["lr"] == 1.5                     # linked settings
     assert s["claims"]["fig5"]["lr"] == 0.02 and s["claims"]["fig2"]["lr"] == 1.5
     with pytest.raises(ValueError):
-        resolve_settings({"lr": 1.0}, {"lrr": 2.0})
+        apply_overrides({"lr": 1.0}, {"lrr": 2.0})
     assert cli_main(["figures", "--quick", "--out", str(tmp_path), "--set", "fig1.nope=1"]) == 2
     assert cli_main(["figures", "--quick", "--out", str(tmp_path), "--only", "fig9"]) == 2
+    # a figure's linked settings are the linked figure's; a different value is refused
+    cfg = resolve_config(figures, "quick")
+    cfg["beyond"]["theory"] = dict(cfg["beyond"]["theory"], lr=9.0)
+    with pytest.raises(ValueError, match="beyond.theory takes the settings of fig2"):
+        figures.check(cfg)
 
 
 def test_r2_of_fit_linear():
@@ -149,10 +254,9 @@ def test_fixed_onehot_matches_exact_ood_loss_at_its_own_state(quick):
 
 def test_claims_map_from_the_plain_function(quick, tmp_path):
     from stsim.studies.figures.claims import STATEMENTS, run_claims
-    out = quick[0]
-    cached = {p: p.stat().st_mtime_ns for p in (out / "runs").rglob("*.npz")}
-    summary = run_claims("quick", str(tmp_path), cache=str(out / "runs"))
-    assert {p: p.stat().st_mtime_ns for p in (out / "runs").rglob("*.npz")} == cached
+    cached = _runs_copy(quick, tmp_path)
+    summary = run_claims("quick", str(tmp_path))
+    assert _mtimes(tmp_path) == cached
     table = (tmp_path / "claims.md").read_text()
     for S in STATEMENTS:
         assert f"| {S} " in table

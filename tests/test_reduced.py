@@ -185,3 +185,16 @@ def test_rate_law_inverse_loss_slope(T):
     half = tr.step.size // 2
     slope = np.polyfit(tr.step[half:], 1.0 / tr.loss[0, half:], 1)[0]
     assert abs(slope / (4 * eta / (T - 1)) - 1.0) < 0.01
+
+
+def test_onehot_ood_loss_is_finite_for_any_logit_size():
+    """With m = 0 selected tokens in the trained block the selected-trained group is empty:
+    shifting the logits by its c·a underflowed every weight (0/0 = NaN for c·a > ~745).
+    The loss reaches its floor instead, and is unchanged where it was finite."""
+    from stsim.theory.reduced import ood_floor_onehot, ood_loss_onehot
+    big = ood_loss_onehot(np.array([800.0, 5000.0]), 1.0, 200, 250, 3, 5)
+    np.testing.assert_allclose(big, ood_floor_onehot(200, 250, 3, 5), rtol=1e-12)
+    assert np.isfinite(ood_loss_onehot(-900.0, 1.0, 200, 250, 3, 5))
+    np.testing.assert_allclose(ood_loss_onehot(np.array([1.0, 2.0]), np.array([0.5, 1.0]),
+                                               20, 30, 3, 5), [0.70088592, 0.42823729],
+                               rtol=1e-7)

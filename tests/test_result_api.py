@@ -31,8 +31,14 @@ def test_plot_returns_figure_and_writes(res, tmp_path):
 
 def test_plot_of_empty_history():
     Figure = _figure_class()
-    r = stsim.Result(config={}, params={}, history={}, status="diverged", message="x")
-    assert isinstance(r.plot(), Figure)
+    r = stsim.Result(config={}, params={}, history={}, status="diverged",
+                     message="diverged: non-finite loss (nan) at step 0")
+    fig = r.plot()
+    assert isinstance(fig, Figure) and len(fig.axes) == 3
+    for ax in fig.axes:         # each panel says there is nothing to draw, and why
+        assert not ax.lines
+        assert [t.get_text() for t in ax.texts] == ["no record\n" + r.message]
+    assert "[diverged]" in fig._suptitle.get_text()
 
 
 def test_history_array_and_csv(res, tmp_path):
@@ -43,7 +49,9 @@ def test_history_array_and_csv(res, tmp_path):
     rows = read_csv(res.history_csv(tmp_path / "h.csv"))
     assert [r["step"] for r in rows] == list(res.history["step"])
     assert [r["loss"] for r in rows] == list(res.history["loss"])  # round-trip exact
-    assert res.to_csv is not None
+    # to_csv: the same file (the alias a pandas user reaches for)
+    assert res.to_csv(tmp_path / "t.csv") == tmp_path / "t.csv"
+    assert (tmp_path / "t.csv").read_bytes() == (tmp_path / "h.csv").read_bytes()
 
 
 def test_attention_selects_after_training(res):
@@ -97,3 +105,24 @@ def test_attention_errors():
         r.attention(X=np.zeros((1, 6, 5)))
     with pytest.raises(ValueError, match="shape"):
         r.attention(np.zeros((1, 6, 4)), np.array([[0, 1]]))
+
+
+def test_history_csv_writes_step_as_a_whole_number(res, tmp_path):
+    text = res.history_csv(tmp_path / "h.csv").read_text().splitlines()
+    steps = [line.split(",")[0] for line in text[1:]]
+    assert steps[:2] == ["0", "3"] and all(s.isdigit() for s in steps)
+    assert res.history["step"].dtype == np.int64
+
+
+def test_fcn_results_summarise_as_fcns_and_name_their_parameters():
+    r = stsim.run(T=6, q=2, arch="fcn", width=4, depth=2, steps=2, batch=4)
+    text = r.summary()
+    first = text.splitlines()[0]
+    assert "arch=fcn" in first and "width=4" in first and "depth=2" in first
+    assert "pe=" not in first and "model=" not in first and "d_e=" not in first
+    for name in ("W", "V"):
+        with pytest.raises(AttributeError, match=r"arch='fcn' run, whose parameters are "
+                                                 r"res.params \['A', 'W1', 'W2'"):
+            getattr(r, name)
+    t = stsim.run(T=6, q=2, steps=2, batch=4).summary().splitlines()[0]
+    assert "pe=stochastic" in t and "width" not in t

@@ -1,7 +1,7 @@
-"""Tests of the derived defaults (stsim.core.schedule, issue 13): the reduced 3-scalar map
-against the two-scalar map and full-matrix population GD, the stability bound, the user's
-lr/steps obeyed, the default stochastic width, the plateau diagnosis, and defaults that
-learn."""
+"""Tests of the reduced dynamics (stsim.core.reduced: the one formula, against its
+definition, finite differences and full-matrix population GD) and of the derived defaults
+(stsim.core.schedule, issue 13): the stability bound, the user's lr/steps obeyed, the
+default stochastic width, the plateau diagnosis, and defaults that learn."""
 import json
 import warnings
 
@@ -11,20 +11,83 @@ import pytest
 import stsim
 from stsim.cli import main as cli_main
 from stsim.core.config import Config
-from stsim.core.schedule import (eta_max, predict, reduced_map_losses, reduced_map_steps)
-from stsim.theory.reduced import reduced_gd_scalar
+from stsim.core.gradcheck import check_grad
+from stsim.core.reduced import (loss_grad, loss_grad_scalar, reduced_map_losses,
+                                reduced_map_steps)
+from stsim.core.schedule import eta_max, predict
 
 
-@pytest.mark.parametrize("T,q,d,lr,pe,d_e,query", [(50, 3, 5, 3.0, "stochastic", 100, "sum"),
-                                                   (20, 2, 5, 2.0, "onehot", None, "mean")])
-def test_theory_map_equals_two_scalar_reduced_map(T, q, d, lr, pe, d_e, query):
-    tr = reduced_gd_scalar(T, q, d, lr, 5000, pe=pe, d_e=d_e, query=query)
-    L = tr.loss[0]
-    expect = [int(np.nonzero(L <= f * L[0])[0][0]) for f in (0.5, 0.02)]
+def _softmax_reference(a, b, g, T, q, d, c, practical):
+    """The reduced loss from its definition, token by token (SPEC §4): logits ``c a`` for
+    the q selected tokens, 0 for the T − q others, and (practical) ``φ`` for the query
+    token, whose value is 0; ``L = (d/2)(|s_tokens|² γ² − 2 γ s·u + 1/q)``, u = 1_y/q."""
+    logits = [c * a] * q + [0.0] * (T - q)
+    if practical:
+        logits.append(c * c * q * (a - b * q) + c * b * q)
+    z = np.array(logits)
+    s = np.exp(z - z.max())
+    s /= s.sum()
+    tok = s[:T]
+    return 0.5 * d * (tok @ tok * g * g - 2.0 * g * tok[:q].sum() / q + 1.0 / q)
+
+
+POINTS = [(0.0, 0.0, 0.0), (0.7, 0.2, 1.4), (3.0, -0.4, 0.9), (-2.0, 0.1, 0.3), (40.0, 1.0, 1.1)]
+
+
+@pytest.mark.parametrize("practical", [False, True])
+@pytest.mark.parametrize("query", ["sum", "mean"])
+def test_reduced_loss_is_its_definition_and_the_paths_agree(practical, query):
+    """The one formula (stsim.core.reduced) against the softmax written out; its array
+    and scalar paths give the same numbers."""
+    T, q, d = 9, 3, 4
     c = 1.0 if query == "sum" else 1.0 / q
-    assert reduced_map_steps(T, q, d, lr, d_e or T, c=c) == expect
-    mine = reduced_map_losses(T, q, d, lr, d_e or T, 300, c=c)
-    np.testing.assert_allclose(mine, L[:301], rtol=1e-12)
+    for a, b, g in POINTS:
+        ref = _softmax_reference(a, b, g, T, q, d, c, practical)
+        L = loss_grad_scalar(a, b, g, T, q, d, c, practical)
+        assert L[0] == pytest.approx(ref, rel=1e-12, abs=1e-15)
+        arr = loss_grad(a, b, g, T, q, d, c=c, practical=practical)
+        np.testing.assert_allclose([float(x) for x in arr], L, rtol=1e-14, atol=1e-300)
+    if not practical:                 # b plays no part in the theory model
+        assert loss_grad_scalar(0.7, 5.0, 1.4, T, q, d, c)[2] == 0.0
+
+
+@pytest.mark.parametrize("practical", [False, True])
+@pytest.mark.parametrize("query", ["sum", "mean"])
+def test_reduced_gradient_finite_differences_in_a_b_gamma(practical, query):
+    T, q, d = 9, 3, 4
+    c = 1.0 if query == "sum" else 1.0 / q
+    rng = np.random.default_rng(1)
+
+    def f(ps):
+        L, *g = loss_grad(ps[0], ps[1], ps[2], T, q, d, c=c, practical=practical)
+        return float(L), [np.asarray(x) for x in g]
+
+    for a, b, g in POINTS[:-1]:
+        check_grad(f, [np.array(a), np.array(b), np.array(g)], rng, n_dirs=6, rtol=1e-7)
+
+
+def test_the_gradient_check_sees_a_wrong_query_term():
+    """Seeded fault: the query logit's derivative ∂L/∂φ scaled by 1.01 is caught."""
+    import stsim.core.reduced as R
+
+    def wrong(ps):
+        L, da, db, dg = R.loss_grad(ps[0], ps[1], ps[2], 9, 3, 4, practical=True)
+        dph = db / (3 - 9)               # ∂L/∂b = (cq − c²q²) ∂L/∂φ with c = 1, q = 3
+        # ∂L/∂φ 1% too large: in ∂L/∂a (weight c²q = 3) and in ∂L/∂b
+        return float(L), [np.asarray(da + 3 * 0.01 * dph), np.asarray(1.01 * db),
+                          np.asarray(dg)]
+
+    with pytest.raises(AssertionError, match="gradient check failed"):
+        check_grad(wrong, [np.array(0.7), np.array(0.2), np.array(1.4)],
+                   np.random.default_rng(1), n_dirs=6, rtol=1e-7)
+
+
+@pytest.mark.parametrize("T,q,d,lr,n,c", [(50, 3, 5, 3.0, 100, 1.0), (20, 2, 5, 2.0, 20, 0.5)])
+def test_map_steps_are_the_first_crossings_of_the_map_losses(T, q, d, lr, n, c):
+    L = np.array(reduced_map_losses(T, q, d, lr, n, 5000, c=c))
+    expect = [int(np.nonzero(L <= f * L[0])[0][0]) for f in (0.5, 0.02)]
+    assert reduced_map_steps(T, q, d, lr, n, c=c) == expect
+    assert np.all(np.diff(L) <= 0)                  # a stable step decreases the loss
 
 
 @pytest.mark.parametrize("pe,query,d_e", [("onehot", "sum", None), ("onehot", "mean", None),

@@ -9,13 +9,26 @@ import pytest
 
 from stsim import cli
 from stsim.cli import main as cli_main
-from stsim.studies.separation.study import (cells, fcn_params, tf_params, train_point,
-                                            width_grid, FULL, QUICK)
+from stsim.baselines.fcn import fcn_param_count
+from stsim.studies.separation.study import (cells, tf_params, train_point, width_grid, FULL,
+                                            QUICK)
 from stsim.sweep import read_table
 from stsim.theory.family import (best_family_loss, family_loss_at, family_rel, family_search,
                                  sample_scores, sample_scores_dense)
-from stsim.util.stats import (bootstrap_threshold, compare_growth_laws, fit_growth_law,
-                              threshold_width)
+from stsim.util.stats import bootstrap_threshold, compare_growth, fit_growth_law, threshold_width
+
+
+def _boot(ws, v, target, **kw):
+    """The separation study's smallest width with its paired bootstrap over seeds."""
+    from stsim.studies.separation.analysis import _width_interval
+    return _width_interval(ws, np.asarray(v, float), target, kw.get("n_boot", 2000),
+                           kw.get("rng", 0))
+
+
+def compare_growth_laws(T, w, censored=None):
+    """The separation study's comparison (relative weights, >= 5 points)."""
+    return compare_growth(T, w, censored=censored, min_points=5, weights="relative")
+
 
 def test_width_grid():
     assert width_grid(16) == [1, 2, 3, 4, 6, 8, 11, 16]
@@ -44,15 +57,17 @@ def test_threshold_width_rules():
 def test_bootstrap_threshold_interval_and_censoring():
     ws = [4, 8, 16, 32]
     v = np.array([[0.9, 0.8, 0.7], [0.3, 0.2, 0.5], [0.1, 0.2, 0.3], [0.1, 0.1, 0.1]])
-    b = bootstrap_threshold(ws, v, 0.25, n_boot=500, rng=1)
+    b = _boot(ws, v, 0.25, n_boot=500, rng=1)
     assert b["width"] == 16 and not b["censored"]
     assert b["lo"] == 8 and b["hi"] == 32          # seeds straddle the target at 8 and 16
-    b = bootstrap_threshold(ws, np.full((4, 3), 0.1), 0.25, n_boot=100)
+    b = _boot(ws, np.full((4, 3), 0.1), 0.25, n_boot=100)
     assert b["width"] == 4 and b["lower_censored"] and b["lo"] == b["hi"] == 4
-    b = bootstrap_threshold(ws, np.full((4, 3), 0.9), 0.25, n_boot=100)
+    b = _boot(ws, np.full((4, 3), 0.9), 0.25, n_boot=100)
     assert b["censored"] and b["width"] is None and b["hi"] is None and b["frac_censored"] == 1
     with pytest.raises(ValueError, match="shape"):
-        bootstrap_threshold(ws, np.ones((3, 3)), 0.25)
+        _boot(ws, np.ones((3, 3)), 0.25)
+    with pytest.raises(ValueError, match="shape"):
+        bootstrap_threshold(lambda V: threshold_width(ws, V, 0.25)[0], np.ones(4))
 
 
 @pytest.mark.parametrize("law", ["log", "linear", "power"])
@@ -61,7 +76,7 @@ def test_fit_growth_law_recovers_each_law_and_ranks_it_first(law):
     true = {"log": 6 * np.log2(T) + 3, "linear": 2 * T + 5, "power": 3 * T ** 0.4}[law]
     rng = np.random.default_rng(0)
     w = true * np.exp(0.01 * rng.standard_normal(len(T)))
-    f = fit_growth_law(T, w, law)
+    f = fit_growth_law(T, w, law, weights="relative")
     a_true = {"log": 6, "linear": 2, "power": 0.4}[law]
     assert f["a_ci"][0] < a_true < f["a_ci"][1]
     assert f["rms_log2"] < 0.03 and len(f["residuals_log2"]) == len(T)
@@ -123,6 +138,80 @@ def test_family_search_is_the_smallest_passing_width():
     assert family_search(3, 64, [0.01], 500, 0, [2, 3, 4])["d_e@0.01"] is None
 
 
+def test_learning_rate_extension_rule():
+    from stsim.studies.separation.design import extend_rates, lr_edge
+    extra = (1e-4, 3e-4, 1e-1, 3e-1)
+    grid = [1e-3, 3e-3, 1e-2, 3e-2]
+    assert extend_rates(grid, [3e-3], extra) == []
+    assert extend_rates(grid, [3e-2], extra) == [1e-1]
+    assert extend_rates(grid, [1e-3, 3e-2], extra) == [3e-4, 1e-1]      # one per budget
+    assert extend_rates(grid + [1e-1, 3e-1], [3e-1], extra) == []       # the ladder's end
+    assert extend_rates([1e-2], [1e-2], ()) == []
+    assert lr_edge(grid, 3e-3, extra) == ""
+    assert lr_edge(grid, 3e-2, extra) == "high" and lr_edge(grid, 1e-3, extra) == "low"
+    assert lr_edge(grid + [1e-1, 3e-1], 3e-1, extra) == "high-end"
+    assert lr_edge([1e-4] + grid, 1e-4, extra) == "low-end"
+
+
+def _check_fits(fits):
+    """The checks of :func:`test_committed_fits_resolve_no_finer_than_the_grid` on one
+    ``fits.json``; returns the number of fits whose CI was held against its cells."""
+    checked = 0
+    for q, e in fits.items():
+        for name, c in e.items():
+            assert c["fits"] or c["n_points"] < 5, (q, name, c["note"])
+            for law, f in c["fits"].items():
+                assert f["method"] == "interval-censored ML" and f["n"] == c["n_points"]
+                assert f["n_censored"] == sum(f["censored"]) == len(c["censored_T"])
+                T, w = np.array(f["T"]), np.array(f["width"], float)
+                low = np.array(f["lower"], float)
+                cen = np.array(f["censored"])
+                lo = np.where(cen, w, low)
+                hi = np.where(cen, np.inf, w)
+                if law == "power":
+                    x = np.log2(T)
+                    with np.errstate(divide="ignore"):
+                        lo, hi = np.log2(lo), np.log2(hi)
+                else:
+                    x = np.log2(T) if law == "log" else T
+                span = _feasible_slopes(x, lo, hi)
+                # σ̂ at its floor exactly where some law passes through every cell
+                assert f["flat"] == (span[0] <= span[1] + 1e-12), (q, name, law)
+                if span[0] <= span[1]:
+                    checked += 1
+                    ci = [-np.inf if f["a_ci"][0] is None else f["a_ci"][0],
+                          np.inf if f["a_ci"][1] is None else f["a_ci"][1]]
+                    assert ci[0] <= span[0] + 1e-9 and ci[1] >= span[1] - 1e-9, (q, name, law)
+    return checked
+
+
+def test_committed_fits_resolve_no_finer_than_the_grid():
+    """docs/figures/separation/fits.json (issue 23): every series with ≥ 5 points is fitted,
+    the FCN at q = 3 among them; censored points enter as censored; every CI of a slope
+    holds every law through all the grid cells of its points (pairwise, independently of
+    the fitter); the trained transformer's exponent is not printed to a precision the
+    √2 grid cannot give. Seeded fault: the q = 3 transformer's power-law CI narrowed to
+    the width the least-squares fit printed before issue 23 fails the check."""
+    here = os.path.dirname(__file__)
+    fits = json.load(open(os.path.join(here, "..", "docs", "figures", "separation", "fits.json")))
+    assert fits["3"]["fcn"]["fits"] and fits["3"]["fcn@8000"]["fits"]
+    assert _check_fits(fits) >= 5
+    p = fits["3"]["transformer"]["fits"]["power"]
+    assert p["a_ci"][1] - p["a_ci"][0] > 0.2
+    p["a_ci"] = [p["a"] - 0.0125, p["a"] + 0.0125]           # 0.497 [0.484, 0.509]
+    with pytest.raises(AssertionError):
+        _check_fits(fits)
+
+
+def _feasible_slopes(x, lo, hi):
+    """[min, max] slope of the lines through every interval [lo_i, hi_i] (pairwise)."""
+    up = [(hi[j] - lo[i]) / (x[j] - x[i]) for i in range(len(x)) for j in range(len(x))
+          if x[j] > x[i]]
+    dn = [(lo[i] - hi[j]) / (x[i] - x[j]) for i in range(len(x)) for j in range(len(x))
+          if x[i] > x[j]]
+    return max(dn), min(up)
+
+
 # ---- training points and the design -------------------------------------------------------
 def test_train_point_budgets_equal_shorter_runs():
     """A run evaluated at several budgets gives, at each, the loss of a run that stops
@@ -144,7 +233,7 @@ def test_train_point_budgets_equal_shorter_runs():
 def test_parameter_counts_match_the_models():
     import stsim
     r = stsim.run(T=8, q=3, d=2, arch="fcn", width=5, steps=1, batch=4, n_val=4)
-    assert fcn_params(8, 2, 5) == r.info["n_params"] == sum(v.size for v in r.params.values())
+    assert fcn_param_count(8, 2, 5) == r.info["n_params"] == sum(v.size for v in r.params.values())
     r = stsim.run(T=8, q=3, d=2, pe="stochastic", sampler="sphere", d_e=6, steps=1, batch=4,
                   n_val=4, optimizer="adam", lr=1e-3)
     assert tf_params(2, 6) == sum(np.asarray(v).size for v in r.params.values())
@@ -176,10 +265,20 @@ def test_quick_study_end_to_end(tmp_path):
     rep = [p for p in pts if p["role"] == "report"]
     assert len(tune_seeds) == 1 and not tune_seeds & {p["seed"] for p in rep}
     assert {p["seed_index"] for p in rep} == set(range(QUICK["seeds"]))
-    # reported runs are at the rate the tuning seed chose, from the same grid for both arms
-    assert all(p["lr_chosen"] for p in rep)
-    assert {p["lr"] for p in pts if p["role"] == "tune"} == set(QUICK["lrs"])
+    # reported runs are at the rate the tuning seed chose, from the same grid for both arms,
+    # extended past an end while the chosen rate sits on it (the same rule for both arms)
+    # (a run serving two budgets may be at the rate only one of them chose)
+    chosen = {(p["arch"], p["T"], p["width"], p["lr"]) for p in rep if p["lr_chosen"]}
+    assert all((p["arch"], p["T"], p["width"], p["lr"]) in chosen for p in rep)
+    ladder = set(QUICK["lrs"]) | set(QUICK["lr_extra"])
+    for cell in {(p["arch"], p["T"], p["width"]) for p in pts}:
+        tried = {p["lr"] for p in pts if p["role"] == "tune" and (p["arch"], p["T"], p["width"])
+                 == cell}
+        assert set(QUICK["lrs"]) <= tried <= ladder
+    assert {p["lr"] for p in pts if p["role"] == "tune"} > set(QUICK["lrs"])   # it extended
     summary = json.load(open(os.path.join(out, "summary.json")))
+    for w in summary["widths"]:         # every chosen rate is interior or at the ladder's end
+        assert set(w["lr_edge"]) <= {"", "low-end", "high-end"}, w
     ws = {(w["series"], w["T"]): w for w in summary["widths"]}
     assert ("fcn", 8) in ws and ("transformer", 8) in ws and ("fcn@600", 8) in ws
     for w in ws.values():
@@ -194,21 +293,47 @@ def test_quick_study_end_to_end(tmp_path):
         assert {p["lr"] for p in rep if (p["arch"], p["T"], p["width"], p["budget"]) == key} \
             >= {best}
     # resumable: the same command again trains nothing
-    n = len(open(os.path.join(out, "runs.csv.journal.jsonl")).readlines())
+    journals = [os.path.join(out, "raw", f"{t}.csv.journal.jsonl")
+                for t in ("family", "family_cells", "tune", "runs")]
+    n = [len(open(j).readlines()) for j in journals]
     assert cli_main(["separation", "--quick", "--workers", "1", "--out", out, "--quiet"]) == 0
-    assert len(open(os.path.join(out, "runs.csv.journal.jsonl")).readlines()) == n
+    assert [len(open(j).readlines()) for j in journals] == n
     assert json.load(open(os.path.join(out, "summary.json")))["widths"] == summary["widths"]
-    # analyse-only reproduces the files from the tables
+    # seeded fault: read as if the ladder went further (the extension not run), the edges
+    # are open ("low"/"high") and the check above fails
+    from stsim.studies.separation.analysis import analyse
+    from stsim.studies.separation.design import check
+    wider = analyse(check(dict(QUICK, lr_extra=(1e-4, 1e-3, 3e-2, 1e-1))), out)
+    assert any(set(w["lr_edge"]) - {"", "low-end", "high-end"} for w in wider["widths"])
+    # analyse-only reproduces every output file from the raw tables, byte for byte
+    files = ("points.csv", "fits.json", "summary.json", "report.md")
+    before = {f: open(os.path.join(out, f), "rb").read() for f in files}
+    for f in files + ("separation.png", "agreement.png"):
+        os.remove(os.path.join(out, f))
     assert cli_main(["separation", "--quick", "--out", out, "--quiet", "--analyse-only"]) == 0
-    assert json.load(open(os.path.join(out, "summary.json")))["widths"] == summary["widths"]
+    assert {f: open(os.path.join(out, f), "rb").read() for f in files} == before
+    assert os.path.getsize(os.path.join(out, "separation.png")) > 0
 
 
 def test_cli_errors(tmp_path, capsys):
-    with pytest.raises(SystemExit):
-        cli_main(["separation", "--quick", "--lrs", "0.01,x", "--out", str(tmp_path / "w")])
+    # a list that is not numbers is refused before any work (exit status 2), naming it
+    assert cli_main(["separation", "--quick", "--lrs", "0.01,x", "--out", str(tmp_path / "w")]) == 2
+    assert "lrs must be a list" in capsys.readouterr().err
+    assert not os.path.exists(tmp_path / "w")
     assert cli.main(["separation", "--quick", "--tf-Ts", "1", "--out", str(tmp_path / "x")]) == 2
     assert "T must be an integer" in capsys.readouterr().err
     assert cli.main(["separation", "--quick", "--max-width-fcn", "0",
                      "--out", str(tmp_path / "y")]) == 2
     assert cli.main(["separation", "--quick", "--target", "1.5",
                      "--out", str(tmp_path / "z")]) == 2
+
+
+def test_the_study_follows_the_contract():
+    from stsim.studies import separation
+    from stsim.studies.contract import check_study, resolve_config
+    check_study(separation)
+    for mode in ("quick", "full"):
+        cfg = resolve_config(separation, mode)
+        assert cfg["mode"] == mode and cfg["target"] in cfg["targets"]
+    with pytest.raises(ValueError, match="lr must be"):        # every rate, before any work
+        resolve_config(separation, "quick", {"lrs": "[0.01, -1]"})

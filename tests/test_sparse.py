@@ -1,4 +1,4 @@
-"""The (T, m) sample-complexity experiment (stsim.studies.sparse.study) and its CLI."""
+"""The (T, m) sample-complexity study (stsim.studies.sparse) and its CLI."""
 import concurrent.futures as cf
 import json
 import math
@@ -10,12 +10,25 @@ import numpy as np
 import pytest
 
 from stsim.cli import main as cli_main
+from stsim.studies.sparse import boolean as sparse_boolean
 from stsim.studies.sparse import study as sparse
-from stsim.sweep import InlineExecutor, OneThreadProcessPool, read_table
+from stsim.studies.sparse.design import plan
+from stsim.sweep import InlineExecutor, OneThreadProcessPool, make_executor, read_table
 from stsim.sweep.pool import THREAD_VARS
 
 TINY = dict(sparse.QUICK, Ts=(8, 16), m_min=8, m_max=32, ratio=2.0, fns="majority:3",
             seeds=2, max_steps=40, n_test=200)
+
+
+def run_experiment(cfg, out, executor=None):
+    """check + run of the study on ``executor`` (default inline); the run record with the
+    table's ok rows, the m grid and the design's replicate seeds."""
+    cfg = sparse.check(cfg)
+    sparse.run(cfg, out, executor if executor is not None else InlineExecutor())
+    rec = json.load(open(os.path.join(out, "run.json")))
+    p = plan(cfg)
+    rows = [r for r in read_table(os.path.join(out, "trials.csv")) if r["status"] == "ok"]
+    return dict(rec, rows=rows, grid=p["grid"], seeds=p["seeds"])
 
 
 def test_m_grid_and_fns_parsing():
@@ -64,9 +77,9 @@ def test_fits_recover_known_laws_and_pick_the_better_one():
 
 def test_experiment_runs_resumes_and_is_executor_independent(tmp_path):
     out1, out2 = str(tmp_path / "inline"), str(tmp_path / "threads")
-    e1 = sparse.run_experiment(TINY, out1, executor=InlineExecutor())
+    e1 = run_experiment(TINY, out1, executor=InlineExecutor())
     with cf.ThreadPoolExecutor(2) as ex:
-        sparse.run_experiment(TINY, out2, executor=ex)
+        run_experiment(TINY, out2, executor=ex)
     with open(os.path.join(out1, "trials.csv")) as f1, open(os.path.join(out2, "trials.csv")) as f2:
         t1 = [r for r in f1.read().splitlines()]
         t2 = [r for r in f2.read().splitlines()]
@@ -76,7 +89,7 @@ def test_experiment_runs_resumes_and_is_executor_independent(tmp_path):
     strip = lambda rows: [[r.split(",")[i] for i in keep] for r in rows]  # noqa: E731
     assert strip(t1) == strip(t2)
     assert e1["n_run"] == len(t1) - 1 > 0
-    again = sparse.run_experiment(TINY, out1, executor=InlineExecutor())
+    again = run_experiment(TINY, out1, executor=InlineExecutor())
     assert again["n_run"] == 0 and len(again["rows"]) == len(e1["rows"])
 
 
@@ -92,19 +105,19 @@ def test_resume_after_topup_retires_the_same_series(tmp_path, monkeypatch):
         ok = seed in wins
         return dict(success=int(ok), train_acc=1.0, test_acc=1.0 if ok else 0.5,
                     attn_on_support=None, max_block_norm=1.0, cpu_time_s=0.0)
-    monkeypatch.setattr(sparse, "train_trial", fake_trial)
+    monkeypatch.setattr("stsim.studies.sparse.training.train_trial", fake_trial)
     cfg = dict(TINY, Ts=(8,), fns="and:3", models="attention", seeds=10, topup=30,
                stop_after=2, m_max=64)
-    first = sparse.run_experiment(cfg, str(tmp_path), executor=InlineExecutor())
+    first = run_experiment(cfg, str(tmp_path), executor=InlineExecutor())
     assert {r["m"] for r in first["rows"]} == {8, 16}            # retired after two levels
     assert first["n_run"] == 2 * 30
-    again = sparse.run_experiment(cfg, str(tmp_path), executor=InlineExecutor())
+    again = run_experiment(cfg, str(tmp_path), executor=InlineExecutor())
     assert again["n_run"] == 0 and {r["m"] for r in again["rows"]} == {8, 16}
 
 
 def test_ladder_retires_series_and_leaves_cells_not_run(tmp_path):
     cfg = dict(TINY, Ts=(8,), m_max=64, stop_after=1, max_steps=200)
-    exp = sparse.run_experiment(cfg, str(tmp_path), executor=InlineExecutor())
+    exp = run_experiment(cfg, str(tmp_path), executor=InlineExecutor())
     stats = sparse.cell_stats(exp["rows"])
     retired = 0
     for model in ("attention", "fcn"):
@@ -117,15 +130,15 @@ def test_ladder_retires_series_and_leaves_cells_not_run(tmp_path):
         retired += first is not None and len(ms) < len(exp["grid"])
     assert retired >= 1          # the configuration does exercise the early retirement
     full = dict(cfg, stop_after=0)
-    exp0 = sparse.run_experiment(full, str(tmp_path / "all"), executor=InlineExecutor())
+    exp0 = run_experiment(full, str(tmp_path / "all"), executor=InlineExecutor())
     assert len({r["m"] for r in exp0["rows"]}) == 4
 
 
 def test_bad_settings_fail_before_any_work(tmp_path):
     with pytest.raises(ValueError, match=r"s must be an integer in \[1, 8\]"):
-        sparse.run_experiment(dict(TINY, fns="and:9", Ts=(8,)), str(tmp_path))
+        run_experiment(dict(TINY, fns="and:9", Ts=(8,)), str(tmp_path))
     with pytest.raises(ValueError, match="target"):
-        sparse.run_experiment(dict(TINY, target=0.0), str(tmp_path))
+        run_experiment(dict(TINY, target=0.0), str(tmp_path))
     assert not os.path.exists(tmp_path / "trials.csv")
 
 
@@ -167,7 +180,20 @@ def test_command_in_a_subprocess(tmp_path):
                         "--out", str(tmp_path)], capture_output=True, text=True)
     assert p.returncode == 0, p.stderr
     assert os.path.exists(tmp_path / "sparse_heatmap.png")
-    assert np.isfinite(json.load(open(tmp_path / "summary.json"))["wall_time_s"])
+    summary = json.load(open(tmp_path / "summary.json"))
+    assert np.isfinite(summary["wall_time_s"])
+    # 2 functions x 2 models x T=8 x m in {8, 16} (two levels: no series can retire
+    # before the last) x 2 seeds = 16 trials, all run now
+    assert summary["n_run"] == summary["n_trials"] == 16
+    assert "16 trials run" in p.stdout
+    # a row of the table is the trial computed here with the same settings and seed
+    rows = read_table(str(tmp_path / "trials.csv"))
+    r = next(r for r in rows if r["model"] == "attention" and r["m"] == 16)
+    keys = ("fn", "s", "model", "T", "m", "max_steps", "lr", "weight_decay", "max_norm",
+            "d_v", "hidden", "n_test", "threshold", "pos")
+    here = sparse_boolean.train_trial(**{k: r[k] for k in keys}, seed=r["seed"])
+    for k in ("test_acc", "train_acc", "train_loss", "max_block_norm", "attn_on_support"):
+        assert here[k] == r[k], k
 
 
 def _worker_threads():
@@ -187,10 +213,14 @@ def test_every_pool_worker_gets_one_blas_thread(monkeypatch):
 
 
 def test_process_pool_path_matches_inline(tmp_path):
-    """The CLI's own pool (spawned workers, one BLAS thread each) gives the inline table."""
+    """The CLI's pool (spawned workers, one BLAS thread each) gives the inline table."""
     cfg = dict(TINY, Ts=(8,), m_max=16)
-    sparse.run_experiment(cfg, str(tmp_path / "a"), workers=0)
-    sparse.run_experiment(cfg, str(tmp_path / "b"), workers=1)
+    run_experiment(cfg, str(tmp_path / "a"))
+    ex = make_executor(2)
+    try:
+        run_experiment(cfg, str(tmp_path / "b"), ex)
+    finally:
+        ex.shutdown()
     drop = lambda rows: [{k: v for k, v in r.items() if k != "cpu_time_s"} for r in rows]  # noqa: E731
     assert drop(read_table(str(tmp_path / "a" / "trials.csv"))) == \
         drop(read_table(str(tmp_path / "b" / "trials.csv")))
@@ -235,10 +265,10 @@ def test_mstar_bootstrap_interval_brackets_the_estimate():
     (r2,) = sparse.estimate_mstar(st2, [16, 32], 0.9)
     assert r2["m_star"] == 32 and r2["m_star_hi"] is None and r2["m_star_lo"] is not None
     # the ends are crossings a redraw can have (order statistics, not interpolations)
-    reachable = {sparse._crossing([16, 32], [k0 / 10, k1 / 10], 0.9)[0]
+    reachable = {sparse.crossing([16, 32], [k0 / 10, k1 / 10], 0.9)[0]
                  for k0 in range(11) for k1 in range(11)} - {None}
     assert r2["m_star_lo"] in reachable
-    assert r["m_star_lo"] in {sparse._crossing(grid, [k0 / 10, k1 / 10, k2 / 30, 1, 1], 0.9)[0]
+    assert r["m_star_lo"] in {sparse.crossing(grid, [k0 / 10, k1 / 10, k2 / 30, 1, 1], 0.9)[0]
                               for k0 in range(11) for k1 in range(11) for k2 in range(31)}
 
 
@@ -255,7 +285,7 @@ def test_mstar_bootstrap_counts_never_crossing_draws_at_the_lower_end():
     rng = np.random.default_rng(1)
     n = np.array([10, 10, 10])
     draws = rng.binomial(n, np.array([0.3, 0.7, 0.8]), size=(4000, 3)) / n
-    boot = [sparse._crossing(grid, d, 0.9)[0] for d in draws]
+    boot = [sparse.crossing(grid, d, 0.9)[0] for d in draws]
     crossing = sorted(b for b in boot if b is not None)
     assert 0.025 * 4000 < len(crossing) < 0.975 * 4000
     assert r["m_star_lo"] > np.quantile(crossing, 0.025, method="inverted_cdf")
@@ -264,9 +294,9 @@ def test_mstar_bootstrap_counts_never_crossing_draws_at_the_lower_end():
 
 
 def test_topup_adds_trials_only_where_the_rate_is_uncertain(tmp_path):
-    base = sparse.run_experiment(TINY, str(tmp_path / "base"), executor=InlineExecutor())
+    base = run_experiment(TINY, str(tmp_path / "base"), executor=InlineExecutor())
     cfg = dict(TINY, topup=5, topup_range=(0.2, 0.95))
-    exp = sparse.run_experiment(cfg, str(tmp_path / "topup"), executor=InlineExecutor())
+    exp = run_experiment(cfg, str(tmp_path / "topup"), executor=InlineExecutor())
     first = sparse.cell_stats(base["rows"])
     stats = sparse.cell_stats(exp["rows"], set(exp["seeds"]))
     assert set(first) == set(stats)
@@ -278,7 +308,42 @@ def test_topup_adds_trials_only_where_the_rate_is_uncertain(tmp_path):
     key = lambda r: (r["model"], r["T"], r["m"], r["seed"], r["test_acc"])  # noqa: E731
     assert {key(r) for r in base["rows"]} <= {key(r) for r in exp["rows"]}
     assert exp["levels"][-1]["m"] == "topup" and exp["levels"][-1]["series"] == len(topped)
-    again = sparse.run_experiment(cfg, str(tmp_path / "topup"), executor=InlineExecutor())
+    again = run_experiment(cfg, str(tmp_path / "topup"), executor=InlineExecutor())
     assert again["n_run"] == 0
     with pytest.raises(ValueError, match="topup_range"):
-        sparse.run_experiment(dict(cfg, topup_range=(0.9, 0.2)), str(tmp_path / "bad"))
+        run_experiment(dict(cfg, topup_range=(0.9, 0.2)), str(tmp_path / "bad"))
+
+
+def test_rerun_computes_nothing_and_analyse_only_reproduces_every_output(tmp_path):
+    out = str(tmp_path / "s")
+    argv = ["sparse", "--quick", "--Ts", "8,16", "--m_max", "32", "--seeds", "2",
+            "--max_steps", "30", "--fns", "majority:3", "--workers", "0", "--quiet",
+            "--out", out]
+    assert cli_main(argv) == 0
+    journal = os.path.join(out, "trials.csv.journal.jsonl")
+    n = len(open(journal).readlines())
+    assert cli_main(argv) == 0                       # a rerun on a complete folder
+    assert len(open(journal).readlines()) == n
+    assert json.load(open(os.path.join(out, "run.json")))["n_run"] == 0
+    files = ("mstar.csv", "fits.json", "report.md", "summary.json")
+    before = {f: open(os.path.join(out, f), "rb").read() for f in files}
+    for f in files + ("sparse_heatmap.png", "sparse_mstar.png"):
+        os.remove(os.path.join(out, f))
+    assert cli_main(argv + ["--analyse-only"]) == 0
+    assert {f: open(os.path.join(out, f), "rb").read() for f in files} == before
+    assert len(open(journal).readlines()) == n
+    assert os.path.getsize(os.path.join(out, "sparse_mstar.png")) > 0
+
+
+def test_the_study_follows_the_contract():
+    from stsim.studies import sparse as study
+    from stsim.studies.contract import check_study, resolve_config
+    check_study(study)
+    for mode in ("quick", "full"):
+        cfg = resolve_config(study, mode)
+        assert cfg["mode"] == mode and cfg["restarts"] == 1
+        # the optional settings at their defaults leave the published config as before
+        from stsim.studies.sparse.design import published_config
+        assert set(published_config(cfg)) == set(sparse.QUICK)
+    with pytest.raises(ValueError, match="table is only used"):
+        resolve_config(study, "quick", {"table": "01101001"})

@@ -98,6 +98,39 @@ def test_resume_skips_finished_points(tmp_path):
     assert len(read_table(path)) == 16
 
 
+def test_keep_rejects_finished_rows_that_no_longer_stand(tmp_path):
+    path = tmp_path / "k.csv"
+    CALLS.clear()
+    sweep(noisy, GRID, seeds=1, executor=InlineExecutor(), out=path)
+    asked = []
+
+    def keep(rec):                    # say the output of the points with a = 2 is gone
+        asked.append(rec["point"]["a"])
+        return rec["point"]["a"] != 2
+    CALLS.clear()
+    res = sweep(noisy, GRID, seeds=1, executor=InlineExecutor(), out=path, keep=keep)
+    assert sorted(asked) == [1, 1, 2, 2, 3, 3]           # asked once per finished row
+    assert sorted(c[0] for c in CALLS) == [2, 2] and res.n_run == 2 and res.n_skipped == 4
+    assert len(read_table(path)) == 6
+
+
+def test_make_executor_is_the_one_pool():
+    from stsim.sweep import OneThreadProcessPool, make_executor
+    for n in (0, 1):
+        ex = make_executor(n)
+        assert isinstance(ex, InlineExecutor) and ex.workers == 1
+    ex = make_executor(2)
+    try:
+        assert isinstance(ex, OneThreadProcessPool) and ex.workers == min(2, os.cpu_count())
+    finally:
+        ex.shutdown()
+    with pytest.raises(ValueError, match="workers must be an integer >= 0"):
+        make_executor(-1)
+    # the sweep's own executor is make_executor's: one worker runs in this process (no
+    # pickling needed), two need a picklable function
+    assert sweep(lambda a, seed: a, {"a": [1]}, max_workers=1).rows[0]["value"] == 1
+
+
 def test_interrupted_sweep_loses_no_finished_point(tmp_path):
     path = tmp_path / "i.csv"
     CALLS.clear()

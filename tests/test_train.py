@@ -200,3 +200,185 @@ def test_divergence_at_step_zero_still_writes_outputs(tmp_path):
     paths = write_outputs(res, tmp_path)
     assert all(os.path.getsize(p) > 0 for p in paths.values())
     assert stsim.load(paths["result"]).status == "diverged"
+
+
+# ---------------------------------------------------------------------------------------
+# issue 25: seeds, run(config=...), progress, warnings at the caller's line
+# ---------------------------------------------------------------------------------------
+import signal  # noqa: E402
+import textwrap  # noqa: E402
+import warnings  # noqa: E402
+
+from stsim.core import progress as P  # noqa: E402
+from stsim.core.schedule import LongRunWarning  # noqa: E402
+
+TINY = dict(T=8, q=2, steps=20, batch=16, lr=1.0, eval_every=5)
+
+
+def _same(a, b):
+    return all(np.array_equal(a.history[k], b.history[k]) for k in a.history) and \
+        np.array_equal(a.W, b.W)
+
+
+def test_seed_accepts_a_seedsequence_the_numpy_way():
+    by_int = stsim.run(seed=3, **TINY)
+    by_ss = stsim.run(seed=np.random.SeedSequence(3), **TINY)
+    assert by_ss.config["seed"] == 3 and _same(by_int, by_ss)
+    child = np.random.SeedSequence(3).spawn(2)[1]
+    r = stsim.run(seed=child, **TINY)
+    assert r.config["seed"] == {"entropy": 3, "spawn_key": [1], "pool_size": 4}
+    assert not _same(r, by_int)
+    assert _same(stsim.run(config=r.config), r)           # reproduced from its saved config
+
+
+def test_seed_generator_is_consumed_and_recorded_reproducibly(tmp_path):
+    rng = np.random.default_rng(7)
+    a = stsim.run(seed=rng, **TINY)
+    b = stsim.run(seed=rng, **TINY)       # the Generator moved on: another run
+    assert isinstance(a.config["seed"], int) and a.config["seed"] != b.config["seed"]
+    assert not _same(a, b)
+    again = stsim.load(a.save(tmp_path / "a.npz"))
+    assert _same(stsim.run(config=again.config), a)    # the saved config reruns the numbers
+    assert a.config["seed"] == int.from_bytes(np.random.default_rng(7).bytes(16), "little")
+
+
+def test_run_accepts_a_config_and_options_override_it():
+    cfg = stsim.Config(T=8, q=2, steps=20, batch=16, lr=1.0, eval_every=5)
+    a = stsim.run(config=cfg)
+    assert a.config["T"] == 8 and _same(a, stsim.run(**TINY))
+    b = stsim.run(config=cfg, steps=10, seed=1)
+    assert b.config["steps"] == 10 and b.config["seed"] == 1 and b.config["T"] == 8
+    assert stsim.run(config=stsim.Config.from_options(**TINY)).config == a.config
+
+
+def test_progress_true_draws_a_tqdm_bar(capsys):
+    pytest.importorskip("tqdm")
+    stsim.run(progress=True, **TINY)
+    err = capsys.readouterr().err
+    assert "stsim" in err and "20/20" in err and "step" in err
+
+
+def test_progress_true_without_tqdm_prints_lines(monkeypatch, capsys):
+    monkeypatch.setitem(sys.modules, "tqdm.auto", None)     # import fails
+    stsim.run(progress=True, **TINY)
+    err = capsys.readouterr().err.splitlines()
+    assert err[0].lstrip("[ ").split("s]")[1].strip().startswith("step       0/20")
+    assert "step      20/20" in err[-1]
+
+
+def test_progress_default_on_only_for_long_interactive_runs(monkeypatch, capsys):
+    monkeypatch.setitem(sys.modules, "tqdm.auto", None)
+    monkeypatch.setattr(P, "PROGRESS_AFTER_S", 0.0)
+    monkeypatch.setattr(P, "interactive_session", lambda: True)
+    stsim.run(**TINY)
+    assert "step      20/20" in capsys.readouterr().err
+    monkeypatch.setattr(P, "interactive_session", lambda: False)
+    stsim.run(**TINY)
+    assert capsys.readouterr().err == ""
+    monkeypatch.setattr(P, "interactive_session", lambda: True)
+    monkeypatch.setattr(P, "PROGRESS_AFTER_S", 1e9)
+    stsim.run(**TINY)
+    assert capsys.readouterr().err == ""
+
+
+@pytest.mark.parametrize("how, expected", [("stdin", True), ("-c", True), ("script", False)])
+def test_interactive_session_detection(tmp_path, how, expected):
+    code = "from stsim.core.progress import interactive_session as i; print(i())\n"
+    env = dict(os.environ, PYTHONPATH=os.getcwd())
+    if how == "stdin":
+        out = subprocess.run([sys.executable, "-"], input=code, capture_output=True, text=True,
+                             env=env, timeout=120)
+    elif how == "-c":
+        out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                             env=env, timeout=120)
+    else:
+        (tmp_path / "s.py").write_text(code)
+        out = subprocess.run([sys.executable, str(tmp_path / "s.py")], capture_output=True,
+                             text=True, env=env, timeout=120)
+    assert out.stdout.strip() == str(expected), out.stderr
+
+
+def test_long_run_warning_points_at_the_callers_line(monkeypatch):
+    import stsim.core.schedule as S
+    monkeypatch.setattr(S, "LONG_RUN_S", 0.0)
+    with pytest.warns(LongRunWarning) as w:
+        stsim.run(T=8, q=2, batch=16, eval_every=50)
+    assert len(w) == 1 and w[0].filename == __file__
+    with pytest.warns(LongRunWarning) as w:
+        stsim.Config.from_options(T=8, q=2)
+    assert w[0].filename == __file__
+
+
+def test_the_headline_call_on_stdin_shows_progress_and_warns_at_the_users_line():
+    """As a notebook runs it: code on stdin, no main guard; shortened by a given steps
+    budget through the warning threshold (the call itself is the headline one)."""
+    code = textwrap.dedent("""
+        import stsim.core.schedule as S
+        S.LONG_RUN_S = 0.0
+        import stsim.core.progress as P
+        P.PROGRESS_AFTER_S = 0.0
+        import stsim
+        res = stsim.run(T=12, q=3, pe="stochastic")
+        print(res.status)
+    """)
+    out = subprocess.run([sys.executable, "-"], input=code, capture_output=True, text=True,
+                         env=dict(os.environ, PYTHONPATH=os.getcwd(), MPLBACKEND="Agg"),
+                         timeout=300)
+    assert out.returncode == 0 and out.stdout.strip() == "completed", out.stderr
+    assert "<stdin>:7: LongRunWarning" in out.stderr         # the user's line
+    assert "stsim" in out.stderr and "step" in out.stderr     # the bar (or the lines)
+
+
+def test_train_loop_hands_back_the_kept_memory(monkeypatch):
+    import stsim.core.run as R
+    calls = []
+    monkeypatch.setattr(R, "release_freed_memory", lambda: calls.append(1))
+    stsim.run(**TINY)
+    assert calls == [1]
+
+    def boom(params):
+        raise RuntimeError("x")
+
+    with pytest.raises(RuntimeError):
+        R.train_loop(boom, None, {}, 5)
+    assert calls == [1, 1]
+
+
+def test_release_freed_memory_hands_back_a_freed_block():
+    """A 20 MB block, below the raised mmap threshold, comes from the heap; freed, it is
+    kept (below the raised trim threshold) until release_freed_memory trims it."""
+    code = ("import numpy as np\nfrom stsim.util.malloc import keep_freed_memory, "
+            "release_freed_memory\napplied = keep_freed_memory()\n"
+            "a = np.ones(2_500_000); del a\nprint(applied, release_freed_memory())\n")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                         env=dict(os.environ, PYTHONPATH=os.getcwd()), timeout=120)
+    applied, released = out.stdout.split()
+    assert released == applied           # glibc: trimmed; elsewhere: nothing to do
+    if sys.platform.startswith("linux"):
+        assert applied == "True"
+
+
+def test_line_printer_stops_quietly_when_its_stream_closes():
+    import io
+    stream = io.StringIO()
+    show = P.LinePrinter(file=stream)
+    show(0, 10, {"step": 0, "loss": 1.0, "val": 1.0})
+    assert "step       0/10" in stream.getvalue()
+    stream.close()                          # the reader went away (2>&1 | head)
+    show(10, 10, {"step": 10, "loss": 0.5})
+    assert show.dead
+
+
+def test_plateau_prediction_says_it_is_population_gd_and_that_sgd_lags():
+    """The warning's step is the reduced map's (population GD); online SGD leaves the
+    plateau later (measured in benchmarks/bench_sgd_lag.py), and the text says so."""
+    from stsim.core.schedule import predict
+    s = predict(stsim.Config.from_options(T=200, q=3, steps=10), lr=None, steps=None)
+    assert "population gradient descent, i.e. the reduced dynamics, leaves the initial " \
+           "plateau near step 3103" in s.warning
+    assert "online SGD leaves it later: measured" in s.warning and "2.2x at T = 200" in s.warning
+    res = stsim.run(T=50, q=3, lr=1.0, steps=20, batch=32)
+    assert "(population gradient descent) predict the escape" in res.message
+    assert "online SGD escapes later" in res.message
+    gd = stsim.run(T=8, q=2, pe="onehot", optimizer="gd", lr=0.01, steps=5, n_train=16)
+    assert gd.assessment == "plateau" and "SGD" not in gd.message

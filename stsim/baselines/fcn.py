@@ -39,12 +39,13 @@ from __future__ import annotations
 
 import numpy as np
 
-from stsim.core.problem import register_arch
+from stsim.core.problem import Problem, register_arch
 from stsim.core.task import sample_batch
 from stsim.util.validate import check_int
 
 __all__ = ["fcn_input", "fcn_forward_backward", "mlp_forward", "mlp_backward", "fcn_init",
-           "fcn_construction", "FCNProblem", "param_names", "fcn_param_count"]
+           "fcn_construction", "FCNProblem", "param_names", "fcn_param_count", "fcn_memory",
+           "fcn_seconds_per_step", "fcn_shapes"]
 
 
 def param_names(depth: int) -> list:
@@ -207,14 +208,14 @@ def fcn_construction(T: int, d: int, q: int, M: float = 6.0) -> dict:
     return {"W1": W1, "b1": np.full(k, -M), "A": A, "c": np.zeros(d)}
 
 
-class FCNProblem:
+class FCNProblem(Problem):
     """The FCN baseline as a training problem for :func:`stsim.core.run.run`.
 
-    Same interface and random streams (:class:`stsim.core.seeds.Streams`) as
-    :class:`stsim.core.problem.TransformerProblem`: validation sets drawn once before
-    training, the initialisation, the training stream (fresh batches for ``sgd``/``adam``;
-    a fixed sample of ``n_train`` points for ``gd``). The encoding stream is unused: the
-    FCN has no positional encoding, the positions are the coordinates of its input.
+    The skeleton of :class:`stsim.core.problem.Problem` (as the transformer): validation
+    sets drawn once before training, the initialisation, the training stream (fresh batches
+    for ``objective="online"``; a fixed sample of ``n_train`` points for ``"sample"``, i.e.
+    ``optimizer="gd"``). The encoding stream is unused: the FCN has no positional encoding,
+    the positions are the coordinates of its input.
 
     Metrics: ``val`` (in-distribution validation loss) and ``val/q=<q_test>`` (unseen
     subset sizes; the input size does not depend on q). ``T_test`` is refused: the input
@@ -226,19 +227,13 @@ class FCNProblem:
             raise ValueError(f"T_test={list(cfg.T_test)} is not supported for arch='fcn': the "
                              f"FCN input size T*d + T is fixed by the training length T={cfg.T}; "
                              f"use T_test=() (q_test is supported)")
-        if cfg.objective != "online":
-            raise ValueError(f"objective must be 'online' for arch='fcn', got {cfg.objective!r}")
-        self.cfg = cfg
-        vrng = streams.validation()
-        self.val = {"val": self._draw(vrng, cfg.n_val, cfg.q)}
-        for qt in cfg.q_test:
-            self.val[f"val/q={qt}"] = self._draw(vrng, cfg.n_val, qt)
-        self.fixed = None
-        if cfg.optimizer == "gd":
-            self.fixed = self._draw(streams.fixed_sample(), cfg.n_train, cfg.q)
+        if cfg.objective not in ("online", "sample"):
+            raise ValueError(f"objective must be 'online' or 'sample' for arch='fcn', got "
+                             f"{cfg.objective!r}")
+        super().__init__(cfg, streams)
 
-    def _draw(self, rng, B, q):
-        b = sample_batch(rng, B, self.cfg.T, q, self.cfg.d)
+    def _draw(self, rng, B, T, q):
+        b = sample_batch(rng, B, T, q, self.cfg.d)
         return fcn_input(b.X, b.y), b.target
 
     @property
@@ -252,29 +247,10 @@ class FCNProblem:
         c = self.cfg
         return fcn_init(rng, self.n_in, c.d, c.width, c.depth, c.init, c.init_scale)
 
-    @property
-    def draws(self) -> bool:
-        """Whether each step draws a fresh minibatch (not the fixed sample)."""
-        return self.fixed is None
-
-    def draw_step(self, rng):
-        """One step's fresh minibatch ``(u, target)`` from ``rng``; ``None`` for the fixed
-        sample (``optimizer="gd"``)."""
-        return None if self.fixed is not None else self._draw(rng, self.cfg.batch, self.cfg.q)
-
-    def loss_grad(self, params, rng, data=None):
-        """``(loss, grads)`` of one fresh minibatch (``data`` if given, else drawn from
-        ``rng``), or of the fixed sample for ``optimizer="gd"``."""
-        if data is None:
-            data = self.fixed if self.fixed is not None else self.draw_step(rng)
+    def batch_loss_grad(self, params, data, need_grad=True):
+        """``(loss, grads)`` of :func:`fcn_forward_backward` on ``data = (u, target)``."""
         u, target = data
-        return fcn_forward_backward(params, u, target)
-
-    def evaluate(self, params):
-        """Losses on the validation sets drawn at construction: ``{"val": ..., "val/q=...": ...}``.
-        """
-        return {k: fcn_forward_backward(params, u, t, need_grad=False)[0]
-                for k, (u, t) in self.val.items()}
+        return fcn_forward_backward(params, u, target, need_grad=need_grad)
 
     def info(self):
         """For :attr:`Result.info`: ``arch``, ``n_in``, ``width``, ``depth``, ``n_params``."""
@@ -284,4 +260,51 @@ class FCNProblem:
                 "n_params": n_params}
 
 
-register_arch("fcn", FCNProblem)
+def _resolve_fcn(cfg) -> None:
+    """The FCN's fields of a config being resolved: ``width`` (default 64)."""
+    cfg.width = check_int("width", 64 if cfg.width is None else cfg.width, 1)
+
+
+def fcn_memory(cfg) -> dict:
+    """Bytes of the largest arrays of an FCN run (see :meth:`Config.memory_estimate`): the
+    parameters with gradient and optimiser state, the batch input with its hidden
+    activations, the batches drawn ahead (online), the validation sets."""
+    f8, n_in = 8, cfg.T * cfg.d + cfg.T
+    nb = cfg.n_train if cfg.objective != "online" else cfg.batch
+    out = {"parameters (x4: gradient, optimiser)":
+           4 * fcn_param_count(cfg.T, cfg.d, cfg.width or 1, cfg.depth) * f8,
+           "batch input (x3)": 3 * nb * n_in * f8}
+    if cfg.objective == "online":
+        out["batches drawn ahead (x2)"] = 2 * nb * (n_in + cfg.d) * f8
+    val_T = [cfg.T] * (1 + len(cfg.q_test)) + list(cfg.T_test)
+    out["validation sets"] = sum(cfg.n_val * (t * cfg.d + t) for t in val_T) * f8
+    return out
+
+
+#: seconds per multiply-add of the FCN's forward + backward pass (MEASURED, one BLAS
+#: thread, shared machine at load ~4.4: 0.44e-10 to 1.4e-10 over T 16-1024, width 64-512,
+#: batch 64-256; benchmarks/bench_fcn_cost.py). A rough model: within ~3x.
+SECONDS_PER_MAC = 1.0e-10
+
+
+def fcn_seconds_per_step(cfg) -> float:
+    """Rough seconds of one FCN step on one core: ``SECONDS_PER_MAC`` × 3 (forward, and
+    the two products of the backward pass) × points × parameters."""
+    nb = cfg.n_train if cfg.objective != "online" else cfg.batch
+    return SECONDS_PER_MAC * 3 * nb * fcn_param_count(cfg.T, cfg.d, cfg.width or 1, cfg.depth)
+
+
+def fcn_shapes(cfg) -> dict:
+    """``{name: shape}`` of the FCN's parameters (:func:`fcn_init`): ``W1`` (k, T d + T),
+    ``b1`` (k,), ``Wl`` (k, k), ``bl`` (k,), ``A`` (d, k), ``c`` (d,), ``k = width``."""
+    k, d, n_in = int(cfg.width), int(cfg.d), int(cfg.T) * (int(cfg.d) + 1)
+    out = {}
+    for name in param_names(cfg.depth):
+        l = name[1:]
+        out[name] = {"W": (k, n_in if l == "1" else k), "b": (k,), "A": (d, k),
+                     "c": (d,)}[name[0]]
+    return out
+
+
+register_arch("fcn", FCNProblem, encoding=False, resolve=_resolve_fcn, memory=fcn_memory,
+              seconds_per_step=fcn_seconds_per_step, shapes=fcn_shapes)

@@ -3,7 +3,12 @@
 Every command is a module of this package exposing ``add_arguments(parser)`` and
 ``main(args) -> int``; :func:`main` only dispatches, importing the command's module
 lazily so that ``stsim run`` does not load experiment code. Bad input (``ValueError``) is
-printed as one line ``stsim: error: …`` with exit status 2.
+printed as one line ``stsim: error: …`` with exit status 2; a warning as one line
+``stsim: warning: …`` (no source line); Ctrl-C that reaches here (outside a run's loop,
+which stops by itself and keeps its files) as one line, exit status 130; a file that
+cannot be written (a full disk) as one line naming it, exit status 2; a reader that
+closes the output early (``stsim run … | head -3``) ends the command quietly (status
+141, as a process killed by SIGPIPE).
 
 The study commands (``figures``, ``separation``, ``expressivity``, ``sparse``) share one
 convention (:mod:`stsim.cli.common`): ``--quick`` (the default, seconds) | ``--full``
@@ -12,8 +17,11 @@ convention (:mod:`stsim.cli.common`): ``--quick`` (the default, seconds) | ``--f
 from __future__ import annotations
 
 import argparse
+import contextlib
 import importlib
+import os
 import sys
+import warnings
 
 __all__ = ["main", "COMMANDS", "build_parser"]
 
@@ -67,10 +75,42 @@ def main(argv=None) -> int:
         _top_parser().parse_args(argv)   # --help, --version or a usage error: exits
         return 2                         # pragma: no cover
     try:
-        return int(args._main(args) or 0)
+        with _one_line_warnings():
+            return int(args._main(args) or 0)
     except ValueError as exc:
         print(f"stsim: error: {exc}", file=sys.stderr)
         return 2
+    except KeyboardInterrupt:
+        print("stsim: interrupted (Ctrl-C)", file=sys.stderr)
+        return 130
+    except BrokenPipeError:
+        # the reader went away (| head): no traceback, and no second error when Python
+        # flushes stdout at exit
+        with contextlib.suppress(OSError, ValueError):
+            os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        return 141
+    except OSError as exc:      # a file that could not be written or read (a full disk)
+        where = f"{exc.filename}: " if exc.filename else ""
+        print(f"stsim: error: {where}{exc.strerror or exc} (files are written whole or not "
+              f"at all: the previous version of each is kept)", file=sys.stderr)
+        return 2
+
+
+@contextlib.contextmanager
+def _one_line_warnings():
+    """Show each warning as one line ``stsim: warning: <message>`` on stderr."""
+    def show(message, category, filename, lineno, file=None, line=None):
+        text = str(message)
+        text = text[len("stsim: "):] if text.startswith("stsim: ") else text
+        with contextlib.suppress(OSError, ValueError):
+            print(f"stsim: warning: {text}", file=file or sys.stderr, flush=True)
+
+    saved = warnings.showwarning
+    warnings.showwarning = show
+    try:
+        yield
+    finally:
+        warnings.showwarning = saved
 
 
 if __name__ == "__main__":  # pragma: no cover

@@ -80,7 +80,7 @@ def _type_of(value):
 
 
 def _show(value):
-    if isinstance(value, tuple):
+    if isinstance(value, (tuple, list)):
         return ",".join(map(str, value))
     return f"{value:.4g}" if isinstance(value, float) else str(value)
 
@@ -152,8 +152,9 @@ def add_contract_options(p: argparse.ArgumentParser, study, *, help: dict | None
     """The options of a study command that follows :mod:`stsim.studies.contract`: the
     common ones (:func:`add_study_arguments`), ``--set KEY=VALUE`` (repeatable; dotted keys
     for nested settings), ``--analyse-only``, and one ``--key VALUE`` flag per top-level
-    preset key whose value is a scalar or a flat list (comma lists accepted). Both kinds
-    of override go through :func:`stsim.studies.contract.apply_overrides`."""
+    preset key whose value is a scalar or a flat list (comma lists accepted; not ``mode``,
+    which ``--quick`` / ``--full`` choose). Both kinds of override go through
+    :func:`stsim.studies.contract.apply_overrides`."""
     help = help or {}
     add_study_arguments(p, study.NAME, workers_help=workers_help)
     quick, full = study.PRESETS["quick"], study.PRESETS["full"]
@@ -168,9 +169,10 @@ def add_contract_options(p: argparse.ArgumentParser, study, *, help: dict | None
                    "already in --out and write the outputs")
     for name in list(dict.fromkeys([*full, *quick])):
         ref = full.get(name, quick.get(name))
-        if isinstance(ref, dict) or (isinstance(ref, (list, tuple)) and ref
-                                     and isinstance(ref[0], (list, tuple, dict))):
-            continue          # nested: --set only
+        if name == "mode" or isinstance(ref, dict) or (
+                isinstance(ref, (list, tuple)) and ref
+                and isinstance(ref[0], (list, tuple, dict))):
+            continue          # the preset's name, or nested: --set only
         text = help.get(name, "")
         shown = (f"quick {_show(quick[name])}, full {_show(full[name])}"
                  if name in quick and name in full and quick[name] != full[name]
@@ -201,13 +203,15 @@ def contract_overrides(args, study) -> dict:
 
 
 def run_contract(args, study) -> dict:
-    """The whole command for a contract study: overrides from ``args``, the executor built
-    once from ``--workers`` (:func:`stsim.sweep.make_executor`: 0 or 1 runs in this
-    process), :func:`stsim.studies.contract.run_study`, the executor shut down. Returns
-    the summary."""
-    from stsim.studies.contract import run_study
+    """The whole command for a contract study: overrides from ``args``, checked
+    (:func:`stsim.studies.contract.resolve_config`) before the executor is built once from
+    ``--workers`` (:func:`stsim.sweep.make_executor`: 0 or 1 runs in this process), then
+    :func:`stsim.studies.contract.run_study`, the executor shut down. Returns the
+    summary."""
+    from stsim.studies.contract import resolve_config, run_study
     from stsim.sweep.pool import make_executor
     overrides = contract_overrides(args, study)
+    resolve_config(study, args.mode, overrides)      # bad input: refused before any work
     ex = make_executor(workers(args))
     try:
         return run_study(study, out_dir(args), mode=args.mode, overrides=overrides,

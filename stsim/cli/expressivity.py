@@ -1,35 +1,40 @@
 """``stsim expressivity``: explicit attention constructions and their width laws
-(:mod:`stsim.studies.expressivity.study`)."""
+(:mod:`stsim.studies.expressivity`)."""
 from __future__ import annotations
 
-from stsim.cli.common import add_study_arguments, logger, out_dir
+from stsim.cli.common import add_contract_options, run_contract
 
 __all__ = ["add_arguments", "main"]
 
-EPILOG = ("every part writes <part>.csv, <part>.png and <part>.json as soon as it is done,\n"
-          "then expressivity.json\n"
+EPILOG = ("every part sweeps its points into raw/<table>.csv (resumable; --workers N runs\n"
+          "them on N processes), then writes <part>.csv, <part>.png and <part>.json, and\n"
+          "expressivity.json; part settings: --set width.eps=0.05 (dotted keys)\n"
           "examples: stsim expressivity                    # seconds\n"
-          "          stsim expressivity --full --only width,patterns --out DIR")
+          "          stsim expressivity --full --only width,patterns --out DIR\n"
+          "          stsim expressivity --full --out DIR --analyse-only")
+
+HELP = {"seed": "root seed of every part", "only": "the parts to run, a comma list"}
 
 
 def add_arguments(p) -> None:
     """Options of ``stsim expressivity``."""
-    from stsim.studies.expressivity.study import PARTS
-    add_study_arguments(p, "expressivity", workers_help="accepted for the common convention; "
-                        "this study runs in one process")
-    g = p.add_argument_group("expressivity options")
-    g.add_argument("--only", default=None, metavar="LIST",
-                   help=f"comma-separated subset of {','.join(PARTS)} (default: all)")
-    g.add_argument("--seed", type=int, default=0, help="root seed (default: 0)")
+    from stsim.studies import expressivity
+    add_contract_options(p, expressivity, help=HELP,
+                         workers_help="worker processes for the points of each part, one "
+                                      "BLAS thread each (default: 2); 0 or 1 runs in this "
+                                      "process")
 
 
 def main(args) -> int:
-    """Run the selected parts; print the wall time of each."""
-    from stsim.studies.expressivity.study import FULL, PARTS, QUICK, run_study
-    only = [x.strip() for x in args.only.split(",")] if args.only else PARTS
-    out = out_dir(args)
-    res = run_study(QUICK if args.mode == "quick" else FULL, out, only=only, seed=args.seed,
-                    log=logger(args, "[expressivity] "), mode=args.mode)
-    times = res["wall_time_s"]
-    print(f"expressivity: {', '.join(f'{k} {v:.1f}s' for k, v in times.items())} -> {out}")
+    """Run the selected parts; print the wall time of each and where the files are."""
+    from stsim.cli.common import out_dir
+    from stsim.studies import expressivity
+    res = run_contract(args, expressivity)
+    times = ", ".join(f"{k} {v:.1f}s" if v is not None else f"{k} (no run record)"
+                      for k, v in res["part_wall_time_s"].items())
+    how = " (analysed only; the parts' times are their runs')" if res["analyse_only"] else ""
+    print(f"expressivity{how}: {times} -> {out_dir(args)}")
+    for name in res["incomplete"]:
+        print(f"  {name}: incomplete (points missing from {out_dir(args)}/raw)")
+    print(f"wall time {res['wall_time_s']:.1f}s")
     return 0

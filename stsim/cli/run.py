@@ -11,13 +11,18 @@ import dataclasses
 import json
 import os
 import sys
-import time
+import warnings
 
 from stsim.cli.common import int_tuple
 from stsim.core.config import Config, field_help
 from stsim.util.io import FileLock, check_writable_folder
+from stsim.util.validate import check_int
 
-__all__ = ["add_arguments", "main", "write_outputs", "config_flags"]
+__all__ = ["add_arguments", "main", "write_outputs", "config_flags", "OutputsNotWritten",
+           "INTERRUPTED"]
+
+#: exit status of a run stopped by Ctrl-C (128 + SIGINT, the shell's convention)
+INTERRUPTED = 130
 
 EPILOG = ("example: stsim run --T 50 --out runs/demo      # derived lr and steps\n"
           "         stsim run --arch fcn --width 128 --T 16 --optimizer adam --out runs/fcn")
@@ -58,68 +63,117 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
                    type=int, default=None, metavar="K",
                    help="write OUT/checkpoint.npz every K steps; an existing checkpoint is "
                         "resumed (default: no checkpoint)")
-    o.add_argument("--quiet", action="store_true", help="no progress lines on stderr")
+    o.add_argument("--quiet", action="store_true",
+                   help="no progress lines and no long-run warning on stderr")
 
 
-def _progress_printer(quiet):
-    last = [0.0]
-    start = time.perf_counter()
+class OutputsNotWritten(OSError):
+    """Some of a run's files could not be written (a full disk, a quota): the message says
+    which, why, and what was kept; ``paths`` holds the files that were written."""
 
-    def show(step, steps, row):
-        now = time.perf_counter()
-        if quiet or (now - last[0] < 2.0 and step not in (0, steps)):
-            return
-        last[0] = now
-        extra = "  ".join(f"{k}={v:.4g}" for k, v in row.items() if k not in ("step", "loss")
-                          and k.startswith(("val", "cos")))
-        print(f"[{now - start:6.1f}s] step {step:>7d}/{steps}  loss={row['loss']:.4g}  {extra}",
-              file=sys.stderr, flush=True)
-    return show
+    def __init__(self, message, paths):
+        super().__init__(message)
+        self.paths = paths
 
 
 def write_outputs(res, out) -> dict:
-    """Write ``result.npz``, ``config.json``, ``history.csv`` and ``loss.png`` into ``out``.
+    """Write ``result.npz``, ``history.csv``, ``config.json`` and ``loss.png`` into ``out``
+    (in that order: the most valuable first) and return their paths.
 
     The figure of an earlier run in ``out`` is removed first, so a failure can never leave
-    an old figure beside new results."""
+    an old figure beside new results. A file that cannot be written (a full disk) does not
+    stop the others; an earlier run's file of that name is removed (never an old file
+    beside new ones), and :class:`OutputsNotWritten` then names what failed and what was
+    kept."""
     from stsim.util.io import write_json
     from stsim.util.plotting import plot_history
 
     os.makedirs(out, exist_ok=True)
-    paths = {"result": os.path.join(out, "result.npz"), "config": os.path.join(out, "config.json"),
-             "history": os.path.join(out, "history.csv"), "figure": os.path.join(out, "loss.png")}
+    paths = {"result": os.path.join(out, "result.npz"), "history": os.path.join(out, "history.csv"),
+             "config": os.path.join(out, "config.json"), "figure": os.path.join(out, "loss.png")}
     if os.path.exists(paths["figure"]):
         os.unlink(paths["figure"])
-    res.save(paths["result"])
-    write_json(paths["config"], {"config": res.config, "status": res.status,
-                                 "message": res.message, "info": res.info})
-    res.history_csv(paths["history"])
-    plot_history(res, paths["figure"])   # = res.plot(path): one figure for both
+    writers = {
+        "result": res.save,
+        "history": res.history_csv,
+        "config": lambda p: write_json(p, {"config": res.config, "status": res.status,
+                                           "message": res.message, "info": res.info}),
+        "figure": lambda p: plot_history(res, p),   # = res.plot(path): one figure for both
+    }
+    written, failed = {}, []
+    for name, write in writers.items():
+        try:
+            write(paths[name])
+            written[name] = paths[name]
+        except Exception as exc:  # noqa: BLE001 - each file on its own; reported below
+            if name != "figure" and not isinstance(exc, OSError):
+                raise
+            failed.append((os.path.basename(paths[name]), exc))
+            if os.path.exists(paths[name]):         # an earlier run's: not beside new files
+                os.unlink(paths[name])
+    if failed:
+        what = ", ".join(f"{f} ({getattr(e, 'strerror', None) or e})" for f, e in failed)
+        kept = [os.path.basename(p) for p in written.values()]
+        if os.path.exists(os.path.join(out, "checkpoint.npz")):
+            kept.append("checkpoint.npz")
+        raise OutputsNotWritten(f"could not write {what} in {out!r}; kept: "
+                                f"{', '.join(kept) or 'nothing'}", written)
     return paths
 
 
-def main(args) -> int:
-    """Train with the options in ``args``; write the outputs; print a JSON summary."""
-    from stsim.core.run import run
-
-    opts = {f.name: getattr(args, f.name) for f in dataclasses.fields(Config)}
-    Config.from_options(**opts)                 # bad options fail before the folder is touched
-    out = check_writable_folder(args.out, "--out")
-    ckpt = os.path.join(out, "checkpoint.npz") if args.checkpoint_every else None
-    try:
-        with FileLock(os.path.join(out, ".stsim-run")):  # one run writes a folder at a time
-            res = run(checkpoint=ckpt, checkpoint_every=args.checkpoint_every,
-                      progress=_progress_printer(args.quiet), **opts)
-            paths = write_outputs(res, out)
-    except RuntimeError as exc:                     # the folder is another run's
-        raise ValueError(f"--out: {exc}") from None
+def _summary(res, paths) -> dict:
     h = res.history
     last = {k: float(v[-1]) for k, v in h.items() if len(v)}
-    summary = {"status": res.status, "assessment": res.assessment, "message": res.message,
-               "initial_loss": float(h["loss"][0]) if len(h.get("loss", ())) else None,
-               "final_loss": last.get("loss"),
-               "final_val": {k: v for k, v in last.items() if k.startswith("val")},
-               "cos_W": last.get("cos_W"), "cos_V": last.get("cos_V"),
-               "wall_time_s": round(res.info["wall_time_s"], 2), "files": paths}
-    print(json.dumps(summary, indent=2))
+    return {"status": res.status, "assessment": res.assessment, "message": res.message,
+            "initial_loss": float(h["loss"][0]) if len(h.get("loss", ())) else None,
+            "final_loss": last.get("loss"),
+            "final_val": {k: v for k, v in last.items() if k.startswith("val")},
+            "cos_W": last.get("cos_W"), "cos_V": last.get("cos_V"),
+            "wall_time_s": round(res.info["wall_time_s"], 2), "files": paths}
+
+
+def main(args) -> int:
+    """Train with the options in ``args``; write the outputs; print a JSON summary.
+
+    Exit status: 0 completed, 1 diverged, 2 a bad option or a file that could not be
+    written (one line ``stsim: error: …``), 130 interrupted by Ctrl-C (the files of the
+    run so far are written; one line says so)."""
+    from stsim.core.progress import LinePrinter
+    from stsim.core.run import RunInterrupted, run
+    from stsim.core.schedule import LongRunWarning
+
+    opts = {f.name: getattr(args, f.name) for f in dataclasses.fields(Config)}
+    if args.checkpoint_every is not None:
+        check_int("--checkpoint_every", args.checkpoint_every, 1)
+    with warnings.catch_warnings():     # run() below says it once
+        warnings.simplefilter("ignore", LongRunWarning)
+        Config.from_options(**opts)             # bad options fail before the folder is touched
+    out = check_writable_folder(args.out, "--out")
+    ckpt = os.path.join(out, "checkpoint.npz") if args.checkpoint_every else None
+    error = None
+    try:
+        # one run writes a folder at a time; the lock file goes when the run ends
+        with FileLock(os.path.join(out, ".stsim-run"), remove=True):
+            with warnings.catch_warnings():
+                warnings.simplefilter("ignore", RunInterrupted)     # said below, one line
+                if args.quiet:
+                    warnings.simplefilter("ignore", LongRunWarning)
+                res = run(checkpoint=ckpt, checkpoint_every=args.checkpoint_every,
+                          progress=False if args.quiet else LinePrinter(), **opts)
+            try:
+                paths = write_outputs(res, out)
+            except OutputsNotWritten as exc:
+                paths, error = exc.paths, f"--out: {exc}"
+    except RuntimeError as exc:                     # the folder is another run's
+        raise ValueError(f"--out: {exc}") from None
+    print(json.dumps(_summary(res, paths), indent=2), flush=True)
+    if error:
+        print(f"stsim: error: {error}", file=sys.stderr)
+        return 2
+    if res.status == "interrupted":
+        kept = ", ".join([os.path.basename(p) for p in paths.values()] +
+                         (["checkpoint.npz"] if ckpt and os.path.exists(ckpt) else []))
+        print(f"stsim: interrupted (Ctrl-C) at step {res.info.get('interrupted_at_step')} of "
+              f"{res.config['steps']}; kept {kept} in {out}", file=sys.stderr)
+        return INTERRUPTED
     return 0 if res.success else 1

@@ -1,14 +1,14 @@
 """``stsim sparse``: sample complexity of sparse Boolean functions against T, one
-attention head vs an FCN (:mod:`stsim.studies.sparse.study`)."""
+attention head vs an FCN (:mod:`stsim.studies.sparse`)."""
 from __future__ import annotations
 
-from stsim.cli.common import (add_preset_options, add_study_arguments, logger, out_dir,
-                              preset_from_args, workers)
+from stsim.cli.common import add_contract_options, run_contract
 
 __all__ = ["add_arguments", "main"]
 
-EPILOG = ("writes trials.csv (a rerun with the same --out resumes), mstar.csv, fits.json,\n"
-          "report.md, summary.json, sparse_heatmap.png and sparse_mstar.png\n"
+EPILOG = ("writes trials.csv (a rerun with the same --out resumes) and the run record\n"
+          "run.json, then mstar.csv, fits.json, report.md, summary.json, sparse_heatmap.png\n"
+          "and sparse_mstar.png (--analyse-only: from trials.csv alone)\n"
           "examples: stsim sparse                                   # seconds\n"
           "          stsim sparse --full --out runs/sparse\n"
           "          stsim sparse --fns table:3 --table 01101001      # any truth table")
@@ -25,27 +25,24 @@ HELP = {"Ts": "sequence lengths T", "m_min": "smallest training-set size",
         "d_v": "value width of the head", "hidden": "FCN hidden width",
         "n_test": "fresh test samples per trial",
         "topup": "trials per cell where the rate on the first --seeds trials is in "
-                 "[0.2, 0.95] (0: no top-up)", "pos": "position code: onehot | learned"}
-EXTRA = (("restarts", int, "initialisations per trial; keep the fit of smallest norm "
-          "(default: 1)"),
-         ("table", str, "truth table for fns table:s, first bit most significant, "
-          "e.g. 01101001"))
+                 "--topup_range (0: no top-up)", "pos": "position code: onehot | learned",
+        "restarts": "initialisations per trial; keep the fit of smallest norm",
+        "table": "truth table for fns table:s, first bit most significant, e.g. 01101001",
+        "topup_range": "ladder success rates whose cells are topped up"}
 
 
 def add_arguments(p) -> None:
     """Options of ``stsim sparse``."""
-    from stsim.studies.sparse.study import FULL, QUICK
-    add_study_arguments(p, "sparse")
-    add_preset_options(p, QUICK, FULL, help=HELP, extra=EXTRA)
+    from stsim.studies import sparse
+    add_contract_options(p, sparse, help=HELP)
 
 
 def main(args) -> int:
-    """Run the experiment and print m* for every (function, model, T) and the fits."""
-    from stsim.studies.sparse.study import FULL, OPTIONAL_KEYS, QUICK, format_fit, run_study
-    cfg = preset_from_args(args, QUICK, FULL, extra=OPTIONAL_KEYS)
-    out = out_dir(args)
-    res = run_study(cfg, out, workers=workers(args), log=logger(args, "[sparse] "),
-                    mode=args.mode)
+    """Run the study and print m* for every (function, model, T) and the fits."""
+    from stsim.cli.common import out_dir
+    from stsim.studies import sparse
+    from stsim.studies.sparse.outputs import format_fit
+    res = run_contract(args, sparse)
     for r in res["mstar"]:
         ms = (f">{r['m_max']}" if r["censored"] == "above" else
               f"<={r['m_star']:.0f}" if r["censored"] == "below" else f"{r['m_star']:.0f}")
@@ -53,5 +50,8 @@ def main(args) -> int:
     for key, e in res["fits"].items():
         print(f"{key}: log2T fit {format_fit(e['log_T'], 'log_T')}; "
               f"T fit {format_fit(e['linear_T'], 'linear_T')}")
-    print(f"wall time {res['wall_time_s']:.1f}s, {res['n_run']} trials run, files in {out}")
+    done = ("analysed only" if res["analyse_only"] or "n_run" not in res
+            else f"{res['n_run']} trials run")
+    print(f"wall time {res['wall_time_s']:.1f}s, {done}, {res['n_trials']} trials in the "
+          f"table, files in {out_dir(args)}")
     return 0

@@ -3,16 +3,21 @@
 (:mod:`stsim.theory.figures`, with ``--figures DIR``).
 
 Exit status: 0 when every check passes, 1 when any check fails (each is printed with its
-tolerance), 2 for invalid options. The theorems' conditions are reported, not gated."""
+tolerance), 2 for invalid options — and for a check estimated to need more CPU time than
+``--max_seconds`` or more memory than this machine has (refused before any work, with the
+estimate). The theorems' conditions are reported, not gated."""
 from __future__ import annotations
 
 import json
+import os
+import sys
 
 from stsim.cli.common import int_tuple
 
 __all__ = ["add_arguments", "main"]
 
-EPILOG = ("examples: stsim theory --T-test 16,24\n"
+EPILOG = ("examples: stsim theory --T-test 16,24                  # fixed PE: OOD stays >= F\n"
+          "          stsim theory --pe stochastic --T-test 16,24   # stochastic: OOD -> 0\n"
           "          stsim theory --pe stochastic --T-test 12     # Theorem 2, T=9, d_e=12\n"
           "          stsim theory --T 20 --q 3 --d 5 --json\n"
           "          stsim theory --figures runs/theory        # the figures of docs/theory.md")
@@ -35,16 +40,25 @@ def add_arguments(p) -> None:
                         "the law is really stochastic, small enough to enumerate)")
     p.add_argument("--query", default="sum", help="sum | mean (default: sum)")
     p.add_argument("--T_test", "--T-test", dest="T_test", type=int_tuple, default=(),
-                   metavar="LIST", help="comma-separated OOD lengths > T, e.g. 16,24 "
-                   "(default: none)")
+                   metavar="LIST", help="comma-separated OOD lengths > T, e.g. 16,24; checks the "
+                   "length-generalisation statement of the encoding (ood_to_zero or "
+                   "fixed_ood_floor) there (default: none)")
     p.add_argument("--max_steps", "--max-steps", dest="max_steps", type=int, default=None,
                    help="reduced GD steps (default: 2x the predicted t_eps)")
     p.add_argument("--full_steps", "--full-steps", dest="full_steps", type=int, default=2000,
                    help="full-matrix population GD steps for the invariants, 0 = skip "
                         "(default: 2000)")
+    p.add_argument("--grad_points", "--grad-points", dest="grad_points", type=int, default=4,
+                   help="points of the trajectory where the gradient of every block is "
+                        "estimated, 0 = skip (default: 4)")
+    p.add_argument("--grad_samples", "--grad-samples", dest="grad_samples", type=int,
+                   default=20000, help="Monte-Carlo samples per point (default: 20000)")
     p.add_argument("--n_mc", "--n-mc", dest="n_mc", type=int, default=20000,
                    help="Monte-Carlo samples per OOD estimate (default: 20000)")
     p.add_argument("--seed", type=int, default=0, help="seed (default: 0)")
+    p.add_argument("--max_seconds", "--max-seconds", dest="max_seconds", type=float,
+                   default=600.0, help="refuse a check estimated to need more CPU seconds "
+                   "(default: 600); the estimate is printed first when above 10 s")
     p.add_argument("--json", action="store_true", help="print the report as JSON")
     g = p.add_argument_group("figures (instead of the check)")
     g.add_argument("--figures", default=None, metavar="DIR",
@@ -61,20 +75,28 @@ def add_arguments(p) -> None:
 def main(args) -> int:
     """Run :func:`check_theorem` from parsed arguments and print the report (or draw the
     figures with ``--figures``)."""
-    if args.figures:
+    if args.figures is not None:
+        out = args.figures
+        if not out or (os.path.exists(out) and not os.path.isdir(out)):
+            raise ValueError(f"--figures must name a folder (created if missing), got "
+                             f"{out!r}" + (": that is a file" if out else ""))
+        try:
+            os.makedirs(out, exist_ok=True)
+        except OSError as exc:
+            raise ValueError(f"--figures: cannot create the folder {out!r}: "
+                             f"{exc.strerror or exc}") from None
         from stsim.theory.figures import draw_theory_figures
-        for path in draw_theory_figures(args.figures, quick=args.mode == "quick"):
+        for path in draw_theory_figures(out, quick=args.mode == "quick"):
             print(path)
         return 0
-    from stsim.theory.checks import check_theorem
-    from stsim.util.validate import check_int
-    d = check_int("d", args.d, 1)
-    T = check_int("T", args.T if args.T is not None else (9 if args.pe == "stochastic" else 12), 2)
-    q = check_int("q", args.q, 1, T - 1)
-    lr = args.lr if args.lr is not None else 1.0 / (20.0 * d * d)
-    eps = args.eps if args.eps is not None else 0.5 * d * T / (100.0 * (T - q) * q)
-    rep = check_theorem(T, q, d, lr, eps, pe=args.pe, d_e=args.d_e, query=args.query,
-                        max_steps=args.max_steps, full_steps=args.full_steps,
-                        T_test=args.T_test, n_mc=args.n_mc, seed=args.seed)
+    from stsim.theory.checks import check_theorem, theorem_defaults
+    T, lr, eps = theorem_defaults(args.pe, d=args.d, q=args.q, T=args.T, lr=args.lr,
+                                  eps=args.eps)
+    rep = check_theorem(T, args.q, args.d, lr, eps, pe=args.pe, d_e=args.d_e,
+                        query=args.query, max_steps=args.max_steps,
+                        full_steps=args.full_steps, T_test=args.T_test, n_mc=args.n_mc,
+                        grad_points=args.grad_points, grad_samples=args.grad_samples,
+                        seed=args.seed, max_seconds=args.max_seconds,
+                        log=lambda line: print(line, file=sys.stderr, flush=True))
     print(json.dumps(rep.to_dict(), indent=2) if args.json else rep.format())
     return 0 if rep.passed else 1

@@ -11,16 +11,19 @@ import dataclasses
 import os
 from dataclasses import dataclass, field
 
-from stsim.core.encodings import SAMPLERS, canonical_pe, is_dense, resolve_encoding
+from stsim.core.families import SAMPLERS, encoding_spec, is_dense
 from stsim.core.model import MODELS, QUERIES
-from stsim.core.optim import LR_DECAYS, OPTIMIZERS
-from stsim.core.schedule import DEFAULT_LR, default_schedule
+from stsim.core.optim import LR_DECAYS, optimizer_names, optimizer_spec, resolve_optimizer
+from stsim.core.problem import arch_names, arch_spec
+from stsim.core.schedule import default_schedule
+from stsim.core.seeds import seed_record
 from stsim.util.validate import check_choice, check_int, check_lr, check_real, int_tuple
 
-__all__ = ["Config", "OBJECTIVES", "ARCHS", "INITS", "DEFAULT_LR", "field_help"]
+__all__ = ["Config", "OBJECTIVES", "INITS", "field_help", "upgrade_config"]
 
-OBJECTIVES = ("online", "population")
-ARCHS = ("transformer", "fcn")
+#: the data regimes: fresh minibatches, a fixed sample of n_train points (full batch), the
+#: exact population loss (registered by stsim.theory.population)
+OBJECTIVES = ("online", "sample", "population")
 INITS = ("zero", "random")
 
 
@@ -36,6 +39,13 @@ class Config:
 
     The fields, their defaults and meanings are listed below (generated from the field
     metadata, which also gives the ``stsim run`` flags their help text).
+
+    The rules :meth:`resolve` applies to every field alike: a number must be given as a
+    number (``lr="0.1"`` is refused as ``T="10"`` is; the command line converts its text
+    itself); a choice (``pe``, ``optimizer``, ``model``, ``query``, ``init``, ``sampler``,
+    ``objective``, ``lr_decay``, ``arch``) is matched ignoring case and recorded in its
+    registered spelling (``--optimizer SGD`` as ``--pe ONEHOT``); an option of another
+    architecture is refused (``width``/``depth`` with the transformer).
     """
 
     T: int = _field(200, "sequence length")
@@ -49,10 +59,11 @@ class Config:
     sampler: str = _field("slots", "law of the stochastic family: slots | sphere")
     model: str = _field("theory", "theory | practical (attention also over the query token)")
     query: str = _field("sum", "query token: sum (p_query = sum of p_j, j in y) | mean")
-    objective: str = _field("online", "online (minibatch loss) | population (exact population "
-                            "loss; needs optimizer gd)")
-    optimizer: str = _field("sgd", "sgd (fresh batch every step) | gd (a fixed sample of n_train "
-                            "points, or the population) | adam (fresh batches)")
+    objective: str = _field("online", "the data: online (a fresh minibatch every step) | sample "
+                            "(a fixed sample of n_train points: full-batch training) | "
+                            "population (the exact population loss)")
+    optimizer: str = _field("sgd", "sgd (plain gradient steps) | adam | gd (alias: sgd with "
+                            "objective sample, or on the population) | a registered name")
     lr: float | None = _field(None, "learning rate (a given value is obeyed exactly)",
                               "derived: eta_max/2 of the reduced dynamics, eta_max = "
                               "min(2q, 2n/(c^2(q-1)(q+d))); adam 0.02; see stsim.core.schedule")
@@ -63,10 +74,11 @@ class Config:
                                "derived: 2x the step where the reduced dynamics reach 2 percent of "
                                "the initial loss; adam max(2000, 30 T); see stsim.core.schedule")
     batch: int = _field(256, "batch size")
-    n_train: int | None = _field(None, "size of the fixed sample for optimizer gd", "batch")
+    n_train: int | None = _field(None, "size of the fixed sample (objective sample)", "batch")
     init: str = _field("zero", "initialisation: zero | random (i.i.d. N(0, init_scale^2))")
     init_scale: float = _field(0.02, "std of the random initialisation")
-    seed: int = _field(0, "seed of every random stream")
+    seed: int = _field(0, "seed of every random stream (Python: also a numpy SeedSequence or "
+                       "Generator, recorded as JSON: stsim.core.seeds.seed_record)")
     T_test: tuple = _field((), "out-of-distribution validation lengths (comma list, e.g. 60,80)",
                            "none")
     q_test: tuple = _field((), "out-of-distribution validation subset sizes (comma list)",
@@ -75,7 +87,7 @@ class Config:
     eval_every: int | None = _field(None, "record metrics every k steps (and at the end)",
                                     "max(1, steps // 100)")
     arch: str = _field("transformer", "transformer | fcn (fully-connected baseline, "
-                       "stsim.baselines.fcn)")
+                       "stsim.baselines.fcn) | a registered name")
     width: int | None = _field(None, "FCN hidden width", "64")
     depth: int = _field(1, "FCN number of hidden layers")
 
@@ -95,16 +107,25 @@ class Config:
     def resolve(self) -> "Config":
         """Validate every field (``ValueError`` naming the parameter) and fill defaults."""
         c = dataclasses.replace(self)
+        for name in ("lr", "init_scale"):       # numbers as numbers, as for the int fields
+            if isinstance(getattr(c, name), (str, bytes)):
+                raise ValueError(f"{name} must be a number, got the string "
+                                 f"{getattr(c, name)!r}")
         c.T = check_int("T", c.T, 1)
         c.q = check_int("q", c.q, 1, c.T)
         c.d = check_int("d", c.d, 1)
         c.T_test = int_tuple("T_test", c.T_test, c.q)
         c.q_test = int_tuple("q_test", c.q_test, 1, c.T)
-        for name, val, allowed in (("model", c.model, MODELS), ("query", c.query, QUERIES),
-                                   ("optimizer", c.optimizer, OPTIMIZERS),
-                                   ("init", c.init, INITS), ("objective", c.objective, OBJECTIVES),
-                                   ("arch", c.arch, ARCHS), ("sampler", c.sampler, SAMPLERS)):
-            check_choice(name, val, allowed)
+        c.objective = check_choice("objective", c.objective, OBJECTIVES, ignore_case=True)
+        c.optimizer = check_choice("optimizer", c.optimizer, optimizer_names(),
+                                   ignore_case=True)
+        c.optimizer, c.objective = resolve_optimizer(c.optimizer, c.objective)  # "gd" alias
+        c.model = check_choice("model", c.model, MODELS, ignore_case=True)
+        c.query = check_choice("query", c.query, QUERIES, ignore_case=True)
+        c.init = check_choice("init", c.init, INITS, ignore_case=True)
+        c.sampler = check_choice("sampler", c.sampler, SAMPLERS, ignore_case=True)
+        c.arch = check_choice("arch", c.arch, arch_names(), ignore_case=True)
+        arch = arch_spec(c.arch)
         lr_given = c.lr is not None
         if c.lr is not None:
             c.lr = check_lr(c.lr)
@@ -113,25 +134,25 @@ class Config:
         c.batch = check_int("batch", c.batch, 1)
         c.n_train = check_int("n_train", c.batch if c.n_train is None else c.n_train, 1)
         c.n_val = check_int("n_val", c.n_val, 1)
-        c.seed = check_int("seed", c.seed, 0)
+        c.seed = seed_record(c.seed)
         c.init_scale = check_real("init_scale", c.init_scale, lo=0.0)
         c.depth = check_int("depth", c.depth, 1)
-        if c.arch == "fcn":
-            c.width = check_int("width", 64 if c.width is None else c.width, 1)
-        if c.objective == "population" and c.optimizer != "gd":
-            raise ValueError("objective='population' needs optimizer='gd' "
-                             f"(got optimizer={c.optimizer!r})")
-        if c.arch == "transformer":
-            if (c.d_e is None and isinstance(c.pe, str) and canonical_pe(c.pe) == "stochastic"
-                    and c.sampler == "slots"):
-                c.d_e = 2 * c.T_max     # really stochastic: each slot used w.p. T/d_e <= 1/2
-            c.pe, c.d_e = resolve_encoding(c.pe, T_max=c.T_max, d_e=c.d_e, sampler=c.sampler)
+        if arch.resolve is not None:
+            arch.resolve(c)
+        elif c.width is not None or c.depth != 1:
+            raise ValueError(f"width and depth are options of the FCN (arch='fcn'); "
+                             f"arch={c.arch!r} has none: got width={c.width!r}, "
+                             f"depth={c.depth!r}")
+        if arch.encoding:     # really stochastic slots: each slot used w.p. T/d_e <= 1/2
+            spec = encoding_spec(c.pe, T_max=c.T_max, d_e=c.d_e, sampler=c.sampler,
+                                 slots_factor=2)
+            c.pe, c.d_e = spec.name, spec.d_e
         if c.lr is None or c.steps is None:     # derived from the reduced dynamics
             sched = default_schedule(c)
             c.lr, c.steps = check_lr(sched.lr), check_int("steps", sched.steps, 0)
-        if c.lr_decay is None:      # Adam's derived schedule anneals (stsim.core.schedule)
-            c.lr_decay = "linear" if c.optimizer == "adam" and not lr_given else "none"
-        check_choice("lr_decay", c.lr_decay, LR_DECAYS)
+        if c.lr_decay is None:      # e.g. Adam's derived schedule anneals (stsim.core.schedule)
+            c.lr_decay = optimizer_spec(c.optimizer).decay if not lr_given else "none"
+        c.lr_decay = check_choice("lr_decay", c.lr_decay, LR_DECAYS, ignore_case=True)
         c.eval_every = check_int("eval_every", max(1, c.steps // 100) if c.eval_every is None
                                  else c.eval_every, 1)
         c.check_memory()
@@ -147,25 +168,19 @@ class Config:
         f8 = 8
         B, T, d = self.batch, self.T, self.d
         val_T = [T] * (1 + len(self.q_test)) + list(self.T_test)
-        nb = self.n_train if self.optimizer == "gd" else B
+        nb = self.n_train if self.objective != "online" else B
         out = {}
-        if self.arch == "fcn":
-            n_in = T * d + T
-            k = self.width or 1
-            n_par = k * (n_in + 1) + (self.depth - 1) * k * (k + 1) + d * (k + 1)
-            out["parameters (x4: gradient, optimiser)"] = 4 * n_par * f8
-            out["batch input (x3)"] = 3 * nb * n_in * f8
-            if self.optimizer != "gd":
-                out["batches drawn ahead (x2)"] = 2 * nb * (n_in + d) * f8
-            out["validation sets"] = sum(self.n_val * (t * d + t) for t in val_T) * f8
-        else:
+        own = arch_spec(self.arch).memory     # an architecture's own estimate (the FCN's)
+        if own is not None:
+            out.update(own(self))
+        else:   # the transformer's (also for a registered architecture that gives none)
             D = d + self.d_e
             out["W, V (x4: gradient, optimiser)"] = 4 * (D * D + d * D) * f8
             dense = is_dense(self.pe, self.sampler)
             per_tok = d + (self.d_e if dense else 1)
             out["batch tokens and encodings (x4)"] = 4 * nb * T * per_tok * f8
             out["batch query-side rows (x4)"] = 4 * nb * self.d_e * f8
-            if self.optimizer != "gd" and self.objective == "online":
+            if self.objective == "online":
                 out["batches drawn ahead (x2)"] = 2 * nb * T * per_tok * f8
             out["validation sets"] = sum(self.n_val * t * per_tok for t in val_T) * f8
         out["total"] = int(sum(out.values()))
@@ -195,6 +210,23 @@ class Config:
         d = dataclasses.asdict(self)
         d["T_test"], d["q_test"] = list(self.T_test), list(self.q_test)
         return d
+
+
+def upgrade_config(old: dict) -> dict:
+    """A config dict written by an earlier version, in today's terms (checkpoints and
+    results keep the config they were written with): ``lr_decay`` (added later) is
+    ``"none"``; ``optimizer="gd"`` is resolved to ``"sgd"`` with ``objective="sample"``
+    (or the population). Unknown keys are kept.
+
+    >>> upgrade_config({"optimizer": "gd", "objective": "online"})
+    {'optimizer': 'sgd', 'objective': 'sample', 'lr_decay': 'none'}
+    """
+    new = dict(old)
+    new.setdefault("lr_decay", "none")
+    if "optimizer" in new and "objective" in new:
+        new["optimizer"], new["objective"] = resolve_optimizer(new["optimizer"],
+                                                               new["objective"])
+    return new
 
 
 def field_help(f: dataclasses.Field) -> str:

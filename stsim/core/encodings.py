@@ -21,7 +21,6 @@ the model turns them into gathers and scatter-adds. *Dense* families carry ``P``
 """
 from __future__ import annotations
 
-import inspect
 import math
 from dataclasses import dataclass
 
@@ -40,6 +39,8 @@ __all__ = [
     "make_encoding",
     "register_encoding",
     "resolve_encoding",
+    "encoding_spec",
+    "EncodingSpec",
     "canonical_pe",
     "PE_NAMES",
     "SAMPLERS",
@@ -200,7 +201,8 @@ class Encoding:
 
     @property
     def label(self) -> str:
-        """Name shown in results and messages (e.g. ``stochastic/slots``)."""
+        """Name shown in results and messages (e.g. ``stochastic/slots``; a subclass may
+        set it as a class attribute)."""
         return self.name
 
     def sample(self, rng: np.random.Generator, B: int, T: int) -> PEBatch:  # pragma: no cover
@@ -225,11 +227,20 @@ class Encoding:
         return {"pe": self.label, "d_e": self.d_e}
 
     # ---- what the theory needs to know about a family (stsim.theory) ----------------
+    # These may use ``d_e`` and class attributes only: they are also asked of the family
+    # before anything is drawn (stsim.core.families.EncodingSpec).
     def reduced_n(self, T: int) -> int | None:
         """``n`` of the exact two-scalar reduction ``W_ee = a (I_n − J_n/n)`` that
         population GD keeps from zero init at training length ``T`` (its step divides by
         ``n − 1``), or ``None`` when the family has no exact reduction."""
         return None
+
+    def approx_reduced_n(self, T: int) -> int | None:
+        """``n`` of the reduced map that the default schedule (:mod:`stsim.core.schedule`)
+        runs as an approximation: :meth:`reduced_n` where it exists, else ``None`` (no
+        derived defaults: the stated fixed fallback). Near-orthogonal families use
+        ``d_e`` (the slots map, as if their encodings were orthogonal)."""
+        return self.reduced_n(T)
 
     def n_configurations(self, T: int, q: int) -> int | None:
         """Number of equally likely (subset, encoding) configurations the exact population
@@ -262,9 +273,7 @@ class StochasticSlots(Encoding):
     name = "stochastic"
     fixed = False
 
-    @property
-    def label(self):
-        return "stochastic/slots"
+    label = "stochastic/slots"
 
     def sample(self, rng, B, T):
         self.check_length(T)
@@ -286,12 +295,13 @@ class StochasticSphere(Encoding):
     index = False
     threaded = True      # large batches are filled on two threads (_unit_rows)
 
-    @property
-    def label(self):
-        return "stochastic/sphere"
+    label = "stochastic/sphere"
 
     def sample(self, rng, B, T):
         return PEBatch(d_e=self.d_e, P=_unit_rows(rng, (B, T, self.d_e)))
+
+    def approx_reduced_n(self, T):
+        return self.d_e   # near-orthogonal: approximated by the slots map with n = d_e
 
 
 class NearOrthogonal(Encoding):
@@ -325,144 +335,19 @@ class NearOrthogonal(Encoding):
     def n_configurations(self, T, q):
         return math.comb(T, q)
 
-
-DEFAULT_DENSE_D_E = 64
-
-
-_REGISTERED: dict = {}   # name -> (factory, index, default_d_e)
+    def approx_reduced_n(self, T):
+        return self.d_e   # approximated by the slots map with n = d_e
 
 
-def register_encoding(name: str, factory, *, index: bool | None = None,
-                      default_d_e: int | None = None) -> None:
-    """Make ``pe=name`` (in :func:`stsim.run`, :class:`Config`, :func:`make_encoding`)
-    build an encoding of your own.
-
-    Parameters
-    ----------
-    name : str — the family's name (not one of the built-in :data:`PE_NAMES`).
-    factory : callable — an :class:`Encoding` subclass or any callable returning an
-        Encoding; it is called with those of the keywords ``d_e``, ``T_max``, ``rng``
-        (the run's encoding stream, for tables drawn once) and ``sampler`` that it accepts.
-    index : bool, optional — one-hot at slots (needs ``d_e >= T``; width default ``T``)
-        or dense (width default ``default_d_e`` or 64). Default: ``factory.index`` if it is
-        a class, else False.
-    default_d_e : int, optional — the width when ``d_e`` is not given.
-
-    A sweep on worker processes needs the registration there too: register at the top
-    level of a module the workers import (or of the script, for Dask).
-
-    >>> class Reversed(OneHot):               # one-hot, last position first
-    ...     name = "reversed"
-    ...     def sample(self, rng, B, T):
-    ...         return PEBatch(d_e=self.d_e, idx=np.arange(T)[::-1].copy())
-    >>> register_encoding("reversed", Reversed)
-    >>> make_encoding("reversed", T_max=5).sample(None, 1, 5).idx
-    array([4, 3, 2, 1, 0])
-    """
-    name = str(name).lower()
-    if name in PE_NAMES or name in _ALIASES:
-        raise ValueError(f"{name!r} is a built-in encoding; choose another name")
-    if not callable(factory):
-        raise ValueError(f"factory must be callable (an Encoding subclass), got {factory!r}")
-    if index is None:
-        index = bool(getattr(factory, "index", False)) if isinstance(factory, type) else False
-    if default_d_e is not None:
-        default_d_e = check_int("default_d_e", default_d_e, 1)
-    _REGISTERED[name] = (factory, bool(index), default_d_e)
+# the registry, name resolution and the builder live in stsim.core.families (it imports the
+# classes above); they stay importable from here
+_FAMILY_NAMES = ("make_encoding", "register_encoding", "resolve_encoding", "encoding_spec",
+                 "EncodingSpec", "canonical_pe", "is_dense", "DEFAULT_DENSE_D_E",
+                 "_REGISTERED")
 
 
-def canonical_pe(pe: str) -> str:
-    """The canonical family name of ``pe`` (aliases such as ``one-hot`` accepted, and
-    names added by :func:`register_encoding`); ``ValueError`` for an unknown name."""
-    key = _ALIASES.get(str(pe).lower(), str(pe).lower())
-    if key not in PE_NAMES and key not in _REGISTERED:
-        raise ValueError(f"pe must be one of {PE_NAMES + tuple(_REGISTERED)}, got {pe!r}")
-    return key
-
-
-def _as_registered(pe):
-    """An :class:`Encoding` instance passed as ``pe`` is registered under its ``name`` (its
-    factory returns that very instance); the name is what the config keeps."""
-    if isinstance(pe, Encoding):
-        register_encoding(pe.name, lambda: pe, index=pe.index, default_d_e=pe.d_e)
-        return pe.name
-    return pe
-
-
-def is_dense(pe: str, sampler: str = "slots") -> bool:
-    """Whether the family ``pe`` (a canonical or registered name) carries dense encodings
-    (a ``d_e``-vector per position: ``near-orthogonal``, ``stochastic`` with the sphere
-    sampler, a family registered with ``index=False``) rather than slot indices."""
-    key = canonical_pe(pe)
-    if key in _REGISTERED:
-        return not _REGISTERED[key][1]
-    return key == "near-orthogonal" or (key == "stochastic" and sampler == "sphere")
-
-
-def resolve_encoding(pe: str, *, T_max: int, d_e: int | None = None,
-                     sampler: str = "slots") -> tuple:
-    """Validate an encoding's name and width without drawing anything.
-
-    Returns ``(name, d_e)`` with the canonical name and the default width filled in:
-    ``T_max`` for index families, 64 for dense ones. Raises ``ValueError`` naming the
-    parameter (unknown ``pe`` or ``sampler``; ``d_e < T_max`` for a one-hot family).
-    """
-    key = canonical_pe(_as_registered(pe))
-    if sampler not in SAMPLERS:
-        raise ValueError(f"sampler must be one of {SAMPLERS}, got {sampler!r}")
-    T_max = check_int("T", T_max, 1)
-    dense = is_dense(key, sampler)
-    default = DEFAULT_DENSE_D_E if dense else T_max
-    if key in _REGISTERED:
-        default = _REGISTERED[key][2] or default
-    d_e = check_int("d_e", default if d_e is None else d_e, 1)
-    if not dense and d_e < T_max:
-        label = "stochastic/slots" if key == "stochastic" else key
-        raise ValueError(
-            f"d_e={d_e} is too small for the {label} encoding at sequence length T={T_max}: "
-            f"one-hot families need d_e >= T (the largest T or T_test used)")
-    return key, d_e
-
-
-def make_encoding(pe: str, *, T_max: int, d_e: int | None = None, sampler: str = "slots",
-                  rng: np.random.Generator | None = None) -> Encoding:
-    """Build an encoding family by name (validated by :func:`resolve_encoding`).
-
-    Parameters
-    ----------
-    pe : {"onehot", "near-orthogonal", "stochastic"}, a name added by
-        :func:`register_encoding`, or an :class:`Encoding` instance (registered under its
-        ``name``)
-    T_max : int
-        Largest sequence length that will be encoded (training and test).
-    d_e : int, optional
-        Width. Default: ``T_max`` for index families, 64 for dense ones.
-    sampler : {"slots", "sphere"}
-        Law of the stochastic family (ignored otherwise).
-    rng : Generator
-        Needed to draw the fixed near-orthogonal table.
-    """
-    key, d_e = resolve_encoding(pe, T_max=T_max, d_e=d_e, sampler=sampler)
-    if key in _REGISTERED:
-        factory = _REGISTERED[key][0]
-        offered = {"d_e": d_e, "T_max": T_max, "rng": rng, "sampler": sampler}
-        try:
-            params = inspect.signature(factory).parameters
-        except (TypeError, ValueError):  # pragma: no cover - builtins without a signature
-            params = offered
-        if any(p.kind == p.VAR_KEYWORD for p in getattr(params, "values", lambda: [])()):
-            kwargs = offered
-        else:
-            kwargs = {k: v for k, v in offered.items() if k in params}
-        enc = factory(**kwargs)
-        if not isinstance(enc, Encoding) or enc.d_e != d_e:
-            raise ValueError(f"the factory of encoding {key!r} must return an Encoding of "
-                             f"width d_e={d_e}, got {enc!r}")
-        return enc
-    if key == "onehot":
-        return OneHot(d_e)
-    if key == "near-orthogonal":
-        if rng is None:
-            raise ValueError("rng is required to draw the near-orthogonal encoding")
-        return NearOrthogonal(d_e, T_max, rng)
-    return StochasticSlots(d_e) if sampler == "slots" else StochasticSphere(d_e)
+def __getattr__(name):
+    if name in _FAMILY_NAMES:
+        from stsim.core import families
+        return getattr(families, name)
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

@@ -370,15 +370,20 @@ def target_params(d: int, d_e: int):
 
 
 def cosine_to_target(W, V, d: int):
-    """``(cos(W, W*), cos(V, V*))`` with ``cos(A, B) = <A,B>/(|A|_F |B|_F)`` (0 if A = 0).
+    """``(cos(W, W*), cos(V, V*))`` with ``cos(A, B) = <A,B>/(|A|_F |B|_F)`` (0 if A = 0,
+    NaN if A holds a non-finite entry).
 
     ``<W, W*> = tr W_ee`` and ``<V, V*> = tr V_x``, so no target matrix is built.
     """
     d_e = W.shape[0] - d
     nW, nV = np.linalg.norm(W), np.linalg.norm(V)
-    cw = float(np.trace(W[d:, d:]) / (nW * np.sqrt(d_e))) if nW > 0 else 0.0
-    cv = float(np.trace(V[:, :d]) / (nV * np.sqrt(d))) if nV > 0 else 0.0
-    return cw, cv
+
+    def cos(tr, n, k):
+        if not np.isfinite(n):
+            return float("nan")
+        return 0.0 if n == 0 else float(tr / (n * np.sqrt(k)))
+
+    return cos(np.trace(W[d:, d:]), nW, d_e), cos(np.trace(V[:, :d]), nV, d)
 
 
 def attention_weights(W, X, y, pe: PEBatch, *, model="theory", query="sum", x_query=None):

@@ -12,17 +12,31 @@ a stochastic optimiser settles into a stationary cloud whose spread grows with `
 annealing shrinks it (measured for Adam on STS: see :mod:`stsim.core.schedule`).
 
 Optimiser state is a dict of arrays plus a step count, so it can be checkpointed.
+
+**The registry.** ``optimizer=name`` (in :func:`stsim.run`, :class:`Config`) is looked up in
+the table :func:`register_optimizer` fills; each entry carries its own default-lr rule
+(:class:`OptimizerSpec`). ``"gd"`` is not an optimiser but a data regime: it is the alias of
+``optimizer="sgd"`` on a fixed sample of ``n_train`` points (``objective="sample"``; with
+``objective="population"``, on the population) — :func:`resolve_optimizer`.
 """
 from __future__ import annotations
 
+import math
+from dataclasses import dataclass
+from typing import Callable
+
 import numpy as np
 
-from stsim.util.validate import check_choice, check_lr
+from stsim.util.validate import check_choice, check_int, check_lr
 
-__all__ = ["SGD", "Adam", "make_optimizer", "OPTIMIZERS", "LR_DECAYS"]
+__all__ = ["SGD", "Adam", "make_optimizer", "OPTIMIZERS", "LR_DECAYS", "register_optimizer",
+           "optimizer_spec", "resolve_optimizer", "OptimizerSpec", "REDUCED", "ALIASES",
+           "adam_steps"]
 
-OPTIMIZERS = ("sgd", "gd", "adam")
 LR_DECAYS = ("none", "linear")
+REDUCED = "reduced"    # default lr rule: eta_max/2 of the reduced dynamics (stsim.core.schedule)
+#: optimizer aliases that name a data regime: name -> (optimizer, objective it turns "online" into)
+ALIASES = {"gd": ("sgd", "sample")}
 
 
 class SGD:
@@ -102,9 +116,122 @@ class Adam(SGD):
         self.v = {k[2:]: np.array(v) for k, v in state.items() if k.startswith("v/")}
 
 
-def make_optimizer(name: str, lr, decay="none", total=None) -> SGD:
-    """``"sgd"``, ``"gd"`` -> :class:`SGD`; ``"adam"`` -> :class:`Adam`; ``decay`` /
-    ``total``: the step-size schedule (module docstring)."""
-    check_choice("optimizer", name, OPTIMIZERS)
-    cls = Adam if name == "adam" else SGD
-    return cls(lr, decay=decay, total=total)
+@dataclass(frozen=True)
+class OptimizerSpec:
+    """A registered optimiser and its default-lr rule (see :func:`register_optimizer`)."""
+
+    name: str
+    factory: Callable
+    lr: float | str
+    steps: Callable | None = None
+    decay: str = "none"
+    fixed_lr: float = 1.0
+    note: str = ""
+
+
+_OPTIMIZERS: dict = {}
+
+
+def register_optimizer(name: str, factory, *, lr, steps=None, decay: str = "none",
+                       fixed_lr=None, note: str = "") -> OptimizerSpec:
+    """Make ``optimizer=name`` build ``factory(lr, decay=…, total=…)``: an object with
+    ``step(params, grads)`` (in place), ``state_dict()`` and ``load_state_dict(state)``
+    (checkpoints), like :class:`SGD`.
+
+    Parameters
+    ----------
+    name : str
+        The optimiser's name (not an alias in :data:`ALIASES`).
+    factory : callable
+        ``factory(lr, decay=decay, total=steps)`` returning the optimiser.
+    lr : float or "reduced"
+        Its default step: ``"reduced"`` (:data:`REDUCED`) — ``eta_max/2`` of the reduced
+        dynamics (:mod:`stsim.core.schedule`; right for plain gradient steps, whose
+        stability the reduced map bounds) — or a float, its own default (a scale-free step
+        such as Adam's).
+    steps : callable, optional
+        ``steps(cfg) -> int``: its default step count. None: derived from the reduced map
+        at the run's lr.
+    decay : {"none", "linear"}
+        The ``lr_decay`` a run uses when its lr is this default (Adam: ``"linear"``).
+    fixed_lr : float, optional
+        The default lr where nothing is derived (an architecture or encoding without
+        reduced dynamics). Default: ``lr`` if it is a float, else 1.0.
+    note : str
+        Why these defaults (said in the schedule's explanation).
+
+    The built-in rules (``docs/architecture.md`` registers an optimiser of its own):
+
+    >>> [(s.lr, s.decay, s.fixed_lr) for s in map(optimizer_spec, ("sgd", "adam"))]
+    [('reduced', 'none', 1.0), (0.02, 'linear', 0.01)]
+    """
+    name = str(name)
+    if name in ALIASES:
+        raise ValueError(f"{name!r} is an alias ({ALIASES[name]}); choose another name")
+    if not callable(factory):
+        raise ValueError(f"factory must be callable, got {factory!r}")
+    if lr != REDUCED:
+        lr = check_lr(lr)
+    if steps is not None and not callable(steps):
+        raise ValueError(f"steps must be a callable steps(cfg) -> int or None, got {steps!r}")
+    check_choice("decay", decay, LR_DECAYS)
+    fixed = check_lr(fixed_lr, "fixed_lr") if fixed_lr is not None else (
+        1.0 if lr == REDUCED else lr)
+    spec = OptimizerSpec(name, factory, lr, steps, decay, fixed, str(note))
+    _OPTIMIZERS[name] = spec
+    return spec
+
+
+def optimizer_names() -> tuple:
+    """The registered optimisers' names, then the aliases."""
+    return tuple(_OPTIMIZERS) + tuple(ALIASES)
+
+
+def optimizer_spec(name: str) -> OptimizerSpec:
+    """The :class:`OptimizerSpec` of ``name`` (an alias: of its optimiser);
+    ``ValueError`` naming ``optimizer`` and the registered names otherwise."""
+    key = ALIASES[name][0] if name in ALIASES else name
+    if key not in _OPTIMIZERS:
+        raise ValueError(f"optimizer must be one of {optimizer_names()}, got {name!r}")
+    return _OPTIMIZERS[key]
+
+
+def resolve_optimizer(name: str, objective: str) -> tuple:
+    """``(optimizer, objective)`` with an alias resolved: ``("gd", "online")`` →
+    ``("sgd", "sample")`` (full-batch GD is SGD on a fixed sample); other objectives are
+    kept (``("gd", "population")`` → ``("sgd", "population")``).
+
+    >>> resolve_optimizer("gd", "online"), resolve_optimizer("adam", "online")
+    (('sgd', 'sample'), ('adam', 'online'))
+    """
+    spec = optimizer_spec(name)
+    if name in ALIASES and objective == "online":
+        objective = ALIASES[name][1]
+    return spec.name, objective
+
+
+def make_optimizer(name: str, lr, decay="none", total=None):
+    """The optimiser registered as ``name`` (``"sgd"``, ``"gd"`` -> :class:`SGD`;
+    ``"adam"`` -> :class:`Adam`; :func:`register_optimizer`), built with ``lr`` and the
+    step-size schedule ``decay`` / ``total`` (module docstring)."""
+    return optimizer_spec(name).factory(lr, decay=decay, total=total)
+
+
+ADAM_LR = 0.02
+ADAM_STEPS_PER_T = 30  # Adam's default steps = max(2000, 30 T) (measured: stsim.core.schedule)
+
+
+def adam_steps(T: int) -> int:
+    """Adam's default step count ``max(2000, 30 T)`` rounded up to 100 (MEASURED)."""
+    T = check_int("T", T, 1)
+    return max(2000, int(math.ceil(ADAM_STEPS_PER_T * T / 100.0)) * 100)
+
+
+register_optimizer("sgd", SGD, lr=REDUCED, fixed_lr=1.0)
+register_optimizer(
+    "adam", Adam, lr=ADAM_LR, steps=lambda cfg: adam_steps(cfg.T), decay="linear", fixed_lr=0.01,
+    note=f"adam: scale-free step; default lr {ADAM_LR} held for half of the steps, then "
+         f"decayed linearly to 0 (when the lr is derived); max(2000, {ADAM_STEPS_PER_T} T) "
+         "steps (measured at T = 50, 100, 200, not derived)")
+#: the built-in names (the registry may hold more: :func:`optimizer_names`)
+OPTIMIZERS = optimizer_names()

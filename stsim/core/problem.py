@@ -1,23 +1,31 @@
-"""Training problems: where a run's loss and gradients come from.
+"""Training problems: where a run's loss and gradients come from, and the architecture
+registry.
 
 A *problem* is the model plus its data. It exposes
 
 * ``init_params(rng) -> dict of arrays``,
 * ``loss_grad(params, rng, data=None) -> (loss, grads)`` (one step's minibatch, fixed-sample
   or population gradient),
-* ``draws`` (bool) and ``draw_step(rng)`` -> the data of one step's fresh minibatch, or ``None`` when a step
-  draws nothing (fixed sample, population); ``loss_grad(params, rng, data)`` then uses
-  ``data`` instead of drawing — what lets :func:`stsim.core.run.run` draw one step ahead
-  (:class:`stsim.util.prefetch.Prefetch`) with the same numbers,
+* ``draws`` (bool) and ``draw_step(rng)`` -> the data of one step's fresh minibatch, or
+  ``None`` when a step draws nothing (fixed sample, population); ``loss_grad(params, rng,
+  data)`` then uses ``data`` instead of drawing — what lets :func:`stsim.core.run.run` draw
+  one step ahead (:class:`stsim.util.prefetch.Prefetch`) with the same numbers,
 * ``evaluate(params) -> {metric: value}`` (validation sets drawn once, cosines, ...),
 * ``info() -> dict`` (encoding description, parameter count, ...).
 
-:class:`TransformerProblem` is the attention model of SPEC §3. Other layers add
-architectures and gradient sources without the core importing them: the FCN baseline
-registers ``arch="fcn"`` (:func:`register_arch`) and the theory registers
-``objective="population"`` (:func:`register_objective`); importing :mod:`stsim` does both.
+:class:`Problem` is the skeleton they share (validation sets, the data regime of
+``objective``: fresh minibatches, a fixed sample of ``n_train`` points, or a registered
+objective such as the population); a subclass supplies the model (``_draw``,
+``batch_loss_grad``, ``init_params``). :class:`TransformerProblem` is the attention model of
+SPEC §3. Other layers add architectures and gradient sources without the core importing
+them: the FCN baseline registers ``arch="fcn"`` (:func:`register_arch`) and the theory
+registers ``objective="population"`` (:func:`register_objective`); importing :mod:`stsim`
+does both.
 """
 from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Callable
 
 import numpy as np
 
@@ -26,17 +34,94 @@ from stsim.core.model import cosine_to_target, forward_backward
 from stsim.core.seeds import Streams
 from stsim.core.task import sample_batch
 
-__all__ = ["TransformerProblem", "make_problem", "register_arch", "register_objective",
-           "val_key"]
+__all__ = ["Problem", "TransformerProblem", "make_problem", "register_arch", "arch_spec",
+           "arch_names", "ArchSpec", "register_objective", "val_key", "transformer_shapes"]
+
+
+@dataclass(frozen=True)
+class ArchSpec:
+    """A registered architecture and what :class:`~stsim.core.config.Config` and the
+    schedule ask of it (see :func:`register_arch`)."""
+
+    name: str
+    factory: Callable
+    encoding: bool = True
+    reduced: bool = False
+    resolve: Callable | None = None
+    memory: Callable | None = None
+    seconds_per_step: Callable | None = None
+    shapes: Callable | None = None
+
 
 _ARCHS: dict = {}
 _OBJECTIVES: dict = {}
 
 
-def register_arch(name: str, factory) -> None:
-    """Make ``arch=name`` build ``factory(cfg, streams)`` (an object with the problem
-    interface of the module docstring)."""
-    _ARCHS[name] = factory
+def register_arch(name: str, factory, *, encoding: bool = True, reduced: bool = False,
+                  resolve=None, memory=None, seconds_per_step=None, shapes=None) -> ArchSpec:
+    """Make ``arch=name`` (in :func:`stsim.run`, :class:`Config`) build
+    ``factory(cfg, streams)``: an object with the problem interface of the module docstring
+    (subclass :class:`Problem` for the shared plumbing).
+
+    Parameters
+    ----------
+    name : str
+        The architecture's name.
+    factory : callable
+        ``factory(cfg, streams)`` → the problem.
+    encoding : bool
+        It takes a positional encoding: ``Config`` resolves ``pe`` and ``d_e`` for it.
+    reduced : bool
+        The reduced attention dynamics (:mod:`stsim.core.reduced`) describe it, so its
+        default lr and steps are derived from them (the transformer). False: the
+        optimiser's fixed default lr and 1000 steps, said in the schedule's explanation.
+    resolve : callable, optional
+        ``resolve(cfg)``: validate and fill its own fields on the config being resolved
+        (the FCN: ``width``), ``ValueError`` naming the field.
+    memory : callable, optional
+        ``memory(cfg) -> {what: bytes}``, the largest arrays of a run (see
+        :meth:`Config.memory_estimate`). None: the transformer's estimate.
+    seconds_per_step : callable, optional
+        ``seconds_per_step(cfg)``, one core (see
+        :func:`stsim.core.schedule.estimated_seconds`). None: the transformer's cost model.
+    shapes : callable, optional
+        ``shapes(cfg) -> {name: shape}``, the parameters a run of ``cfg`` has; then
+        :func:`stsim.load` refuses a result whose parameters are missing or misshapen
+        (checkpoints are checked against the run's own initial parameters either way).
+
+    Examples
+    --------
+    The built-in transformer is
+    ``register_arch("transformer", TransformerProblem, reduced=True)``;
+    ``docs/architecture.md`` registers one of its own:
+
+    >>> arch_spec("transformer").reduced, arch_spec("transformer").memory is None
+    (True, True)
+    """
+    name = str(name)
+    for what, fn in (("factory", factory), ("resolve", resolve), ("memory", memory),
+                     ("seconds_per_step", seconds_per_step), ("shapes", shapes)):
+        if fn is not None and not callable(fn):
+            raise ValueError(f"{what} must be callable, got {fn!r}")
+    if factory is None:
+        raise ValueError("factory must be callable, got None")
+    spec = ArchSpec(name, factory, bool(encoding), bool(reduced), resolve, memory,
+                    seconds_per_step, shapes)
+    _ARCHS[name] = spec
+    return spec
+
+
+def arch_names() -> tuple:
+    """The registered architectures' names."""
+    return tuple(_ARCHS)
+
+
+def arch_spec(name: str) -> ArchSpec:
+    """The :class:`ArchSpec` of ``name``; ``ValueError`` naming ``arch`` otherwise."""
+    if name not in _ARCHS:
+        raise ValueError(f"arch must be one of {arch_names()} (registered: import stsim for "
+                         f"'fcn'), got {name!r}")
+    return _ARCHS[name]
 
 
 def register_objective(name: str, factory) -> None:
@@ -50,14 +135,28 @@ def val_key(kind, value):
     return f"val/{kind}={value}"
 
 
-class TransformerProblem:
-    """The attention model of SPEC §3 on the online stream, a fixed sample, or the
-    population (``objective="population"``, provided by :mod:`stsim.theory.population`)."""
+class Problem:
+    """The skeleton of a training problem (interface: module docstring).
+
+    Built with a resolved config and its :class:`~stsim.core.seeds.Streams`, it draws the
+    validation sets once (in-distribution ``val``, then ``val/T=…`` for ``T_test`` and
+    ``val/q=…`` for ``q_test``, all from the validation stream) and sets up the data
+    regime of ``cfg.objective``: ``"online"`` (a fresh minibatch of ``batch`` points each
+    step, from the training stream), ``"sample"`` (one fixed sample of ``n_train`` points,
+    drawn from ``Streams.fixed_sample``: full-batch training, ``optimizer="gd"``), or a
+    registered objective (:func:`register_objective`, given ``cfg`` and :attr:`enc`).
+
+    A subclass sets what it needs before calling ``Problem.__init__`` and implements
+    ``_draw(rng, B, T, q)`` (B points of length T with subsets of size q),
+    ``batch_loss_grad(params, data, need_grad=True) -> (loss, grads)``,
+    ``init_params(rng)``, and optionally ``population_loss_grad(params)``,
+    ``metrics(params)`` and ``info()``.
+    """
+
+    enc = None
 
     def __init__(self, cfg, streams: Streams):
         self.cfg = cfg
-        self.enc = make_encoding(cfg.pe, T_max=cfg.T_max, d_e=cfg.d_e,
-                                 sampler=cfg.sampler, rng=streams.encoding())
         vrng = streams.validation()
         # validation sets, drawn once before training: in-distribution, then OOD
         self.val = {"val": self._draw(vrng, cfg.n_val, cfg.T, cfg.q)}
@@ -67,13 +166,69 @@ class TransformerProblem:
             self.val[val_key("q", qt)] = self._draw(vrng, cfg.n_val, cfg.T, qt)
         self.fixed = None
         self.population = None
-        if cfg.objective != "online":
+        if cfg.objective == "sample":
+            self.fixed = self._draw(streams.fixed_sample(), cfg.n_train, cfg.T, cfg.q)
+        elif cfg.objective != "online":
             if cfg.objective not in _OBJECTIVES:
                 raise ValueError(f"objective={cfg.objective!r} is not available: import stsim "
                                  f"(registered: {sorted(_OBJECTIVES)})")
             self.population = _OBJECTIVES[cfg.objective](cfg, self.enc)
-        elif cfg.optimizer == "gd":
-            self.fixed = self._draw(streams.fixed_sample(), cfg.n_train, cfg.T, cfg.q)
+
+    def _draw(self, rng, B, T, q):  # pragma: no cover - the subclass's
+        raise NotImplementedError
+
+    def batch_loss_grad(self, params, data, need_grad=True):  # pragma: no cover
+        """``(loss, grads)`` of the model on ``data`` (a ``_draw`` result)."""
+        raise NotImplementedError
+
+    def population_loss_grad(self, params):  # pragma: no cover - only with an objective
+        """``(loss, grads)`` of the registered objective."""
+        raise NotImplementedError
+
+    @property
+    def draws(self) -> bool:
+        """Whether each step draws a fresh minibatch (not the population, not a fixed sample)."""
+        return self.population is None and self.fixed is None
+
+    def draw_step(self, rng):
+        """One step's fresh minibatch from ``rng``; ``None`` when the step draws nothing
+        (:attr:`draws` is false)."""
+        return self._draw(rng, self.cfg.batch, self.cfg.T, self.cfg.q) if self.draws else None
+
+    def loss_grad(self, params, rng, data=None):
+        """``(loss, grads)`` of one step: a fresh minibatch (``data`` if given, else drawn
+        from ``rng``), the fixed sample (``objective="sample"``) or the registered
+        objective."""
+        if self.population is not None:
+            return self.population_loss_grad(params)
+        if data is None:
+            data = self.fixed if self.fixed is not None else self.draw_step(rng)
+        return self.batch_loss_grad(params, data)
+
+    def metrics(self, params) -> dict:
+        """Metrics besides the validation losses (none here)."""
+        return {}
+
+    def evaluate(self, params):
+        """The validation losses (``val``, ``val/T=…``, ``val/q=…``), then :meth:`metrics`."""
+        out = {k: self.batch_loss_grad(params, data, need_grad=False)[0]
+               for k, data in self.val.items()}
+        out.update(self.metrics(params))
+        return out
+
+    def info(self):
+        """For :attr:`Result.info` (nothing here)."""
+        return {}
+
+
+class TransformerProblem(Problem):
+    """The attention model of SPEC §3 on the online stream, a fixed sample, or the
+    population (``objective="population"``, provided by :mod:`stsim.theory.population`)."""
+
+    def __init__(self, cfg, streams: Streams):
+        self.enc = make_encoding(cfg.pe, T_max=cfg.T_max, d_e=cfg.d_e,
+                                 sampler=cfg.sampler, rng=streams.encoding())
+        super().__init__(cfg, streams)
 
     def _draw(self, rng, B, T, q):
         return sample_batch(rng, B, T, q, self.cfg.d), self.enc.sample(rng, B, T)
@@ -92,37 +247,22 @@ class TransformerProblem:
         return {"W": c.init_scale * rng.standard_normal((D, D)),
                 "V": c.init_scale * rng.standard_normal((c.d, D))}
 
-    def _fb(self, params, data, need_grad=True):
+    def batch_loss_grad(self, params, data, need_grad=True):
+        """``(loss, {"W": dW, "V": dV})`` of :func:`stsim.core.model.forward_backward` on
+        ``data = (Batch, PEBatch)``."""
         b, pe = data
-        return forward_backward(params["W"], params["V"], b.X, b.y, pe, model=self.cfg.model,
-                                query=self.cfg.query, target=b.target, need_grad=need_grad)
-
-    @property
-    def draws(self) -> bool:
-        """Whether each step draws a fresh minibatch (not the population, not a fixed sample)."""
-        return self.population is None and self.fixed is None
-
-    def draw_step(self, rng):
-        """One step's fresh minibatch ``(Batch, PEBatch)`` from ``rng``; ``None`` when the
-        step draws nothing (:attr:`draws` is false)."""
-        return self._draw(rng, self.cfg.batch, self.cfg.T, self.cfg.q) if self.draws else None
-
-    def loss_grad(self, params, rng, data=None):
-        """``(loss, {"W": dW, "V": dV})`` of one step: a fresh minibatch (``data`` if given,
-        else drawn from ``rng``), the fixed sample (``optimizer="gd"``) or the population
-        objective."""
-        if self.population is not None:
-            loss, dW, dV = self.population.loss_grad(params["W"], params["V"])
-        else:
-            if data is None:
-                data = self.fixed if self.fixed is not None else self.draw_step(rng)
-            loss, dW, dV = self._fb(params, data)
+        loss, dW, dV = forward_backward(params["W"], params["V"], b.X, b.y, pe,
+                                        model=self.cfg.model, query=self.cfg.query,
+                                        target=b.target, need_grad=need_grad)
         return loss, {"W": dW, "V": dV}
 
-    def evaluate(self, params):
-        """Metrics of ``params``: the validation losses (``val``, ``val/T=…``,
-        ``val/q=…``), ``cos_W``, ``cos_V`` and the objective's own metrics."""
-        out = {k: self._fb(params, data, need_grad=False)[0] for k, data in self.val.items()}
+    def population_loss_grad(self, params):
+        loss, dW, dV = self.population.loss_grad(params["W"], params["V"])
+        return loss, {"W": dW, "V": dV}
+
+    def metrics(self, params):
+        """``cos_W``, ``cos_V`` and the objective's own metrics."""
+        out = {}
         out["cos_W"], out["cos_V"] = cosine_to_target(params["W"], params["V"], self.cfg.d)
         if self.population is not None:
             out.update(self.population.metrics(params["W"], params["V"]))
@@ -133,13 +273,16 @@ class TransformerProblem:
         return {"encoding": self.enc.describe()}
 
 
-register_arch("transformer", TransformerProblem)
+def transformer_shapes(cfg) -> dict:
+    """``{"W": (D, D), "V": (d, D)}``, ``D = d + d_e``: the transformer's parameters."""
+    D = int(cfg.d) + int(cfg.d_e)
+    return {"W": (D, D), "V": (int(cfg.d), D)}
+
+
+register_arch("transformer", TransformerProblem, reduced=True, shapes=transformer_shapes)
 
 
 def make_problem(cfg, streams: Streams | None = None):
     """The problem object for a resolved config's ``arch`` (interface: module docstring);
     ``streams`` defaults to ``Streams(cfg.seed)``."""
-    if cfg.arch not in _ARCHS:
-        raise ValueError(f"arch={cfg.arch!r} is not available: import stsim "
-                         f"(registered: {sorted(_ARCHS)})")
-    return _ARCHS[cfg.arch](cfg, Streams(cfg.seed) if streams is None else streams)
+    return arch_spec(cfg.arch).factory(cfg, Streams(cfg.seed) if streams is None else streams)

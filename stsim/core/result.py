@@ -1,5 +1,5 @@
 """The outcome of a run: :class:`Result` (config, final parameters, history, status) and
-:func:`load`."""
+:func:`load` (a result file, or a checkpoint as the run so far)."""
 from __future__ import annotations
 
 import os
@@ -7,9 +7,13 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+from stsim.core.state import check_history, check_params, param_shapes
 from stsim.util.io import load_npz, save_npz, write_csv
 
-__all__ = ["Result", "load"]
+__all__ = ["Result", "load", "STATUSES"]
+
+#: a Result's status: how the run ended ("checkpoint": read from a checkpoint, unfinished)
+STATUSES = ("completed", "diverged", "interrupted", "checkpoint")
 
 
 @dataclass
@@ -25,10 +29,12 @@ class Result:
         over the steps since the previous record, the record step included); ``val``
         (in-distribution validation loss); ``val/T=<T_test>``, ``val/q=<q_test>``;
         ``cos_W``, ``cos_V``; plus objective-specific metrics.
-    status : ``"completed"`` | ``"diverged"``;  message : str (for a completed run that did
-        not learn, the plateau diagnosis: "still on the initial plateau: loss 99.8% of
-        initial; the reduced dynamics predict the escape near step N ...");  info : dict
-        (wall time, ``assessment``, encoding description such as the near-orthogonal δ).
+    status : ``"completed"``, ``"diverged"``, ``"interrupted"`` (Ctrl-C: the run so far)
+        or ``"checkpoint"`` (:func:`load` of a checkpoint: the run so far);  message : str
+        (for a completed run that did not learn, the plateau diagnosis: "still on the
+        initial plateau: loss 99.8% of initial; the reduced dynamics predict the escape
+        near step N ...");  info : dict (wall time, ``assessment``, encoding description
+        such as the near-orthogonal δ).
 
     In a notebook: ``res.plot()`` (the figure), ``res.attention()`` (attention weights of
     the trained model), ``res.history_array()`` / ``res.history_csv(path)`` (the history
@@ -42,19 +48,29 @@ class Result:
     message: str = ""
     info: dict = field(default_factory=dict)
 
+    def _param(self, name):
+        if name not in self.params:
+            arch = self.config.get("arch", "transformer")
+            raise AttributeError(f"{name} is a parameter of the transformer; this is an "
+                                 f"arch={arch!r} run, whose parameters are res.params "
+                                 f"{sorted(self.params)}")
+        return self.params[name]
+
     @property
     def W(self):
-        """Final key-query matrix ``W``, (D, D) (transformer runs)."""
-        return self.params["W"]
+        """Final key-query matrix ``W``, (D, D) (transformer runs; ``AttributeError``
+        naming ``res.params`` otherwise)."""
+        return self._param("W")
 
     @property
     def V(self):
-        """Final value-output matrix ``V``, (d, D) (transformer runs)."""
-        return self.params["V"]
+        """Final value-output matrix ``V``, (d, D) (transformer runs; ``AttributeError``
+        naming ``res.params`` otherwise)."""
+        return self._param("V")
 
     @property
     def success(self) -> bool:
-        """``True`` if the run completed (did not diverge)."""
+        """``True`` if the run completed (did not diverge, was not interrupted)."""
         return self.status == "completed"
 
     def final(self, key="loss"):
@@ -83,10 +99,12 @@ class Result:
 
     def history_csv(self, path):
         """Write the history to ``path`` as CSV (header: the history keys; one line per
-        record, floats round-trip exact), atomically; returns ``path``. The same file as
-        ``stsim run``'s ``history.csv``."""
+        record, ``step`` a whole number, floats round-trip exact), atomically; returns
+        ``path``. The same file as ``stsim run``'s ``history.csv``."""
         keys = list(self.history)
-        return write_csv(path, keys, zip(*(self.history[k] for k in keys)))
+        cols = [np.asarray(self.history[k]).astype(np.int64).tolist() if k == "step"
+                else self.history[k] for k in keys]
+        return write_csv(path, keys, zip(*cols))
 
     to_csv = history_csv
 
@@ -171,8 +189,18 @@ class Result:
 
     @classmethod
     def load(cls, path) -> "Result":
-        """Read a file written by :meth:`save` (``ValueError`` if it is incomplete)."""
+        """Read a file written by :meth:`save`, or a checkpoint (``stsim run
+        --checkpoint_every``, ``run(checkpoint=…)``) as the run so far (``status
+        "checkpoint"``; resume it with ``stsim.run(config=res.config, checkpoint=path)``).
+
+        ``ValueError`` naming the file and the defect when it is incomplete or
+        inconsistent: a missing record or array, parameters missing or not of the shapes
+        its config gives (``W`` (D, D), ``V`` (d, D) for the transformer), history arrays
+        of unequal lengths; a CSV or other text file is named as such.
+        """
         arrays, meta = load_npz(path, what="result")
+        if "status" not in meta and {"rng", "step", "acc"} <= set(meta):
+            return cls._from_checkpoint(path, arrays, meta)
         missing = [k for k in ("config", "status", "message") if k not in meta]
         missing += [f"history/{k}" for k in meta.get("history_keys", [])
                     if f"history/{k}" not in arrays]
@@ -182,9 +210,34 @@ class Result:
         if missing:
             raise ValueError(f"result file {os.fspath(path)!r} lacks {missing}: not a complete "
                              f"stsim result")
+        if not isinstance(meta["config"], dict):
+            raise ValueError(f"result file {os.fspath(path)!r} is corrupt: its config record "
+                             f"is not a JSON object")
+        check_params(path, "result file", params, param_shapes(meta["config"]), finite=False)
         history = {k: arrays[f"history/{k}"] for k in meta.get("history_keys", [])}
-        return cls(config=meta["config"], params=params, history=history,
+        check_history(path, "result file", history)
+        return cls(config=meta["config"], params=params, history=_int_steps(history),
                    status=meta["status"], message=meta["message"], info=meta.get("info", {}))
+
+    @classmethod
+    def _from_checkpoint(cls, path, arrays, meta) -> "Result":
+        from stsim.core.config import upgrade_config
+        from stsim.core.state import RunState
+        for key in ("config", "history_keys"):
+            if key not in meta:
+                raise ValueError(f"checkpoint {os.fspath(path)!r} lacks its {key!r} record: not "
+                                 f"a complete stsim checkpoint")
+        cfg = upgrade_config(meta["config"]) if isinstance(meta["config"], dict) else None
+        if cfg is None:
+            raise ValueError(f"checkpoint {os.fspath(path)!r} is corrupt: its config record "
+                             f"is not a JSON object")
+        params = RunState.read_checked(path, arrays, meta, param_shapes(cfg))
+        history = {k: arrays[f"history/{k}"] for k in meta["history_keys"]}
+        step, steps = meta["step"], cfg.get("steps")
+        return cls(config=cfg, params=params, history=_int_steps(history), status="checkpoint",
+                   message=f"checkpoint at step {step} of {steps}: the run so far (resume: "
+                           f"stsim.run(config=res.config, checkpoint={os.fspath(path)!r}))",
+                   info={"checkpoint_step": step})
 
     @property
     def assessment(self) -> str:
@@ -197,15 +250,26 @@ class Result:
         return plateau_status(self.history, None)[0] if self.status == "completed" else "unknown"
 
     def summary(self) -> str:
-        """A few lines: status and message (including the plateau diagnosis), the initial
-        and final losses, the cosines with the ground truth, the wall time."""
+        """A few lines: the run's settings (an FCN's width and depth, a transformer's
+        encoding and model), status and message (including the plateau diagnosis), the
+        initial and final losses, the cosines with the ground truth, the wall time."""
         h = self.history
         cfg = self.config
-        lines = [f"stsim run: T={cfg.get('T')} q={cfg.get('q')} pe={cfg.get('pe')} "
-                 f"d_e={cfg.get('d_e')} model={cfg.get('model')} query={cfg.get('query')} "
-                 f"optimizer={cfg.get('optimizer')} lr={cfg.get('lr'):.4g} "
-                 f"steps={cfg.get('steps')}",
-                 f"status: {self.status} ({self.assessment}) — {self.message}"]
+        arch = cfg.get("arch", "transformer")
+        lr = cfg.get("lr")
+        common = (f"optimizer={cfg.get('optimizer')} "
+                  f"lr={lr if not isinstance(lr, float) else format(lr, '.4g')} "
+                  f"steps={cfg.get('steps')} batch={cfg.get('batch')}")
+        if arch == "transformer":
+            what = (f"stsim run: T={cfg.get('T')} q={cfg.get('q')} d={cfg.get('d')} "
+                    f"pe={cfg.get('pe')} d_e={cfg.get('d_e')} model={cfg.get('model')} "
+                    f"query={cfg.get('query')} {common}")
+        else:
+            n = sum(int(np.size(v)) for v in self.params.values())
+            what = (f"stsim run: arch={arch} T={cfg.get('T')} q={cfg.get('q')} "
+                    f"d={cfg.get('d')} width={cfg.get('width')} depth={cfg.get('depth')} "
+                    f"({n} parameters) {common}")
+        lines = [what, f"status: {self.status} ({self.assessment}) — {self.message}"]
         key = "val" if len(h.get("val", ())) else "loss"
         if len(h.get(key, ())):
             L0, L1 = float(h[key][0]), float(h[key][-1])
@@ -225,6 +289,14 @@ class Result:
                 f"final loss={last}, message={self.message!r}, history keys=[{keys}])")
 
 
+def _int_steps(history: dict) -> dict:
+    """The history with ``step`` as whole numbers (files of earlier versions hold floats)."""
+    if "step" in history:
+        history = dict(history, step=np.asarray(history["step"]).astype(np.int64))
+    return history
+
+
 def load(path) -> Result:
-    """Load a :class:`Result` written by :meth:`Result.save`."""
+    """Load a :class:`Result` written by :meth:`Result.save` (``stsim run``'s
+    ``result.npz``), or a checkpoint as the run so far (:meth:`Result.load`)."""
     return Result.load(path)

@@ -24,19 +24,23 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from stsim.core.config import Config
+from stsim.core.config import Config, upgrade_config
 from stsim.core.optim import make_optimizer
 from stsim.core.problem import make_problem
+from stsim.core.progress import check_progress, make_progress
 from stsim.core.result import Result
-from stsim.core.schedule import assess_run
+from stsim.core.schedule import assess_run, estimated_seconds, fallback_note
 from stsim.core.seeds import Streams
-from stsim.util.io import load_npz, save_npz
-from stsim.util.malloc import keep_freed_memory
+from stsim.core.state import RunState
+from stsim.util.io import check_writable_folder
+from stsim.util.malloc import keep_freed_memory, release_freed_memory
 from stsim.util.prefetch import Prefetch, prefetch_default
 from stsim.util.threads import one_blas_thread, parallel_default
 from stsim.util.validate import check_int
+from stsim.util.warn import warn
 
-__all__ = ["run", "train_loop", "LoopEnd", "Config", "Result", "DIVERGENCE_FACTOR"]
+__all__ = ["run", "train_loop", "LoopEnd", "Config", "Result", "DIVERGENCE_FACTOR",
+           "RunInterrupted", "check_checkpoint"]
 
 
 # --------------------------------------------------------------------------------------
@@ -97,9 +101,19 @@ def train_loop(loss_grad, opt, params: dict, steps: int, *, start: int = 0, at_t
     ``observe(t, out)`` (records); stop as ``"stopped"`` if ``stop(t, out)``; stop as
     ``"completed"`` at ``t = steps``; else ``opt.step(params, grads)`` (in place),
     ``post_step(params)`` (e.g. a projection) and ``t += 1``. Before the first iteration
-    it calls :func:`stsim.util.malloc.keep_freed_memory`.
+    it calls :func:`stsim.util.malloc.keep_freed_memory`, and when it ends (also by an
+    exception) :func:`stsim.util.malloc.release_freed_memory`: the freed memory kept for
+    the steps is handed back.
     """
     keep_freed_memory()   # the step's large arrays are reused, not re-faulted (util.malloc)
+    try:
+        return _loop(loss_grad, opt, params, steps, start, at_top, observe, stop, post_step,
+                     finite)
+    finally:
+        release_freed_memory()
+
+
+def _loop(loss_grad, opt, params, steps, start, at_top, observe, stop, post_step, finite):
     step = start
     while True:
         if at_top is not None:
@@ -120,52 +134,6 @@ def train_loop(loss_grad, opt, params: dict, steps: int, *, start: int = 0, at_t
         step += 1
 
 
-def _save_checkpoint(path, cfg, step, params, opt, rng_state, hist, acc):
-    arrays = {f"param/{k}": v for k, v in params.items()}
-    arrays.update({f"opt/{k}": v for k, v in opt.state_dict().items()})
-    arrays.update({f"history/{k}": np.asarray(v, dtype=float) for k, v in hist.items()})
-    meta = {"config": cfg.to_dict(), "step": step, "rng": rng_state,
-            "acc": acc, "history_keys": list(hist)}
-    save_npz(path, arrays, meta)
-
-
-def _load_checkpoint(path, cfg, opt, rng, eval_given=True):
-    """The state saved in checkpoint ``path``; its config must equal ``cfg`` except in
-    ``steps`` (and ``eval_every`` when the caller left it to its default, which is
-    derived from ``steps``: the checkpoint's grid is kept). Returns ``(step, params,
-    history, acc, cfg)``."""
-    arrays, meta = load_npz(path, what="checkpoint")
-    for key in ("config", "step", "rng", "acc", "history_keys"):
-        if key not in meta:
-            raise ValueError(f"checkpoint {os.fspath(path)!r} lacks its {key!r} record: not a "
-                             f"complete stsim checkpoint; remove it or use another path")
-    old = dict(meta["config"])
-    old.setdefault("lr_decay", "none")      # written before the field existed
-    new = cfg.to_dict()
-    # more steps may be added to a constant-step run; a decaying schedule depends on them
-    free = ({"steps"} if cfg.lr_decay == "none" else set()) | (
-        set() if eval_given else {"eval_every"})
-    diff = sorted(k for k in new if k not in free and old.get(k) != new[k])
-    if diff:
-        raise ValueError(f"checkpoint {os.fspath(path)!r} was written with a different config "
-                         f"(differs in {diff}); remove it or use another checkpoint path")
-    if meta["step"] > cfg.steps:
-        raise ValueError(f"checkpoint {os.fspath(path)!r} is at step {meta['step']}, beyond "
-                         f"steps={cfg.steps}: a run cannot be shortened; give steps >= "
-                         f"{meta['step']} or use another checkpoint path")
-    if not eval_given:
-        cfg = dataclasses.replace(cfg, eval_every=old["eval_every"])
-    params = {k[6:]: v for k, v in arrays.items() if k.startswith("param/")}
-    opt.load_state_dict({k[4:]: v for k, v in arrays.items() if k.startswith("opt/")})
-    rng.bit_generator.state = meta["rng"]
-    missing = [k for k in meta["history_keys"] if f"history/{k}" not in arrays]
-    if missing or not params:
-        raise ValueError(f"checkpoint {os.fspath(path)!r} lacks arrays "
-                         f"{missing or ['param/*']}: the file is incomplete")
-    hist = {k: list(arrays[f"history/{k}"]) for k in meta["history_keys"]}
-    return meta["step"], params, hist, meta["acc"], cfg
-
-
 def uses_second_thread(enc, prefetch: bool) -> bool:
     """Whether a run computes while a thread of stsim's own works: it draws ahead
     (``prefetch``), or its encoding ``enc`` (None for the FCN) fills batches on two threads
@@ -176,116 +144,228 @@ def uses_second_thread(enc, prefetch: bool) -> bool:
     return prefetch or (getattr(enc, "threaded", False) and parallel_default())
 
 
-def run(T=200, q=3, pe="stochastic", *, checkpoint=None, checkpoint_every=None, progress=None,
-        prefetch=None, **options) -> Result:
+class RunInterrupted(UserWarning):
+    """:func:`run` was interrupted (Ctrl-C) and returns the result so far."""
+
+
+class _Interrupt(Exception):
+    """Raised at a step boundary after Ctrl-C (:meth:`RunState.catch_interrupt`)."""
+
+
+def check_checkpoint(checkpoint, checkpoint_every):
+    """``(checkpoint, checkpoint_every)`` of :func:`run`, checked before any work:
+    ``checkpoint`` a file path (not empty, not a folder), ``checkpoint_every`` an int
+    >= 1 and only with a ``checkpoint``. ``ValueError`` naming the parameter."""
+    if checkpoint is not None:
+        if not isinstance(checkpoint, (str, os.PathLike)):
+            raise ValueError(f"checkpoint must be a file path, got {checkpoint!r}")
+        checkpoint = os.fspath(checkpoint)
+        if not checkpoint:
+            raise ValueError("checkpoint must be a file path, got an empty string")
+        if os.path.isdir(checkpoint):
+            raise ValueError(f"checkpoint must be a file path, got the folder {checkpoint!r}")
+    if checkpoint_every is not None:
+        checkpoint_every = check_int("checkpoint_every", checkpoint_every, 1)
+        if checkpoint is None:
+            raise ValueError(f"checkpoint_every={checkpoint_every} needs checkpoint, the file "
+                             f"to write (e.g. checkpoint='run.npz')")
+    return checkpoint, checkpoint_every
+
+
+def _options(T, q, pe, config, options) -> dict:
+    """The options of a run: ``config``'s fields (a :class:`Config` or a config dict such
+    as ``Result.config``; else the defaults T=200, q=3, pe="stochastic"), then ``T``,
+    ``q``, ``pe`` and ``options`` where given."""
+    if config is None:
+        base = {"T": 200, "q": 3, "pe": "stochastic"}
+    elif isinstance(config, Config):
+        base = {f.name: getattr(config, f.name) for f in dataclasses.fields(Config)}
+    elif isinstance(config, dict):
+        base = upgrade_config(config)
+    else:
+        raise ValueError(f"config must be a stsim.Config or a dict of its fields (such as a "
+                         f"Result's config), got {type(config).__name__}")
+    given = {k: v for k, v in (("T", T), ("q", q), ("pe", pe)) if v is not None}
+    return {**base, **given, **options}
+
+
+def run(T=None, q=None, pe=None, *, config=None, checkpoint=None, checkpoint_every=None,
+        progress=None, prefetch=None, **options) -> Result:
     """Train a model on STS_q and return a :class:`Result`.
 
     Parameters
     ----------
-    T, q, pe : sequence length, subset size, positional-encoding family.
-    **options : any field of :class:`Config` (``d``, ``d_e``, ``sampler``, ``model``,
-        ``query``, ``objective``, ``optimizer``, ``lr``, ``steps``, ``batch``, ``init``,
-        ``seed``, ``T_test``, ``q_test``, ``eval_every``, ...). Unknown names raise.
-    checkpoint : path, optional — resume from this file if it exists (same config except
-        ``steps``), and write it every ``checkpoint_every`` steps and at the end.
-    progress : callable(step, steps, metrics), optional — called at every record.
-    prefetch : bool, optional — draw each step's minibatch one step ahead on a background
-        thread (:class:`stsim.util.prefetch.Prefetch`); the numbers are the same either way.
+    T : int, optional
+        Sequence length (default 200, or ``config``'s).
+    q : int, optional
+        Subset size, ``1 <= q <= T`` (default 3, or ``config``'s).
+    pe : str or Encoding, optional
+        Positional-encoding family (default ``"stochastic"``, or ``config``'s).
+    config : Config or dict, optional
+        A configuration to run: a :class:`Config` (resolved or not) or a config dict such
+        as ``Result.config`` (reruns that run). ``T``, ``q``, ``pe`` and ``options``
+        given beside it override its fields.
+    checkpoint : str or path, optional
+        Resume from this file if it exists (same config except ``steps``; every part of
+        it is checked first, a corrupt file is refused), and write it every
+        ``checkpoint_every`` steps, at the end and on Ctrl-C.
+    checkpoint_every : int, optional
+        Steps between checkpoints (>= 1; needs ``checkpoint``).
+    progress : bool or callable, optional
+        ``True``: a tqdm bar (``pip install "stsim[progress]"``), else a line on stderr
+        every 2 s; ``False``: nothing; a callable ``progress(step, steps, row)``: called
+        at every record. Default: on for a run estimated above 10 s in an interactive
+        session (:mod:`stsim.core.progress`).
+    prefetch : bool, optional
+        Draw each step's minibatch one step ahead on a background thread
+        (:class:`stsim.util.prefetch.Prefetch`); the numbers are the same either way.
         Default: on when two or more CPUs are free to this process and BLAS is not pinned
         to one thread (:func:`stsim.util.prefetch.prefetch_default`). While it draws (or
         while a sphere batch is filled on two threads), BLAS is limited to one thread
-        (:func:`uses_second_thread`, :func:`stsim.util.threads.one_blas_thread`, with the
-        optional ``threadpoolctl``), so the threads do not compete for the two cores.
+        (:func:`uses_second_thread`).
+    **options
+        Any field of :class:`Config` (``d``, ``d_e``, ``sampler``, ``model``, ``query``,
+        ``objective``, ``optimizer``, ``lr``, ``steps``, ``batch``, ``init``, ``seed`` —
+        an int, a ``numpy.random.SeedSequence`` or a ``Generator`` —, ``T_test``,
+        ``q_test``, ``eval_every``, ...). Unknown names raise.
 
-    Divergence — a non-finite loss or gradient, or a loss above ``DIVERGENCE_FACTOR``
-    (10⁶) times the loss at the first step — stops the run: ``status="diverged"``, the
-    message names the step and the cause, and the history up to the last good record is
-    kept (a run that diverges before its first record gets one row, at that step, with the
-    loss that diverged). Resuming needs the same config except ``steps`` (never fewer than
-    the checkpoint's step) and, when it is left at its default, ``eval_every``.
-
-    Example
+    Returns
     -------
+    Result
+        Its ``status``: ``"completed"``, ``"diverged"`` or ``"interrupted"``.
+
+    Notes
+    -----
+    Every option is checked before any work: a bad value raises ``ValueError`` naming
+    the parameter. A long default run warns (:class:`~stsim.core.schedule.LongRunWarning`,
+    attributed to the caller's line).
+
+    Divergence — a non-finite loss or gradient, a loss above ``DIVERGENCE_FACTOR``
+    (10⁶) times the loss at the first step, or a non-finite parameter at a record — stops
+    the run: ``status="diverged"``, the message names the step and the cause, and the
+    history up to the last good record is kept (a run that diverges before its first
+    record gets one row, at that step, with the loss that diverged). Resuming needs the
+    same config except ``steps`` (never fewer than the checkpoint's step) and, when it is
+    left at its default, ``eval_every``.
+
+    Ctrl-C (in the main thread of the main process) stops the run at the next step
+    boundary and *returns* the result so far with ``status="interrupted"`` — history,
+    parameters, a final record — after writing the checkpoint if one is configured; a
+    :class:`RunInterrupted` warning says so. This is what a notebook user wants: the
+    interrupted cell still gives ``res`` to plot or resume from. A script that loops
+    over runs should stop when ``res.status == "interrupted"``. A second Ctrl-C raises
+    ``KeyboardInterrupt`` at once.
+
+    Examples
+    --------
     >>> res = run(T=20, q=2, pe="stochastic", steps=50, batch=32, seed=1)
     >>> res.status, sorted(res.history)[:3]
     ('completed', ['cos_V', 'cos_W', 'loss'])
+    >>> bool(run(config=res.config).history["loss"][-1] == res.history["loss"][-1])  # a rerun
+    True
     """
-    cfg = Config.from_options(T=T, q=q, pe=pe, **options)
+    progress = check_progress(progress)
+    if prefetch is not None and not isinstance(prefetch, (bool, np.bool_)):
+        raise ValueError(f"prefetch must be True, False or None (automatic), got {prefetch!r}")
+    checkpoint, checkpoint_every = check_checkpoint(checkpoint, checkpoint_every)
+    opts = _options(T, q, pe, config, options)
+    cfg = Config.from_options(**opts)
+    if checkpoint is not None:
+        check_writable_folder(os.path.dirname(os.path.abspath(checkpoint)),
+                              "the folder of checkpoint")
     streams = Streams(cfg.seed)
     problem = make_problem(cfg, streams)
     opt = make_optimizer(cfg.optimizer, cfg.lr, cfg.lr_decay, cfg.steps)
     rng = streams.train()
-    if checkpoint_every is not None:
-        checkpoint_every = check_int("checkpoint_every", checkpoint_every, 1)
-    if checkpoint is not None:
-        if not isinstance(checkpoint, (str, bytes, os.PathLike)):
-            raise ValueError(f"checkpoint must be a file path, got {checkpoint!r}")
-        if os.path.isdir(checkpoint):
-            raise ValueError(f"checkpoint must be a file path, got the folder {checkpoint!r}")
-    start, hist, acc = 0, {}, [0.0, 0]
+    init = problem.init_params(streams.init())
     if checkpoint is not None and os.path.exists(checkpoint):
-        start, params, hist, acc, cfg = _load_checkpoint(
-            checkpoint, cfg, opt, rng, eval_given=options.get("eval_every") is not None)
+        state, cfg = RunState.load(checkpoint, cfg, opt, rng, template=init,
+                                   eval_given=opts.get("eval_every") is not None)
     else:
-        params = problem.init_params(streams.init())
-    rule = _DivergenceRule(float(hist["loss"][0]) if hist.get("loss") else None)
+        state = RunState(init, opt, rng)
+    start = state.step
+    rule = _DivergenceRule(state.first_loss)
     t0 = time.perf_counter()
     status, message = "completed", ""
+    reporter = make_progress(progress, start=start, steps=cfg.steps,
+                             estimated_s=estimated_seconds(cfg, cfg.steps - start))
+    bad_params = []
 
     def record(step):
         with np.errstate(over="ignore", invalid="ignore"):
-            metrics = problem.evaluate(params)
-        row = {"step": step, "loss": acc[0] / max(acc[1], 1), **metrics}
-        for k, v in row.items():
-            hist.setdefault(k, []).append(float(v))
-        acc[0], acc[1] = 0.0, 0
-        if progress is not None:
-            progress(step, cfg.steps, row)
+            metrics = problem.evaluate(state.params)
+        row = state.record(step, metrics)
+        if reporter is not None:
+            reporter(step, cfg.steps, row)
+        # entries the loss never reaches can hold NaN while loss and gradients stay finite
+        bad_params[:] = [k for k, v in state.params.items() if not np.all(np.isfinite(v))]
 
     def at_top(step):
         # checkpoint = the state at the top of an iteration, before its batch is drawn,
         # so that a resumed run continues bit-for-bit like an uninterrupted one
+        state.step = step
+        if state.interrupted:
+            raise _Interrupt
         if checkpoint is not None and step > start and (
                 step == cfg.steps or (checkpoint_every and step % checkpoint_every == 0)):
-            _save_checkpoint(checkpoint, cfg, step, params, opt, state(), hist, acc)
+            state.save(checkpoint, cfg)
 
     def observe(step, out):
-        acc[0] += out[0]
-        acc[1] += 1
+        state.accumulate(out[0])
         if step % cfg.eval_every == 0 or step == cfg.steps:
             record(step)
 
     if prefetch is None:
         prefetch = prefetch_default()
-    src = None
     if prefetch and getattr(problem, "draws", False) and start < cfg.steps:
-        src = Prefetch(problem.draw_step, rng)
-
-    def state():
-        return rng.bit_generator.state if src is None else src.state()
-
-    def loss_grad(p):
-        return problem.loss_grad(p, rng) if src is None else problem.loss_grad(p, rng, src.next())
-
+        state.attach(Prefetch(problem.draw_step, rng))
+    end = None
     try:
-        with one_blas_thread(uses_second_thread(getattr(problem, "enc", None), src is not None)):
-            end = train_loop(loss_grad, opt, params, cfg.steps, start=start,
-                             at_top=at_top, observe=observe, finite=rule)
+        with state.catch_interrupt(), one_blas_thread(
+                uses_second_thread(getattr(problem, "enc", None), state.source is not None)):
+            end = train_loop(lambda p: state.loss_grad(problem, p), opt, state.params,
+                             cfg.steps, start=start, at_top=at_top, observe=observe,
+                             stop=lambda step, out: bool(bad_params), finite=rule)
+    except _Interrupt:
+        if checkpoint is not None:      # the state at the top of this step: resumable
+            state.save(checkpoint, cfg)
+        if state.loss_count:            # the steps since the last record
+            record(state.step)
     finally:
-        if src is not None:
-            src.close()
-    if end.status == "diverged":
+        if state.source is not None:
+            state.source.close()
+        if reporter is not None and hasattr(reporter, "close"):
+            reporter.close()
+    if end is None:
+        status = "interrupted"
+        message = (f"interrupted (Ctrl-C) at step {state.step} of {cfg.steps}: the result so "
+                   f"far" + ("; checkpoint written (rerun the same call to resume)"
+                             if checkpoint is not None else ""))
+        warn(f"stsim: run {message}; status 'interrupted'", RunInterrupted)
+    elif end.status == "stopped":
+        status = "diverged"
+        message = (f"diverged: non-finite parameter(s) {bad_params} at step {end.step} (the "
+                   f"loss and gradients stayed finite: entries the loss does not reach); "
+                   f"history kept up to that record")
+    elif end.status == "diverged":
         status = "diverged"
         message = (f"diverged: {rule.why} at step {end.step}; history kept up to the last "
                    f"record before it")
-        if not hist:   # nothing recorded yet: keep the step that diverged
-            acc[0], acc[1] = float(end.out[0]), 1
+        if not state.history:   # nothing recorded yet: keep the step that diverged
+            state.loss_sum, state.loss_count = float(end.out[0]), 1
             record(end.step)
     info = {"wall_time_s": time.perf_counter() - t0, **problem.info()}
-    history = {k: np.asarray(v) for k, v in hist.items()}
-    if status == "completed":
-        message = f"completed {cfg.steps} steps"
+    if status == "interrupted":
+        info["interrupted_at_step"] = state.step
+    history = {k: np.asarray(v, dtype=np.int64 if k == "step" else None)
+               for k, v in state.history.items()}
+    if status in ("completed", "interrupted"):
+        if status == "completed":
+            message = f"completed {cfg.steps} steps"
+        if status == "completed" and (opts.get("lr") is None or opts.get("steps") is None):
+            note = fallback_note(cfg)           # defaults that could not be derived
+            message += f"; {note}" if note else ""
         info["assessment"], note = assess_run(cfg, history)   # plateau diagnosis (issue 13)
         message += f"; {note}" if note else ""
-    return Result(config=cfg.to_dict(), params=params, history=history, status=status,
+    return Result(config=cfg.to_dict(), params=state.params, history=history, status=status,
                   message=message, info=info)

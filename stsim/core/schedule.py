@@ -7,20 +7,15 @@ grows like ``η t/(n−1)`` times a small gradient) before a fast descent, so a 
 is either far too short or wasteful. The reduced dynamics (SPEC §4, ``docs/theory.md`` §3)
 give both numbers from the math.
 
-**The reduced map** (exact for the population loss with one-hot or stochastic/slots PE, both
-models, both queries, from zero initialisation). On ``W_ee = a I − b J`` (n×n, ``n = T`` for
-onehot, ``d_e`` for slots), ``V_x = γ I``, all other blocks 0, the logits relative to an
-unselected token are ``θ = c a`` (the q selected tokens) and, for the practical model only,
-``φ = c² q (a − b q) + c b q`` (the query token, whose value ``V_e p_q`` is 0); ``c = 1``
-(``query="sum"``) or ``1/q`` (``"mean"``). With ``Z = q e^θ + (T − q) + e^φ``,
-``s₊ = e^θ/Z``, ``s₋ = 1/Z``, ``S₂ = q s₊² + (T−q) s₋²``:
-
-    L(a, b, γ) = (d/2) (S₂ γ² − 2 s₊ γ + 1/q).
-
-By slot exchangeability the population gradient in ``W_ee`` is ``αI + βJ`` with
-``n(α + β) = ∂L/∂a`` and ``n(α + nβ) = −∂L/∂b``, so full-matrix GD is the 3-scalar map
-``a ← a − ηα``, ``b ← b + ηβ``, ``γ ← γ − (η/d) ∂L/∂γ`` (for the theory model ``∂L/∂b = 0``
-and this is the two-scalar map of :mod:`stsim.theory.reduced`; tested equal).
+**The reduced map** (:mod:`stsim.core.reduced`: exact for the population loss with an
+encoding that has a two-scalar reduction — one-hot, stochastic/slots, or any family whose
+:meth:`~stsim.core.encodings.Encoding.reduced_n` says so — both models, both queries, from
+zero initialisation): ``W_ee = a I − b J`` (n×n, ``n = enc.reduced_n(T)``), ``V_x = γ I``;
+the 3-scalar GD map on ``(a, b, γ)``. The schedule asks the encoding (its
+:class:`~stsim.core.families.EncodingSpec`), the optimiser
+(:func:`~stsim.core.optim.register_optimizer`: its default-lr rule) and the architecture
+(:func:`~stsim.core.problem.register_arch`: whether the reduced dynamics describe it) —
+never their names.
 
 **Largest stable step** (``η_max``). In the coordinates ``(θ, γ)`` the map's Jacobian is
 ``I − η diag(c²/(n−1), 1/d) H``; the γγ entry of the scaled Hessian is
@@ -37,10 +32,23 @@ differences), so
 T=50, q=3; the query token's own logit grows like ``c² q a``).
 
 **Step count.** The reduced map is run at the chosen lr from zero; ``t_2%`` is its first step
-with ``L ≤ 2% · L(0)``; the default ``steps = 2 · t_2%`` (rounded up to 100): minibatch SGD
-lags the population dynamics (measured: T ≤ 100 within 5%, T = 200 by up to 1.6×). For
-sphere / near-orthogonal encodings there is no exact reduction; the slots map with
-``n = d_e`` is used as an approximation and the margin is 3.
+with ``L ≤ 2% · L(0)``; the default ``steps = 2 · t_2%`` (rounded up to 100). The reduced
+map is *population* gradient descent; online SGD leaves the plateau later, by a factor that
+grows with T and shrinks with the batch (:data:`SGD_ESCAPE_LAG`, MEASURED by
+``benchmarks/bench_sgd_lag.py``: the step where the validation loss first reaches 50% of
+L(0), SGD over the reduced map, batch 256: 1.34× at T = 25, 1.39× at T = 50, 1.62× at
+T = 100, 2.15× at T = 200; batch 64: 2.4–2.5×, batch 1024: 1.1–1.2×). It comes from the
+minibatch noise in ``W_xe`` (the token rows of W, zero in the population dynamics): with
+their gradient dropped, SGD at T = 50, batch 64 escapes at 1.01× the reduced map's step
+instead of 2.55×, docs/model.md. The margin 2 covers the measured lag at the default batch
+up to T = 200. For sphere / near-orthogonal encodings there is no exact reduction; the
+slots map with ``n = d_e`` is used as an approximation (their ``approx_reduced_n``) and
+the margin is 3.
+
+**Fallback.** An architecture registered without reduced dynamics (the FCN), or an
+encoding with neither an exact nor an approximate reduction (e.g. a registered dense
+family), gets the optimiser's fixed default lr (``fixed_lr``: SGD 1.0, Adam 0.01) and 1000
+steps; the explanation, and a completed run's message, say so.
 
 **Adam** has a scale-free step, so the plateau is not a small-gradient trap; but at a
 constant step it settles into a noise floor whose spread grows with the step (measured at
@@ -61,27 +69,23 @@ from __future__ import annotations
 import math
 from dataclasses import asdict, dataclass
 
-from stsim.core.encodings import is_dense
+from stsim.core.families import encoding_spec
+from stsim.core.optim import ADAM_LR, ADAM_STEPS_PER_T, REDUCED, adam_steps, optimizer_spec
+from stsim.core.problem import arch_spec
+from stsim.core.reduced import MAX_STEPS, TARGET, reduced_map_steps
 
-__all__ = ["Schedule", "eta_max", "estimated_seconds", "reduced_map_steps", "reduced_map_losses", "default_schedule", "predict",
-           "plateau_status", "assess_run", "adam_steps", "TARGET", "SAFETY", "MARGIN"]
+__all__ = ["Schedule", "eta_max", "estimated_seconds", "default_schedule", "predict", "SGD_ESCAPE_LAG",
+           "plateau_status", "assess_run", "adam_steps", "fallback_note", "TARGET", "SAFETY",
+           "MARGIN", "ADAM_LR", "ADAM_STEPS_PER_T", "FALLBACK_STEPS", "LongRunWarning"]
 
-TARGET = 0.02          # "learned": loss <= 2% of its initial value L(0) = d/(2q)
-ESCAPE = 0.5           # "escaped the plateau": loss <= 50% of L(0)
 SAFETY = 0.5           # lr = SAFETY * eta_max
 MARGIN = 2.0           # steps = MARGIN * t_TARGET of the reduced map (3 without exact reduction)
-MAX_STEPS = 100_000    # the reduced map is run this far, then extrapolated by the rate law
-ADAM_LR = 0.02
-ADAM_STEPS_PER_T = 30  # Adam's default steps = max(2000, 30 T) (measured, see the docstring)
-
-
-def adam_steps(T: int) -> int:
-    """Adam's default step count ``max(2000, 30 T)`` rounded up to 100 (MEASURED)."""
-    return max(2000, int(math.ceil(ADAM_STEPS_PER_T * T / 100.0)) * 100)
-
+FALLBACK_STEPS = 1000  # steps where nothing is derived
 SECONDS_PER_TOKEN = 1.8e-7   # rough cost of one sample-token of one SGD step (measured, 1 core)
 LONG_RUN_S = 90.0
-DEFAULT_LR = {"sgd": 1.0, "gd": 1.0, "adam": 0.01}   # fixed defaults where nothing is derived (fcn)
+#: online SGD's escape step over the reduced map's (population GD), MEASURED at batch 256
+#: (benchmarks/bench_sgd_lag.py; module docstring)
+SGD_ESCAPE_LAG = "1.3-1.4x at T <= 50, 1.6x at T = 100, 2.2x at T = 200 (batch 256)"
 
 
 @dataclass
@@ -112,13 +116,21 @@ class Schedule:
         return asdict(self)
 
 
-def _n_and_c(cfg):
-    """``n`` of the reduction, ``c``, and whether the reduction is exact (onehot and
-    stochastic/slots; other families, registered ones included, use ``n = d_e``)."""
-    exact = cfg.pe == "onehot" or (cfg.pe == "stochastic" and cfg.sampler == "slots")
-    n = cfg.T if cfg.pe == "onehot" else cfg.d_e
-    c = 1.0 if cfg.query == "sum" else 1.0 / cfg.q
-    return n, c, exact
+def _reduction(cfg):
+    """``(n, exact, why)``: ``n`` of the reduced map for the resolved ``cfg`` — the
+    encoding's exact ``reduced_n(T)``, else its ``approx_reduced_n(T)`` — or ``None`` with
+    ``why`` there is none (an architecture not described by the reduced dynamics, or an
+    encoding with no reduction)."""
+    if not arch_spec(cfg.arch).reduced:
+        return None, False, f"arch={cfg.arch!r} (registered without reduced dynamics)"
+    spec = encoding_spec(cfg.pe, T_max=cfg.T_max, d_e=cfg.d_e, sampler=cfg.sampler)
+    n = spec.reduced_n(cfg.T)
+    if n is not None:
+        return n, True, ""
+    n = spec.approx_reduced_n(cfg.T)
+    if n is not None:
+        return n, False, ""
+    return None, False, f"the {spec.label} encoding (no reduced_n or approx_reduced_n)"
 
 
 def eta_max(q: int, d: int, n: int, c: float = 1.0) -> float:
@@ -128,84 +140,21 @@ def eta_max(q: int, d: int, n: int, c: float = 1.0) -> float:
     return 2.0 * q if lam_xe <= 0 else min(2.0 * q, 2.0 / lam_xe)
 
 
-def _loss_grad(a, b, g, T, q, d, c, practical):
-    """``L`` and ``(∂L/∂a, ∂L/∂b, ∂L/∂γ)`` of the reduced 3-scalar model (overflow-safe)."""
-    r = T - q
-    th = c * a
-    ph = c * c * q * (a - b * q) + c * b * q if practical else -math.inf
-    m = max(th, ph, 0.0)
-    es, eu = math.exp(th - m), math.exp(-m)
-    eq = math.exp(ph - m) if practical else 0.0
-    Z = q * es + r * eu + eq
-    sp, sm, sq = es / Z, eu / Z, eq / Z
-    S2 = q * sp * sp + r * sm * sm
-    L = 0.5 * d * (S2 * g * g - 2.0 * sp * g + 1.0 / q)
-    # derivatives of (s₊, s₋) with respect to θ (all q selected logits) and φ (query logit)
-    dsp_t, dsm_t = sp * (1.0 - q * sp), -q * sp * sm
-    dsp_p, dsm_p = -sp * sq, -sm * sq
-    dL_t = 0.5 * d * (g * g * 2.0 * (q * sp * dsp_t + r * sm * dsm_t) - 2.0 * g * dsp_t)
-    dL_p = 0.5 * d * (g * g * 2.0 * (q * sp * dsp_p + r * sm * dsm_p) - 2.0 * g * dsp_p)
-    dL_a = c * dL_t + (c * c * q * dL_p if practical else 0.0)
-    dL_b = (c * q - c * c * q * q) * dL_p if practical else 0.0
-    return L, dL_a, dL_b, d * (S2 * g - sp)
-
-
-def reduced_map_steps(T, q, d, lr, n, *, c=1.0, practical=False, max_steps=MAX_STEPS,
-                      levels=(ESCAPE, TARGET), a0=0.0, b0=0.0, gamma0=0.0, extrapolate=True):
-    """Run the exact reduced GD map (module docstring) from ``(a0, b0, γ0)`` and return, for
-    each level in ``levels``, the first step with ``L <= level · L(0)`` (None if not within
-    ``max_steps``). ``L(0)`` is the loss at zero, ``d/(2q)``. With ``extrapolate``, a level
-    not reached within ``max_steps`` after the escape (``L <= 50% L(0)``) is extrapolated
-    with the rate law ``1/L(t) ≈ 1/L(t_h) + 4ηc²(t − t_h)/(n−1)``."""
-    a, b, g = float(a0), float(b0), float(gamma0)
-    L0 = 0.5 * d / q
-    out = [None] * len(levels)
-    todo = sorted(range(len(levels)), key=lambda i: -levels[i])
-    k = 0
-    for t in range(max_steps + 1):
-        L, da, db, dg = _loss_grad(a, b, g, T, q, d, c, practical)
-        while k < len(todo) and L <= levels[todo[k]] * L0:
-            out[todo[k]] = t
-            k += 1
-        if k == len(todo) or not math.isfinite(L):
-            break
-        if t == max_steps and extrapolate and L < ESCAPE * L0:
-            # past the plateau: 1/L grows like 4 lr c^2 t/(n-1) (the rate law, SPEC §4)
-            for i in todo[k:]:
-                out[i] = int(t + (n - 1) / (4.0 * lr * c * c) * (1.0 / (levels[i] * L0) - 1.0 / L))
-            break
-        beta = (-db / n - da / n) / (n - 1)
-        alpha = da / n - beta
-        a -= lr * alpha
-        b += lr * beta
-        g -= lr / d * dg
-    return out
-
-
-def reduced_map_losses(T, q, d, lr, n, steps, *, c=1.0, practical=False):
-    """The loss ``L(t)``, ``t = 0..steps``, of the reduced 3-scalar GD map from zero (a list;
-    for tests against full-matrix population GD)."""
-    a = b = g = 0.0
-    out = []
-    for _ in range(steps + 1):
-        L, da, db, dg = _loss_grad(a, b, g, T, q, d, c, practical)
-        out.append(L)
-        beta = (-db / n - da / n) / (n - 1)
-        a -= lr * (da / n - beta)
-        b += lr * beta
-        g -= lr / d * dg
-    return out
-
-
 def estimated_seconds(cfg, steps=None) -> float:
     """Rough wall time (s, one core) of ``steps`` (default ``cfg.steps``) steps of the
-    resolved config ``cfg``: ``SECONDS_PER_TOKEN`` × batch × tokens × steps, a dense
-    encoding costing ``1 + d_e/8`` times an index one — the one cost model (the default
-    schedule's warning, the studies' longest-first ordering)."""
+    resolved config ``cfg`` — the one cost model (the default schedule's warning, the
+    studies' longest-first ordering). Per step: the architecture's own
+    ``seconds_per_step(cfg)`` (:func:`~stsim.core.problem.register_arch`; the FCN's is
+    :func:`stsim.baselines.fcn.fcn_seconds_per_step`), else the transformer's:
+    ``SECONDS_PER_TOKEN`` × points × tokens, a dense encoding costing ``1 + d_e/8`` times
+    an index one."""
     steps = cfg.steps if steps is None else steps
+    own = arch_spec(cfg.arch).seconds_per_step
+    if own is not None:
+        return own(cfg) * steps
     n_tok = cfg.T + (1 if cfg.model == "practical" else 0)
-    batch = cfg.n_train if cfg.optimizer == "gd" else cfg.batch
-    dense = is_dense(cfg.pe, cfg.sampler)
+    batch = cfg.n_train if cfg.objective != "online" else cfg.batch
+    dense = encoding_spec(cfg.pe, T_max=cfg.T_max, d_e=cfg.d_e, sampler=cfg.sampler).dense
     per = batch * n_tok * (1 + (cfg.d_e / 8 if dense else 0))
     return SECONDS_PER_TOKEN * per * steps
 
@@ -217,36 +166,44 @@ def _long_run_warning(what, estimated_s):
             f"run(T=200, q=3) measured 6.8 ms per step on one core, 4.1-5.3 ms by default)")
 
 
+def fallback_note(cfg) -> str:
+    """What a run of ``cfg`` whose lr or steps were not given was told when nothing could
+    be derived (module docstring, *Fallback*), or ``""``."""
+    n, _, why = _reduction(cfg)
+    if n is not None:
+        return ""
+    opt = optimizer_spec(cfg.optimizer)
+    return (f"no reduced dynamics for {why}: default lr {opt.fixed_lr:g} ({opt.name}'s fixed "
+            f"default) and {FALLBACK_STEPS} steps, not derived")
+
+
 def predict(cfg, lr=None, steps=None) -> Schedule:
     """The :class:`Schedule` of a config whose ``T, q, d, pe, d_e, sampler, model, query,
-    optimizer`` are resolved; ``lr`` / ``steps``: the user's values (None: derive)."""
-    builtin = cfg.pe in ("onehot", "stochastic", "near-orthogonal")
-    if cfg.arch != "transformer" or not builtin:
-        return Schedule(lr=DEFAULT_LR[cfg.optimizer] if lr is None else lr,
-                        steps=1000 if steps is None else steps, lr_derived=lr is None,
+    optimizer, arch`` are resolved; ``lr`` / ``steps``: the user's values (None: derive)."""
+    opt = optimizer_spec(cfg.optimizer)
+    n, exact, why = _reduction(cfg)
+    if n is None:
+        return Schedule(lr=opt.fixed_lr if lr is None else lr,
+                        steps=FALLBACK_STEPS if steps is None else steps, lr_derived=lr is None,
                         steps_derived=steps is None, exact=False,
-                        explanation="no reduced dynamics for this architecture or encoding: lr "
-                                    f"{DEFAULT_LR[cfg.optimizer]}, 1000 steps (fixed defaults)")
-    n, c, exact = _n_and_c(cfg)
-    if cfg.optimizer == "adam":
-        d_steps = adam_steps(cfg.T)
-        s = Schedule(lr=ADAM_LR if lr is None else lr, steps=d_steps if steps is None else steps,
+                        explanation=fallback_note(cfg))
+    c = 1.0 if cfg.query == "sum" else 1.0 / cfg.q
+    if opt.lr != REDUCED and opt.steps is not None:     # the optimiser's own defaults
+        d_steps = opt.steps(cfg)
+        s = Schedule(lr=opt.lr if lr is None else lr, steps=d_steps if steps is None else steps,
                      lr_derived=lr is None, steps_derived=steps is None, exact=False,
-                     explanation=f"adam: scale-free step; default lr {ADAM_LR} held for half "
-                                 f"of the steps, then decayed linearly to 0 (when the lr is "
-                                 f"derived); {d_steps} steps = max(2000, {ADAM_STEPS_PER_T} T) "
-                                 "(measured at T = 50, 100, 200, not derived)")
+                     explanation=opt.note or f"{opt.name}: its own default lr {opt.lr:g} and "
+                                             f"{d_steps} steps (registered)")
         s.estimated_s = estimated_seconds(cfg, s.steps)
         if steps is None and s.estimated_s > LONG_RUN_S:
-            s.warning = _long_run_warning(f"the default Adam schedule needs {d_steps} steps",
-                                          s.estimated_s)
+            s.warning = _long_run_warning(f"the default {opt.name} schedule needs {d_steps} "
+                                          "steps", s.estimated_s)
         return s
     em = eta_max(cfg.q, cfg.d, n, c)
-    d_lr = SAFETY * em
-    note = ""
-    if cfg.model == "practical" and cfg.query == "sum":
+    d_lr, note = (SAFETY * em, "eta_max/2") if opt.lr == REDUCED else (opt.lr, opt.name)
+    if opt.lr == REDUCED and cfg.model == "practical" and cfg.query == "sum":
         d_lr *= 0.5
-        note = " x 1/2 (practical/sum: measured, not derived)"
+        note += " x 1/2 (practical/sum: measured, not derived)"
     use_lr = d_lr if lr is None else lr
     practical = cfg.model == "practical"
     horizon = MAX_STEPS
@@ -258,7 +215,7 @@ def predict(cfg, lr=None, steps=None) -> Schedule:
     else:
         d_steps = steps
     kind = "exact" if exact else f"approximate (slots map with n=d_e={n})"
-    expl = (f"lr = {'user' if lr is not None else f'eta_max/2{note}'} = {use_lr:.4g} "
+    expl = (f"lr = {'user' if lr is not None else note} = {use_lr:.4g} "
             f"(eta_max = min(2q, 2n/(c^2(q-1)(q+d))) = {em:.4g}, n={n}); the {kind} reduced "
             f"{cfg.model}/{cfg.query} dynamics reach 50% of L(0) at step {esc} and 2% at step "
             f"{tgt}; steps = " + (f"{margin:g} x {tgt} -> {d_steps}" if steps is None
@@ -267,29 +224,47 @@ def predict(cfg, lr=None, steps=None) -> Schedule:
                  eta_max=em, escape_step=esc, target_step=tgt, exact=exact, explanation=expl)
     s.estimated_s = estimated_seconds(cfg, d_steps)
     if steps is None and s.estimated_s > LONG_RUN_S:
-        s.warning = _long_run_warning(f"the default schedule needs {d_steps} steps (the plateau "
-                                      f"of the reduced dynamics ends near step {esc} at lr "
-                                      f"{use_lr:.3g})", s.estimated_s)
+        s.warning = _long_run_warning(f"the default schedule needs {d_steps} steps ("
+                                      f"{_escape_words(cfg, esc, use_lr)})", s.estimated_s)
     if steps is None and tgt is None:
         s.warning = (f"the reduced dynamics do not reach 2% of L(0) within {horizon} steps at lr "
                      f"{use_lr:.3g}; running {d_steps} steps")
     return s
 
 
+class LongRunWarning(UserWarning):
+    """A default schedule expected to take long, or one the reduced dynamics cannot
+    bound (``stsim run --quiet`` hides it; ``warnings.simplefilter("ignore",
+    LongRunWarning)`` does in Python)."""
+
+
+def _escape_words(cfg, esc, lr) -> str:
+    """Where the plateau ends: the reduced map's step (population gradient descent) and,
+    for online SGD, that it lags it (:data:`SGD_ESCAPE_LAG`)."""
+    words = (f"population gradient descent, i.e. the reduced dynamics, leaves the initial "
+             f"plateau near step {esc} at lr {lr:.3g}")
+    if cfg.objective == "online":
+        words += (f"; online SGD leaves it later: measured {SGD_ESCAPE_LAG}, from minibatch "
+                  f"noise in W_xe; docs/model.md")
+    return words
+
+
 def default_schedule(cfg) -> Schedule:
     """The schedule :meth:`Config.resolve` uses when ``lr`` and/or ``steps`` are None; a
-    ``UserWarning`` says so when the default run is expected to be long."""
+    :class:`LongRunWarning`, attributed to the caller's line, says so when the default run
+    is expected to be long."""
     s = predict(cfg, lr=cfg.lr, steps=cfg.steps)
     if s.warning:
-        import warnings
-        warnings.warn(f"stsim: {s.warning}", stacklevel=4)
+        from stsim.util.warn import warn
+        warn(f"stsim: {s.warning}", LongRunWarning)
     return s
 
 
-def plateau_status(history: dict, schedule: Schedule | None):
+def plateau_status(history: dict, schedule: Schedule | None, online: bool = True):
     """``(assessment, text)`` of a finished run from its recorded validation loss
     (``val``, else ``loss``): ``"learned"`` (last <= 2% of first), ``"plateau"`` (> 90%),
-    ``"not converged"`` (in between) or ``"unknown"`` (nothing recorded)."""
+    ``"not converged"`` (in between) or ``"unknown"`` (nothing recorded). ``online``: the
+    run drew minibatches (the text then says that SGD lags the reduced dynamics)."""
     key = "val" if len(history.get("val", ())) else "loss"
     L = history.get(key, ())
     if len(L) < 1 or not (L[0] > 0):
@@ -301,9 +276,11 @@ def plateau_status(history: dict, schedule: Schedule | None):
         return "learned", f"learned: loss {ratio:.2%} of initial"
     pred = ""
     if schedule is not None and schedule.target_step is not None:
-        pred = (f"; the reduced dynamics predict the escape near step {schedule.escape_step} "
-                f"and loss <= 2% of initial near step {schedule.target_step} at lr "
-                f"{schedule.lr:.4g}")
+        pred = (f"; the reduced dynamics (population gradient descent) predict the escape "
+                f"near step {schedule.escape_step} and loss <= 2% of initial near step "
+                f"{schedule.target_step} at lr {schedule.lr:.4g}")
+        if online:
+            pred += f" (online SGD escapes later: measured {SGD_ESCAPE_LAG})"
         if schedule.target_step > schedule.steps:
             pred += f" (> steps={schedule.steps}: give more steps, or omit steps for the default)"
     elif schedule is not None and schedule.eta_max is not None and schedule.lr > schedule.eta_max:
@@ -319,5 +296,6 @@ def assess_run(cfg, history: dict):
     run did not learn, to say where the plateau ends."""
     assessment, text = plateau_status(history, None)
     if assessment in ("plateau", "not converged"):
-        assessment, text = plateau_status(history, predict(cfg, lr=cfg.lr, steps=cfg.steps))
+        assessment, text = plateau_status(history, predict(cfg, lr=cfg.lr, steps=cfg.steps),
+                                          online=cfg.objective == "online")
     return assessment, text

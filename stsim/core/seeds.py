@@ -18,30 +18,100 @@ key   stream          draws
 >>> s = Streams(0)
 >>> float(s.init().standard_normal()) == float(Streams(0).init().standard_normal())
 True
+
+**The seed** (:func:`seed_record`) is what NumPy accepts: a non-negative int, a
+``numpy.random.SeedSequence`` or a ``numpy.random.Generator``. The config records it as
+JSON, so that the saved config reruns the same numbers: an int as itself; a SeedSequence as
+``{"entropy", "spawn_key", "pool_size"}`` (an int when it is ``SeedSequence(n)``, the same
+streams as ``n``); a Generator is *consumed*, as NumPy functions consume one: 16 bytes
+are drawn from it and their value (an int below 2¹²⁸) is the recorded seed — so the run is
+reproduced from its saved config, and the same Generator passed twice gives two different
+runs.
 """
 from __future__ import annotations
+
+import numbers
 
 import numpy as np
 
 from stsim.util.validate import check_int
 
-__all__ = ["Streams"]
+__all__ = ["Streams", "seed_record", "seed_sequence"]
 
 ENCODING, VALIDATION, INIT, TRAIN, POPULATION = range(5)
+_POOL = 4      # numpy's default SeedSequence pool size
+
+
+def seed_record(seed):
+    """The JSON record of a seed (module docstring): an int, or a dict ``{"entropy": int
+    or list of ints, "spawn_key": list of ints, "pool_size": int}``; ``ValueError`` naming
+    ``seed`` for anything else.
+
+    >>> seed_record(3), seed_record(np.random.SeedSequence(3)) == 3
+    (3, True)
+    >>> seed_record(np.random.SeedSequence(3).spawn(2)[1])
+    {'entropy': 3, 'spawn_key': [1], 'pool_size': 4}
+    >>> seed_record(np.random.default_rng(0))      # 16 bytes drawn from the Generator
+    91803661523391550284602498432050037343
+    """
+    if isinstance(seed, np.random.Generator):
+        return int.from_bytes(seed.bytes(16), "little")
+    if isinstance(seed, np.random.SeedSequence):
+        ent = seed.entropy
+        entropy = int(ent) if isinstance(ent, numbers.Integral) else [int(e) for e in ent]
+        if isinstance(entropy, int) and not seed.spawn_key and seed.pool_size == _POOL:
+            return entropy
+        return {"entropy": entropy, "spawn_key": [int(k) for k in seed.spawn_key],
+                "pool_size": int(seed.pool_size)}
+    if isinstance(seed, dict):
+        if set(seed) - {"entropy", "spawn_key", "pool_size"} or "entropy" not in seed:
+            raise ValueError(f"seed must be a non-negative int, a numpy SeedSequence or "
+                             f"Generator, or a recorded {{'entropy', 'spawn_key', "
+                             f"'pool_size'}} dict, got {seed!r}")
+        try:
+            ent = seed["entropy"]
+            ent = ent if isinstance(ent, numbers.Integral) else [int(e) for e in ent]
+            return seed_record(np.random.SeedSequence(
+                ent, spawn_key=tuple(int(k) for k in seed.get("spawn_key", ())),
+                pool_size=int(seed.get("pool_size", _POOL))))
+        except (TypeError, ValueError) as exc:
+            raise ValueError(f"seed {seed!r} is not a valid SeedSequence record: {exc}") \
+                from None
+    try:
+        return check_int("seed", seed, 0)
+    except ValueError:
+        raise ValueError(f"seed must be a non-negative int, a numpy.random.SeedSequence or a "
+                         f"numpy.random.Generator, got {seed!r}") from None
+
+
+def seed_sequence(seed) -> np.random.SeedSequence:
+    """The ``SeedSequence`` of a seed or its record (:func:`seed_record`; a Generator is
+    consumed)."""
+    rec = seed_record(seed)
+    if isinstance(rec, dict):
+        return np.random.SeedSequence(rec["entropy"], spawn_key=tuple(rec["spawn_key"]),
+                                      pool_size=rec["pool_size"])
+    return np.random.SeedSequence(rec)
 
 
 class Streams:
     """Generators of the streams of one run's ``seed`` (table in the module docstring).
 
-    Each call returns a NEW generator at the start of its stream.
+    ``seed``: an int, a SeedSequence, a Generator (consumed) or a recorded seed
+    (:func:`seed_record`); stream ``key`` is the ``SeedSequence`` with the seed's
+    ``spawn_key`` extended by ``(key,)`` — for an int ``n``, ``SeedSequence(n,
+    spawn_key=(key,))``. Each call returns a NEW generator at the start of its stream.
     """
 
-    def __init__(self, seed: int):
-        self.seed = check_int("seed", seed, 0)
+    def __init__(self, seed):
+        self.seed = seed_record(seed)
+        self._root = seed_sequence(self.seed)
 
     def child(self, key: int) -> np.random.SeedSequence:
-        """The ``SeedSequence`` of stream ``key`` (``spawn_key=(key,)``)."""
-        return np.random.SeedSequence(self.seed, spawn_key=(key,))
+        """The ``SeedSequence`` of stream ``key`` (the seed's ``spawn_key + (key,)``)."""
+        r = self._root
+        return np.random.SeedSequence(r.entropy, spawn_key=tuple(r.spawn_key) + (key,),
+                                      pool_size=r.pool_size)
 
     def _rng(self, key):
         return np.random.default_rng(self.child(key))

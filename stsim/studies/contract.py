@@ -8,15 +8,19 @@ A *study* is a module (a subpackage of :mod:`stsim.studies`) with these members:
 ``PRESETS`` : dict
     ``{"quick": {...}, "full": {...}}``: the settings of the seconds-long smoke version and
     of the documented experiment. Every key can be overridden (:func:`apply_overrides`:
-    ``key=value``, dotted ``group.key=value`` for nested settings).
+    ``key=value``, dotted ``group.key=value`` for nested settings) — except ``mode``: a
+    preset may name itself there (``"quick"`` / ``"full"``, to label its outputs), and
+    that key follows the preset chosen, never an override.
 ``check(config) -> config``
     Validate every option (``ValueError`` naming it and its allowed range) and refuse sizes
-    beyond the machine, before any work. Returns the config with derived fields filled.
+    beyond the machine, before any work. Returns the config with derived fields filled
+    (e.g. settings one part takes from another).
 ``run(config, out, executor, log) -> None``
     The computations, through :func:`stsim.sweep` into raw tables under ``out`` (their
     journals make a rerun resume where it stopped). ``executor`` is a
     ``concurrent.futures.Executor`` built by the caller (:func:`stsim.sweep.make_executor`);
     a study never builds a pool of its own. ``log`` is ``None`` or ``callable(str)``.
+    Rerun on the same ``out`` it computes only what is missing.
 ``analyse(config, out) -> dict``
     The results, from the raw tables in ``out`` alone (rerunnable without recomputation:
     ``stsim <NAME> --analyse-only``). JSON-ready.
@@ -26,7 +30,10 @@ A *study* is a module (a subpackage of :mod:`stsim.studies`) with these members:
 
 :func:`run_study` is the one driver: resolve the preset with the overrides, ``check``,
 ``run`` (unless ``analyse_only``), ``analyse``, ``report``; the command line
-(:mod:`stsim.cli.common`) builds the executor once and calls it.
+(:mod:`stsim.cli.common`) builds the executor once and calls it. A study lives in
+``stsim/studies/<name>/`` (its ``__init__`` holds or re-exports the members), its command
+in ``stsim/cli/<name>.py`` (:func:`stsim.cli.common.add_contract_options`,
+:func:`stsim.cli.common.run_contract`); ``docs/architecture.md`` shows a complete toy study.
 """
 from __future__ import annotations
 
@@ -48,6 +55,11 @@ def check_study(study) -> None:
                         f"{missing} (see stsim.studies.contract)")
     if set(study.PRESETS) != set(MODES):
         raise TypeError(f"{study.NAME}: PRESETS must have exactly the keys {MODES}")
+    wrong = [m for m in MODES if study.PRESETS[m].get("mode") != m]
+    if wrong:
+        raise TypeError(f"{study.NAME}: each preset must name itself (the reserved key "
+                        f"'mode'), PRESETS[{wrong[0]!r}]['mode'] is "
+                        f"{study.PRESETS[wrong[0]].get('mode')!r}")
 
 
 def _coerce(name, value, like):
@@ -117,10 +129,14 @@ def apply_overrides(preset: dict, overrides: dict | None) -> dict:
 
 
 def resolve_config(study, mode: str = "quick", overrides: dict | None = None) -> dict:
-    """``study.check(apply_overrides(study.PRESETS[mode], overrides))``."""
+    """``study.check(apply_overrides(study.PRESETS[mode], overrides))``; the key ``mode``
+    is the preset's own and cannot be overridden."""
     check_study(study)
     if mode not in MODES:
         raise ValueError(f"mode must be one of {MODES}, got {mode!r}")
+    if "mode" in (overrides or {}):
+        raise ValueError("mode is chosen by the preset (--quick / --full), not by an "
+                         "override")
     return study.check(apply_overrides(study.PRESETS[mode], overrides))
 
 

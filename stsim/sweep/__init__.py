@@ -28,13 +28,14 @@ Design
   the journal ``<out>.journal.jsonl`` as soon as it arrives; the CSV ``out`` is
   rewritten atomically from the rows at most every ``FLUSH_SECONDS`` and at the end
   (also when interrupted). A rerun reads the journal and skips the
-  (point, replicate) pairs already finished (``ok``); rows with ``status="error"`` are
-  tried again unless ``retry_failed=False``. An interrupted sweep loses no finished row
-  (at most a torn last journal line, which is ignored). Several sweeps may share one
-  ``out`` from threads of one process (journal and table are written under a per-file
-  lock, and the table is rebuilt from all rows); a second *process* on the same ``out``
-  is refused with ``RuntimeError`` while the first runs (``<out>.lock``, released by
-  the kernel if the holder dies).
+  (point, replicate) pairs already finished (``ok``) — unless ``keep(record)`` rejects
+  one (say, the file it wrote is gone or now holds another config's output); rows with
+  ``status="error"`` are tried again unless ``retry_failed=False``. An interrupted sweep
+  loses no finished row (at most a torn last journal line, which is ignored). Several
+  sweeps may share one ``out`` from threads of one process (journal and table are written
+  under a per-file lock, and the table is rebuilt from all rows); a second *process* on
+  the same ``out`` is refused with ``RuntimeError`` while the first runs (``<out>.lock``,
+  released by the kernel if the holder dies).
 * **Dask** — pass ``client.get_executor(pure=False)``: Dask names a task by its function
   and arguments, so with ``pure=True`` the rerun of a row whose task an interrupted sweep
   cancelled gets the cancelled task back and fails with ``CancelledError``.
@@ -71,7 +72,6 @@ __all__ = ["sweep", "SweepResult", "InlineExecutor", "OneThreadProcessPool", "ma
 
 read_table = read_csv  # a sweep table is a CSV written by stsim.util.io.write_csv
 FLUSH_SECONDS = 2.0     # the CSV is rewritten at most this often while a sweep runs
-
 
 
 def _call(fn, point, seed):
@@ -124,7 +124,7 @@ class SweepResult:
 
 
 def sweep(fn, grid, *, seeds=1, root_seed=0, executor=None, out=None, max_workers=2,
-          validate=None, retry_failed=True, progress=None) -> SweepResult:
+          validate=None, retry_failed=True, progress=None, keep=None) -> SweepResult:
     """Run ``fn(**point, seed=seed)`` for every grid point and replicate; collect a table.
 
     Parameters
@@ -136,16 +136,23 @@ def sweep(fn, grid, *, seeds=1, root_seed=0, executor=None, out=None, max_worker
     root_seed : int >= 0 — entropy of the root ``SeedSequence``.
     executor : concurrent.futures.Executor, optional
         Any executor (``ProcessPoolExecutor``, ``distributed.Client.get_executor()``,
-        :class:`InlineExecutor`, ...). Default: a :class:`OneThreadProcessPool` (one
-        BLAS thread per worker) with ``min(max_workers, os.cpu_count())`` workers,
-        created and shut down here. A passed executor is left running.
+        :class:`InlineExecutor`, ...). Default: ``make_executor(max_workers)`` (the one
+        pool, :mod:`stsim.sweep.pool`: this process for ``max_workers`` 1, else a
+        :class:`OneThreadProcessPool`, one BLAS thread per worker, with
+        ``min(max_workers, os.cpu_count())`` workers), created and shut down here. A
+        passed executor is left running.
     out : path, optional — the CSV table; its journal is ``<out>.journal.jsonl``. Without
         ``out`` nothing is written and nothing is resumed.
-    max_workers : int >= 1 — workers of the default executor.
+    max_workers : int >= 1 — workers of the default executor (1: this process).
     validate : callable(point), optional — called on every point before any work; it
         raises ``ValueError`` for bad points. Default: ``fn.validate`` if present.
     retry_failed : bool — rerun rows recorded as errors (default) or keep them.
     progress : callable(done, total, row), optional — after each finished row.
+    keep : callable(record) -> bool, optional
+        Asked for every row the journal holds as finished (``ok``; ``record`` has
+        ``point``, ``seed_index``, ``seed``, ``result``): ``False`` means it no longer
+        stands (e.g. the file it wrote is gone or was overwritten) and it is computed
+        again. Default: every finished row stands.
 
     Returns
     -------
@@ -168,12 +175,13 @@ def sweep(fn, grid, *, seeds=1, root_seed=0, executor=None, out=None, max_worker
                 raise ValueError(f"invalid grid point {p}: {exc}") from None
     own = executor is None
     if own:
-        try:
-            pickle.dumps(fn)
-        except Exception as exc:  # noqa: BLE001
-            raise ValueError(f"fn must be picklable for the default process pool "
-                             f"(define it at module level, or pass executor=InlineExecutor()): "
-                             f"{exc}") from None
+        if max_workers > 1:          # the default executor is a process pool
+            try:
+                pickle.dumps(fn)
+            except Exception as exc:  # noqa: BLE001
+                raise ValueError(f"fn must be picklable for the default process pool "
+                                 f"(define it at module level, or pass "
+                                 f"executor=InlineExecutor()): {exc}") from None
     elif not isinstance(executor, cf.Executor):
         raise ValueError(f"executor must be a concurrent.futures.Executor, "
                          f"got {type(executor).__name__}")
@@ -191,6 +199,9 @@ def sweep(fn, grid, *, seeds=1, root_seed=0, executor=None, out=None, max_worker
         for p in points:
             for r, s in enumerate(seed_values):
                 rec = records.get((point_key(p), r))
+                if rec is not None and rec["status"] == "ok" and keep is not None \
+                        and not keep(rec):
+                    rec = None                       # finished once, but no longer stands
                 if rec is not None and (rec["status"] == "ok" or not retry_failed):
                     n_skipped += 1
                 else:
@@ -212,7 +223,7 @@ def sweep(fn, grid, *, seeds=1, root_seed=0, executor=None, out=None, max_worker
 
         n_failed, times = 0, {}
         if todo:
-            ex = OneThreadProcessPool(min(max_workers, os.cpu_count() or 1)) if own else executor
+            ex = make_executor(max_workers) if own else executor
             futures = {}
 
             def finish(fut, done):

@@ -6,7 +6,11 @@
   oversubscribe a 2-core machine (measured: the full figures took 33.5 min instead of
   13.7 min), and a result's last bits depend on the BLAS thread count, so a table must
   not depend on which worker ran a row.
-* :func:`make_executor` picks one from a worker count (0 or 1: inline).
+* :func:`make_executor` picks one from a worker count (0 or 1: inline) — the one place
+  where a pool is built: :func:`stsim.sweep.sweep` without an executor and the study
+  commands (:func:`stsim.cli.common.run_contract`) call it.
+
+Both carry ``workers``, the number of tasks they run at once (recorded by the studies).
 """
 from __future__ import annotations
 
@@ -18,12 +22,15 @@ import time
 
 from stsim.util.prefetch import PREFETCH_VAR
 from stsim.util.threads import THREAD_VARS
+from stsim.util.validate import check_int
 
 __all__ = ["InlineExecutor", "OneThreadProcessPool", "make_executor", "THREAD_VARS"]
 
 
 class InlineExecutor(cf.Executor):
     """Run every task in the calling thread at ``submit`` (debugging, tests, lambdas)."""
+
+    workers = 1
 
     def submit(self, fn, /, *args, **kwargs):
         """Call ``fn(*args, **kwargs)`` now; return a finished ``Future`` holding its result
@@ -34,8 +41,6 @@ class InlineExecutor(cf.Executor):
         except BaseException as exc:  # noqa: BLE001 - delivered through the future
             fut.set_exception(exc)
         return fut
-
-
 
 
 def _die_with_parent(parent_pid: int, period: float = 0.5) -> None:
@@ -65,6 +70,7 @@ class OneThreadProcessPool(cf.ProcessPoolExecutor):
     within about a second if the driver dies (:func:`_die_with_parent`)."""
 
     def __init__(self, workers):
+        self.workers = int(workers)
         self._saved = {k: os.environ.get(k) for k in THREAD_VARS + (PREFETCH_VAR,)}
         for k, v in self._saved.items():
             if v is None:
@@ -82,9 +88,14 @@ class OneThreadProcessPool(cf.ProcessPoolExecutor):
 
 
 def make_executor(workers: int) -> cf.Executor:
-    """``workers`` <= 1: an :class:`InlineExecutor`; else a :class:`OneThreadProcessPool`
-    with ``min(workers, os.cpu_count())`` workers. The caller shuts it down."""
-    workers = int(workers)
+    """The executor of ``workers`` (an int >= 0): 0 or 1 an :class:`InlineExecutor` (this
+    process); 2 or more a :class:`OneThreadProcessPool` with ``min(workers,
+    os.cpu_count())`` workers. The caller shuts it down.
+
+    >>> make_executor(1).submit(pow, 2, 10).result()
+    1024
+    """
+    workers = check_int("workers", workers, 0)
     if workers <= 1:
         return InlineExecutor()
     return OneThreadProcessPool(min(workers, os.cpu_count() or 1))

@@ -1,3 +1,5 @@
 """The theory: exact population objective (:mod:`~stsim.theory.population`), the closed-form
 reduced dynamics (:mod:`~stsim.theory.reduced`) and the theorem checks
-(:mod:`~stsim.theory.checks`). Built on :mod:`stsim.core`."""
+(:mod:`~stsim.theory.checks`, with its parts: :mod:`~stsim.theory.conditions`,
+:mod:`~stsim.theory.embedded`, :mod:`~stsim.theory.ood`, :mod:`~stsim.theory.budget`,
+:mod:`~stsim.theory.report`). Built on :mod:`stsim.core`."""

@@ -317,19 +317,18 @@ def make_population_objective(cfg, enc: Encoding | None = None, *, method="auto"
     if method not in METHODS:
         raise ValueError(f"method must be one of {METHODS}, got {method!r}")
     n_mc = check_int("n_mc", n_mc, 1)
+    # the encoding's facts decide (never its name): enumerate an index family's
+    # configurations (a fixed one's C(T, q) subsets through its slots, a per-sample one's by
+    # the slots law), a fixed dense table's subsets when few; Monte-Carlo otherwise
     family, d_e, span_n = enc.label, enc.d_e, enc.reduced_n(T)
     enc.check_length(T)
     count = count_configurations(enc, T, q)
     if method == "auto":
-        if family in ("onehot", "stochastic/slots"):
-            method = "enumerate"
-        elif family == "near-orthogonal" and count <= 10 ** 5:
-            method = "enumerate"
-        else:
-            method = "mc"
+        enumerable = count is not None and (enc.index or (enc.fixed and count <= 10 ** 5))
+        method = "enumerate" if enumerable else "mc"
     if method == "enumerate":
         if count is None:
-            raise ValueError("the stochastic/sphere encoding has no finite enumeration; "
+            raise ValueError(f"the {family} encoding has no finite enumeration; "
                              "use method='mc'")
         if count > max_enum:
             raise ValueError(
@@ -342,9 +341,11 @@ def make_population_objective(cfg, enc: Encoding | None = None, *, method="auto"
                 f"exact enumeration of {count:.3g} configurations x T={T} positions needs more "
                 "than 5e7 stored indices; use stsim.theory.reduced (onehot/slots from zero init) or "
                 "method='mc'")
-        if family in ("onehot", "near-orthogonal"):
+        if enc.fixed:      # the C(T, q) subsets of the positions, through the fixed slots
             tok = _with_complement(_combos(T, q), T)
-        else:   # slots: selected S, then unselected U ⊂ [d_e] \ S
+            if enc.index:
+                tok = np.ascontiguousarray(enc.sample(None, 1, T).idx)[tok]
+        else:   # the slots law: selected S, then unselected U ⊂ [d_e] \ S
             S = _combos(d_e, q)
             comp = _with_complement(S, d_e)[:, q:]                      # (C(d_e,q), d_e − q)
             pick = _combos(d_e - q, T - q)                              # (C(d_e−q, T−q), T−q)
@@ -356,7 +357,7 @@ def make_population_objective(cfg, enc: Encoding | None = None, *, method="auto"
                 else 0
             rng = Streams(seed).population()
         rng = as_rng(rng)
-        if family == "stochastic/sphere":
+        if not enc.index and not enc.fixed:      # per-sample dense (sphere)
             P = enc.sample(rng, n_mc, T).P                              # selected = first q
             return PopulationObjective(d, d_e, T, q, family,
                                        [("dense", c) for c in _chunks(P, T * d_e)],
@@ -366,12 +367,14 @@ def make_population_objective(cfg, enc: Encoding | None = None, *, method="auto"
         base = np.broadcast_to(pe.idx, (n_mc, T)) if pe.is_index else \
             np.broadcast_to(np.arange(T), (n_mc, T))
         tok = _selected_first(np.ascontiguousarray(base), y)
-    if family == "near-orthogonal":      # positions into the fixed table, gathered per chunk
+    table = None
+    if not enc.index:      # fixed dense: positions into its table, gathered per chunk
+        table = enc.sample(None, 1, T).P
         src = [("table", c) for c in _chunks(tok, T * d_e)]
     else:
         src = [("index", c) for c in _chunks(tok, T * q)]
     return PopulationObjective(d, d_e, T, q, family, src, query=query, model=model,
-                               method=method, table=getattr(enc, "table", None), span_n=span_n)
+                               method=method, table=table, span_n=span_n)
 
 
 register_objective("population", make_population_objective)

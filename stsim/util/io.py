@@ -21,7 +21,9 @@ __all__ = ["atomic_write", "save_npz", "load_npz", "write_json", "to_jsonable",
 @contextlib.contextmanager
 def atomic_write(path, mode="wb"):
     """Write to a temporary file in the target's folder, then ``os.replace`` it into place:
-    readers see the old file or the whole new one, never a partial file."""
+    readers see the old file or the whole new one, never a partial file. A failed write
+    (a full disk, a quota) removes the temporary and raises the ``OSError`` with
+    ``filename`` the target ``path``."""
     path = os.fspath(path)
     folder = os.path.dirname(os.path.abspath(path))
     os.makedirs(folder, exist_ok=True)
@@ -37,6 +39,12 @@ def atomic_write(path, mode="wb"):
             fh.flush()
             os.fsync(fh.fileno())
         os.replace(tmp, path)
+    except OSError as exc:
+        with contextlib.suppress(FileNotFoundError):
+            os.unlink(tmp)
+        if exc.filename in (None, tmp):     # name the file being written, not the temporary
+            raise type(exc)(exc.errno, exc.strerror or str(exc), path) from None
+        raise
     except BaseException:
         with contextlib.suppress(FileNotFoundError):
             os.unlink(tmp)
@@ -97,32 +105,75 @@ def save_npz(path, arrays: dict, meta: dict):
         np.savez(fh, **payload)
 
 
+def _what_file(path) -> str:
+    """What a file that is not an npz archive looks like, from its first bytes: ``""`` for
+    a zip archive (an npz), else a phrase such as ``"a text file (CSV: 'step,loss,...')"``."""
+    try:
+        with open(path, "rb") as fh:
+            head = fh.read(512)
+    except OSError:
+        return ""
+    if head.startswith(b"PK"):
+        return ""
+    if not head:
+        return "an empty file"
+    if head.startswith(b"\x93NUMPY"):
+        return "a bare NumPy array (.npy), not an npz archive"
+    try:
+        text = head.decode("utf-8")
+    except UnicodeDecodeError:
+        return "not an npz archive (binary data of another kind)"
+    first = text.splitlines()[0][:60] if text.strip() else ""
+    if text.lstrip().startswith(("{", "[")):
+        return f"a text file (JSON: {first!r}), not an npz archive"
+    if "," in first:
+        return (f"a text file (CSV, header {first!r}: a table such as a run's history.csv; "
+                f"read it with stsim.util.io.read_csv or pandas), not an npz archive")
+    return f"a text file ({first!r}), not an npz archive"
+
+
 def load_npz(path, what="stsim file"):
     """Inverse of :func:`save_npz`: returns ``(arrays, meta)``.
 
     A file that is not a complete npz written by :func:`save_npz` (truncated, garbled, no
-    metadata, a folder) raises ``ValueError`` naming the file and what is wrong; a
-    missing file raises ``FileNotFoundError``.
+    metadata, a folder, a text file such as a CSV table, an array of Python objects)
+    raises ``ValueError`` naming the file and what is wrong; a missing file raises
+    ``FileNotFoundError``.
     """
     path = os.fspath(path)
     if os.path.isdir(path):
         raise ValueError(f"{path!r} is a folder, not a {what} (.npz)")
+    if not os.path.exists(path):
+        raise FileNotFoundError(errno.ENOENT, f"no {what} file", path)
+    kind = _what_file(path)
+    if kind:
+        raise ValueError(f"cannot read {what} {path!r}: it is {kind}")
+    key = None
     try:
         with np.load(path, allow_pickle=False) as z:
             if not hasattr(z, "files"):
                 raise ValueError("it holds a bare array, not an npz archive")
             if "__meta__" not in z.files:
                 raise ValueError("it has no __meta__ record (not written by stsim)")
-            arrays = {k: np.array(z[k]) for k in z.files if k != "__meta__"}
+            arrays = {}
+            for key in z.files:
+                if key != "__meta__":
+                    arrays[key] = np.array(z[key])
+            key = "__meta__"
             meta = json.loads(str(z["__meta__"]))
     except FileNotFoundError:
         raise
     except Exception as exc:  # noqa: BLE001 - zipfile, EOF, pickle refusals, JSON, ...
         detail = str(exc)
         if "allow_pickle" in detail or "pickle" in detail:
-            detail = "it is not an npz archive"
+            raise ValueError(f"cannot read {what} {path!r}: its array {key!r} holds Python "
+                             f"objects (stsim writes numbers only; refused, as loading "
+                             f"objects could run code): not a file stsim wrote") from None
         raise ValueError(f"cannot read {what} {path!r}: {detail} "
                          f"({type(exc).__name__}); the file is corrupt or truncated") from None
+    if not isinstance(meta, dict):
+        raise ValueError(f"cannot read {what} {path!r}: its __meta__ record is not a JSON "
+                         f"object (not written by stsim)")
     return arrays, meta
 
 
@@ -184,19 +235,24 @@ class FileLock:
     them at once (the last writer would win). ``flock`` locks are released by the kernel
     when the holder dies, so a killed process leaves no stale lock. Threads of one process
     share the lock. Raises ``RuntimeError`` naming the path and the holder's pid if
-    another process holds it."""
+    another process holds it.
+
+    With ``remove=True`` the lock file is deleted when the last holder leaves (a run's
+    ``.stsim-run.lock``): it is unlinked while still locked, and a process that locked a
+    file that was meanwhile unlinked (or replaced) retries on the new one, so two holders
+    never coexist."""
 
     _held: dict = {}   # path -> [file, count]: sweeps in threads of one process share it
 
-    def __init__(self, path):
+    def __init__(self, path, remove: bool = False):
         self.path = os.path.abspath(os.fspath(path)) + ".lock"
+        self.remove = bool(remove)
 
-    def __enter__(self):
+    def _open_locked(self):
+        """The lock file, opened and locked (``flock``); retried while the file locked is
+        no longer the one at :attr:`path` (a holder with ``remove`` unlinked it)."""
         import fcntl
-        with _LOCK_GUARD:
-            if self.path in self._held:
-                self._held[self.path][1] += 1
-                return self
+        while True:
             fh = open(self.path, "a+", encoding="utf-8")
             try:
                 fcntl.flock(fh.fileno(), fcntl.LOCK_EX | fcntl.LOCK_NB)
@@ -209,6 +265,20 @@ class FileLock:
                         f"another process (pid {holder}) is writing {self.path[:-5]!r}; "
                         f"wait for it to finish or use another output path") from None
                 raise
+            try:
+                same = os.path.samestat(os.fstat(fh.fileno()), os.stat(self.path))
+            except FileNotFoundError:
+                same = False
+            if same:
+                return fh
+            fh.close()     # locked an unlinked file: its holder removed it; try the new one
+
+    def __enter__(self):
+        with _LOCK_GUARD:
+            if self.path in self._held:
+                self._held[self.path][1] += 1
+                return self
+            fh = self._open_locked()
             fh.seek(0)
             fh.truncate()
             fh.write(str(os.getpid()))
@@ -218,14 +288,20 @@ class FileLock:
 
     def __exit__(self, *exc):
         import fcntl
+        # unlock and close under the guard: a thread entering between the table's update
+        # and the unlock would open a second descriptor, which flock refuses — the
+        # process would refuse itself ("another process (pid <own pid>)")
         with _LOCK_GUARD:
             entry = self._held[self.path]
             entry[1] -= 1
             if entry[1] > 0:
                 return False
             del self._held[self.path]
-        fcntl.flock(entry[0].fileno(), fcntl.LOCK_UN)
-        entry[0].close()
+            if self.remove:     # unlinked while locked: a waiting opener retries (above)
+                with contextlib.suppress(FileNotFoundError):
+                    os.unlink(self.path)
+            fcntl.flock(entry[0].fileno(), fcntl.LOCK_UN)
+            entry[0].close()
         return False
 
 

@@ -19,6 +19,16 @@ arithmetic does not depend on where an array lives; tested bit for bit).
 It acts only where glibc's ``mallopt`` exists (Linux with glibc; elsewhere it does
 nothing) and ``STSIM_MALLOC`` is not ``0``. :func:`stsim.core.run.train_loop` calls it,
 so every training run, pool worker and study trainer gets it.
+
+**Scope.** The thresholds cannot be put back when the loop ends: glibc has no call that
+reads them, and setting either one (even to its documented default) switches off glibc's
+*dynamic* mmap threshold for the rest of the process, which is not the state before. So
+they stay raised for the life of the process, and what :func:`train_loop` does at its end
+is :func:`release_freed_memory` (glibc's ``malloc_trim(0)``): the freed heap it kept is
+handed back, so a finished run does not leave up to 256 MiB of freed memory resident in
+the caller's process (a notebook's kernel). Later large ``free`` calls of the process are
+still kept up to the trim threshold until the next trim or exit (docs/model.md,
+"Failure behaviour": side effects).
 """
 from __future__ import annotations
 
@@ -27,14 +37,15 @@ import ctypes.util
 import os
 import sys
 
-__all__ = ["keep_freed_memory", "MALLOC_VAR", "MMAP_THRESHOLD", "TRIM_THRESHOLD"]
+__all__ = ["keep_freed_memory", "release_freed_memory", "MALLOC_VAR", "MMAP_THRESHOLD",
+           "TRIM_THRESHOLD"]
 
 MALLOC_VAR = "STSIM_MALLOC"
 MMAP_THRESHOLD = 32 * 2 ** 20      # bytes; glibc's DEFAULT_MMAP_THRESHOLD_MAX on 64-bit
 TRIM_THRESHOLD = 256 * 2 ** 20     # bytes of free heap kept before trimming
 _M_TRIM_THRESHOLD, _M_MMAP_THRESHOLD = -1, -3   # glibc's malloc.h parameter numbers
 
-_state = {"done": False, "applied": False}
+_state = {"done": False, "applied": False, "libc": None}
 
 
 def keep_freed_memory() -> bool:
@@ -57,5 +68,19 @@ def keep_freed_memory() -> bool:
             mallopt.argtypes, mallopt.restype = (ctypes.c_int, ctypes.c_int), ctypes.c_int
             applied = bool(mallopt(_M_MMAP_THRESHOLD, MMAP_THRESHOLD)) and \
                 bool(mallopt(_M_TRIM_THRESHOLD, TRIM_THRESHOLD))
+            _state["libc"] = libc
     _state.update(done=True, applied=applied)
     return applied
+
+
+def release_freed_memory() -> bool:
+    """Hand the freed heap kept under the raised thresholds back to the kernel (glibc's
+    ``malloc_trim(0)``); return whether anything was released. A no-op (False) where
+    :func:`keep_freed_memory` did not act."""
+    if not _state.get("applied") or _state.get("libc") is None:
+        return False
+    trim = getattr(_state["libc"], "malloc_trim", None)
+    if trim is None:
+        return False
+    trim.argtypes, trim.restype = (ctypes.c_size_t,), ctypes.c_int
+    return bool(trim(0))

@@ -19,7 +19,7 @@ import numbers
 import numpy as np
 
 __all__ = ["check_int", "check_real", "check_lr", "check_choice", "as_rng", "int_tuple",
-           "parse_int_list"]
+           "parse_int_list", "int_list_arg"]
 
 
 def as_rng(seed_or_rng) -> np.random.Generator:
@@ -93,20 +93,44 @@ def check_real(name: str, value, *, lo: float | None = None, hi: float | None = 
     return val
 
 
-def check_lr(lr, name: str = "lr") -> float:
-    """Step sizes must be finite and > 0."""
-    return check_real(name, lr, lo=0.0, lo_open=True)
+def check_lr(lr, name: str = "lr"):
+    """Step sizes must be finite and > 0: the one check (and message) for a learning rate,
+    of one number (returns a float) or an array of them (every entry; returns a float
+    array)."""
+    if np.ndim(lr) == 0:
+        return check_real(name, lr, lo=0.0, lo_open=True)
+    try:
+        arr = np.asarray(lr, dtype=np.float64)
+    except (TypeError, ValueError):
+        arr = np.array([np.nan])
+    if not (np.all(np.isfinite(arr)) and np.all(arr > 0)):
+        raise ValueError(f"{name} must be a finite number > 0 (every entry), got {lr!r}")
+    return arr
 
 
-def check_choice(name: str, value, allowed):
-    """``value`` must be one of ``allowed``; returns it."""
+def check_choice(name: str, value, allowed, *, ignore_case: bool = False):
+    """``value`` must be one of ``allowed``; returns it. With ``ignore_case``, a string
+    matching one of them up to case is accepted and returned in the spelling of
+    ``allowed`` (``"SGD"`` -> ``"sgd"``).
+
+    >>> check_choice("optimizer", "Adam", ("sgd", "adam"), ignore_case=True)
+    'adam'
+    """
+    if ignore_case and isinstance(value, str) and value not in allowed:
+        match = [a for a in allowed if isinstance(a, str) and a.lower() == value.lower()]
+        if len(match) == 1:
+            return match[0]
     if value not in allowed:
         raise ValueError(f"{name} must be one of {tuple(allowed)}, got {value!r}")
     return value
 
 
 def int_tuple(name: str, values, lo: int = 1, hi: int | None = None) -> tuple:
-    """A tuple of validated integers from ``None`` (empty), one integer, or a sequence."""
+    """A tuple of validated integers ``lo <= v <= hi`` (each by :func:`check_int`: an
+    integral ``30.0`` is 30) from ``None`` (empty), one integer, or a sequence of integers.
+    A string is refused here (``T_test="30"`` is more likely a slip than a list); text
+    from the command line goes through :func:`parse_int_list`, which splits it and
+    applies these same rules."""
     if values is None:
         return ()
     if isinstance(values, (str, bytes)):
@@ -121,11 +145,43 @@ def int_tuple(name: str, values, lo: int = 1, hi: int | None = None) -> tuple:
     return tuple(check_int(name, v, lo, hi) for v in items)
 
 
-def parse_int_list(text) -> tuple:
-    """``"8,16,32"`` → ``(8, 16, 32)``; empty text gives ``()`` (command-line lists)."""
-    if not text:
-        return ()
-    try:
-        return tuple(int(v) for v in str(text).split(",") if v.strip())
-    except ValueError:
-        raise ValueError(f"expected a comma-separated list of integers, got {text!r}") from None
+def parse_int_list(name: str, text, lo: int = 1, hi: int | None = None) -> tuple:
+    """The one list parser of the command line: ``"8,16,32"`` → ``(8, 16, 32)``, each item
+    checked by :func:`int_tuple`'s rules (``lo <= v <= hi``). Spaces and empty items (a
+    trailing comma, an empty text: ``()``) are ignored; ``ValueError`` names ``name``.
+
+    >>> parse_int_list("T_test", "60, 80,"), parse_int_list("T_test", "")
+    ((60, 80), ())
+    """
+    items = []
+    for v in (v.strip() for v in str(text).split(",")):
+        if not v:
+            continue
+        try:
+            items.append(int(v))
+        except ValueError:
+            try:
+                items.append(float(v))
+            except ValueError:
+                raise ValueError(f"{name} must be a comma-separated list of integers "
+                                 f"{_range_text(lo, hi)}, got {text!r}") from None
+    return int_tuple(name, items, lo, hi)
+
+
+def int_list_arg(name: str, lo: int = 1, hi: int | None = None):
+    """An ``argparse`` ``type=`` for a comma-separated list: :func:`parse_int_list` with
+    ``name``, ``lo``, ``hi``; its message is shown as the argument's error.
+
+    >>> int_list_arg("T_test")("60,80")
+    (60, 80)
+    """
+    import argparse
+
+    def parse(text):
+        try:
+            return parse_int_list(name, text, lo, hi)
+        except ValueError as e:
+            raise argparse.ArgumentTypeError(str(e)) from None
+
+    parse.__name__ = f"{name} list"
+    return parse

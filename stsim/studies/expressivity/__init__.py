@@ -1,4 +1,8 @@
 """Explicit attention constructions and their width laws: q-sparse averaging
 (:mod:`~stsim.studies.expressivity.qsa`), sparse attention patterns
-(:mod:`~stsim.studies.expressivity.patterns`) and the experiment
-(:mod:`~stsim.studies.expressivity.study`, ``stsim expressivity``)."""
+(:mod:`~stsim.studies.expressivity.patterns`) and the study of
+:mod:`stsim.studies.contract` (``stsim expressivity``, described in
+:mod:`~stsim.studies.expressivity.study`; its parts in
+:mod:`~stsim.studies.expressivity.parts`)."""
+from stsim.studies.expressivity.study import (NAME, PRESETS, analyse, check,  # noqa: F401
+                                              report, run)

@@ -15,7 +15,7 @@ import os
 import numpy as np
 
 from stsim.util.plotting import plt, savefig
-from stsim.studies.figures.common import Job, check, finish, seed_band
+from stsim.studies.figures.common import Job, check, seed_band
 from stsim.studies.figures import fig1, fig2
 from stsim.studies.figures.ood import ood_jobs
 
@@ -64,32 +64,38 @@ def _at(runs, key, step):
                      for r in runs])
 
 
-def analyse(s, results, out, mode):
-    """Draw ``beyond.png``, measure, check, write ``beyond.csv`` / ``beyond.json``
-    (:func:`.common.finish`) and return the summary.
-
-    Panels: (a) final validation loss against ``d_e`` in-distribution and at each ``T_test``
-    (seed mean, min–max bars), (a') the sphere runs' in-distribution curves, (b) theory vs
-    practical model in-distribution and at the largest ``T_test`` both were evaluated at.
-    ``results``: ``{job name: Result}`` holding every run of :func:`jobs`. ``measured``:
-    ``sphere_final_val`` (``{val key: {d_e: [per seed]}}``), ``sphere_wall_time_s``, and both
-    models' losses (in-distribution, largest ``T_test``, shared ``q_test``) at their last
-    common step (``theory_vs_practical``, ``theory_vs_practical_at_step``). Checks: the
-    in-distribution loss falls from the smallest to the largest ``d_e`` and between every
-    consecutive pair."""
+def _runs(s, results):
+    """``(d_e list, {d_e: sphere runs}, practical runs, theory runs)``."""
     des = list(s["d_e_list"])
     sph = {de: [results[j.name] for j in sphere_jobs(s) if j.options["d_e"] == de]
            for de in des}
-    keys = ["val"] + [f"val/T={t}" for t in s["T_test"]]
-    labels = [f"T = {s['T']} (in-distribution)"] + [f"T_test = {t}" for t in s["T_test"]]
     prac = [results[j.name] for j in fig1.jobs(s["practical"])]
     theo = [results[j.name] for j in ood_jobs(s["theory"], ("stochastic",))]
+    return des, sph, prac, theo
 
+
+def _val_keys(s):
+    keys = ["val"] + [f"val/T={t}" for t in s["T_test"]]
+    labels = [f"T = {s['T']} (in-distribution)"] + [f"T_test = {t}" for t in s["T_test"]]
+    return keys, labels
+
+
+def _largest_shared_T(s):
+    """The largest test length both models were evaluated at (None: in-distribution only)."""
+    shared = set(s["theory"]["T_test"]) & set(s["practical"].get("T_test") or ())
+    return max(shared) if shared else None
+
+
+def draw(s, results, measured, out):
+    """Draw ``beyond.png``: (a) final validation loss against ``d_e`` in-distribution and at
+    each ``T_test`` (seed mean, min–max bars), (a') the sphere runs' in-distribution curves,
+    (b) theory vs practical model in-distribution and at the largest ``T_test`` both were
+    evaluated at."""
+    des, sph, prac, theo = _runs(s, results)
+    keys, labels = _val_keys(s)
     fig, ax = plt.subplots(1, 3, figsize=(14, 3.9))
-    table = {}
     for key, lab in zip(keys, labels):
         v = np.array([_final(sph[de], key) for de in des])          # (n_de, seeds)
-        table[key] = {str(de): row.tolist() for de, row in zip(des, v)}
         ax[0].errorbar(des, v.mean(1), yerr=[v.mean(1) - v.min(1), v.max(1) - v.mean(1)],
                        marker="o", capsize=3, label=lab)
     ax[0].set_xscale("log", base=2)
@@ -108,9 +114,7 @@ def analyse(s, results, out, mode):
     ax[1].set_ylabel("in-distribution validation loss")
     ax[1].set_title("(a') sphere PE training curves", fontsize=9)
     ax[1].legend(fontsize=7)
-    # the largest test length both models were evaluated at (none: in-distribution only)
-    shared = set(s["theory"]["T_test"]) & set(s["practical"].get("T_test") or ())
-    Tmax = max(shared) if shared else None
+    Tmax = _largest_shared_T(s)
     for runs, name, col in ((theo, "theory, query=sum", "C0"),
                             (prac, f"practical, query={s['practical']['query']}", "C1")):
         seed_band(ax[2], runs, "val", label=f"{name}: in-distribution", color=col)
@@ -127,6 +131,23 @@ def analyse(s, results, out, mode):
     fig.tight_layout()
     savefig(fig, os.path.join(out, f"{NAME}.png"), dpi=100)
 
+
+def measure(s, results):
+    """Measure and check the figure; returns ``(measured, checks)``.
+
+    ``results``: ``{job name: Result}`` holding every run of :func:`jobs`. ``measured``:
+    ``sphere_final_val`` (``{val key: {d_e: [per seed]}}``), ``sphere_wall_time_s``, and both
+    models' losses (in-distribution, largest ``T_test``, shared ``q_test``) at their last
+    common step (``theory_vs_practical``, ``theory_vs_practical_at_step``). Checks: the
+    in-distribution loss falls from the smallest to the largest ``d_e`` and between every
+    consecutive pair."""
+    des, sph, prac, theo = _runs(s, results)
+    keys, _ = _val_keys(s)
+    table = {}
+    for key in keys:
+        v = np.array([_final(sph[de], key) for de in des])          # (n_de, seeds)
+        table[key] = {str(de): row.tolist() for de, row in zip(des, v)}
+    Tmax = _largest_shared_T(s)
     v_in = np.array([_final(sph[de], "val").mean() for de in des])
     common = int(min(theo[0].history["step"][-1], prac[0].history["step"][-1]))
     qts = [qt for qt in s["theory"]["q_test"] if qt in s["practical"]["q_test"]]
@@ -145,6 +166,4 @@ def analyse(s, results, out, mode):
         check("sphere: share of consecutive d_e pairs where the in-distribution loss falls",
               float(np.mean(np.diff(v_in) < 0)), ">=", 1.0),
     ]
-    runs = {j.name: results[j.name] for j in jobs(s)}
-    return finish(NAME, out, s, mode, runs, checks, measured)
-
+    return measured, checks

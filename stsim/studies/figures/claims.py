@@ -32,10 +32,12 @@ S8      Adam keeps the length advantage: fixed / stochastic >= 2 at every T_test
 S9      heat maps block-diagonal: <= 5 % of W, V outside the PE / token block (Fig. 3)
 ======  ==========================================================================
 
-``run_claims(mode, out)`` runs everything and writes ``claims.png``, ``claims_map.csv``
-(one row per statement × setting), ``claims.json``, ``claims.csv`` (the histories of its
-simulations) and ``claims.md`` (the table); ``stsim figures`` includes it as the figure
-``claims`` (``stsim figures --only claims`` runs it alone).
+``stsim figures`` includes it as the figure ``claims`` (``stsim figures --only claims``
+runs it alone; from Python :func:`run_claims`). It writes ``claims.png``,
+``claims_map.csv`` (one row per statement × setting), ``claims.json``, ``claims.csv``
+(the histories of its simulations) and ``claims.md`` (the table). The statements' values
+are in :mod:`.claims_statements`, the reduced-dynamics map in :mod:`.claims_reduced`, the
+table and picture in :mod:`.claims_draw`.
 """
 from __future__ import annotations
 
@@ -44,29 +46,19 @@ import os
 import numpy as np
 
 from stsim.util.io import write_csv
-from stsim.util.plotting import plt, savefig
-from stsim.studies.figures.common import Job, check, finish
-from stsim.util.stats import fit_linear
-from stsim.studies.figures.ood import (block_mass, by_pe, final_stats, is_fixed, long_jobs,
-                                       ood_jobs, pe_label, variants)
+from stsim.studies.figures.common import Job, check
+from stsim.studies.figures.ood import by_pe, long_jobs, ood_jobs, pe_label, variants
 from stsim.studies.figures import fig1, fig2, fig3, fig5
+from stsim.studies.figures.claims_draw import MAP_COLUMNS, claims_table, draw_map, map_rows
+from stsim.studies.figures.claims_reduced import interference_table, reduced_map, region_text
+from stsim.studies.figures.claims_statements import (STATEMENTS, fig1_statements, held,
+                                                     ood_statements)
+
+__all__ = ["NAME", "LINKS", "SETTINGS", "STATEMENTS", "jobs", "measure", "draw", "held",
+           "run_claims"]
 
 NAME = "claims"
 LINKS = {"fig1": "fig1", "fig2": "fig2", "fig3": "fig3", "fig5": "fig5"}
-
-STATEMENTS = {
-    "S1": ("convergence (Fig. 1)", "final training loss <= 1% of initial", "<=", 0.01),
-    "S2": ("O(1/t) (Fig. 1)", "R^2 of 1/L over the 2nd half", ">=", 0.99),
-    "S3": ("cosines -> 1 (Fig. 1)", "min(cos(W,W*), cos(V,V*))", ">=", 0.99),
-    "S4": ("stochastic converges OOD (Fig. 2)", "max over T_test of OOD/initial", "<=", 0.02),
-    "S5": ("fixed stays >= 0.15 (Figs. 2, 4)", "min over T_test of fixed OOD loss", ">=", 0.15),
-    "S6": ("stochastic quicker on q_test (Fig. 4)",
-           "min over q_test of fixed/stochastic (last 20%)", ">", 1.0),
-    "S7": ("fixed worse as q_test grows (Fig. 4)", "share of increasing q_test pairs", ">=", 1.0),
-    "S8": ("Adam keeps the length advantage (Fig. 5)",
-           "min over T_test of fixed/stochastic", ">=", 2.0),
-    "S9": ("heat maps block-diagonal (Fig. 3)", "max(W, V share outside block)", "<=", 0.05),
-}
 
 _SIM_QUICK = dict(T=20, q=3, d=5, d_e=40, batch=128, n_val=128, init="zero",
                   T_test=[25, 30, 35, 40], q_test=[1, 2, 4, 6], eval_every=None, seeds=[0],
@@ -153,176 +145,21 @@ def _groups_renamed(s, results):
     return groups
 
 
-def _ok(runs):
-    return all(r.success for r in runs)
-
-
-def _tail(runs, key, frac=0.2):
-    st = runs[0].history["step"]
-    m = st >= (1 - frac) * st[-1]
-    return float(np.mean([r.history[key][m].mean() for r in runs]))
-
-
-def ood_statements(s, groups):
-    """Values of S5–S8 for one OOD group (same T, optimiser, lr, steps): ``({reading:
-    {S: value}}`` for each fixed reading, S4 of the group's stochastic PE)``."""
-    st = groups["stochastic"]
-    s4 = max(float((final_stats(st, f"val/T={t}")[0] / final_stats(st, f"val/T={t}")[1]).max())
-             for t in s["T_test"]) if _ok(st) else float("nan")
-    out = {}
-    nan = float("nan")
-    for k in [k for k in groups if is_fixed(k)]:
-        fx = groups[k]
-        v = {"S5": nan, "S6": nan, "S7": nan}
-        if _ok(fx):      # S5, S7 are about the fixed PE alone; S6, S8 need both
-            v["S5"] = min(float(final_stats(fx, f"val/T={t}")[0].min()) for t in s["T_test"])
-            fq = [float(final_stats(fx, f"val/q={qt}")[0].mean()) for qt in s["q_test"]]
-            v["S7"] = float(np.mean(np.diff(fq) > 0))
-        if _ok(fx) and _ok(st):
-            v["S6"] = min(_tail(fx, f"val/q={qt}") / _tail(st, f"val/q={qt}")
-                          for qt in s["q_test"])
-        if s["optimizer"] == "adam":
-            v["S8"] = min(float(final_stats(fx, f"val/T={t}")[0].mean() /
-                                final_stats(st, f"val/T={t}")[0].mean())
-                          for t in s["T_test"]) if _ok(fx) and _ok(st) else nan
-        out[k] = v
-    return out, s4
-
-
-def fig1_statements(runs, d, heat=False):
-    """S1–S3 (and S9 for randomly initialised runs) of one practical-model setting."""
-    if not _ok(runs):
-        return {S: float("nan") for S in (("S1", "S2", "S3", "S9") if heat else
-                                           ("S1", "S2", "S3"))}
-    step = runs[0].history["step"]
-    half = step >= step[-1] / 2
-    s1 = max(r.final("loss") / r.history["loss"][0] for r in runs)
-    s2 = min(fit_linear(step[half], 1.0 / r.history["loss"][half]).r2 for r in runs)
-    s3 = min(min(r.final("cos_W"), r.final("cos_V")) for r in runs)
-    out = {"S1": float(s1), "S2": float(s2), "S3": float(s3)}
-    if heat:
-        m = [block_mass(r.W, r.V, d) for r in runs]
-        out["S9"] = float(max(max(x["W_outside_pe_block"], x["V_outside_token_block"])
-                              for x in m))
-    return out
-
-
-def held(S, value):
-    """Whether statement ``S`` (a key of ``STATEMENTS``) holds for ``value``, i.e.
-    ``value <op> threshold`` with the statement's op and threshold; ``False`` for ``None`` or a
-    non-finite value (NaN: a run of that setting did not succeed)."""
-    if value is None or not np.isfinite(value):
-        return False
-    _, _, op, thr = STATEMENTS[S]
-    return {"<=": value <= thr, ">=": value >= thr, ">": value > thr}[op]
-
-
-# --------------------------------------------------------------------------------------
-# reduced dynamics (dense)
-# --------------------------------------------------------------------------------------
-def reduced_map(r):
-    """S1, S2, S4, S5, S6, S7 on a grid ``lr × step budget`` from the exact reduced
-    dynamics (theory model, sum query, population GD). Returns ``(lrs, budgets, {S: bool
-    array (n_lr, n_budget)}, {S: value array})``."""
-    from stsim.theory.reduced import ood_loss_onehot, reduced_gd, reduced_loss
-    T, q, d, de = r["T"], r["q"], r["d"], r["d_e"]
-    lrs = np.asarray(r["lrs"], float)
-    ev = int(r["record_every"])
-    slots = reduced_gd(T, q, d, lrs, r["max_steps"], pe="stochastic", d_e=de, record_every=ev)
-    oneh = reduced_gd(T, q, d, lrs, r["max_steps"], pe="onehot", record_every=ev)
-    step = slots.step
-    budgets = np.unique(np.geomspace(max(ev * 10, 100), r["max_steps"], 40).astype(int) // ev * ev)
-    idx = np.searchsorted(step, budgets)
-    L0 = reduced_loss(0.0, 0.0, T, q, d)
-    val = {}
-    val["S1"] = slots.loss[:, idx] / L0
-    inv = 1.0 / slots.loss
-    s2 = np.empty((lrs.size, budgets.size))
-    for j, b in enumerate(budgets):
-        m = (step >= b / 2) & (step <= b)
-        s2[:, j] = [fit_linear(step[m], inv[i, m]).r2 for i in range(lrs.size)]
-    val["S2"] = s2
-    a_s, g_s = slots.a[:, idx], slots.gamma[:, idx]
-    a_o, g_o = oneh.a[:, idx], oneh.gamma[:, idx]
-    val["S4"] = np.max([reduced_loss(a_s, g_s, Tt, q, d) / reduced_loss(0.0, 0.0, Tt, q, d)
-                        for Tt in r["T_test"]], axis=0)
-    val["S5"] = np.min([ood_loss_onehot(a_o, g_o, T, Tt, q, d) for Tt in r["T_test"]], axis=0)
-    # S6 at the budget's end point (population GD has no noise to average over)
-    val["S6"] = np.min([reduced_loss(a_o, g_o, T, qt, d) / reduced_loss(a_s, g_s, T, qt, d)
-                        for qt in r["q_test"]], axis=0)
-    fq = np.array([reduced_loss(a_o, g_o, T, qt, d) for qt in r["q_test"]])
-    val["S7"] = np.mean(np.diff(fq, axis=0) > 0, axis=0)
-    ok = {S: np.vectorize(lambda v, S=S: held(S, v))(v) for S, v in val.items()}
-    return lrs, budgets, ok, val
-
-
-def _region_text(lrs, budgets, ok):
-    """Where a boolean (lr × budget) map holds, in words: per lr the smallest budget from
-    which it holds at every larger budget."""
-    if ok.all():
-        return "everywhere on the grid"
-    if not ok.any():
-        return "nowhere on the grid"
-    parts = []
-    for i, lr in enumerate(lrs):
-        row = ok[i]
-        if row.all():
-            parts.append((lr, budgets[0]))
-        elif row[-1]:
-            k = len(row) - np.argmax(~row[::-1])
-            parts.append((lr, budgets[k]))
-        elif row.any():
-            parts.append((lr, None))
-    keep = parts[:: max(1, len(parts) // 6)]
-    txt = ", ".join(f"lr {lr:g}: t ≥ {b}" if b is not None else f"lr {lr:g}: in a window only"
-                    for lr, b in keep)
-    never = [lr for i, lr in enumerate(lrs) if not ok[i].any()]
-    if never:
-        txt += f"; never for lr ∈ [{min(never):g}, {max(never):g}]"
-    return txt
-
-
-def interference_table(r):
-    """The near-orthogonal interference floor (:mod:`stsim.theory.interference`): for each
-    ``d_e``, a fixed table of ``T`` unit vectors (seeded), the Monte-Carlo floor over ``c``
-    at the trained ``q`` (optimal γ) beside the first-order law, and the loss at that
-    ``(c*, γ*)`` on each ``q_test``."""
-    from stsim.theory.interference import (interference_floor_approx, interference_floor_mc,
-                                           interference_loss_mc, random_table)
-    rows = []
-    for de in r["d_e"]:
-        rng = np.random.default_rng(12345 + int(de))
-        tab = random_table(rng, r["T"], int(de))
-        c, L = interference_floor_mc(r["T"], r["q"], r["d"], tab, n_mc=r["n_mc"], rng=rng)
-        _, gam = interference_loss_mc(c, r["T"], r["q"], r["d"], tab, n_mc=r["n_mc"], rng=rng)
-        ca, La = interference_floor_approx(r["T"], r["q"], r["d"], int(de))
-        by_q = {}
-        for qt in r["q_test"]:
-            Lq, _ = interference_loss_mc(c, r["T"], qt, r["d"], tab, gamma=float(gam),
-                                         n_mc=r["n_mc"], rng=rng)
-            by_q[str(qt)] = float(Lq)
-        rows.append({"d_e": int(de), "c_mc": c, "floor_mc": L, "gamma_mc": float(gam),
-                     "c_first_order": ca, "floor_first_order": La,
-                     "floor_times_d_e": L * int(de), "loss_at_q_test": by_q})
-    return rows
-
-
 # --------------------------------------------------------------------------------------
 # analysis
 # --------------------------------------------------------------------------------------
-def analyse(s, results, out, mode):
-    """Build the claims map, write its files into ``out`` and return the summary.
+def measure(s, results):
+    """Build the claims map; returns ``(measured, checks)``.
 
     One column per simulated setting (the ``T = 20`` grid, the practical runs, the linked
     figure runs) with its values of S1–S9; a block whose runs are missing from ``results`` is
     left out and named in ``measured["missing"]``. Beside them the (lr × step budget) maps of
-    :func:`reduced_map` and the near-orthogonal :func:`interference_table`. Writes
-    ``claims.png``, ``claims_map.csv`` (one row per statement × column and per statement ×
-    reduced-grid cell), ``claims.md`` (:func:`claims_table`), and ``claims.csv`` /
-    ``claims.json`` (:func:`.common.finish`; ``measured``: ``columns``, ``reduced`` (``lrs``,
-    ``budgets``, ``held``, ``value``, ``region``), ``table_markdown``, ``interference``,
-    ``missing``). Its checks are on the interference floor (falls with ``d_e``, grows with
-    ``q_test``, first-order law vs Monte-Carlo) and on S6 in the reduced dynamics."""
+    :func:`.claims_reduced.reduced_map` and the near-orthogonal
+    :func:`.claims_reduced.interference_table`. ``measured``: ``columns``, ``reduced``
+    (``lrs``, ``budgets``, ``held``, ``value``, ``region``), ``table_markdown``
+    (:func:`.claims_draw.claims_table`), ``interference``, ``missing``. Its checks are on
+    the interference floor (falls with ``d_e``, grows with ``q_test``, first-order law vs
+    Monte-Carlo) and on S6 in the reduced dynamics."""
     sim = s["sim"]
     cols = []                     # (label, scale, {S: value}, note)
 
@@ -409,33 +246,12 @@ def analyse(s, results, out, mode):
     guarded(paper_long, "fig2")
 
     lrs, budgets, rok, rval = reduced_map(s["reduced"])
-    _draw(s, cols, lrs, budgets, rok, out)
-
-    rows = []
-    for c in cols:
-        for S, v in c["values"].items():
-            rows.append([S, STATEMENTS[S][0], c["label"], c["setting"], "simulation", v,
-                         held(S, v)])
-    red = s["reduced"]
-    for S in rok:
-        for i, lr in enumerate(lrs):
-            for j, b in enumerate(budgets):
-                rows.append([S, STATEMENTS[S][0], f"reduced T{red['T']} lr {lr:g} t {b}",
-                             f"theory/sum population GD, one-hot n=T={red['T']} / slots "
-                             f"d_e={red['d_e']}, lr {lr:g}, {b} steps", "reduced",
-                             float(rval[S][i, j]), bool(rok[S][i, j])])
-    os.makedirs(out, exist_ok=True)
-    write_csv(os.path.join(out, f"{NAME}_map.csv"),
-              ["statement", "name", "column", "setting", "source", "value", "held"], rows,
-              float_format=".6g")
     table = claims_table(s, cols, lrs, budgets, rok)
-    with open(os.path.join(out, f"{NAME}.md"), "w") as fh:
-        fh.write(table + "\n")
     measured = {"columns": cols, "reduced": {
         "lrs": lrs.tolist(), "budgets": budgets.tolist(),
         "held": {S: v.tolist() for S, v in rok.items()},
         "value": {S: v.tolist() for S, v in rval.items()},
-        "region": {S: _region_text(lrs, budgets, v) for S, v in rok.items()}},
+        "region": {S: region_text(lrs, budgets, v) for S, v in rok.items()}},
         "table_markdown": table}
     inter = interference_table(s["interference"])
     red_q = s["reduced"]["q"]
@@ -462,84 +278,41 @@ def analyse(s, results, out, mode):
                    "one-hot map, further along, is the first to oscillate"),
     ]
     measured["missing"] = missing
-    runs = {j.name: results[j.name] for j in jobs(s) if j.name in results}
-    return finish(NAME, out, s, mode, runs, checks, measured)
+    return measured, checks
 
 
 def _short(k):
     return "1hot" if k == "onehot" else ("NO" + k[4:] if k.startswith("near") else k)
 
 
-def claims_table(s, cols, lrs, budgets, rok) -> str:
-    """Markdown: statement | reduced-dynamics region | simulated: held in / failed in."""
-    red = s["reduced"]
-    lines = ["| statement | measure, target | reduced dynamics (theory/sum, population GD, "
-             f"T={red['T']}) | simulation: held | simulation: failed |",
-             "|---|---|---|---|---|"]
-    for S, (name, what, op, thr) in STATEMENTS.items():
-        reg = _region_text(lrs, budgets, rok[S]) if S in rok else "— (no reduction)"
-        h = [f"{c['label']} ({c['values'][S]:.3g})" for c in cols
-             if S in c["values"] and held(S, c["values"][S])]
-        f = [f"{c['label']} ({c['values'][S]:.3g})" for c in cols
-             if S in c["values"] and not held(S, c["values"][S])]
-        lines.append(f"| {S} {name} | {what} {op} {thr:g} | {reg} | {'; '.join(h) or '—'} | "
-                     f"{'; '.join(f) or '—'} |")
-    return "\n".join(lines)
+def draw(s, results, measured, out):
+    """Write ``claims.png`` (:func:`.claims_draw.draw_map`), ``claims_map.csv``
+    (:func:`.claims_draw.map_rows`) and ``claims.md`` from ``measured`` (:func:`measure`)."""
+    red = measured["reduced"]
+    lrs, budgets = np.asarray(red["lrs"], float), np.asarray(red["budgets"])
+    rok = {S: np.asarray(v, bool) for S, v in red["held"].items()}
+    rval = {S: np.asarray(v, float) for S, v in red["value"].items()}
+    cols = measured["columns"]
+    draw_map(s, cols, lrs, budgets, rok, os.path.join(out, f"{NAME}.png"))
+    write_csv(os.path.join(out, f"{NAME}_map.csv"), MAP_COLUMNS,
+              map_rows(s, cols, lrs, budgets, rok, rval), float_format=".6g")
+    with open(os.path.join(out, f"{NAME}.md"), "w") as fh:
+        fh.write(measured["table_markdown"] + "\n")
 
 
-def _draw(s, cols, lrs, budgets, rok, out):
-    Ss = list(STATEMENTS)
-    fig = plt.figure(figsize=(max(12, 0.32 * len(cols) + 4), 10.5))
-    gs = fig.add_gridspec(2, 6, height_ratios=[1.35, 1])
-    ax = fig.add_subplot(gs[0, :])
-    M = np.full((len(Ss), len(cols)), np.nan)
-    for j, c in enumerate(cols):
-        for S, v in c["values"].items():
-            M[Ss.index(S), j] = 1.0 if held(S, v) else 0.0
-    from matplotlib.colors import ListedColormap
-    cmap = ListedColormap(["#d7301f", "#1a9850"]).with_extremes(bad="#eeeeee")
-    ax.imshow(np.ma.masked_invalid(M), cmap=cmap, vmin=0, vmax=1, aspect="auto",
-              interpolation="nearest")
-    for j, c in enumerate(cols):
-        for S, v in c["values"].items():
-            ax.text(j, Ss.index(S), f"{v:.2g}" if np.isfinite(v) else "div", ha="center",
-                    va="center", fontsize=5, color="white")
-    ax.set_yticks(range(len(Ss)), [f"{S} {STATEMENTS[S][0]}" for S in Ss], fontsize=7)
-    ax.set_xticks(range(len(cols)), [c["label"] for c in cols], rotation=70, ha="right",
-                  fontsize=6)
-    ax.set_title("simulated settings: green = statement held, red = failed, grey = not "
-                 "applicable (cell: measured value; 1hot = fixed one-hot, NOk = fixed "
-                 "near-orthogonal d_e=k, prac = practical model)", fontsize=8)
-    red = s["reduced"]
-    for i, S in enumerate(rok):
-        a = fig.add_subplot(gs[1, i])
-        a.pcolormesh(budgets, lrs, rok[S].astype(float), cmap=cmap, vmin=0, vmax=1,
-                     shading="nearest")
-        a.set_xscale("log")
-        a.set_title(f"{S}: {STATEMENTS[S][0]}".replace(" (", "\n("), fontsize=7)
-        a.set_xlabel("step budget", fontsize=7)
-        a.tick_params(labelsize=6)
-        if i == 0:
-            a.set_ylabel("lr (population GD)", fontsize=7)
-    fig.suptitle(f"Claims map. Top: simulations (T={s['sim']['T']} grid and the T=200 figure "
-                 f"runs). Bottom: exact reduced dynamics, theory model, sum query, "
-                 f"T={red['T']}, slots d_e={red['d_e']}, one-hot n=T (green = held at that "
-                 "lr and step budget)", fontsize=9)
-    fig.tight_layout()
-    savefig(fig, os.path.join(out, f"{NAME}.png"), dpi=110)
-
-
-def run_claims(mode="quick", out=os.path.join("runs", "claims"), *, workers=1, cache=None,
-               overrides=None, log=None) -> dict:
-    """Run the claims map on its own (plain function; the CLI calls it): resolve the
-    settings of ``mode`` (with ``overrides`` ``{key: value}``), train the simulations in
-    the pool, write ``claims.png/.csv/.json/.md`` and the ``claims_map.csv`` into ``out``.
-    Returns the summary."""
-    from stsim.studies.figures import resolve_all
-    from stsim.studies.figures.common import run_jobs
-    s = resolve_all(mode, {f"claims.{k}": v for k, v in (overrides or {}).items()},
-                    only=["claims"])["claims"]
-    cache = cache if cache is not None else os.path.join(out, "runs")
-    results = run_jobs(jobs(s), workers=workers, cache=cache, log=log)
-    return analyse(s, results, out, mode)
-
+def run_claims(mode="quick", out=os.path.join("runs", "claims"), *, workers=1, overrides=None,
+               log=None) -> dict:
+    """The claims map on its own, from Python: ``stsim figures --only claims`` (the figures
+    study, :func:`stsim.studies.contract.run_study`, into ``out``; its runs in
+    ``<out>/runs``, resumed from there) with ``overrides`` ``{key: value}`` of the claims
+    settings and ``workers`` processes. Returns the claims summary."""
+    from stsim.studies import figures
+    from stsim.studies.contract import run_study
+    from stsim.sweep.pool import make_executor
+    over = {"only": ["claims"], **{f"claims.{k}": v for k, v in (overrides or {}).items()}}
+    ex = make_executor(workers)
+    try:
+        summary = run_study(figures, out, mode=mode, overrides=over, executor=ex, log=log)
+    finally:
+        ex.shutdown(wait=True)
+    return summary["summaries"]["claims"]

@@ -26,7 +26,7 @@ import os
 import numpy as np
 
 from stsim.util.plotting import plt, savefig
-from stsim.studies.figures.common import Job, check, finish, seed_band
+from stsim.studies.figures.common import Job, check, seed_band, seed_values
 from stsim.util.stats import fit_linear
 from stsim.studies.figures.ood import QUICK_BASE, FULL_BASE, block_mass
 
@@ -55,28 +55,32 @@ def jobs(s):
                 run_options(s, seed)) for seed in s["seeds"]]
 
 
-def analyse(s, results, out, mode):
-    """Draw ``fig1.png`` (training loss, 1/loss with a linear fit over the second half,
-    cos(W, W*) and cos(V, V*); seed mean with min–max band), measure and check, write
-    ``fig1.csv`` / ``fig1.json`` (:func:`.common.finish`) and return the summary.
+def inverse_loss_fit(runs):
+    """The seed mean of ``1/loss`` on the common steps and its least-squares line over the
+    second half: ``(step, inverse, half, coef)`` (``coef`` = slope, intercept)."""
+    step, Y = seed_values(runs, "loss", transform=lambda y: 1.0 / y)
+    inv = Y.mean(axis=0)
+    half = step >= step[-1] / 2
+    A = np.vstack([step[half], np.ones(half.sum())]).T
+    coef, *_ = np.linalg.lstsq(A, inv[half], rcond=None)
+    return step, inv, half, coef
 
-    ``measured``: per seed the initial and final loss and their ratio, the R² of 1/L over the
-    second half, the final cosines and :func:`.ood.block_mass`; also the R² and slope of the
-    seed-mean 1/L. Checks (worst seed): final ≤ 1 % of initial, R² ≥ 0.99, both cosines
-    ≥ 0.99."""
+
+def draw(s, results, measured, out):
+    """Draw ``fig1.png``: training loss, 1/loss with the linear fit over the second half
+    (:func:`inverse_loss_fit`), cos(W, W*) and cos(V, V*); seed mean with min–max band."""
     runs = [results[j.name] for j in jobs(s)]
     fig, ax = plt.subplots(1, 3, figsize=(13, 3.6))
-    step, mean = seed_band(ax[0], runs, "loss", label="training loss (seed mean, min–max)")
+    seed_band(ax[0], runs, "loss", label="training loss (seed mean, min–max)")
     ax[0].axhline(s["d"] / (2 * s["q"]), color="gray", ls=":", lw=1, label="L(0) = d/(2q)")
     ax[0].set_yscale("log")
     ax[0].set_xlabel("step")
     ax[0].set_ylabel("loss")
     ax[0].legend(fontsize=8)
     ax[0].set_title("training loss")
-    _, inv = seed_band(ax[1], runs, "loss", transform=lambda y: 1.0 / y, label="1 / loss")
-    half = step >= step[-1] / 2
+    seed_band(ax[1], runs, "loss", transform=lambda y: 1.0 / y, label="1 / loss")
+    step, _, half, coef = inverse_loss_fit(runs)
     A = np.vstack([step[half], np.ones(half.sum())]).T
-    coef, *_ = np.linalg.lstsq(A, inv[half], rcond=None)
     ax[1].plot(step[half], A @ coef, "k--", lw=1, label="linear fit, 2nd half")
     ax[1].set_xlabel("step")
     ax[1].set_ylabel("1 / training loss")
@@ -94,6 +98,16 @@ def analyse(s, results, out, mode):
     fig.tight_layout()
     savefig(fig, os.path.join(out, f"{NAME}.png"))
 
+
+def measure(s, results):
+    """Measure and check Fig. 1; returns ``(measured, checks)``.
+
+    ``measured``: per seed the initial and final loss and their ratio, the R² of 1/L over the
+    second half, the final cosines and :func:`.ood.block_mass`; also the R² and slope of the
+    seed-mean 1/L. Checks (worst seed): final ≤ 1 % of initial, R² ≥ 0.99, both cosines
+    ≥ 0.99."""
+    runs = [results[j.name] for j in jobs(s)]
+    step, inv, half, coef = inverse_loss_fit(runs)
     init = np.array([r.history["loss"][0] for r in runs])
     final = np.array([r.final("loss") for r in runs])
     ratio = final / init
@@ -118,6 +132,4 @@ def analyse(s, results, out, mode):
         check("cos(W, W*) (worst seed)", min(cw), ">=", 0.99),
         check("cos(V, V*) (worst seed)", min(cv), ">=", 0.99),
     ]
-    return finish(NAME, out, s, mode, {j.name: results[j.name] for j in jobs(s)}, checks,
-                  measured)
-
+    return measured, checks

@@ -20,7 +20,7 @@ import os
 import numpy as np
 
 from stsim.util.plotting import plt, savefig
-from stsim.studies.figures.common import check, finish, n_seeds
+from stsim.studies.figures.common import check, n_seeds
 from stsim.studies.figures.ood import (FULL_BASE, QUICK_BASE, by_pe, exact_agreement,
                                        final_stats, floor, is_fixed, long_jobs, ood_jobs,
                                        panel_curves, pe_label, predicted_fixed_ood,
@@ -108,11 +108,8 @@ def _setting(s, r):
     return f"{c['optimizer']} lr {c['lr']:g}, {c['steps']} steps"
 
 
-def analyse(s, results, out, mode):
-    """Draw ``fig2.png`` (:func:`draw_length_panels`), measure and check the claims of
-    :func:`length_checks`, add the ``(a, γ)`` read off each one-hot run
-    (``measured["fixed_reduced_state_a_gamma"]``), write ``fig2.csv`` / ``fig2.json``
-    (:func:`.common.finish`) and return the summary."""
+def draw(s, results, measured, out):
+    """Draw ``fig2.png`` (:func:`draw_length_panels`)."""
     groups = by_pe(s, results)
     n = len(s["T_test"])
     fig, axes = plt.subplots(1, n, figsize=(3.4 * n, 3.6), sharey=True)
@@ -125,9 +122,13 @@ def analyse(s, results, out, mode):
                  "(seed mean, min–max band)", fontsize=8)
     fig.tight_layout()
     savefig(fig, os.path.join(out, f"{NAME}.png"))
+
+
+def measure(s, results):
+    """The claims of :func:`length_checks` and the ``(a, γ)`` read off each one-hot run
+    (``measured["fixed_reduced_state_a_gamma"]``); returns ``(measured, checks)``."""
+    groups = by_pe(s, results)
     measured, checks = length_checks(s, groups)
     measured["fixed_reduced_state_a_gamma"] = [reduced_state_onehot(r, s["T"], s["d"])
                                                for r in groups["onehot"]]
-    runs = {j.name: results[j.name] for j in jobs(s)}
-    return finish(NAME, out, s, mode, runs, checks, measured)
-
+    return measured, checks

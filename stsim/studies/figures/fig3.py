@@ -18,7 +18,7 @@ from stsim.core.config import Config
 from stsim.core.problem import make_problem
 from stsim.core.seeds import Streams
 from stsim.util.plotting import plt, savefig
-from stsim.studies.figures.common import Job, check, finish
+from stsim.studies.figures.common import Job, check
 from stsim.studies.figures.ood import block_mass
 
 NAME = "fig3"
@@ -62,17 +62,10 @@ def _heat(ax, M, d, title, fig):
     fig.colorbar(im, ax=ax, fraction=0.046, pad=0.02)
 
 
-def analyse(s, results, out, mode):
-    """Draw ``fig3.png`` (W and V at initialisation, re-created by :func:`initial_params`,
-    and after training; first seed), measure and check, write ``fig3.csv`` / ``fig3.json``
-    (:func:`.common.finish`) and return the summary.
-
-    ``measured`` (per seed): :func:`.ood.block_mass` at initialisation and at the end, the
-    diagonal's Frobenius share and mean of ``W_ee``, the mean diagonal of ``V_x``, final loss
-    and cosines. Checks (worst seed): the shares of W outside its PE block and of V outside
-    its token block are ≤ 5 % after training and fall during training."""
-    runs = [results[j.name] for j in jobs(s)]
-    r0 = runs[0]
+def draw(s, results, measured, out):
+    """Draw ``fig3.png``: W and V at initialisation (re-created by :func:`initial_params`)
+    and after training, first seed."""
+    r0 = results[jobs(s)[0].name]
     W0, V0 = initial_params(r0)
     d = s["d"]
     fig = plt.figure(figsize=(10, 6.6))
@@ -87,6 +80,16 @@ def analyse(s, results, out, mode):
                  f"and PE coordinates; seed {r0.config['seed']}", fontsize=9)
     savefig(fig, os.path.join(out, f"{NAME}.png"))
 
+
+def measure(s, results):
+    """Measure and check Fig. 3; returns ``(measured, checks)``.
+
+    ``measured`` (per seed): :func:`.ood.block_mass` at initialisation and at the end, the
+    diagonal's Frobenius share and mean of ``W_ee``, the mean diagonal of ``V_x``, final loss
+    and cosines. Checks (worst seed): the shares of W outside its PE block and of V outside
+    its token block are ≤ 5 % after training and fall during training."""
+    runs = [results[j.name] for j in jobs(s)]
+    d = s["d"]
     m_init = [block_mass(*initial_params(r), d) for r in runs]
     m_end = [block_mass(r.W, r.V, d) for r in runs]
     Wee = [r.W[d:, d:] for r in runs]
@@ -112,6 +115,4 @@ def analyse(s, results, out, mode):
               max(e["V_outside_token_block"] / i["V_outside_token_block"]
                   for e, i in zip(m_end, m_init)), "<", 1.0),
     ]
-    return finish(NAME, out, s, mode, {j.name: results[j.name] for j in jobs(s)}, checks,
-                  measured)
-
+    return measured, checks

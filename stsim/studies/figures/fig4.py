@@ -14,7 +14,7 @@ import numpy as np
 from matplotlib.ticker import NullFormatter
 
 from stsim.util.plotting import plt, savefig
-from stsim.studies.figures.common import check, finish, n_seeds, seed_band
+from stsim.studies.figures.common import check, n_seeds, seed_band
 from stsim.studies.figures.ood import (by_pe, final_stats, floor, is_fixed, ood_jobs,
                                        panel_curves, pe_color, pe_label, variants,
                                        PE_COLOR)
@@ -131,14 +131,8 @@ def q_checks(s, groups, tag=""):
     return measured, checks
 
 
-def analyse(s, results, out, mode):
-    """Draw ``fig4.png`` (top: :func:`draw_length_summary`; bottom: :func:`draw_q_panels`),
-    measure and check, write ``fig4.csv`` / ``fig4.json`` (:func:`.common.finish`) and return
-    the summary.
-
-    Checks: per fixed reading, its final OOD loss stays ≥ 0.15 (min over ``T_test`` and
-    seeds) and the stochastic PE ends below it at every ``T_test`` (worst stochastic seed /
-    best fixed seed < 1); then those of :func:`q_checks`."""
+def draw(s, results, measured, out):
+    """Draw ``fig4.png`` (top: :func:`draw_length_summary`; bottom: :func:`draw_q_panels`)."""
     groups = groups_of(s, results)
     nq = len(s["q_test"])
     fig = plt.figure(figsize=(3.3 * max(nq, 3), 7.0))
@@ -150,6 +144,15 @@ def analyse(s, results, out, mode):
                  f"lr={s['lr']}, {s['steps']} steps, {n_seeds(s['seeds'])}", fontsize=9)
     fig.tight_layout()
     savefig(fig, os.path.join(out, f"{NAME}.png"), dpi=100)
+
+
+def measure(s, results):
+    """Measure and check Fig. 4; returns ``(measured, checks)``.
+
+    Checks: per fixed reading, its final OOD loss stays ≥ 0.15 (min over ``T_test`` and
+    seeds) and the stochastic PE ends below it at every ``T_test`` (worst stochastic seed /
+    best fixed seed < 1); then those of :func:`q_checks`."""
+    groups = groups_of(s, results)
     measured, checks = q_checks(s, groups)
     fixed = [k for k in groups if is_fixed(k)]
     head = []
@@ -165,6 +168,4 @@ def analyse(s, results, out, mode):
                               "stochastic seed / best fixed seed)", st.max() / fx.min(), "<",
                               1.0))
     measured["fixed_min_final_ood"] = measured["onehot_min_final_ood"]   # name before issue 12
-    runs = {j.name: results[j.name] for j in jobs(s)}
-    return finish(NAME, out, s, mode, runs, head + checks, measured)
-
+    return measured, head + checks

@@ -11,7 +11,7 @@ from __future__ import annotations
 import os
 
 from stsim.util.plotting import plt, savefig
-from stsim.studies.figures.common import finish, n_seeds
+from stsim.studies.figures.common import n_seeds
 from stsim.studies.figures.fig2 import draw_length_panels, length_checks
 from stsim.studies.figures.fig4 import draw_q_panels, groups_of, q_checks
 from stsim.studies.figures.ood import FULL_BASE, QUICK_BASE, ood_jobs
@@ -31,11 +31,9 @@ def jobs(s):
     return ood_jobs(s)
 
 
-def analyse(s, results, out, mode):
-    """Draw ``fig5.png`` (top row: :func:`.fig2.draw_length_panels`; bottom row:
-    :func:`.fig4.draw_q_panels`), check the claims of Figs. 2 and 4 on the Adam runs
-    (:func:`.fig2.length_checks`, :func:`.fig4.q_checks`, tagged ``"Adam: "``), write
-    ``fig5.csv`` / ``fig5.json`` (:func:`.common.finish`) and return the summary."""
+def draw(s, results, measured, out):
+    """Draw ``fig5.png``: top row :func:`.fig2.draw_length_panels`, bottom row
+    :func:`.fig4.draw_q_panels`, on the Adam runs."""
     groups = groups_of(s, results)
     n = max(len(s["T_test"]), len(s["q_test"]))
     fig, axes = plt.subplots(2, n, figsize=(3.3 * n, 6.6), squeeze=False)
@@ -48,8 +46,12 @@ def analyse(s, results, out, mode):
                  f"batch {s['batch']}, {n_seeds(s['seeds'])}", fontsize=9)
     fig.tight_layout()
     savefig(fig, os.path.join(out, f"{NAME}.png"), dpi=100)
+
+
+def measure(s, results):
+    """The claims of Figs. 2 and 4 on the Adam runs (:func:`.fig2.length_checks`,
+    :func:`.fig4.q_checks`, tagged ``"Adam: "``); returns ``(measured, checks)``."""
+    groups = groups_of(s, results)
     m1, c1 = length_checks(s, groups, tag="Adam: ")
     m2, c2 = q_checks(s, groups, tag="Adam: ")
-    runs = {j.name: results[j.name] for j in jobs(s)}
-    return finish(NAME, out, s, mode, runs, c1 + c2, {**m1, **m2})
-
+    return {**m1, **m2}, c1 + c2

@@ -1,2 +1,5 @@
 """Transformer vs fully-connected net: the smallest width reaching a target loss as T grows
-(``stsim separation``; the experiment is :mod:`~stsim.studies.separation.study`)."""
+(``stsim separation``): a study of :mod:`stsim.studies.contract`, described in
+:mod:`~stsim.studies.separation.study`."""
+from stsim.studies.separation.study import (NAME, PRESETS, analyse, check,  # noqa: F401
+                                            report, run)

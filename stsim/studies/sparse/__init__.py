@@ -1,2 +1,6 @@
-"""Sparse Boolean functions: the task and models (:mod:`~stsim.studies.sparse.boolean`) and
-the sample-complexity experiment (:mod:`~stsim.studies.sparse.study`, ``stsim sparse``)."""
+"""Sparse Boolean functions: the task (:mod:`~stsim.studies.sparse.boolean`), the models
+(:mod:`~stsim.studies.sparse.models`) and the sample-complexity study of
+:mod:`stsim.studies.contract` (``stsim sparse``, described in
+:mod:`~stsim.studies.sparse.study`)."""
+from stsim.studies.sparse.study import (NAME, PRESETS, analyse, check, report,  # noqa: F401
+                                        run)

@@ -1,0 +1,160 @@
+r"""The reduced population dynamics (SPEC §4): the one home of the closed-form loss, its
+gradient and the GD map on the invariant set. :mod:`stsim.core.schedule` (default lr and
+steps) and :mod:`stsim.theory.reduced` (trajectories, gradient flow, OOD closed forms)
+both build on it.
+
+**The invariant set** (exact for the population loss with a one-hot or stochastic/slots
+encoding, both models, both queries, from zero initialisation; derived in
+``docs/theory.md`` §3). ``W_ee = a I − b J`` (n×n; ``n`` is the encoding's
+:meth:`~stsim.core.encodings.Encoding.reduced_n`: ``T`` for onehot, ``d_e`` for slots),
+``V_x = γ I``, every other block 0. Relative to an unselected token the q selected tokens
+have logit ``θ = c a`` and, in the practical model only, the query token has
+``φ = c² q (a − b q) + c b q`` (its value ``V_e p_q`` is 0); ``c = 1`` (``query="sum"``) or
+``1/q`` (``"mean"``). With ``r = T − q``, ``Z = q e^θ + r + e^φ`` (no ``e^φ`` term in the
+theory model) and ``s₊ = e^θ/Z``, ``s₋ = 1/Z``, ``s_φ = e^φ/Z``, ``S₂ = q s₊² + r s₋²``::
+
+    L(a, b, γ) = (d/2) (S₂ γ² − 2 s₊ γ + 1/q)
+
+    ∂L/∂θ = d r s₊ s₋ γ (q γ (s₊ − s₋) − 1) + d γ s₊ s_φ (q γ s₊ − 1)
+    ∂L/∂φ = d γ s_φ (s₊ − γ S₂)
+    ∂L/∂a = c ∂L/∂θ + c² q ∂L/∂φ,     ∂L/∂b = (c q − c² q²) ∂L/∂φ
+    ∂L/∂γ = d (S₂ γ − s₊)
+
+(from ``∂s₊/∂θ = s₊(1 − q s₊)``, ``∂s₋/∂θ = −q s₊ s₋``, ``∂s₊/∂φ = −s₊ s_φ``,
+``∂s₋/∂φ = −s₋ s_φ`` and ``1 − q s₊ = r s₋ + s_φ``). Softmax is evaluated shifted by
+``m = max(θ, φ, 0)``, so logits of any size are safe.
+
+**The GD map.** By slot exchangeability the population gradient in ``W_ee`` is ``αI + βJ``
+with ``n(α + β) = ∂L/∂a`` and ``n(α + nβ) = −∂L/∂b``, so full-matrix GD with step η is
+the 3-scalar map ``a ← a − ηα``, ``b ← b + ηβ``, ``γ ← γ − (η/d) ∂L/∂γ``. In the theory
+model ``∂L/∂b = 0``, ``b`` stays 0 and the map is the two-scalar
+``a ← a − η/(n−1) ∂L/∂a`` of :mod:`stsim.theory.reduced` (``‖I − J/n‖_F² = n − 1``).
+Tested against full-matrix population GD (``tests/test_schedule.py``,
+``tests/test_population.py``).
+"""
+from __future__ import annotations
+
+import math
+
+import numpy as np
+
+__all__ = ["loss_grad", "loss_grad_scalar", "reduced_map", "reduced_map_steps",
+           "reduced_map_losses", "ESCAPE", "TARGET", "MAX_STEPS"]
+
+TARGET = 0.02          # "learned": loss <= 2% of its initial value L(0) = d/(2q)
+ESCAPE = 0.5           # "escaped the plateau": loss <= 50% of L(0)
+MAX_STEPS = 100_000    # the map is run this far by reduced_map_steps, then extrapolated
+
+
+def loss_grad_scalar(a, b, gamma, T, q, d, c=1.0, practical=False, exp=math.exp,
+                     maximum=max):
+    """``L`` and ``(∂L/∂a, ∂L/∂b, ∂L/∂γ)`` of the reduced model (module docstring) — the
+    one formula, written once: for one setting in Python floats as called (what the
+    step-by-step maps need; several times faster than NumPy on scalars), and for NumPy
+    arrays through :func:`loss_grad` (``exp=np.exp``, ``maximum=np.maximum``).
+    ``∂L/∂b`` is ``0.0`` in the theory model."""
+    r = T - q
+    th = c * a
+    if practical:
+        ph = c * c * q * (a - b * q) + c * b * q
+        m = maximum(maximum(th, ph), 0.0)
+        eq = exp(ph - m)
+    else:
+        m = maximum(th, 0.0)
+        eq = 0.0
+    es, eu = exp(th - m), exp(-m)
+    Z = q * es + r * eu + eq
+    sp, sm = es / Z, eu / Z
+    S2 = q * sp * sp + r * sm * sm
+    L = 0.5 * d * (S2 * gamma * gamma - 2.0 * sp * gamma + 1.0 / q)
+    dth = d * r * sp * sm * gamma * (q * gamma * (sp - sm) - 1.0)
+    dg = d * (S2 * gamma - sp)
+    if not practical:
+        return L, c * dth, 0.0, dg
+    sq = eq / Z
+    dth = dth + d * gamma * sp * sq * (q * gamma * sp - 1.0)
+    dph = d * gamma * sq * (sp - gamma * S2)
+    return L, c * dth + c * c * q * dph, (c * q - c * c * q * q) * dph, dg
+
+
+def loss_grad(a, b, gamma, T, q, d, *, c=1.0, practical=False):
+    """:func:`loss_grad_scalar` on NumPy arrays (everything broadcasts).
+
+    Parameters
+    ----------
+    a : array_like
+        Coefficient of ``I`` in ``W_ee = a I − b J``.
+    b : array_like
+        Coefficient of ``−J`` (stays 0 in the theory model).
+    gamma : array_like
+        ``V_x = γ I``.
+    T : array_like
+        Number of tokens attended to (besides the query token).
+    q : array_like
+        Subset size.
+    d : array_like
+        Token dimension.
+    c : array_like
+        Query coefficient: 1 (``query="sum"``) or ``1/q`` (``"mean"``).
+    practical : bool
+        Attention also over the query token (logit ``φ``).
+
+    Returns
+    -------
+    tuple of ndarrays
+        ``L, dL_da, dL_db, dL_dgamma`` of the broadcast shape.
+
+    >>> L, da, db, dg = loss_grad(0.0, 0.0, 0.0, 8, 2, 3)     # L(0) = d/(2q)
+    >>> float(L), float(dg)
+    (0.75, -0.375)
+    """
+    f = np.float64
+    L, da, db, dg = loss_grad_scalar(np.asarray(a, f), np.asarray(b, f), np.asarray(gamma, f),
+                                     np.asarray(T, f), np.asarray(q, f), np.asarray(d, f),
+                                     np.asarray(c, f), practical, np.exp, np.maximum)
+    return L, da, (db if practical else np.zeros(np.shape(L))), dg
+
+
+def reduced_map(T, q, d, lr, n, *, c=1.0, practical=False, a0=0.0, b0=0.0, gamma0=0.0):
+    """The 3-scalar GD map of the module docstring from ``(a0, b0, γ0)``, one setting in
+    floats: an endless iterator of ``(L, a, b, γ)``, the loss at each state before its
+    update (``n``: the encoding's ``reduced_n(T)``)."""
+    a, b, g = float(a0), float(b0), float(gamma0)
+    while True:
+        L, da, db, dg = loss_grad_scalar(a, b, g, T, q, d, c, practical)
+        yield L, a, b, g
+        beta = (-db / n - da / n) / (n - 1)
+        a -= lr * (da / n - beta)
+        b += lr * beta
+        g -= lr / d * dg
+
+
+def reduced_map_steps(T, q, d, lr, n, *, c=1.0, practical=False, max_steps=MAX_STEPS,
+                      levels=(ESCAPE, TARGET), a0=0.0, b0=0.0, gamma0=0.0, extrapolate=True):
+    """For each level in ``levels``, the first step of :func:`reduced_map` with
+    ``L <= level · L(0)``, ``L(0) = d/(2q)`` (None if not within ``max_steps``). With
+    ``extrapolate``, a level not reached within ``max_steps`` after the escape
+    (``L <= 50% L(0)``) is extrapolated with the rate law
+    ``1/L(t) ≈ 1/L(t_h) + 4ηc²(t − t_h)/(n−1)`` (SPEC §4)."""
+    L0 = 0.5 * d / q
+    out = [None] * len(levels)
+    todo = sorted(range(len(levels)), key=lambda i: -levels[i])
+    k = 0
+    states = reduced_map(T, q, d, lr, n, c=c, practical=practical, a0=a0, b0=b0, gamma0=gamma0)
+    for t, (L, *_) in zip(range(max_steps + 1), states):
+        while k < len(todo) and L <= levels[todo[k]] * L0:
+            out[todo[k]] = t
+            k += 1
+        if k == len(todo) or not math.isfinite(L):
+            break
+        if t == max_steps and extrapolate and L < ESCAPE * L0:
+            for i in todo[k:]:
+                out[i] = int(t + (n - 1) / (4.0 * lr * c * c) * (1.0 / (levels[i] * L0) - 1.0 / L))
+    return out
+
+
+def reduced_map_losses(T, q, d, lr, n, steps, *, c=1.0, practical=False):
+    """The loss ``L(t)``, ``t = 0..steps``, of :func:`reduced_map` from zero (a list; for
+    tests against full-matrix population GD)."""
+    states = reduced_map(T, q, d, lr, n, c=c, practical=practical)
+    return [L for _, (L, *_) in zip(range(steps + 1), states)]

@@ -1,0 +1,292 @@
+"""The figures study on the study contract (:mod:`stsim.studies.contract`).
+
+Config (``PRESETS["quick"]`` / ``PRESETS["full"]``, overridden with ``--set
+<figure>.<key>=<value>``)::
+
+    {"mode": "quick" | "full",          # the preset's name: labels every output
+     "only": ["fig1", ..., "claims"],   # the figures to make (--only)
+     "fig1": {...}, "fig2": {...}, "fig3": {...}, "fig5": {...},
+     "beyond": {...}, "claims": {...}}  # each figure's SETTINGS[mode]
+
+:func:`check` resolves what figures share: ``fig4`` takes the settings of ``fig2`` (its
+``GROUP``: the same runs), and ``beyond`` / ``claims`` take the settings of the figures
+they compare (their ``LINKS``), so ``--set fig2.lr=3`` changes Figs. 2 and 4 and the
+linked parts of the others. It then builds every run and validates its options
+(:meth:`stsim.Config.from_options`) before any work.
+
+:func:`run` trains every run of the selected figures once, longest first
+(:meth:`.common.Job.estimated_seconds`), as the rows of one :func:`stsim.sweep` into
+``<out>/runs/jobs.csv``: each row trains with :func:`stsim.run` and saves
+``<out>/runs/<run name>.npz`` (:func:`.common.train_job`). The sweep's journal makes a
+rerun skip the runs already finished; a run whose options changed is a new row, and a
+finished row whose file is gone or holds another config's result is trained again (never
+reused). Each figure is drawn as soon as its runs are in, so an interrupted ``--full`` run
+keeps the figures that finished (the figures completed by the last run are drawn by
+:func:`report`, right after). ``<out>/runs/run.json`` records the workers and the wall time
+of the run step.
+
+:func:`analyse` rebuilds every figure's numbers from the ``.npz`` files alone (a figure
+whose runs are missing is left out and named); :func:`report` draws ``<fig>.png`` and
+writes ``<fig>.csv`` (every history), ``<fig>.json`` (settings, the resolved config of
+every run, measured numbers, claim checks) and ``figures.json`` (wall time: the run step
+plus this analysis; peak memory; every check).
+"""
+from __future__ import annotations
+
+import copy
+import functools
+import importlib
+import json
+import os
+import time
+
+from stsim.util.io import write_json
+from stsim.util.validate import check_choice
+from stsim.sweep import sweep
+from stsim.sweep.grid import point_key
+from stsim.sweep.journal import journal_path, load_journal
+from stsim.studies.contract import MODES
+from stsim.studies.figures import FIGURES, NAME
+from stsim.studies.figures.common import (Job, load_current, npz_path, peak_rss_mb,
+                                          summarise, train_job, write_histories_csv)
+
+__all__ = ["NAME", "FIGURES", "PRESETS", "check", "run", "analyse", "report",
+           "figure_jobs", "unique_jobs", "runs_dir"]
+
+TABLE = "jobs.csv"          # the sweep table of the runs, in <out>/runs
+SESSION = "run.json"        # workers and wall time of the last run step, in <out>/runs
+# (folder, figure) -> the summary (JSON text) whose files run() wrote in this process:
+# report() does not write the same files twice
+_WRITTEN: dict = {}
+
+
+def _module(name):
+    return importlib.import_module(f"stsim.studies.figures.{name}")
+
+
+def _preset(mode) -> dict:
+    cfg = {"mode": mode, "only": list(FIGURES)}
+    for n in FIGURES:
+        mod = _module(n)
+        if hasattr(mod, "GROUP"):          # fig4: fig2's settings, filled by check
+            continue
+        s = copy.deepcopy(mod.SETTINGS[mode])
+        for key in getattr(mod, "LINKS", {}):
+            s.pop(key, None)               # filled by check from the linked figure
+        cfg[n] = s
+    return cfg
+
+
+PRESETS = {m: _preset(m) for m in MODES}
+
+
+def runs_dir(out) -> str:
+    """The folder of the runs' ``.npz`` files and their sweep table: ``<out>/runs``."""
+    return os.path.join(out, "runs")
+
+
+def _link(cfg, fig, key, src):
+    """Set ``cfg[fig][key]`` (``key`` None: ``cfg[fig]``) to a copy of ``cfg[src]``; a value
+    already there that differs is refused (the two share runs)."""
+    target, name = (cfg, fig) if key is None else (cfg[fig], key)
+    value = copy.deepcopy(cfg[src])
+    if name in target and target[name] != value:
+        where = fig if key is None else f"{fig}.{key}"
+        raise ValueError(f"{where} takes the settings of {src} (shared runs): set {src}.<key> "
+                         f"instead")
+    target[name] = value
+
+
+def check(config) -> dict:
+    """Validate ``config`` and resolve the shared settings (module docstring); every run's
+    options are validated (``ValueError`` naming the figure, the run and the option) and
+    two runs of one name with different options are refused, before any work."""
+    cfg = copy.deepcopy(dict(config))
+    check_choice("mode", cfg.get("mode"), MODES)
+    only = cfg.get("only")
+    only = [only] if isinstance(only, str) else list(only or ())
+    if not only:
+        raise ValueError(f"only must name at least one figure of {FIGURES}")
+    for n in only:
+        if n not in FIGURES:
+            raise ValueError(f"only: unknown figure {n!r}; choose from {FIGURES}")
+    cfg["only"] = list(dict.fromkeys(only))
+    for n in FIGURES:
+        group = getattr(_module(n), "GROUP", None)
+        if group is not None:
+            _link(cfg, n, None, group)
+        elif not isinstance(cfg.get(n), dict):
+            raise ValueError(f"the settings of {n} are missing (a dict under {n!r})")
+    for n in FIGURES:
+        for key, src in getattr(_module(n), "LINKS", {}).items():
+            _link(cfg, n, key, src)
+    for n, js in figure_jobs(cfg).items():
+        for j in js:
+            try:
+                j.estimated_seconds()                # Config.from_options: validates
+            except ValueError as exc:
+                raise ValueError(f"{n}: run {j.name}: {exc}") from None
+    unique_jobs(cfg)
+    return cfg
+
+
+def figure_jobs(config) -> dict:
+    """``{figure: [Job]}`` for the selected figures (``config["only"]``), in that order."""
+    return {n: _module(n).jobs(config[n]) for n in config["only"]}
+
+
+def unique_jobs(config) -> list:
+    """Every run of the selected figures once (first-seen order); ``ValueError`` if two
+    runs share a name but not their options."""
+    unique: dict = {}
+    for js in figure_jobs(config).values():
+        for j in js:
+            if j.name in unique and unique[j.name].options != j.options:
+                raise ValueError(f"two runs named {j.name!r} with different options")
+            unique[j.name] = j
+    return list(unique.values())
+
+
+def _still_current(rec, runs):
+    """Sweep ``keep``: a finished row stands while its file holds its config's result."""
+    return load_current(runs, Job.from_point(rec["point"])) is not None
+
+
+def _finished(table, jobs, runs) -> set:
+    """The names of ``jobs`` the sweep into ``table`` will skip: finished in its journal,
+    and still current (:func:`_still_current`)."""
+    records = load_journal(journal_path(table))
+    return {j.name for j in jobs if (rec := records.get((point_key(j.point()), 0)))
+            is not None and rec["status"] == "ok" and _still_current(rec, runs)}
+
+
+def _figure(config, name, results):
+    """The summary of figure ``name`` from ``results`` (``{run name: Result}``)."""
+    mod, s = _module(name), config[name]
+    measured, checks = mod.measure(s, results)
+    runs = {j.name: results[j.name] for j in mod.jobs(s) if j.name in results}
+    return summarise(name, s, config["mode"], runs, checks, measured)
+
+
+def _write(config, out, name, results, summary):
+    """Draw figure ``name`` and write its ``.csv`` (histories) and ``.json`` (summary)."""
+    mod, s = _module(name), config[name]
+    os.makedirs(out, exist_ok=True)
+    mod.draw(s, results, summary["measured"], out)
+    runs = {j.name: results[j.name] for j in mod.jobs(s) if j.name in results}
+    write_histories_csv(os.path.join(out, f"{name}.csv"), runs)
+    write_json(os.path.join(out, f"{name}.json"), summary)
+
+
+def _load(out, jobs) -> dict:
+    runs = runs_dir(out)
+    return {j.name: r for j in jobs if (r := load_current(runs, j)) is not None}
+
+
+def run(config, out, executor, log=None) -> None:
+    """Train every run of the selected figures (module docstring) on ``executor``; draw
+    each figure as soon as its runs are in. ``log``: callable(str) or None."""
+    t0 = time.perf_counter()
+    say = log or (lambda msg: None)
+    runs = runs_dir(out)
+    os.makedirs(runs, exist_ok=True)
+    per_fig = figure_jobs(config)
+    needs = {n: {j.name for j in js} for n, js in per_fig.items()}
+    order = sorted(unique_jobs(config), key=Job.estimated_seconds, reverse=True)
+    table = os.path.join(runs, TABLE)
+    done = _finished(table, order, runs)
+    drawn = {n for n, names in needs.items() if names <= done}   # report draws these
+    say(f"{len(done)} of {len(order)} runs already finished in {runs}; training "
+        f"{len(order) - len(done)}, longest first")
+
+    def progress(k, total, rec):
+        name, r = rec["point"]["job"], rec["result"]
+        if rec["status"] == "ok":
+            done.add(name)
+            say(f"[{time.perf_counter() - t0:7.1f}s] done   {name}: {r.get('message')}, "
+                f"final loss {r.get('final_loss', float('nan')):.4g}, "
+                f"{r.get('wall_time_s') or 0:.1f}s, peak {r.get('peak_rss_mb') or 0:.0f} MB")
+        else:
+            say(f"[{time.perf_counter() - t0:7.1f}s] FAILED {name}: {rec['error']}")
+        if k == total:          # the last run: report draws what is left, right after
+            return
+        for n, names in needs.items():
+            if n not in drawn and names <= done:
+                drawn.add(n)
+                results = _load(out, per_fig[n])
+                summary = _figure(config, n, results)
+                _write(config, out, n, results, summary)
+                _WRITTEN[(os.path.abspath(out), n)] = json.dumps(summary, sort_keys=True)
+                say(f"drew {n} -> {os.path.join(out, n + '.png')}")
+
+    res = sweep(functools.partial(train_job, runs=runs), [j.point() for j in order],
+                executor=executor, out=table,
+                keep=functools.partial(_still_current, runs=runs), progress=progress)
+    write_json(os.path.join(runs, SESSION), {
+        "mode": config["mode"], "workers": getattr(executor, "workers", None),
+        "wall_time_s": time.perf_counter() - t0, "n_runs": len(order),
+        "n_trained": res.n_run, "n_failed": res.n_failed})
+
+
+def _why_missing(out, job, records) -> str:
+    for rec in records.values():
+        if rec["point"] == job.point() and rec["status"] != "ok":
+            return f"failed: {rec['error']}"
+    if os.path.exists(npz_path(runs_dir(out), job.name)):
+        return "its file holds a run with other settings (or is unreadable)"
+    return "not trained"
+
+
+def analyse(config, out) -> dict:
+    """Every selected figure's summary (settings, configs, measured numbers, checks) from
+    the ``.npz`` files in ``<out>/runs`` alone. A figure with a run missing or stale is
+    left out and named under ``"missing"`` (``{figure: {run: why}}``); ``ValueError`` if
+    no figure can be analysed."""
+    t0 = time.perf_counter()
+    jobs = unique_jobs(config)
+    results = _load(out, jobs)
+    records = load_journal(journal_path(os.path.join(runs_dir(out), TABLE)))
+    figures, missing = {}, {}
+    for n, js in figure_jobs(config).items():
+        lack = {j.name: _why_missing(out, j, records) for j in js if j.name not in results}
+        if lack:
+            missing[n] = lack
+            continue
+        figures[n] = _figure(config, n, results)
+    if not figures:
+        raise ValueError(f"no figure can be analysed: their runs are not in "
+                         f"{runs_dir(out)} ({json.dumps(missing)[:300]}); run `stsim "
+                         "figures` without --analyse-only first")
+    rss = [r.info.get("peak_rss_mb") for r in results.values() if r.info.get("peak_rss_mb")]
+    return {"figures": figures, "missing": missing, "n_runs": len(jobs),
+            "peak_rss_mb_max_run": max(rss, default=None),
+            "analyse_s": time.perf_counter() - t0}
+
+
+def report(config, out, results) -> dict:
+    """Draw every analysed figure and write its files (module docstring) and
+    ``figures.json``; return the overview with every summary under ``"summaries"``. A
+    figure whose files :func:`run` wrote in this process from the same summary is not
+    written again."""
+    t0 = time.perf_counter()
+    for n, summary in results["figures"].items():
+        done = _WRITTEN.pop((os.path.abspath(out), n), None)
+        if done == json.dumps(summary, sort_keys=True) and all(
+                os.path.exists(os.path.join(out, f"{n}.{ext}")) for ext in ("png", "json")):
+            continue                  # drawn by run() in this process from the same numbers
+        _write(config, out, n, _load(out, _module(n).jobs(config[n])), summary)
+    session = {}
+    path = os.path.join(runs_dir(out), SESSION)
+    if os.path.exists(path):
+        with open(path) as fh:
+            session = json.load(fh)
+    analysis = results["analyse_s"] + time.perf_counter() - t0
+    overview = {"mode": config["mode"],
+                "wall_time_s": session.get("wall_time_s", 0.0) + analysis,
+                "workers": session.get("workers"), "n_runs": results["n_runs"],
+                "peak_rss_mb_max_run": results["peak_rss_mb_max_run"],
+                "peak_rss_mb_driver": peak_rss_mb(),
+                "checks": {n: s["checks"] for n, s in results["figures"].items()}}
+    write_json(os.path.join(out, "figures.json"), overview)
+    return dict(overview, summaries=results["figures"], missing=results["missing"],
+                n_trained=session.get("n_trained"), out=out)

@@ -1,0 +1,164 @@
+"""The report of :func:`stsim.theory.checks.check_theorem` (:class:`TheoremReport`) and
+the shape of one gating check (:func:`make_check`)."""
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass, field
+
+__all__ = ["TheoremReport", "make_check"]
+
+
+def make_check(name, value, tolerance, passed, data=None) -> dict:
+    """One gating check: ``{"name", "value", "tolerance", "passed"}`` (``value`` and
+    ``tolerance`` are the printed texts), plus ``"data"`` — the measured numbers, for
+    ``--json`` readers — when given."""
+    out = {"name": name, "value": value, "tolerance": tolerance, "passed": bool(passed)}
+    if data is not None:
+        out["data"] = data
+    return out
+
+
+@dataclass
+class TheoremReport:
+    """Everything :func:`check_theorem` measured (JSON-serialisable via :meth:`to_dict`)."""
+
+    settings: dict
+    conditions: dict
+    reached: bool
+    t_eps: int | None
+    t_eps_predicted: float
+    final: dict
+    slope: float
+    slope_predicted: float
+    monotone: dict
+    full_matrix: dict
+    ood: list = field(default_factory=list)
+    notes: list = field(default_factory=list)
+    checks: list = field(default_factory=list)
+    theorem2: dict = field(default_factory=dict)
+    block_gradients: dict = field(default_factory=dict)
+
+    @property
+    def conditions_hold(self) -> bool:
+        """``True`` if every checked condition of the theorem holds."""
+        return all(c["holds"] for c in self.conditions.values())
+
+    @property
+    def passed(self) -> bool:
+        """True when every gating check passed (the theorems' conditions are reported, not
+        gated: where they fail the theorem claims nothing, but the measured dynamics must
+        still agree with the derivations)."""
+        return all(c["passed"] for c in self.checks)
+
+    def failed(self) -> list:
+        return [c["name"] for c in self.checks if not c["passed"]]
+
+    def to_dict(self) -> dict:
+        """The report as a JSON-ready dict."""
+        return asdict(self)
+
+    def format(self) -> str:
+        """Human-readable report."""
+        s = self.settings
+        de = f"d_e={s['d_e']}" + (" (trained: first T slots)" if s.get("fixed") else "")
+        out = [f"stsim theory: pe={s['pe']} T={s['T']} q={s['q']} d={s['d']} {de} "
+               f"lr={s['lr']:g} eps={s['eps']:g} query={s['query']} steps run={s['steps']}",
+               "Theorem 1 conditions:"]
+        for name, c in self.conditions.items():
+            out.append(f"  [{'ok  ' if c['holds'] else 'FAIL'}] {name:34s} {c['detail']}")
+        if not self.conditions_hold:
+            out.append("  -> some conditions fail: the theorem makes no claim here; "
+                       "the dynamics are run anyway")
+        if self.theorem2:
+            out.append("Theorem 2 (stochastic PE, slots law) conditions "
+                       "(P = the paper, via SPEC/seeds; D = derived here):")
+            for name, c in self.theorem2.items():
+                flag = {True: "ok  ", False: "FAIL", None: "n/a "}[c["holds"]]
+                out.append(f"  [{flag}] ({c['source']}) {name:40s} {c['detail']}")
+        out.append("Loss:")
+        out.append(f"  L(0) = {self.final['L0']:.6g}   L(final) = {self.final['loss']:.6g}   "
+                   f"a = {self.final['a']:.6g}   gamma = {self.final['gamma']:.6g}")
+        if s.get("estimated_s") is not None:
+            out.append(f"  (estimated beforehand: {s['estimated_s']:.3g} s of CPU; "
+                       f"{s['estimated_bytes'] / 2 ** 20:.3g} MiB at most)")
+        if self.reached:
+            out.append(f"  reaches eps at t_eps = {self.t_eps} steps;  (n-1)/(4 lr c^2 eps) = "
+                       f"{self.t_eps_predicted:.6g};  ratio = {self.t_eps / self.t_eps_predicted:.4f}")
+        else:
+            out.append(f"  does NOT reach eps within {s['steps']} steps "
+                       f"(prediction (n-1)/(4 lr c^2 eps) = {self.t_eps_predicted:.6g})")
+        out.append(f"  slope of 1/L(t) (2nd half) = {self.slope:.6g};  4 lr c^2/(n-1) = "
+                   f"{self.slope_predicted:.6g};  ratio = {self.slope / self.slope_predicted:.4f}")
+        m = self.monotone
+        out.append(f"  every step: max L(t+1)-L(t) = {m['max_loss_increase']:.3g} "
+                   f"({'non-increasing' if m['loss_non_increasing'] else 'INCREASES'}); "
+                   f"min a(t+1)-a(t) = {m['min_a_increment']:.3g} "
+                   f"({'non-decreasing' if m['a_non_decreasing'] else 'DECREASES'})")
+        f = self.full_matrix
+        if f.get("ran"):
+            out.append(f"Full-matrix population GD ({f['steps']} steps, {f['configurations']} "
+                       f"enumerated configurations):")
+            for k in ("inv/W_xx", "inv/W_xe", "inv/W_ex", "inv/V_e", "inv/W_ee_offspan",
+                      "inv/V_x_offspan"):
+                out.append(f"  max {k:18s} = {f[k]:.3g}")
+            out.append(f"  max relative deviation from the reduced map: loss {f['rel_dev_loss']:.3g}, "
+                       f"a {f['rel_dev_a']:.3g}, gamma {f['rel_dev_gamma']:.3g}")
+            out.append(f"  loss non-increasing: {f['loss_non_increasing']};  "
+                       f"a non-decreasing: {f['a_non_decreasing']}")
+        else:
+            out.append(f"Full-matrix population GD: skipped ({f.get('reason')})")
+        if self.ood:
+            out.append("Out-of-distribution length (final state; MC = mean ± s.e. of the "
+                       "trained model on fresh samples):")
+            for r in self.ood:
+                extra = (f"  limit a->inf = {r['floor']:.5g} (from below)" if r.get("floor") is not None
+                         else "")
+                out.append(f"  T_test={r['T_test']:5d}  closed form = {r['closed_form']:.5g}   "
+                           f"MC = {r['mc']:.5g} ± {r['mc_se']:.2g}{extra}")
+        out.extend(_length_lines(self.ood))
+        bg = self.block_gradients
+        if bg.get("ran"):
+            out.append(f"Population gradient of every block at {len(bg['points'])} points of "
+                       f"the trajectory (steps {bg['points']}; Monte-Carlo over X and the "
+                       f"encoding, {bg['n_samples']} samples in {bg['n_batches']} batches; "
+                       f"W_ee, V_x exact from the closed form):")
+            out.append(f"  max |W_xx|, |W_ex| in any batch = {bg['max_W_xx_W_ex']:.3g};  "
+                       f"max |z| of W_xe, V_e (off-set) = {bg['max_z_offset']:.3g};  "
+                       f"max |z| of W_ee, V_x - exact = {bg['max_z_onset']:.3g};  "
+                       f"live gradient / s.e. = {bg['live_over_se']:.3g}")
+        elif bg.get("reason"):
+            out.append(f"Population gradient of every block: skipped ({bg['reason']})")
+        out.append("Checks (each with its tolerance):")
+        for c in self.checks:
+            out.append(f"  [{'pass' if c['passed'] else 'FAIL'}] {c['name']}: {c['value']}   "
+                       f"tolerance: {c['tolerance']}")
+        out.append(f"RESULT: {'all checks pass' if self.passed else 'FAILED: ' + ', '.join(self.failed())}")
+        for n in self.notes:
+            out.append(f"note: {n}")
+        return "\n".join(out)
+
+
+def _length_lines(rows) -> list:
+    """The length-generalisation statement per ``T_test`` (the rows of
+    :func:`stsim.theory.ood.length_rows`), as report lines."""
+    out = []
+    zero = [r for r in rows if "ratio_limit" in r]
+    floor = [r for r in rows if "floor_inf" in r]
+    if zero:
+        out.append("Length generalisation, stochastic PE (OOD/ID along the trajectory at t_eps "
+                   "and t_eps/8; law R*(xi) of docs/theory.md §5, limit rho = R*(0)):")
+        for r in zero:
+            out.append(f"  T_test={r['T_test']:5d}  OOD/ID = {r['ratio'][0]:.5g} -> "
+                       f"{r['ratio'][1]:.5g}  (law {r['ratio_law'][0]:.5g} -> "
+                       f"{r['ratio_law'][1]:.5g}; rho = {r['ratio_limit']:.5g});  OOD "
+                       f"{r['ood'][0]:.4g} -> {r['ood'][1]:.4g} (/{r['factor']:.4g}; law "
+                       f"/{r['factor_law']:.4g}; -> 8 as eps -> 0)")
+    if floor:
+        out.append("Length generalisation, fixed PE (OOD along the run to t_eps/8 against the "
+                   "infimum F of the reduced family, docs/theory.md §5):")
+        for r in floor:
+            rel = ">=" if r["min_ood"] >= r["floor_inf"] * (1 - 1e-9) else "<"
+            out.append(f"  T_test={r['T_test']:5d}  min OOD = {r['min_ood']:.5g} {rel} F = "
+                       f"{r['floor_inf']:.5g};  at t_eps/8: OOD = {r['ood_eps8']:.5g}, ID = "
+                       f"{r['id_eps8']:.3g};  limit a->inf = {r['floor']:.5g} (approached "
+                       "from below)")
+    return out

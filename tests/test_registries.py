@@ -1,0 +1,206 @@
+"""Registries that drive behaviour (issue 22): an encoding, an optimiser or an
+architecture registered under a new name is asked for its facts — never recognised by its
+name — and ``optimizer="gd"`` is the data regime it names."""
+import math
+
+import numpy as np
+import pytest
+
+import stsim
+from stsim.core import optim, problem
+from stsim.core.config import Config, upgrade_config
+from stsim.core.encodings import (_REGISTERED, Encoding, PEBatch, StochasticSlots,
+                                  register_encoding)
+from stsim.core.optim import SGD, register_optimizer
+from stsim.core.problem import TransformerProblem, register_arch
+from stsim.core.schedule import estimated_seconds
+from stsim.util.io import load_npz, save_npz
+
+
+@pytest.fixture(autouse=True)
+def _clean():
+    yield
+    for table in (_REGISTERED, optim._OPTIMIZERS, problem._ARCHS):
+        for k in [k for k in table if k.endswith("-test")]:
+            del table[k]
+
+
+def _copy_of_slots(name, **changes):
+    """A copy of the built-in slots class (its own class dict on the Encoding base)."""
+    body = {k: v for k, v in vars(StochasticSlots).items() if not k.startswith("__")}
+    body.update(name=name, label=name, **changes)
+    return type("SlotsCopy", (Encoding,), body)
+
+
+def test_a_registered_copy_of_slots_gets_the_builtins_derived_lr_and_steps():
+    register_encoding("slots-test", _copy_of_slots("slots-test"))
+    built = Config.from_options(T=20, q=3, d_e=40)
+    copy = Config.from_options(T=20, q=3, pe="slots-test", d_e=40)
+    assert (built.lr, built.steps) == (2.5, 700)
+    assert (copy.lr, copy.steps, copy.lr_decay) == (built.lr, built.steps, built.lr_decay)
+    # the default width too: a per-sample index family gets 2 T_max, as the built-in
+    assert Config.from_options(T=20, q=3, pe="slots-test").d_e == 40
+    for kw in (dict(model="practical", query="mean"), dict(optimizer="adam")):
+        a = Config.from_options(T=20, q=3, d_e=40, **kw)
+        b = Config.from_options(T=20, q=3, pe="slots-test", d_e=40, **kw)
+        assert (a.lr, a.steps) == (b.lr, b.steps)
+
+
+def test_a_family_without_a_reduction_gets_the_stated_fallback():
+    # seeded fault of the test above: the same copy without its reduced_n
+    register_encoding("noreduce-test", _copy_of_slots("noreduce-test",
+                                                      reduced_n=lambda self, T: None))
+    c = Config.from_options(T=20, q=3, pe="noreduce-test", d_e=40)
+    assert (c.lr, c.steps) != (2.5, 700) and (c.lr, c.steps) == (1.0, 1000)
+    res = stsim.run(T=6, q=2, pe="noreduce-test", d_e=12, steps=20, batch=8)
+    assert "no reduced dynamics for the noreduce-test encoding" in res.message
+    assert "default lr 1" in res.message
+    # a near-orthogonal family is approximated, not a fallback
+    assert "approximate" in stsim.core.schedule.predict(
+        Config.from_options(T=20, q=3, sampler="sphere", steps=10)).explanation
+
+
+def test_a_registered_optimizer_trains_with_its_own_default_lr():
+    built = []
+
+    def factory(lr, decay="none", total=None):
+        built.append(lr)
+        return SGD(lr, decay=decay, total=total)
+
+    spec = register_optimizer("plain-test", factory, lr=0.3, steps=lambda cfg: 40)
+    assert spec.fixed_lr == 0.3 and spec.decay == "none"
+    kw = dict(T=8, q=2, pe="onehot", batch=16, seed=2)
+    res = stsim.run(optimizer="plain-test", **kw)
+    assert (res.config["lr"], res.config["steps"], res.config["lr_decay"]) == (0.3, 40, "none")
+    assert built == [0.3]
+    assert Config.from_options(optimizer="sgd", **kw).lr != 0.3     # not SGD's derived step
+    ref = stsim.run(optimizer="sgd", lr=0.3, steps=40, **kw)           # the same steps
+    np.testing.assert_array_equal(res.W, ref.W)
+    # where nothing is derived (the FCN) its fixed default; a decaying rule is obeyed
+    assert Config.from_options(arch="fcn", optimizer="plain-test", T=8, q=2).lr == 0.3
+    register_optimizer("decay-test", factory, lr=0.05, steps=lambda cfg: 10, decay="linear",
+                       fixed_lr=0.01)
+    c = Config.from_options(T=8, q=2, optimizer="decay-test")
+    assert (c.lr, c.steps, c.lr_decay) == (0.05, 10, "linear")
+    # lr "reduced": the derived step of a plain gradient method
+    register_optimizer("derived-test", factory, lr=optim.REDUCED)
+    assert Config.from_options(T=20, q=3, d_e=40, optimizer="derived-test").lr == 2.5
+    with pytest.raises(ValueError, match="optimizer must be one of"):
+        Config.from_options(optimizer="nope")
+    with pytest.raises(ValueError, match="lr must be a finite number > 0"):
+        register_optimizer("bad-test", factory, lr=-1)
+
+
+def test_register_arch_is_accepted_by_config_and_runs():
+    class MyTF(TransformerProblem):
+        pass
+
+    register_arch("mytf-test", MyTF)
+    c = Config.from_options(T=20, q=3, d_e=40, arch="mytf-test")
+    assert c.arch == "mytf-test" and (c.lr, c.steps) == (1.0, 1000)   # stated fallback
+    res = stsim.run(T=6, q=2, arch="mytf-test", steps=10, batch=8)
+    assert res.success and res.W.shape == (17, 17)
+    assert "no reduced dynamics for arch='mytf-test'" in res.message
+    # declared as described by the reduced dynamics: the transformer's derived defaults
+    register_arch("mytf-test", MyTF, reduced=True)
+    c = Config.from_options(T=20, q=3, d_e=40, arch="mytf-test")
+    assert (c.lr, c.steps) == (2.5, 700)
+    with pytest.raises(ValueError, match="arch must be one of"):
+        Config.from_options(arch="nope")
+
+
+def test_an_arch_brings_its_memory_and_cost_rules():
+    from stsim.baselines.fcn import fcn_param_count, fcn_seconds_per_step
+    c = Config.from_options(T=30, q=3, arch="fcn", width=16, depth=2, steps=100)
+    est = c.memory_estimate()
+    assert est["parameters (x4: gradient, optimiser)"] == 4 * 8 * fcn_param_count(30, 5, 16, 2)
+    assert estimated_seconds(c) == pytest.approx(100 * fcn_seconds_per_step(c))
+    register_arch("costly-test", TransformerProblem, memory=lambda cfg: {"all": 1 << 20},
+                  seconds_per_step=lambda cfg: 2.0)
+    c = Config.from_options(T=10, q=2, arch="costly-test", steps=7)
+    assert c.memory_estimate() == {"all": 1 << 20, "total": 1 << 20}
+    assert estimated_seconds(c) == 14.0
+
+
+def test_gd_is_the_full_batch_data_regime():
+    c = Config.from_options(T=10, q=2, optimizer="gd", n_train=32)
+    assert (c.optimizer, c.objective) == ("sgd", "sample")
+    assert Config.from_options(T=6, q=2, pe="onehot", objective="population",
+                               optimizer="gd").optimizer == "sgd"
+    kw = dict(T=10, q=2, pe="onehot", n_train=32, lr=0.5, steps=30, seed=4)
+    a = stsim.run(optimizer="gd", **kw)
+    b = stsim.run(objective="sample", **kw)
+    np.testing.assert_array_equal(a.W, b.W)
+    assert upgrade_config({"optimizer": "gd", "objective": "population"})["objective"] \
+        == "population"
+
+
+def test_a_checkpoint_written_with_optimizer_gd_resumes(tmp_path):
+    kw = dict(T=10, q=2, pe="onehot", optimizer="gd", n_train=32, lr=0.5, seed=4,
+              eval_every=5)
+    full = stsim.run(steps=40, **kw)
+    ck = tmp_path / "ck.npz"
+    stsim.run(steps=20, checkpoint=ck, **kw)
+    arrays, meta = load_npz(ck)
+    assert meta["config"]["optimizer"] == "sgd"
+    meta["config"].update(optimizer="gd", objective="online")     # as an old version wrote it
+    del meta["config"]["lr_decay"]
+    save_npz(ck, arrays, meta)
+    resumed = stsim.run(steps=40, checkpoint=ck, **kw)
+    np.testing.assert_array_equal(resumed.W, full.W)
+    np.testing.assert_array_equal(resumed.history["loss"], full.history["loss"])
+
+
+def test_encoding_spec_resolves_without_drawing():
+    from stsim.core.families import encoding_spec
+    spec = encoding_spec("near-orthogonal", T_max=50, d_e=32)
+    assert spec.dense and spec.fixed and spec.reduced_n(50) is None
+    assert spec.approx_reduced_n(50) == 32 and spec.label == "near-orthogonal"
+    enc = spec.build(np.random.default_rng(0))                 # drawing is for the problem
+    assert enc.table.shape == (50, 32)
+    with pytest.raises(ValueError, match="rng is required"):
+        spec.build()
+
+    class Listed(Encoding):
+        name = "listed-test"
+        fixed = False
+
+        def sample(self, rng, B, T):
+            return PEBatch(d_e=self.d_e, idx=np.arange(T))
+
+    register_encoding("listed-test", Listed)
+    s = encoding_spec("listed-test", T_max=5, slots_factor=2)
+    assert (s.index, s.fixed, s.d_e, s.reduced_n(5)) == (True, False, 10, None)
+
+
+def test_population_objective_asks_the_encoding_not_its_name():
+    """A registered fixed one-hot family whose positions sit at slots 2..T+1: the exact
+    population loss enumerates through the family's own slots, so it equals the one-hot
+    loss of the parameters with the encoding coordinates shifted (enumerating positions as
+    slots, as for the built-in one-hot, would not)."""
+    from stsim.core.families import make_encoding
+    from stsim.theory.population import make_population_objective
+
+    class Shifted(Encoding):
+        name = "shift-test"
+
+        def sample(self, rng, B, T):
+            return PEBatch(d_e=self.d_e, idx=np.arange(T) + 2)
+
+        def n_configurations(self, T, q):        # what makes the expectation enumerable
+            return math.comb(T, q)
+
+    register_encoding("shift-test", Shifted)
+    T, q, d, d_e = 6, 2, 3, 8
+    kw = dict(T=T, q=q, d=d, d_e=d_e, objective="population", lr=0.1, steps=1)
+    pop = make_population_objective(Config.from_options(pe="shift-test", **kw),
+                                    make_encoding("shift-test", T_max=T, d_e=d_e))
+    ref = make_population_objective(Config.from_options(pe="onehot", **kw))
+    assert pop.method == "enumerate"
+    rng = np.random.default_rng(3)
+    W, V = rng.standard_normal((d + d_e, d + d_e)), rng.standard_normal((d, d + d_e))
+    W[:d, d:], V[:, d:] = 0.0, 0.0                    # the invariant set (W_xe = V_e = 0)
+    perm = np.r_[np.arange(d), d + (np.arange(d_e) + 2) % d_e]   # slot j of one-hot -> j + 2
+    L = pop.loss_grad(W, V)[0]
+    assert L == pytest.approx(ref.loss_grad(W[np.ix_(perm, perm)], V[:, perm])[0], rel=1e-12)
+    assert abs(L - ref.loss_grad(W, V)[0]) > 1e-3 * L           # the check has teeth
