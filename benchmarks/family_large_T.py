@@ -26,8 +26,10 @@ against the large-T value; a row with |z| > 3 is rechecked with 4× the samples 
 ``mc_followup.csv``); and every probe of the committed family table
 (``docs/figures/separation/raw/family.csv``, replicate 0).
 
-Fits (log2 T ∈ [3, 20] and the whole range): ``stsim.util.stats.compare_growth_laws`` as it
-is on main today (``a·log2 T + b``, ``a·T + b``, ``2^b T^a``) and, fitted here, the
+Fits (log2 T ∈ [3, 20] and the whole range): ``stsim.util.stats.compare_growth`` by least
+squares with relative errors (``weights="relative"``: ``a·log2 T + b``, ``a·T + b``,
+``2^b T^a``; the widths are integers, resolved to ``(d − 1, d]``, finer than any law's
+misfit) and, fitted here, the
 ``(a·log2 T + b)²`` law; CIs: the wider of the Student-t interval and a bootstrap that
 redraws each width uniformly in its quantisation interval ``(d − 1, d]`` and over the
 replicates.
@@ -55,7 +57,7 @@ from stsim.theory import family_asymptotic as fa
 from stsim.theory import family_width as fw
 from stsim.theory.family import best_family_loss, sample_scores
 from stsim.theory.sphere_law import gram_rule
-from stsim.util.stats import compare_growth_laws
+from stsim.util.stats import compare_growth
 
 QS = (2, 3, 4)
 TARGETS = (0.25, 0.1)
@@ -225,7 +227,7 @@ def fit_log_squared(T, w, level=0.95):
 
 
 def all_fits(T, w):
-    out = compare_growth_laws(T, w, min_points=5)
+    out = compare_growth(T, w, min_points=5, weights="relative", what="d_e")
     f2 = fit_log_squared(T, w)
     if f2 is not None:
         out["fits"]["log2"] = f2

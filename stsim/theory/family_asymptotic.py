@@ -17,13 +17,13 @@ expression, so the ratio is d-free)
 has ``g_k = r t_k`` with ``t_k`` i.i.d., density ∝ ``(1 − t²)^{(d_e−3)/2}`` on (−1, 1)
 (``(1+t)/2 ~ Beta((d_e−1)/2, (d_e−1)/2)``, mean 0, variance ``1/d_e``).  With
 ``A = Σ_{i∈y} e^{a g_i}``, ``A₂ = Σ_{i∈y} e^{2a g_i}``, ``λ = a r``, ``X_k = e^{λ t_k}``,
-``N = T − q``, ``R = Σ_k X_k``, ``R₂ = Σ_k X_k²``:
+``N = T − q``, ``R = Σ_k X_k``, ``R₂ = Σ_k X_k²``::
 
     S = A/(A + R),      |s|² = (A₂ + R₂)/(A + R)².
 
 **Exact, T-free (Laplace).** ``1/(A+R) = ∫₀^∞ e^{−σ(A+R)} dσ``, ``1/(A+R)² = ∫₀^∞ σ
-e^{−σ(A+R)} dσ`` and ``E e^{−σR} = φ(σ)^N`` give, with ``φ(σ) = E e^{−σX}``,
-``ψ(σ) = E[X² e^{−σX}]``,
+e^{−σ(A+R)} dσ`` and ``E e^{−σR} = φ(σ)^N`` give (with ``φ(σ) = E e^{−σX}``,
+``ψ(σ) = E[X² e^{−σX}]``)::
 
     E[S | G]   = ∫₀^∞ A e^{−σA} φ(σ)^N dσ,
     E[|s|²| G] = ∫₀^∞ σ e^{−σA} [A₂ φ(σ)^N + N ψ(σ) φ(σ)^{N−1}] dσ.
