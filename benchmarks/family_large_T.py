@@ -14,9 +14,11 @@ The family ``W_ee = a I, V_x = γ I`` (sphere PE, theory model, sum query, d-fre
 
 The mean field's conditions: mean field against the exact reduction (same Gram samples)
 over a grid of (q, T, d_e, a), with ``rem`` and ``margin`` (``conditions.csv``).  A q ≥ 3
-width where ``rem < 3`` (T ≤ 64: too few unselected tokens) is redone with the exact
-reduction (2048 Gram samples; the mean-field width kept as ``d_e_mean``; ``--only smallT``
-applies that step to an existing table).
+width where ``rem < 3`` (T ≤ 64: too few unselected tokens for the sum to concentrate) is
+outside the approximation: kept in ``widths.csv`` and the tables, left out of every fit and
+local slope (a T enters the q ≥ 3 fits only when all its replicates have ``rem ≥ 3``), and
+replicate 0's are recomputed with the exact reduction (``smallT``: 2048 Gram samples,
+``small_T_exact.csv``) to show the size of the mean field's error there.
 
 Checks against the Monte Carlo of :mod:`stsim.theory.family`: at T = 2^13 (2048 samples)
 and 2^14 (1024; ``--mc``), q = 2, 3, 4, at the approximation's width d and at ``d/√2``,
@@ -34,7 +36,7 @@ misfit) and, fitted here, the
 redraws each width uniformly in its quantisation interval ``(d − 1, d]`` and over the
 replicates.
 
-Writes ``widths.csv``, ``conditions.csv``, ``mc_check.csv``, ``mc_followup.csv``,
+Writes ``widths.csv``, ``small_T_exact.csv``, ``conditions.csv``, ``mc_check.csv``, ``mc_followup.csv``,
 ``committed_check.csv``,
 ``fits.json``, ``summary.json``, ``report.md``, ``large_T.png``, ``conditions.png`` to
 ``--out``.
@@ -102,7 +104,6 @@ def series(q, target, seed, ks, n_gram=N_GRAM):
                                        - fa.rel_and_se(mf["S"], mf["Q"], q)[0])
         row["rem"] = fa.large_T_rel(r["a"], T, d, G, w, mc, method=method_of(q))["rem"]
         row["cpu_s"] = time.process_time() - c0
-        row = exact_where_rem_fails(row)
         rows.append(row)
         d0 = int(row["d_e"])
         print(f"q={q} target={target} seed={seed} T=2^{k}: d_e={d} rel={r['rel']:.4f} "
@@ -158,24 +159,29 @@ def mc_followup(q, T, d_e, n_mc, seeds=(2001, 2002, 2003, 2004), n_gram=4 * 3276
             "n_mc": n_mc * len(seeds), "z": (m - r["rel"]) / math.hypot(se, r["se"])}
 
 
-def exact_where_rem_fails(row, n_gram=2048):
+REM_MIN = 3.0     # the mean field's concentration condition (conditions.csv)
+
+
+def mean_field_valid(row):
+    """Whether a width row is inside the approximation's validity: q = 2 (exact reduction)
+    or ``rem ≥ REM_MIN`` at the width (q ≥ 3, mean field)."""
+    return int(row["q"]) == 2 or float(row["rem"]) >= REM_MIN
+
+
+def exact_small_T(row, n_gram=2048):
     """A q ≥ 3 mean-field width where ``rem < 3`` (T ≤ 64: too few unselected tokens for
-    the sum to concentrate) is redone with the exact reduction (``n_gram`` Gram samples, the
-    row's seed); the mean-field width is kept as ``d_e_mean``.  Idempotent."""
-    if int(row["q"]) == 2 or row["method"] == "exact" or float(row["rem"]) >= 3:
-        return row
+    the sum to concentrate) recomputed with the exact reduction (``n_gram`` Gram samples,
+    the row's seed), for ``small_T_exact.csv``."""
     q, T, tg, seed = int(row["q"]), int(row["T"]), float(row["target"]), int(row["seed"])
     c0 = time.process_time()
     r = fw.large_T_width(q, T, tg, method="exact", d_start=int(row["d_e"]), step=1.25,
                          n_gram=n_gram, rng=seed, n_grid=29)
-    out = dict(row, d_e_mean=row["d_e"], rel_mean=row["rel"], d_e=r["d_e"], rel=r["rel"],
-               se=r["se"], rel_below=r["rel_below"], a=r["a"], gamma=r["gamma"],
-               margin=r["margin"], method="exact", n_gram_exact=n_gram,
-               **{k: "" for k in row if k.startswith("term_") or k == "exact_minus_mean"})
-    out["cpu_s"] = float(row["cpu_s"]) + time.process_time() - c0
     print(f"q={q} target={tg} seed={seed} T={T}: rem={float(row['rem']):.2f} < 3, exact "
           f"width {r['d_e']} (mean field {row['d_e']})", flush=True)
-    return out
+    return {"q": q, "target": tg, "seed": seed, "log2T": int(row["log2T"]), "T": T,
+            "rem": float(row["rem"]), "d_e_mean": int(row["d_e"]), "d_e_exact": r["d_e"],
+            "rel": r["rel"], "se": r["se"], "rel_below": r["rel_below"], "a": r["a"],
+            "n_gram": n_gram, "cpu_s": time.process_time() - c0}
 
 
 def committed_point(q, T, d_e, mc_rel, n_mc):
@@ -256,12 +262,15 @@ def analyse(out, spread_limits):
         for tg in TARGETS:
             rows = [r for r in W if int(r["q"]) == q and float(r["target"]) == tg]
             ks = sorted({int(r["log2T"]) for r in rows})
+            valid = {k for k in ks if all(mean_field_valid(r) for r in rows
+                                          if int(r["log2T"]) == k)}
             reps = [[int(r["d_e"]) for r in rows if int(r["log2T"]) == k] for k in ks]
             med = [float(np.median(r)) for r in reps]
             for k, r, m in zip(ks, reps, med):
                 lnT = k * math.log(2)
                 r0 = next(x for x in rows if int(x["log2T"]) == k and int(x["seed"]) == 0)
-                row = {"q": q, "target": tg, "log2T": k, "d_e_median": m, "d_e_min": min(r),
+                row = {"q": q, "target": tg, "log2T": k, "mean_field_valid": k in valid,
+                       "d_e_median": m, "d_e_min": min(r),
                        "d_e_max": max(r), "d_e_over_lnT": m / lnT, "d_e_over_lnT2": m / lnT ** 2,
                        "seed0": {x: r0.get(x) for x in ("d_e", "a", "margin", "rem",
                                                         "term_branch", "exact_minus_mean")}}
@@ -271,8 +280,8 @@ def analyse(out, spread_limits):
                                                            G, w, mc, method="mean",
                                                            diagnostics=False)["gamma"]
                 table.append(row)
-            for name, sel in (("main", [i for i, k in enumerate(ks) if k <= 20]),
-                              ("all", list(range(len(ks))))):
+            for name, sel in (("main", [i for i, k in enumerate(ks) if k <= 20 and k in valid]),
+                              ("all", [i for i, k in enumerate(ks) if k in valid])):
                 T = [2.0 ** ks[i] for i in sel]
                 f = all_fits(T, [med[i] for i in sel])
                 ci = bootstrap_ci(T, [reps[i] for i in sel])
@@ -283,6 +292,8 @@ def analyse(out, spread_limits):
                         fl["a_ci"] = [min(fl["a_ci"][0], ci[law][0]), max(fl["a_ci"][1], ci[law][1])]
                 slopes = [(math.log2(med[i + 1]) - math.log2(med[i])) / (ks[i + 1] - ks[i])
                           for i in sel[:-1]]
+                f["log2T_range"] = [ks[sel[0]], ks[sel[-1]]]
+                f["left_out_rem_below_3"] = [ks[i] for i in range(len(ks)) if ks[i] not in valid]
                 f["local_power_slopes"] = {f"{ks[i]}-{ks[i + 1]}": s for i, s in zip(sel, slopes)}
                 f["local_log2T_slopes"] = {f"{ks[i]}-{ks[i + 1]}": (med[i + 1] - med[i]) /
                                            (ks[i + 1] - ks[i]) for i in sel[:-1]}
@@ -330,6 +341,8 @@ def plot(out, summ, mc_rows):
                 if v:
                     com.setdefault((int(r["q"]), tg), {}).setdefault(int(r["T"]), []).append(int(v))
     lim = summ["predicted_limits"]
+    path = os.path.join(out, "small_T_exact.csv")
+    small = read_csv(path) if os.path.exists(path) else []
     fig, ax = plt.subplots(2, 3, figsize=(13, 7.5), sharex=True)
     colors = {0.25: "tab:green", 0.1: "tab:purple"}
     for j, q in enumerate(QS):
@@ -342,6 +355,16 @@ def plot(out, summ, mc_rows):
             c = colors[tg]
             ax[0, j].plot(k, m, "-o", ms=3, color=c, label=f"large T, target {tg:g}·L0")
             ax[0, j].fill_between(k, lo, hi, color=c, alpha=0.25, lw=0)
+            ok = np.array([r.get("mean_field_valid", True) for r in rows])
+            if not ok.all():                # rem < 3: outside the mean field, not fitted
+                ax[0, j].plot(k[~ok], m[~ok], "o", ms=5, mfc="white", color=c,
+                              label="rem < 3 (not fitted)" if tg == 0.25 else None)
+            ex = [r for r in small if int(r["q"]) == q and float(r["target"]) == tg]
+            if ex:
+                ax[0, j].plot([int(r["log2T"]) for r in ex], [int(r["d_e_exact"]) for r in ex],
+                              "x", color=c, ms=6,
+                              label="exact reduction there (rep. 0)" if tg == 0.25 else None)
+            k, m = k[ok], m[ok]
             cm = com.get((q, tg), {})
             if cm:
                 kk = sorted(cm)
@@ -370,8 +393,9 @@ def plot(out, summ, mc_rows):
     ax[0, 0].legend(fontsize=7)
     ax[1, 0].legend(fontsize=7)
     ax[1, 1].legend(fontsize=7)
+    ax[0, 1].legend(fontsize=7)
     fig.suptitle("The (a, γ) family's smallest width at large T (sphere PE, sum query). Top: "
-                 "width (★ Monte-Carlo check). Bottom: local slope, flat for d_e ≈ 2 log2 T "
+                 "width (★ Monte-Carlo check; ○ rem < 3, × exact there).\nBottom: local slope, flat for d_e ≈ 2 log2 T "
                  "(q = 2) and for d_e ∝ (log T)² (q ≥ 3); dotted: T = 2^20", fontsize=9)
     fig.tight_layout()
     fig.savefig(os.path.join(out, "large_T.png"), dpi=120)
@@ -458,6 +482,14 @@ def write_report(out, fits, summ):
                      f"{float(s0['a']):.2f} | {'' if g is None else f'{g:.3g}'} | "
                      f"{s0.get('term_branch') or '–'} | {float(s0['margin']):.1f} | "
                      f"{float(s0['rem']):.1f} | {'' if not em else f'{float(em):.1e}'} |")
+    L += ["", "## ln M(2λ): the sphere's MGF against its Gaussian form (λ = a√q, seed-0 width)", ""]
+    from stsim.theory.sphere_law import log_gauss_mgf, log_sphere_mgf
+    for q, tg, k in ((2, 0.25, 12), (3, 0.25, 20)):
+        s0 = next(r for r in summ["table"] if (r["q"], r["target"], r["log2T"]) == (q, tg, k))["seed0"]
+        lam2, d = 2 * float(s0["a"]) * math.sqrt(q), int(s0["d_e"])
+        L.append(f"* q = {q}, target {tg:g}, T = 2^{k}, d_e = {d}, a = {float(s0['a']):.2f}: "
+                 f"exact {float(log_sphere_mgf(np.array([lam2]), d)[0]):.2f}, "
+                 f"Gaussian {float(log_gauss_mgf(np.array([lam2]), d)[0]):.2f}")
     L += ["", "## Growth-law fits (rms of log2 residuals; a with the wider of the t and the "
           "quantisation/replicate bootstrap 95% intervals)", "",
           "| series | range | 1st | 2nd | 3rd | 4th |", "|---|---|---|---|---|---|"]
@@ -469,7 +501,8 @@ def write_report(out, fits, summ):
             x = f["fits"][law]
             cells.append(f"{x['formula']}: a = {x['a']:.3g} [{x['a_ci'][0]:.3g}, "
                          f"{x['a_ci'][1]:.3g}], rms {x['rms_log2']:.3f}")
-        L.append(f"| {q}, {tg} | {'2^3–2^20' if rng == 'main' else '2^3–2^64'} | "
+        lo, hi = f["log2T_range"]
+        L.append(f"| {q}, {tg} | 2^{lo}–2^{hi} | "
                  + " | ".join(cells) + " |")
     L += ["", "## Local slopes", ""]
     for key, f in fits.items():
@@ -515,11 +548,21 @@ def write_report(out, fits, summ):
     L += ["", "## Predicted leading-order coefficients", "",
           "```", json.dumps(summ["predicted_limits"], indent=1), "```"]
     W = read_csv(os.path.join(out, "widths.csv"))
-    redo = [r for r in W if r.get("d_e_mean")]
-    if redo:
-        L += ["", "## q ≥ 3 widths where rem < 3: exact reduction (mean field)", ""]
-        L += ["* " + ", ".join(f"q={r['q']} {float(r['target']):g} T={r['T']} s{r['seed']}: "
-                               f"{r['d_e']} ({r['d_e_mean']})" for r in redo)]
+    bad = [r for r in W if not mean_field_valid(r)]
+    if bad:
+        L += ["", f"## q ≥ 3 widths where rem < {REM_MIN:g} (outside the mean field; not fitted)",
+              "", "* " + ", ".join(f"q={r['q']} {float(r['target']):g} T={r['T']} s{r['seed']}: "
+                                   f"{r['d_e']} (rem {float(r['rem']):.2f})" for r in bad)]
+    path = os.path.join(out, "small_T_exact.csv")
+    if os.path.exists(path):
+        rows = read_csv(path)
+        dd = [int(r["d_e_mean"]) - int(r["d_e_exact"]) for r in rows]
+        L += ["", "## small_T_exact.csv: replicate 0 there, exact reduction (mean field)", "",
+              "* " + ", ".join(f"q={r['q']} {float(r['target']):g} T={r['T']}: {r['d_e_exact']} "
+                               f"({r['d_e_mean']})" for r in rows),
+              f"* mean-field width − exact width: {min(dd)} … {max(dd)}; relative "
+              f"{min(d / int(r['d_e_exact']) for d, r in zip(dd, rows)):.1%} … "
+              f"{max(d / int(r['d_e_exact']) for d, r in zip(dd, rows)):.1%}"]
     for name in ("mc_check.csv", "mc_followup.csv", "committed_check.csv", "conditions.csv"):
         path = os.path.join(out, name)
         if not os.path.exists(path):
@@ -529,6 +572,12 @@ def write_report(out, fits, summ):
         if name == "mc_check.csv":
             L += ["| q | T | target | role | d_e | MC best (study) | large-T best | MC at large-T a "
                   "± SE | z | MC CPU s |", "|---|---|---|---|---|---|---|---|---|---|"]
+            L.insert(len(L) - 2, "Scores per Monte-Carlo point: " + ", ".join(
+                f"T = {T}, n_mc = {n}: {T * n:.3g} scores, {8 * T * n / 1e6:.0f} MB per float64 "
+                f"array" for T, n in sorted({(int(r["T"]), int(r["n_mc"])) for r in rows})) + "; "
+                f"MC CPU s per point {min(float(r['mc_best_cpu_s']) for r in rows):.1f}–"
+                f"{max(float(r['mc_best_cpu_s']) for r in rows):.1f}")
+            L.insert(len(L) - 2, "")
             for r in rows:
                 L.append(f"| {r['q']} | 2^{int(math.log2(int(r['T'])))} | {r['target']} | "
                          f"{r['role']} | {r['d_e']} | {float(r['mc_best_rel']):.4f} | "
@@ -568,7 +617,7 @@ def main(argv=None):
     p.add_argument("--out", default=OUT)
     p.add_argument("--workers", type=int, default=2)
     p.add_argument("--quick", action="store_true", help="T ≤ 2^8, one seed, no asymptotics")
-    p.add_argument("--only", default="widths,conditions,mc,committed,analyse",
+    p.add_argument("--only", default="widths,smallT,conditions,mc,committed,analyse",
                    help="parts; 'followup' alone reruns the |z| > 3 Monte-Carlo rows")
     p.add_argument("--mc", default="8192:2048,16384:1024",
                    help="T:n_mc pairs of the Monte-Carlo check")
@@ -615,12 +664,11 @@ def main(argv=None):
         futs = [ex.submit(mc_followup, int(r["q"]), int(r["T"]), int(r["d_e"]), int(r["n_mc"]))
                 for r in bad]
         write_csv(os.path.join(a.out, "mc_followup.csv"), [f.result() for f in futs])
-    if "smallT" in parts:       # the same step series() takes, on an existing table
-        W = read_csv(os.path.join(a.out, "widths.csv"))
-        for r in W:
-            r.setdefault("d_e_mean", "")
-        futs = [ex.submit(exact_where_rem_fails, r) for r in W]
-        write_csv(os.path.join(a.out, "widths.csv"), [f.result() for f in futs])
+    if "smallT" in parts:       # replicate 0's widths outside the mean field, exactly
+        W = [r for r in read_csv(os.path.join(a.out, "widths.csv"))
+             if not mean_field_valid(r) and int(r["seed"]) == 0]
+        futs = [ex.submit(exact_small_T, r) for r in W]
+        write_csv(os.path.join(a.out, "small_T_exact.csv"), [f.result() for f in futs])
     if "committed" in parts and os.path.exists(COMMITTED):
         jobs = []
         for r in read_csv(COMMITTED):
