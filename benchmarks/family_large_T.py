@@ -36,7 +36,8 @@ misfit) and, fitted here, the
 redraws each width uniformly in its quantisation interval ``(d − 1, d]`` and over the
 replicates.
 
-Writes ``widths.csv``, ``small_T_exact.csv``, ``conditions.csv``, ``mc_check.csv``, ``mc_followup.csv``,
+Writes ``widths.csv``, ``small_T_exact.csv``, ``conditions.csv``, ``mc_check.csv``,
+``mc_followup.csv``,
 ``committed_check.csv``,
 ``fits.json``, ``summary.json``, ``report.md``, ``large_T.png``, ``conditions.png`` to
 ``--out``.
@@ -395,7 +396,8 @@ def plot(out, summ, mc_rows):
     ax[1, 1].legend(fontsize=7)
     ax[0, 1].legend(fontsize=7)
     fig.suptitle("The (a, γ) family's smallest width at large T (sphere PE, sum query). Top: "
-                 "width (★ Monte-Carlo check; ○ rem < 3, × exact there).\nBottom: local slope, flat for d_e ≈ 2 log2 T "
+                 "width (★ Monte-Carlo check; ○ rem < 3, × exact there).\n"
+                 "Bottom: local slope, flat for d_e ≈ 2 log2 T "
                  "(q = 2) and for d_e ∝ (log T)² (q ≥ 3); dotted: T = 2^20", fontsize=9)
     fig.tight_layout()
     fig.savefig(os.path.join(out, "large_T.png"), dpi=120)
@@ -482,10 +484,12 @@ def write_report(out, fits, summ):
                      f"{float(s0['a']):.2f} | {'' if g is None else f'{g:.3g}'} | "
                      f"{s0.get('term_branch') or '–'} | {float(s0['margin']):.1f} | "
                      f"{float(s0['rem']):.1f} | {'' if not em else f'{float(em):.1e}'} |")
-    L += ["", "## ln M(2λ): the sphere's MGF against its Gaussian form (λ = a√q, seed-0 width)", ""]
+    L += ["", "## ln M(2λ): the sphere's MGF against its Gaussian form "
+          "(λ = a√q, seed-0 width)", ""]
     from stsim.theory.sphere_law import log_gauss_mgf, log_sphere_mgf
     for q, tg, k in ((2, 0.25, 12), (3, 0.25, 20)):
-        s0 = next(r for r in summ["table"] if (r["q"], r["target"], r["log2T"]) == (q, tg, k))["seed0"]
+        s0 = next(r for r in summ["table"]
+                  if (r["q"], r["target"], r["log2T"]) == (q, tg, k))["seed0"]
         lam2, d = 2 * float(s0["a"]) * math.sqrt(q), int(s0["d_e"])
         L.append(f"* q = {q}, target {tg:g}, T = 2^{k}, d_e = {d}, a = {float(s0['a']):.2f}: "
                  f"exact {float(log_sphere_mgf(np.array([lam2]), d)[0]):.2f}, "
