@@ -77,12 +77,21 @@ def test_bad_registrations():
 
 def test_memory_estimate_counts_a_registered_dense_family_as_dense():
     # a dense family carries d_e numbers per position; an index family one slot
+    # per sample; a fixed family's encodings are one shared table (the spec, not the name)
+    class Drawn(Sinusoid):
+        name, fixed = "drawn-test", False
+
     register_encoding("sinusoid-test", Sinusoid)
+    register_encoding("drawn-test", Drawn)
     register_encoding("shifted-test", Shifted)
     opts = dict(T=50, q=2, d=3, d_e=64, batch=32)
-    dense = stsim.Config.from_options(pe="sinusoid-test", **opts).memory_estimate()
+    drawn = stsim.Config.from_options(pe="drawn-test", **opts).memory_estimate()
     sphere = stsim.Config.from_options(pe="stochastic", sampler="sphere", **opts).memory_estimate()
-    index = stsim.Config.from_options(pe="shifted-test", **opts).memory_estimate()
+    index = stsim.Config.from_options(pe="stochastic", **opts).memory_estimate()
+    shifted = stsim.Config.from_options(pe="shifted-test", **opts).memory_estimate()
+    fixed = stsim.Config.from_options(pe="sinusoid-test", **opts).memory_estimate()
     key = "batch tokens and encodings"
-    assert dense[key] == sphere[key] == 32 * 50 * (3 + 64) * 8
+    assert drawn[key] == sphere[key] == 32 * 50 * (3 + 64) * 8
     assert index[key] == 32 * 50 * (3 + 1) * 8
+    assert fixed[key] == shifted[key] == 32 * 50 * 3 * 8 and "fixed encoding table" not in shifted
+    assert fixed["fixed encoding table"] == 50 * 64 * 8 and "fixed encoding table" not in drawn

@@ -11,7 +11,7 @@ import dataclasses
 import os
 from dataclasses import dataclass, field
 
-from stsim.core.families import SAMPLERS, encoding_spec, is_dense
+from stsim.core.families import SAMPLERS, encoding_spec
 from stsim.core.model import MODELS, QUERIES
 from stsim.core.optim import LR_DECAYS, optimizer_names, optimizer_spec, resolve_optimizer
 from stsim.core.problem import arch_names, arch_spec
@@ -180,8 +180,9 @@ class Config:
             # so SGD/GD hold W once; the per-step arrays are linear in the batch's tokens
             d_e = self.d_e
             D = d + d_e
-            dense = is_dense(self.pe, self.sampler)
-            per_sample = self.pe not in ("onehot", "near-orthogonal")   # fixed: shared
+            spec = encoding_spec(self.pe, T_max=self.T_max, d_e=d_e, sampler=self.sampler)
+            dense = spec.dense
+            per_sample = not spec.fixed              # a fixed family's encodings are shared
             draws = self.objective == "online"
             sparse = not dense and self.objective in ("online", "sample")
             # tokens (d) and each token's encoding: a slot (one int64) or a d_e-vector
@@ -199,8 +200,8 @@ class Config:
                 out["sparse gradient: shared columns, update chunks"] = (
                     2 * min(d_e * D, bq * bq) + 3 * 2**17) * f8
             out["batch tokens and encodings"] = nb * T * per_tok * f8
-            if self.pe == "near-orthogonal":
-                out["near-orthogonal table"] = self.T_max * d_e * f8
+            if spec.fixed and dense:                 # a fixed dense table (near-orthogonal)
+                out["fixed encoding table"] = self.T_max * d_e * f8
             if draws:
                 # the prefetch queue holds 2 and a third waits when drawing is the faster
                 # part (index encodings); a dense per-sample draw (B·T·d_e normals) is the
