@@ -767,3 +767,119 @@ def test_cli_checkpoint_that_cannot_be_written_is_one_line(tmp_path):
     assert proc.returncode == 2 and len(err) == 1, proc.stderr
     assert err[0].startswith(f"stsim: error: {out / 'checkpoint.npz'}: File too large")
     assert not [p for p in out.iterdir() if p.name.startswith(".tmp")]
+
+
+# --------------------------------------------------------------------------------------
+# sweeps (issues 25 and 26): paths and journals refused before any work, Ctrl-C
+# --------------------------------------------------------------------------------------
+def _count(a, seed, calls=[]):                    # noqa: B006 - counts calls in this process
+    calls.append(a)
+    return {"v": a}
+
+
+@pytest.mark.parametrize("kind", ["folder", "empty", "under_a_file", "journal_folder"])
+def test_sweep_out_is_checked_before_any_work(tmp_path, kind):
+    """Before: an existing folder ran fn, wrote the journal beside it and then raised
+    IsADirectoryError; "" wrote .journal.jsonl into the working folder."""
+    (tmp_path / "f").write_text("")
+    out = {"folder": tmp_path, "empty": "", "under_a_file": tmp_path / "f" / "t.csv",
+           "journal_folder": tmp_path / "t.csv"}[kind]
+    if kind == "journal_folder":
+        (tmp_path / "t.csv.journal.jsonl").mkdir()
+    before = sorted(os.listdir(tmp_path))
+    _count.__defaults__[0].clear()
+    with pytest.raises(ValueError, match="out"):
+        sweep(_count, {"a": [1, 2]}, executor=InlineExecutor(), out=out)
+    assert _count.__defaults__[0] == [] and sorted(os.listdir(tmp_path)) == before
+
+
+GOOD_RECORD = {"point": {"a": 1}, "seed_index": 0, "seed": 5, "status": "ok", "result": {},
+               "error": ""}
+
+
+@pytest.mark.parametrize("line, match", [
+    ("[1, 2]\n", "line 2 is not a sweep record.*JSON list"),
+    ('{"point": {"a": 2}}\n', "line 2 is not a sweep record.*no 'seed_index'"),
+    (json.dumps(dict(GOOD_RECORD, status="done")) + "\n", "'status' is 'done'"),
+    (json.dumps(dict(GOOD_RECORD, point=[1])) + "\n", "'point' is \\[1\\], not a dict"),
+    (json.dumps(dict(GOOD_RECORD, seed_index=True)) + "\n", "'seed_index' is True"),
+    (b"\x89PNG\r\n\x1a\n\xff\xfe junk\n", "line 2 holds binary data"),
+])
+def test_sweep_journal_that_is_not_a_journal_is_one_error_naming_the_file(tmp_path, line,
+                                                                          match):
+    out = tmp_path / "t.csv"
+    journal = tmp_path / "t.csv.journal.jsonl"
+    sweep(_count, {"a": [1]}, executor=InlineExecutor(), out=out)
+    with open(journal, "ab") as fh:
+        fh.write(line if isinstance(line, bytes) else line.encode())
+    before = journal.read_bytes()
+    with pytest.raises(ValueError, match=re.escape(str(journal)) + ".*" + match):
+        sweep(_count, {"a": [1, 2]}, executor=InlineExecutor(), out=out)
+    assert journal.read_bytes() == before
+    # a torn line (a crash mid-write) is no defect: skipped, as before
+    journal.write_bytes(before.split(b"\n")[0] + b'\n{"point": {"a": 3')
+    assert sweep(_count, {"a": [1, 2]}, executor=InlineExecutor(), out=out).n_run == 1
+
+
+def _interrupted_on_two(a, seed):
+    """Row a = 2 gets Ctrl-C in the middle of its stsim.run (at step 20 of 400)."""
+    def progress(step, steps, row):
+        if a == 2 and step == 20:
+            os.kill(os.getpid(), signal.SIGINT)
+    res = stsim.run(T=8, q=2, steps=400, batch=16, lr=0.3, eval_every=10, seed=seed,
+                    progress=progress)
+    return {"run": res.status}
+
+
+def test_ctrl_c_in_an_inline_sweep_raises_and_journals_no_half_row(tmp_path, default_sigint):
+    """Inline, Ctrl-C inside a row's stsim.run would make it return its run so far
+    (status "interrupted") as a finished row; in a sweep it raises, the row unrecorded."""
+    out = tmp_path / "t.csv"
+    with pytest.raises(KeyboardInterrupt):
+        sweep(_interrupted_on_two, {"a": [1, 2, 3]}, executor=InlineExecutor(), out=out)
+    recs = [json.loads(x) for x in (tmp_path / "t.csv.journal.jsonl").read_text().splitlines()]
+    assert [(r["point"]["a"], r["result"]["run"]) for r in recs] == [(1, "completed")]
+    assert [r["a"] for r in read_table(out)] == [1]
+    assert signal.getsignal(signal.SIGINT) is signal.default_int_handler   # put back
+
+
+POOL_CTRL_C = textwrap.dedent("""
+    import os, signal, sys, time
+    signal.signal(signal.SIGINT, signal.default_int_handler)   # as in a terminal
+    import stsim
+
+    def row(a, seed):
+        if a >= 2:          # long rows: a stsim.run of hours
+            stsim.run(T=12, q=2, steps=10 ** 7, batch=16, lr=0.3, eval_every=10 ** 6,
+                      seed=seed, progress=False)
+        return {"pid": os.getpid()}
+
+    stsim.sweep(row, {"a": [0, 1, 2, 3, 4]}, out=sys.argv[1], max_workers=2)
+""")
+
+
+def test_ctrl_c_stops_a_pool_sweep_at_once_and_keeps_the_finished_rows(tmp_path):
+    """Ctrl-C from a terminal (SIGINT to the whole process group): the workers ignore it,
+    the driver ends them and raises; the journal holds the finished rows only."""
+    (tmp_path / "drv.py").write_text(POOL_CTRL_C)
+    out, journal = tmp_path / "t.csv", tmp_path / "t.csv.journal.jsonl"
+    drv = subprocess.Popen([sys.executable, str(tmp_path / "drv.py"), str(out)],
+                           cwd=tmp_path, start_new_session=True, stderr=subprocess.PIPE,
+                           text=True, env=dict(os.environ, MPLBACKEND="Agg"))
+    t0 = time.time()
+    while not (journal.exists() and journal.read_text().count("\n") >= 2):
+        assert drv.poll() is None, drv.stderr.read()
+        assert time.time() - t0 < 300, "the sweep did not start"
+        time.sleep(0.1)
+    workers = [int(line.split()[0]) for line in _children(drv.pid)]
+    time.sleep(1.0)                            # the long rows are running
+    os.killpg(drv.pid, signal.SIGINT)
+    _, err = drv.communicate(timeout=60)
+    assert "KeyboardInterrupt" in err and drv.returncode != 0
+    t0 = time.time()
+    while [w for w in workers if _alive(w)] and time.time() - t0 < 15:
+        time.sleep(0.2)
+    assert not [w for w in workers if _alive(w)]
+    recs = [json.loads(x) for x in journal.read_text().splitlines()]
+    assert sorted(r["point"]["a"] for r in recs) == [0, 1]
+    assert all(r["status"] == "ok" for r in recs)
