@@ -103,16 +103,23 @@ def check_record(rec) -> str:
 
 
 def append_journal(path, rec):
-    """Append one finished row ``rec`` to the journal as a JSON line, flushed and fsync'ed."""
-    with open(path, "a+", encoding="utf-8") as fh:
-        fh.seek(0, os.SEEK_END)
-        if fh.tell() > 0:
-            fh.seek(fh.tell() - 1)
-            if fh.read(1) != "\n":  # a torn line from a crash: end it, it will be skipped
-                fh.write("\n")
-        fh.write(json.dumps(rec, sort_keys=True) + "\n")
-        fh.flush()
-        os.fsync(fh.fileno())
+    """Append one finished row ``rec`` to the journal as a JSON line, flushed and fsync'ed.
+    A failed write (a full disk) raises the ``OSError`` with ``filename`` the journal; at
+    most a torn last line is left, which :func:`load_journal` skips."""
+    try:
+        with open(path, "a+", encoding="utf-8") as fh:
+            fh.seek(0, os.SEEK_END)
+            if fh.tell() > 0:
+                fh.seek(fh.tell() - 1)
+                if fh.read(1) != "\n":  # a torn line from a crash: end it, it will be skipped
+                    fh.write("\n")
+            fh.write(json.dumps(rec, sort_keys=True) + "\n")
+            fh.flush()
+            os.fsync(fh.fileno())
+    except OSError as exc:
+        if exc.filename is None:
+            raise type(exc)(exc.errno, exc.strerror or str(exc), os.fspath(path)) from None
+        raise
 
 
 def _sort_value(v):
