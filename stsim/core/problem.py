@@ -96,8 +96,9 @@ def register_arch(name: str, factory, *, encoding: bool = True, reduced: bool = 
 
     Examples
     --------
-    The built-in transformer is ``register_arch("transformer", TransformerProblem,
-    reduced=True)``; ``docs/architecture.md`` registers one of its own:
+    The built-in transformer is
+    ``register_arch("transformer", TransformerProblem, reduced=True)``;
+    ``docs/architecture.md`` registers one of its own:
 
     >>> arch_spec("transformer").reduced, arch_spec("transformer").memory is None
     (True, True)
