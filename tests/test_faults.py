@@ -1000,8 +1000,9 @@ def test_sparse_full_disk_is_one_line_naming_the_file_and_a_rerun_resumes(tmp_pa
     assert json.loads((out / "summary.json").read_text())["n_run"] == 8 - kept
 
 
-SEP_DIVERGE = ["separation", "--lrs", "1e6", "--fcn_Ts", "4", "--tf_Ts", "4", "--long_Ts", "",
-               "--family_Ts", "4,8", "--seeds", "1", "--steps", "20", "--long_steps", "20",
+# --lr_extra "": main's rate extension would otherwise tune past 1e6 to rates that learn
+SEP_DIVERGE = ["separation", "--lrs", "1e6", "--lr_extra", "", "--fcn_Ts", "4", "--tf_Ts", "4",
+               "--long_Ts", "", "--family_Ts", "4,8", "--seeds", "1", "--steps", "20", "--long_steps", "20",
                "--workers", "1", "--quiet"]
 
 
@@ -1080,3 +1081,36 @@ def test_rerunning_a_complete_study_never_refuses_itself(tmp_path, capsys):
         rc, out, err = _cli_main(argv, capsys)
         assert (rc, err) == (0, []) and "run and analysed" in out
     assert sorted(p for p in os.listdir(tmp_path / "S") if p.startswith(".")) == []
+
+
+@pytest.mark.slow
+def test_twenty_reruns_of_separation_quick_on_a_complete_folder_never_refuse_themselves(
+        tmp_path):
+    """Issue 26's done-when, as the issue ran it (``for i in $(seq 20); do stsim separation
+    --quick --quiet --out S; done``; before the fix 11 of 36 reruns refused their own pid).
+    Each rerun is its own process, finds every run finished and computes nothing (the raw
+    tables and journals stay byte-identical; ``raw/run.json`` holds the last call's wall
+    time) and leaves no lock behind. Slow: ~20 s of training, then 20 processes of import,
+    analysis and figure. The race itself, seeded, is tests/test_lock.py's."""
+    out = tmp_path / "S"
+    cmd = [sys.executable, "-m", "stsim", "separation", "--quick", "--quiet", "--out", str(out)]
+    env = dict(os.environ, MPLBACKEND="Agg")
+    root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+    env["PYTHONPATH"] = os.pathsep.join(p for p in (root, env.get("PYTHONPATH")) if p)
+    first = subprocess.run(cmd, capture_output=True, text=True, env=env, timeout=1800)
+    assert first.returncode == 0, first.stderr
+
+    def tables():        # run.json holds the last call's wall time; the rest is the data
+        return {p.name: p.read_bytes() for p in (out / "raw").iterdir()
+                if p.is_file() and p.name != "run.json"}
+    raw = tables()
+    assert any(n.endswith(".journal.jsonl") for n in raw)
+    secs = []
+    for i in range(20):
+        t0 = time.perf_counter()
+        proc = subprocess.run(cmd, capture_output=True, text=True, env=env, timeout=600)
+        secs.append(time.perf_counter() - t0)
+        assert (proc.returncode, proc.stderr) == (0, ""), f"rerun {i + 1}: {proc.stderr}"
+        assert tables() == raw
+        assert [p for p in os.listdir(out) if p.startswith(".")] == []
+    print(f"20 reruns: {sum(secs):.1f} s, {min(secs):.1f}-{max(secs):.1f} s each")
