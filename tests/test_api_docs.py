@@ -216,7 +216,7 @@ def references(path):
         file, section = m.groups()
         base = ROOT if file.startswith("docs/") or path.name == "README.md" else path.parent
         target = base / file if (base / file).exists() else ROOT / "docs" / file
-        yield target, section, m.group(0)
+        yield target, " ".join(section.split()), m.group(0)     # a line break is a space
     for m in re.finditer(r"[\"“]([^\"”\n]{3,80})[\"”] below", text):
         yield path, m.group(1), m.group(0)
 

@@ -106,6 +106,7 @@ def test_the_quick_start_runs_as_pasted(tmp_path):
     out = proc.stdout.splitlines()
     assert out[1].startswith("status: completed (learned)")
     assert (tmp_path / "run.png").is_file()
+    assert out[-7] == "True"                    # the most attended positions are y
     rows = [line.split() for line in out[-6:]]
     assert sorted(r[0] for r in rows) == ["0.5", "0.5", "1.0", "1.0", "2.0", "2.0"]
     print(f"quick start: {secs:.1f} s")
