@@ -88,8 +88,15 @@ def test_command_1_writes_its_result_and_figure(tmp_path, monkeypatch, capsys):
     assert summary["status"] == "completed" and summary["message"].endswith(
         "learned: loss 0.80% of initial")
     assert "to 0.80% of the initial loss in 1700" in README
-    committed = (ROOT / "docs" / "figures" / "readme" / "history.csv").read_text()
-    assert (tmp_path / "runs" / "demo" / "history.csv").read_text() == committed
+    # the README's figure is this run's (to rounding: the last bits of a matrix product
+    # depend on the BLAS build and its thread count)
+    import numpy as np
+    committed, new = (np.genfromtxt(p, delimiter=",", names=True) for p in (
+        ROOT / "docs" / "figures" / "readme" / "history.csv",
+        tmp_path / "runs" / "demo" / "history.csv"))
+    assert committed.dtype.names == new.dtype.names and len(committed) == len(new) == 101
+    for k in committed.dtype.names:
+        assert np.allclose(new[k], committed[k], rtol=1e-6, atol=1e-9), k
 
 
 def test_the_quick_start_runs_as_pasted(tmp_path):

@@ -31,9 +31,9 @@ __all__ = ["main", "COMMANDS", "build_parser"]
 COMMANDS = {
     "run": ("stsim.cli.run", "train one model (any option of stsim.run); write its result, "
             "history and loss plot"),
-    "theory": ("stsim.cli.theory", "check Theorems 1-3 (SPEC 5: convergence, one-hot and "
-               "stochastic; length generalisation with --T_test) numerically on the reduced "
-               "population dynamics; draw the theory figures"),
+    "theory": ("stsim.cli.theory", "check Theorems 1-3 (convergence with one-hot and "
+               "stochastic encodings; length generalisation with --T_test) numerically on the "
+               "reduced population dynamics; draw the theory figures"),
     "figures": ("stsim.cli.figures", "reproduce the paper's Figures 1-5 (and one beyond)"),
     "separation": ("stsim.cli.separation",
                    "transformer vs fully-connected net: width needed against T"),
