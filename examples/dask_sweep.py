@@ -1,4 +1,5 @@
 """A sweep on a Dask LocalCluster (learning rate × seed), interrupted and resumed.
+Needs Dask, the optional extra: pip install ".[dask]".
 
 stsim.sweep runs fn(**point, seed=seed) on any concurrent.futures executor — here
 Client.get_executor() of a LocalCluster (its workers run one BLAS thread each). Every
@@ -6,6 +7,7 @@ finished row goes to a journal at once, so a rerun after an interruption (Ctrl-C
 job) computes only the missing rows; the table is the same either way.
 """
 import os
+import sys
 
 import matplotlib
 matplotlib.use("Agg")
@@ -33,7 +35,10 @@ def stop_after(k):                      # stands in for Ctrl-C after k finished 
 
 
 if __name__ == "__main__":
-    from dask.distributed import Client, LocalCluster
+    try:
+        from dask.distributed import Client, LocalCluster
+    except ImportError:     # not in `pip install ".[fast]"`: one line saying what to install
+        sys.exit('examples/dask_sweep.py needs Dask: pip install ".[dask]" (the extra stsim[dask])')
 
     table = os.path.join(OUT, "dask_sweep.csv")
     for f in (table, table + ".journal.jsonl"):      # start afresh for the demonstration

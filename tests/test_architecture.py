@@ -65,7 +65,8 @@ def test_architecture_doc_examples_run():
     import doctest
 
     from stsim.core import families, optim, problem
-    doc = ROOT.parent / "docs" / "architecture.md"
+    doc = pathlib.Path(__file__).resolve().parents[1] / "docs" / "architecture.md"  # the
+    # repository's: ROOT is the imported package, site-packages' after `pip install ".[test]"`
     try:
         res = doctest.testfile(str(doc), module_relative=False, optionflags=doctest.ELLIPSIS)
     finally:

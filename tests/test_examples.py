@@ -57,3 +57,17 @@ def test_example_runs(name, tmp_path, monkeypatch, capsys):
         assert "sinusoid  coherence max|<p_i, p_j>| over 16 positions: 0.914" in out
         assert 'Why "sinusoid" does not learn' in out
     print(f"{name}: {secs:.1f} s")
+
+
+def test_dask_example_without_dask_says_what_to_install_in_one_line(tmp_path):
+    """README command 1 (``.[fast]``) does not install Dask: the example says so."""
+    import subprocess
+    import sys
+    code = ("import runpy, sys; sys.modules['dask'] = None; sys.modules['distributed'] = None; "
+            "sys.modules['dask.distributed'] = None; "
+            f"runpy.run_path({os.path.join(EXAMPLES, 'dask_sweep.py')!r}, run_name='__main__')")
+    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                          cwd=tmp_path, timeout=300, env=dict(os.environ, MPLBACKEND="Agg"))
+    assert proc.returncode == 1 and proc.stdout == ""
+    assert proc.stderr.strip().splitlines() == [
+        'examples/dask_sweep.py needs Dask: pip install ".[dask]" (the extra stsim[dask])']

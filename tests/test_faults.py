@@ -767,3 +767,350 @@ def test_cli_checkpoint_that_cannot_be_written_is_one_line(tmp_path):
     assert proc.returncode == 2 and len(err) == 1, proc.stderr
     assert err[0].startswith(f"stsim: error: {out / 'checkpoint.npz'}: File too large")
     assert not [p for p in out.iterdir() if p.name.startswith(".tmp")]
+
+
+# --------------------------------------------------------------------------------------
+# sweeps (issues 25 and 26): paths and journals refused before any work, Ctrl-C
+# --------------------------------------------------------------------------------------
+def _count(a, seed, calls=[]):                    # noqa: B006 - counts calls in this process
+    calls.append(a)
+    return {"v": a}
+
+
+@pytest.mark.parametrize("kind", ["folder", "empty", "under_a_file", "journal_folder"])
+def test_sweep_out_is_checked_before_any_work(tmp_path, kind):
+    """Before: an existing folder ran fn, wrote the journal beside it and then raised
+    IsADirectoryError; "" wrote .journal.jsonl into the working folder."""
+    (tmp_path / "f").write_text("")
+    out = {"folder": tmp_path, "empty": "", "under_a_file": tmp_path / "f" / "t.csv",
+           "journal_folder": tmp_path / "t.csv"}[kind]
+    if kind == "journal_folder":
+        (tmp_path / "t.csv.journal.jsonl").mkdir()
+    before = sorted(os.listdir(tmp_path))
+    _count.__defaults__[0].clear()
+    with pytest.raises(ValueError, match="out"):
+        sweep(_count, {"a": [1, 2]}, executor=InlineExecutor(), out=out)
+    assert _count.__defaults__[0] == [] and sorted(os.listdir(tmp_path)) == before
+
+
+GOOD_RECORD = {"point": {"a": 1}, "seed_index": 0, "seed": 5, "status": "ok", "result": {},
+               "error": ""}
+
+
+@pytest.mark.parametrize("line, match", [
+    ("[1, 2]\n", "line 2 is not a sweep record.*JSON list"),
+    ('{"point": {"a": 2}}\n', "line 2 is not a sweep record.*no 'seed_index'"),
+    (json.dumps(dict(GOOD_RECORD, status="done")) + "\n", "'status' is 'done'"),
+    (json.dumps(dict(GOOD_RECORD, point=[1])) + "\n", "'point' is \\[1\\], not a dict"),
+    (json.dumps(dict(GOOD_RECORD, seed_index=True)) + "\n", "'seed_index' is True"),
+    (b"\x89PNG\r\n\x1a\n\xff\xfe junk\n", "line 2 holds binary data"),
+])
+def test_sweep_journal_that_is_not_a_journal_is_one_error_naming_the_file(tmp_path, line,
+                                                                          match):
+    out = tmp_path / "t.csv"
+    journal = tmp_path / "t.csv.journal.jsonl"
+    sweep(_count, {"a": [1]}, executor=InlineExecutor(), out=out)
+    with open(journal, "ab") as fh:
+        fh.write(line if isinstance(line, bytes) else line.encode())
+    before = journal.read_bytes()
+    with pytest.raises(ValueError, match=re.escape(str(journal)) + ".*" + match):
+        sweep(_count, {"a": [1, 2]}, executor=InlineExecutor(), out=out)
+    assert journal.read_bytes() == before
+    # a torn line (a crash mid-write) is no defect: skipped, as before
+    journal.write_bytes(before.split(b"\n")[0] + b'\n{"point": {"a": 3')
+    assert sweep(_count, {"a": [1, 2]}, executor=InlineExecutor(), out=out).n_run == 1
+
+
+def _interrupted_on_two(a, seed):
+    """Row a = 2 gets Ctrl-C in the middle of its stsim.run (at step 20 of 400)."""
+    def progress(step, steps, row):
+        if a == 2 and step == 20:
+            os.kill(os.getpid(), signal.SIGINT)
+    res = stsim.run(T=8, q=2, steps=400, batch=16, lr=0.3, eval_every=10, seed=seed,
+                    progress=progress)
+    return {"run": res.status}
+
+
+def test_ctrl_c_in_an_inline_sweep_raises_and_journals_no_half_row(tmp_path, default_sigint):
+    """Inline, Ctrl-C inside a row's stsim.run would make it return its run so far
+    (status "interrupted") as a finished row; in a sweep it raises, the row unrecorded."""
+    out = tmp_path / "t.csv"
+    with pytest.raises(KeyboardInterrupt):
+        sweep(_interrupted_on_two, {"a": [1, 2, 3]}, executor=InlineExecutor(), out=out)
+    recs = [json.loads(x) for x in (tmp_path / "t.csv.journal.jsonl").read_text().splitlines()]
+    assert [(r["point"]["a"], r["result"]["run"]) for r in recs] == [(1, "completed")]
+    assert [r["a"] for r in read_table(out)] == [1]
+    assert signal.getsignal(signal.SIGINT) is signal.default_int_handler   # put back
+
+
+POOL_CTRL_C = textwrap.dedent("""
+    import os, signal, sys, time
+    signal.signal(signal.SIGINT, signal.default_int_handler)   # as in a terminal
+    import stsim
+
+    def row(a, seed):
+        if a >= 2:          # long rows: a stsim.run of hours
+            stsim.run(T=12, q=2, steps=10 ** 7, batch=16, lr=0.3, eval_every=10 ** 6,
+                      seed=seed, progress=False)
+        return {"pid": os.getpid()}
+
+    stsim.sweep(row, {"a": [0, 1, 2, 3, 4]}, out=sys.argv[1], max_workers=2)
+""")
+
+
+def test_ctrl_c_stops_a_pool_sweep_at_once_and_keeps_the_finished_rows(tmp_path):
+    """Ctrl-C from a terminal (SIGINT to the whole process group): the workers ignore it,
+    the driver ends them and raises; the journal holds the finished rows only."""
+    (tmp_path / "drv.py").write_text(POOL_CTRL_C)
+    out, journal = tmp_path / "t.csv", tmp_path / "t.csv.journal.jsonl"
+    drv = subprocess.Popen([sys.executable, str(tmp_path / "drv.py"), str(out)],
+                           cwd=tmp_path, start_new_session=True, stderr=subprocess.PIPE,
+                           text=True, env=dict(os.environ, MPLBACKEND="Agg"))
+    t0 = time.time()
+    while not (journal.exists() and journal.read_text().count("\n") >= 2):
+        assert drv.poll() is None, drv.stderr.read()
+        assert time.time() - t0 < 300, "the sweep did not start"
+        time.sleep(0.1)
+    workers = [int(line.split()[0]) for line in _children(drv.pid)]
+    time.sleep(1.0)                            # the long rows are running
+    os.killpg(drv.pid, signal.SIGINT)
+    _, err = drv.communicate(timeout=60)
+    assert "KeyboardInterrupt" in err and drv.returncode != 0
+    t0 = time.time()
+    while [w for w in workers if _alive(w)] and time.time() - t0 < 15:
+        time.sleep(0.2)
+    assert not [w for w in workers if _alive(w)]
+    recs = [json.loads(x) for x in journal.read_text().splitlines()]
+    assert sorted(r["point"]["a"] for r in recs) == [0, 1]
+    assert all(r["status"] == "ok" for r in recs)
+
+
+# --------------------------------------------------------------------------------------
+# studies (issue 26): one line for what a user causes, sizes refused, divergence, Ctrl-C
+# --------------------------------------------------------------------------------------
+def _cli_main(argv, capsys):
+    from stsim.cli import main
+    rc = main(argv)
+    cap = capsys.readouterr()
+    return rc, cap.out, cap.err.strip().splitlines()
+
+
+@pytest.mark.parametrize("argv, match", [
+    (["sparse", "--Ts", "1000000000"], r"sparse: a trial at T=1000000000 \(Ts\).*GiB of "
+                                       r"memory.*test sample"),
+    (["sparse", "--hidden", "1e9"], r"hidden=1000000000.*hidden activations"),
+    (["separation", "--family_Ts", "1e9"], r"the family at T=1000000000 \(family_Ts\).*"
+                                           r"scores and softmax"),
+    (["separation", "--tf_Ts", "4,1e7"], r"the transformer cell at T=10000000 \(tf_Ts\)"),
+    (["expressivity", "--set", "width.Ns=[1e9]"], r"width.*N=1000000000 \(width.Ns\)"),
+    (["expressivity", "--set", "seq2seq.Ns=[1e6]"], r"seq2seq.*N=1000000 \(seq2seq.Ns\)"),
+])
+def test_study_sizes_beyond_the_machine_are_one_line_before_any_work(tmp_path, capsys, argv,
+                                                                     match):
+    out = tmp_path / "o"
+    rc, _, err = _cli_main(argv + ["--out", str(out), "--workers", "1"], capsys)
+    assert rc == 2 and len(err) == 1 and re.search(match, err[0]), err
+    assert not out.exists()
+
+
+@pytest.mark.parametrize("study", ["separation", "sparse", "expressivity", "figures"])
+def test_study_out_refused_before_any_work(tmp_path, capsys, study):
+    """--out "" was silently the default for the studies (run refused it); a file was a
+    traceback after the work started."""
+    (tmp_path / "file").write_text("")
+    for out, match in (("", "--out must be a folder path, got an empty string"),
+                       (str(tmp_path / "file"), "exists and is not a folder"),
+                       (str(tmp_path / "file" / "sub"), "not a writable folder")):
+        rc, _, err = _cli_main([study, "--out", out, "--workers", "1"], capsys)
+        assert rc == 2 and len(err) == 1 and match in err[0], err
+    rc, _, err = _cli_main([study, "--out", str(tmp_path / "none"), "--analyse-only"], capsys)
+    assert rc == 2 and len(err) == 1 and "is not a folder: --analyse-only" in err[0], err
+    assert sorted(os.listdir(tmp_path)) == ["file"]
+
+
+def test_figures_report_of_a_missing_or_garbled_folder_is_one_line(tmp_path, capsys):
+    """Before: an empty table and exit 0 (missing folder); a JSON error without the file's
+    name (garbled fig1.json)."""
+    rc, out, err = _cli_main(["figures", "--report", str(tmp_path / "none")], capsys)
+    assert rc == 2 and out == "" and len(err) == 1 and "is not a folder" in err[0]
+    rc, out, err = _cli_main(["figures", "--report", str(tmp_path)], capsys)
+    assert rc == 2 and len(err) == 1 and "holds no figure summary" in err[0]
+    (tmp_path / "fig1.json").write_text('{"settings":\n  ,}')
+    rc, out, err = _cli_main(["figures", "--report", str(tmp_path)], capsys)
+    assert rc == 2 and len(err) == 1 and str(tmp_path / "fig1.json") in err[0] \
+        and "not valid JSON" in err[0] and "line 2" in err[0], err
+
+
+SPARSE_TINY = ["sparse", "--Ts", "8", "--fns", "and:2", "--m_max", "16", "--seeds", "2",
+               "--max_steps", "20", "--workers", "1", "--quiet"]
+
+
+def test_a_locked_study_folder_is_one_line(tmp_path, capsys):
+    from stsim.util.io import FileLock
+    out = tmp_path / "o"
+    out.mkdir()
+    env = dict(os.environ, MPLBACKEND="Agg")
+    with FileLock(out / ".stsim-study", remove=True):     # another process holds it
+        proc = subprocess.run([sys.executable, "-m", "stsim", *SPARSE_TINY, "--out", str(out)],
+                              capture_output=True, text=True, timeout=300, env=env)
+    err = proc.stderr.strip().splitlines()
+    assert proc.returncode == 2 and len(err) == 1, proc.stderr
+    assert re.match(r"stsim: error: --out: another process \(pid \d+\) is writing", err[0])
+    assert os.listdir(out) == []          # nothing written, the lock file removed by us
+
+
+def test_study_files_that_are_not_what_they_should_be_are_one_line(tmp_path, capsys):
+    out = tmp_path / "o"
+    (out / "trials.csv").mkdir(parents=True)          # a folder where trials.csv should be
+    rc, _, err = _cli_main(SPARSE_TINY + ["--out", str(out)], capsys)
+    assert rc == 2 and len(err) == 1 and "trials.csv' is a folder" in err[0], err
+    (out / "trials.csv").rmdir()
+    assert _cli_main(SPARSE_TINY + ["--out", str(out)], capsys)[0] == 0
+    journal = out / "trials.csv.journal.jsonl"
+    good = journal.read_bytes()
+    for junk, match in ((b'{"point": 3}\n', "line .* is not a sweep record"),
+                        (b"\x00\xff\xfe\x80binary\n", "holds binary data")):
+        journal.write_bytes(good + junk)
+        rc, _, err = _cli_main(SPARSE_TINY + ["--out", str(out)], capsys)
+        assert rc == 2 and len(err) == 1 and str(journal) in err[0], err
+        assert re.search(match, err[0])
+    journal.write_bytes(good)
+    (out / "run.json").write_text('{"workers": 1,\n oops')          # garbled run record
+    rc, _, err = _cli_main(SPARSE_TINY + ["--out", str(out), "--analyse-only"], capsys)
+    assert rc == 2 and len(err) == 1 and str(out / "run.json") in err[0] \
+        and "not valid JSON" in err[0], err
+
+
+def test_sparse_full_disk_is_one_line_naming_the_file_and_a_rerun_resumes(tmp_path):
+    (tmp_path / "fsize.py").write_text(FSIZE_RUN)
+    out = tmp_path / "o"
+    env = dict(os.environ, MPLBACKEND="Agg")
+    argv = [sys.executable, str(tmp_path / "fsize.py")]
+    proc = subprocess.run(argv + ["2500"] + SPARSE_TINY + ["--out", str(out)],
+                          capture_output=True, text=True, timeout=300, env=env)
+    err = proc.stderr.strip().splitlines()
+    assert proc.returncode == 2 and len(err) == 1, proc.stderr
+    assert re.match(r"stsim: error: \S+/trials\.csv(\.journal\.jsonl)?: File too large \(",
+                    err[0]), err[0]
+    kept = len(stsim.sweep.journal.load_journal(out / "trials.csv.journal.jsonl"))
+    assert kept >= 1
+    proc = subprocess.run(argv + [str(10 ** 7)] + SPARSE_TINY + ["--out", str(out)],
+                          capture_output=True, text=True, timeout=300, env=env)
+    assert proc.returncode == 0, proc.stderr
+    assert json.loads((out / "summary.json").read_text())["n_run"] == 8 - kept
+
+
+# --lr_extra "": main's rate extension would otherwise tune past 1e6 to rates that learn
+SEP_DIVERGE = ["separation", "--lrs", "1e6", "--lr_extra", "", "--fcn_Ts", "4", "--tf_Ts", "4",
+               "--long_Ts", "", "--family_Ts", "4,8", "--seeds", "1", "--steps", "20", "--long_steps", "20",
+               "--workers", "1", "--quiet"]
+
+
+def test_a_study_whose_runs_all_diverge_says_so_and_exits_1(tmp_path, capsys):
+    """Before: exit 0, an empty width table and no word of divergence anywhere."""
+    out = tmp_path / "o"
+    rc, _, err = _cli_main(SEP_DIVERGE + ["--out", str(out)], capsys)
+    assert rc == 1 and len(err) == 2, err
+    assert re.match(r"stsim: warning: (\d+) of \1 runs diverged \(e\.g\. fcn q=2 T=4", err[0])
+    assert err[1].startswith("stsim: error: not measured because runs diverged: the smallest "
+                             "width of transformer at q=2, T=4: every tuning run diverged")
+    summary = json.loads((out / "summary.json").read_text())
+    assert summary["diverged"]["runs"] == summary["diverged"]["of"] > 0
+    assert len(summary["unmeasured"]) == 2 and summary["widths"] == []
+    report = (out / "report.md").read_text()
+    assert "## Diverged runs" in report and "every tuning run diverged" in report
+    # --analyse-only says the same; a good learning rate measures and exits 0
+    assert _cli_main(SEP_DIVERGE + ["--out", str(out), "--analyse-only"], capsys)[0] == 1
+    rc, _, err = _cli_main(SEP_DIVERGE + ["--out", str(tmp_path / "g"), "--lrs", "0.01"], capsys)
+    assert rc == 0 and err == []
+    assert json.loads((tmp_path / "g" / "summary.json").read_text())["unmeasured"] == []
+
+
+def test_sparse_divergence_accounting():
+    """m* censored above in a series where trials diverged is unmeasured; censored
+    without divergence is a measurement (seeded fault: the diverged trial removed)."""
+    from stsim.studies.sparse.analysis import divergence_of
+    rows = [dict(fn="and", s=2, model="fcn", T=8, m=m, diverged=int(m == 16)) for m in (8, 16)]
+    panels = [{"target": 0.9, "mstar": [dict(fn="and", s=2, model="fcn", T=8,
+                                               censored="above")]}]
+    d = divergence_of(rows, panels)
+    assert d["diverged"] == {"runs": 1, "of": 2, "where": ["fcn and:2 T=8 m=16"]}
+    assert d["unmeasured"] == ["m* at success 0.9 of fcn and:2 at T=8: no m reached it, and "
+                               "1 of 2 trials diverged"]
+    rows[1]["diverged"] = 0
+    assert divergence_of(rows, panels)["unmeasured"] == []
+
+
+CTRL_C_STUDY = ["separation", "--fcn_Ts", "4,8", "--tf_Ts", "4", "--family_Ts", "4,8",
+                "--steps", "3000", "--long_steps", "3000", "--long_Ts", "", "--workers", "2"]
+
+
+def test_ctrl_c_on_a_study_is_one_line_exit_130_and_a_rerun_resumes(tmp_path):
+    out = tmp_path / "o"
+    env = dict(os.environ, MPLBACKEND="Agg")
+    journal = out / "raw" / "tune.csv.journal.jsonl"
+    proc = subprocess.Popen([sys.executable, "-c", "import signal, sys; signal.signal("
+                             "signal.SIGINT, signal.default_int_handler); from stsim.cli "
+                             "import main; sys.exit(main(sys.argv[1:]))", *CTRL_C_STUDY,
+                             "--quiet", "--out", str(out)], start_new_session=True,
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env)
+    t0 = time.time()
+    while not (journal.exists() and journal.read_text().count("\n") >= 1):
+        assert proc.poll() is None, proc.communicate()
+        assert time.time() - t0 < 300, "no tuning run finished"
+        time.sleep(0.1)
+    os.killpg(proc.pid, signal.SIGINT)                 # Ctrl-C in the terminal
+    _, err = proc.communicate(timeout=60)
+    lines = err.strip().splitlines()
+    assert proc.returncode == 130 and len(lines) == 1, err
+    assert lines[0] == (f"stsim: interrupted (Ctrl-C); the finished runs are kept in {out}; "
+                        f"rerun the same command to resume")
+    done = stsim.sweep.journal.load_journal(journal)
+    assert done and all(r["status"] == "ok" for r in done.values())
+    assert not (out / ".stsim-study.lock").exists()
+
+
+def test_rerunning_a_complete_study_never_refuses_itself(tmp_path, capsys):
+    """Issue 26, bug 1: reruns on a complete folder refused their own process ("another
+    process (pid <own pid>)") 11 times in 36; the race of FileLock is tests/test_lock.py's."""
+    argv = list(SEP_DIVERGE) + ["--out", str(tmp_path / "S")]
+    argv[argv.index("1e6")] = "0.01"
+    argv[argv.index("--workers") + 1] = "2"
+    assert _cli_main(argv, capsys)[:3:2] == (0, [])
+    for _ in range(8):
+        rc, out, err = _cli_main(argv, capsys)
+        assert (rc, err) == (0, []) and "run and analysed" in out
+    assert sorted(p for p in os.listdir(tmp_path / "S") if p.startswith(".")) == []
+
+
+@pytest.mark.slow
+def test_twenty_reruns_of_separation_quick_on_a_complete_folder_never_refuse_themselves(
+        tmp_path):
+    """Issue 26's done-when, as the issue ran it (``for i in $(seq 20); do stsim separation
+    --quick --quiet --out S; done``; before the fix 11 of 36 reruns refused their own pid).
+    Each rerun is its own process, finds every run finished and computes nothing (the raw
+    tables and journals stay byte-identical; ``raw/run.json`` holds the last call's wall
+    time) and leaves no lock behind. Slow: ~20 s of training, then 20 processes of import,
+    analysis and figure. The race itself, seeded, is tests/test_lock.py's."""
+    out = tmp_path / "S"
+    cmd = [sys.executable, "-m", "stsim", "separation", "--quick", "--quiet", "--out", str(out)]
+    env = dict(os.environ, MPLBACKEND="Agg")
+    root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+    env["PYTHONPATH"] = os.pathsep.join(p for p in (root, env.get("PYTHONPATH")) if p)
+    first = subprocess.run(cmd, capture_output=True, text=True, env=env, timeout=1800)
+    assert first.returncode == 0, first.stderr
+
+    def tables():        # run.json holds the last call's wall time; the rest is the data
+        return {p.name: p.read_bytes() for p in (out / "raw").iterdir()
+                if p.is_file() and p.name != "run.json"}
+    raw = tables()
+    assert any(n.endswith(".journal.jsonl") for n in raw)
+    secs = []
+    for i in range(20):
+        t0 = time.perf_counter()
+        proc = subprocess.run(cmd, capture_output=True, text=True, env=env, timeout=600)
+        secs.append(time.perf_counter() - t0)
+        assert (proc.returncode, proc.stderr) == (0, ""), f"rerun {i + 1}: {proc.stderr}"
+        assert tables() == raw
+        assert [p for p in os.listdir(out) if p.startswith(".")] == []
+    print(f"20 reruns: {sum(secs):.1f} s, {min(secs):.1f}-{max(secs):.1f} s each")

@@ -13,8 +13,7 @@ from stsim.cli import main as cli_main
 from stsim.studies.sparse import boolean as sparse_boolean
 from stsim.studies.sparse import study as sparse
 from stsim.studies.sparse.design import plan
-from stsim.sweep import InlineExecutor, OneThreadProcessPool, make_executor, read_table
-from stsim.sweep.pool import THREAD_VARS
+from stsim.sweep import InlineExecutor, make_executor, read_table
 
 TINY = dict(sparse.QUICK, Ts=(8, 16), m_min=8, m_max=32, ratio=2.0, fns="majority:3",
             seeds=2, max_steps=40, n_test=200)
@@ -194,22 +193,6 @@ def test_command_in_a_subprocess(tmp_path):
     here = sparse_boolean.train_trial(**{k: r[k] for k in keys}, seed=r["seed"])
     for k in ("test_acc", "train_acc", "train_loss", "max_block_norm", "attn_on_support"):
         assert here[k] == r[k], k
-
-
-def _worker_threads():
-    return os.getenv("OMP_NUM_THREADS"), os.getenv("OPENBLAS_NUM_THREADS")
-
-
-def test_every_pool_worker_gets_one_blas_thread(monkeypatch):
-    for k in THREAD_VARS:
-        monkeypatch.delenv(k, raising=False)
-    ex = OneThreadProcessPool(2)
-    try:  # workers start on demand: the later ones must see the variables too
-        futs = [ex.submit(_worker_threads) for _ in range(6)]
-        assert {f.result() for f in futs} == {("1", "1")}
-    finally:
-        ex.shutdown()
-    assert all(k not in os.environ for k in THREAD_VARS)
 
 
 def test_process_pool_path_matches_inline(tmp_path):

@@ -1,7 +1,14 @@
 """stsim.sweep: executor independence (process pool, threads, inline, dask), seeds,
 resumability after interruption, recorded failures, and refusals before any work."""
 import concurrent.futures as cf
+import json
+import multiprocessing as mp
 import os
+import subprocess
+import sys
+import textwrap
+import threading
+import types
 
 import numpy as np
 import pytest
@@ -191,8 +198,17 @@ def test_bad_grids_raise_before_any_work(tmp_path, grid, match):
 def test_other_refusals(tmp_path):
     with pytest.raises(ValueError, match="seeds must be an integer >= 1"):
         sweep(noisy, GRID, seeds=0, executor=InlineExecutor())
-    with pytest.raises(ValueError, match="picklable"):
-        sweep(lambda a, seed: a, {"a": [1]})
+    # the default pool sends fn with cloudpickle: a lambda runs there; an fn that does not
+    # pickle (it holds a lock) is refused before any work
+    assert [r["value"] for r in sweep(lambda a, seed: 2 * a, {"a": [1, 2]}).rows] == [2, 4]
+    lock = threading.Lock()
+
+    def holds_lock(a, seed):
+        with lock:
+            return a
+    with pytest.raises(ValueError, match="does not pickle.*lock"):
+        sweep(holds_lock, {"a": [1]}, out=tmp_path / "lock.csv")
+    assert os.listdir(tmp_path) == []
     with pytest.raises(ValueError, match="executor must be"):
         sweep(noisy, GRID, executor="pool")
     with pytest.raises(ValueError, match="seed"):
@@ -216,3 +232,135 @@ def test_concurrent_sweeps_share_one_table(tmp_path):
                                out=shared) for a in GRID["a"] for b in GRID["b"]]
         assert all(f.result().n_run == 2 for f in futs)
     assert _csv(shared) == _csv(whole)
+
+
+# --------------------------------------------------------------------------------------
+# the default pool from scripts, stdin and notebooks (issue 25, item 1)
+# --------------------------------------------------------------------------------------
+UNGUARDED = textwrap.dedent("""
+    import numpy as np
+    import stsim
+
+    SCALE = 3.0                      # a global of __main__, read in the workers
+
+    def train(lr, seed):
+        res = stsim.run(T=8, q=2, lr=lr, steps=20, batch=16, seed=seed, progress=False)
+        return {"val": res.final("val"), "run": res.status, "x": SCALE * lr}
+
+    res = stsim.sweep(train, {"lr": [0.5, 1.0]}, seeds=2)
+    print("STATUS", sorted({r["status"] for r in res.rows}), len(res.rows),
+          [r["error"] for r in res.rows if r["error"]][:1])
+    print("X", [r["x"] for r in res.rows])
+""")
+
+
+@pytest.mark.parametrize("how", ["script", "stdin"])
+def test_default_pool_runs_unguarded_scripts_and_stdin(tmp_path, how):
+    """A script without ``if __name__ == "__main__"`` (before: every row BrokenProcessPool)
+    and the same code on stdin, as a notebook runs it (before: FileNotFoundError '<stdin>'
+    in the workers), both sweep to all-ok rows on the default executor."""
+    script = tmp_path / "unguarded.py"
+    script.write_text(UNGUARDED)
+    env = dict(os.environ, PYTHONPATH=os.pathsep.join(
+        [os.path.dirname(os.path.dirname(os.path.abspath(__file__))),
+         os.environ.get("PYTHONPATH", "")]), MPLBACKEND="Agg")
+    cmd = [sys.executable, str(script)] if how == "script" else [sys.executable, "-"]
+    proc = subprocess.run(cmd, input=None if how == "script" else UNGUARDED, cwd=tmp_path,
+                          env=env, capture_output=True, text=True, timeout=300)
+    assert proc.returncode == 0, proc.stderr
+    assert "STATUS ['ok'] 4 []" in proc.stdout, proc.stdout + proc.stderr
+    assert "X [1.5, 1.5, 3.0, 3.0]" in proc.stdout
+
+
+def _ghost_module():
+    """A function whose module exists in this process only (made at run time)."""
+    mod = types.ModuleType("stsim_ghost_module")
+    exec("def f(a, seed):\n    return a\n", mod.__dict__)
+    sys.modules[mod.__name__] = mod
+    return mod.f
+
+
+def test_an_executor_that_cannot_run_fn_is_refused_before_any_row(tmp_path):
+    """A spawned stdlib pool finds fn by name in a worker that lacks its module: the
+    probe task fails and the sweep raises before any row, never a table of error rows."""
+    f = _ghost_module()
+    out = tmp_path / "t.csv"
+    with cf.ProcessPoolExecutor(1, mp_context=mp.get_context("spawn")) as ex:
+        with pytest.raises(ValueError, match="cannot run fn 'f'.*if __name__"):
+            sweep(f, {"a": [1, 2]}, executor=ex, out=out)
+    # the default pool too (cloudpickle sends a function of an importable-looking module
+    # by reference)
+    with pytest.raises(ValueError, match="cannot run fn 'f'"):
+        sweep(f, {"a": [1, 2]}, out=out)
+    assert os.listdir(tmp_path) == []
+    # in this process it runs
+    assert [r["value"] for r in sweep(f, {"a": [1, 2]}, out=out, max_workers=1).rows] == [1, 2]
+
+
+def _dies_on_three(a, seed, flag):
+    if a == 3 and os.path.exists(flag):
+        os._exit(3)                      # a worker killed mid-row (the OOM killer, say)
+    return {"v": a}
+
+
+def test_a_worker_that_dies_stops_the_sweep_and_keeps_the_finished_rows(tmp_path):
+    from stsim.sweep import ExecutorFailed
+    out, flag = tmp_path / "t.csv", tmp_path / "die"
+    flag.write_text("")
+    grid = {"a": [1, 2, 3], "flag": [str(flag)]}
+    with pytest.raises(ExecutorFailed, match="rerun to compute the rest"):
+        sweep(_dies_on_three, grid, out=out)
+    journal = (tmp_path / "t.csv.journal.jsonl")
+    recs = [json.loads(x) for x in journal.read_text().splitlines()] if journal.exists() else []
+    assert all(r["status"] == "ok" and r["point"]["a"] != 3 for r in recs)   # no error rows
+    flag.unlink()
+    res = sweep(_dies_on_three, grid, out=out)
+    assert res.n_skipped == len(recs) and [r["v"] for r in res.rows] == [1, 2, 3]
+
+
+def test_pool_workers_get_one_blas_thread_and_the_driver_keeps_its_environment(monkeypatch):
+    from stsim.sweep.pool import PREFETCH_VAR, THREAD_VARS, OneThreadProcessPool
+    for k in THREAD_VARS + (PREFETCH_VAR,):
+        monkeypatch.delenv(k, raising=False)
+    before = dict(os.environ)
+    ex = OneThreadProcessPool(2)
+    try:
+        futs = [ex.submit(_worker_env) for _ in range(6)]
+        assert os.environ == before                       # nothing set here, ever
+        assert {f.result() for f in futs} == {("1", "1", "1", "0", 1)}
+    finally:
+        ex.shutdown()
+    assert os.environ == before
+
+
+def _worker_env():
+    from threadpoolctl import threadpool_info
+    blas = {i["num_threads"] for i in threadpool_info() if i["user_api"] == "blas"}
+    return (os.getenv("OMP_NUM_THREADS"), os.getenv("OPENBLAS_NUM_THREADS"),
+            os.getenv("MKL_NUM_THREADS"), os.getenv("STSIM_PREFETCH"), max(blas))
+
+
+def test_three_threads_sharing_one_pool_on_one_out_never_refuse_themselves(tmp_path):
+    """Issue 26, bug 1: threads of one process sharing a pool and one ``out``, many calls
+    each (before the FileLock fix: 13-27 refusals of its own pid in 1600 calls)."""
+    from stsim.sweep import make_executor
+    out = tmp_path / "shared.csv"
+    ex = make_executor(2)
+    errors = []
+
+    def driver(i):
+        for k in range(25):
+            try:
+                sweep(noisy, {"a": [i], "b": [float(k % 5)]}, seeds=1, executor=ex, out=out)
+            except Exception as exc:  # noqa: BLE001
+                errors.append(f"{type(exc).__name__}: {exc}")
+    try:
+        threads = [threading.Thread(target=driver, args=(i,)) for i in range(3)]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join()
+    finally:
+        ex.shutdown()
+    assert errors == []
+    assert len(read_table(out)) == 15

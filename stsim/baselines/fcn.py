@@ -75,12 +75,16 @@ def fcn_input(X: np.ndarray, y: np.ndarray) -> np.ndarray:
 
     Parameters
     ----------
-    X : (B, T, d) tokens;  y : (B, q) int selected positions.
+    X : (B, T, d) array
+        Tokens.
+    y : (B, q) int array
+        Selected positions.
 
     Returns
     -------
-    (B, T d + T) float64: the tokens flattened token after token, then the indicator of
-    the selected positions.
+    (B, T d + T) array
+        The tokens flattened token after token, then the indicator of the selected
+        positions (float64).
     """
     B, T, d = X.shape
     ind = np.zeros((B, T))
@@ -150,13 +154,21 @@ def fcn_forward_backward(params: dict, u: np.ndarray, target: np.ndarray, need_g
 
     Parameters
     ----------
-    params : dict with ``W1, b1, ..., WL, bL, A, c`` (shapes in the module docstring).
-    u : (B, n) inputs (:func:`fcn_input`);  target : (B, d).
-    need_grad : if False return ``(loss, None)``.
+    params : dict
+        ``W1, b1, ..., WL, bL, A, c`` (shapes in the module docstring).
+    u : (B, n) array
+        Inputs (:func:`fcn_input`).
+    target : (B, d) array
+        Targets.
+    need_grad : bool
+        If False, return ``(loss, None)``.
 
     Returns
     -------
-    loss : float;  grads : dict with the same keys and shapes as ``params``.
+    loss : float
+        The batch-mean loss.
+    grads : dict or None
+        Gradients with the keys and shapes of ``params``.
     """
     B = u.shape[0]
     if target.shape != (B, params["A"].shape[0]):
@@ -187,8 +199,9 @@ def fcn_construction(T: int, d: int, q: int, M: float = 6.0) -> dict:
 
     Returns
     -------
-    dict ``W1`` (2Td, Td+T), ``b1`` (2Td,), ``A`` (d, 2Td), ``c`` (d,) for
-    :func:`fcn_forward_backward`; unit ``2 (j d + k) + {0: +, 1: −}``.
+    dict
+        ``W1`` (2Td, Td+T), ``b1`` (2Td,), ``A`` (d, 2Td), ``c`` (d,) for
+        :func:`fcn_forward_backward`; unit ``2 (j d + k) + {0: +, 1: −}``.
     """
     T = check_int("T", T, 1)
     d = check_int("d", d, 1)

@@ -5,7 +5,9 @@ Every command is a module of this package exposing ``add_arguments(parser)`` and
 lazily so that ``stsim run`` does not load experiment code. Bad input (``ValueError``) is
 printed as one line ``stsim: error: …`` with exit status 2; a warning as one line
 ``stsim: warning: …`` (no source line); Ctrl-C that reaches here (outside a run's loop,
-which stops by itself and keeps its files) as one line, exit status 130; a file that
+which stops by itself and keeps its files; a study says that its finished runs are kept)
+as one line, exit status 130; another process writing the same output, or a pool whose
+worker died, as one line, exit status 2; a file that
 cannot be written (a full disk) as one line naming it, exit status 2; a reader that
 closes the output early (``stsim run … | head -3``) ends the command quietly (status
 141, as a process killed by SIGPIPE).
@@ -29,8 +31,9 @@ __all__ = ["main", "COMMANDS", "build_parser"]
 COMMANDS = {
     "run": ("stsim.cli.run", "train one model (any option of stsim.run); write its result, "
             "history and loss plot"),
-    "theory": ("stsim.cli.theory", "check Theorems 1-2 numerically on the reduced population "
-               "dynamics; draw the theory figures"),
+    "theory": ("stsim.cli.theory", "check Theorems 1-3 (convergence with one-hot and "
+               "stochastic encodings; length generalisation with --T_test) numerically on the "
+               "reduced population dynamics; draw the theory figures"),
     "figures": ("stsim.cli.figures", "reproduce the paper's Figures 1-5 (and one beyond)"),
     "separation": ("stsim.cli.separation",
                    "transformer vs fully-connected net: width needed against T"),
@@ -80,8 +83,12 @@ def main(argv=None) -> int:
     except ValueError as exc:
         print(f"stsim: error: {exc}", file=sys.stderr)
         return 2
-    except KeyboardInterrupt:
-        print("stsim: interrupted (Ctrl-C)", file=sys.stderr)
+    except _one_line_errors() as exc:    # another writer; a pool that broke
+        print(f"stsim: error: {exc}", file=sys.stderr)
+        return 2
+    except KeyboardInterrupt as exc:
+        print("stsim: interrupted (Ctrl-C)" + (f"; {exc}" if str(exc) else ""),
+              file=sys.stderr)
         return 130
     except BrokenPipeError:
         # the reader went away (| head): no traceback, and no second error when Python
@@ -92,8 +99,18 @@ def main(argv=None) -> int:
     except OSError as exc:      # a file that could not be written or read (a full disk)
         where = f"{exc.filename}: " if exc.filename else ""
         print(f"stsim: error: {where}{exc.strerror or exc} (files are written whole or not "
-              f"at all: the previous version of each is kept)", file=sys.stderr)
+              f"at all: the previous version of each is kept; a sweep's journal keeps its "
+              f"finished rows)", file=sys.stderr)
         return 2
+
+
+def _one_line_errors() -> tuple:
+    """The exceptions besides ``ValueError`` that a user's situation causes and that are
+    said in one line: another process writing the output (``OutputLocked``), a sweep whose
+    executor stopped (``ExecutorFailed``: a worker died; the finished rows are kept)."""
+    from stsim.sweep import ExecutorFailed
+    from stsim.util.io import OutputLocked
+    return (OutputLocked, ExecutorFailed)
 
 
 @contextlib.contextmanager

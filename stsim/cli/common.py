@@ -21,7 +21,7 @@ import sys
 __all__ = ["MODES", "DEFAULT_WORKERS", "add_study_arguments", "add_preset_options",
            "add_contract_options", "contract_overrides", "run_contract",
            "preset_from_args", "out_dir", "workers", "logger", "int_tuple", "parse_set",
-           "print_checks"]
+           "print_checks", "report_divergence"]
 
 MODES = ("quick", "full")
 DEFAULT_WORKERS = 2
@@ -52,8 +52,9 @@ def add_study_arguments(p: argparse.ArgumentParser, name: str, *,
 
 
 def out_dir(args) -> str:
-    """``--out``, else ``runs/<study>-quick`` (quick) or ``runs/<study>`` (full)."""
-    if args.out:
+    """``--out`` (as given: an empty one is refused by :func:`run_contract`), else
+    ``runs/<study>-quick`` (quick) or ``runs/<study>`` (full)."""
+    if args.out is not None:
         return args.out
     return os.path.join("runs", args._study + ("-quick" if args.mode == "quick" else ""))
 
@@ -203,19 +204,58 @@ def contract_overrides(args, study) -> dict:
 
 
 def run_contract(args, study) -> dict:
-    """The whole command for a contract study: overrides from ``args``, checked
-    (:func:`stsim.studies.contract.resolve_config`) before the executor is built once from
-    ``--workers`` (:func:`stsim.sweep.make_executor`: 0 or 1 runs in this process), then
-    :func:`stsim.studies.contract.run_study`, the executor shut down. Returns the
-    summary."""
+    """The whole command for a contract study, every check before any work: the overrides
+    from ``args`` (:func:`stsim.studies.contract.resolve_config`: every setting, sizes
+    against the machine's memory), ``--out`` (a writable folder; with ``--analyse-only``
+    an existing one), one study at a time per folder (``<out>/.stsim-study.lock``); then
+    the executor, built once from ``--workers`` (:func:`stsim.sweep.make_executor`: 0 or 1
+    runs in this process), :func:`stsim.studies.contract.run_study`, the executor shut
+    down. Ctrl-C ends the pool's workers at once and raises ``KeyboardInterrupt`` saying
+    that the finished runs are kept (a rerun resumes). The diverged runs and the
+    quantities they left unmeasured are printed on stderr, one line each
+    (:func:`report_divergence`). Returns the summary, with ``exit_status`` 1 when something
+    is unmeasured, else 0."""
     from stsim.studies.contract import resolve_config, run_study
-    from stsim.sweep.pool import make_executor
+    from stsim.sweep.pool import make_executor, stop_on_interrupt
+    from stsim.util.io import FileLock, OutputLocked, check_writable_folder
     overrides = contract_overrides(args, study)
     resolve_config(study, args.mode, overrides)      # bad input: refused before any work
-    ex = make_executor(workers(args))
+    out = out_dir(args)
+    if args.analyse_only and not os.path.isdir(out):
+        raise ValueError(f"--out {out!r} is not a folder: --analyse-only reads the raw tables "
+                         f"a run of stsim {study.NAME} wrote there (run it without "
+                         f"--analyse-only first)")
+    out = check_writable_folder(out, "--out")
     try:
-        return run_study(study, out_dir(args), mode=args.mode, overrides=overrides,
-                         executor=ex, analyse_only=args.analyse_only,
-                         log=logger(args, f"[{study.NAME}] "))
-    finally:
-        ex.shutdown(wait=True)
+        with FileLock(os.path.join(out, ".stsim-study"), remove=True):
+            ex = make_executor(workers(args))
+            try:
+                with stop_on_interrupt(ex):
+                    res = run_study(study, out, mode=args.mode, overrides=overrides,
+                                    executor=ex, analyse_only=args.analyse_only,
+                                    log=logger(args, f"[{study.NAME}] "))
+            except KeyboardInterrupt:
+                raise KeyboardInterrupt(f"the finished runs are kept in {out}; rerun the "
+                                        f"same command to resume") from None
+            finally:
+                ex.shutdown(wait=True)
+    except OutputLocked as exc:
+        raise ValueError(f"--out: {exc}") from None
+    res["exit_status"] = report_divergence(res)
+    return res
+
+
+def report_divergence(summary, file=None) -> int:
+    """Print a study summary's ``diverged`` and ``unmeasured`` entries
+    (:mod:`stsim.studies.contract`) on stderr, one line each: ``stsim: warning: N of M runs
+    diverged (e.g. …)`` and ``stsim: error: not measured because runs diverged: …``.
+    Returns the exit status: 1 when something is unmeasured, else 0."""
+    file = file or sys.stderr
+    d, un = summary.get("diverged") or {}, summary.get("unmeasured") or []
+    if d.get("runs"):
+        eg = f" (e.g. {'; '.join(d['where'][:3])})" if d.get("where") else ""
+        print(f"stsim: warning: {d['runs']} of {d.get('of')} runs diverged{eg}", file=file)
+    if un:
+        print(f"stsim: error: not measured because runs diverged: {'; '.join(un)}",
+              file=file)
+    return 1 if un else 0

@@ -37,4 +37,4 @@ def main(args) -> int:
     for name in res["incomplete"]:
         print(f"  {name}: incomplete (points missing from {out_dir(args)}/raw)")
     print(f"wall time {res['wall_time_s']:.1f}s")
-    return 0
+    return res["exit_status"]

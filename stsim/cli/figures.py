@@ -39,12 +39,33 @@ def add_arguments(p) -> None:
     g.add_argument("--no-cache", nargs=0, action=_Removed, help=argparse.SUPPRESS)
 
 
+def check_report_folder(folder) -> str:
+    """``--report DIR`` checked before it is read: a folder holding at least one
+    ``<fig>.json``, each of them JSON (``ValueError`` naming the folder or the file)."""
+    import os
+    from stsim.studies.figures import FIGURES
+    from stsim.util.io import read_json
+    if not os.path.isdir(folder):
+        raise ValueError(f"--report {folder!r} is not a folder (give the --out of a run of "
+                         f"stsim figures)")
+    found = [os.path.join(folder, f"{n}.json") for n in FIGURES
+             if os.path.exists(os.path.join(folder, f"{n}.json"))]
+    if not found:
+        raise ValueError(f"--report {folder!r} holds no figure summary "
+                         f"({', '.join(f'{n}.json' for n in FIGURES)}): give the --out of a "
+                         f"run of stsim figures")
+    for path in found:
+        if not isinstance(read_json(path, "figure summary"), dict):
+            raise ValueError(f"figure summary {path!r} is not a JSON object")
+    return folder
+
+
 def main(args) -> int:
     """Run the selected figures (one sweep of their runs); print every figure's claim
     checks. Returns 1 if a figure could not be drawn (a run failed), else 0."""
-    if args.report:
+    if args.report is not None:
         from stsim.studies.figures.tables import render
-        print(render(args.report))
+        print(render(check_report_folder(args.report)))
         return 0
     from stsim.studies import figures
     res = run_contract(args, figures)
@@ -56,4 +77,4 @@ def main(args) -> int:
     trained = "" if res["analyse_only"] else f" ({res['n_trained']} trained now)"
     print(f"wall time {res['wall_time_s']:.1f}s, {res['n_runs']} runs{trained}, peak memory "
           f"per run {res['peak_rss_mb_max_run']} MB, files in {res['out']}")
-    return 1 if res["missing"] else 0
+    return max(1 if res["missing"] else 0, res["exit_status"])

@@ -15,7 +15,7 @@ import warnings
 
 from stsim.cli.common import int_tuple
 from stsim.core.config import Config, field_help
-from stsim.util.io import FileLock, check_writable_folder
+from stsim.util.io import FileLock, OutputLocked, check_writable_folder
 from stsim.util.validate import check_int
 
 __all__ = ["add_arguments", "main", "write_outputs", "config_flags", "OutputsNotWritten",
@@ -164,7 +164,7 @@ def main(args) -> int:
                 paths = write_outputs(res, out)
             except OutputsNotWritten as exc:
                 paths, error = exc.paths, f"--out: {exc}"
-    except RuntimeError as exc:                     # the folder is another run's
+    except OutputLocked as exc:                     # the folder is another run's
         raise ValueError(f"--out: {exc}") from None
     print(json.dumps(_summary(res, paths), indent=2), flush=True)
     if error:

@@ -51,4 +51,4 @@ def main(args) -> int:
               f"(done {w['done']} of {w['designed']})")
     how = "analysed only" if res["analyse_only"] else "run and analysed"
     print(f"wall time {res['wall_time_s']:.1f}s ({how}), files in {out_dir(args)}")
-    return 0
+    return res["exit_status"]

@@ -54,4 +54,4 @@ def main(args) -> int:
             else f"{res['n_run']} trials run")
     print(f"wall time {res['wall_time_s']:.1f}s, {done}, {res['n_trials']} trials in the "
           f"table, files in {out_dir(args)}")
-    return 0
+    return res["exit_status"]

@@ -1,4 +1,5 @@
-"""``stsim theory``: Theorems 1-2 checked on the reduced population dynamics
+"""``stsim theory``: Theorems 1–3 (docs/theory.md; Theorem 3, length generalisation, with
+``--T_test``) checked on the reduced population dynamics
 (:func:`stsim.theory.checks.check_theorem`), and the theory figures
 (:mod:`stsim.theory.figures`, with ``--figures DIR``).
 

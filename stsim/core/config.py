@@ -273,9 +273,16 @@ def field_help(f: dataclasses.Field) -> str:
     return f"{f.metadata['help']} (default: {text})"
 
 
-if Config.__doc__:  # None under python -OO
+def _field_type(f: dataclasses.Field) -> str:
+    """The type of a field as numpydoc writes it: ``int | None`` → ``int, optional``."""
+    t = str(f.type).replace("'", "")
+    return t[:-len(" | None")] + ", optional" if t.endswith(" | None") else t
+
+
+if Config.__doc__:  # None under python -OO: one numpydoc entry per field, name : type
     Config.__doc__ += "\n    Attributes\n    ----------\n" + "".join(
-        f"    {f.name} : {field_help(f)}\n" for f in dataclasses.fields(Config))
+        f"    {f.name} : {_field_type(f)}\n        {field_help(f)}\n"
+        for f in dataclasses.fields(Config))
 
 
 def _gb(nbytes) -> str:

@@ -62,9 +62,11 @@ class PEBatch:
     Attributes
     ----------
     d_e : int
+        The encoding width.
     idx : ndarray of int, shape (T,) or (B, T), or None
         Slot of each position: ``p_i = e_{idx[i]}``.
     P : ndarray, shape (T, d_e) or (B, T, d_e), or None
+        The dense encodings.
     """
 
     d_e: int
@@ -259,12 +261,17 @@ class Encoding:
 
         Parameters
         ----------
-        rng : numpy.random.Generator — draws per-sample encodings (unused by fixed families).
-        B, T : int — batch size and sequence length.
+        rng : numpy.random.Generator
+            Draws per-sample encodings (unused by fixed families).
+        B : int
+            Batch size.
+        T : int
+            Sequence length.
 
         Returns
         -------
-        PEBatch — index form ``idx`` (T,) or (B, T), or dense ``P`` (T, d_e) or (B, T, d_e).
+        PEBatch
+            Index form ``idx`` (T,) or (B, T), or dense ``P`` (T, d_e) or (B, T, d_e).
 
         >>> OneHot(5).sample(None, 2, 3).idx
         array([0, 1, 2])

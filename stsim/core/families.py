@@ -60,9 +60,16 @@ def register_encoding(name: str, factory, *, index: bool | None = None,
     default_d_e : int, optional
         The width when ``d_e`` is not given.
 
+    Notes
+    -----
     A sweep on worker processes needs the registration there too: register at the top
-    level of a module the workers import (or of the script, for Dask).
+    level of a module the workers import, or inside the sweep's function. The default
+    pool's workers do not run the calling script or notebook, so a registration made
+    there is not in them; an instance (``pe=MyEncoding(d_e)``) travels with the
+    function instead.
 
+    Examples
+    --------
     >>> class Reversed(OneHot):               # one-hot, last position first
     ...     name = "reversed"
     ...     def sample(self, rng, B, T):
@@ -125,6 +132,8 @@ class EncodingSpec:
     fixed : bool
         The same encodings for every sample.
 
+    Notes
+    -----
     The facts that depend on the family (:meth:`reduced_n`, :meth:`approx_reduced_n`,
     :meth:`n_configurations`) are its class's methods, evaluated with this spec in place of
     an instance: they may use ``d_e`` and class attributes only (nothing drawn).
@@ -216,9 +225,19 @@ def encoding_spec(pe, *, T_max: int, d_e: int | None = None, sampler: str = "slo
         See ``d_e`` (:class:`Config` passes 2: each slot is then used with probability
         ``T/d_e <= 1/2``, so the law really is stochastic).
 
-    Raises ``ValueError`` naming the parameter (unknown ``pe`` or ``sampler``;
-    ``d_e < T_max`` for an index family).
+    Returns
+    -------
+    EncodingSpec
+        The resolved family.
 
+    Raises
+    ------
+    ValueError
+        Naming the parameter (unknown ``pe`` or ``sampler``; ``d_e < T_max`` for an
+        index family).
+
+    Examples
+    --------
     >>> s = encoding_spec("stochastic", T_max=10, slots_factor=2)
     >>> s.label, s.d_e, s.dense, s.fixed, s.reduced_n(10)
     ('stochastic/slots', 20, False, False, 20)

@@ -16,15 +16,26 @@ def directional_check(f, params, grads, rng, n_dirs=4, h=1e-5):
 
     Parameters
     ----------
-    f : callable(list of arrays) -> float
-    params, grads : lists of arrays of matching shapes
+    f : callable
+        ``f(params) -> float`` on a list of arrays.
+    params : list of arrays
+        The point.
+    grads : list of arrays
+        The analytic gradient at ``params`` (shapes of ``params``).
     rng : numpy.random.Generator
-    n_dirs : number of random directions;  h : step
+        Draws the directions.
+    n_dirs : int
+        Number of random directions.
+    h : float
+        Finite-difference step.
 
     Returns
     -------
-    worst relative error ``|num − ana| / max(|num|, |ana|, 1e-12)`` over the directions,
-    and the list of (numeric, analytic) pairs.
+    worst : float
+        The worst relative error ``|num − ana| / max(|num|, |ana|, 1e-12)`` over the
+        directions.
+    pairs : list of tuple
+        The (numeric, analytic) pairs.
     """
     pairs, worst = [], 0.0
     for _ in range(n_dirs):

@@ -252,8 +252,12 @@ def forward_backward(W, V, X, y, pe: PEBatch, *, model="theory", query="sum", x_
     Returns
     -------
     loss : float
+        The batch-mean loss.
     dW : (D, D) array, SparseGradW, or None
+        Its gradient in ``W`` (a :class:`stsim.core.sparse_grad.SparseGradW` when
+        ``sparse_grad`` and the encodings are index ones).
     dV : (d, D) array or None
+        Its gradient in ``V``.
     """
     check_choice("model", model, MODELS)
     c = query_coef(query, y.shape[1])
@@ -276,17 +280,36 @@ def loss_and_grad(W, V, X, y, P, *, model="theory", query="sum", x_query=None, t
 
     Parameters
     ----------
-    W : (D, D);  V : (d, D);  X : (B, T, d);  y : (B, q) int
-    P : (T, d_e) shared or (B, T, d_e) per-sample encodings
-    model : {"theory", "practical"};  query : {"sum", "mean"}
-    x_query : None (zero), (d,) or (B, d);  target : (B, d), default STS_q(X, y)
+    W : (D, D) array
+        Key-query matrix, ``D = d + d_e``.
+    V : (d, D) array
+        Value-output matrix.
+    X : (B, T, d) array
+        Tokens.
+    y : (B, q) int array
+        Selected positions.
+    P : (T, d_e) or (B, T, d_e) array
+        Shared or per-sample encodings.
+    model : {"theory", "practical"}
+        The practical model also attends over the query token.
+    query : {"sum", "mean"}
+        The query convention.
+    x_query : (d,) or (B, d) array, optional
+        The query's token part (zero by default).
+    target : (B, d) array, optional
+        Defaults to STS_q(X, y).
 
     Returns
     -------
-    (loss, dW, dV) : float, (D, D), (d, D)
+    loss : float
+        The batch-mean loss.
+    dW : (D, D) array
+        Its gradient in ``W``.
+    dV : (d, D) array
+        Its gradient in ``V``.
 
-    Example
-    -------
+    Examples
+    --------
     >>> rng = np.random.default_rng(0)
     >>> X = rng.standard_normal((2, 6, 3)); y = np.array([[0, 4], [1, 2]]); P = np.eye(6)
     >>> loss, dW, dV = loss_and_grad(np.zeros((9, 9)), np.zeros((3, 9)), X, y, P)
@@ -339,19 +362,29 @@ def attention_weights(W, X, y, pe: PEBatch, *, model="theory", query="sum", x_qu
 
     Parameters
     ----------
-    W : (D, D) array, ``D = d + d_e``
-    X : (B, T, d) array;  y : (B, q) int array — the selected positions
-    pe : PEBatch — encodings (index or dense form), as from ``Encoding.sample``
-    model : {"theory", "practical"} — the practical model also attends over the query
-    query : {"sum", "mean"};  x_query : None (zero), (d,) or (B, d)
+    W : (D, D) array
+        Key-query matrix, ``D = d + d_e``.
+    X : (B, T, d) array
+        Tokens.
+    y : (B, q) int array
+        The selected positions.
+    pe : PEBatch
+        Encodings (index or dense form), as from ``Encoding.sample``.
+    model : {"theory", "practical"}
+        The practical model also attends over the query token.
+    query : {"sum", "mean"}
+        The query convention.
+    x_query : (d,) or (B, d) array, optional
+        The query's token part (zero by default).
 
     Returns
     -------
-    (B, T) array for the theory model, (B, T + 1) for the practical one (last column:
-    the query token); each row sums to 1.
+    (B, T) or (B, T + 1) array
+        The weights, each row summing to 1: (B, T) for the theory model, (B, T + 1) for
+        the practical one (last column the query token).
 
-    Example
-    -------
+    Examples
+    --------
     >>> W = np.zeros((3 + 4, 3 + 4)); W[3:, 3:] = 10 * np.eye(4)       # W_ee = 10 I
     >>> X = np.ones((1, 4, 3)); y = np.array([[1, 2]])
     >>> attention_weights(W, X, y, PEBatch(d_e=4, idx=np.arange(4))).round(2)

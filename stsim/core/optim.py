@@ -188,6 +188,13 @@ def register_optimizer(name: str, factory, *, lr, steps=None, decay: str = "none
     note : str
         Why these defaults (said in the schedule's explanation).
 
+    Returns
+    -------
+    OptimizerSpec
+        The registered rules.
+
+    Examples
+    --------
     The built-in rules (``docs/architecture.md`` registers an optimiser of its own):
 
     >>> [(s.lr, s.decay, s.fixed_lr) for s in map(optimizer_spec, ("sgd", "adam"))]

@@ -89,6 +89,11 @@ def register_arch(name: str, factory, *, encoding: bool = True, reduced: bool = 
         :func:`stsim.load` refuses a result whose parameters are missing or misshapen
         (checkpoints are checked against the run's own initial parameters either way).
 
+    Returns
+    -------
+    ArchSpec
+        The registered architecture.
+
     Examples
     --------
     The built-in transformer is

@@ -104,6 +104,8 @@ def loss_grad(a, b, gamma, T, q, d, *, c=1.0, practical=False):
     tuple of ndarrays
         ``L, dL_da, dL_db, dL_dgamma`` of the broadcast shape.
 
+    Examples
+    --------
     >>> L, da, db, dg = loss_grad(0.0, 0.0, 0.0, 8, 2, 3)     # L(0) = d/(2q)
     >>> float(L), float(dg)
     (0.75, -0.375)

@@ -22,20 +22,28 @@ class Result:
 
     Attributes
     ----------
-    config : dict — the resolved configuration.
-    params : dict of arrays — final parameters (``W`` (D, D) and ``V`` (d, D) for the
-        transformer).
-    history : dict of 1-D arrays of equal length — ``step``; ``loss`` (mean training loss
-        over the steps since the previous record, the record step included); ``val``
-        (in-distribution validation loss); ``val/T=<T_test>``, ``val/q=<q_test>``;
-        ``cos_W``, ``cos_V``; plus objective-specific metrics.
-    status : ``"completed"``, ``"diverged"``, ``"interrupted"`` (Ctrl-C: the run so far)
-        or ``"checkpoint"`` (:func:`load` of a checkpoint: the run so far);  message : str
-        (for a completed run that did not learn, the plateau diagnosis: "still on the
-        initial plateau: loss 99.8% of initial; the reduced dynamics predict the escape
-        near step N ...");  info : dict (wall time, ``assessment``, encoding description
-        such as the near-orthogonal δ).
+    config : dict
+        The resolved configuration.
+    params : dict of arrays
+        The final parameters (``W`` (D, D) and ``V`` (d, D) for the transformer).
+    history : dict of 1-D arrays
+        Arrays of equal length: ``step``; ``loss`` (mean training loss over the steps
+        since the previous record, the record step included); ``val`` (in-distribution
+        validation loss); ``val/T=<T_test>``, ``val/q=<q_test>``; ``cos_W``, ``cos_V``;
+        plus objective-specific metrics.
+    status : str
+        ``"completed"``, ``"diverged"``, ``"interrupted"`` (Ctrl-C: the run so far) or
+        ``"checkpoint"`` (:func:`load` of a checkpoint: the run so far).
+    message : str
+        What happened; for a completed run that did not learn, the plateau diagnosis
+        ("still on the initial plateau: loss 99.8% of initial; the reduced dynamics
+        predict the escape near step N ...").
+    info : dict
+        Wall time, ``assessment``, the encoding's description (such as the
+        near-orthogonal δ).
 
+    Notes
+    -----
     In a notebook: ``res.plot()`` (the figure), ``res.attention()`` (attention weights of
     the trained model), ``res.history_array()`` / ``res.history_csv(path)`` (the history
     as a table; ``pandas.DataFrame(res.history)`` also works).
@@ -128,20 +136,28 @@ class Result:
 
         Parameters
         ----------
-        X : (B, T, d) array, optional — tokens; with ``y``. Default: ``n`` fresh samples
-            of length ``T`` (default the training length) drawn from ``seed``.
-        y : (B, q) int array, optional — the selected positions of each sample.
-        n, seed, T : size, seed and length of the fresh samples (``seed`` also draws the
-            stochastic encodings).
-        return_inputs : bool — also return ``X`` and ``y``.
+        X : (B, T, d) array, optional
+            Tokens, given with ``y``. Default: ``n`` fresh samples of length ``T``
+            drawn from ``seed``.
+        y : (B, q) int array, optional
+            The selected positions of each sample.
+        n : int
+            Number of fresh samples.
+        seed : int
+            Seed of the fresh samples (it also draws the stochastic encodings).
+        T : int, optional
+            Length of the fresh samples (default the training length).
+        return_inputs : bool
+            Also return ``X`` and ``y``.
 
         Returns
         -------
-        s : (B, T) array (theory model) or (B, T + 1) (practical; last column the query
-            token), rows summing to 1 — or ``(s, X, y)`` with ``return_inputs``.
+        s : (B, T) or (B, T + 1) array
+            Rows summing to 1: (B, T) for the theory model, (B, T + 1) for the practical
+            one (last column the query token); ``(s, X, y)`` with ``return_inputs``.
 
-        Example
-        -------
+        Examples
+        --------
         >>> import stsim
         >>> res = stsim.run(T=10, q=2, pe="onehot", steps=200, batch=64)
         >>> s, X, y = res.attention(n=3, return_inputs=True)

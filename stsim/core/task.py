@@ -71,6 +71,7 @@ def sample_batch(rng: np.random.Generator, B: int, T: int, q: int, d: int) -> Ba
     Parameters
     ----------
     rng : numpy.random.Generator
+        Draws the tokens and the subsets.
     B, T, q, d : int
         Batch size, sequence length, subset size (``1 <= q <= T``), token dimension.
 

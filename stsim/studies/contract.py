@@ -28,6 +28,15 @@ A *study* is a module (a subpackage of :mod:`stsim.studies`) with these members:
     Write the figures, the derived CSV/JSON and ``report.md`` into ``out``; return the
     summary (what the command line prints).
 
+**Diverged runs.** A study whose runs can diverge puts two entries in the summary that
+``report`` returns, made by :func:`divergence` from its raw tables: ``diverged`` (how many
+runs diverged, of how many, and where) and ``unmeasured`` (each reported quantity that
+could not be measured because of divergence, as text). :func:`run_study` adds both to
+``summary.json`` (or ``<NAME>.json``) and a section to ``report.md`` when either is
+non-empty (:func:`publish_divergence`); the command line prints them, one line each, and
+exits with status 1 when something is unmeasured (:func:`stsim.cli.common.run_contract`).
+A study without the entries reports none.
+
 :func:`run_study` is the one driver: resolve the preset with the overrides, ``check``,
 ``run`` (unless ``analyse_only``), ``analyse``, ``report``; the command line
 (:mod:`stsim.cli.common`) builds the executor once and calls it. A study lives in
@@ -38,10 +47,11 @@ in ``stsim/cli/<name>.py`` (:func:`stsim.cli.common.add_contract_options`,
 from __future__ import annotations
 
 import copy
+import os
 import time
 
 __all__ = ["MODES", "STUDY_MEMBERS", "apply_overrides", "resolve_config", "run_study",
-           "check_study"]
+           "check_study", "divergence", "publish_divergence", "divergence_markdown"]
 
 MODES = ("quick", "full")
 STUDY_MEMBERS = ("NAME", "PRESETS", "check", "run", "analyse", "report")
@@ -144,8 +154,9 @@ def run_study(study, out: str, *, mode: str = "quick", overrides: dict | None = 
               executor=None, analyse_only: bool = False, log=None) -> dict:
     """Run a study the one way: resolve and check its config, ``run`` it (unless
     ``analyse_only``) on ``executor`` (default: in this process), ``analyse`` the raw
-    tables, ``report``. Returns the summary with ``mode``, ``analyse_only`` and
-    ``wall_time_s`` added."""
+    tables, ``report``. Returns the summary with ``mode``, ``analyse_only``,
+    ``wall_time_s``, ``diverged`` and ``unmeasured`` (module docstring; both also written
+    into the outputs when non-empty, :func:`publish_divergence`)."""
     from stsim.sweep.pool import InlineExecutor
     config = resolve_config(study, mode, overrides)
     t0 = time.perf_counter()
@@ -154,6 +165,76 @@ def run_study(study, out: str, *, mode: str = "quick", overrides: dict | None = 
     results = study.analyse(config, out)
     summary = study.report(config, out, results)
     summary = dict(summary or {})
+    summary.setdefault("diverged", divergence([], 0)["diverged"])
+    summary.setdefault("unmeasured", [])
+    publish_divergence(out, study.NAME, summary)
     summary.update(mode=mode, analyse_only=analyse_only,
                    wall_time_s=time.perf_counter() - t0)
     return summary
+
+
+def divergence(where, total: int, unmeasured=(), examples: int = 8) -> dict:
+    """The summary entries of a study about diverged runs (module docstring).
+
+    Parameters
+    ----------
+    where : sequence of str
+        One description per diverged run (e.g. ``"fcn q=2 T=8 width 4 lr 1e+06"``).
+    total : int
+        The number of runs they are out of.
+    unmeasured : sequence of str
+        Each reported quantity that could not be measured because runs diverged.
+    examples : int
+        How many distinct descriptions to keep.
+
+    Returns
+    -------
+    dict
+        ``{"diverged": {"runs", "of", "where"}, "unmeasured": [...]}``.
+
+    Examples
+    --------
+    >>> divergence(["fcn T=4", "fcn T=4", "tf T=8"], 10, ["width of fcn at T=4"])
+    {'diverged': {'runs': 3, 'of': 10, 'where': ['fcn T=4', 'tf T=8']}, 'unmeasured': ['width of fcn at T=4']}
+    """
+    where = list(where)
+    return {"diverged": {"runs": len(where), "of": int(total),
+                         "where": list(dict.fromkeys(where))[:examples]},
+            "unmeasured": list(unmeasured)}
+
+
+def divergence_markdown(summary) -> str:
+    """The ``report.md`` section of the ``diverged`` and ``unmeasured`` entries (``""``
+    when both are empty)."""
+    d, un = summary.get("diverged") or {}, summary.get("unmeasured") or []
+    if not d.get("runs") and not un:
+        return ""
+    lines = ["", "## Diverged runs", "",
+             f"{d.get('runs', 0)} of {d.get('of')} runs diverged"
+             + (f" (e.g. {'; '.join(d['where'])})." if d.get("where") else ".")]
+    if un:
+        lines += ["", "Not measured, because runs diverged (lower the learning rate):", ""]
+        lines += [f"- {u}" for u in un]
+    return "\n".join(lines) + "\n"
+
+
+def publish_divergence(out, name, summary) -> None:
+    """Write ``summary``'s ``diverged`` and ``unmeasured`` entries into the study's JSON
+    summary (``<out>/summary.json``, else ``<out>/<name>.json``, if there is one; always,
+    also when both are empty) and, when either is not empty, as a section at the end of
+    ``<out>/report.md`` (if there is one)."""
+    from stsim.util.io import atomic_write, read_json, write_json
+    entries = {k: summary[k] for k in ("diverged", "unmeasured")}
+    for fname in ("summary.json", f"{name}.json"):
+        path = os.path.join(out, fname)
+        if os.path.isfile(path):
+            data = read_json(path, "study summary")
+            if isinstance(data, dict) and any(data.get(k) != v for k, v in entries.items()):
+                write_json(path, dict(data, **entries))
+            break
+    path = os.path.join(out, "report.md")
+    if divergence_markdown(entries) and os.path.isfile(path):
+        with open(path, encoding="utf-8") as fh:
+            text = fh.read()
+        with atomic_write(path, "w") as fh:
+            fh.write(text.rstrip("\n") + "\n" + divergence_markdown(entries))

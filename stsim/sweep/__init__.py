@@ -1,7 +1,7 @@
 """Parameter sweeps on any ``concurrent.futures.Executor``, resumable, into one CSV table.
 
 >>> from stsim.sweep import sweep, InlineExecutor
->>> def f(a, b, seed):                       # module-level (picklable) for process pools
+>>> def f(a, b, seed):                       # any function, also for the pool
 ...     return {"s": a + b}
 >>> res = sweep(f, {"a": [1, 2], "b": [10]}, seeds=2, executor=InlineExecutor())
 >>> [(r["a"], r["seed_index"], r["s"]) for r in res.rows]
@@ -34,17 +34,34 @@ Design
   loses no finished row (at most a torn last journal line, which is ignored). Several
   sweeps may share one ``out`` from threads of one process (journal and table are written
   under a per-file lock, and the table is rebuilt from all rows); a second *process* on
-  the same ``out`` is refused with ``RuntimeError`` while the first runs (``<out>.lock``,
-  released by the kernel if the holder dies).
+  the same ``out`` is refused with :class:`stsim.util.io.OutputLocked` (a ``RuntimeError``)
+  while the first runs (``<out>.lock``, released by the kernel if the holder dies, removed
+  when the sweep ends).
+* **Executors** — the default is :func:`stsim.sweep.pool.make_executor`: this process for
+  ``max_workers=1``, else a loky process pool (one BLAS thread per worker) that runs
+  ``fn`` wherever it was defined — a module, a script without an
+  ``if __name__ == "__main__"`` guard, code on stdin, a notebook cell, a lambda — since
+  its tasks travel with cloudpickle and its workers never re-run the caller's script.
+  Before the first row, one task carrying ``fn`` is sent to the executor
+  (:func:`check_runs`): an ``fn`` the executor cannot run raises ``ValueError`` there,
+  never a table of error rows. A pool that breaks later (a worker killed, say by the
+  out-of-memory killer) raises :class:`ExecutorFailed` after saving the finished rows:
+  the lost rows are not recorded, and a rerun computes them.
+* **Ctrl-C** — in the main thread (Python's default SIGINT handler) Ctrl-C raises
+  ``KeyboardInterrupt`` from the sweep at once (:func:`stsim.sweep.pool.stop_on_interrupt`:
+  the default pool's workers are ended; a ``stsim.run`` inside a row raises rather than
+  returning a half-trained run as a finished row); the finished rows are in the journal.
 * **Dask** — pass ``client.get_executor(pure=False)``: Dask names a task by its function
   and arguments, so with ``pure=True`` the rerun of a row whose task an interrupted sweep
-  cancelled gets the cancelled task back and fails with ``CancelledError``.
+  cancelled gets the cancelled task back (``CancelledError``: :class:`ExecutorFailed`).
 * **Column names** — a result key equal to a parameter or bookkeeping column (e.g. the
   ``status`` and ``seed`` of a :func:`stsim.run` result) is written as ``fn.<key>``.
 * **Bad input** — an empty grid, a point with a parameter ``fn`` does not take (unless
   it takes ``**kwargs``), a missing required parameter, a non-scalar value, duplicate
-  points, or a point rejected by ``validate(point)`` raise ``ValueError`` before any work
-  starts. An exception inside ``fn`` is recorded in the row and the sweep continues.
+  points, a point rejected by ``validate(point)``, an ``out`` that is empty, a folder or
+  not writable, an ``fn`` that does not pickle (default pool), or a journal line that is
+  not a record (:func:`stsim.sweep.journal.load_journal`) raise ``ValueError`` before any
+  work starts. An exception inside ``fn`` is recorded in the row and the sweep continues.
 """
 from __future__ import annotations
 
@@ -59,19 +76,71 @@ import traceback
 import types
 from dataclasses import dataclass, field
 
+from loky.backend.reduction import dumps as loky_dumps
+from loky.process_executor import ShutdownExecutorError
+
 from stsim.sweep.grid import (BOOKKEEPING, check_signature, expand_grid, point_key,
                               spawn_seeds)
 from stsim.sweep.journal import (append_journal, build_table, journal_path, lock_for,
                                  shared_records)
-from stsim.sweep.pool import InlineExecutor, OneThreadProcessPool, make_executor
-from stsim.util.io import FileLock, read_csv, to_jsonable, write_csv
+from stsim.sweep.pool import (InlineExecutor, OneThreadProcessPool, make_executor,
+                              stop_on_interrupt)
+from stsim.util.io import FileLock, check_writable_file, read_csv, to_jsonable, write_csv
 from stsim.util.validate import check_int
 
-__all__ = ["sweep", "SweepResult", "InlineExecutor", "OneThreadProcessPool", "make_executor",
-           "expand_grid", "spawn_seeds", "read_table", "BOOKKEEPING"]
+__all__ = ["sweep", "SweepResult", "ExecutorFailed", "InlineExecutor", "OneThreadProcessPool",
+           "make_executor", "check_runs", "expand_grid", "spawn_seeds", "read_table",
+           "BOOKKEEPING"]
 
 read_table = read_csv  # a sweep table is a CSV written by stsim.util.io.write_csv
 FLUSH_SECONDS = 2.0     # the CSV is rewritten at most this often while a sweep runs
+
+
+class ExecutorFailed(RuntimeError):
+    """The executor stopped running a sweep's rows (a worker died, the pool was shut down
+    or broke): no row is recorded for the tasks it lost; the finished ones are in the
+    journal, and a rerun computes the rest."""
+
+
+# a future's exception that is the executor's failure, not the row's
+_EXECUTOR_FAULTS = (cf.BrokenExecutor, cf.CancelledError, ShutdownExecutorError)
+
+
+def check_out(out):
+    """``out`` as a path (``None`` stays ``None``), checked before any work: ``ValueError``
+    for an empty path, a folder, or a place where no file can be written."""
+    if out is None:
+        return None
+    out = check_writable_file(out, "out")
+    journal = journal_path(out)
+    if os.path.isdir(journal):
+        raise ValueError(f"out={out!r}: its journal {journal!r} is a folder")
+    return out
+
+
+def _ready(fn):
+    """A task carrying ``fn`` that does nothing: the executor can unpickle and call it."""
+    return callable(fn)
+
+
+def check_runs(executor, fn) -> None:
+    """``ValueError`` unless ``executor`` can run ``fn``: one task carrying ``fn`` is sent
+    and awaited before any row (a worker that cannot start, cannot import ``fn``'s
+    module, or a pool that breaks, says so here rather than in a table of error rows)."""
+    try:
+        ok = executor.submit(_ready, fn).result()
+    except Exception as exc:  # noqa: BLE001 - whatever it is, nothing ran yet
+        hint = ""
+        if isinstance(exc, cf.BrokenExecutor):
+            hint = (" (a spawned concurrent.futures.ProcessPoolExecutor re-runs the main "
+                    "script in every worker and finds functions by name: guard the script "
+                    "with if __name__ == '__main__', or use the default executor, which "
+                    "runs from scripts, stdin and notebooks alike)")
+        raise ValueError(f"the executor cannot run fn "
+                         f"{getattr(fn, '__name__', type(fn).__name__)!r}: "
+                         f"{type(exc).__name__}: {exc}{hint}") from None
+    if ok is not True:
+        raise ValueError(f"the executor cannot run fn: its probe returned {ok!r}")
 
 
 def _call(fn, point, seed):
@@ -94,11 +163,23 @@ class SweepResult:
 
     Attributes
     ----------
-    rows : list of dict — every row of the table (all rows of the journal, including
-        those of earlier sweeps on the same ``out``), in table order.
-    columns : list of str — CSV column order.
-    path, journal : str or None — the CSV and its journal.
-    n_run, n_skipped, n_failed : rows computed now, found finished, and failed now.
+    rows : list of dict
+        Every row of the table (all rows of the journal, including those of earlier
+        sweeps on the same ``out``), in table order.
+    columns : list of str
+        The CSV column order.
+    path : str or None
+        The CSV table (``None`` without ``out``).
+    journal : str or None
+        Its journal, ``<path>.journal.jsonl``.
+    n_run : int
+        Rows computed by this call.
+    n_skipped : int
+        Rows found finished in the journal.
+    n_failed : int
+        Rows computed by this call whose ``fn`` raised.
+    times : dict
+        Seconds of each row computed by this call, keyed by ``(point key, seed_index)``.
     """
 
     rows: list
@@ -129,38 +210,56 @@ def sweep(fn, grid, *, seeds=1, root_seed=0, executor=None, out=None, max_worker
 
     Parameters
     ----------
-    fn : ``callable(**point, seed) -> dict`` of scalars (or a scalar)
-        Must be picklable (a module-level function) for process executors.
-    grid : dict ``{name: values}`` (Cartesian product) or sequence of dicts.
-    seeds : int >= 1 — replicates per point (seeds from ``SeedSequence.spawn``).
-    root_seed : int >= 0 — entropy of the root ``SeedSequence``.
+    fn : callable
+        ``fn(**point, seed=seed)`` returns a dict of scalars (or one scalar, the column
+        ``value``). Any function: the default pool sends it with cloudpickle, so functions
+        of a script, of stdin, of a notebook cell and lambdas run there too.
+    grid : dict or sequence of dict
+        ``{name: values}`` (the Cartesian product, the last name varying fastest) or the
+        explicit points.
+    seeds : int
+        Replicates per point, >= 1 (seeds from ``SeedSequence(root_seed).spawn``).
+    root_seed : int
+        Entropy of the root ``SeedSequence``, >= 0.
     executor : concurrent.futures.Executor, optional
-        Any executor (``ProcessPoolExecutor``, ``distributed.Client.get_executor()``,
-        :class:`InlineExecutor`, ...). Default: ``make_executor(max_workers)`` (the one
-        pool, :mod:`stsim.sweep.pool`: this process for ``max_workers`` 1, else a
-        :class:`OneThreadProcessPool`, one BLAS thread per worker, with
-        ``min(max_workers, os.cpu_count())`` workers), created and shut down here. A
-        passed executor is left running.
-    out : path, optional — the CSV table; its journal is ``<out>.journal.jsonl``. Without
-        ``out`` nothing is written and nothing is resumed.
-    max_workers : int >= 1 — workers of the default executor (1: this process).
-    validate : callable(point), optional — called on every point before any work; it
-        raises ``ValueError`` for bad points. Default: ``fn.validate`` if present.
-    retry_failed : bool — rerun rows recorded as errors (default) or keep them.
-    progress : callable(done, total, row), optional — after each finished row.
-    keep : callable(record) -> bool, optional
-        Asked for every row the journal holds as finished (``ok``; ``record`` has
-        ``point``, ``seed_index``, ``seed``, ``result``): ``False`` means it no longer
-        stands (e.g. the file it wrote is gone or was overwritten) and it is computed
-        again. Default: every finished row stands.
+        Any executor (:class:`OneThreadProcessPool`, ``distributed.Client.get_executor()``,
+        :class:`InlineExecutor`, ...), left running. Default: ``make_executor(max_workers)``
+        (:mod:`stsim.sweep.pool`: this process for ``max_workers=1``, else a loky pool
+        of ``min(max_workers, os.cpu_count())`` workers, one BLAS thread each), created
+        and shut down here.
+    out : str or os.PathLike, optional
+        The CSV table; its journal is ``<out>.journal.jsonl``. Without ``out`` nothing is
+        written and nothing is resumed.
+    max_workers : int
+        Workers of the default executor, >= 1 (1: this process).
+    validate : callable, optional
+        ``validate(point)``, called on every point before any work; it raises
+        ``ValueError`` for a bad point. Default: ``fn.validate`` if present.
+    retry_failed : bool
+        Rerun the rows recorded as errors (default) or keep them.
+    progress : callable, optional
+        ``progress(done, total, row)``, called after each finished row.
+    keep : callable, optional
+        ``keep(record) -> bool``, asked for every row the journal holds as finished
+        (``record`` has ``point``, ``seed_index``, ``seed``, ``result``): ``False`` means
+        it no longer stands (say, the file it wrote is gone) and it is computed again.
+        Default: every finished row stands.
 
     Returns
     -------
     SweepResult
+        The table, with the counts of this call.
 
     Raises
     ------
-    ValueError — before any work, for the bad inputs listed in the module docstring.
+    ValueError
+        Before any work, for the bad inputs listed in the module docstring.
+    stsim.util.io.OutputLocked
+        Another process is writing ``out``.
+    ExecutorFailed
+        The executor stopped running rows (a worker died); the finished rows are kept.
+    KeyboardInterrupt
+        Ctrl-C; the finished rows are kept.
     """
     points = expand_grid(grid)
     seed_values = spawn_seeds(seeds, root_seed)
@@ -173,24 +272,24 @@ def sweep(fn, grid, *, seeds=1, root_seed=0, executor=None, out=None, max_worker
                 validate(p)
             except ValueError as exc:
                 raise ValueError(f"invalid grid point {p}: {exc}") from None
+    out = check_out(out)
     own = executor is None
     if own:
-        if max_workers > 1:          # the default executor is a process pool
+        if max_workers > 1:          # the default executor: loky's pool, cloudpickle
             try:
-                pickle.dumps(fn)
+                loky_dumps(fn)               # as the pool will (cloudpickle)
             except Exception as exc:  # noqa: BLE001
-                raise ValueError(f"fn must be picklable for the default process pool "
-                                 f"(define it at module level, or pass "
-                                 f"executor=InlineExecutor()): {exc}") from None
+                raise ValueError(f"fn cannot be sent to the default process pool (it does "
+                                 f"not pickle: {type(exc).__name__}: {exc}); pass "
+                                 f"max_workers=1 or executor=InlineExecutor() to run it in "
+                                 f"this process") from None
     elif not isinstance(executor, cf.Executor):
         raise ValueError(f"executor must be a concurrent.futures.Executor, "
                          f"got {type(executor).__name__}")
 
     journal = journal_path(out) if out is not None else None
-    if out is not None:
-        os.makedirs(os.path.dirname(os.path.abspath(os.fspath(out))) or ".", exist_ok=True)
     # one process writes a table at a time (a second one is refused, see FileLock)
-    held = FileLock(out) if out is not None else contextlib.nullcontext()
+    held = FileLock(out, remove=True) if out is not None else contextlib.nullcontext()
     with held:
         lock = lock_for(journal) if journal is not None else threading.Lock()
         with lock:  # the process-wide store of this journal, refreshed from the file once
@@ -231,7 +330,13 @@ def sweep(fn, grid, *, seeds=1, root_seed=0, executor=None, out=None, max_worker
                 p, r, s = futures.pop(fut)
                 try:
                     status, result, err, tb, secs = fut.result()
-                except Exception as exc:  # noqa: BLE001 - e.g. a worker died
+                except _EXECUTOR_FAULTS as exc:     # the executor failed, not the row
+                    raise ExecutorFailed(
+                        f"the executor stopped running the sweep's rows "
+                        f"({type(exc).__name__}: {exc}); the rows it finished are kept"
+                        + (f" in {journal!r}: rerun to compute the rest" if journal else "")
+                    ) from exc
+                except Exception as exc:  # noqa: BLE001 - e.g. fn's result did not unpickle
                     status, result, err, tb, secs = ("error", {}, f"{type(exc).__name__}: {exc}",
                                                      traceback.format_exc(), float("nan"))
                 rec = {"point": p, "seed_index": r, "seed": s, "status": status, "error": err,
@@ -248,22 +353,28 @@ def sweep(fn, grid, *, seeds=1, root_seed=0, executor=None, out=None, max_worker
                     progress(done, len(todo), rec)
 
             try:
-                if isinstance(ex, InlineExecutor):  # one at a time: each row is saved at once
-                    for done, (p, r, s) in enumerate(todo, 1):
-                        fut = ex.submit(_call, fn, p, s)
-                        futures[fut] = (p, r, s)
-                        finish(fut, done)
-                else:
-                    for p, r, s in todo:
-                        futures[ex.submit(_call, fn, p, s)] = (p, r, s)
-                    for done, fut in enumerate(cf.as_completed(list(futures)), 1):
-                        finish(fut, done)
+                with stop_on_interrupt(ex if own else None):
+                    if isinstance(ex, InlineExecutor):  # one at a time: each row saved at once
+                        for done, (p, r, s) in enumerate(todo, 1):
+                            fut = ex.submit(_call, fn, p, s)
+                            futures[fut] = (p, r, s)
+                            finish(fut, done)
+                    else:
+                        check_runs(ex, fn)
+                        for p, r, s in todo:
+                            futures[ex.submit(_call, fn, p, s)] = (p, r, s)
+                        for done, fut in enumerate(cf.as_completed(list(futures)), 1):
+                            finish(fut, done)
             except BaseException:  # interrupted: finished rows are journaled already
                 for f in futures:
                     f.cancel()
                 if own:
-                    ex.shutdown(wait=False, cancel_futures=True)
-                if out is not None:
+                    with contextlib.suppress(Exception):
+                        if isinstance(ex, OneThreadProcessPool):
+                            ex.kill()
+                        else:
+                            ex.shutdown(wait=False, cancel_futures=True)
+                if out is not None and times:     # rows finished now: the table shows them
                     flush_table()
                 raise
             if own:

@@ -10,7 +10,7 @@ import threading
 from stsim.sweep.grid import BOOKKEEPING, point_key
 
 __all__ = ["journal_path", "load_journal", "append_journal", "build_table", "lock_for",
-           "shared_records", "result_column"]
+           "shared_records", "result_column", "check_record"]
 
 
 _LOCKS: dict = {}
@@ -42,32 +42,84 @@ def journal_path(out):
 
 
 def load_journal(path) -> dict:
-    """``{(point_key, seed_index): record}``, the last record of a pair winning; a torn
-    (unparsable) line, as left by a crash during a write, is skipped."""
+    """``{(point_key, seed_index): record}``, the last record of a pair winning.
+
+    A torn (unparsable) line, as left by a crash during a write, is skipped. A line that is
+    valid JSON but not a record of :func:`append_journal` (see :func:`check_record`), or
+    that is not text, raises ``ValueError`` naming the file and the line: the file is not
+    a journal, or was edited, and resuming from it would be guessing."""
     recs = {}
     if path is None or not os.path.exists(path):
         return recs
-    with open(path, encoding="utf-8") as fh:
-        for line in fh:
+    if os.path.isdir(path):
+        raise ValueError(f"sweep journal {os.fspath(path)!r} is a folder, not a file")
+    with open(path, "rb") as fh:
+        for n, raw in enumerate(fh, 1):
+            try:
+                line = raw.decode("utf-8")
+            except UnicodeDecodeError:
+                raise ValueError(f"sweep journal {os.fspath(path)!r} line {n} holds binary "
+                                 f"data, not JSON text: not a journal stsim wrote (remove "
+                                 f"the file to compute its rows again)") from None
             try:
                 rec = json.loads(line)
-                recs[(point_key(rec["point"]), int(rec["seed_index"]))] = rec
-            except (ValueError, KeyError, TypeError):
-                continue
+            except ValueError:
+                continue                          # torn by a crash mid-write: not finished
+            problem = check_record(rec)
+            if problem:
+                raise ValueError(f"sweep journal {os.fspath(path)!r} line {n} is not a sweep "
+                                 f"record ({problem}): remove the line, or the file to "
+                                 f"compute its rows again")
+            recs[(point_key(rec["point"]), rec["seed_index"])] = rec
     return recs
 
 
+def check_record(rec) -> str:
+    """What is wrong with a journal record ``rec`` (``""`` if nothing): a JSON object with
+    ``point`` (an object), ``seed_index`` (an int >= 0), ``seed`` (an int), ``status``
+    (``"ok"`` or ``"error"``), ``result`` (an object) and ``error`` (text).
+
+    >>> check_record({"point": {"a": 1}, "seed_index": 0, "seed": 5, "status": "ok",
+    ...               "result": {}, "error": ""})
+    ''
+    >>> check_record([1, 2])
+    'a JSON list, not an object'
+    """
+    if not isinstance(rec, dict):
+        return f"a JSON {type(rec).__name__.replace('str', 'string')}, not an object"
+    want = {"point": dict, "seed_index": int, "seed": int, "status": str, "result": dict,
+            "error": str}
+    for key, typ in want.items():
+        if key not in rec:
+            return f"no {key!r}"
+        v = rec[key]
+        if not isinstance(v, typ) or isinstance(v, bool):
+            return f"{key!r} is {v!r}, not {'an' if typ is int else 'a'} {typ.__name__}"
+    if rec["seed_index"] < 0:
+        return f"'seed_index' is {rec['seed_index']}, not >= 0"
+    if rec["status"] not in ("ok", "error"):
+        return f"'status' is {rec['status']!r}, not 'ok' or 'error'"
+    return ""
+
+
 def append_journal(path, rec):
-    """Append one finished row ``rec`` to the journal as a JSON line, flushed and fsync'ed."""
-    with open(path, "a+", encoding="utf-8") as fh:
-        fh.seek(0, os.SEEK_END)
-        if fh.tell() > 0:
-            fh.seek(fh.tell() - 1)
-            if fh.read(1) != "\n":  # a torn line from a crash: end it, it will be skipped
-                fh.write("\n")
-        fh.write(json.dumps(rec, sort_keys=True) + "\n")
-        fh.flush()
-        os.fsync(fh.fileno())
+    """Append one finished row ``rec`` to the journal as a JSON line, flushed and fsync'ed.
+    A failed write (a full disk) raises the ``OSError`` with ``filename`` the journal; at
+    most a torn last line is left, which :func:`load_journal` skips."""
+    try:
+        with open(path, "a+", encoding="utf-8") as fh:
+            fh.seek(0, os.SEEK_END)
+            if fh.tell() > 0:
+                fh.seek(fh.tell() - 1)
+                if fh.read(1) != "\n":  # a torn line from a crash: end it, it will be skipped
+                    fh.write("\n")
+            fh.write(json.dumps(rec, sort_keys=True) + "\n")
+            fh.flush()
+            os.fsync(fh.fileno())
+    except OSError as exc:
+        if exc.filename is None:
+            raise type(exc)(exc.errno, exc.strerror or str(exc), os.fspath(path)) from None
+        raise
 
 
 def _sort_value(v):

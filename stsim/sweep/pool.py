@@ -1,30 +1,45 @@
 """Executors of the sweep and of every parallel command — the one process pool.
 
 * :class:`InlineExecutor` runs each task in the calling thread at ``submit``.
-* :class:`OneThreadProcessPool` is a spawned process pool whose workers run
-  single-threaded BLAS (set by the pool itself): 2 workers × 2 BLAS threads would
-  oversubscribe a 2-core machine (measured: the full figures took 33.5 min instead of
-  13.7 min), and a result's last bits depend on the BLAS thread count, so a table must
+* :class:`OneThreadProcessPool` is a process pool on `loky <https://github.com/joblib/loky>`_
+  (joblib's executor) whose workers run single-threaded BLAS: 2 workers × 2 BLAS threads
+  would oversubscribe a 2-core machine (measured: the full figures took 33.5 min instead
+  of 13.7 min), and a result's last bits depend on the BLAS thread count, so a table must
   not depend on which worker ran a row.
 * :func:`make_executor` picks one from a worker count (0 or 1: inline) — the one place
   where a pool is built: :func:`stsim.sweep.sweep` without an executor and the study
   commands (:func:`stsim.cli.common.run_contract`) call it.
+* :func:`stop_on_interrupt`: Ctrl-C while a pool works stops its workers at once.
 
-Both carry ``workers``, the number of tasks they run at once (recorded by the studies).
+Why loky rather than ``concurrent.futures.ProcessPoolExecutor``: a spawned stdlib pool
+re-runs the caller's main script in every worker (so a script without an
+``if __name__ == "__main__":`` guard breaks the pool, and code run from stdin or a
+notebook cell, whose ``__main__`` has no file, cannot start a worker at all), and it pickles
+functions by reference (a function defined in ``__main__`` does not exist in the worker).
+loky starts fresh interpreters that do not import ``__main__``, and pickles the tasks with
+cloudpickle (functions of ``__main__`` and lambdas travel by value), so a sweep runs the
+same from a module, an unguarded script, stdin and a notebook.
+
+Both executors carry ``workers``, the number of tasks they run at once (recorded by the
+studies).
 """
 from __future__ import annotations
 
 import concurrent.futures as cf
-import multiprocessing as mp
+import contextlib
 import os
+import signal
 import threading
 import time
+
+import loky
 
 from stsim.util.prefetch import PREFETCH_VAR
 from stsim.util.threads import THREAD_VARS
 from stsim.util.validate import check_int
 
-__all__ = ["InlineExecutor", "OneThreadProcessPool", "make_executor", "THREAD_VARS"]
+__all__ = ["InlineExecutor", "OneThreadProcessPool", "make_executor", "stop_on_interrupt",
+           "worker_env", "THREAD_VARS"]
 
 
 class InlineExecutor(cf.Executor):
@@ -43,12 +58,18 @@ class InlineExecutor(cf.Executor):
         return fut
 
 
-def _die_with_parent(parent_pid: int, period: float = 0.5) -> None:
-    """Worker initializer: exit as soon as the driver process is gone.
+def _init_worker(parent_pid: int, period: float = 0.5) -> None:
+    """Worker initializer: leave Ctrl-C to the driver, and exit as soon as it is gone.
 
-    A driver killed with SIGKILL cannot shut its pool down, and its workers would live
-    on, re-parented, holding memory (seen: ~40 MB each, minutes later). A daemon thread
-    in each worker polls its parent pid and ends the worker when it changes."""
+    * SIGINT is ignored: a terminal's Ctrl-C reaches the whole process group, and a worker
+      interrupted mid-row would hand back a half-done row (``stsim.run`` returns its run so
+      far with ``status="interrupted"``); the driver stops the workers instead
+      (:func:`stop_on_interrupt`).
+    * A driver killed with SIGKILL cannot shut its pool down, and its workers would live
+      on, re-parented, holding memory (seen: ~40 MB each, minutes later). A daemon thread
+      polls the parent pid and ends the worker when it changes."""
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+
     def watch():
         while os.getppid() == parent_pid:
             time.sleep(period)
@@ -57,40 +78,76 @@ def _die_with_parent(parent_pid: int, period: float = 0.5) -> None:
     threading.Thread(target=watch, name="stsim-parent-watch", daemon=True).start()
 
 
-class OneThreadProcessPool(cf.ProcessPoolExecutor):
-    """A spawned process pool whose workers all run single-threaded BLAS.
+def worker_env(environ=None) -> dict:
+    """The variables a pool worker starts with, beyond the driver's own: ``1`` for each
+    BLAS thread count (``OMP_NUM_THREADS``, ``OPENBLAS_NUM_THREADS``, ``MKL_NUM_THREADS``)
+    and ``0`` for ``STSIM_PREFETCH`` (each worker owns one core and draws its minibatches
+    in the foreground, :mod:`stsim.util.prefetch`) — each only where the driver's
+    environment ``environ`` (default ``os.environ``) does not set it.
 
+    >>> worker_env({"OMP_NUM_THREADS": "4"})["OPENBLAS_NUM_THREADS"], \\
+    ...     "OMP_NUM_THREADS" in worker_env({"OMP_NUM_THREADS": "4"})
+    ('1', False)
+    """
+    environ = os.environ if environ is None else environ
+    want = {**{k: "1" for k in THREAD_VARS}, PREFETCH_VAR: "0"}
+    return {k: v for k, v in want.items() if k not in environ}
+
+
+class OneThreadProcessPool(loky.ProcessPoolExecutor):
+    """A loky process pool whose workers all run single-threaded BLAS.
+
+    Parameters
+    ----------
+    workers : int
+        The number of worker processes (started on demand).
+
+    Notes
+    -----
     Two workers × default BLAS threads oversubscribe 2 cores, and a trial's last bits
     depend on the BLAS thread count, so the table would depend on which worker ran it.
-    Its workers also draw their minibatches in the foreground (``STSIM_PREFETCH=0``, see
-    :mod:`stsim.util.prefetch`): each worker owns one core. A spawned worker reads the
-    variables when it imports numpy, and workers start on
-    demand, so the variables stay set in this process until :meth:`shutdown` (numpy is
-    already loaded here: they do not change this process). Workers end by themselves
-    within about a second if the driver dies (:func:`_die_with_parent`)."""
+    The variables of :func:`worker_env` are set in each worker before it imports anything
+    (loky's ``env``), never in this process. Workers ignore SIGINT (the driver stops them,
+    :func:`stop_on_interrupt`) and end by themselves within about a second if the driver
+    dies (:func:`_init_worker`). Tasks are pickled with cloudpickle: functions of
+    ``__main__`` (a script, stdin, a notebook) and lambdas run in the workers.
+    """
 
     def __init__(self, workers):
-        self.workers = int(workers)
-        self._saved = {k: os.environ.get(k) for k in THREAD_VARS + (PREFETCH_VAR,)}
-        for k, v in self._saved.items():
-            if v is None:
-                os.environ[k] = "0" if k == PREFETCH_VAR else "1"
-        super().__init__(workers, mp_context=mp.get_context("spawn"),
-                         initializer=_die_with_parent, initargs=(os.getpid(),))
+        self.workers = check_int("workers", workers, 1)
+        super().__init__(self.workers, context=loky.backend.get_context("loky"),
+                         initializer=_init_worker, initargs=(os.getpid(),),
+                         env=worker_env())
 
-    def shutdown(self, *args, **kwargs):
-        try:
-            super().shutdown(*args, **kwargs)
-        finally:
-            for k, v in self._saved.items():
-                if v is None:
-                    os.environ.pop(k, None)
+    def shutdown(self, wait=True, *, cancel_futures=False, kill_workers=False):
+        """Stop the pool: ``wait`` for the running tasks (and, unless ``cancel_futures``,
+        the queued ones); ``kill_workers`` ends the workers at once (their running and
+        queued tasks fail with loky's ``ShutdownExecutorError``)."""
+        if cancel_futures and not kill_workers:
+            with contextlib.suppress(Exception):     # queued, not started: dropped
+                for item in list(self._pending_work_items.values()):
+                    item.future.cancel()
+        super().shutdown(wait=wait, kill_workers=kill_workers)
+
+    def kill(self) -> None:
+        """End the workers now, without waiting (Ctrl-C): :meth:`shutdown` with
+        ``kill_workers``."""
+        self.shutdown(wait=False, kill_workers=True)
 
 
 def make_executor(workers: int) -> cf.Executor:
-    """The executor of ``workers`` (an int >= 0): 0 or 1 an :class:`InlineExecutor` (this
-    process); 2 or more a :class:`OneThreadProcessPool` with ``min(workers,
-    os.cpu_count())`` workers. The caller shuts it down.
+    """The executor of ``workers`` workers.
+
+    Parameters
+    ----------
+    workers : int
+        An int >= 0: 0 or 1 gives an :class:`InlineExecutor` (this process); 2 or more a
+        :class:`OneThreadProcessPool` with ``min(workers, os.cpu_count())`` workers.
+
+    Returns
+    -------
+    concurrent.futures.Executor
+        The caller shuts it down.
 
     >>> make_executor(1).submit(pow, 2, 10).result()
     1024
@@ -99,3 +156,35 @@ def make_executor(workers: int) -> cf.Executor:
     if workers <= 1:
         return InlineExecutor()
     return OneThreadProcessPool(min(workers, os.cpu_count() or 1))
+
+
+@contextlib.contextmanager
+def stop_on_interrupt(executor=None):
+    """While inside: Ctrl-C raises ``KeyboardInterrupt`` here at once, after killing the
+    workers of ``executor`` if it is a :class:`OneThreadProcessPool` (they ignore SIGINT).
+
+    It acts in the main thread under Python's default SIGINT handler (elsewhere it changes
+    nothing). Its handler is not the default one, so a :func:`stsim.run` called inline by a
+    sweep's row raises at once rather than return its run so far as a finished row
+    (``status="interrupted"``, which the sweep would journal as done). The previous
+    handler is put back on leaving. Yields whether it acts.
+    """
+    acts = (threading.current_thread() is threading.main_thread()
+            and signal.getsignal(signal.SIGINT) is signal.default_int_handler)
+    if not acts:
+        yield False
+        return
+    previous = signal.getsignal(signal.SIGINT)
+
+    def handler(signum, frame):
+        signal.signal(signal.SIGINT, previous)
+        if isinstance(executor, OneThreadProcessPool):
+            with contextlib.suppress(Exception):
+                executor.kill()
+        raise KeyboardInterrupt
+
+    signal.signal(signal.SIGINT, handler)
+    try:
+        yield True
+    finally:
+        signal.signal(signal.SIGINT, previous)

@@ -5,13 +5,13 @@ GD stays on ``(W_ee, V_x)``; by the rotation symmetry of the sphere law it stays
 ``(a I, γ I)``); its best loss at a given ``d_e`` is the representational side of the
 separation study (:mod:`stsim.studies.separation`).
 
-Logits a_i = a · p_iᵀ p_q, p_q = c Σ_{j∈y} p_j.  With s = softmax(a g), g_i = p_iᵀ p_q,
-u = 1_y / q, the X-expectation is (population.py)
+Logits ``a_i = a · p_iᵀ p_q``, ``p_q = c Σ_{j∈y} p_j``. With ``s = softmax(a g)``,
+``g_i = p_iᵀ p_q``, ``u = 1_y / q``, the X-expectation is (population.py)::
 
     E_X ℓ = ½ (|s|² γ² d − 2 γ d (s·u) + d/q).
 
 γ enters quadratically with shared coefficient, so for fixed a the optimal γ is
-γ*(a) = E[s·u] / E[|s|²] and
+``γ*(a) = E[s·u] / E[|s|²]`` and::
 
     L(a) = (d/2) (1/q − E[s·u]² / E[|s|²]),       L/L0 = 1 − q E[s·u]² / E[|s|²].
 
@@ -21,7 +21,7 @@ same for "sum" and "mean" (the training dynamics are not).
 
 Fast exact sampling of g (cost O(n (T + q d_e)), not O(n T d_e)): the q selected vectors
 are drawn explicitly; for an unselected token p_i (independent of p_q, uniform on S^{d_e-1})
-p_iᵀ p_q = |p_q| t_i with t_i the first coordinate of a uniform unit vector,
+``p_iᵀ p_q = |p_q| t_i`` with ``t_i`` the first coordinate of a uniform unit vector,
 (t_i + 1)/2 ~ Beta((d_e−1)/2, (d_e−1)/2), i.i.d. across i.
 """
 from __future__ import annotations
@@ -61,7 +61,7 @@ def sample_scores_dense(T, q, d_e, n_mc, rng, query="sum"):
 
 
 def family_stats(a, g, q):
-    """E[|s|²], E[s·u] for logits a·g."""
+    """``E[|s|²]``, ``E[s·u]`` for logits ``a·g``."""
     z = a * g
     z -= z.max(axis=1, keepdims=True)
     np.exp(z, out=z)

@@ -98,17 +98,32 @@ class PopulationObjective:
 
     Parameters
     ----------
-    d, d_e, T, q : sizes.
-    family : encoding label (``onehot``, ``stochastic/slots``, ``stochastic/sphere``,
+    d : int
+        Token dimension.
+    d_e : int
+        Encoding width.
+    T : int
+        Sequence length.
+    q : int
+        Subset size.
+    family : str
+        Encoding label (``onehot``, ``stochastic/slots``, ``stochastic/sphere``,
         ``near-orthogonal``).
-    source : list of chunks; each chunk is ``("index", tok)`` with ``tok`` (n, T) slot
+    source : list of tuple
+        The configurations, in chunks: ``("index", tok)`` with ``tok`` (n, T) slot
         numbers, ``("table", pos)`` with ``pos`` (n, T) rows of ``table``, or
         ``("dense", P)`` with ``P`` (n, T, d_e) encodings; the q selected tokens come first
         in every row. Every configuration has weight ``1/N``.
-    query : {"sum", "mean"};  model : {"theory", "practical"}
-    method : ``"enumerate"`` or ``"mc"`` (recorded for reporting).
-    table : (n_positions, d_e), the fixed near-orthogonal encodings (``"table"`` chunks).
-    span_n : ``n`` of the structure ``W_ee = a (I_n − J_n/n)`` the dynamics keeps
+    query : {"sum", "mean"}
+        The query convention.
+    model : {"theory", "practical"}
+        The model.
+    method : {"enumerate", "mc"}
+        How ``source`` was made (recorded for reporting).
+    table : (n_positions, d_e) array, optional
+        The fixed near-orthogonal encodings (``"table"`` chunks).
+    span_n : int, optional
+        ``n`` of the structure ``W_ee = a (I_n − J_n/n)`` the dynamics keeps
         (:meth:`~stsim.core.encodings.Encoding.reduced_n`), or None (``I`` is used).
     """
 
@@ -197,12 +212,19 @@ class PopulationObjective:
 
         Parameters
         ----------
-        W : (D, D);  V : (d, D), with ``W_xe = 0`` and ``V_e = 0`` (else ``ValueError``).
+        W : (D, D) array
+            With ``W_xe = 0`` (else ``ValueError``).
+        V : (d, D) array
+            With ``V_e = 0`` (else ``ValueError``).
 
         Returns
         -------
-        loss : float;  dW : (D, D), nonzero only in the ``W_ee`` block;  dV : (d, D),
-        nonzero only in the ``V_x`` block.
+        loss : float
+            The population loss.
+        dW : (D, D) array
+            Its gradient in ``W``, nonzero only in the ``W_ee`` block.
+        dV : (d, D) array
+            Its gradient in ``V``, nonzero only in the ``V_x`` block.
         """
         return self._eval(W, V, True)
 
@@ -290,17 +312,23 @@ def make_population_objective(cfg, enc: Encoding | None = None, *, method="auto"
 
     Parameters
     ----------
-    cfg : Config (``T, q, d, d_e, pe, sampler, query, model``); a dict of the same keys
-        also works.
-    enc : Encoding, optional — built from ``cfg`` if omitted (the near-orthogonal table
-        must then be the run's: pass ``enc``).
-    method : ``"auto"`` (enumerate for onehot / slots, and for near-orthogonal when
-        ``C(T, q) <= 10⁵``; Monte-Carlo otherwise), ``"enumerate"`` or ``"mc"``.
-    n_mc : Monte-Carlo sample size (configurations drawn once).
-    rng : Generator or seed for the Monte-Carlo draws; default
-        ``Streams(cfg.seed).population()`` — independent of the other streams of
+    cfg : Config or dict
+        A resolved config (``T, q, d, d_e, pe, sampler, query, model``), or a dict of
+        the same keys.
+    enc : Encoding, optional
+        Built from ``cfg`` if omitted (the near-orthogonal table must then be the run's:
+        pass ``enc``).
+    method : {"auto", "enumerate", "mc"}
+        ``"auto"``: enumerate for onehot / slots, and for near-orthogonal when
+        ``C(T, q) <= 10⁵``; Monte-Carlo otherwise.
+    n_mc : int
+        Monte-Carlo sample size (configurations drawn once).
+    rng : Generator or int, optional
+        Generator or seed of the Monte-Carlo draws; default
+        ``Streams(cfg.seed).population()``, independent of the other streams of
         :func:`stsim.run` (:mod:`stsim.core.seeds`).
-    max_enum : largest number of configurations enumerated (default 10⁷).
+    max_enum : int
+        Largest number of configurations enumerated (default 10⁷).
 
     Raises
     ------

@@ -154,14 +154,32 @@ class ReducedTrajectory:
 
     Attributes
     ----------
-    step : (n_rec,) int — GD step of each record (time ``τ = η · step``; for gradient
-        flow, ``step`` holds ``τ`` as floats and ``lr`` is ``nan``).
-    a, gamma, loss : (K, n_rec) — state and population loss at the recorded steps
-        (``loss`` is the loss *at* that state, before the update).
-    T, q, d, lr, n_minus_1 : (K,) — the settings.
-    max_loss_increase : (K,) — ``max_t (L(t+1) − L(t))`` over EVERY step (not only the
-        recorded ones); ``<= 0`` means the loss never increased.
-    min_a_increment : (K,) — ``min_t (a(t+1) − a(t))`` over every step.
+    step : (n_rec,) array
+        GD step of each record (time ``τ = η · step``; for gradient flow, ``step`` holds
+        ``τ`` as floats and ``lr`` is ``nan``).
+    a : (K, n_rec) array
+        The scale ``a`` at the recorded steps.
+    gamma : (K, n_rec) array
+        The value scale ``γ`` at the recorded steps.
+    loss : (K, n_rec) array
+        The population loss *at* that state (before the update).
+    T : (K,) array
+        Sequence length of each setting.
+    q : (K,) array
+        Subset size of each setting.
+    d : (K,) array
+        Token dimension of each setting.
+    lr : (K,) array
+        Step size η of each setting (``nan`` for gradient flow).
+    n_minus_1 : (K,) array
+        ``n − 1`` of each setting (``n``: the reduction's number of positions).
+    query : str
+        The query convention, ``"sum"`` or ``"mean"``.
+    max_loss_increase : (K,) array or None
+        ``max_t (L(t+1) − L(t))`` over EVERY step (not only the recorded ones); ``<= 0``
+        means the loss never increased.
+    min_a_increment : (K,) array or None
+        ``min_t (a(t+1) − a(t))`` over every step.
     """
 
     step: np.ndarray
@@ -199,18 +217,37 @@ def reduced_gd(T, q, d, lr, steps, *, pe="onehot", d_e=None, query="sum", a0=0.0
 
     Parameters
     ----------
-    T, q, d : int or array of int;  lr : float or array — step size η.
-    steps : int — number of updates;  record_every : int — record every k steps (and the
-        last step).
-    pe : "onehot" | "stochastic" (slots), or an Encoding object (see :func:`step_divisor`);
-        d_e : slots width (default T).
+    T : int or array of int
+        Sequence length.
+    q : int or array of int
+        Subset size.
+    d : int or array of int
+        Token dimension.
+    lr : float or array
+        Step size η.
+    steps : int
+        Number of updates.
+    pe : str or Encoding
+        ``"onehot"``, ``"stochastic"`` (slots), or an Encoding object (see
+        :func:`step_divisor`).
+    d_e : int, optional
+        Slots width (default ``T``).
+    query : {"sum", "mean"}
+        The query convention.
+    a0 : float or array
+        Initial ``a``.
+    gamma0 : float or array
+        Initial ``γ``.
+    record_every : int
+        Record every k steps (and the last step).
 
     Returns
     -------
-    ReducedTrajectory with arrays of shape (K, n_rec).
+    ReducedTrajectory
+        Arrays of shape (K, n_rec).
 
-    Example
-    -------
+    Examples
+    --------
     >>> tr = reduced_gd(T=[8, 50], q=2, d=3, lr=0.1, steps=100, record_every=50)
     >>> tr.a.shape, bool(np.all(np.diff(tr.loss, axis=1) < 0))
     ((2, 3), True)
@@ -306,14 +343,40 @@ def gradient_flow(T, q, d, t_eval, *, pe="onehot", d_e=None, query="sum", a0=0.0
 
     Parameters
     ----------
-    T, q, d : int or arrays (broadcast to K settings).
-    t_eval : (n_rec,) increasing times ``τ >= 0`` (the flow starts at τ = 0).
-    method, rtol, atol : passed to ``scipy.integrate.solve_ivp``.
+    T : int or array of int
+        Sequence length (``T``, ``q``, ``d`` broadcast to K settings).
+    q : int or array of int
+        Subset size.
+    d : int or array of int
+        Token dimension.
+    t_eval : (n_rec,) array
+        Increasing times ``τ >= 0`` (the flow starts at τ = 0).
+    pe : str or Encoding
+        As for :func:`reduced_gd`.
+    d_e : int, optional
+        Slots width (default ``T``).
+    query : {"sum", "mean"}
+        The query convention.
+    a0 : float or array
+        Initial ``a``.
+    gamma0 : float or array
+        Initial ``γ``.
+    method : str
+        Passed to ``scipy.integrate.solve_ivp``.
+    rtol : float
+        Passed to ``scipy.integrate.solve_ivp``.
+    atol : float
+        Passed to ``scipy.integrate.solve_ivp``.
 
     Returns
     -------
-    ReducedTrajectory with ``step = t_eval`` (times) and ``lr = nan``; raises
-    ``RuntimeError`` with the solver's message if integration fails.
+    ReducedTrajectory
+        With ``step = t_eval`` (times) and ``lr = nan``.
+
+    Raises
+    ------
+    RuntimeError
+        With the solver's message, if the integration fails.
     """
     t_eval = np.asarray(t_eval, dtype=np.float64)
     if t_eval.ndim != 1 or t_eval.size == 0 or t_eval[0] < 0 or np.any(np.diff(t_eval) < 0):

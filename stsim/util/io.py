@@ -15,7 +15,8 @@ import threading
 import numpy as np
 
 __all__ = ["atomic_write", "save_npz", "load_npz", "write_json", "to_jsonable",
-           "write_csv", "read_csv", "FileLock", "check_writable_folder"]
+           "write_csv", "read_csv", "read_json", "FileLock", "OutputLocked",
+           "check_writable_folder", "check_writable_file"]
 
 
 @contextlib.contextmanager
@@ -226,6 +227,30 @@ def read_csv(path) -> list:
         return [{k: _parse_cell(v) for k, v in row.items()} for row in csv.DictReader(fh)]
 
 
+def read_json(path, what="JSON file"):
+    """The JSON value in ``path``; a file that is not JSON text (garbled, truncated,
+    binary) raises ``ValueError`` naming the file, the line and what is wrong (a missing
+    file raises ``FileNotFoundError``)."""
+    path = os.fspath(path)
+    if os.path.isdir(path):
+        raise ValueError(f"{what} {path!r} is a folder, not a file")
+    with open(path, "rb") as fh:
+        data = fh.read()
+    try:
+        return json.loads(data.decode("utf-8"))
+    except UnicodeDecodeError:
+        raise ValueError(f"cannot read {what} {path!r}: it holds binary data, not JSON "
+                         f"text") from None
+    except json.JSONDecodeError as exc:
+        raise ValueError(f"cannot read {what} {path!r}: not valid JSON ({exc.msg} at line "
+                         f"{exc.lineno} column {exc.colno}); the file is corrupt or "
+                         f"truncated") from None
+
+
+class OutputLocked(RuntimeError):
+    """Another process holds the :class:`FileLock` of an output (it is writing it)."""
+
+
 _LOCK_GUARD = threading.Lock()
 
 
@@ -234,8 +259,8 @@ class FileLock:
     outputs at ``path`` (a sweep table, a run's folder), so that two processes never write
     them at once (the last writer would win). ``flock`` locks are released by the kernel
     when the holder dies, so a killed process leaves no stale lock. Threads of one process
-    share the lock. Raises ``RuntimeError`` naming the path and the holder's pid if
-    another process holds it.
+    share the lock. Raises :class:`OutputLocked` (a ``RuntimeError``) naming the path and
+    the holder's pid if another process holds it.
 
     With ``remove=True`` the lock file is deleted when the last holder leaves (a run's
     ``.stsim-run.lock``): it is unlinked while still locked, and a process that locked a
@@ -261,7 +286,7 @@ class FileLock:
                 holder = fh.read().strip() or "unknown"
                 fh.close()
                 if exc.errno in (errno.EAGAIN, errno.EACCES, errno.EWOULDBLOCK):
-                    raise RuntimeError(
+                    raise OutputLocked(
                         f"another process (pid {holder}) is writing {self.path[:-5]!r}; "
                         f"wait for it to finish or use another output path") from None
                 raise
@@ -322,4 +347,20 @@ def check_writable_folder(path, name="out") -> str:
     except OSError as exc:
         raise ValueError(f"{name}={path!r} is not a writable folder: {exc.strerror or exc}") \
             from None
+    return path
+
+
+def check_writable_file(path, name="out") -> str:
+    """Check, before any work, that a file can be written at ``path`` (its folder created if
+    needed); ``ValueError`` naming the parameter otherwise (an empty path, a folder, a
+    parent that is a file or read-only). Returns ``os.fspath(path)``."""
+    path = os.fspath(path)
+    if not path:
+        raise ValueError(f"{name} must be a file path, got an empty string")
+    if os.path.isdir(path):
+        raise ValueError(f"{name}={path!r} is a folder; give the path of a file in it")
+    try:
+        check_writable_folder(os.path.dirname(os.path.abspath(path)), "folder")
+    except ValueError as exc:
+        raise ValueError(f"{name}={path!r} cannot be written: {exc}") from None
     return path

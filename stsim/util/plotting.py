@@ -49,12 +49,15 @@ def history_figure(res):
 
     Parameters
     ----------
-    res : Result (anything with ``history``, ``config``, ``status`` and ``message``)
+    res : Result
+        A run's result (anything with ``history``, ``config``, ``status`` and
+        ``message``).
 
     Returns
     -------
-    matplotlib.figure.Figure — not shown and not closed (:meth:`stsim.Result.plot`
-    returns it; :func:`plot_history` saves and closes it).
+    matplotlib.figure.Figure
+        Not shown and not closed (:meth:`stsim.Result.plot` returns it;
+        :func:`plot_history` saves and closes it).
     """
     h, cfg = res.history, res.config
     # a bare Figure (no pyplot state): a notebook shows the returned figure once

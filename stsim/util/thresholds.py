@@ -41,12 +41,16 @@ class WidthSearch:
 
     Parameters
     ----------
-    grid : sorted sequence of distinct values (a ``range`` for all integers in [lo, hi]).
-    start : first value probed (the grid value nearest to it in log scale).
-    stride : how to move while the boundary is not bracketed: an int ``k`` moves ``k``
-        grid places; ``"double"`` doubles (halves) the value, clipped to the grid.
-    rel : once bracketed, bisect until the two neighbours are adjacent on the grid or
-        their values differ by at most ``rel`` × the passing value.
+    grid : sequence or range
+        Sorted distinct values (a ``range`` for all integers in [lo, hi]).
+    start : int or float
+        First value probed (the grid value nearest to it in log scale).
+    stride : int or "double"
+        How to move while the boundary is not bracketed: an int ``k`` moves ``k`` grid
+        places; ``"double"`` doubles (halves) the value, clipped to the grid.
+    rel : float
+        Once bracketed, bisect until the two neighbours are adjacent on the grid or their
+        values differ by at most ``rel`` × the passing value.
     """
 
     def __init__(self, grid, start, stride=2, rel: float = 0.0):

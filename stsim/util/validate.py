@@ -15,11 +15,14 @@ from __future__ import annotations
 
 import math
 import numbers
+import os
 
 import numpy as np
 
 __all__ = ["check_int", "check_real", "check_lr", "check_choice", "as_rng", "int_tuple",
-           "parse_int_list", "int_list_arg"]
+           "parse_int_list", "int_list_arg", "physical_memory", "check_memory"]
+
+MEMORY_FRACTION = 0.8      # of physical memory: the most one computation may plan to use
 
 
 def as_rng(seed_or_rng) -> np.random.Generator:
@@ -185,3 +188,56 @@ def int_list_arg(name: str, lo: int = 1, hi: int | None = None):
 
     parse.__name__ = f"{name} list"
     return parse
+
+
+def physical_memory() -> float:
+    """Bytes of physical memory of this machine (16 GiB where the OS does not say)."""
+    try:
+        return float(os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES"))
+    except (ValueError, OSError, AttributeError):  # pragma: no cover - non-POSIX
+        return 16.0 * 2**30
+
+
+def check_memory(parts: dict, what: str, limit: float | None = None) -> int:
+    """Refuse, before anything is allocated, a computation whose memory estimate exceeds
+    ``limit`` bytes (default 80% of :func:`physical_memory`).
+
+    Parameters
+    ----------
+    parts : dict
+        Bytes of the largest arrays, by a name that says what they are.
+    what : str
+        The computation and the settings that size it, e.g. ``"a trial at T=10^9 (Ts)"``:
+        the message starts with it, so that it names the parameter to reduce.
+    limit : float, optional
+        The most it may use, in bytes.
+
+    Returns
+    -------
+    int
+        The estimate (bytes) when it fits.
+
+    Raises
+    ------
+    ValueError
+        When it does not: one line naming ``what``, the estimate by part and the limit.
+
+    Examples
+    --------
+    >>> check_memory({"table (N x m)": 8 * 10**6}, "a point at N=1000 (Ns)")
+    8000000
+    >>> check_memory({"table (N x m)": 8e15}, "a point at N=10^9 (Ns)")
+    Traceback (most recent call last):
+    ...
+    ValueError: a point at N=10^9 (Ns) would need about 7.45e+06 GiB of memory (table (N x m) 7.45e+06 GiB), more than the ... GiB allowed (80% of this machine's memory); reduce the sizes
+    """
+    total = int(sum(parts.values()))
+    if limit is None:
+        limit = MEMORY_FRACTION * physical_memory()
+    if total > limit:
+        gib = lambda b: f"{b / 2**30:.3g} GiB"  # noqa: E731
+        items = ", ".join(f"{k} {gib(v)}" for k, v in sorted(parts.items(), key=lambda kv: -kv[1]))
+        raise ValueError(f"{what} would need about {gib(total)} of memory ({items}), more "
+                         f"than the {gib(limit)} allowed ({MEMORY_FRACTION:.0%} of this "
+                         f"machine's memory); reduce the sizes")
+    return total

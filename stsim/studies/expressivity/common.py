@@ -3,14 +3,13 @@ text for arrays in a table, the raw tables (sweep journals under ``<out>/raw/``)
 record, the width-law fit of the JSON summaries, and the checks of settings."""
 from __future__ import annotations
 
-import json
 import os
 
 import numpy as np
 
 from stsim.sweep.grid import point_key
 from stsim.sweep.journal import journal_path, load_journal
-from stsim.util.io import write_json
+from stsim.util.io import read_json, write_json
 from stsim.util.stats import compare_growth
 
 __all__ = ["rng_of", "plt_savefig", "as_list", "array_text", "text_array", "raw_table",
@@ -92,7 +91,7 @@ def load_run_record(out) -> dict:
     """The run record ``<out>/raw/run.json``: ``workers`` and, per part, ``wall_time_s``
     and ``n_run`` of the run that computed its points (``{}`` if none)."""
     path = _record_path(out)
-    return json.load(open(path, encoding="utf-8")) if os.path.exists(path) else {}
+    return read_json(path, "run record") if os.path.exists(path) else {}
 
 
 def update_run_record(out, part, workers, seconds, n_run) -> None:

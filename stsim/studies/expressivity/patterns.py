@@ -150,20 +150,34 @@ def pattern_inputs(A, d: int, rng: np.random.Generator, *, k: int | None = None,
 
     Parameters
     ----------
-    A : (L, L) array or scipy.sparse — validated by :func:`check_pattern`.
-    d : int >= 1 — head dimension (tokens have dimension 2d).
-    rng : Generator — draws the keys ``r_1..r_L`` (near-orthogonal unit rows).
-    k : int, optional — promised bound on non-zeros per row and column.
-    scheme : {"exact", "jl"} — ``jl``: ``q_i = Σ_j c_ij r_j``; ``exact``: the minimum-norm
-        ``q_i`` with ``q_iᵀ r_j = c_ij`` on the support (needs ``|S_i| <= d``).
-    eps_off : float — off-support mass the design aims at; sets ``τ = 2 log(L/ε_off)``.
-    tau : float, optional — overrides τ.
-    family : {"sphere", "rademacher"} — law of the keys.
-    block : rows solved at once (memory ``O(block · k · d)``).
+    A : (L, L) array or scipy.sparse matrix
+        The target, validated by :func:`check_pattern`.
+    d : int
+        Head dimension, >= 1 (tokens have dimension 2d).
+    rng : numpy.random.Generator
+        Draws the keys ``r_1..r_L`` (near-orthogonal unit rows).
+    k : int, optional
+        Promised bound on non-zeros per row and column.
+    scheme : {"exact", "jl"}
+        ``jl``: ``q_i = Σ_j c_ij r_j``; ``exact``: the minimum-norm ``q_i`` with
+        ``q_iᵀ r_j = c_ij`` on the support (needs ``|S_i| <= d``).
+    eps_off : float
+        Off-support mass the design aims at; sets ``τ = 2 log(L/ε_off)``.
+    tau : float, optional
+        Overrides τ.
+    family : {"sphere", "rademacher"}
+        Law of the keys.
+    block : int
+        Rows solved at once (memory ``O(block · k · d)``).
 
     Returns
     -------
-    Q : (L, d);  K : (L, d);  tau : float
+    Q : (L, d) array
+        The queries.
+    K : (L, d) array
+        The keys.
+    tau : float
+        The logit scale used.
     """
     A = check_pattern(A, k)
     d = check_int("d", d, 1)
@@ -200,11 +214,24 @@ def pattern_errors(A, Q: np.ndarray, K: np.ndarray, block: int = 512) -> dict:
     Logits are formed ``block × L`` at a time (``L²`` dot products, memory
     ``O(block · L + L d)``; the ``L × L`` matrix is never stored).
 
+    Parameters
+    ----------
+    A : (L, L) array or scipy.sparse matrix
+        The target pattern.
+    Q : (L, d) array
+        The queries.
+    K : (L, d) array
+        The keys.
+    block : int
+        Rows of logits formed at once.
+
     Returns
     -------
-    dict of (L,) arrays: ``ratio`` ``max_{j,j'∈S_i} |log(S_ij/S_ij') − log(A_ij/A_ij')|``;
-    ``off_mass`` ``Σ_{j∉S_i} S_ij``; ``tv`` ``½ Σ_j |S_ij − Â_ij|`` with ``Â`` = A
-    row-normalised; ``off_max`` largest off-support logit minus the smallest on-support one.
+    dict
+        (L,) arrays: ``ratio`` ``max_{j,j'∈S_i} |log(S_ij/S_ij') − log(A_ij/A_ij')|``,
+        ``off_mass`` ``Σ_{j∉S_i} S_ij``, ``tv`` ``½ Σ_j |S_ij − Â_ij|`` with ``Â`` = A
+        row-normalised, ``off_max`` the largest off-support logit minus the smallest
+        on-support one.
     """
     A = check_pattern(A)
     L = A.shape[0]

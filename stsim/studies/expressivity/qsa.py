@@ -94,11 +94,17 @@ class PositionTable:
 
     Attributes
     ----------
-    N, m : int — number of positions and their dimension.
+    N : int
+        Number of positions.
+    m : int
+        Their dimension.
     family : {"sphere", "rademacher"}
-    seed : int or tuple of ints — ``SeedSequence`` entropy (the experiments key it by the
-        point's sizes, e.g. ``(seed, 2, N, q, m, family)``).
-    chunk : int — rows per chunk (default 2048).
+        The law of the vectors.
+    seed : int or tuple of ints
+        ``SeedSequence`` entropy (the experiments key it by the point's sizes, e.g.
+        ``(seed, 2, N, q, m, family)``).
+    chunk : int
+        Rows per chunk (default 2048).
 
     Example
     -------
@@ -172,14 +178,16 @@ def subset_queries(Uy: np.ndarray, query: str = "sum") -> np.ndarray:
 
     Parameters
     ----------
-    Uy : (B, q, m) — ``U[y_b]`` for each of ``B`` subsets.
+    Uy : (B, q, m) array
+        ``U[y_b]`` for each of ``B`` subsets.
     query : {"sum", "exact"}
         ``sum``: ``w = Σ_j u_j``.  ``exact``: ``w = U_yᵀ G⁻¹ 1_q`` with ``G = U_y U_yᵀ``
         (q × q), so ``<u_j, w> = 1`` for every selected ``j`` (needs ``q <= m``).
 
     Returns
     -------
-    (B, m)
+    (B, m) array
+        The query vectors.
     """
     check_choice("query", query, QUERIES)
     Uy = np.asarray(Uy, dtype=np.float64)
@@ -230,14 +238,19 @@ def selection_errors(G: np.ndarray, Y: np.ndarray, lams) -> dict:
 
     Parameters
     ----------
-    G : (B, N) — ``g_{bi} = <u_i, w_{y_b}>`` (logits divided by λ).
-    Y : (B, q) int — the subsets.
-    lams : float or (n_λ,) — scales λ (``np.inf`` gives the hard-max limit).
+    G : (B, N) array
+        ``g_{bi} = <u_i, w_{y_b}>`` (logits divided by λ).
+    Y : (B, q) int array
+        The subsets.
+    lams : float or (n_λ,) array
+        Scales λ (``np.inf`` gives the hard-max limit).
 
     Returns
     -------
-    dict of arrays: ``l1`` (n_λ, B) ``‖s − u‖₁``; ``leak`` (n_λ, B) ``Σ_{i∉y} s_i``;
-    ``margin`` (B,) ``Δ = min_y g − max_{∉y} g``; ``spread`` (B,) ``σ = max_y g − min_y g``.
+    dict
+        Arrays ``l1`` (n_λ, B) ``‖s − u‖₁``, ``leak`` (n_λ, B) ``Σ_{i∉y} s_i``,
+        ``margin`` (B,) ``Δ = min_y g − max_{∉y} g``, ``spread`` (B,)
+        ``σ = max_y g − min_y g``.
     """
     G = np.asarray(G, dtype=np.float64)
     Y = np.asarray(Y)
@@ -282,12 +295,19 @@ def qsa_errors(table: PositionTable, Y: np.ndarray, lams, query: str = "sum") ->
 
     Parameters
     ----------
-    table : PositionTable;  Y : (B, q) int subsets;  lams : float or (n_λ,)
+    table : PositionTable
+        The position vectors.
+    Y : (B, q) int array
+        The subsets.
+    lams : float or (n_λ,) array
+        Scales λ.
     query : {"sum", "exact"}
+        The query construction (:func:`subset_queries`).
 
     Returns
     -------
-    dict as :func:`selection_errors`.
+    dict
+        As :func:`selection_errors`.
     """
     Y = np.asarray(Y, dtype=np.int64)
     Wq = subset_queries(table.rows(Y), query)
@@ -299,12 +319,23 @@ def qsa_output(X: np.ndarray, U: np.ndarray, Y: np.ndarray, lam: float, query: s
 
     Parameters
     ----------
-    X : (B, N, d) tokens;  U : (N, m) shared position vectors;  Y : (B, q) subsets
-    lam : float;  query : {"sum", "exact"}
+    X : (B, N, d) array
+        Tokens.
+    U : (N, m) array
+        Shared position vectors.
+    Y : (B, q) int array
+        Subsets.
+    lam : float
+        The scale λ.
+    query : {"sum", "exact"}
+        The query construction (:func:`subset_queries`).
 
     Returns
     -------
-    f : (B, d);  err : (B,) ``‖f − STS_q(X, y)‖₂``
+    f : (B, d) array
+        The outputs.
+    err : (B,) array
+        ``‖f − STS_q(X, y)‖₂``.
     """
     X = np.asarray(X, dtype=np.float64)
     Y = np.asarray(Y, dtype=np.int64)
@@ -338,14 +369,24 @@ def seq2seq_errors(U: np.ndarray, Ysets: np.ndarray, lams, query: str = "sum",
 
     Parameters
     ----------
-    U : (N, m) position vectors;  Ysets : (N, q) int, row i = subset of token i
-    lams : float or (n_λ,);  query : {"sum", "exact"}
-    X : (N, d), optional — tokens; if given, ``err`` (n_λ, N) = ``‖f_i − target_i‖₂``
-    block : rows per block (memory ``O(block · N)``).
+    U : (N, m) array
+        Position vectors.
+    Ysets : (N, q) int array
+        Row i is the subset of token i.
+    lams : float or (n_λ,) array
+        Scales λ.
+    query : {"sum", "exact"}
+        The query construction (:func:`subset_queries`).
+    X : (N, d) array, optional
+        Tokens; if given, ``err`` (n_λ, N) = ``‖f_i − target_i‖₂``.
+    block : int
+        Rows per block (memory ``O(block · N)``).
 
     Returns
     -------
-    dict: ``l1``, ``leak`` (n_λ, N); ``margin``, ``spread`` (N,); ``err`` if X given.
+    dict
+        ``l1``, ``leak`` (n_λ, N), ``margin``, ``spread`` (N,), and ``err`` if ``X`` is
+        given.
     """
     U = np.asarray(U, dtype=np.float64)
     Ysets = np.asarray(Ysets, dtype=np.int64)

@@ -8,7 +8,7 @@ analysis reads those tables alone (``--analyse-only``) and each part writes
 ``<part>.csv``, ``<part>.png`` and ``<part>.json``, then ``expressivity.json``.
 
 =========  ==========================================================================
-part       what it measures (:mod:`~.qsa`, :mod:`~.patterns`)
+part       what it measures
 =========  ==========================================================================
 curves     q-sparse averaging, one query: worst / mean weight error ``‖s − 1_y/q‖₁``
            and Gaussian-token error vs the position width ``m``; error vs ``λ``
@@ -25,6 +25,10 @@ jl         the same with JL (sum) queries, where ratios are only approximate: ``
            for a log-ratio tolerance; fits against ``ln L`` and ``τ² ln L``
 =========  ==========================================================================
 
+The constructions are in :mod:`~stsim.studies.expressivity.qsa` and
+:mod:`~stsim.studies.expressivity.patterns`. A trained run that diverges leaves the
+trained part's numbers unmeasured (:mod:`stsim.studies.contract`, "Diverged runs").
+
 Every random number comes from ``SeedSequence((seed, …))`` keyed by the point's sizes,
 so a part's numbers do not depend on which other parts ran, nor on the executor or the
 order of the points (the sweep's own replicate seed is not used).
@@ -36,9 +40,11 @@ import time
 
 import numpy as np
 
+from stsim.studies.contract import divergence
 from stsim.studies.expressivity import patterns as pt
 from stsim.studies.expressivity.common import (design_results, load_run_record, raw_table,
                                                rng_of, update_run_record)
+from stsim.studies.expressivity.memory import check_part_memory
 from stsim.studies.expressivity.parts import curves, jl, patterns, seq2seq, trained, width
 from stsim.studies.expressivity.parts.patterns import predicted_d, search_pattern_dim
 from stsim.studies.expressivity.parts.width import predicted_m, search_width
@@ -124,6 +130,8 @@ def check(config):
         raise ValueError(f"only must name each part once, got {only}")
     for name in only:
         part_module(name).check(cfg[name])
+    for name in only:                   # sizes beyond the machine, before any work
+        check_part_memory(name, cfg[name])
     cfg["only"] = tuple(only)
     return cfg
 
@@ -157,13 +165,21 @@ def run(config, out, executor, log=None) -> None:
 def analyse(config, out) -> dict:
     """Per part in ``only``: its rows and fits from the raw tables alone (JSON-ready), or
     ``None`` when some point of its design is missing (an incomplete part)."""
-    results = {}
+    results, where, total, unmeasured = {}, [], 0, []
     for name in config["only"]:
         mod, cfg = _MODULES[name], config[name]
         points = mod.design(cfg, config["seed"])
         got = {t: design_results(out, t, pts) for t, pts in points.items()}
         results[name] = (None if any(v is None for v in got.values())
                          else mod.analyse(cfg, config["seed"], points, got))
+        # the trained part's runs (the other parts train nothing): diverged ones unmeasured
+        for p, r in zip(points.get("trained", ()), got.get("trained") or ()):
+            total += 1
+            if r.get("run_status", "completed") == "diverged":
+                where.append(f"trained d_e={p['d_e']} lr {p['lr']:g}")
+                unmeasured.append(f"the trained structure and losses at d_e={p['d_e']} "
+                                  f"(part trained): its run diverged")
+    results.update(divergence(where, total, unmeasured))
     return results
 
 
@@ -184,6 +200,7 @@ def report(config, out, results) -> dict:
                                                results[name], wall_time_s=times[name])
     overview = {"mode": config.get("mode"), "seed": config["seed"],
                 "parts": list(config["only"]), "wall_time_s": times, "summaries": summaries,
-                "incomplete": incomplete}
+                "incomplete": incomplete,
+                **{k: results[k] for k in ("diverged", "unmeasured") if k in results}}
     write_json(os.path.join(out, "expressivity.json"), overview)
     return dict(overview, part_wall_time_s=times)

@@ -10,6 +10,7 @@ import numpy as np
 
 from stsim.studies.separation.design import (budgets_of, cells, family_widths, lr_edge,
                                              params_of, pick_lr, series, tf_params, width_grid)
+from stsim.studies.separation.divergence import divergence_of
 from stsim.studies.separation.training import raw_dir
 from stsim.sweep import read_table
 from stsim.sweep.journal import build_table, journal_path, load_journal
@@ -182,4 +183,5 @@ def analyse(config, out):
                                   family_sd=float(np.std(fm)),
                                   ratio=float(np.median(tr) / np.mean(fm))))
     return {"points": points, "widths": widths, "family": family, "fits": fits,
-            "agreement": agreement, "incomplete": incomplete}
+            "agreement": agreement, "incomplete": incomplete,
+            **divergence_of(cfg, tune, runs, widths, incomplete)}

@@ -21,12 +21,12 @@ from stsim.core.run import run
 from stsim.core.schedule import estimated_seconds
 from stsim.theory.family import family_search
 from stsim.theory.family import width_grid as _wgrid
-from stsim.util.validate import check_int
+from stsim.util.validate import check_int, check_memory
 
 __all__ = ["QUICK", "FULL", "TUNE_ROOT", "FAMILY_ROOT", "width_grid", "tf_params",
            "params_of", "train_point", "validate_point", "cells", "priority", "check",
            "family_widths", "pick_lr", "series", "n_mc", "budgets_of", "family_search_point",
-           "extend_rates", "lr_edge"]
+           "extend_rates", "lr_edge", "family_memory"]
 
 TUNE_ROOT = 1        # root seed of the tuning replicate (the reported seeds use root 0)
 FAMILY_ROOT = 2      # root seed of the family's Monte-Carlo replicates
@@ -326,4 +326,23 @@ def check(cfg):
     for lr in tuple(cfg["lrs"]) + tuple(cfg["lr_extra"]):
         for c in cells(cfg)[:1]:
             validate_point(dict(c, lr=lr, **fixed))
+    # sizes beyond the machine, before any work: every cell (its run's Config refuses a
+    # run larger than memory), and the family's largest Monte-Carlo evaluation
+    for c in cells(cfg):
+        try:
+            validate_point(dict(c, lr=cfg["lrs"][0], **fixed))
+        except ValueError as exc:
+            which = "fcn_Ts" if c["arch"] == "fcn" else "tf_Ts"
+            raise ValueError(f"separation: the {c['arch']} cell at T={c['T']} ({which}), "
+                             f"width {c['width']}: {exc}") from None
+    T = max(cfg["family_Ts"])
+    check_memory(family_memory(T, cfg), f"separation: the family at T={T} (family_Ts), "
+                 f"{n_mc(T, cfg)} Monte-Carlo samples (mc_budget, n_mc_max)")
     return cfg
+
+
+def family_memory(T, cfg) -> dict:
+    """Bytes of the largest arrays of one family evaluation at ``T``
+    (:func:`stsim.theory.family.best_family_loss`: the scores and the softmax temporaries,
+    5 arrays of ``n_mc × T`` float64), for :func:`check`."""
+    return {"scores and softmax temporaries (n_mc x T, x5)": 5 * n_mc(T, cfg) * T * 8}

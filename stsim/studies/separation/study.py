@@ -34,10 +34,12 @@ FCN ``w(Td + T) + w + d w + d`` (:func:`stsim.baselines.fcn.fcn_param_count`); t
 (theory model) ``(d + d_e)² + d (d + d_e)``.
 
 The study follows :mod:`stsim.studies.contract`: ``PRESETS`` (``QUICK`` / ``FULL``),
-:func:`check` and the design (:mod:`~.design`), :func:`run` (:mod:`~.training`; raw
-tables, their journals and the run record ``run.json`` in ``<out>/raw/``),
-:func:`analyse` (:mod:`~.analysis`, from the raw tables alone) and :func:`report`
-(:mod:`~.outputs`). The command line is :mod:`stsim.cli.separation`.
+:func:`check` and the design (:mod:`~stsim.studies.separation.design`), :func:`run`
+(:mod:`~stsim.studies.separation.training`; raw tables, their journals and the run record
+``run.json`` in ``<out>/raw/``), :func:`analyse` (:mod:`~stsim.studies.separation.analysis`,
+from the raw tables alone; diverged runs: :mod:`~stsim.studies.separation.divergence`) and
+:func:`report` (:mod:`~stsim.studies.separation.outputs`). The command line is
+:mod:`stsim.cli.separation`.
 """
 from __future__ import annotations
 

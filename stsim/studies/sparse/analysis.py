@@ -8,12 +8,13 @@ import os
 
 import numpy as np
 
+from stsim.studies.contract import divergence
 from stsim.studies.sparse.design import FIT_ACC, MEDIAN, plan, trials_path
 from stsim.sweep import read_table
 from stsim.util.stats import bootstrap_threshold, compare_growth, wilson_interval
 
 __all__ = ["analyse", "cell_stats", "estimate_mstar", "fit_mstar", "crossing",
-           "cells_of", "stats_of"]
+           "cells_of", "stats_of", "divergence_of"]
 
 
 def _mean(values):
@@ -160,9 +161,35 @@ def analyse(config, out) -> dict:
     for tg in [tg0] + ([MEDIAN] if tg0 != MEDIAN else []):
         ms_ = estimate_mstar(stats, p["grid"], tg)
         panels.append({"target": tg, "mstar": ms_, "fits": fit_mstar(ms_)})
+    seeds = set(p["seeds"])
     return {"grid": p["grid"], "cells": cells_of(stats), "panels": panels,
             "n_trials": sum(c["n"] for c in stats.values()),
-            "cpu_time_trials_s": sum(c["cpu_s"] for c in stats.values())}
+            "cpu_time_trials_s": sum(c["cpu_s"] for c in stats.values()),
+            **divergence_of([r for r in rows if r["seed"] in seeds], panels)}
+
+
+def divergence_of(rows, panels) -> dict:
+    """The ``diverged`` and ``unmeasured`` entries of the summary
+    (:func:`stsim.studies.contract.divergence`): the trials that diverged, and every m*
+    censored above (no m reached the target) in a series where some trial diverged — a
+    failure of the optimiser, not a measured sample complexity."""
+    def series(r):
+        return (r["fn"], r["s"], r["model"], r["T"])
+    bad = [r for r in rows if r.get("diverged")]
+    where = [f"{r['model']} {r['fn']}:{r['s']} T={r['T']} m={r['m']}" for r in bad]
+    hit = {}
+    for r in bad:
+        hit[series(r)] = hit.get(series(r), 0) + 1
+    unmeasured = []
+    for pn in panels:
+        for ms in pn["mstar"]:
+            key = series(ms)
+            if ms["censored"] == "above" and key in hit:
+                n = sum(series(r) == key for r in rows)
+                unmeasured.append(f"m* at success {pn['target']:g} of {ms['model']} "
+                                  f"{ms['fn']}:{ms['s']} at T={ms['T']}: no m reached it, "
+                                  f"and {hit[key]} of {n} trials diverged")
+    return divergence(where, len(rows), unmeasured)
 
 
 crossing = _crossing   # the crossing rule of m* (module docstring of the study)

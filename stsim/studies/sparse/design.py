@@ -7,11 +7,11 @@ import os
 
 from stsim.studies.sparse.boolean import SparseFunction, validate_trial
 from stsim.sweep import spawn_seeds
-from stsim.util.validate import check_int
+from stsim.util.validate import check_int, check_memory
 
 __all__ = ["FULL", "QUICK", "OPTIONAL", "TRIAL_KEYS", "TOPUP_RANGE", "FIT_ACC", "MEDIAN",
            "m_grid", "parse_fns", "parse_models", "check", "plan", "published_config",
-           "trials_path", "run_record_path"]
+           "trials_path", "run_record_path", "memory_estimate"]
 
 # documented configurations; every value can be overridden from the command line
 FULL = dict(Ts=(16, 32, 64, 128, 256, 512), m_min=16, m_max=2048, ratio=math.sqrt(2),
@@ -122,7 +122,32 @@ def check(cfg) -> dict:
     for fn, s, model, T in p["series"]:  # every bad setting fails here, before any work
         validate_trial(T=T, m=ms[0], s=s, fn=fn, model=model, **p["fixed"],
                        **p["extra"].get((fn, s), {}))
+    T, m = max(Ts), ms[-1]
+    check_memory(memory_estimate(cfg), f"sparse: a trial at T={T} (Ts), m={m} (m_max), "
+                 f"hidden={cfg['hidden']}, n_test={cfg['n_test']}")
     return cfg
+
+
+def memory_estimate(cfg) -> dict:
+    """Bytes of the largest arrays of the config's largest trial (largest ``T``, ``m =
+    m_max``; float64), by name — an estimate made before anything is allocated, for
+    :func:`check` (:func:`stsim.util.validate.check_memory`): the training sample and the
+    attention forward/backward temporaries (``m × T``, 8 arrays), the test sample and its
+    forward pass (``n_test × T``, 5), the FCN's first layer with its gradient and Adam
+    state (``hidden × T``, 4, per restart kept), the hidden activations, and the learned
+    positions (``T × 16``, 4) when ``pos="learned"``."""
+    T, m = max(int(t) for t in cfg["Ts"]), m_grid(cfg["m_min"], cfg["m_max"], cfg["ratio"])[-1]
+    hidden, n_test, f8 = int(cfg["hidden"]), int(cfg["n_test"]), 8
+    models = parse_models(cfg["models"])
+    out = {"training sample and temporaries (m x T, x8)": 8 * m * T * f8,
+           "test sample and its forward pass (n_test x T, x5)": 5 * n_test * T * f8}
+    if "fcn" in models:
+        out["FCN first layer, gradient, Adam state (hidden x T, x4 per restart)"] = \
+            4 * hidden * T * f8 * int(cfg.get("restarts") or 1)
+    out["hidden activations ((m + n_test) x hidden, x3)"] = 3 * (m + n_test) * hidden * f8
+    if cfg.get("pos") == "learned":
+        out["learned positions (T x 16, x4)"] = 4 * T * 16 * f8
+    return out
 
 
 def published_config(cfg) -> dict:

@@ -2,14 +2,13 @@
 ``report.md``, ``summary.json``, ``sparse_heatmap.png`` and ``sparse_mstar.png``."""
 from __future__ import annotations
 
-import json
 import os
 
 import numpy as np
 
 from stsim.studies.sparse.analysis import stats_of
 from stsim.studies.sparse.design import plan, published_config, run_record_path
-from stsim.util.io import atomic_write, write_csv, write_json
+from stsim.util.io import atomic_write, read_json, write_csv, write_json
 
 __all__ = ["report", "plot_heatmaps", "plot_mstar", "markdown_report", "write_mstar_csv",
            "format_fit", "describe"]
@@ -211,11 +210,12 @@ def report(config, out, results) -> dict:
     with atomic_write(os.path.join(out, "report.md"), "w") as fh:
         fh.write("\n".join(markdown_report(ms_, f, stats, tg) for tg, ms_, f in panels))
     record = run_record_path(out)
-    run_record = json.load(open(record, encoding="utf-8")) if os.path.exists(record) else {}
+    run_record = read_json(record, "run record") if os.path.exists(record) else {}
     summary = {"config": published_config(cfg), "mode": cfg.get("mode"),
                "n_trials": results["n_trials"], "cpu_time_trials_s": results["cpu_time_trials_s"],
                "m_star": {f"{tg:g}": ms_ for tg, ms_, _ in panels},
-               "cells": results["cells"], **run_record}
+               "cells": results["cells"], **run_record,
+               **{k: results[k] for k in ("diverged", "unmeasured") if k in results}}
     write_json(os.path.join(out, "summary.json"), summary)
     desc = describe(cfg)
     plot_heatmaps(stats, results["grid"], p["Ts"], p["fns"], p["models"],

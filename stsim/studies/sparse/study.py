@@ -47,9 +47,11 @@ a statistical failure. Both are counted per cell.
 
 **Contract.** The study follows :mod:`stsim.studies.contract`: ``PRESETS`` (``QUICK`` /
 ``FULL`` with the optional ``restarts``, ``table``, ``topup_range``), :func:`check` and
-the design (:mod:`~.design`), :func:`run` (:mod:`~.training`: ``trials.csv`` and the run
-record ``run.json``), :func:`analyse` (:mod:`~.analysis`, from ``trials.csv`` alone) and
-:func:`report` (:mod:`~.outputs`). The command line is :mod:`stsim.cli.sparse`.
+the design (:mod:`~stsim.studies.sparse.design`), :func:`run`
+(:mod:`~stsim.studies.sparse.training`: ``trials.csv`` and the run record ``run.json``),
+:func:`analyse` (:mod:`~stsim.studies.sparse.analysis`, from ``trials.csv`` alone; diverged
+trials: :func:`~stsim.studies.sparse.analysis.divergence_of`) and :func:`report`
+(:mod:`~stsim.studies.sparse.outputs`). The command line is :mod:`stsim.cli.sparse`.
 """
 from __future__ import annotations
 

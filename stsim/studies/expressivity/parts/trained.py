@@ -95,7 +95,8 @@ def trained_point(d_e, T, q, d, steps, batch, lr, n_val, lams, keep_W, study_see
     ``n_val`` fresh samples (``curve_l1``: ``V = V*``; ``curve_lg``: ``V = γ*(λ) V*``,
     ``curve_gamma``: ``γ*(λ)``), ``lam_opt``, ``lam_match`` (the smallest λ whose
     construction is at least as good as the trained model); with ``keep_W`` the trained
-    ``W`` (``W``, ``W_dim``). The sweep's ``seed`` is not used."""
+    ``W`` (``W``, ``W_dim``); ``run_status`` (``"completed"`` or ``"diverged"``: then the
+    structure and losses are not measured). The sweep's ``seed`` is not used."""
     from stsim.core.encodings import StochasticSphere
     from stsim.core.model import forward_backward
     from stsim.core.run import run
@@ -105,7 +106,11 @@ def trained_point(d_e, T, q, d, steps, batch, lr, n_val, lams, keep_W, study_see
     res = run(T=T, q=q, pe="stochastic", sampler="sphere", d_e=d_e, d=d, model="theory",
               query="sum", optimizer="sgd", lr=lr, steps=steps, batch=batch, seed=study_seed,
               n_val=n_val, eval_every=max(1, steps // 20))
-    st = structure_of(res.W, res.V, d)
+    if res.status != "completed":     # diverged: its numbers are nan, said by run_status
+        with np.errstate(all="ignore"):
+            st = structure_of(res.W, res.V, d)
+    else:
+        st = structure_of(res.W, res.V, d)
     val = res.final("val")
     l1, lg, gam = construction_loss(grid, T, q, d, d_e, n_val, rng_of(study_seed, 20, T, d_e))
     # the trained model's loss on the same fresh samples as the construction
@@ -123,7 +128,8 @@ def trained_point(d_e, T, q, d, steps, batch, lr, n_val, lams, keep_W, study_see
                loss_opt=float(lg[iopt]), gamma_opt=float(gam[iopt]),
                lam_match=float(grid[below[0]]) if below.size else None,
                initial_loss=d / (2 * q), wall_time_s=time.perf_counter() - t1,
-               curve_l1=array_text(l1), curve_lg=array_text(lg), curve_gamma=array_text(gam))
+               curve_l1=array_text(l1), curve_lg=array_text(lg), curve_gamma=array_text(gam),
+               run_status=res.status)
     if keep_W:
         out.update(W=array_text(res.W), W_dim=int(res.W.shape[0]))
     return out
