@@ -51,7 +51,7 @@ def verdict(measured, op, threshold, se) -> tuple:
     standard errors (positive on the side where the statement holds; ±inf for ``se = 0``
     and a value off its threshold; NaN when the value is not finite).
 
-    >>> verdict(0.018, "<=", 0.02, 0.0005)
+    >>> verdict(0.25, "<=", 0.5, 0.0625)
     ('held', 4.0)
     >>> verdict(0.0195, "<=", 0.02, 0.0005)[0], verdict(1.0, ">=", 1.0, 0.0)[0]
     ('inconclusive', 'held')
