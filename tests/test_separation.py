@@ -138,6 +138,80 @@ def test_family_search_is_the_smallest_passing_width():
     assert family_search(3, 64, [0.01], 500, 0, [2, 3, 4])["d_e@0.01"] is None
 
 
+def test_learning_rate_extension_rule():
+    from stsim.studies.separation.design import extend_rates, lr_edge
+    extra = (1e-4, 3e-4, 1e-1, 3e-1)
+    grid = [1e-3, 3e-3, 1e-2, 3e-2]
+    assert extend_rates(grid, [3e-3], extra) == []
+    assert extend_rates(grid, [3e-2], extra) == [1e-1]
+    assert extend_rates(grid, [1e-3, 3e-2], extra) == [3e-4, 1e-1]      # one per budget
+    assert extend_rates(grid + [1e-1, 3e-1], [3e-1], extra) == []       # the ladder's end
+    assert extend_rates([1e-2], [1e-2], ()) == []
+    assert lr_edge(grid, 3e-3, extra) == ""
+    assert lr_edge(grid, 3e-2, extra) == "high" and lr_edge(grid, 1e-3, extra) == "low"
+    assert lr_edge(grid + [1e-1, 3e-1], 3e-1, extra) == "high-end"
+    assert lr_edge([1e-4] + grid, 1e-4, extra) == "low-end"
+
+
+def _check_fits(fits):
+    """The checks of :func:`test_committed_fits_resolve_no_finer_than_the_grid` on one
+    ``fits.json``; returns the number of fits whose CI was held against its cells."""
+    checked = 0
+    for q, e in fits.items():
+        for name, c in e.items():
+            assert c["fits"] or c["n_points"] < 5, (q, name, c["note"])
+            for law, f in c["fits"].items():
+                assert f["method"] == "interval-censored ML" and f["n"] == c["n_points"]
+                assert f["n_censored"] == sum(f["censored"]) == len(c["censored_T"])
+                T, w = np.array(f["T"]), np.array(f["width"], float)
+                low = np.array(f["lower"], float)
+                cen = np.array(f["censored"])
+                lo = np.where(cen, w, low)
+                hi = np.where(cen, np.inf, w)
+                if law == "power":
+                    x = np.log2(T)
+                    with np.errstate(divide="ignore"):
+                        lo, hi = np.log2(lo), np.log2(hi)
+                else:
+                    x = np.log2(T) if law == "log" else T
+                span = _feasible_slopes(x, lo, hi)
+                # σ̂ at its floor exactly where some law passes through every cell
+                assert f["flat"] == (span[0] <= span[1] + 1e-12), (q, name, law)
+                if span[0] <= span[1]:
+                    checked += 1
+                    ci = [-np.inf if f["a_ci"][0] is None else f["a_ci"][0],
+                          np.inf if f["a_ci"][1] is None else f["a_ci"][1]]
+                    assert ci[0] <= span[0] + 1e-9 and ci[1] >= span[1] - 1e-9, (q, name, law)
+    return checked
+
+
+def test_committed_fits_resolve_no_finer_than_the_grid():
+    """docs/figures/separation/fits.json (issue 23): every series with ≥ 5 points is fitted,
+    the FCN at q = 3 among them; censored points enter as censored; every CI of a slope
+    holds every law through all the grid cells of its points (pairwise, independently of
+    the fitter); the trained transformer's exponent is not printed to a precision the
+    √2 grid cannot give. Seeded fault: the q = 3 transformer's power-law CI narrowed to
+    the width the least-squares fit printed before issue 23 fails the check."""
+    here = os.path.dirname(__file__)
+    fits = json.load(open(os.path.join(here, "..", "docs", "figures", "separation", "fits.json")))
+    assert fits["3"]["fcn"]["fits"] and fits["3"]["fcn@8000"]["fits"]
+    assert _check_fits(fits) >= 5
+    p = fits["3"]["transformer"]["fits"]["power"]
+    assert p["a_ci"][1] - p["a_ci"][0] > 0.2
+    p["a_ci"] = [p["a"] - 0.0125, p["a"] + 0.0125]           # 0.497 [0.484, 0.509]
+    with pytest.raises(AssertionError):
+        _check_fits(fits)
+
+
+def _feasible_slopes(x, lo, hi):
+    """[min, max] slope of the lines through every interval [lo_i, hi_i] (pairwise)."""
+    up = [(hi[j] - lo[i]) / (x[j] - x[i]) for i in range(len(x)) for j in range(len(x))
+          if x[j] > x[i]]
+    dn = [(lo[i] - hi[j]) / (x[i] - x[j]) for i in range(len(x)) for j in range(len(x))
+          if x[i] > x[j]]
+    return max(dn), min(up)
+
+
 # ---- training points and the design -------------------------------------------------------
 def test_train_point_budgets_equal_shorter_runs():
     """A run evaluated at several budgets gives, at each, the loss of a run that stops
@@ -191,10 +265,20 @@ def test_quick_study_end_to_end(tmp_path):
     rep = [p for p in pts if p["role"] == "report"]
     assert len(tune_seeds) == 1 and not tune_seeds & {p["seed"] for p in rep}
     assert {p["seed_index"] for p in rep} == set(range(QUICK["seeds"]))
-    # reported runs are at the rate the tuning seed chose, from the same grid for both arms
-    assert all(p["lr_chosen"] for p in rep)
-    assert {p["lr"] for p in pts if p["role"] == "tune"} == set(QUICK["lrs"])
+    # reported runs are at the rate the tuning seed chose, from the same grid for both arms,
+    # extended past an end while the chosen rate sits on it (the same rule for both arms)
+    # (a run serving two budgets may be at the rate only one of them chose)
+    chosen = {(p["arch"], p["T"], p["width"], p["lr"]) for p in rep if p["lr_chosen"]}
+    assert all((p["arch"], p["T"], p["width"], p["lr"]) in chosen for p in rep)
+    ladder = set(QUICK["lrs"]) | set(QUICK["lr_extra"])
+    for cell in {(p["arch"], p["T"], p["width"]) for p in pts}:
+        tried = {p["lr"] for p in pts if p["role"] == "tune" and (p["arch"], p["T"], p["width"])
+                 == cell}
+        assert set(QUICK["lrs"]) <= tried <= ladder
+    assert {p["lr"] for p in pts if p["role"] == "tune"} > set(QUICK["lrs"])   # it extended
     summary = json.load(open(os.path.join(out, "summary.json")))
+    for w in summary["widths"]:         # every chosen rate is interior or at the ladder's end
+        assert set(w["lr_edge"]) <= {"", "low-end", "high-end"}, w
     ws = {(w["series"], w["T"]): w for w in summary["widths"]}
     assert ("fcn", 8) in ws and ("transformer", 8) in ws and ("fcn@600", 8) in ws
     for w in ws.values():
@@ -215,6 +299,12 @@ def test_quick_study_end_to_end(tmp_path):
     assert cli_main(["separation", "--quick", "--workers", "1", "--out", out, "--quiet"]) == 0
     assert [len(open(j).readlines()) for j in journals] == n
     assert json.load(open(os.path.join(out, "summary.json")))["widths"] == summary["widths"]
+    # seeded fault: read as if the ladder went further (the extension not run), the edges
+    # are open ("low"/"high") and the check above fails
+    from stsim.studies.separation.analysis import analyse
+    from stsim.studies.separation.design import check
+    wider = analyse(check(dict(QUICK, lr_extra=(1e-4, 1e-3, 3e-2, 1e-1))), out)
+    assert any(set(w["lr_edge"]) - {"", "low-end", "high-end"} for w in wider["widths"])
     # analyse-only reproduces every output file from the raw tables, byte for byte
     files = ("points.csv", "fits.json", "summary.json", "report.md")
     before = {f: open(os.path.join(out, f), "rb").read() for f in files}

@@ -20,6 +20,8 @@ HELP = {"qs": "subset sizes q of the trained arms", "d": "token dimension",
         "steps": "Adam steps of the common budget", "long_steps": "the FCN's second budget",
         "batch": "fresh samples per step", "n_val": "validation points",
         "seeds": "reported seeds per cell", "lrs": "the learning-rate grid of both arms",
+        "lr_extra": "rates tuned past an end of lrs, one at a time, while the chosen rate "
+                    "sits on that end (both arms)",
         "fcn_Ts": "T of the trained FCN", "tf_Ts": "T of the trained transformer",
         "long_Ts": "T at which the FCN also gets long_steps",
         "family_qs": "q of the family", "family_Ts": "T of the family",

@@ -89,8 +89,11 @@ def register_arch(name: str, factory, *, encoding: bool = True, reduced: bool = 
         :func:`stsim.load` refuses a result whose parameters are missing or misshapen
         (checkpoints are checked against the run's own initial parameters either way).
 
-    The built-in transformer is ``register_arch("transformer", TransformerProblem,
-    reduced=True)``; ``docs/architecture.md`` registers one of its own:
+    Examples
+    --------
+    The built-in transformer is
+    ``register_arch("transformer", TransformerProblem, reduced=True)``;
+    ``docs/architecture.md`` registers one of its own:
 
     >>> arch_spec("transformer").reduced, arch_spec("transformer").memory is None
     (True, True)

@@ -29,8 +29,8 @@ class Result:
         over the steps since the previous record, the record step included); ``val``
         (in-distribution validation loss); ``val/T=<T_test>``, ``val/q=<q_test>``;
         ``cos_W``, ``cos_V``; plus objective-specific metrics.
-    status : ``"completed"`` | ``"diverged"`` | ``"interrupted"`` (Ctrl-C: the run so far)
-        | ``"checkpoint"`` (:func:`load` of a checkpoint: the run so far);  message : str
+    status : ``"completed"``, ``"diverged"``, ``"interrupted"`` (Ctrl-C: the run so far)
+        or ``"checkpoint"`` (:func:`load` of a checkpoint: the run so far);  message : str
         (for a completed run that did not learn, the plateau diagnosis: "still on the
         initial plateau: loss 99.8% of initial; the reduced dynamics predict the escape
         near step N ...");  info : dict (wall time, ``assessment``, encoding description

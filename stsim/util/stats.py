@@ -1,34 +1,37 @@
-"""Statistics shared by the studies: one least-squares line, one growth-law comparison,
-one bootstrap threshold estimator, one width search.
+"""Statistics shared by the studies: one least-squares line, one growth-law fitter, and
+(re-exported from :mod:`stsim.util.thresholds`) the thresholds on a grid: the width search
+and the one bootstrap threshold estimator.
 
 * :func:`fit_linear` — ``y ≈ slope · x + intercept`` by least squares, with standard
   errors, 95% confidence intervals (Student t, ``n − 2`` degrees of freedom), residuals,
   R² and n (:class:`LinearFit`); optionally weighted.
 * :func:`fit_growth_law` / :func:`compare_growth` — a growth law (``log2 T``, ``T``, a
   power law, or through the origin) fitted with CIs and residuals, and the comparison of
-  several on the same uncensored points, ranked (separation widths, sparse m*,
-  expressivity width laws).
-* :func:`threshold_width` — the smallest grid width whose median over seeds passes a
-  target (and every larger grid width too); :func:`bootstrap_threshold` — the percentile
-  bootstrap interval of any such grid threshold, with paired (seed) or binomial
-  resamples and censored draws at ``+inf`` (separation widths, sparse m*).
-* :func:`wilson_interval` — the 95% Wilson score interval of a success probability
-  (``scipy.stats.binomtest``).
-* :class:`WidthSearch` / :func:`smallest_passing` — the smallest grid value passing a
-  monotone predicate: from a start, step up (down) until a failure and a pass bracket the
-  boundary, then bisect; probes are recorded and a search whose largest value fails is
-  *censored*.
+  several on the same points, ranked (separation widths, sparse m*, expressivity width
+  laws). Two kinds of data: values known exactly (least squares; censored points left
+  out), or thresholds known only to lie in an interval of a grid, with censored points
+  (``lower=``: interval-censored maximum likelihood on ``log2 y``, profile-likelihood CIs
+  that are never narrower than the grid resolves; every point enters).
+* :func:`threshold_width`, :func:`bootstrap_threshold` (the smallest passing grid width
+  over seeds and its bootstrap interval) — :mod:`stsim.util.thresholds`.
+* :class:`WidthSearch` / :func:`smallest_passing`, :func:`wilson_interval` (a grid cell's
+  success probability) — :mod:`stsim.util.thresholds`.
 """
 from __future__ import annotations
 
-import bisect
 import math
 from dataclasses import dataclass
 
 import numpy as np
+from scipy import optimize as _opt
 from scipy import stats as _st
+from scipy.special import log_ndtr
+
+from stsim.util.thresholds import (RESAMPLES, WidthSearch, bootstrap_threshold,  # noqa: F401
+                                   smallest_passing, threshold_width, wilson_interval)
 
 __all__ = ["LinearFit", "fit_linear", "fit_growth_law", "compare_growth", "LAWS",
+           "fit_interval_law", "SIGMA_MIN",
            "threshold_width", "bootstrap_threshold", "wilson_interval", "WidthSearch",
            "smallest_passing"]
 
@@ -126,132 +129,6 @@ def _fit_weighted(x, y, w, level):
 
 
 # --------------------------------------------------------------------------------------
-# success probabilities
-# --------------------------------------------------------------------------------------
-def wilson_interval(k: int, n: int, level: float = 0.95) -> tuple:
-    """Wilson score interval ``(lo, hi)`` of a success probability from ``k`` successes
-    in ``n`` trials (``scipy.stats.binomtest(k, n).proportion_ci(level, "wilson")``);
-    ``(0.0, 1.0)`` when ``n == 0``."""
-    if n == 0:
-        return 0.0, 1.0
-    ci = _st.binomtest(int(k), int(n)).proportion_ci(confidence_level=level, method="wilson")
-    return float(ci.low), float(ci.high)
-
-
-# --------------------------------------------------------------------------------------
-# the width search
-# --------------------------------------------------------------------------------------
-class WidthSearch:
-    """Smallest value of a sorted ``grid`` for which a monotone predicate passes.
-
-    Drive it with :meth:`propose` (the next value to test, ``None`` when done) and
-    :meth:`update` (its outcome), or let :func:`smallest_passing` drive it.
-
-    ``result`` is the smallest passing value found (``None`` while running or when
-    censored), ``censored`` is True when the largest grid value fails, ``probes`` lists
-    ``(value, passed)`` in order. An outcome contradicting monotonicity raises
-    ``RuntimeError``.
-
-    Parameters
-    ----------
-    grid : sorted sequence of distinct values (a ``range`` for all integers in [lo, hi]).
-    start : first value probed (the grid value nearest to it in log scale).
-    stride : how to move while the boundary is not bracketed: an int ``k`` moves ``k``
-        grid places; ``"double"`` doubles (halves) the value, clipped to the grid.
-    rel : once bracketed, bisect until the two neighbours are adjacent on the grid or
-        their values differ by at most ``rel`` × the passing value.
-    """
-
-    def __init__(self, grid, start, stride=2, rel: float = 0.0):
-        if len(grid) == 0:
-            raise ValueError("grid must not be empty")
-        if not (stride == "double" or (isinstance(stride, int) and stride >= 1)):
-            raise ValueError(f"stride must be an int >= 1 or 'double', got {stride!r}")
-        self.grid = grid if isinstance(grid, range) else list(grid)
-        self.stride = stride
-        self.rel = float(rel)
-        if isinstance(self.grid, range):
-            self.start = self._index(min(max(start or self.grid[0], self.grid[0]),
-                                         self.grid[-1]))
-        else:
-            self.start = int(np.argmin([abs(math.log(g / max(start, 1))) for g in self.grid]))
-        self.lo = None   # largest failing index
-        self.hi = None   # smallest passing index
-        self.probes = []
-
-    def _index(self, value):
-        return self.grid.index(value)
-
-    def _step(self, i, up: bool):
-        n = len(self.grid)
-        if self.stride != "double":
-            return min(i + self.stride, n - 1) if up else max(i - self.stride, 0)
-        v = self.grid[i]
-        if up:   # smallest grid value >= 2v
-            return min(bisect.bisect_left(self.grid, 2 * v), n - 1)
-        return max(bisect.bisect_right(self.grid, v // 2) - 1, 0)
-
-    def propose(self):
-        """The next grid value to test, or ``None`` when the search is over."""
-        n = len(self.grid)
-        if self.lo is None and self.hi is None:
-            return self.grid[self.start]
-        if self.hi is None:
-            return None if self.lo == n - 1 else self.grid[self._step(self.lo, True)]
-        if self.lo is None:
-            return None if self.hi == 0 else self.grid[self._step(self.hi, False)]
-        if self.hi - self.lo <= 1 or self.grid[self.hi] - self.grid[self.lo] <= \
-                self.rel * self.grid[self.hi]:
-            return None
-        return self.grid[(self.lo + self.hi) // 2]
-
-    @property
-    def done(self) -> bool:
-        """``True`` when :meth:`propose` has nothing left to test."""
-        return self.propose() is None
-
-    def update(self, value, passed: bool):
-        """Record the outcome of testing ``value`` (``RuntimeError`` if it contradicts
-        monotonicity)."""
-        i = self._index(value)
-        self.probes.append((value, bool(passed)))
-        if passed:
-            self.hi = i if self.hi is None else min(self.hi, i)
-        else:
-            self.lo = i if self.lo is None else max(self.lo, i)
-        if self.lo is not None and self.hi is not None and self.lo >= self.hi:
-            raise RuntimeError(f"non-monotone outcome: {self.grid[self.lo]} fails but "
-                               f"{self.grid[self.hi]} passes; probes {self.probes}")
-
-    @property
-    def censored(self) -> bool:
-        """``True`` when even the largest grid value fails."""
-        return self.hi is None and self.lo == len(self.grid) - 1
-
-    @property
-    def result(self):
-        """The smallest passing value found, or ``None`` (running, or censored)."""
-        return None if self.hi is None else self.grid[self.hi]
-
-    def run(self, passes):
-        """Probe ``passes(value)`` until done; return ``(result, probes)``."""
-        while (v := self.propose()) is not None:
-            self.update(v, passes(v))
-        return self.result, self.probes
-
-
-def smallest_passing(passes, lo: int, hi: int, start: int | None = None, rel: float = 0.0):
-    """Smallest integer ``w`` in ``[lo, hi]`` with ``passes(w)``, assuming passing is
-    monotone in ``w``: doubling / halving from ``start`` to bracket the boundary, then
-    bisection until the bracket is ``<= max(1, rel · w)`` wide. Returns ``(w or None if
-    hi fails, probes)``, ``probes`` the ``(w, passed)`` in evaluation order."""
-    lo, hi = int(lo), int(hi)
-    if lo < 1 or hi < lo:
-        raise ValueError(f"need 1 <= lo <= hi, got lo={lo}, hi={hi}")
-    return WidthSearch(range(lo, hi + 1), start, stride="double", rel=rel).run(passes)
-
-
-# --------------------------------------------------------------------------------------
 # growth laws: one fitter, one comparison
 # --------------------------------------------------------------------------------------
 LAWS = ("log", "linear", "power")
@@ -261,8 +138,9 @@ WEIGHTS = (None, "relative")
 
 
 def fit_growth_law(T, y, law: str, *, weights=None, scale: float = 1.0,
-                   level: float = 0.95) -> dict | None:
-    """Fit one growth law of ``y`` in ``T`` by least squares.
+                   level: float = 0.95, lower=None, censored=None) -> dict | None:
+    """Fit one growth law of ``y`` in ``T``: by least squares, or — with ``lower`` — to
+    interval-censored thresholds by maximum likelihood (:func:`fit_interval_law`).
 
     Laws (``x`` is the regressor, ``s = scale``):
 
@@ -291,6 +169,9 @@ def fit_growth_law(T, y, law: str, *, weights=None, scale: float = 1.0,
     """
     if law not in LAWS + ("proportional",):
         raise ValueError(f"law must be one of {LAWS + ('proportional',)}, got {law!r}")
+    if lower is not None:
+        return fit_interval_law(T, y, law, lower=lower, censored=censored, scale=scale,
+                                level=level)
     if weights not in WEIGHTS:
         raise ValueError(f"weights must be one of {WEIGHTS}, got {weights!r}")
     T = np.asarray(T, dtype=np.float64)
@@ -340,9 +221,16 @@ def fit_growth_law(T, y, law: str, *, weights=None, scale: float = 1.0,
 
 def compare_growth(T, y, *, laws=LAWS, censored=None, min_points: int = 2, weights=None,
                    scale: float = 1.0, level: float = 0.95, rank_by: str = "rms_log2",
-                   what: str = "y") -> dict:
+                   what: str = "y", lower=None) -> dict:
     """Fit each of ``laws`` (:func:`fit_growth_law`) to the uncensored points and rank them
     — the one growth-law comparison of the studies.
+
+    With ``lower`` (grid thresholds, :func:`fit_interval_law`): point ``i`` lies in
+    ``(lower[i], y[i]]``, or above ``y[i]`` where ``censored[i]``; every point enters the
+    likelihood, none is left out; at least ``min_points`` points, 3 of them bounded above,
+    are needed; ``ranking`` by decreasing ``loglik`` (every law has ``a, b, σ``: AIC
+    order), each fit with ``delta_2loglik`` (``2(ℓ_best − ℓ)``) to the first; ``tied``:
+    the laws with ``delta_2loglik < 2`` (the data do not tell them apart).
 
     ``censored`` (bools, same length) marks points known only as a bound; they, and points
     whose ``y`` is ``None``, are left out of the fits and their ``T`` listed in
@@ -359,6 +247,8 @@ def compare_growth(T, y, *, laws=LAWS, censored=None, min_points: int = 2, weigh
     """
     if rank_by not in ("rms_log2", "rel_rms"):
         raise ValueError(f"rank_by must be 'rms_log2' or 'rel_rms', got {rank_by!r}")
+    if lower is not None:
+        return _compare_intervals(T, y, lower, censored, laws, min_points, scale, level, what)
     T, y = list(T), list(y)
     cen = [False] * len(T) if censored is None else [bool(c) for c in censored]
     keep = [i for i in range(len(T)) if not cen[i] and y[i] is not None]
@@ -382,95 +272,229 @@ def compare_growth(T, y, *, laws=LAWS, censored=None, min_points: int = 2, weigh
 
 
 # --------------------------------------------------------------------------------------
-# a threshold on a grid, and its bootstrap interval
+# growth laws of grid thresholds: interval-censored maximum likelihood
 # --------------------------------------------------------------------------------------
-def threshold_width(widths, values, threshold):
-    """Smallest width whose median value is ≤ threshold *and* every larger width's is too.
+SIGMA_MIN = 0.01      # floor of σ in log2 units (1/50 of a √2 grid step)
 
-    ``widths`` ascending; ``values[i]`` the per-seed values at ``widths[i]`` (``nan`` =
-    failed run, counted as not passing). Returns ``(width | None, censored)``: ``None,
-    True`` when the largest width fails. ``ValueError`` unless ``values`` has one row per
-    width (shape ``(len(widths), n_seeds)``).
+
+def _mu(law, x, a, b):
+    """``μ = log2 f``: ``a x + b`` (power; ``x = log2(sT)``), ``log2(a x + b)`` (log:
+    ``x = log2 T``; linear: ``x = sT``); ``nan`` where ``a x + b ≤ 0``."""
+    v = a * x + b
+    if law == "power":
+        return v
+    with np.errstate(invalid="ignore", divide="ignore"):
+        return np.where(v > 0, np.log2(np.where(v > 0, v, 1.0)), np.nan)
+
+
+def _loglik(mu, lo, hi, sigma):
+    """``Σ log P(lo < τ ≤ hi)`` over the last axis, ``τ ~ N(μ, σ²)`` (arrays broadcast;
+    ``lo``/``hi`` may be ``∓inf``); ``Φ(zu) − Φ(zl)`` is taken on the tail where it is not
+    a difference of two numbers near 1 (``log_ndtr``), each term floored at ``log 1e-300``.
+    ``-inf`` where ``μ`` is ``nan``."""
+    zl, zu = (lo - mu) / sigma, (hi - mu) / sigma
+    flip = zl > 0                                # Φ(zu) − Φ(zl) = Φ(−zl) − Φ(−zu)
+    lb = log_ndtr(np.where(flip, -zl, zu))
+    t = np.sum(lb + np.log(np.maximum(-np.expm1(log_ndtr(np.where(flip, -zu, zl)) - lb),
+                                      1e-300)), axis=-1)
+    return np.where(np.isnan(t), -np.inf, t)
+
+
+def _nelder_mead(f, x0, scale, restarts=1, tol=1e-7):
+    """Minimise ``f`` from ``x0`` (Nelder–Mead to ``xatol = tol``, ``fatol = tol²``,
+    restarted ``restarts`` times from its result with a fresh simplex)."""
+    x0 = np.asarray(x0, float)
+    for _ in range(restarts + 1):
+        simplex = np.vstack([x0] + [x0 + np.eye(len(x0))[k] * scale[k] for k in range(len(x0))])
+        r = _opt.minimize(lambda z: min(f(z), 1e300), x0, method="Nelder-Mead",  # no inf
+                          options=dict(initial_simplex=simplex, xatol=tol, fatol=tol * tol,
+                                       maxiter=4000))
+        x0 = r.x
+    return r.x, float(r.fun)
+
+
+def _feasible(law, x, lo, hi, j):
+    """``[min, max]`` of parameter ``j`` (0: a, 1: b) over the laws through every interval
+    (``lo ≤ a x + b ≤ hi`` for the power law, ``2^lo ≤ a x + b ≤ 2^hi`` for the others:
+    linear in (a, b)); ``None`` if there is none; an unbounded end is ``None``."""
+    A = np.c_[x, np.ones_like(x)]
+    up, dn = (hi, lo) if law == "power" else (np.exp2(hi), np.exp2(lo))
+    ok_u, ok_d = np.isfinite(up), np.isfinite(dn)
+    G, h = np.r_[A[ok_u], -A[ok_d]], np.r_[up[ok_u], -dn[ok_d]]
+    ends = []
+    for sgn in (1, -1):
+        r = _opt.linprog(sgn * np.eye(2)[j], A_ub=G, b_ub=h, bounds=[(None, None)] * 2,
+                         method="highs")
+        if r.status == 2:
+            return None
+        ends.append(float(r.x[j]) if r.status == 0 else None)
+    return ends
+
+
+def fit_interval_law(T, y, law: str, *, lower, censored=None, scale: float = 1.0,
+                     level: float = 0.95, ci=("a", "b")) -> dict | None:
+    r"""Fit a growth law to thresholds known only to lie in grid intervals.
+
+    Model: ``τ_i = log2(threshold_i) ~ N(μ_i, σ²)``, ``μ_i = log2 f(T_i; a, b)`` with ``f``
+    the law of :func:`fit_growth_law` (power: ``μ = a log2(sT) + b``; log:
+    ``log2(a log2 T + b)``; linear: ``log2(a sT + b)``); ``σ`` the scatter of the true
+    thresholds about the law (seeds, lack of fit). Likelihood of an interval ``(l, u]``
+    (``l, u`` in log2): ``Φ((u − μ)/σ) − Φ((l − μ)/σ)``; a censored point has ``u = ∞``;
+    ``ℓ`` is their log-sum, maximised over ``(a, b, σ ≥ SIGMA_MIN)``. Where some law
+    passes through every interval the likelihood is flat at its maximum (``σ̂ = SIGMA_MIN``,
+    ``flat``): the estimate is then one of many equally likely ones — the least-squares fit
+    to the interval midpoints (where the search starts) when it is one of them.
+
+    CIs: profile likelihood, ``{v : D(v) ≤ c_n}`` with ``D(v) = 2[ℓ̂ − max_{other, σ} ℓ]``
+    and ``c_n = n log(1 + t²/(n − 2))``, ``t`` the ``(1+level)/2`` Student quantile with
+    ``n − 2`` degrees of freedom: for exactly observed Gaussian data
+    ``D(v) = n log(RSS(v)/RSS_min) = n log(1 + t(v)²/(n−2))``, so this is the Student-t interval of least squares.
+    ``n`` counts the points bounded above (a censored point is a bound, not an observation).
+    ``max`` at fixed ``v``: the best of a grid (129 fitted ``μ`` at one end of the ``T``
+    range × 22 ``σ``) polished by Nelder–Mead; an end the data do not bound is ``None``.
+    Through every interval ``D ≈ 0`` (up to ``2 log 2`` per point touching an end); the CI
+    is widened, if need be, to the range of ``v`` over all laws through every interval (a
+    linear program: ``l ≤ log2 f ≤ u`` is linear in ``(a, b)``): never narrower than the grid.
+
+    Parameters
+    ----------
+    T : array of float
+        The sequence lengths (> 0; ``T > 1`` for the log law).
+    y : array of float
+        Each point's smallest passing grid width, or its cap (the largest grid width,
+        which failed) where ``censored``.
+    law : str
+        ``"log"``, ``"linear"`` or ``"power"``.
+    lower : array of float or None
+        The largest failing grid width below ``y`` (the threshold is in ``(lower, y]``);
+        ``0`` or ``None`` where the smallest grid width passes; ignored where censored.
+    censored : array of bool, optional
+        Right-censored points: no grid width passes, the threshold lies in ``(y, ∞)``.
+    scale : float
+        ``s`` in the laws.
+    level : float
+        Confidence level of the intervals.
+    ci : tuple of str
+        The parameters (``"a"``, ``"b"``) whose intervals are computed (the others ``None``).
+
+    Returns
+    -------
+    dict or None
+        ``law, formula, method, a, b, a_ci, b_ci, level, n, n_censored, T, y, lower,
+        censored, sigma, flat, loglik, crit`` (``c_n``), ``fit`` (``f(T)``),
+        ``residuals_log2`` (per point: 0 where the fit is in its interval, else the signed
+        log2 distance to it, > 0 when the data lie above), with ``rms_log2`` and
+        ``max_abs_log2``; ``None`` with < 3 points bounded above or a constant ``T``.
     """
-    if len(values) != len(widths):
-        raise ValueError(f"values must have shape (len(widths), n_seeds) = ({len(widths)}, "
-                         f"n_seeds), got {len(values)} rows")
-    med = [np.median(np.where(np.isfinite(v), v, np.inf)) for v in values]
-    passing = [m <= threshold for m in med]
-    k = len(widths)
-    while k > 0 and passing[k - 1]:
-        k -= 1
-    if k == len(widths):
-        return None, True
-    return widths[k], False
+    T = np.asarray(T, np.float64)
+    y = np.asarray(y, np.float64)
+    n = T.size
+    cen = np.zeros(n, bool) if censored is None else np.asarray(censored, bool)
+    low = np.array([0.0 if v is None else float(v) for v in lower])
+    if not (T.shape == y.shape == cen.shape == low.shape) or T.ndim != 1:
+        raise ValueError("T, y, lower and censored must be 1-D arrays of equal length")
+    if np.any(T <= 0) or np.any(y <= 0) or np.any(low < 0) or np.any((low >= y) & ~cen):
+        raise ValueError("need T > 0, y > 0 and 0 <= lower < y for every uncensored point")
+    if int(np.sum(~cen)) < 3 or np.ptp(T) == 0:
+        return None
+    with np.errstate(divide="ignore"):
+        lo = np.where(cen, np.log2(y), np.log2(low))
+    hi = np.where(cen, math.inf, np.log2(y))
+    x = np.log2(T) if law == "log" else (np.log2(scale * T) if law == "power" else scale * T)
+    d = np.where(cen, lo + 0.5, np.where(np.isfinite(lo), (lo + hi) / 2, hi - 0.25))  # centres
+    st = fit_growth_law(T, 2.0 ** d, law, weights="relative", scale=scale)
+    ug = np.linspace(d.min() - 4, d.max() + 4, 129)           # fitted μ at the reference
+    sg = np.log(np.geomspace(SIGMA_MIN, 8.0, 22))
+    ref = (int(np.argmin(x)), int(np.argmax(x)))             # reference T: a fixed / b fixed
+
+    def other(j, v, u):      # the free parameter when j is v and μ = u at the reference T
+        w, xr = (u if law == "power" else 2.0 ** u), x[ref[j]]
+        return w - v * xr if j == 0 else (w - v) / xr
+
+    def ll(a, b, ls):
+        return _loglik(_mu(law, x, a, b), lo, hi, np.maximum(np.exp(ls), SIGMA_MIN))
+
+    def prof(j, v):
+        """``(max ℓ, (a, b, log σ))`` over the other parameter and σ at parameter j = v."""
+        p = other(j, v, ug)[:, None]
+        a_, b_ = (v, p) if j == 0 else (p, v)
+        L = ll(np.asarray(a_)[..., None], np.asarray(b_)[..., None], sg[None, :, None])
+        i, k = np.unravel_index(int(np.argmax(L)), L.shape)
+
+        def f(q):
+            pq = other(j, v, q[0])
+            return -float(ll(v, pq, q[1]) if j == 0 else ll(pq, v, q[1]))
+        q, fv = _nelder_mead(f, [ug[i], sg[k]], [2 * (ug[1] - ug[0]), 0.3], 0, tol=1e-4)
+        pq = other(j, v, q[0])
+        return -fv, ((v, pq, q[1]) if j == 0 else (pq, v, q[1]))
+
+    def nll(q):
+        return -float(ll(*q))
+    best, f0 = _nelder_mead(nll, [st["a"], st["b"], -1.0],
+                            [0.1 * abs(st["a"]) + 1e-3, 0.1 * abs(st["b"]) + 1e-3, 0.5])
+    best, lmax = list(best), -f0
+    if -nll([st["a"], st["b"], math.log(SIGMA_MIN)]) >= lmax - 1e-9:
+        best = [st["a"], st["b"], math.log(SIGMA_MIN)]   # flat: the midpoint fit is an MLE
+    for j in (0, 1):                      # guard: the profile at the estimate is no better
+        lp, q = prof(j, best[j])
+        if lp > lmax + 1e-9:
+            best, lmax = list(q), lp
+    m = int(np.sum(~cen))                 # the points bounded above: the calibration's n
+    t = float(_st.t.ppf(0.5 + level / 2, m - 2))
+    crit = m * math.log1p(t * t / (m - 2))
+
+    def interval(j):                  # the profile interval of parameter j, widened to the
+        est = best[j]                 # laws through every interval (never below the grid)
+        h0 = max(float(np.nan_to_num(abs(st["ab"[j] + "_ci"][1] - st["ab"[j]]) / 4)), 1e-3)
+        ends = []
+        for sgn in (-1, 1):
+            h, prev, bracket = h0, est, None
+            for _ in range(50):
+                v = est + sgn * h
+                if 2 * (lmax - prof(j, v)[0]) > crit:
+                    bracket = (prev, v)
+                    break
+                prev, h = v, 2 * h
+            ends.append(None if bracket is None else float(_opt.brentq(
+                lambda v: 2 * (lmax - prof(j, v)[0]) - crit, *sorted(bracket),
+                xtol=1e-4 * (1 + abs(est)))))
+        fe = _feasible(law, x, lo, hi, j) or [est, est]
+        return [None if ends[0] is None or fe[0] is None else min(ends[0], fe[0]),
+                None if ends[1] is None or fe[1] is None else max(ends[1], fe[1])]
+    cis = {name: interval(j) if name in ci else [None, None] for j, name in enumerate("ab")}
+    a, b, ls = best
+    mu = _mu(law, x, a, b)
+    res = np.where(mu < lo, lo - mu, np.where(mu > hi, hi - mu, 0.0))
+    sigma = max(math.exp(ls), SIGMA_MIN)
+    return {"law": law, "formula": _LAW_TEXT[law], "method": "interval-censored ML",
+            "a": float(a), "b": float(b), "a_ci": cis["a"], "b_ci": cis["b"],
+            "level": level, "n": int(n), "n_censored": int(cen.sum()), "T": T.tolist(),
+            "y": y.tolist(), "lower": low.tolist(), "censored": cen.tolist(),
+            "sigma": sigma, "flat": bool(sigma <= 1.5 * SIGMA_MIN), "loglik": float(lmax),
+            "crit": crit, "fit": (2.0 ** mu).tolist(), "residuals_log2": res.tolist(),
+            "rms_log2": float(np.sqrt(np.mean(res ** 2))),
+            "max_abs_log2": float(np.max(np.abs(res)))}
 
 
-RESAMPLES = ("paired", "binomial")
-
-
-def bootstrap_threshold(statistic, data, *, resample: str = "paired", n=None,
-                        n_boot: int = 2000, level: float = 0.95, rng=0) -> dict:
-    """Percentile-bootstrap interval of a threshold located on a grid — the one bootstrap
-    threshold estimator of the studies.
-
-    ``statistic(sample)`` returns the threshold of a sample, or ``None`` when the sample
-    never crosses it on the grid (censored: the threshold lies above the grid). The
-    resamples:
-
-    * ``"paired"``: ``data`` is an array ``(n_grid, n_rep)`` whose column ``j`` is one
-      replicate at every grid point; a draw resamples the columns with replacement,
-      jointly for every grid point (``rng.integers(0, n_rep, n_rep)``, one draw at a time);
-    * ``"binomial"``: ``data`` are success rates per grid cell and ``n`` the trials per
-      cell; a draw redraws every cell's count from ``Binomial(n, rate)`` (all ``n_boot``
-      draws at once, ``rng.binomial(n, rate, size=(n_boot, n_grid))``).
-
-    A censored draw counts as ``+inf``; the ends are the ``(1 ∓ level)/2`` quantiles of
-    all draws taken as order statistics (``method="inverted_cdf"``: each end is a value
-    some draw has, e.g. the 50th and 1950th of 2000), ``None`` when infinite.
-
-    ``rng``: a seed (anything ``numpy.random.default_rng`` takes) or a ``Generator``
-    (used, not copied: consecutive calls continue its stream).
-
-    Returns ``{estimate, censored, lo, hi, frac_censored, level, n_boot}`` (``estimate``:
-    the statistic of ``data`` itself).
-
-    >>> stat = lambda V: threshold_width([4, 8, 16], V, 0.25)[0]
-    >>> bootstrap_threshold(stat, [[0.9, 0.8], [0.2, 0.3], [0.1, 0.1]], n_boot=200)["lo"]
-    8.0
-    """
-    if resample not in RESAMPLES:
-        raise ValueError(f"resample must be one of {RESAMPLES}, got {resample!r}")
-    n_boot = int(n_boot)
-    if n_boot < 1:
-        raise ValueError(f"n_boot must be an integer >= 1, got {n_boot}")
-    if not 0 < level < 1:
-        raise ValueError(f"level must lie in (0, 1), got {level}")
-    g = np.random.default_rng(rng)
-    est = statistic(data)
-    draws = np.empty(n_boot)
-    if resample == "paired":
-        V = np.asarray(data, float)
-        if V.ndim != 2:
-            raise ValueError(f"data must have shape (n_grid, n_rep) for resample='paired', "
-                             f"got shape {V.shape}")
-        m = V.shape[1]
-        for i in range(n_boot):
-            s = statistic(V[:, g.integers(0, m, m)])
-            draws[i] = math.inf if s is None else s
-    else:
-        if n is None:
-            raise ValueError("resample='binomial' needs n, the trials per cell")
-        n = np.asarray(n)
-        R = g.binomial(n, np.asarray(data, float), size=(n_boot, len(n))) / n
-        for i, r in enumerate(R):
-            s = statistic(r)
-            draws[i] = math.inf if s is None else s
-    # (1 - level)/2 rounded: 0.025 itself, not 0.025000000000000022 (which would take the
-    # 51st of 2000 draws instead of the 50th)
-    q = round((1 - level) / 2, 12)
-    lo, hi = np.quantile(draws, [q, 1 - q], method="inverted_cdf")
-    return {"estimate": est, "censored": est is None,
-            "lo": None if not np.isfinite(lo) else float(lo),
-            "hi": None if not np.isfinite(hi) else float(hi),
-            "frac_censored": float(np.mean(~np.isfinite(draws))), "level": level,
-            "n_boot": n_boot}
+def _compare_intervals(T, y, lower, censored, laws, min_points, scale, level, what):
+    n = len(T)
+    cen = [False] * n if censored is None else [bool(c) for c in censored]
+    out = {"criterion": f"interval-censored log-likelihood of log2({what}) (every law has "
+                        f"a, b and σ: AIC order); censored points enter as censored",
+           "n_points": n, "censored_T": [T[i] for i in range(n) if cen[i]], "fits": {},
+           "ranking": [], "note": ""}
+    if n < min_points or n - sum(cen) < 3:
+        out["note"] = (f"{n} points, {n - sum(cen)} bounded above (need >= {min_points} "
+                       f"and >= 3): not fitted")
+        return out
+    for law in laws:
+        f = fit_interval_law(T, y, law, lower=lower, censored=cen, scale=scale, level=level)
+        if f is not None:
+            out["fits"][law] = f
+    # ties (e.g. several laws through every interval, ℓ = 0) keep the order of ``laws``
+    out["ranking"] = sorted(out["fits"], key=lambda k: round(-out["fits"][k]["loglik"], 6))
+    best = out["fits"][out["ranking"][0]]["loglik"] if out["ranking"] else 0.0
+    for f in out["fits"].values():
+        f["delta_2loglik"] = max(0.0, 2 * (best - f["loglik"]))
+    out["tied"] = [k for k in out["ranking"] if out["fits"][k]["delta_2loglik"] < 2]
+    return out

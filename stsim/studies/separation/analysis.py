@@ -8,8 +8,8 @@ import os
 
 import numpy as np
 
-from stsim.studies.separation.design import (budgets_of, cells, family_widths, params_of,
-                                             pick_lr, series, tf_params)
+from stsim.studies.separation.design import (budgets_of, cells, family_widths, lr_edge,
+                                             params_of, pick_lr, series, tf_params, width_grid)
 from stsim.studies.separation.training import raw_dir
 from stsim.sweep import read_table
 from stsim.sweep.journal import build_table, journal_path, load_journal
@@ -17,9 +17,11 @@ from stsim.util.stats import bootstrap_threshold, compare_growth, threshold_widt
 
 __all__ = ["analyse", "read_rows", "FIT_KEYS"]
 
-# the fields of a growth-law fit in fits.json (y is published as "width")
-FIT_KEYS = ("law", "formula", "a", "b", "a_ci", "b_ci", "level", "n", "T", "y", "fit",
-            "residuals_log2", "rms_log2", "max_abs_log2")
+# the fields of a growth-law fit in fits.json (y is published as "width": the smallest
+# passing grid width, or the cap where censored; the threshold lies in (lower, width])
+FIT_KEYS = ("law", "formula", "method", "a", "b", "a_ci", "b_ci", "level", "n", "n_censored",
+            "T", "y", "lower", "censored", "sigma", "flat", "loglik", "delta_2loglik", "crit",
+            "fit", "residuals_log2", "rms_log2", "max_abs_log2")
 
 
 def read_rows(path) -> list:
@@ -33,11 +35,12 @@ def read_rows(path) -> list:
     return [r for r in rows if r["status"] == "ok"]
 
 
-def _widths_fit(T, w, censored):
-    """:func:`stsim.util.stats.compare_growth` as the study publishes it: relative
-    weights, ≥ 5 uncensored points, ranked by the rms of the log2 residuals."""
-    c = compare_growth(T, w, censored=censored, min_points=5, weights="relative",
-                       what="width")
+def _widths_fit(T, w, censored, lower):
+    """:func:`stsim.util.stats.compare_growth` as the study publishes it: each smallest
+    width is a grid cell ``(lower, width]`` (``lower`` = the grid width below, 0 where the
+    smallest grid width passes) or censored above its cap; interval-censored maximum
+    likelihood on ``log2 width``, ≥ 5 points (3 bounded above), every point entering."""
+    c = compare_growth(T, w, censored=censored, lower=lower, min_points=5, what="width")
     c["fits"] = {law: {("width" if k == "y" else k): f[k] for k in FIT_KEYS}
                  for law, f in c["fits"].items()}
     return c
@@ -49,8 +52,9 @@ def _width_interval(ws, vals, target, n_boot, rng):
     bt = bootstrap_threshold(lambda V: threshold_width(ws, V, target)[0], vals,
                              resample="paired", n_boot=n_boot, rng=rng)
     w = bt["estimate"]
+    below = None if w is None or w == ws[0] else ws[ws.index(w) - 1]
     return {"width": w, "censored": bt["censored"], "lo": bt["lo"], "hi": bt["hi"],
-            "frac_censored": bt["frac_censored"],
+            "frac_censored": bt["frac_censored"], "below": below,
             "lower_censored": bool(w is not None and w == ws[0]), "level": bt["level"],
             "n_boot": bt["n_boot"], "n_seeds": len(vals[0])}
 
@@ -63,22 +67,29 @@ def analyse(config, out):
     tune, runs, fam, famc = (read_rows(os.path.join(raw, n))
                              for n in ("tune.csv", "runs.csv", "family.csv", "family_cells.csv"))
     # the designed widths of every series point: a point is analysed only when all are done
-    design = {}
+    design, designed = {}, set()
     for c in cells(cfg, family_widths(fam, cfg["target"])):
+        designed.add((c["arch"], c["q"], c["T"], c["width"], c["steps"]))
         for b in budgets_of(c["budgets"], c["steps"]):
             design.setdefault((c["arch"], c["q"], c["T"], b), set()).add(c["width"])
+    # only the rows of designed cells (a row of another design, e.g. a 2000-step run that
+    # an 8000-step cell replaced, is not analysed)
+    tune, runs = ([r for r in rows if (r["arch"], r["q"], r["T"], r["width"], r["steps"])
+                   in designed] for rows in (tune, runs))
     incomplete = []
     d = cfg["d"]
     bud = [cfg["steps"], cfg["long_steps"]]
     # lr chosen per (arch, q, T, width, budget) from the tuning seed
-    chosen = {}
+    chosen, edge = {}, {}
     groups = {}
     for r in tune:
         groups.setdefault((r["arch"], r["q"], r["T"], r["width"]), []).append(r)
     for k, rs in groups.items():
+        tried = sorted({r["lr"] for r in rs})
         for b in bud:
             if any(r.get(f"val_{b}") is not None for r in rs):
                 chosen[k + (b,)] = pick_lr(rs, b)
+                edge[k + (b,)] = lr_edge(tried, chosen[k + (b,)], cfg["lr_extra"])
     points = []
     for role, rows in (("tune", tune), ("report", runs)):
         for r in rows:
@@ -122,10 +133,11 @@ def analyse(config, out):
                 widths.append(dict(series=name, arch=arch, q=q, T=T, d=d, budget=b,
                                    grid=ws, medians=[float(np.nanmedian(v)) for v in vals],
                                    lr=[chosen.get((arch, q, T, x, b)) for x in ws],
+                                   lr_edge=[edge.get((arch, q, T, x, b), "") for x in ws],
                                    params=None if w is None else params_of(arch, T, d, w),
                                    **bt))
     # the family: per (q, T, target), median over MC replicates + bootstrap over them
-    family = []
+    family, fgrid = [], width_grid(cfg["family_max_width"], 2)
     for q in sorted({r["q"] for r in fam}):
         for T in sorted({r["T"] for r in fam if r["q"] == q}):
             rs = [r for r in fam if r["q"] == q and r["T"] == T]
@@ -134,8 +146,10 @@ def analyse(config, out):
                 finite = [math.inf if v is None else v for v in vals]
                 med = float(np.median(finite))
                 w = None if not math.isfinite(med) else int(min(v for v in finite if v >= med))
+                below = None if w is None or w == fgrid[0] else fgrid[fgrid.index(w) - 1]
                 family.append(dict(series="family", q=q, T=T, d=d, target=t, width=w,
                                    censored=w is None, lo=min(finite), hi=max(finite),
+                                   below=below, cap=fgrid[-1],
                                    replicates=vals,
                                    params=None if w is None else tf_params(d, w)))
     # growth-law fits, per q, per series, at the main target
@@ -145,13 +159,15 @@ def analyse(config, out):
         for name, arch, b in series(cfg):
             ws = [w for w in widths if w["q"] == q and w["series"] == name]
             if ws:
-                e[name] = _widths_fit([w["T"] for w in ws], [w["width"] for w in ws],
-                                      [w["censored"] for w in ws])
+                e[name] = _widths_fit([w["T"] for w in ws],
+                                      [w["grid"][-1] if w["censored"] else w["width"] for w in ws],
+                                      [w["censored"] for w in ws], [w["below"] for w in ws])
         for t in cfg["targets"]:
             fs = [f for f in family if f["q"] == q and f["target"] == t]
             if fs:
-                e[f"family@{t:g}"] = _widths_fit([f["T"] for f in fs], [f["width"] for f in fs],
-                                                 [f["censored"] for f in fs])
+                e[f"family@{t:g}"] = _widths_fit(
+                    [f["T"] for f in fs], [f["cap"] if f["censored"] else f["width"] for f in fs],
+                    [f["censored"] for f in fs], [f["below"] for f in fs])
     # agreement: trained transformer (median over seeds, chosen lr) vs family at (q, T, d_e)
     agreement = []
     for (q, T, w) in sorted({(p["q"], p["T"], p["width"]) for p in points

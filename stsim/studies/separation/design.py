@@ -25,7 +25,8 @@ from stsim.util.validate import check_int
 
 __all__ = ["QUICK", "FULL", "TUNE_ROOT", "FAMILY_ROOT", "width_grid", "tf_params",
            "params_of", "train_point", "validate_point", "cells", "priority", "check",
-           "family_widths", "pick_lr", "series", "n_mc", "budgets_of", "family_search_point"]
+           "family_widths", "pick_lr", "series", "n_mc", "budgets_of", "family_search_point",
+           "extend_rates", "lr_edge"]
 
 TUNE_ROOT = 1        # root seed of the tuning replicate (the reported seeds use root 0)
 FAMILY_ROOT = 2      # root seed of the family's Monte-Carlo replicates
@@ -33,12 +34,14 @@ FAMILY_ROOT = 2      # root seed of the family's Monte-Carlo replicates
 # documented configuration (estimated cost in docs/separation.md); overridable from the CLI
 FULL = dict(qs=(2, 3), d=1, target=0.25, targets=(0.25, 0.1), steps=2000, long_steps=8000,
             batch=256, n_val=2048, seeds=3, lrs=(1e-3, 3e-3, 1e-2, 3e-2),
-            fcn_Ts=(8, 16, 32, 64, 128), tf_Ts=(8, 16, 32, 64, 128), long_Ts=(64, 128),
+            lr_extra=(1e-4, 3e-4, 1e-1, 3e-1),
+            fcn_Ts=(8, 16, 32, 64, 128), tf_Ts=(8, 16, 32, 64, 128), long_Ts=(8, 16, 32, 64, 128),
             family_qs=(2, 3, 4), family_Ts=(8, 16, 32, 64, 128, 256, 512, 1024, 2048, 4096),
             mc_seeds=3, mc_budget=2 ** 20, n_mc_max=16384, family_max_width=1024,
             max_width_fcn=2048, long_max_width=512, fcn_span=4, n_boot=2000)
 QUICK = dict(qs=(2,), d=1, target=0.25, targets=(0.25,), steps=300, long_steps=600,
-             batch=64, n_val=256, seeds=3, lrs=(3e-3, 1e-2), fcn_Ts=(4, 8), tf_Ts=(4, 8),
+             batch=64, n_val=256, seeds=3, lrs=(3e-3, 1e-2), lr_extra=(1e-3, 3e-2),
+             fcn_Ts=(4, 8), tf_Ts=(4, 8),
              long_Ts=(8,), family_qs=(2,), family_Ts=(4, 8, 16, 32, 64), mc_seeds=2,
              mc_budget=2 ** 13, n_mc_max=512, family_max_width=256, max_width_fcn=64,
              long_max_width=32, fcn_span=2, n_boot=200)
@@ -246,6 +249,40 @@ def pick_lr(rows, budget):
     return best[1]
 
 
+def extend_rates(tried, chosen, extra):
+    """The rates to add to a cell's tuning: for each chosen rate (one per budget) that sits
+    on an end of the ``tried`` rates, the nearest rate of ``extra`` beyond that end (none
+    when ``extra`` has nothing beyond it). Repeating tune → choose → extend until this is
+    empty leaves every chosen rate interior to the tried rates or at an end of
+    ``tried ∪ extra`` — the same rule for both arms and every cell.
+
+    >>> extend_rates([1e-3, 3e-3, 1e-2], [1e-2], [1e-4, 3e-4, 3e-2, 1e-1])
+    [0.03]
+    >>> extend_rates([1e-3, 3e-3, 1e-2], [1e-3, 3e-3], [1e-4, 3e-4, 3e-2])
+    [0.0003]
+    """
+    lo, hi = min(tried), max(tried)
+    add = set()
+    for c in chosen:
+        if c == lo and [x for x in extra if x < lo]:
+            add.add(max(x for x in extra if x < lo))
+        if c == hi and [x for x in extra if x > hi]:
+            add.add(min(x for x in extra if x > hi))
+    return sorted(add)
+
+
+def lr_edge(tried, chosen, extra):
+    """Where a cell's chosen rate sits among its ``tried`` rates: ``""`` (interior),
+    ``"low"`` / ``"high"`` (on the bottom / top end with a rate of ``extra`` still beyond
+    it: the extension is not done), ``"low-end"`` / ``"high-end"`` (on the bottom / top end
+    of ``tried ∪ extra``: nothing left to try on that side)."""
+    if len(tried) < 2 or min(tried) < chosen < max(tried):
+        return ""
+    side = "low" if chosen == min(tried) else "high"
+    beyond = [x for x in extra if (x < chosen if side == "low" else x > chosen)]
+    return side if beyond else f"{side}-end"
+
+
 def series(cfg):
     """(name, arch, budget) of every trained series."""
     out = [("transformer", "transformer", cfg["steps"]), ("fcn", "fcn", cfg["steps"])]
@@ -264,6 +301,9 @@ def check(cfg):
     for k in ("qs", "fcn_Ts", "tf_Ts", "family_qs", "family_Ts", "lrs", "targets"):
         if not cfg[k]:
             raise ValueError(f"{k} must hold at least one value")
+    for lr in tuple(cfg["lrs"]) + tuple(cfg["lr_extra"]):
+        if not 0 < lr < float("inf"):
+            raise ValueError(f"lr must be a positive number (lrs, lr_extra), got {lr}")
     for k in ("qs", "family_qs"):
         for v in cfg[k]:
             check_int(k, v, 1)
@@ -283,7 +323,7 @@ def check(cfg):
         cfg["targets"] = (cfg["target"],) + tuple(cfg["targets"])
     # every cell the design can train (the transformer at any grid d_e) is a valid run
     fixed = dict(d=cfg["d"], batch=cfg["batch"], n_val=cfg["n_val"])
-    for lr in cfg["lrs"]:
+    for lr in tuple(cfg["lrs"]) + tuple(cfg["lr_extra"]):
         for c in cells(cfg)[:1]:
             validate_point(dict(c, lr=lr, **fixed))
     return cfg

@@ -87,14 +87,13 @@ def plot_separation(A, cfg, path):
                     x = np.log2(Tg) if best["law"] in ("log", "power") else Tg
                     yv = 2.0 ** (best["a"] * x + best["b"]) if best["law"] == "power" else \
                         best["a"] * x + best["b"]
-                    ax.plot(Tg, yv, "--", color=col, lw=1,
-                            label=f"  best fit: {best['formula']} (a={best['a']:.2g})")
+                    ax.plot(Tg, yv, "--", color=col, lw=1, label=_fit_label("best fit", fit))
             ff = A["fits"].get(str(q), {}).get(f"family@{cfg['target']:g}", {})
             if what == "width" and ff.get("ranking"):
                 best = ff["fits"][ff["ranking"][0]]
                 Tg = np.array(best["T"])
                 ax.plot(Tg, best["fit"], ":", color="C2", lw=1.2,
-                        label=f"  family best fit: {best['formula']} (a={best['a']:.2g})")
+                        label=_fit_label("family best fit", ff))
             Ts = np.array(sorted(set(cfg["fcn_Ts"]) | set(cfg["family_Ts"])), float)
             yc = 2 * Ts * d if what == "width" else fcn_param_count(Ts, d, 2 * Ts * d)
             ax.plot(Ts, yc, ":", color="0.4", lw=1.2,
@@ -146,6 +145,21 @@ def plot_agreement(A, cfg, path):
     return savefig(fig, path)
 
 
+def _fit_label(what, c):
+    """Legend text of a comparison's first law, naming the laws the data do not tell
+    apart from it."""
+    best = c["fits"][c["ranking"][0]]
+    tied = [c["fits"][k]["formula"] for k in c.get("tied", [])[1:]]
+    return (f"  {what}: {best['formula']} (a={best['a']:.2g})"
+            + (f"; tied: {', '.join(tied)}" if tied else ""))
+
+
+def _ci(ci):
+    """``[lo, hi]`` with 3 significant digits; an end the data do not bound is ``∓∞``."""
+    return (f"[{'−∞' if ci[0] is None else f'{ci[0]:.3g}'}, "
+            f"{'∞' if ci[1] is None else f'{ci[1]:.3g}'}]")
+
+
 def _wtxt(w):
     if w["censored"]:
         return f">{w['grid'][-1]}"
@@ -159,11 +173,18 @@ def markdown_report(A, cfg) -> str:
     """Markdown tables: widths (with interval, params, grid medians), family, fits, agreement."""
     L = [f"Target: {cfg['target']:g}·L0. Widths: smallest grid width whose median over "
          f"{cfg['seeds']} seeds reaches it (and every larger grid width too); "
-         f"[95% paired bootstrap over seeds]; ≤: the smallest grid width already passes.", "",
+         f"[95% paired bootstrap over seeds]; ≤: the smallest grid width already passes. "
+         f"Rates: the one the tuning seed chose; ↓ / ↑: it is the lowest / highest rate tried "
+         f"for the cell (the grid {', '.join(f'{v:g}' for v in cfg['lrs'])} is extended past "
+         f"an end by the rates {', '.join(f'{v:g}' for v in cfg['lr_extra'])} while the "
+         f"chosen rate sits on it; an arrow at the end of all of them: nothing left to try; "
+         f"? : the extension is not finished).", "",
          "| q | series | T | smallest width [95%] | params | grid: median loss/L0 (lr) |",
          "|---|---|---|---|---|---|"]
+    mark = {"": "", "low-end": "↓", "high-end": "↑", "low": "↓?", "high": "↑?"}
     for w in A["widths"]:
-        g = ", ".join(f"{x}: {m:.3f} ({lr:g})" for x, m, lr in zip(w["grid"], w["medians"], w["lr"]))
+        g = ", ".join(f"{x}: {m:.3f} ({lr:g}{mark[e]})" for x, m, lr, e in
+                      zip(w["grid"], w["medians"], w["lr"], w.get("lr_edge", [""] * len(w["lr"]))))
         L.append(f"| {w['q']} | {w['series']} | {w['T']} | {_wtxt(w)} | "
                  f"{w['params'] if w['params'] is not None else '–'} | {g} |")
     L += ["", "Family W_ee = aI, V_x = γI: smallest grid d_e (median over MC replicates; "
@@ -184,22 +205,28 @@ def markdown_report(A, cfg) -> str:
                     hi = "∞" if not math.isfinite(f["hi"]) else f"{f['hi']:g}"
                     row.append(f"{f['width']} [{f['lo']:g}, {hi}]")
             L.append(f"| {q} | {t:g} | " + " | ".join(row) + " |")
-    L += ["", "Fits (uncensored points only; 95% CIs; residuals log2(width/fit)):", "",
-          "| q | series | n | law | a [95% CI] | b [95% CI] | rms log2 | residuals by T | rank |",
-          "|---|---|---|---|---|---|---|---|---|"]
+    L += ["", "Fits: interval-censored maximum likelihood on log2(width) — each smallest "
+          "width is the grid cell (the grid width below, this width], a censored point lies "
+          "above its cap (>); 95% profile-likelihood CIs, never narrower than the laws through "
+          "every cell; σ: scatter of log2(width) about the law (0.01 = the floor: the law "
+          "passes through every cell); Δ2ℓ: 2 × log-likelihood below the first (all laws have "
+          "a, b, σ; < 2: not told apart); residuals: log2 distance from the fit to each cell "
+          "(0: inside it).", "",
+          "| q | series | n (cens.) | law | a [95% CI] | b [95% CI] | σ | Δ2ℓ | "
+          "residuals by T | rank |", "|---|---|---|---|---|---|---|---|---|---|"]
     for q, e in sorted(A["fits"].items()):
         for name, c in sorted(e.items()):
             if not c["fits"]:
-                L.append(f"| {q} | {name} | {c['n_points']} | – | – | – | – | {c['note']}"
+                L.append(f"| {q} | {name} | {c['n_points']} | – | – | – | – | – | {c['note']}"
                          f"{'; censored T: ' + str(c['censored_T']) if c['censored_T'] else ''} | – |")
                 continue
             for rank, law in enumerate(c["ranking"], 1):
                 f = c["fits"][law]
                 res = ", ".join(f"{int(T)}: {r:+.2f}" for T, r in zip(f["T"], f["residuals_log2"]))
-                L.append(f"| {q} | {name} | {f['n']} | {f['formula']} | {f['a']:.3g} "
-                         f"[{f['a_ci'][0]:.3g}, {f['a_ci'][1]:.3g}] | {f['b']:.3g} "
-                         f"[{f['b_ci'][0]:.3g}, {f['b_ci'][1]:.3g}] | {f['rms_log2']:.3f} | "
-                         f"{res} | {rank} |")
+                tie = "=" if law in c.get("tied", []) and len(c.get("tied", [])) > 1 else ""
+                L.append(f"| {q} | {name} | {f['n']} ({f['n_censored']}) | {f['formula']} | "
+                         f"{f['a']:.3g} {_ci(f['a_ci'])} | {f['b']:.3g} {_ci(f['b_ci'])} | "
+                         f"{f['sigma']:.2f} | {f['delta_2loglik']:.1f} | {res} | {rank}{tie} |")
     if A["agreement"]:
         L += ["", "Trained transformer vs family at the same (q, T, d_e) (loss / L0):", "",
               "| q | T | d_e | trained (median; seeds) | family (MC mean ± sd) | ratio |",

@@ -6,12 +6,12 @@ default) this study measures, against the same target ``target · L0`` (``L0 = d
 the loss of the zero function both models start from):
 
 * **trained, both arms, equal tuning** — for every cell ``(arch, q, T, width)`` of a fixed
-  width grid, the learning rate is picked from the same log-spaced grid ``lrs`` on a
-  tuning seed (``SeedSequence(tune_root)``, never reported), separately for each step
-  budget; then ``seeds`` reported seeds (``SeedSequence(0)``) are trained at the chosen
-  rate. Both arms get the same budget ``steps`` (Adam, batch ``batch``, fresh samples);
-  the FCN gets a second budget ``long_steps`` at ``T ∈ long_Ts`` (the points the first
-  budget censors). A run with budgets (2000, 8000) is one 8000-step run evaluated at both
+  width grid, the learning rate is picked from the same log-spaced grid ``lrs`` (extended
+  by ``lr_extra``, see below) on a tuning seed (``SeedSequence(tune_root)``, never
+  reported), separately for each step budget; then ``seeds`` reported seeds
+  (``SeedSequence(0)``) are trained at the chosen rate. Both arms get the same budget
+  ``steps`` (Adam, batch ``batch``, fresh samples); the FCN gets a second budget
+  ``long_steps`` at ``T ∈ long_Ts`` (every T of the full design). A run with budgets (2000, 8000) is one 8000-step run evaluated at both
   (constant learning rate: its first 2000 steps are the 2000-step run).
 * **the transformer's family** — the best population loss of ``W_ee = aI, V_x = γI`` (the
   family zero-initialised training converges to; :mod:`stsim.theory.family`), Monte
@@ -22,10 +22,14 @@ the loss of the zero function both models start from):
 * **the FCN's construction** — ``2Td`` (:func:`stsim.baselines.fcn.fcn_construction`).
 
 Widths: the smallest grid width whose median over seeds reaches the target and above
-which every grid width does too, with a paired percentile bootstrap over seeds; a width
-whose largest grid value fails is *censored* (drawn at the cap, never fitted).
-Fits (:func:`stsim.util.stats.compare_growth`, relative weights): ``log2 T``, ``T`` and a
-power law, on ≥ 5 uncensored T values, with CIs and log residuals. Parameter counts:
+which every grid width does too, with a paired percentile bootstrap over seeds — a grid
+cell (the grid width below, this width]; a width whose largest grid value fails is
+*censored* (above the cap). Fits (:func:`stsim.util.stats.compare_growth` with
+``lower=``): ``log2 T``, ``T`` and a power law fitted to the cells by interval-censored
+maximum likelihood, censored points entering as censored, on ≥ 5 T values, with profile
+CIs never narrower than the grid and residuals to each cell. The learning rate of a cell
+is tuned on ``lrs`` extended past an end by ``lr_extra`` while the chosen rate sits on it
+(the same rule for both arms). Parameter counts:
 FCN ``w(Td + T) + w + d w + d`` (:func:`stsim.baselines.fcn.fcn_param_count`); transformer
 (theory model) ``(d + d_e)² + d (d + d_e)``.
 

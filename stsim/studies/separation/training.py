@@ -9,8 +9,9 @@ import threading
 import time
 
 from stsim.studies.separation.design import (FAMILY_ROOT, TUNE_ROOT, budgets_of, cells,
-                                             family_search_point, family_widths, n_mc,
-                                             pick_lr, priority, train_point)
+                                             extend_rates, family_search_point,
+                                             family_widths, n_mc, pick_lr, priority,
+                                             train_point)
 from stsim.sweep import InlineExecutor, sweep
 from stsim.theory.family import family_point
 from stsim.util.io import write_json
@@ -38,7 +39,9 @@ def run(config, out, executor, log=None) -> None:
     Stage 1: the family searches (all ``family_qs`` × ``family_Ts`` × ``mc_seeds``) →
     ``raw/family.csv``. Stage 2: every trained cell, in :func:`~.design.priority` order
     (``workers + 1`` cells in flight on a process pool, one at a time inline): tuning sweep
-    (``lrs`` × 1 tuning seed) → ``raw/tune.csv``, pick the rate per budget, reported sweep
+    (``lrs`` × 1 tuning seed) → ``raw/tune.csv``, pick the rate per budget; while a chosen
+    rate sits on an end of the rates tried, add the nearest rate of ``lr_extra`` beyond it
+    and tune again (:func:`~.design.extend_rates`; the same rule for both arms); reported sweep
     (``seeds`` at the picked rate) → ``raw/runs.csv``; before them, the family loss at the
     trained transformer cells → ``raw/family_cells.csv``. Resumable (sweep journals). The
     run record (``workers``, ``wall_time_s``) goes to ``raw/run.json``.
@@ -75,10 +78,17 @@ def run(config, out, executor, log=None) -> None:
 
     def drive(c, e):
         base = dict(c, **fixed)
-        tp = [dict(base, lr=lr) for lr in cfg["lrs"]]
-        tr = sweep(train_point, tp, seeds=1, root_seed=TUNE_ROOT, executor=e, out=tune_t)
-        mine = tr.select(**base)          # the table holds every cell's rows
-        chosen = {pick_lr(mine, b) for b in budgets_of(c["budgets"], c["steps"])}
+        rates, n_tuned = sorted(cfg["lrs"]), 0
+        while True:
+            tp = [dict(base, lr=lr) for lr in rates]
+            tr = sweep(train_point, tp, seeds=1, root_seed=TUNE_ROOT, executor=e, out=tune_t)
+            n_tuned += tr.n_run
+            mine = tr.select(**base)          # the table holds every cell's rows
+            chosen = {pick_lr(mine, b) for b in budgets_of(c["budgets"], c["steps"])}
+            add = extend_rates(sorted({r["lr"] for r in mine}), chosen, cfg["lr_extra"])
+            if not add:
+                break
+            rates = sorted(set(rates) | set(add))
         rp = [dict(base, lr=lr) for lr in sorted(chosen)]
         rr = sweep(train_point, rp, seeds=cfg["seeds"], executor=e, out=runs_t)
         errs = [r["error"] for r in mine + rr.select(**base) if r["status"] != "ok"]
@@ -86,9 +96,10 @@ def run(config, out, executor, log=None) -> None:
             raise RuntimeError(f"run failed at {c}: {errs[0]}")
         with lock:
             done[0] += 1
-            done[1] += tr.n_run + rr.n_run
-            say(f"{c['arch']} q={c['q']} T={c['T']} w={c['width']}: lr {sorted(chosen)}; "
-                f"{done[0]}/{len(todo)} cells, {tr.n_run + rr.n_run} runs now, "
+            done[1] += n_tuned + rr.n_run
+            say(f"{c['arch']} q={c['q']} T={c['T']} w={c['width']} steps={c['steps']}: lr "
+                f"{sorted(chosen)} of {rates}; {done[0]}/{len(todo)} cells, "
+                f"{n_tuned + rr.n_run} runs now, "
                 f"{time.perf_counter() - t0:.0f}s")
 
     if isinstance(ex, InlineExecutor) or workers <= 1:
