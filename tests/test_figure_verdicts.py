@@ -170,3 +170,17 @@ def test_oscillating_trajectories_are_detected():
     *_, osc = reduced_stability(20, 3, 5, [5.0, 6.0, 7.5], 3000, pe="stochastic", d_e=40,
                                 record_every=10)
     assert osc[:, -1].tolist() == [False, False, True]
+
+
+def test_one_seed_without_sampling_error_has_no_standard_error():
+    # a cosine of one run: every bootstrap replicate is the same number, so its spread
+    # (0 or a rounding residue, 1e-17) is no standard error; the verdict is inconclusive,
+    # never "failed by 3e13 SE"
+    boot = Boot(n_boot=200)
+    one = boot.sample([0.983], runs=["r0"])
+    c = boot_check("cos", lambda x: x.min(-1), [one], ">=", 0.99)
+    assert np.isnan(c["se"]) and c["verdict"] == "inconclusive" and "one seed" in c["note"]
+    # two seeds that differ: a standard error and a verdict
+    two = boot.sample([0.983, 0.984], runs=["r0", "r1"])
+    c2 = boot_check("cos", lambda x: x.min(-1), [two], ">=", 0.99)
+    assert 0 < c2["se"] < 1e-3 and c2["verdict"] == "failed"

@@ -51,6 +51,8 @@ def test_outputs_written_with_resolved_config(quick):
     assert overview["n_runs"] > 0 and "peak_rss_mb_max_run" in overview   # recorded
     assert overview["cpu_time_runs_s"] > 0 and sum(overview["verdicts"].values()) > 0
     assert overview["diverged"] == {} and overview["unmeasured"] == {}
+    ev = overview["evaluation"]                      # every evaluation set's relative SE
+    assert ev["n_sets"] > 0 and 0 < ev["rel_se_max"] and ev["points_min"] >= 512
 
 
 def test_fig1_loss_falls_inverse_loss_grows_cosines_rise(quick):

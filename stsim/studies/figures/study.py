@@ -40,6 +40,8 @@ import json
 import os
 import time
 
+import numpy as np
+
 from stsim.util.io import write_json
 from stsim.util.validate import check_choice
 from stsim.sweep import sweep
@@ -316,7 +318,25 @@ def analyse(config, out) -> dict:
     rss = [r.info.get("peak_rss_mb") for r in results.values() if r.info.get("peak_rss_mb")]
     return {"figures": figures, "missing": missing, "n_runs": len(jobs),
             "peak_rss_mb_max_run": max(rss, default=None),
+            "evaluation": _evaluation_stats(results),
             "analyse_s": time.perf_counter() - t0}
+
+
+def _evaluation_stats(results, limit=0.02) -> dict:
+    """Over every final-evaluation set of every run (:mod:`.evaluate`): how many, the
+    largest relative standard error ``se / mean`` and the sets above ``limit`` (issue 23:
+    each reported loss to 2 %), the points per set (smallest, largest)."""
+    rel, n, over = [], [], []
+    for name, r in results.items():
+        for key, e in r.info.get("evaluation", {}).get("sets", {}).items():
+            x = e["se"] / e["mean"] if e["mean"] > 0 else float("nan")
+            rel.append(x)
+            n.append(e["n"])
+            if not x <= limit:
+                over.append(f"{name} {key}: {x:.3%} ({e['n']} points)")
+    return {"n_sets": len(rel), "rel_se_max": float(np.nanmax(rel)) if rel else None,
+            "limit": limit, "over_limit": over, "points_min": min(n, default=None),
+            "points_max": max(n, default=None)}
 
 
 def _cpu_of_runs(figures) -> float:
@@ -369,6 +389,7 @@ def report(config, out, results) -> dict:
                 "unmeasured": {n: s["unmeasured"] for n, s in results["figures"].items()
                                if s["unmeasured"]},
                 "verdicts": _verdict_counts(results["figures"]),
+                "evaluation": results["evaluation"],
                 "checks": {n: s["checks"] for n, s in results["figures"].items()}}
     write_json(os.path.join(out, "figures.json"), overview)
     return dict(overview, summaries=results["figures"], missing=results["missing"],

@@ -36,6 +36,7 @@ __all__ = ["Z", "N_BOOT", "verdict", "make_check", "relabel", "Boot", "Sample",
 Z = 2.0                 # a value within Z standard errors of its threshold is inconclusive
 N_BOOT = 1000           # bootstrap replicates
 VERDICTS = ("held", "failed", "inconclusive")
+_NO_SPREAD = 1e-12      # a bootstrap spread below this (relative): the replicates are equal
 
 
 def _signed(measured, op, threshold):
@@ -149,12 +150,19 @@ def boot_check(claim, fn, samples, op, threshold, note="") -> dict:
     """The check of ``fn(*values) <op> threshold`` (:func:`make_check`) where ``samples``
     are :class:`Sample` s and ``fn`` maps arrays whose last axis is the seeds (the values
     ``(S,)``, the replicates ``(B, S)``) to a number per replicate; ``se`` is the standard
-    deviation of the replicates."""
+    deviation of the replicates, NaN (an inconclusive verdict) where they do not vary
+    (one seed of a quantity without sampling error within a run)."""
     with np.errstate(all="ignore"):
         measured = float(fn(*(s.value for s in samples)))
         reps = np.asarray(fn(*(s.boot for s in samples)), dtype=float)
     finite = reps[np.isfinite(reps)]
     se = float(np.std(finite, ddof=1)) if finite.size > 1 and np.isfinite(measured) \
         else float("nan")
+    if se <= _NO_SPREAD * max(1.0, abs(measured)):
+        # the replicates do not vary (one seed of a quantity with no sampling error
+        # within a run): no standard error can be estimated, so no verdict either
+        se = float("nan")
+        note = "; ".join(x for x in (note, "no spread over the resamples (one seed): no "
+                                     "standard error") if x)
     runs = [r for s in samples for r in s.runs]
     return make_check(claim, measured, op, threshold, se, note, runs)
