@@ -137,7 +137,10 @@ def fits_markdown(cells, fits, inter, L0, q) -> str:
     def show(c):
         if c is None:
             return "—"
-        return f"{cell_state(c)} ({c['measured']:.3g}, {c['margin_se']:+.1f} SE)"
+        if not np.isfinite(c["measured"]):
+            return f"{cell_state(c)} (not measured: a run diverged)"
+        m = f", {c['margin_se']:+.1f} SE" if np.isfinite(c["margin_se"]) else ", no SE"
+        return f"{cell_state(c)} ({c['measured']:.3g}{m})"
     for col, cs in by_col.items():
         if "FIT" in cs:
             lines.append(f"| {col} | {show(cs['FIT'])} | {show(cs.get('S6'))} | "
