@@ -90,7 +90,12 @@ def test_help_of_every_command(capsys):
 def test_figures_report_prints_tables(tmp_path, capsys):
     (tmp_path / "fig1.json").write_text(json.dumps({
         "settings": {"T": 20}, "total_train_time_s": 6.0,
-        "checks": [{"claim": "c", "measured": 1.0, "op": "<=", "threshold": 2.0, "ok": True}]}))
+        "checks": [{"claim": "c", "measured": 1.0, "op": "<=", "threshold": 2.0, "ok": True},
+                   {"claim": "v", "measured": 1.0, "op": "<=", "threshold": 2.0, "se": 0.25,
+                    "verdict": "held", "margin_se": 4.0, "ok": True}]}))
     assert main(["figures", "--report", str(tmp_path)]) == 0
     out = capsys.readouterr().out
-    assert "### fig1" in out and "| c | 1 | <= 2 | yes |" in out
+    # issue 23: the table carries the SE and the verdict with its margin; a check written
+    # before verdicts existed (no SE) is shown as such, never as a verdict
+    assert "### fig1" in out and "| v | 1 | 0.25 | <= 2 | **held** (+4.0 SE) |" in out
+    assert "| c | 1 | nan | <= 2 | met (no SE recorded) |" in out

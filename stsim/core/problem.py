@@ -144,8 +144,9 @@ class Problem:
     """The skeleton of a training problem (interface: module docstring).
 
     Built with a resolved config and its :class:`~stsim.core.seeds.Streams`, it draws the
-    validation sets once (in-distribution ``val``, then ``val/T=…`` for ``T_test`` and
-    ``val/q=…`` for ``q_test``, all from the validation stream) and sets up the data
+    validation sets once (in-distribution ``val``, ``val/T=…`` for ``T_test`` and
+    ``val/q=…`` for ``q_test``, each from its own stream,
+    :meth:`~stsim.core.seeds.Streams.validation`) and sets up the data
     regime of ``cfg.objective``: ``"online"`` (a fresh minibatch of ``batch`` points each
     step, from the training stream), ``"sample"`` (one fixed sample of ``n_train`` points,
     drawn from ``Streams.fixed_sample``: full-batch training, ``optimizer="gd"``), or a
@@ -162,13 +163,15 @@ class Problem:
 
     def __init__(self, cfg, streams: Streams):
         self.cfg = cfg
-        vrng = streams.validation()
-        # validation sets, drawn once before training: in-distribution, then OOD
-        self.val = {"val": self._draw(vrng, cfg.n_val, cfg.T, cfg.q)}
+        # validation sets, drawn once before training, each from its own stream
+        # (stsim.core.seeds): adding a T_test or q_test leaves the other sets unchanged
+        self.val = {"val": self._draw(streams.validation(), cfg.n_val, cfg.T, cfg.q)}
         for Tt in cfg.T_test:
-            self.val[val_key("T", Tt)] = self._draw(vrng, cfg.n_val, Tt, cfg.q)
+            self.val[val_key("T", Tt)] = self._draw(streams.validation("T", Tt), cfg.n_val,
+                                                    Tt, cfg.q)
         for qt in cfg.q_test:
-            self.val[val_key("q", qt)] = self._draw(vrng, cfg.n_val, cfg.T, qt)
+            self.val[val_key("q", qt)] = self._draw(streams.validation("q", qt), cfg.n_val,
+                                                    cfg.T, qt)
         self.fixed = None
         self.population = None
         if cfg.objective == "sample":

@@ -4,16 +4,38 @@
 purpose, so that changing one part of a run (``steps``, ``batch``, the validation sizes)
 never shifts the numbers of another:
 
-====  ==============  ============================================================
-key   stream          draws
-====  ==============  ============================================================
-0     ``encoding``    the fixed near-orthogonal table (drawn once)
-1     ``validation``  the validation sets (in-distribution, ``T_test``, ``q_test``)
-2     ``init``        the initial parameters (``init="random"``; FCN hidden layers)
-3     ``train``       the training stream (fresh batches); its child ``(3, 0)`` draws
-                      the fixed sample of ``optimizer="gd"`` (``fixed_sample``)
-4     ``population``  the Monte-Carlo configurations of the population objective
-====  ==============  ============================================================
+============  ==============  ====================================================
+key           stream          draws
+============  ==============  ====================================================
+0             ``encoding``    the fixed near-orthogonal table (drawn once)
+1             ``validation``  the in-distribution validation set ``val``
+(1, 1, T)     ``validation``  the set ``val/T=<T>`` of test length ``T``
+(1, 2, q)     ``validation``  the set ``val/q=<q>`` of subset size ``q``
+2             ``init``        the initial parameters (``init="random"``; FCN hidden
+                              layers)
+3             ``train``       the training stream (fresh batches); its child
+                              ``(3, 0)`` draws the fixed sample of
+                              ``optimizer="gd"`` (``fixed_sample``)
+4             ``population``  the Monte-Carlo configurations of the population
+                              objective
+(5, 0)        ``evaluation``  large in-distribution evaluation sets drawn after
+                              training (the figures' final estimates)
+(5, 1, T)     ``evaluation``  ... at test length ``T``
+(5, 2, q)     ``evaluation``  ... at subset size ``q``
+============  ==============  ====================================================
+
+**One stream per validation set.** Each set of a kind (``"T"``: a test length, ``"q"``:
+an unseen subset size) is drawn from its own child, keyed by the kind and the value
+itself, so adding, removing or reordering a ``T_test`` or ``q_test`` leaves every other
+set's numbers unchanged; the in-distribution set is the only draw of stream 1 (its
+numbers are those of every earlier version, where all sets came from stream 1 in
+sequence).
+
+>>> a = Streams(0).validation("T", 250).standard_normal()
+>>> bool(a == Streams(0).validation("T", 250).standard_normal())
+True
+>>> bool(a == Streams(0).validation("T", 300).standard_normal())
+False
 
 >>> s = Streams(0)
 >>> float(s.init().standard_normal()) == float(Streams(0).init().standard_normal())
@@ -38,7 +60,8 @@ from stsim.util.validate import check_int
 
 __all__ = ["Streams", "seed_record", "seed_sequence"]
 
-ENCODING, VALIDATION, INIT, TRAIN, POPULATION = range(5)
+ENCODING, VALIDATION, INIT, TRAIN, POPULATION, EVALUATION = range(6)
+KINDS = {"T": 1, "q": 2}    # the validation / evaluation sets of one kind: child (key, kind)
 _POOL = 4      # numpy's default SeedSequence pool size
 
 
@@ -120,9 +143,32 @@ class Streams:
         """Generator of the fixed near-orthogonal table (stream 0)."""
         return self._rng(ENCODING)
 
-    def validation(self) -> np.random.Generator:
-        """Generator of the validation sets (stream 1)."""
-        return self._rng(VALIDATION)
+    def _set(self, key, kind, value):
+        if kind in (None, "val"):
+            return self.child(key)
+        if kind not in KINDS:
+            raise ValueError(f"kind must be 'val', 'T' or 'q', got {kind!r}")
+        value = check_int(kind, value, 1)
+        r = self._root
+        return np.random.SeedSequence(r.entropy, spawn_key=tuple(r.spawn_key) + (
+            key, KINDS[kind], value), pool_size=r.pool_size)
+
+    def validation(self, kind=None, value=None) -> np.random.Generator:
+        """Generator of one validation set (module docstring): the in-distribution set
+        (``kind`` None or ``"val"``: stream 1), or the set of test length ``value``
+        (``kind="T"``: child ``(1, 1, value)``) or subset size ``value`` (``kind="q"``:
+        child ``(1, 2, value)``)."""
+        return np.random.default_rng(self._set(VALIDATION, kind, value))
+
+    def evaluation(self, kind=None, value=None) -> np.random.Generator:
+        """Generator of one large evaluation set drawn after training (module
+        docstring): child ``(5, 0)`` in distribution, ``(5, 1, T)``, ``(5, 2, q)``."""
+        if kind in (None, "val"):
+            r = self._root
+            return np.random.default_rng(np.random.SeedSequence(
+                r.entropy, spawn_key=tuple(r.spawn_key) + (EVALUATION, 0),
+                pool_size=r.pool_size))
+        return np.random.default_rng(self._set(EVALUATION, kind, value))
 
     def init(self) -> np.random.Generator:
         """Generator of the initial parameters (stream 2)."""

@@ -15,24 +15,28 @@ import os
 import numpy as np
 
 from stsim.util.plotting import plt, savefig
-from stsim.studies.figures.common import Job, check, seed_band
+from stsim.studies.figures.common import Job, seed_band
 from stsim.studies.figures import fig1, fig2
-from stsim.studies.figures.ood import ood_jobs
+from stsim.studies.figures.evaluate import EVALUATE, QUICK_EVALUATE, eval_sample
+from stsim.studies.figures.ood import final_estimates, ood_jobs
+from stsim.studies.figures.verdicts import Boot, boot_check
 
 NAME = "beyond"
 LINKS = {"practical": "fig1", "theory": "fig2"}   # settings taken from these figures
 
 SPHERE_KEYS = ("T", "q", "d", "model", "query", "optimizer", "lr", "steps", "batch", "init",
-               "T_test", "n_val", "eval_every")
+               "T_test", "n_val", "eval_every", "q_test")
 
 SETTINGS = {
     "quick": dict(T=20, q=3, d=5, model="theory", query="sum", optimizer="adam", lr=0.03,
-                  steps=300, batch=64, init="zero", T_test=[40], n_val=128, eval_every=None,
-                  d_e_list=[4, 16, 64], seeds=[0, 1],
+                  steps=300, batch=64, init="zero", T_test=[40], q_test=[], n_val=128,
+                  eval_every=None, d_e_list=[4, 16, 64], seeds=[0, 1],
+                  evaluate=QUICK_EVALUATE,
                   practical=fig1.SETTINGS["quick"], theory=fig2.SETTINGS["quick"]),
     "full": dict(T=200, q=3, d=5, model="theory", query="sum", optimizer="adam", lr=0.01,
-                 steps=1000, batch=64, init="zero", T_test=[300, 400], n_val=128,
-                 eval_every=None, d_e_list=[16, 32, 64, 128], seeds=[0],
+                 steps=1000, batch=64, init="zero", T_test=[300, 400], q_test=[], n_val=128,
+                 eval_every=None, d_e_list=[16, 32, 64, 128], seeds=[0, 1, 2],
+                 evaluate=EVALUATE,
                  practical=fig1.SETTINGS["full"], theory=fig2.SETTINGS["full"]),
 }
 
@@ -43,7 +47,7 @@ def sphere_jobs(s):
     named ``beyond/sphere-de<d_e>-<optimizer>-s<seed>``."""
     return [Job(f"beyond/sphere-de{de}-{s['optimizer']}-s{seed}",
                 dict({k: s[k] for k in SPHERE_KEYS}, pe="stochastic", sampler="sphere",
-                     d_e=de, seed=seed))
+                     d_e=de, seed=seed), s.get("evaluate"))
             for de in s["d_e_list"] for seed in s["seeds"]]
 
 
@@ -55,7 +59,7 @@ def jobs(s):
 
 
 def _final(runs, key):
-    return np.array([r.final(key) for r in runs])
+    return final_estimates(runs, key)[0]
 
 
 def _at(runs, key, step):
@@ -148,7 +152,9 @@ def measure(s, results):
         v = np.array([_final(sph[de], key) for de in des])          # (n_de, seeds)
         table[key] = {str(de): row.tolist() for de, row in zip(des, v)}
     Tmax = _largest_shared_T(s)
-    v_in = np.array([_final(sph[de], "val").mean() for de in des])
+    boot = Boot()
+    smp = [eval_sample(boot, results, [j.name for j in sphere_jobs(s) if j.options["d_e"] == de],
+                       "val") for de in des]
     common = int(min(theo[0].history["step"][-1], prac[0].history["step"][-1]))
     qts = [qt for qt in s["theory"]["q_test"] if qt in s["practical"]["q_test"]]
     measured = {"sphere_final_val": table,
@@ -161,9 +167,13 @@ def measure(s, results):
                     for k in ["val"] + ([f"val/T={Tmax}"] if Tmax is not None else [])
                     + [f"val/q={qt}" for qt in qts]}}
     checks = [
-        check(f"sphere floor falls with d_e: in-distribution loss at d_e={des[-1]} / at "
-              f"d_e={des[0]}", v_in[-1] / v_in[0], "<", 1.0),
-        check("sphere: share of consecutive d_e pairs where the in-distribution loss falls",
-              float(np.mean(np.diff(v_in) < 0)), ">=", 1.0),
+        boot_check(f"sphere floor falls with d_e: in-distribution loss at d_e={des[-1]} / at "
+                   f"d_e={des[0]} (seed means)", lambda a, b: b.mean(-1) / a.mean(-1),
+                   [smp[0], smp[-1]], "<", 1.0),
+        boot_check("sphere: the in-distribution loss falls at every larger d_e: largest "
+                   "ratio of consecutive seed means",
+                   lambda *xs: np.maximum.reduce([b.mean(-1) / a.mean(-1)
+                                                  for a, b in zip(xs[:-1], xs[1:])]),
+                   smp, "<", 1.0),
     ]
     return measured, checks

@@ -37,8 +37,7 @@ from stsim.core.run import run
 from stsim.core.schedule import estimated_seconds
 
 __all__ = ["Job", "train_job", "npz_path", "load_current", "write_histories_csv",
-           "seed_values", "seed_band", "n_seeds", "check", "summarise", "MODES",
-           "peak_rss_mb"]
+           "seed_values", "seed_band", "n_seeds", "summarise", "MODES", "peak_rss_mb"]
 
 MODES = ("quick", "full")
 
@@ -46,25 +45,36 @@ MODES = ("quick", "full")
 @dataclass(frozen=True)
 class Job:
     """One call ``stsim.run(**options)``; ``name`` is unique and names its file
-    ``<runs>/<name>.npz``."""
+    ``<runs>/<name>.npz``; ``evaluate``: the settings of its final evaluation on large
+    fresh sets (:mod:`.evaluate`), or None."""
 
     name: str
     options: dict = field(hash=False)
+    evaluate: dict | None = field(default=None, hash=False)
 
     def config(self) -> dict:
         """The resolved config of the run (what its saved result must hold)."""
         return Config.from_options(**self.options).to_dict()
 
     def point(self) -> dict:
-        """Its sweep grid point: ``{"job": name, "options": the options as sorted JSON}``
-        (a changed option is a new point, so the journal never counts it as done)."""
+        """Its sweep grid point: ``{"job": name, "options": the options as sorted JSON,
+        "evaluate": its evaluation settings as JSON}`` (a changed option is a new point,
+        so the journal never counts it as done)."""
         return {"job": self.name, "options": json.dumps(to_jsonable(self.options),
-                                                        sort_keys=True)}
+                                                        sort_keys=True),
+                "evaluate": json.dumps(self.evaluate, sort_keys=True)}
 
     @classmethod
     def from_point(cls, point) -> "Job":
         """Inverse of :meth:`point`."""
-        return cls(point["job"], json.loads(point["options"]))
+        return cls(point["job"], json.loads(point["options"]),
+                   json.loads(point.get("evaluate", "null")))
+
+    def twin(self) -> "Job":
+        """The same run with its lr moved by one unit in the last place, named
+        ``<name>-ulp`` (:mod:`.stability`, test 3)."""
+        from stsim.studies.figures.stability import TWIN, twin_options
+        return Job(self.name + TWIN, twin_options(self.options), self.evaluate)
 
     def estimated_seconds(self) -> float:
         """Its cost on one core (:func:`stsim.core.schedule.estimated_seconds`, the one
@@ -89,12 +99,18 @@ def npz_path(runs, name) -> str:
     return os.path.join(runs, name.replace("/", os.sep) + ".npz")
 
 
-def train_job(job, options, seed, runs):
-    """One sweep row: ``stsim.run(**json.loads(options))``, saved to
-    ``npz_path(runs, job)`` with the worker's peak memory in ``info["peak_rss_mb"]``.
-    ``seed`` (the sweep's replicate seed) is unused: the run's seed is in ``options``.
-    Returns its status, message, final loss, wall time and peak memory."""
+def train_job(job, options, seed, runs, evaluate="null"):
+    """One sweep row: ``stsim.run(**json.loads(options))``, evaluated on large fresh sets
+    (:func:`.evaluate.evaluate_run`, stored in ``info["evaluation"]``) when ``evaluate``
+    (JSON) is not null, and saved to ``npz_path(runs, job)`` with the worker's peak
+    memory in ``info["peak_rss_mb"]``. ``seed`` (the sweep's replicate seed) is unused: the
+    run's seed is in ``options``. Returns its status, message, final loss, wall time and
+    peak memory."""
+    from stsim.studies.figures.evaluate import evaluate_run
     res = run(**json.loads(options))
+    ev = json.loads(evaluate)
+    if ev is not None:
+        res.info["evaluation"] = evaluate_run(res, ev)
     res.info["peak_rss_mb"] = peak_rss_mb()
     res.save(npz_path(runs, job))
     return {"status": res.status, "message": res.message, "final_loss": res.final("loss"),
@@ -103,8 +119,8 @@ def train_job(job, options, seed, runs):
 
 def load_current(runs, job: Job):
     """The saved :class:`Result` of ``job`` if its file exists, is readable and holds the
-    job's resolved config; else ``None`` (not trained, or trained with other settings:
-    never reused)."""
+    job's resolved config and evaluation settings; else ``None`` (not trained, or trained
+    with other settings: never reused)."""
     path = npz_path(runs, job.name)
     if not os.path.exists(path):
         return None
@@ -112,7 +128,10 @@ def load_current(runs, job: Job):
         res = Result.load(path)
     except (OSError, ValueError, KeyError):
         return None
-    return res if res.config == job.config() else None
+    if res.config != job.config():
+        return None
+    ev = res.info.get("evaluation", {}).get("settings")
+    return res if ev == (None if job.evaluate is None else to_jsonable(job.evaluate)) else None
 
 
 # --------------------------------------------------------------------------------------
@@ -168,14 +187,6 @@ def seed_band(ax, results, key, *, label=None, color=None, ls="-", lw=1.6, trans
 def n_seeds(seeds) -> str:
     """``"1 seed"`` / ``"3 seeds"`` for a list of seeds (figure titles)."""
     return f"{len(seeds)} seed{'s' * (len(seeds) != 1)}"
-
-
-def check(claim: str, measured, op: str, threshold, note: str = "") -> dict:
-    """A claim with its measured value: ``ok = measured <op> threshold``."""
-    m, t = float(measured), float(threshold)
-    ok = {"<=": m <= t, ">=": m >= t, "<": m < t, ">": m > t}[op]
-    return {"claim": claim, "measured": m, "op": op, "threshold": t, "ok": bool(ok),
-            "note": note}
 
 
 def summarise(name, s, mode, results: dict, checks: list, measured: dict) -> dict:

@@ -7,11 +7,15 @@ PE converges (~10k steps) while the fixed PE stays above a constant. The one-hot
 the ``a → ∞, γ → 1`` limit of the exact fixed one-hot OOD loss
 (:func:`stsim.theory.reduced.ood_floor_onehot`): positions ``>= T`` are never trained; it
 is approached from below, so the check is instead that the measured loss agrees with the
-exact OOD loss at the run's own ``(a, γ)`` (:func:`.ood.exact_agreement`). The near-
+exact OOD loss at the run's own ``(a, γ)`` (:func:`agreement_check`). The near-
 orthogonal table has no untrained coordinates but an interference floor
 (:mod:`stsim.theory.interference`). The stochastic PE is also trained again at the
-settings ``long`` (a larger stable lr, as many steps as the reduced dynamics say it needs
-for 2 % at every T_test).
+settings ``long`` (a stable lr, as many steps as the reduced dynamics say it needs for
+2 % at every T_test with a margin of several standard errors).
+
+Every check is measured on the final estimates on large fresh sets (:mod:`.evaluate`),
+with a bootstrap standard error over seeds and evaluation points and a verdict
+(:mod:`.verdicts`).
 """
 from __future__ import annotations
 
@@ -20,23 +24,25 @@ import os
 import numpy as np
 
 from stsim.util.plotting import plt, savefig
-from stsim.studies.figures.common import check, n_seeds
-from stsim.studies.figures.ood import (FULL_BASE, QUICK_BASE, by_pe, exact_agreement,
-                                       final_stats, floor, is_fixed, long_jobs, ood_jobs,
-                                       panel_curves, pe_label, predicted_fixed_ood,
-                                       reduced_state_onehot)
+from stsim.studies.figures.common import n_seeds
+from stsim.studies.figures.evaluate import eval_sample
+from stsim.studies.figures.ood import (FULL_BASE, QUICK_BASE, by_pe, floor, is_fixed,
+                                       long_jobs, names_by_pe, ood_jobs, panel_curves,
+                                       pe_label, predicted_fixed_ood, reduced_state_onehot)
+from stsim.studies.figures.verdicts import Boot, boot_check
 
 NAME = "fig2"
 
 SETTINGS = {
     "quick": dict(QUICK_BASE, model="theory", query="sum", optimizer="sgd", lr=2.0, steps=600,
                   long=dict(lr=3.0, steps=1200)),
-    # long: lr 7 keeps the reduced map monotone (lr·S2 <= 1.8 up to 40k steps, bound 2);
-    # population GD needs 33 650 steps for 2 % at T_test = 400, SGD ~3 000 more
-    # (the claim's run, 2 seeds; the comparison runs at lr 5, one seed)
+    # long: lr 5 < 2q = 6, the stability bound of the γ step (issue 23: a step above it is
+    # unstable); population GD reaches 1.66 % of initial at T_test = 400 after 60 000
+    # steps, SGD lags it by ~3-4 000 steps (docs/reproduction.md)
     "full": dict(FULL_BASE, model="theory", query="sum", optimizer="sgd", lr=5.0, steps=8000,
-                 seeds=[0], long=dict(lr=7.0, steps=40000, seeds=[0, 1])),
+                 long=dict(lr=5.0, steps=60000)),
 }
+AGREE_TOL = 0.1     # one-hot: |measured / exact − 1| at the run's own (a, γ), worst seed
 
 
 def jobs(s):
@@ -62,43 +68,62 @@ def draw_length_panels(axes, s, groups):
     axes[0].legend(fontsize=6, loc="lower left")
 
 
-def length_checks(s, groups, tag=""):
+def agreement_check(s, boot, results, names, Tt, tag=""):
+    """The fixed one-hot OOD loss at ``T_test`` against the exact OOD loss at each run's
+    own ``(a, γ)`` (:func:`.ood.predicted_fixed_ood`): ``|measured / exact − 1|``, worst
+    seed, ``<= AGREE_TOL``; returns ``(check, per-seed rows)``."""
+    key = f"val/T={Tt}"
+    exact = np.array([predicted_fixed_ood(s, results[n], Tt) for n in names])
+    smp = eval_sample(boot, results, names, key)
+    rows = [{"measured": float(m), "exact": float(e), "relative_deviation": float(m / e - 1)}
+            for m, e in zip(smp.value, exact)]
+    I = boot.indices(exact.size)
+    smp.value, smp.boot = smp.value / exact - 1.0, smp.boot / exact[I] - 1.0
+    c = boot_check(f"{tag}fixed one-hot OOD loss at T_test={Tt} agrees with the exact OOD "
+                   "loss at the run's own (a, γ): |measured/exact − 1|, worst seed",
+                   lambda x: np.abs(x).max(-1), [smp], "<=", AGREE_TOL,
+                   note=f"tolerance {AGREE_TOL:g}: the SGD model is near, not on, the "
+                        "invariant set (W_xe and the off-structure part of W_ee)")
+    return c, rows
+
+
+def length_checks(s, names, results, tag="", boot=None):
     """Measured final OOD losses and the claims of Fig. 2 for each T_test, for every
     fixed-PE reading against the stochastic PE of the same group (same lr and steps), and
-    the stochastic PE's convergence for the group and (if any) its long run."""
+    the stochastic PE's convergence for the group and (if any) its long run. ``names``:
+    ``{reading: [run names per seed]}`` (:func:`.ood.names_by_pe`)."""
+    boot = boot or Boot()
     measured, checks = {}, []
-    fixed = [k for k in groups if is_fixed(k)]
-    conv = ["stochastic"] + (["stochastic-long"] if "stochastic-long" in groups else [])
+    fixed = [k for k in names if is_fixed(k)]
+    conv = ["stochastic"] + (["stochastic-long"] if "stochastic-long" in names else [])
     for Tt in s["T_test"]:
         key = f"val/T={Tt}"
-        st, st0 = final_stats(groups["stochastic"], key)
-        fl = floor(s, Tt)
-        row = {"stochastic_final": st.tolist(), "stochastic_initial": st0.tolist(),
-               "fixed_floor_analytic": fl}
+        st = eval_sample(boot, results, names["stochastic"], key)
+        row = {"stochastic_final": st.value.tolist(),
+               "fixed_floor_analytic": floor(s, Tt)}
         for k in conv:
-            v, v0 = final_stats(groups[k], key)
-            setting = _setting(s, groups[k][0])
-            row[f"{k}_final_over_initial"] = (v / v0).tolist()
-            checks.append(check(f"{tag}stochastic OOD loss at T_test={Tt} <= 2% of initial "
-                                f"(worst seed) [{setting}]", (v / v0).max(), "<=", 0.02))
+            rel = eval_sample(boot, results, names[k], key, relative=True)
+            setting = _setting(s, results[names[k][0]])
+            row[f"{k}_final_over_initial"] = rel.value.tolist()
+            checks.append(boot_check(f"{tag}stochastic OOD loss at T_test={Tt} <= 2% of initial "
+                                     f"(worst seed) [{setting}]", lambda x: x.max(-1), [rel],
+                                     "<=", 0.02))
         for k in fixed:
-            fx, _ = final_stats(groups[k], key)
-            row[f"{k}_final"] = fx.tolist()
-            row[f"{k}_over_stochastic"] = float(fx.mean() / st.mean())
-            checks.append(check(f"{tag}{pe_label(k)} OOD loss at T_test={Tt} >= 0.15 "
-                                "(worst seed; the paper's constant)", fx.min(), ">=", 0.15))
-            checks.append(check(f"{tag}{pe_label(k)} / stochastic final OOD loss at "
-                                f"T_test={Tt} (visibly apart)", fx.mean() / st.mean(), ">=", 2.0,
-                                note="'visibly apart' operationalised as a factor >= 2 "
-                                     "between seed means"))
-        agree = exact_agreement(s, groups["onehot"], Tt)
-        row["onehot_exact_agreement"] = agree
-        row["fixed_final"] = row["onehot_final"]          # the name used before issue 12
-        checks.append(check(f"{tag}fixed one-hot OOD loss at T_test={Tt} agrees with the exact "
-                            "OOD loss at the run's own (a, γ): max |z| over seeds",
-                            max(abs(a["z"]) for a in agree), "<=", 3.0,
-                            note="z = (measured − exact) / SE, SE = std of the per-point "
-                                 f"losses / sqrt({s['n_val']}) validation points"))
+            fx = eval_sample(boot, results, names[k], key)
+            row[f"{k}_final"] = fx.value.tolist()
+            row[f"{k}_over_stochastic"] = float(fx.value.mean() / st.value.mean())
+            checks.append(boot_check(f"{tag}{pe_label(k)} OOD loss at T_test={Tt} >= 0.15 "
+                                     "(worst seed; the paper's constant)",
+                                     lambda x: x.min(-1), [fx], ">=", 0.15))
+            checks.append(boot_check(f"{tag}{pe_label(k)} / stochastic final OOD loss at "
+                                     f"T_test={Tt} (visibly apart)",
+                                     lambda f, t: f.mean(-1) / t.mean(-1), [fx, st], ">=", 2.0,
+                                     note="'visibly apart' operationalised as a factor >= 2 "
+                                          "between seed means"))
+        if "onehot" in names:
+            c, row["onehot_exact_agreement"] = agreement_check(s, boot, results,
+                                                               names["onehot"], Tt, tag)
+            checks.append(c)
         measured[key] = row
     return measured, checks
 
@@ -127,8 +152,8 @@ def draw(s, results, measured, out):
 def measure(s, results):
     """The claims of :func:`length_checks` and the ``(a, γ)`` read off each one-hot run
     (``measured["fixed_reduced_state_a_gamma"]``); returns ``(measured, checks)``."""
-    groups = by_pe(s, results)
-    measured, checks = length_checks(s, groups)
-    measured["fixed_reduced_state_a_gamma"] = [reduced_state_onehot(r, s["T"], s["d"])
-                                               for r in groups["onehot"]]
+    names = names_by_pe(s)
+    measured, checks = length_checks(s, names, results)
+    measured["fixed_reduced_state_a_gamma"] = [reduced_state_onehot(results[n], s["T"], s["d"])
+                                               for n in names["onehot"]]
     return measured, checks

@@ -18,18 +18,20 @@ from stsim.core.config import Config
 from stsim.core.problem import make_problem
 from stsim.core.seeds import Streams
 from stsim.util.plotting import plt, savefig
-from stsim.studies.figures.common import Job, check
+from stsim.studies.figures.common import Job
+from stsim.studies.figures.evaluate import EVALUATE, QUICK_EVALUATE, scalar_sample
 from stsim.studies.figures.ood import block_mass
+from stsim.studies.figures.verdicts import Boot, boot_check
 
 NAME = "fig3"
 
 SETTINGS = {
     "quick": dict(T=20, q=3, d=5, d_e=32, pe="stochastic", sampler="slots", model="practical",
                   query="mean", optimizer="sgd", lr=5.0, steps=400, batch=128, init="random",
-                  init_scale=0.05, seeds=[0, 1]),
+                  init_scale=0.05, seeds=[0, 1], evaluate=QUICK_EVALUATE),
     "full": dict(T=20, q=3, d=5, d_e=32, pe="stochastic", sampler="slots", model="practical",
                  query="mean", optimizer="sgd", lr=5.0, steps=6000, batch=256, init="random",
-                 init_scale=0.05, seeds=[0, 1, 2]),
+                 init_scale=0.05, seeds=[0, 1, 2], evaluate=EVALUATE),
 }
 RUN_KEYS = ("T", "q", "d", "d_e", "pe", "sampler", "model", "query", "optimizer", "lr",
             "steps", "batch", "init", "init_scale")
@@ -39,7 +41,8 @@ def jobs(s):
     """One randomly initialised run (``s["init_scale"]``) per seed in ``s["seeds"]``, named
     ``fig3/<model>-<query>-T<T>-s<seed>``."""
     return [Job(f"fig3/{s['model']}-{s['query']}-T{s['T']}-s{seed}",
-                dict({k: s[k] for k in RUN_KEYS}, seed=seed)) for seed in s["seeds"]]
+                dict({k: s[k] for k in RUN_KEYS}, seed=seed), s.get("evaluate"))
+            for seed in s["seeds"]]
 
 
 def initial_params(res):
@@ -86,7 +89,7 @@ def measure(s, results):
 
     ``measured`` (per seed): :func:`.ood.block_mass` at initialisation and at the end, the
     diagonal's Frobenius share and mean of ``W_ee``, the mean diagonal of ``V_x``, final loss
-    and cosines. Checks (worst seed): the shares of W outside its PE block and of V outside
+    and cosines. Checks (worst seed; standard error over the seeds): the shares of W outside its PE block and of V outside
     its token block are ≤ 5 % after training and fall during training."""
     runs = [results[j.name] for j in jobs(s)]
     d = s["d"]
@@ -101,18 +104,22 @@ def measure(s, results):
                 "final_loss": [r.final("loss") for r in runs],
                 "cos_W": [r.final("cos_W") for r in runs],
                 "cos_V": [r.final("cos_V") for r in runs]}
-    wmax = max(m["W_outside_pe_block"] for m in m_end)
-    vmax = max(m["V_outside_token_block"] for m in m_end)
+    ns, boot = [j.name for j in jobs(s)], Boot()
+    w_end = scalar_sample(boot, ns, [m["W_outside_pe_block"] for m in m_end])
+    v_end = scalar_sample(boot, ns, [m["V_outside_token_block"] for m in m_end])
+    w_fall = scalar_sample(boot, ns, [e["W_outside_pe_block"] / i["W_outside_pe_block"]
+                                      for e, i in zip(m_end, m_init)])
+    v_fall = scalar_sample(boot, ns, [e["V_outside_token_block"] / i["V_outside_token_block"]
+                                      for e, i in zip(m_end, m_init)])
+    worst = lambda x: x.max(-1)          # noqa: E731
     checks = [
-        check("W mass outside PE block after training (Frobenius share, worst seed)",
-              wmax, "<=", 0.05),
-        check("V mass outside token block after training (Frobenius share, worst seed)",
-              vmax, "<=", 0.05),
-        check("W outside-PE share falls during training (worst seed, final/initial)",
-              max(e["W_outside_pe_block"] / i["W_outside_pe_block"]
-                  for e, i in zip(m_end, m_init)), "<", 1.0),
-        check("V outside-token share falls during training (worst seed, final/initial)",
-              max(e["V_outside_token_block"] / i["V_outside_token_block"]
-                  for e, i in zip(m_end, m_init)), "<", 1.0),
+        boot_check("W mass outside PE block after training (Frobenius share, worst seed)",
+                   worst, [w_end], "<=", 0.05),
+        boot_check("V mass outside token block after training (Frobenius share, worst seed)",
+                   worst, [v_end], "<=", 0.05),
+        boot_check("W outside-PE share falls during training (worst seed, final/initial)",
+                   worst, [w_fall], "<", 1.0),
+        boot_check("V outside-token share falls during training (worst seed, final/initial)",
+                   worst, [v_fall], "<", 1.0),
     ]
     return measured, checks

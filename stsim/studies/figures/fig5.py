@@ -13,8 +13,9 @@ import os
 from stsim.util.plotting import plt, savefig
 from stsim.studies.figures.common import n_seeds
 from stsim.studies.figures.fig2 import draw_length_panels, length_checks
-from stsim.studies.figures.fig4 import draw_q_panels, groups_of, q_checks
+from stsim.studies.figures.fig4 import draw_q_panels, group_names, groups_of, q_checks
 from stsim.studies.figures.ood import FULL_BASE, QUICK_BASE, ood_jobs
+from stsim.studies.figures.verdicts import Boot
 
 NAME = "fig5"
 
@@ -22,7 +23,7 @@ SETTINGS = {
     "quick": dict(QUICK_BASE, model="theory", query="sum", optimizer="adam", lr=0.01,
                   steps=300),
     "full": dict(FULL_BASE, model="theory", query="sum", optimizer="adam", lr=0.003,
-                 steps=3000, near_d_e=[64], seeds=[0]),
+                 steps=3000, near_d_e=[64]),
 }
 
 
@@ -51,7 +52,7 @@ def draw(s, results, measured, out):
 def measure(s, results):
     """The claims of Figs. 2 and 4 on the Adam runs (:func:`.fig2.length_checks`,
     :func:`.fig4.q_checks`, tagged ``"Adam: "``); returns ``(measured, checks)``."""
-    groups = groups_of(s, results)
-    m1, c1 = length_checks(s, groups, tag="Adam: ")
-    m2, c2 = q_checks(s, groups, tag="Adam: ")
+    names, boot = group_names(s), Boot()
+    m1, c1 = length_checks(s, names, results, tag="Adam: ", boot=boot)
+    m2, c2 = q_checks(s, names, results, tag="Adam: ", boot=boot)
     return {**m1, **m2}, c1 + c2

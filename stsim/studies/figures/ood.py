@@ -5,14 +5,16 @@ analytic one-hot floor, the exact OOD loss at a run's own state, and the panels.
 
 Chosen settings (the paper does not give them; see ``docs/reproduction.md``):
 ``d = 5``, ``d_e = 400 = max T_test`` for both one-hot families, batch 256, validation sets
-of 128 points drawn once, zero initialisation (Theorem 1), theory model with
-``query="sum"``.
+of 128 points drawn once (the curves), zero initialisation (Theorem 1), theory model with
+``query="sum"``. Every reported loss is the final estimate on large fresh sets
+(:mod:`.evaluate`, ``evaluate``).
 """
 from __future__ import annotations
 
 import numpy as np
 
 from stsim.studies.figures.common import Job, seed_band
+from stsim.studies.figures.evaluate import EVALUATE, QUICK_EVALUATE, run_estimate
 
 # the paper's task sizes; d, d_e, lr and steps are ours. ``near_d_e``: widths of the fixed
 # near-orthogonal PE (a table of max(T_test) unit vectors drawn once, trained on the first
@@ -20,11 +22,13 @@ from stsim.studies.figures.common import Job, seed_band
 # seeds) for Fig. 2's convergence claim, or None.
 FULL_BASE = dict(T=200, q=3, d=5, d_e=400, pe="stochastic", sampler="slots", batch=256,
                  init="zero", T_test=[250, 300, 350, 400], q_test=[1, 2, 4, 6], n_val=128,
-                 eval_every=None, seeds=[0, 1], near_d_e=[32, 64, 128], long=None)
+                 eval_every=None, seeds=[0, 1, 2], near_d_e=[64, 128, 256], long=None,
+                 evaluate=EVALUATE)
 # the same experiment scaled down (T_test / T as in the paper) for tests and --quick
 QUICK_BASE = dict(T=20, q=3, d=5, d_e=40, pe="stochastic", sampler="slots", batch=128,
                   init="zero", T_test=[25, 30, 35, 40], q_test=[1, 2, 4, 6], n_val=128,
-                  eval_every=None, seeds=[0, 1], near_d_e=[16], long=None)
+                  eval_every=None, seeds=[0, 1], near_d_e=[16], long=None,
+                  evaluate=QUICK_EVALUATE)
 
 RUN_KEYS = ("T", "q", "d", "d_e", "sampler", "model", "query", "optimizer", "lr", "steps",
             "batch", "init", "T_test", "q_test", "n_val", "eval_every")
@@ -84,7 +88,8 @@ def ood_jobs(s, pes=None):
             continue
         for seed in s["seeds"]:
             opts = dict({k: s[k] for k in RUN_KEYS}, **over, seed=seed)
-            out.append(Job(f"ood/{s['model']}-{s['query']}-{s['optimizer']}-{key}-s{seed}", opts))
+            out.append(Job(f"ood/{s['model']}-{s['query']}-{s['optimizer']}-{key}-s{seed}", opts,
+                           s.get("evaluate")))
     return out
 
 
@@ -97,20 +102,25 @@ def long_jobs(s):
     seeds = over.pop("seeds", s["seeds"])
     tag = "-".join(f"{k}{v}" for k, v in sorted(over.items()))
     return [Job(f"ood/{s['model']}-{s['query']}-{s['optimizer']}-stochastic-long-{tag}-s{seed}",
-                dict({k: s[k] for k in RUN_KEYS}, pe="stochastic", seed=seed, **over))
-            for seed in seeds]
+                dict({k: s[k] for k in RUN_KEYS}, pe="stochastic", seed=seed, **over),
+                s.get("evaluate")) for seed in seeds]
 
 
-def by_pe(s, results, pes=None):
-    """``{key: [Result per seed]}`` for the OOD runs of settings ``s`` (plus
-    ``"stochastic-long"`` when the group has a long run)."""
+def names_by_pe(s, pes=None):
+    """``{key: [run name per seed]}`` for the OOD runs of settings ``s`` (plus
+    ``"stochastic-long"`` when the group has a long run and ``pes`` is None)."""
     groups = {}
     for j in ood_jobs(s, pes):
         key = j.name.split("-")[-2]          # .../<model>-<query>-<opt>-<key>-s<seed>
-        groups.setdefault(key, []).append(results[j.name])
+        groups.setdefault(key, []).append(j.name)
     if pes is None and long_jobs(s):
-        groups["stochastic-long"] = [results[j.name] for j in long_jobs(s)]
+        groups["stochastic-long"] = [j.name for j in long_jobs(s)]
     return groups
+
+
+def by_pe(s, results, pes=None):
+    """``{key: [Result per seed]}`` of :func:`names_by_pe`."""
+    return {k: [results[n] for n in names] for k, names in names_by_pe(s, pes).items()}
 
 
 def floor(s, T_test):
@@ -136,41 +146,6 @@ def predicted_fixed_ood(s, res, T_test):
     return float(ood_loss_onehot(a, g, s["T"], T_test, s["q"], s["d"]))
 
 
-def point_losses(res, key):
-    """Loss of the run's final ``(W, V)`` on each point of its validation set ``key``
-    (the set is re-drawn from the run's config and seed exactly as in training)."""
-    from stsim.core.config import Config
-    from stsim.core.encodings import PEBatch
-    from stsim.core.model import forward_backward
-    from stsim.core.problem import make_problem
-    cfg = Config.from_options(**res.config)
-    b, pe = make_problem(cfg).val[key]
-    out = np.empty(b.B)
-    for i in range(b.B):
-        if pe.idx is not None:
-            pi = pe if pe.idx.ndim == 1 else PEBatch(d_e=pe.d_e, idx=pe.idx[i:i + 1])
-        else:
-            pi = pe if pe.P.ndim == 2 else PEBatch(d_e=pe.d_e, P=pe.P[i:i + 1])
-        out[i] = forward_backward(res.W, res.V, b.X[i:i + 1], b.y[i:i + 1], pi,
-                                  model=cfg.model, query=cfg.query,
-                                  target=b.target[i:i + 1], need_grad=False)[0]
-    return out
-
-
-def exact_agreement(s, runs, T_test):
-    """Per seed: measured fixed one-hot OOD loss (mean over the validation points), the
-    exact OOD loss at the run's own ``(a, γ)``, the standard error of the measured mean
-    over the validation points (``std / sqrt(n_val)``) and ``z = (measured − exact)/SE``."""
-    rows = []
-    for r in runs:
-        pts = point_losses(r, f"val/T={T_test}")
-        se = float(pts.std(ddof=1) / np.sqrt(pts.size))
-        ex = predicted_fixed_ood(s, r, T_test)
-        rows.append({"measured": float(pts.mean()), "exact": ex, "se": se,
-                     "z": float((pts.mean() - ex) / se) if se > 0 else 0.0})
-    return rows
-
-
 def block_mass(W, V, d):
     """Frobenius share of ``W`` outside its PE block ``W_ee`` and of ``V`` outside its
     token block ``V_x``: ``‖W − W_ee‖_F / ‖W‖_F`` and ``‖V_e‖_F / ‖V‖_F``."""
@@ -181,29 +156,38 @@ def block_mass(W, V, d):
             "V_outside_token_block": float(v_out / nV) if nV > 0 else 0.0}
 
 
-def final_stats(runs, key, upto=None):
-    """Per run: the value of ``history[key]`` at the last record ``<= upto`` (default the
-    end) and at step 0."""
-    v = np.array([at_step(r, key, upto) for r in runs])
-    i = np.array([r.history[key][0] for r in runs])
-    return v, i
+def final_estimates(runs, key):
+    """``(mean, se)`` arrays: each run's final estimate on set ``key`` (:mod:`.evaluate`;
+    NaN for a run without one)."""
+    e = [run_estimate(r, key) for r in runs]
+    return (np.array([x["mean"] if x else np.nan for x in e]),
+            np.array([x["se"] if x else np.nan for x in e]))
 
 
-def at_step(r, key, upto=None):
-    """``history[key]`` of the result ``r`` at its last record ``<= upto`` (the first record
-    if ``upto`` precedes them all), or its final value if ``upto`` is None, as a float."""
-    if upto is None:
-        return float(r.final(key))
-    j = int(np.searchsorted(r.history["step"], upto, "right")) - 1
-    return float(r.history[key][max(j, 0)])
+def mark_final(ax, runs, key, color, s=None):
+    """The seed mean of the final estimates (:func:`final_estimates`) at the last step,
+    with a bar of ±2 standard errors of that mean (the larger of the seeds' spread and
+    the evaluation points' error)."""
+    m, se = final_estimates(runs, key)
+    if not np.all(np.isfinite(m)):
+        return
+    k = m.size
+    tot = np.sqrt(np.sum(se ** 2)) / k          # the evaluation points alone
+    if k > 1:                                   # the seeds' spread includes them
+        tot = max(tot, m.std(ddof=1) / np.sqrt(k))
+    ax.errorbar([runs[0].history["step"][-1]], [m.mean()], yerr=[[2 * tot], [2 * tot]],
+                fmt="D", ms=3.5, color=color, capsize=2, lw=1, zorder=5)
 
 
 def panel_curves(ax, groups, key, title, floor_value=None, log=True, s=None, upto=None):
-    """Seed bands of ``history[key]`` for each PE reading (up to step ``upto``), plus the
-    dashed analytic one-hot floor."""
+    """Seed bands of ``history[key]`` for each PE reading (up to step ``upto``) with the
+    final estimate on the large evaluation set (:func:`mark_final`, diamond ± 2 SE), plus
+    the dashed analytic one-hot floor."""
     for pe, runs in groups.items():
         seed_band(ax, runs, key, label=pe_label(pe), color=pe_color(pe, s), upto=upto,
                   lw=1.2 if pe.startswith("near") else 1.6)
+        if upto is None:
+            mark_final(ax, runs, key, pe_color(pe, s), s)
     if floor_value is not None:
         ax.axhline(floor_value, color=PE_COLOR["onehot"], ls="--", lw=1.0,
                    label=f"fixed-PE floor (analytic) {floor_value:.3f}")

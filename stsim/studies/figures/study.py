@@ -40,6 +40,8 @@ import json
 import os
 import time
 
+import numpy as np
+
 from stsim.util.io import write_json
 from stsim.util.validate import check_choice
 from stsim.sweep import sweep
@@ -49,6 +51,8 @@ from stsim.studies.contract import MODES
 from stsim.studies.figures import FIGURES, NAME
 from stsim.studies.figures.common import (Job, load_current, npz_path, peak_rss_mb,
                                           summarise, train_job, write_histories_csv)
+from stsim.studies.figures.stability import above_bound, needs_twin
+from stsim.studies.figures.verdicts import relabel
 
 __all__ = ["NAME", "FIGURES", "PRESETS", "check", "run", "analyse", "report",
            "figure_jobs", "unique_jobs", "runs_dir"]
@@ -120,8 +124,8 @@ def check(config) -> dict:
     for n in FIGURES:
         for key, src in getattr(_module(n), "LINKS", {}).items():
             _link(cfg, n, key, src)
-    for n, js in figure_jobs(cfg).items():
-        for j in js:
+    for n in cfg["only"]:
+        for j in _module(n).jobs(cfg[n]):      # before their twins: a bound needs a config
             try:
                 j.estimated_seconds()                # Config.from_options: validates
             except ValueError as exc:
@@ -131,8 +135,18 @@ def check(config) -> dict:
 
 
 def figure_jobs(config) -> dict:
-    """``{figure: [Job]}`` for the selected figures (``config["only"]``), in that order."""
-    return {n: _module(n).jobs(config[n]) for n in config["only"]}
+    """``{figure: [Job]}`` for the selected figures (``config["only"]``), in that order;
+    each figure's jobs followed by the twins its jobs get (:func:`.stability.needs_twin`)."""
+    out = {}
+    for n in config["only"]:
+        js = _module(n).jobs(config[n])
+        out[n] = js + twins(js)
+    return out
+
+
+def twins(jobs) -> list:
+    """The twins (:meth:`.common.Job.twin`) of the ``jobs`` that get one."""
+    return [j.twin() for j in jobs if needs_twin(j.options, j.estimated_seconds())]
 
 
 def unique_jobs(config) -> list:
@@ -141,7 +155,8 @@ def unique_jobs(config) -> list:
     unique: dict = {}
     for js in figure_jobs(config).values():
         for j in js:
-            if j.name in unique and unique[j.name].options != j.options:
+            if j.name in unique and (unique[j.name].options, unique[j.name].evaluate) != (
+                    j.options, j.evaluate):
                 raise ValueError(f"two runs named {j.name!r} with different options")
             unique[j.name] = j
     return list(unique.values())
@@ -160,12 +175,55 @@ def _finished(table, jobs, runs) -> set:
             is not None and rec["status"] == "ok" and _still_current(rec, runs)}
 
 
+def _label(checks, twin_checks, options, results):
+    """The checks (or cells) relabelled (:mod:`.stability`, :func:`.verdicts.relabel`):
+    unstable where a run they use is above its step bound, or where the check computed with
+    the twins in place of their originals has another verdict; inconclusive where
+    unmeasured (a run diverged: named in ``why``)."""
+    out = []
+    for k, c in enumerate(checks):
+        why = [w for r in c.get("runs", ()) if r in options and (w := above_bound(options[r]))]
+        if twin_checks is not None:
+            t = twin_checks[k]
+            if t["claim"] == c["claim"] and t["verdict"] != c["verdict"]:
+                why.append(f"unstable: the verdict changes from {c['verdict']} to "
+                           f"{t['verdict']} when the lr moves by one unit in the last place "
+                           f"(measured {c['measured']:.4g} vs {t['measured']:.4g})")
+        c = relabel(c, why[0] if why else None)
+        if c["unmeasured"]:
+            div = [r for r in c.get("runs", ()) if r in results
+                   and results[r].status != "completed"]
+            c["why_unmeasured"] = (f"runs did not complete: {div}" if div
+                                   else "not finite")
+        out.append(c)
+    return out
+
+
 def _figure(config, name, results):
-    """The summary of figure ``name`` from ``results`` (``{run name: Result}``)."""
+    """The summary of figure ``name`` from ``results`` (``{run name: Result}``): its
+    checks (and the claims map's cells) labelled for stability (:func:`_label`; the
+    figure is measured again with each twin in place of its original), its diverged runs
+    and its unmeasured checks."""
     mod, s = _module(name), config[name]
+    js = mod.jobs(s)
     measured, checks = mod.measure(s, results)
-    runs = {j.name: results[j.name] for j in mod.jobs(s) if j.name in results}
-    return summarise(name, s, config["mode"], runs, checks, measured)
+    pairs = {j.name: t.name for j, t in ((j, j.twin()) for j in js) if t.name in results}
+    tm, tc = None, None
+    if pairs:
+        alt = dict(results)
+        alt.update({n: results[t] for n, t in pairs.items()})
+        tm, tc = mod.measure(s, alt)
+    options = {j.name: j.options for j in js}
+    checks = _label(checks, tc, options, results)
+    if "cells" in measured:
+        measured["cells"] = _label(measured["cells"], tm and tm["cells"], options, results)
+    names = [j.name for j in js] + list(pairs.values())
+    runs = {n: results[n] for n in names if n in results}
+    summary = summarise(name, s, config["mode"], runs, checks, measured)
+    summary["twins"] = pairs
+    summary["diverged"] = sorted(n for n, r in runs.items() if r.status != "completed")
+    summary["unmeasured"] = [c["claim"] for c in checks if c["unmeasured"]]
+    return summary
 
 
 def _write(config, out, name, results, summary):
@@ -260,7 +318,46 @@ def analyse(config, out) -> dict:
     rss = [r.info.get("peak_rss_mb") for r in results.values() if r.info.get("peak_rss_mb")]
     return {"figures": figures, "missing": missing, "n_runs": len(jobs),
             "peak_rss_mb_max_run": max(rss, default=None),
+            "evaluation": _evaluation_stats(results),
             "analyse_s": time.perf_counter() - t0}
+
+
+def _evaluation_stats(results, limit=0.02) -> dict:
+    """Over every final-evaluation set of every run (:mod:`.evaluate`): how many, the
+    largest relative standard error ``se / mean`` and the sets above ``limit`` (issue 23:
+    each reported loss to 2 %), the points per set (smallest, largest)."""
+    rel, n, over = [], [], []
+    for name, r in results.items():
+        for key, e in r.info.get("evaluation", {}).get("sets", {}).items():
+            x = e["se"] / e["mean"] if e["mean"] > 0 else float("nan")
+            rel.append(x)
+            n.append(e["n"])
+            if not x <= limit:
+                over.append(f"{name} {key}: {x:.3%} ({e['n']} points)")
+    return {"n_sets": len(rel), "rel_se_max": float(np.nanmax(rel)) if rel else None,
+            "limit": limit, "over_limit": over, "points_min": min(n, default=None),
+            "points_max": max(n, default=None)}
+
+
+def _cpu_of_runs(figures) -> float:
+    """Seconds of training summed over every distinct run of the figures (one worker's
+    wall time per run: the CPU time of the runs)."""
+    seen = {}
+    for f in figures.values():
+        for name, r in f["runs"].items():
+            seen[name] = r.get("wall_time_s") or 0.0
+    return float(sum(seen.values()))
+
+
+def _verdict_counts(figures) -> dict:
+    """``{verdict: count}`` over every check of the figures, and ``unstable``."""
+    out = {"held": 0, "failed": 0, "inconclusive": 0, "unstable": 0, "unmeasured": 0}
+    for f in figures.values():
+        for c in f["checks"]:
+            out[c["verdict"]] += 1
+            out["unstable"] += c["stability"] != "stable"
+            out["unmeasured"] += bool(c["unmeasured"])
+    return out
 
 
 def report(config, out, results) -> dict:
@@ -286,6 +383,13 @@ def report(config, out, results) -> dict:
                 "workers": session.get("workers"), "n_runs": results["n_runs"],
                 "peak_rss_mb_max_run": results["peak_rss_mb_max_run"],
                 "peak_rss_mb_driver": peak_rss_mb(),
+                "cpu_time_runs_s": _cpu_of_runs(results["figures"]),
+                "diverged": {n: s["diverged"] for n, s in results["figures"].items()
+                             if s["diverged"]},
+                "unmeasured": {n: s["unmeasured"] for n, s in results["figures"].items()
+                               if s["unmeasured"]},
+                "verdicts": _verdict_counts(results["figures"]),
+                "evaluation": results["evaluation"],
                 "checks": {n: s["checks"] for n, s in results["figures"].items()}}
     write_json(os.path.join(out, "figures.json"), overview)
     return dict(overview, summaries=results["figures"], missing=results["missing"],

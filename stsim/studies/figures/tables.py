@@ -1,7 +1,7 @@
 """Markdown tables of the settings and claim checks written by ``stsim figures``.
 
 :func:`render` (command line: ``stsim figures --report DIR``) gives, for every
-``<fig>.json`` in ``DIR``, the settings and a table ``claim | measured | target | met``;
+``<fig>.json`` in ``DIR``, the settings and a table ``claim | measured | SE | target | verdict (margin)``;
 ``docs/reproduction.md`` quotes these tables, so the numbers in the report are the numbers
 in the JSON files.
 """
@@ -9,6 +9,8 @@ from __future__ import annotations
 
 import json
 import os
+
+import numpy as np
 
 from stsim.studies.figures import FIGURES
 
@@ -25,20 +27,38 @@ def settings_row(name, s, summary):
     return "| " + " | ".join(cells) + " |"
 
 
+def verdict_text(c) -> str:
+    """The verdict of a check as the tables show it: **held** / **failed** /
+    inconclusive, with its margin in standard errors, and the stability label."""
+    m = c.get("margin_se")
+    margin = f" ({m:+.1f} SE)" if m is not None and np.isfinite(m) else ""
+    if c.get("stability", "stable") != "stable":
+        return f"unstable → inconclusive{margin}"
+    if c.get("unmeasured"):
+        return "unmeasured (diverged) → inconclusive"
+    if "verdict" not in c:          # written before issue 23: no standard error, no verdict
+        return f"{'met' if c.get('ok') else 'not met'} (no SE recorded)"
+    v = c["verdict"]
+    return (f"**{v}**" if v in ("held", "failed") else v) + margin
+
+
 def checks_table(summary) -> str:
-    """Markdown table ``claim | measured | target | met`` of ``summary["checks"]`` (an
-    unmet claim shows a bold **no**)."""
-    lines = ["| claim | measured | target | met |", "|---|---|---|---|"]
+    """Markdown table ``claim | measured | SE | target | verdict (margin)`` of
+    ``summary["checks"]`` (:func:`verdict_text`)."""
+    lines = ["| claim | measured | SE | target | verdict (margin) |", "|---|---|---|---|---|"]
     for c in summary["checks"]:
-        lines.append(f"| {c['claim']} | {c['measured']:.4g} | {c['op']} {c['threshold']:.4g} | "
-                     f"{'yes' if c['ok'] else '**no**'} |")
+        se = c.get("se", float("nan"))
+        lines.append(f"| {c['claim']} | {c['measured']:.4g} | {se:.2g} | {c['op']} "
+                     f"{c['threshold']:.4g} | {verdict_text(c)} |")
     return "\n".join(lines)
 
 
 def render(folder) -> str:
     """Markdown report of the ``<fig>.json`` files in ``folder`` (figures without a file are
     skipped): one settings table (a row per figure, ``claims`` left out), the claims map's
-    table if present, then each figure's checks table (:func:`checks_table`)."""
+    table if present, then each figure's checks table (:func:`checks_table`);
+    ``ValueError`` naming the folder if it holds none."""
+    from stsim.studies.figures.claims import claims_markdown
     out = ["| figure | " + " | ".join(SETTING_KEYS) + " | train time (min, summed over runs) |",
            "|" + "---|" * (len(SETTING_KEYS) + 2)]
     summaries = {}
@@ -49,9 +69,18 @@ def render(folder) -> str:
                 summaries[n] = json.load(fh)
             if n != "claims":           # its settings are grids, shown in its own table
                 out.append(settings_row(n, summaries[n]["settings"], summaries[n]))
+    if not summaries:
+        raise ValueError(f"report: no <figure>.json in {folder!r} (run `stsim figures --out "
+                         f"{folder}` first)")
     if "claims" in summaries:
-        out += ["", "### claims map", "", summaries["claims"]["measured"]["table_markdown"]]
+        c = summaries["claims"]
+        out += ["", "### claims map", ""]
+        if "cells" in c["measured"]:
+            out.append(claims_markdown(c["settings"], c["measured"]))
+        else:                       # written before issue 23: no labelled cells
+            out.append("(claims.json predates the verdicts of issue 23: rerun the claims map)")
     for n, s in summaries.items():
         out += ["", f"### {n}", "", checks_table(s)]
+        if s.get("diverged"):
+            out += ["", f"Runs that did not complete: {', '.join(s['diverged'])}."]
     return "\n".join(out)
-

@@ -1,0 +1,168 @@
+r"""Verdicts that carry their uncertainty: every check of the figures has a measured value,
+its standard error ``se`` and a verdict.
+
+**The verdict.** With the margin ``m = (measured − threshold) / se`` signed so that a
+positive margin is on the side where the statement holds (``>=``, ``>``: as written;
+``<=``, ``<``: negated), the verdict is
+
+* ``"inconclusive"`` if ``|m| < Z = 2`` (the value is within 2 SE of its threshold), or
+  the value could not be measured (a run diverged: ``unmeasured``), or the setting is
+  unstable (:mod:`.stability`: its value may change under a rounding-level perturbation);
+* ``"held"`` if ``m ≥ 2``, ``"failed"`` if ``m ≤ −2``.
+
+A deterministic value (the exact reduced dynamics, a count) has ``se = 0``: it is held or
+failed as the comparison is written.
+
+**The standard error** of a statistic of several runs (a worst seed, a ratio of seed
+means, an R², a cosine) is the bootstrap one: ``B`` replicates, each resampling the seeds
+with replacement (the same seed indices for every reading in a check, since runs of one
+seed share their training and validation streams) and, within each run, its validation
+points (the stored block means of :mod:`.evaluate`, resampled with replacement; for an
+R², the fitted points). A quantity with no sampling error within a run (a cosine, a
+block mass) varies only with the seeds. The replicates are reproducible: the seed
+resampling is drawn from a fixed seed, a run's blocks from a seed derived from the run's
+name (CRC-32) and the set.
+"""
+from __future__ import annotations
+
+import zlib
+from dataclasses import dataclass, field
+
+import numpy as np
+
+__all__ = ["Z", "N_BOOT", "verdict", "make_check", "relabel", "Boot", "Sample",
+           "boot_check", "VERDICTS"]
+
+Z = 2.0                 # a value within Z standard errors of its threshold is inconclusive
+N_BOOT = 1000           # bootstrap replicates
+VERDICTS = ("held", "failed", "inconclusive")
+_NO_SPREAD = 1e-12      # a bootstrap spread below this (relative): the replicates are equal
+
+
+def _signed(measured, op, threshold):
+    if op in (">=", ">"):
+        return measured - threshold
+    if op in ("<=", "<"):
+        return threshold - measured
+    raise ValueError(f"op must be one of '<=', '<', '>=', '>', got {op!r}")
+
+
+def verdict(measured, op, threshold, se) -> tuple:
+    """``(verdict, margin)``: the verdict of the module docstring and the margin in
+    standard errors (positive on the side where the statement holds; ±inf for ``se = 0``
+    and a value off its threshold; NaN when the value is not finite).
+
+    >>> verdict(0.25, "<=", 0.5, 0.0625)
+    ('held', 4.0)
+    >>> verdict(0.0195, "<=", 0.02, 0.0005)[0], verdict(1.0, ">=", 1.0, 0.0)[0]
+    ('inconclusive', 'held')
+    """
+    if not (np.isfinite(measured) and np.isfinite(se)):
+        return "inconclusive", float("nan")
+    diff = _signed(float(measured), op, float(threshold))
+    if se == 0:                 # exact: the comparison as written
+        ok = diff > 0 or (diff == 0 and op in ("<=", ">="))
+        return ("held" if ok else "failed"), (float(np.copysign(np.inf, diff)) if diff
+                                              else 0.0)
+    margin = diff / float(se)
+    if abs(margin) < Z:
+        return "inconclusive", float(margin)
+    return ("held" if margin > 0 else "failed"), float(margin)
+
+
+def make_check(claim, measured, op, threshold, se, note="", runs=()) -> dict:
+    """A claim with its measured value, standard error, verdict and margin (module
+    docstring). ``ok`` is ``verdict == "held"``; ``unmeasured``: the value is not finite
+    (a run it needs diverged); ``stability``: ``"stable"`` until :mod:`.stability` labels
+    it; ``runs``: the runs it was measured on."""
+    m, t, s = float(measured), float(threshold), float(se)
+    v, margin = verdict(m, op, t, s)
+    return {"claim": claim, "measured": m, "se": s, "op": op, "threshold": t,
+            "verdict": v, "margin_se": margin, "ok": v == "held", "note": note,
+            "unmeasured": not np.isfinite(m), "stability": "stable",
+            "runs": sorted(set(runs))}
+
+
+def relabel(check, stability=None) -> dict:
+    """``check`` with ``stability`` set (``"unstable: why"`` makes it inconclusive)."""
+    c = dict(check)
+    if stability is not None:
+        c["stability"] = stability
+    if c["stability"] != "stable" or c["unmeasured"]:
+        c["verdict"], c["ok"] = "inconclusive", False
+    return c
+
+
+def _crc(*parts) -> int:
+    return zlib.crc32("|".join(map(str, parts)).encode())
+
+
+@dataclass
+class Sample:
+    """One quantity over the seeds of a setting: ``value`` (S,) — its estimate per seed —
+    and ``boot`` (B, S) — bootstrap replicates with the seeds resampled (:class:`Boot`);
+    ``runs``: the runs it comes from."""
+
+    value: np.ndarray
+    boot: np.ndarray
+    runs: list = field(default_factory=list)
+
+
+class Boot:
+    """The shared seed resampling of one figure: ``I[b]`` (S indices with replacement)
+    for each replicate ``b`` and each number of seeds ``S`` met (drawn once, seed 0)."""
+
+    def __init__(self, n_boot=N_BOOT, seed=0):
+        self.n_boot, self.seed, self._I = int(n_boot), int(seed), {}
+
+    def indices(self, S) -> np.ndarray:
+        """``(B, S)`` seed indices of the replicates for ``S`` seeds."""
+        if S not in self._I:
+            rng = np.random.default_rng([self.seed, S])
+            self._I[S] = rng.integers(S, size=(self.n_boot, S))
+        return self._I[S]
+
+    def sample(self, values, within=None, runs=()) -> Sample:
+        """A :class:`Sample` from per-seed ``values`` (S,) and, if the runs have sampling
+        error of their own, ``within`` (S, B): replicate ``b`` of seed ``s``'s value."""
+        v = np.asarray(values, dtype=float)
+        I = self.indices(v.size)
+        if within is None:
+            boot = v[I]
+        else:
+            w = np.asarray(within, dtype=float)
+            boot = w[I, np.arange(self.n_boot)[:, None]]
+        return Sample(v, boot, list(runs))
+
+    def blocks(self, name, key, block_means, den=None) -> np.ndarray:
+        """``(B,)`` replicates of the mean of ``block_means`` (resampled with
+        replacement; seeded by the run ``name`` and the set ``key``); with ``den``
+        (paired blocks), of the ratio of the two means."""
+        x = np.asarray(block_means, dtype=float)
+        rng = np.random.default_rng([self.seed, _crc(name, key)])
+        idx = rng.integers(x.size, size=(self.n_boot, x.size))
+        if den is None:
+            return x[idx].mean(axis=1)
+        return x[idx].mean(axis=1) / np.asarray(den, dtype=float)[idx].mean(axis=1)
+
+
+def boot_check(claim, fn, samples, op, threshold, note="") -> dict:
+    """The check of ``fn(*values) <op> threshold`` (:func:`make_check`) where ``samples``
+    are :class:`Sample` s and ``fn`` maps arrays whose last axis is the seeds (the values
+    ``(S,)``, the replicates ``(B, S)``) to a number per replicate; ``se`` is the standard
+    deviation of the replicates, NaN (an inconclusive verdict) where they do not vary
+    (one seed of a quantity without sampling error within a run)."""
+    with np.errstate(all="ignore"):
+        measured = float(fn(*(s.value for s in samples)))
+        reps = np.asarray(fn(*(s.boot for s in samples)), dtype=float)
+    finite = reps[np.isfinite(reps)]
+    se = float(np.std(finite, ddof=1)) if finite.size > 1 and np.isfinite(measured) \
+        else float("nan")
+    if se <= _NO_SPREAD * max(1.0, abs(measured)):
+        # the replicates do not vary (one seed of a quantity with no sampling error
+        # within a run): no standard error can be estimated, so no verdict either
+        se = float("nan")
+        note = "; ".join(x for x in (note, "no spread over the resamples (one seed): no "
+                                     "standard error") if x)
+    runs = [r for s in samples for r in s.runs]
+    return make_check(claim, measured, op, threshold, se, note, runs)
