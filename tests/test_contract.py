@@ -44,7 +44,7 @@ def test_run_study_calls_the_contract_in_order(tmp_path):
     calls = []
     s = run_study(_study(calls), str(tmp_path), mode="full", overrides={"steps": 7})
     assert calls == ["check", ("run", 7), "analyse", "report"]
-    assert s["x"] == 1 and s["mode"] == "full" and s["wall_time_s"] >= 0
+    assert s["x"] == 1 and s["mode"] == "full" and "wall_time_s" in s     # recorded, not timed
     calls.clear()
     run_study(_study(calls), str(tmp_path), analyse_only=True)
     assert calls == ["check", "analyse", "report"]
