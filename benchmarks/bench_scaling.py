@@ -32,6 +32,9 @@ the batch (tokens, subset, encodings), forward + backward, the optimiser update
 ahead), BLAS on one thread. For the sphere encodings a last column, ``normals``, times
 ``rng.standard_normal`` filling a preallocated (B, T, d_e) array on one thread: the B·T·d_e
 normal draws that a fresh dense encoding per sample cannot avoid (the floor of the step).
+
+Traced (``--traced 1600,3200,6400``): the peak RSS of a run against the peak of the arrays
+``tracemalloc`` traces, each T in its own process: what the allocator holds beyond them.
 """
 import argparse
 import json
@@ -226,6 +229,42 @@ def parts(args):
         print(line, flush=True)
 
 
+def traced(args):
+    """For each length, in its own process: ``stsim.run`` under ``tracemalloc`` (the
+    first sampler, ``touch_steps`` steps, drawing ahead as by default) — the RSS after
+    import, the peak RSS, the peak of the arrays ``tracemalloc`` traces, and the excess of
+    the peak RSS over both, which is what the allocator holds beyond the arrays alive
+    (``Config.memory_estimate``'s allocator terms)."""
+    for T in (int(t) for t in args.traced.split(",")):
+        cmd = [sys.executable, os.path.abspath(__file__), "--traced-one", args.samplers[0],
+               str(T)]
+        env = dict(os.environ, PYTHONPATH=REPO + os.pathsep + os.environ.get("PYTHONPATH", ""))
+        out = subprocess.run(cmd, capture_output=True, text=True, env=env)
+        print(out.stdout.strip() if out.returncode == 0 else
+              f"T={T} failed: {out.stderr.strip().splitlines()[-1]}", flush=True)
+
+
+def traced_one(sampler, T):
+    import tracemalloc
+    import stsim
+    steps = max(5, touch_steps(sampler, T))
+    cfg = config(sampler, T, steps)
+    rss0 = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+    tracemalloc.start()
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        res = stsim.run(**{k: v for k, v in cfg.to_dict().items() if v is not None})
+    assert res.status == "completed", res.message
+    tm = tracemalloc.get_traced_memory()[1] / 2 ** 20
+    peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+    est = cfg.memory_estimate()
+    kept = est.get("freed batches kept by the allocator", 0) / 2 ** 20
+    print(f"{sampler} T={T} d_e={cfg.d_e} steps={steps}: RSS after import {rss0:.0f} MiB, "
+          f"peak RSS {peak:.0f} MiB, tracemalloc peak {tm:.0f} MiB, excess "
+          f"{peak - rss0 - tm:.0f} MiB (estimate {est['total'] / 2 ** 20:.0f} MiB, of which "
+          f"freed batches kept {kept:.1f} MiB)")
+
+
 def main(argv=None):
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--samplers", nargs="+", default=["slots", "sphere"],
@@ -240,10 +279,17 @@ def main(argv=None):
     ap.add_argument("--steps", type=int, default=10, help="steps per length for --parts")
     ap.add_argument("--optimizer", default="sgd", choices=["sgd", "adam"],
                     help="the optimiser of --parts")
+    ap.add_argument("--traced", help="comma list of lengths: the peak RSS against the "
+                    "arrays traced by tracemalloc")
     ap.add_argument("--one", nargs=2, metavar=("SAMPLER", "T"), help=argparse.SUPPRESS)
+    ap.add_argument("--traced-one", nargs=2, metavar=("SAMPLER", "T"), help=argparse.SUPPRESS)
     args = ap.parse_args(argv)
     if args.one:
         one(args.one[0], int(args.one[1]), args.seconds)
+    elif args.traced_one:
+        traced_one(args.traced_one[0], int(args.traced_one[1]))
+    elif args.traced:
+        traced(args)
     elif args.ratio:
         ratio(args)
     elif args.parts:

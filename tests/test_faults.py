@@ -1114,3 +1114,21 @@ def test_twenty_reruns_of_separation_quick_on_a_complete_folder_never_refuse_the
         assert tables() == raw
         assert [p for p in os.listdir(out) if p.startswith(".")] == []
     print(f"20 reruns: {sum(secs):.1f} s, {min(secs):.1f}-{max(secs):.1f} s each")
+
+
+def test_memory_estimate_counts_the_freed_batches_the_allocator_keeps():
+    """Two batches' heap-sized arrays (under stsim's 32 MiB mmap threshold) when batches are
+    drawn ahead: at T = 3200 (slots, batch 256, d = 5) the tokens (31.25 MiB) and the slots
+    (6.25 MiB) both count; at T = 6400 the tokens (62.5 MiB) are mapped and only the slots
+    (12.5 MiB) do (docs/model.md, "Scaling in T": the peak RSS measured at both)."""
+    MiB = 2 ** 20
+    for T, kept in ((3200, 2 * (31.25 + 6.25)), (6400, 2 * 12.5)):
+        est = stsim.Config.from_options(T=T, q=3, d=5, d_e=2 * T, batch=256, steps=10,
+                                        eval_every=10).memory_estimate()
+        assert est["freed batches kept by the allocator"] == kept * MiB
+        arrays = sum(v for k, v in est.items() if k not in (
+            "total", "interpreter and libraries (measured)",
+            "allocator fragmentation (2% of the arrays)"))
+        assert est["allocator fragmentation (2% of the arrays)"] == int(0.02 * arrays)
+    full = stsim.Config.from_options(T=200, q=3, objective="population").memory_estimate()
+    assert full["freed batches kept by the allocator"] == 0    # no batch is freed
