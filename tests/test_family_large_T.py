@@ -186,14 +186,17 @@ def test_mean_field_breaks_down_where_its_conditions_fail(q, T, d_e, a):
     assert abs(_vs_family_mc(q, T, d_e, a, "exact")[2]) < 3
 
 
-def test_loss_over_L0_is_d_free():
+def _d_free_check(wrap=lambda obj: obj):
+    """L ∝ d (L0 = d/(2q)), so L/L0 does not depend on d: the population objective at
+    d = 1 and 3, the same (a, γ), the same Monte-Carlo stream. ``wrap`` seeds a fault."""
     from stsim.theory.population import make_population_objective
     T, q, d_e, a, g = 16, 3, 8, 3.0, 1.2
     losses = []
     for d in (1, 3):
-        obj = make_population_objective(dict(T=T, q=q, d=d, d_e=d_e, pe="stochastic",
-                                             sampler="sphere", query="sum", model="theory"),
-                                        method="mc", n_mc=2000, rng=5)
+        obj = wrap(make_population_objective(dict(T=T, q=q, d=d, d_e=d_e, pe="stochastic",
+                                                  sampler="sphere", query="sum",
+                                                  model="theory"),
+                                             method="mc", n_mc=2000, rng=5))
         W = np.zeros((d + d_e, d + d_e))
         W[d:, d:] = a * np.eye(d_e)
         V = np.zeros((d, d + d_e))
@@ -203,27 +206,76 @@ def test_loss_over_L0_is_d_free():
     assert losses[1] / (3 / (2 * q)) == pytest.approx(losses[0] / (1 / (2 * q)), rel=1e-12)
 
 
+def test_loss_over_L0_is_d_free():
+    _d_free_check()
+
+
+def test_d_free_check_fails_on_a_loss_with_a_d_independent_term():
+    class Offset:                  # seeded fault: a constant added to the population loss
+        def __init__(self, obj):
+            self.obj = obj
+
+        def loss(self, W, V):
+            return self.obj.loss(W, V) + 1e-3
+    with pytest.raises(AssertionError):
+        _d_free_check(Offset)
+
+
 # ---- the decomposition, the optimum, the width ------------------------------------------------
-def test_mean_field_terms_are_an_identity():
+def _mean_field_identity_check(terms=fa.mean_field_terms):
+    """The three terms sum to the mean-field ``large_T_rel`` (an identity), each is ≥ 0,
+    the spread vanishes exactly for q = 2; the branch follows E Y ≷ ½. ``terms`` seeds a
+    fault."""
     for q, T, d_e, a in ((2, 4096, 27, 8.0), (3, 4096, 153, 8.6), (3, 2 ** 48, 2000, 18.0),
                          (4, 2 ** 20, 800, 12.0)):
         G, w, mc = sl.gram_rule(q, d_e, 4096, 0)
-        t = fa.mean_field_terms(a, T, d_e, G, w)
+        t = terms(a, T, d_e, G, w)
         rel = fa.large_T_rel(a, T, d_e, G, w, mc, method="mean", diagnostics=False)["rel"]
+        assert t["leak"] + t["spread"] + t["single"] == pytest.approx(t["rel"], abs=1e-12)
         assert t["rel"] == pytest.approx(rel, abs=1e-12)
         assert min(t["leak"], t["single"], t["spread"]) >= -1e-12
         assert (abs(t["spread"]) < 1e-12) == (q == 2)
     G, w, _ = sl.gram_rule(3, 2000, 4096, 0)
-    assert fa.mean_field_terms(18.0, 2 ** 48, 2000, G, w)["branch"] == "bulk"
-    assert fa.mean_field_terms(36.0, 2 ** 48, 2000, G, w)["branch"] == "selected"
+    assert terms(18.0, 2 ** 48, 2000, G, w)["branch"] == "bulk"
+    assert terms(36.0, 2 ** 48, 2000, G, w)["branch"] == "selected"
 
 
-def test_spread_loss_and_the_asymptotic_coefficients():
+def test_mean_field_terms_are_an_identity():
+    _mean_field_identity_check()
+
+
+@pytest.mark.parametrize("fault", ["spread dropped", "single at M(λ)", "branch at E Y > 0.95"])
+def test_mean_field_identity_check_fails_on_seeded_faults(fault):
+    def faulty(a, T, d_e, G, w):
+        t = fa.mean_field_terms(a, T, d_e, G, w)
+        if fault == "spread dropped":          # the unequal-logit term left out
+            t["spread"] = 0.0
+            t["rel"] = t["leak"] + t["single"]
+        elif fault == "single at M(λ)":        # κ with M(λ) instead of M(2λ): a wrong term
+            t["single"] *= 1.5
+            t["rel"] = t["leak"] + t["spread"] + t["single"]
+        else:                                  # a wrong branch threshold
+            lA, _, lam = fa._selected(float(a), G, 1.0)       # E Y = 0.937 at a = 36
+            Y = 1.0 / (1.0 + np.exp(math.log(T - G.shape[1]) + sl.log_sphere_mgf(lam, d_e) - lA))
+            t["branch"] = "selected" if w @ Y > 0.95 else "bulk"
+        return t
+    with pytest.raises(AssertionError):
+        _mean_field_identity_check(faulty)
+
+
+def _spread_law_check():
+    """F_q(β) = 0 for q = 2; its small-β expansion β²(q−1)(q−2)/q; β_s solves
+    F_3(β_s) = target and β_b solves 1 − e^{−2β_b²} = target, the coefficients 1/β_s² and
+    1/(4β_b²); the bulk branch's closed form 1 − e^{−(q−1)β²} against an independent
+    Monte Carlo of Z ~ N(0, (q−2)I + J)."""
     assert fw.spread_loss(0.7, 2) == pytest.approx(0, abs=1e-12)
     for q in (3, 4):                       # small β: F_q ≈ β²(q−1)(q−2)/q (interference.py)
         assert fw.spread_loss(0.05, q) == pytest.approx(0.0025 * (q - 1) * (q - 2) / q, rel=0.05)
     c = fw.asymptotic_coefficients(3, 0.25, n=100000)
     assert fw.spread_loss(c["beta_s"], 3, 100000) == pytest.approx(0.25, abs=1e-6)
+    assert 1 - math.exp(-2 * c["beta_b"] ** 2) == pytest.approx(0.25, rel=1e-12)
+    assert c["selected"] == pytest.approx(1 / c["beta_s"] ** 2, rel=1e-12)
+    assert c["bulk"] == pytest.approx(1 / (4 * c["beta_b"] ** 2), rel=1e-12)
     # bulk branch: 1 − (E Σ e^{βZ})² / (q E Σ e^{2βZ}) = 1 − e^{−(q−1)β²}
     q, b = 4, c["beta_b"]
     Z = np.random.default_rng(3).standard_normal((400000, q)) @ np.linalg.cholesky(
@@ -231,6 +283,28 @@ def test_spread_loss_and_the_asymptotic_coefficients():
     mc = 1 - np.exp(b * Z).sum(1).mean() ** 2 / (q * np.exp(2 * b * Z).sum(1).mean())
     assert mc == pytest.approx(1 - math.exp(-(q - 1) * b * b), rel=0.01)
     assert fw.asymptotic_coefficients(2, 0.1) == {"log2T": 2.0}
+
+
+def test_spread_loss_and_the_asymptotic_coefficients():
+    _spread_law_check()
+
+
+@pytest.mark.parametrize("fault", ["beta scaled", "beta_b off"])
+def test_spread_law_check_fails_on_seeded_faults(monkeypatch, fault):
+    spread = fw.spread_loss
+    if fault == "beta scaled":                 # β off by 10% inside F_q
+        monkeypatch.setattr(fw, "spread_loss", lambda b, q, n=200000, rng=0:
+                            spread(1.1 * np.asarray(b, float), q, n, rng))
+    else:                                      # the bulk branch's β_b off by 10%
+        coeffs = fw.asymptotic_coefficients
+        def faulty(q, target, n=400000, rng=0):
+            c = coeffs(q, target, n, rng)
+            if "beta_b" in c:
+                c["beta_b"] *= 1.1
+            return c
+        monkeypatch.setattr(fw, "asymptotic_coefficients", faulty)
+    with pytest.raises(AssertionError):
+        _spread_law_check()
 
 
 def test_best_loss_and_the_mean_query():
