@@ -46,6 +46,15 @@ Subcommands (each writes into ``--out``, default ``docs/figures/long``):
 * ``figure``: ``long.png`` from the CSV files (training curve with the reduced map's under
   the same steps; loss against T_test with the prediction).
 * ``all``: the four in order.
+* ``default`` (not in ``all``): the plain default call at T = 1000 — ``stsim run --T 1000
+  --q 3`` (d_e = 2000, lr 3 = η_max/2, 162 800 steps: the derived schedule), run by the CLI
+  into ``--default-run`` (default ``../default_T1000``, outside the repository: its
+  ``result.npz`` is 32 MB; checkpointed every 4000 steps and resumed), then its trained
+  ``(a, γ)`` and the s.d. of ``W_xe`` against the reduced map's ``(a, γ, L)`` after the
+  same steps at the same lr: ``default_T1000.json``, and the run's ``history.csv``,
+  ``config.json``, ``loss.png`` and this call's output (``call.log``) copied to
+  ``default_T1000/``. About 55 min on the idle
+  2-core machine.
 * ``trace`` (not in ``all``): SGD's ``(a, γ)`` against the reduced map's, step by step, with
   W's token rows held at 0 or free (``--free-x``): ``trace_<T>_<held|free>.csv`` — the
   evidence for holding them (below). E.g. ``trace --T 200 --d-e 1600 --lr-W 5.5 --steps
@@ -375,6 +384,57 @@ def trace(args, s):
     print(f"wrote {name}")
 
 
+def default(args, s):
+    """The plain default call at T = 1000 (module docstring, ``default``)."""
+    import shutil
+    import subprocess
+    from stsim.core.reduced import loss_grad_scalar
+    run_dir = os.path.abspath(args.default_run)
+    cmd = [sys.executable, "-m", "stsim", "run", "--T", "1000", "--q", "3", "--out", run_dir,
+           "--checkpoint_every", "4000"]
+    t0 = time.time()
+    out = subprocess.run(cmd, capture_output=True, text=True,
+                         env=dict(os.environ, PYTHONPATH=REPO))
+    wall = time.time() - t0
+    if out.returncode != 0:
+        raise SystemExit(f"stsim run failed ({out.returncode}): {out.stderr[-2000:]}")
+    summary = json.loads(out.stdout[out.stdout.index("{"):])
+    cfg = json.load(open(os.path.join(run_dir, "config.json")))
+    cfg = cfg.get("config", cfg)
+    T, q, d, n, lr, steps = (cfg[k] for k in ("T", "q", "d", "d_e", "lr", "steps"))
+    with np.load(os.path.join(run_dir, "result.npz")) as z:
+        W = z["param/W"] if "param/W" in z.files else z["W"]
+        V = z["param/V"] if "param/V" in z.files else z["V"]
+    a, g = reduced_state(W, V, d)
+    a_r = b_r = g_r = 0.0
+    for _ in range(steps):         # the reduced map, one step lr for W and V (stsim.run's SGD)
+        _, da, db, dg = loss_grad_scalar(a_r, b_r, g_r, T, q, d)
+        beta = (-db / n - da / n) / (n - 1)
+        a_r, b_r, g_r = a_r - lr * (da / n - beta), b_r + lr * beta, g_r - lr / d * dg
+    L0 = d / (2 * q)
+    rec = dict(command=" ".join(["stsim"] + cmd[3:4] + cmd[4:8]), T=T, q=q, d=d, d_e=n,
+               lr=lr, steps=steps, this_call_wall_s=round(wall, 1),
+               this_call_run_wall_time_s=summary.get("wall_time_s"), status=summary["status"],
+               assessment=summary.get("assessment"), message=summary["message"],
+               final_loss_over_L0=summary["final_loss"] / L0,
+               final_val_over_L0=summary["final_val"]["val"] / L0,
+               cos_W=summary["cos_W"], cos_V=summary["cos_V"],
+               sgd_a=a, sgd_gamma=g, sgd_W_xe_sd=float(W[:d, d:].std()),
+               sgd_reduced_loss_over_L0=loss_grad_scalar(a, 0.0, g, T, q, d)[0] / L0,
+               map_a=a_r, map_gamma=g_r,
+               map_loss_over_L0=loss_grad_scalar(a_r, b_r, g_r, T, q, d)[0] / L0,
+               load_end=os.getloadavg()[0])
+    with open(os.path.join(args.out, "default_T1000.json"), "w") as f:
+        json.dump(rec, f, indent=1)
+    dst = os.path.join(args.out, "default_T1000")
+    os.makedirs(dst, exist_ok=True)
+    for name in ("history.csv", "config.json", "loss.png"):
+        shutil.copy(os.path.join(run_dir, name), os.path.join(dst, name))
+    with open(os.path.join(dst, "call.log"), "w") as f:    # this call's output (a call that
+        f.write(out.stderr + out.stdout)                    # resumed shows only its part)
+    print(json.dumps(rec, indent=1))
+
+
 TRACE_COLS = ["step", "train_loss_over_L0", "a", "gamma", "reduced_loss_at_a_gamma_over_L0",
               "W_xe_sd", "map_a", "map_gamma", "map_loss_over_L0"]
 
@@ -428,11 +488,15 @@ def figure(args, s):
 
 def main(argv=None):
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("what", choices=["train", "evaluate", "plateau", "figure", "all", "trace"])
+    ap.add_argument("what", choices=["train", "evaluate", "plateau", "figure", "all", "trace",
+                                     "default"])
     ap.add_argument("--out", default=os.path.join(REPO, "docs", "figures", "long"))
     ap.add_argument("--result", default=os.path.join(REPO, "..", "long_result.npz"),
                     help="where the trained W, V are saved / read (npz)")
     ap.add_argument("--checkpoint", default=None, help="checkpoint file (resumable)")
+    ap.add_argument("--default-run", dest="default_run",
+                    default=os.path.join(REPO, "..", "default_T1000"),
+                    help="the default run's output folder (subcommand default)")
     ap.add_argument("--lr-W", dest="lr_W", type=float, default=None, help="W's step")
     ap.add_argument("--lr-V", dest="lr_V", type=float, default=None, help="V's step")
     ap.add_argument("--eval-every", dest="eval_every", type=int, default=None)
@@ -449,6 +513,8 @@ def main(argv=None):
     print(f"settings: {s}", flush=True)
     if args.what == "trace":
         trace(args, s)
+    if args.what == "default":
+        default(args, s)
     for name, fn in (("train", train), ("evaluate", evaluate), ("plateau", plateau),
                      ("figure", figure)):
         if args.what in (name, "all"):

@@ -317,12 +317,15 @@ def run(T=None, q=None, pe=None, *, config=None, checkpoint=None, checkpoint_eve
 
     if prefetch is None:
         prefetch = prefetch_default()
-    if prefetch and getattr(problem, "draws", False) and start < cfg.steps:
+    drawing_ahead = bool(prefetch and getattr(problem, "draws", False))
+    if drawing_ahead and start < cfg.steps:
         state.attach(Prefetch(problem.draw_step, rng))
     end = None
     try:
+        # BLAS is pinned by the run's setting, not by whether steps remain: a call resumed
+        # at its last step re-records that step with the same threads, hence the same bits
         with state.catch_interrupt(), one_blas_thread(
-                uses_second_thread(getattr(problem, "enc", None), state.source is not None)):
+                uses_second_thread(getattr(problem, "enc", None), drawing_ahead)):
             end = train_loop(lambda p: state.loss_grad(problem, p), opt, state.params,
                              cfg.steps, start=start, at_top=at_top, observe=observe,
                              stop=lambda step, out: bool(bad_params), finite=rule)
