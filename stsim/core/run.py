@@ -218,7 +218,9 @@ def run(T=None, q=None, pe=None, *, config=None, checkpoint=None, checkpoint_eve
         session (:mod:`stsim.core.progress`).
     prefetch : bool, optional
         Draw each step's minibatch one step ahead on a background thread
-        (:class:`stsim.util.prefetch.Prefetch`); the numbers are the same either way.
+        (:class:`stsim.util.prefetch.Prefetch`); the same draws either way, and the same
+        numbers up to the last bits (BLAS's thread count can change those at large sizes:
+        docs/model.md, "Drawing ahead").
         Default: on when two or more CPUs are free to this process and BLAS is not pinned
         to one thread (:func:`stsim.util.prefetch.prefetch_default`). While it draws (or
         while a sphere batch is filled on two threads), BLAS is limited to one thread
