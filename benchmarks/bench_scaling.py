@@ -74,6 +74,11 @@ def wall(sampler, T, steps):
     return res.info["wall_time_s"]
 
 
+def child_env():
+    """The environment of a measuring subprocess: this one, with the repository importable."""
+    return dict(os.environ, PYTHONPATH=REPO + os.pathsep + os.environ.get("PYTHONPATH", ""))
+
+
 def touch_steps(sampler, T):
     """Steps after which a zero-initialised W has >= 95% of its query columns written
     (slots: B q of the d_e columns per step, uniformly: (1 − Bq/d_e)^n <= 0.05)."""
@@ -124,8 +129,7 @@ def table(args):
         for T in Ts:
             cmd = [sys.executable, os.path.abspath(__file__), "--one", sampler, str(T),
                    "--seconds", str(args.seconds)]
-            env = dict(os.environ, PYTHONPATH=REPO + os.pathsep + os.environ.get("PYTHONPATH", ""))
-            out = subprocess.run(cmd, capture_output=True, text=True, env=env)
+            out = subprocess.run(cmd, capture_output=True, text=True, env=child_env())
             if out.returncode != 0:
                 print(f"  {sampler:7s} {T:5d}  failed: {out.stderr.strip().splitlines()[-1]}")
                 continue
@@ -238,8 +242,7 @@ def traced(args):
     for T in (int(t) for t in args.traced.split(",")):
         cmd = [sys.executable, os.path.abspath(__file__), "--traced-one", args.samplers[0],
                str(T)]
-        env = dict(os.environ, PYTHONPATH=REPO + os.pathsep + os.environ.get("PYTHONPATH", ""))
-        out = subprocess.run(cmd, capture_output=True, text=True, env=env)
+        out = subprocess.run(cmd, capture_output=True, text=True, env=child_env())
         print(out.stdout.strip() if out.returncode == 0 else
               f"T={T} failed: {out.stderr.strip().splitlines()[-1]}", flush=True)
 

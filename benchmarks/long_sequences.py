@@ -68,6 +68,7 @@ as well). ``--T``, ``--d-e``, ``--T-test``: other sizes (e.g. the T = 200 pilot)
 """
 import argparse
 import csv
+import itertools
 import json
 import math
 import os
@@ -388,7 +389,7 @@ def default(args, s):
     """The plain default call at T = 1000 (module docstring, ``default``)."""
     import shutil
     import subprocess
-    from stsim.core.reduced import loss_grad_scalar
+    from stsim.core.reduced import loss_grad_scalar, reduced_map
     run_dir = os.path.abspath(args.default_run)
     cmd = [sys.executable, "-m", "stsim", "run", "--T", "1000", "--q", "3", "--out", run_dir,
            "--checkpoint_every", "4000"]
@@ -406,11 +407,8 @@ def default(args, s):
         W = z["param/W"] if "param/W" in z.files else z["W"]
         V = z["param/V"] if "param/V" in z.files else z["V"]
     a, g = reduced_state(W, V, d)
-    a_r = b_r = g_r = 0.0
-    for _ in range(steps):         # the reduced map, one step lr for W and V (stsim.run's SGD)
-        _, da, db, dg = loss_grad_scalar(a_r, b_r, g_r, T, q, d)
-        beta = (-db / n - da / n) / (n - 1)
-        a_r, b_r, g_r = a_r - lr * (da / n - beta), b_r + lr * beta, g_r - lr / d * dg
+    # the reduced map after the same steps at the same lr (stsim.run's SGD: one lr)
+    L_r, a_r, _, g_r = next(itertools.islice(reduced_map(T, q, d, lr, n), steps, None))
     L0 = d / (2 * q)
     rec = dict(command=" ".join(["stsim"] + cmd[3:4] + cmd[4:8]), T=T, q=q, d=d, d_e=n,
                lr=lr, steps=steps, this_call_wall_s=round(wall, 1),
@@ -421,8 +419,7 @@ def default(args, s):
                cos_W=summary["cos_W"], cos_V=summary["cos_V"],
                sgd_a=a, sgd_gamma=g, sgd_W_xe_sd=float(W[:d, d:].std()),
                sgd_reduced_loss_over_L0=loss_grad_scalar(a, 0.0, g, T, q, d)[0] / L0,
-               map_a=a_r, map_gamma=g_r,
-               map_loss_over_L0=loss_grad_scalar(a_r, b_r, g_r, T, q, d)[0] / L0,
+               map_a=a_r, map_gamma=g_r, map_loss_over_L0=L_r / L0,
                load_end=os.getloadavg()[0])
     with open(os.path.join(args.out, "default_T1000.json"), "w") as f:
         json.dump(rec, f, indent=1)

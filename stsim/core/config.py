@@ -186,8 +186,9 @@ class Config:
             per_sample = not spec.fixed              # a fixed family's encodings are shared
             draws = self.objective == "online"
             sparse = not dense and self.objective in ("online", "sample")
-            # tokens (d) and each token's encoding: a slot (one int64) or a d_e-vector
-            per_tok = d + ((d_e if dense else 1) if per_sample else 0)
+            # each token's encoding drawn per sample: a slot (one int64) or a d_e-vector
+            per_enc = (d_e if dense else 1) if per_sample else 0
+            per_tok = d + per_enc                    # with the token itself (d floats)
             out["interpreter and libraries (measured)"] = 100 * 2**20
             out["W, V"] = (D * D + d * D) * f8
             if self.init == "random":
@@ -223,10 +224,10 @@ class Config:
             # freed memory the allocator keeps (stsim.util.malloc): a batch's arrays under
             # the mmap threshold come from the heap and, once freed, stay resident for the
             # next batch; with batches drawn ahead the drawing thread's arena keeps one
-            # too (a fixed training set frees none). Measured at slots T = 3200 (benchmarks/bench_scaling.py): the peak RSS
-            # exceeds the arrays traced by tracemalloc by 76 MiB, two batches of 37.5 MiB
-            enc = (d_e if dense else 1) if per_sample else 0
-            heap = sum(a for a in (nb * T * d * f8, nb * T * enc * f8) if a < MMAP_THRESHOLD)
+            # too (a fixed training set frees none). Measured at slots T = 3200
+            # (benchmarks/bench_scaling.py --traced): the peak RSS exceeds the arrays
+            # traced by tracemalloc by 86 MiB, about two batches of 37.5 MiB
+            heap = sum(a for a in (nb * T * d * f8, nb * T * per_enc * f8) if a < MMAP_THRESHOLD)
             out["freed batches kept by the allocator"] = (2 if draws else 0) * heap
             arrays = sum(v for k, v in out.items() if not k.startswith("interpreter"))
             # heap fragmentation beyond that: the rest of the excess measured at T = 6400
