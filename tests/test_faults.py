@@ -108,6 +108,7 @@ def _children(pid):
     return [line for line in out.splitlines()[1:] if line.split()[1] == str(pid)]
 
 
+@pytest.mark.pool
 def test_second_process_on_one_table_is_refused_and_killed_driver_leaves_no_workers(tmp_path):
     _slow_module(tmp_path)
     out = tmp_path / "t.csv"
@@ -858,6 +859,7 @@ POOL_CTRL_C = textwrap.dedent("""
 """)
 
 
+@pytest.mark.pool
 def test_ctrl_c_stops_a_pool_sweep_at_once_and_keeps_the_finished_rows(tmp_path):
     """Ctrl-C from a terminal (SIGINT to the whole process group): the workers ignore it,
     the driver ends them and raises; the journal holds the finished rows only."""
@@ -1045,6 +1047,7 @@ CTRL_C_STUDY = ["separation", "--fcn_Ts", "4,8", "--tf_Ts", "4", "--family_Ts", 
                 "--steps", "3000", "--long_steps", "3000", "--long_Ts", "", "--workers", "2"]
 
 
+@pytest.mark.pool
 def test_ctrl_c_on_a_study_is_one_line_exit_130_and_a_rerun_resumes(tmp_path):
     out = tmp_path / "o"
     env = dict(os.environ, MPLBACKEND="Agg")

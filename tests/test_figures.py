@@ -48,8 +48,10 @@ def test_outputs_written_with_resolved_config(quick):
                 assert abs(c["margin_se"]) >= 2
         assert s["diverged"] == [] and s["unmeasured"] == []
     overview = json.loads((out / "figures.json").read_text())
-    assert overview["n_runs"] > 0 and "peak_rss_mb_max_run" in overview   # recorded
-    assert overview["runs_wall_time_sum_s"] > 0 and sum(overview["verdicts"].values()) > 0
+    # the cost is recorded, not judged (times and memory belong to benchmarks/)
+    assert overview["n_runs"] > 0
+    assert {"peak_rss_mb_max_run", "runs_wall_time_sum_s"} <= set(overview)
+    assert sum(overview["verdicts"].values()) > 0
     assert overview["diverged"] == {} and overview["unmeasured"] == {}
     ev = overview["evaluation"]                      # every evaluation set's relative SE
     assert ev["n_sets"] > 0 and 0 < ev["rel_se_max"] and ev["points_min"] >= 512

@@ -195,6 +195,7 @@ def test_command_in_a_subprocess(tmp_path):
         assert here[k] == r[k], k
 
 
+@pytest.mark.pool
 def test_process_pool_path_matches_inline(tmp_path):
     """The CLI's pool (spawned workers, one BLAS thread each) gives the inline table."""
     cfg = dict(TINY, Ts=(8,), m_max=16)

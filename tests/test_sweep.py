@@ -51,6 +51,7 @@ def _csv(path):
         return fh.read()
 
 
+@pytest.mark.pool
 def test_table_independent_of_executor(tmp_path):
     outs = []
     for i, ex in enumerate([InlineExecutor(), cf.ThreadPoolExecutor(3), None]):
@@ -75,6 +76,7 @@ def test_table_independent_of_executor(tmp_path):
     assert spawn_seeds(3, root_seed=8) != seeds
 
 
+@pytest.mark.pool
 def test_dask_localcluster_table_equals_process_pool(tmp_path):
     distributed = pytest.importorskip("distributed")
     ref = tmp_path / "pool.csv"
@@ -121,6 +123,7 @@ def test_keep_rejects_finished_rows_that_no_longer_stand(tmp_path):
     assert len(read_table(path)) == 6
 
 
+@pytest.mark.pool
 def test_make_executor_is_the_one_pool():
     from stsim.sweep import OneThreadProcessPool, make_executor
     for n in (0, 1):
@@ -160,6 +163,7 @@ def _finish(a, seed):
     return {"v": a}
 
 
+@pytest.mark.pool
 def test_failing_point_is_recorded_and_sweep_continues(tmp_path):
     path = tmp_path / "f.csv"
     res = sweep(fails_on_two, {"a": [1, 2, 3]}, seeds=2, out=path, max_workers=2)
@@ -195,6 +199,7 @@ def test_bad_grids_raise_before_any_work(tmp_path, grid, match):
     assert CALLS == [] and not os.path.exists(path)
 
 
+@pytest.mark.pool
 def test_other_refusals(tmp_path):
     with pytest.raises(ValueError, match="seeds must be an integer >= 1"):
         sweep(noisy, GRID, seeds=0, executor=InlineExecutor())
@@ -254,6 +259,7 @@ UNGUARDED = textwrap.dedent("""
 """)
 
 
+@pytest.mark.pool
 @pytest.mark.parametrize("how", ["script", "stdin"])
 def test_default_pool_runs_unguarded_scripts_and_stdin(tmp_path, how):
     """A script without ``if __name__ == "__main__"`` (before: every row BrokenProcessPool)
@@ -280,6 +286,7 @@ def _ghost_module():
     return mod.f
 
 
+@pytest.mark.pool
 def test_an_executor_that_cannot_run_fn_is_refused_before_any_row(tmp_path):
     """A spawned stdlib pool finds fn by name in a worker that lacks its module: the
     probe task fails and the sweep raises before any row, never a table of error rows."""
@@ -303,6 +310,7 @@ def _dies_on_three(a, seed, flag):
     return {"v": a}
 
 
+@pytest.mark.pool
 def test_a_worker_that_dies_stops_the_sweep_and_keeps_the_finished_rows(tmp_path):
     from stsim.sweep import ExecutorFailed
     out, flag = tmp_path / "t.csv", tmp_path / "die"
@@ -318,6 +326,7 @@ def test_a_worker_that_dies_stops_the_sweep_and_keeps_the_finished_rows(tmp_path
     assert res.n_skipped == len(recs) and [r["v"] for r in res.rows] == [1, 2, 3]
 
 
+@pytest.mark.pool
 def test_pool_workers_get_one_blas_thread_and_the_driver_keeps_its_environment(monkeypatch):
     from stsim.sweep.pool import PREFETCH_VAR, THREAD_VARS, OneThreadProcessPool
     for k in THREAD_VARS + (PREFETCH_VAR,):
@@ -340,6 +349,7 @@ def _worker_env():
             os.getenv("MKL_NUM_THREADS"), os.getenv("STSIM_PREFETCH"), max(blas))
 
 
+@pytest.mark.pool
 def test_three_threads_sharing_one_pool_on_one_out_never_refuse_themselves(tmp_path):
     """Issue 26, bug 1: threads of one process sharing a pool and one ``out``, many calls
     each (before the FileLock fix: 13-27 refusals of its own pid in 1600 calls)."""
@@ -364,3 +374,19 @@ def test_three_threads_sharing_one_pool_on_one_out_never_refuse_themselves(tmp_p
         ex.shutdown()
     assert errors == []
     assert len(read_table(out)) == 15
+
+
+def test_without_loky_a_pool_request_runs_in_this_process_with_a_warning(monkeypatch):
+    """loky is the optional extra "pool": without it ``import stsim`` works, a pool of two
+    or more workers becomes the inline executor with a warning naming the extra, and a
+    sweep asking for workers still returns every row."""
+    from stsim.sweep import pool
+    monkeypatch.setattr(pool, "HAVE_POOL", False)
+    with pytest.warns(UserWarning, match=r'stsim\[pool\]'):
+        ex = pool.make_executor(2)
+    assert isinstance(ex, pool.InlineExecutor)
+    with pytest.raises(ImportError, match=r'stsim\[pool\]'):
+        pool.OneThreadProcessPool(2)
+    with pytest.warns(UserWarning, match="in this process"):
+        res = sweep(lambda x, seed: {"y": x + 1}, grid={"x": [1, 2]}, max_workers=2)
+    assert [r["y"] for r in res.rows] == [2, 3] and res.n_failed == 0

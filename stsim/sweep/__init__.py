@@ -38,7 +38,8 @@ Design
   while the first runs (``<out>.lock``, released by the kernel if the holder dies, removed
   when the sweep ends).
 * **Executors** — the default is :func:`stsim.sweep.pool.make_executor`: this process for
-  ``max_workers=1``, else a loky process pool (one BLAS thread per worker) that runs
+  ``max_workers=1``, else a loky process pool (the extra ``pool``; without loky this
+  process, with a warning; one BLAS thread per worker) that runs
   ``fn`` wherever it was defined — a module, a script without an
   ``if __name__ == "__main__"`` guard, code on stdin, a notebook cell, a lambda — since
   its tasks travel with cloudpickle and its workers never re-run the caller's script.
@@ -76,15 +77,14 @@ import traceback
 import types
 from dataclasses import dataclass, field
 
-from loky.backend.reduction import dumps as loky_dumps
-from loky.process_executor import ShutdownExecutorError
 
 from stsim.sweep.grid import (BOOKKEEPING, check_signature, expand_grid, point_key,
                               spawn_seeds)
 from stsim.sweep.journal import (append_journal, build_table, journal_path, lock_for,
                                  shared_records)
-from stsim.sweep.pool import (InlineExecutor, OneThreadProcessPool, make_executor,
-                              stop_on_interrupt)
+from stsim.sweep import pool as _pool
+from stsim.sweep.pool import (InlineExecutor, OneThreadProcessPool, ShutdownExecutorError,
+                              make_executor, pool_dumps, stop_on_interrupt)
 from stsim.util.io import FileLock, check_writable_file, read_csv, to_jsonable, write_csv
 from stsim.util.validate import check_int
 
@@ -275,9 +275,9 @@ def sweep(fn, grid, *, seeds=1, root_seed=0, executor=None, out=None, max_worker
     out = check_out(out)
     own = executor is None
     if own:
-        if max_workers > 1:          # the default executor: loky's pool, cloudpickle
+        if max_workers > 1 and _pool.HAVE_POOL:   # the default executor: loky's pool
             try:
-                loky_dumps(fn)               # as the pool will (cloudpickle)
+                pool_dumps(fn)               # as the pool will (cloudpickle)
             except Exception as exc:  # noqa: BLE001
                 raise ValueError(f"fn cannot be sent to the default process pool (it does "
                                  f"not pickle: {type(exc).__name__}: {exc}); pass "

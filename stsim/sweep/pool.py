@@ -2,7 +2,8 @@
 
 * :class:`InlineExecutor` runs each task in the calling thread at ``submit``.
 * :class:`OneThreadProcessPool` is a process pool on `loky <https://github.com/joblib/loky>`_
-  (joblib's executor) whose workers run single-threaded BLAS: 2 workers × 2 BLAS threads
+  (joblib's executor; the optional extra ``pool``, also in ``fast`` and ``test``) whose
+  workers run single-threaded BLAS: 2 workers × 2 BLAS threads
   would oversubscribe a 2-core machine (measured: the full figures took 33.5 min instead
   of 13.7 min), and a result's last bits depend on the BLAS thread count, so a table must
   not depend on which worker ran a row.
@@ -31,15 +32,36 @@ import os
 import signal
 import threading
 import time
+import warnings
 
-import loky
+try:                        # the optional extra "pool" (pip install "stsim[pool]")
+    import loky
+    from loky.backend.reduction import dumps as _cloudpickle_dumps
+    from loky.process_executor import ShutdownExecutorError
+except ImportError:         # no process pool: make_executor runs the tasks in this process
+    loky = None
+    _cloudpickle_dumps = None
+    ShutdownExecutorError = cf.CancelledError   # never raised; keeps the fault tuples simple
 
 from stsim.util.prefetch import PREFETCH_VAR
 from stsim.util.threads import THREAD_VARS
 from stsim.util.validate import check_int
 
 __all__ = ["InlineExecutor", "OneThreadProcessPool", "make_executor", "stop_on_interrupt",
-           "worker_env", "THREAD_VARS"]
+           "worker_env", "THREAD_VARS", "HAVE_POOL", "POOL_HINT", "pool_dumps",
+           "ShutdownExecutorError"]
+
+#: whether loky, hence :class:`OneThreadProcessPool`, is installed
+HAVE_POOL = loky is not None
+POOL_HINT = 'a process pool needs loky, the optional extra "pool": pip install "stsim[pool]"'
+
+
+def pool_dumps(obj) -> bytes:
+    """``obj`` pickled as the pool sends a task (cloudpickle, through loky): raises what
+    pickling raises. Only with :data:`HAVE_POOL`."""
+    if _cloudpickle_dumps is None:
+        raise ImportError(POOL_HINT)
+    return _cloudpickle_dumps(obj)
 
 
 class InlineExecutor(cf.Executor):
@@ -94,7 +116,10 @@ def worker_env(environ=None) -> dict:
     return {k: v for k, v in want.items() if k not in environ}
 
 
-class OneThreadProcessPool(loky.ProcessPoolExecutor):
+_PoolBase = (cf.Executor if loky is None else loky.ProcessPoolExecutor)   # the one process pool
+
+
+class OneThreadProcessPool(_PoolBase):
     """A loky process pool whose workers all run single-threaded BLAS.
 
     Parameters
@@ -114,6 +139,9 @@ class OneThreadProcessPool(loky.ProcessPoolExecutor):
     """
 
     def __init__(self, workers):
+        if not HAVE_POOL:
+            raise ImportError(f"OneThreadProcessPool: {POOL_HINT} (or run the tasks in this "
+                              f"process: InlineExecutor, workers=1)")
         self.workers = check_int("workers", workers, 1)
         super().__init__(self.workers, context=loky.backend.get_context("loky"),
                          initializer=_init_worker, initargs=(os.getpid(),),
@@ -142,7 +170,9 @@ def make_executor(workers: int) -> cf.Executor:
     ----------
     workers : int
         An int >= 0: 0 or 1 gives an :class:`InlineExecutor` (this process); 2 or more a
-        :class:`OneThreadProcessPool` with ``min(workers, os.cpu_count())`` workers.
+        :class:`OneThreadProcessPool` with ``min(workers, os.cpu_count())`` workers —
+        without loky (:data:`HAVE_POOL`) an :class:`InlineExecutor` and a warning naming
+        the extra to install.
 
     Returns
     -------
@@ -154,6 +184,10 @@ def make_executor(workers: int) -> cf.Executor:
     """
     workers = check_int("workers", workers, 0)
     if workers <= 1:
+        return InlineExecutor()
+    if not HAVE_POOL:
+        warnings.warn(f"stsim: {workers} workers asked for, but {POOL_HINT}; the tasks run "
+                      f"one after another in this process", stacklevel=2)
         return InlineExecutor()
     return OneThreadProcessPool(min(workers, os.cpu_count() or 1))
 
