@@ -13,19 +13,33 @@ from dataclasses import dataclass, field
 
 from stsim.core.families import SAMPLERS, encoding_spec
 from stsim.core.model import MODELS, QUERIES
-from stsim.core.optim import LR_DECAYS, optimizer_names, optimizer_spec, resolve_optimizer
+from stsim.core.optim import (LR_DECAYS, check_step, optimizer_names, optimizer_spec,
+                              resolve_optimizer)
 from stsim.core.problem import arch_names, arch_spec
 from stsim.core.schedule import default_schedule
 from stsim.core.seeds import seed_record
 from stsim.util.malloc import MMAP_THRESHOLD
-from stsim.util.validate import check_choice, check_int, check_lr, check_real, int_tuple
+from stsim.util.validate import check_choice, check_int, check_real, int_tuple
 
-__all__ = ["Config", "OBJECTIVES", "INITS", "field_help", "upgrade_config"]
+__all__ = ["Config", "OBJECTIVES", "INITS", "field_help", "upgrade_config", "check_freeze"]
 
 #: the data regimes: fresh minibatches, a fixed sample of n_train points (full batch), the
 #: exact population loss (registered by stsim.theory.population)
 OBJECTIVES = ("online", "sample", "population")
 INITS = ("zero", "random")
+
+
+@dataclass(frozen=True)
+class Resolved:
+    """What :meth:`Config.resolve` turned the names of a config into, once: the encoding
+    (:class:`~stsim.core.families.EncodingSpec`; None for an architecture without one),
+    the architecture (:class:`~stsim.core.problem.ArchSpec`) and the optimiser
+    (:class:`~stsim.core.optim.OptimizerSpec`). Every later stage asks these objects
+    (``cfg.resolved``), never the names."""
+
+    encoding: object
+    arch: object
+    optimizer: object
 
 
 def _field(default, help, default_text=None):
@@ -65,12 +79,19 @@ class Config:
                             "population (the exact population loss)")
     optimizer: str = _field("sgd", "sgd (plain gradient steps) | adam | gd (alias: sgd with "
                             "objective sample, or on the population) | a registered name")
-    lr: float | None = _field(None, "learning rate (a given value is obeyed exactly)",
-                              "derived: eta_max/2 of the reduced dynamics, eta_max = "
-                              "min(2q, 2n/(c^2(q-1)(q+d))); adam 0.02; see stsim.core.schedule")
+    lr: float | dict | None = _field(
+        None, "learning rate (a given value is obeyed exactly): one number for every "
+        "parameter, or one per parameter (Python: a dict {'W': 200, 'V': 5.5}; command line: "
+        "W=200,V=5.5)", "derived: eta_max/2 of the reduced dynamics, eta_max = "
+        "min(2q, 2n/(c^2(q-1)(q+d))); adam 0.02; see stsim.core.schedule")
     lr_decay: str | None = _field(None, "step-size schedule: none (constant) | linear (constant "
                                   "for the first half of the steps, then linearly towards 0)",
                                   "linear for adam with a derived lr, else none")
+    freeze: tuple | None = _field(None, "parameter blocks held at their initial value (comma "
+                                  "list of W_xx, W_xe, W_ex, W_ee, V_x, V_e: W = [[W_xx, "
+                                  "W_xe], [W_ex, W_ee]], rows the key side, the first d rows "
+                                  "and columns the token part; V = [V_x, V_e]; docs/model.md)",
+                                  "none")
     steps: int | None = _field(None, "optimiser steps (a given value is obeyed exactly)",
                                "derived: 2x the step where the reduced dynamics reach 2 percent of "
                                "the initial loss; adam max(2000, 30 T); see stsim.core.schedule")
@@ -112,6 +133,8 @@ class Config:
             if isinstance(getattr(c, name), (str, bytes)):
                 raise ValueError(f"{name} must be a number, got the string "
                                  f"{getattr(c, name)!r}")
+        if isinstance(c.lr, dict):      # a copy: the caller's dict is not the config's
+            c.lr = dict(c.lr)
         c.T = check_int("T", c.T, 1)
         c.q = check_int("q", c.q, 1, c.T)
         c.d = check_int("d", c.d, 1)
@@ -129,7 +152,7 @@ class Config:
         arch = arch_spec(c.arch)
         lr_given = c.lr is not None
         if c.lr is not None:
-            c.lr = check_lr(c.lr)
+            c.lr = check_step(c.lr)
         if c.steps is not None:
             c.steps = check_int("steps", c.steps, 0)
         c.batch = check_int("batch", c.batch, 1)
@@ -144,13 +167,19 @@ class Config:
             raise ValueError(f"width and depth are options of the FCN (arch='fcn'); "
                              f"arch={c.arch!r} has none: got width={c.width!r}, "
                              f"depth={c.depth!r}")
+        spec = None
         if arch.encoding:     # really stochastic slots: each slot used w.p. T/d_e <= 1/2
             spec = encoding_spec(c.pe, T_max=c.T_max, d_e=c.d_e, sampler=c.sampler,
                                  slots_factor=2)
             c.pe, c.d_e = spec.name, spec.d_e
+        if isinstance(c.lr, dict) and arch.shapes is not None:  # one step per parameter
+            c.lr = check_step(c.lr, names=tuple(arch.shapes(c)))
+        c.freeze = check_freeze(c.freeze, arch, c)
+        c._resolved = Resolved(spec, arch,
+                               optimizer_spec(c.optimizer))
         if c.lr is None or c.steps is None:     # derived from the reduced dynamics
             sched = default_schedule(c)
-            c.lr, c.steps = check_lr(sched.lr), check_int("steps", sched.steps, 0)
+            c.lr, c.steps = check_step(sched.lr), check_int("steps", sched.steps, 0)
         if c.lr_decay is None:      # e.g. Adam's derived schedule anneals (stsim.core.schedule)
             c.lr_decay = optimizer_spec(c.optimizer).decay if not lr_given else "none"
         c.lr_decay = check_choice("lr_decay", c.lr_decay, LR_DECAYS, ignore_case=True)
@@ -158,6 +187,21 @@ class Config:
                                  else c.eval_every, 1)
         c.check_memory()
         return c
+
+    @property
+    def resolved(self) -> Resolved:
+        """The objects :meth:`resolve` turned this config's names into (:class:`Resolved`);
+        ``ValueError`` for a config that was not resolved."""
+        r = self.__dict__.get("_resolved")
+        if r is None:
+            raise ValueError("this Config is not resolved: use Config.resolve() or "
+                             "Config.from_options(...)")
+        return r
+
+    def __getstate__(self):     # pickled (a pool's task) as its fields: the specs hold
+        state = dict(self.__dict__)     # factories that need not pickle
+        state.pop("_resolved", None)
+        return state
 
     def memory_estimate(self) -> dict:
         """Bytes of the largest arrays a run of this (resolved) config allocates, by name,
@@ -256,10 +300,40 @@ class Config:
         return max((self.T,) + tuple(self.T_test))
 
     def to_dict(self) -> dict:
-        """The fields as a JSON-ready dict (``T_test`` and ``q_test`` as lists)."""
+        """The fields as a JSON-ready dict (``T_test``, ``q_test`` and ``freeze`` as lists;
+        ``freeze`` only when something is frozen, so that a config of a run without it
+        reads as one written before the field existed)."""
         d = dataclasses.asdict(self)
         d["T_test"], d["q_test"] = list(self.T_test), list(self.q_test)
+        if self.freeze:
+            d["freeze"] = list(self.freeze)
+        else:
+            d.pop("freeze")
         return d
+
+
+def check_freeze(freeze, arch, cfg) -> tuple:
+    """``freeze`` of a config being resolved: None (the default: nothing, for now) or a
+    block name or a sequence of them, of the architecture's blocks
+    (:func:`stsim.core.problem.transformer_blocks`); returned as a tuple in the blocks'
+    order. ``ValueError`` naming ``freeze`` and the allowed names."""
+    if freeze is None:
+        return ()
+    names = (freeze,) if isinstance(freeze, str) else freeze
+    try:
+        names = tuple(names)
+    except TypeError:
+        raise ValueError(f"freeze must be a tuple of block names, got {freeze!r}") from None
+    if not names:
+        return ()
+    allowed = tuple(arch.blocks(cfg)) if arch.blocks is not None else ()
+    if not allowed:
+        raise ValueError(f"freeze: arch={arch.name!r} has no named blocks to freeze, got "
+                         f"{names!r}")
+    bad = [n for n in names if n not in allowed]
+    if bad:
+        raise ValueError(f"freeze must name blocks of {allowed}, got {bad!r}")
+    return tuple(n for n in allowed if n in names)
 
 
 def upgrade_config(old: dict) -> dict:

@@ -13,7 +13,7 @@ from stsim.util.io import load_npz, save_npz, write_csv
 __all__ = ["Result", "load", "STATUSES"]
 
 #: a Result's status: how the run ended ("checkpoint": read from a checkpoint, unfinished)
-STATUSES = ("completed", "diverged", "interrupted", "checkpoint")
+STATUSES = ("completed", "diverged", "interrupted", "stopped", "checkpoint")
 
 
 @dataclass
@@ -32,7 +32,8 @@ class Result:
         validation loss); ``val/T=<T_test>``, ``val/q=<q_test>``; ``cos_W``, ``cos_V``;
         plus objective-specific metrics.
     status : str
-        ``"completed"``, ``"diverged"``, ``"interrupted"`` (Ctrl-C: the run so far) or
+        ``"completed"``, ``"diverged"``, ``"interrupted"`` (Ctrl-C: the run so far),
+        ``"stopped"`` (by the ``callback`` of :func:`~stsim.core.run.run`: the run so far) or
         ``"checkpoint"`` (:func:`load` of a checkpoint: the run so far).
     message : str
         What happened; for a completed run that did not learn, the plateau diagnosis

@@ -183,6 +183,15 @@ def predict(cfg, lr=None, steps=None) -> Schedule:
     """The :class:`Schedule` of a config whose ``T, q, d, pe, d_e, sampler, model, query,
     optimizer, arch`` are resolved; ``lr`` / ``steps``: the user's values (None: derive)."""
     opt = optimizer_spec(cfg.optimizer)
+    if isinstance(lr, dict):                # a step per parameter: the map has one step
+        if steps is None:
+            raise ValueError(f"lr={lr!r} (a step per parameter) needs steps: the default "
+                             f"step count is derived for one step on every parameter")
+        s = Schedule(lr=lr, steps=steps, exact=False, explanation=(
+            f"lr = user, a step per parameter {lr}; steps = {steps} (user); no reduced "
+            f"prediction for a step per parameter"))
+        s.estimated_s = estimated_seconds(cfg, steps)
+        return s
     n, exact, why = _reduction(cfg)
     if n is None:
         return Schedule(lr=opt.fixed_lr if lr is None else lr,
