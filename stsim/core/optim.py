@@ -21,6 +21,8 @@ the table :func:`register_optimizer` fills; each entry carries its own default-l
 """
 from __future__ import annotations
 
+import copy
+import dataclasses
 import math
 from dataclasses import dataclass
 from typing import Callable
@@ -30,8 +32,9 @@ import numpy as np
 from stsim.util.validate import check_choice, check_int, check_lr
 
 __all__ = ["SGD", "Adam", "make_optimizer", "all_finite", "OPTIMIZERS", "LR_DECAYS",
-           "check_step", "block_lr", "register_optimizer", "optimizer_spec", "resolve_optimizer", "OptimizerSpec",
-           "REDUCED", "ALIASES", "adam_steps"]
+           "check_step", "block_lr", "register_optimizer", "optimizer_spec",
+           "resolve_optimizer", "OptimizerSpec", "object_spec", "REDUCED", "ALIASES",
+           "adam_steps"]
 
 LR_DECAYS = ("none", "linear")
 REDUCED = "reduced"    # default lr rule: eta_max/2 of the reduced dynamics (stsim.core.schedule)
@@ -286,6 +289,26 @@ def resolve_optimizer(name: str, objective: str) -> tuple:
     if name in ALIASES and objective == "online":
         objective = ALIASES[name][1]
     return spec.name, objective
+
+
+def object_spec(opt) -> OptimizerSpec:
+    """The :class:`OptimizerSpec` of an optimiser *object* passed as ``optimizer`` (e.g.
+    ``SGD(lr=1.0)``, ``Adam(0.02, betas=(0.8, 0.99))``): its factory returns a fresh copy
+    of the object (a run never steps the caller's object), its default-lr rules are those
+    of the built-in class it derives from (SGD's otherwise); it is named after its class
+    (``"sgd"``, ``"adam"``, or the lower-cased class name of another). Nothing is
+    registered. ``ValueError`` naming ``optimizer`` for an object without ``step``,
+    ``state_dict``, ``load_state_dict`` or its step ``base_lr``."""
+    missing = [m for m in ("step", "state_dict", "load_state_dict")
+               if not callable(getattr(opt, m, None))]
+    if missing or getattr(opt, "base_lr", None) is None:
+        raise ValueError(f"optimizer must be a name {optimizer_names()} or an optimiser object "
+                         f"with step, state_dict, load_state_dict and its step base_lr (as "
+                         f"stsim.SGD and stsim.Adam), got {opt!r}")
+    base = _OPTIMIZERS["adam" if isinstance(opt, Adam) else "sgd"]
+    name = base.name if type(opt) in (SGD, Adam) else type(opt).__name__.lower()
+    return dataclasses.replace(base, name=name,
+                               factory=lambda *a, **k: copy.deepcopy(opt))
 
 
 def make_optimizer(name: str, lr, decay="none", total=None):

@@ -29,7 +29,6 @@ from typing import Callable
 
 import numpy as np
 
-from stsim.core.encodings import make_encoding
 from stsim.core.model import cosine_to_target, forward_backward
 from stsim.core.seeds import Streams
 from stsim.core.task import sample_batch
@@ -242,8 +241,7 @@ class TransformerProblem(Problem):
     population (``objective="population"``, provided by :mod:`stsim.theory.population`)."""
 
     def __init__(self, cfg, streams: Streams):
-        self.enc = make_encoding(cfg.pe, T_max=cfg.T_max, d_e=cfg.d_e,
-                                 sampler=cfg.sampler, rng=streams.encoding())
+        self.enc = cfg.resolved.encoding.build(streams.encoding())
         super().__init__(cfg, streams)
 
     def _draw(self, rng, B, T, q):
@@ -320,4 +318,4 @@ register_arch("transformer", TransformerProblem, reduced=True, shapes=transforme
 def make_problem(cfg, streams: Streams | None = None):
     """The problem object for a resolved config's ``arch`` (interface: module docstring);
     ``streams`` defaults to ``Streams(cfg.seed)``."""
-    return arch_spec(cfg.arch).factory(cfg, Streams(cfg.seed) if streams is None else streams)
+    return cfg.resolved.arch.factory(cfg, Streams(cfg.seed) if streams is None else streams)

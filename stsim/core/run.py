@@ -17,12 +17,11 @@ Units: a *step* is one optimiser update; gradient-flow time is ``η · step``.
 """
 from __future__ import annotations
 
-import dataclasses
 import os
 
 import numpy as np
 
-from stsim.core.config import Config, upgrade_config
+from stsim.core.config import Config, options_from_record
 from stsim.core.progress import check_progress
 from stsim.core.result import Result
 from stsim.core.session import (DIVERGENCE_FACTOR, LoopEnd, RunInterrupted, Session,
@@ -55,19 +54,20 @@ def check_checkpoint(checkpoint, checkpoint_every):
 
 
 def _options(T, q, pe, config, options) -> dict:
-    """The options of a run: ``config``'s fields (a :class:`Config` or a config dict such
-    as ``Result.config``; else the defaults T=200, q=3, pe="stochastic"), then ``T``,
-    ``q``, ``pe`` and ``options`` where given."""
+    """The options of a run: ``config``'s fields (a :class:`Config`, its objects included,
+    or a config dict such as ``Result.config``, read by
+    :func:`stsim.core.config.options_from_record`; else the defaults T=200, q=3,
+    pe="stochastic"), then ``T``, ``q``, ``pe`` and ``options`` where given."""
+    given = {k: v for k, v in (("T", T), ("q", q), ("pe", pe)) if v is not None}
     if config is None:
         base = {"T": 200, "q": 3, "pe": "stochastic"}
     elif isinstance(config, Config):
-        base = {f.name: getattr(config, f.name) for f in dataclasses.fields(Config)}
+        base = config.as_options()
     elif isinstance(config, dict):
-        base = upgrade_config(config)
+        base = options_from_record(config, {**given, **options})
     else:
         raise ValueError(f"config must be a stsim.Config or a dict of its fields (such as a "
                          f"Result's config), got {type(config).__name__}")
-    given = {k: v for k, v in (("T", T), ("q", q), ("pe", pe)) if v is not None}
     return {**base, **given, **options}
 
 

@@ -25,7 +25,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from stsim.core.optim import all_finite, make_optimizer
+from stsim.core.optim import all_finite
 from stsim.core.problem import make_problem
 from stsim.core.progress import make_progress
 from stsim.core.result import Result
@@ -207,7 +207,7 @@ class Session:
                  prefetch=None, callback=None, eval_given=True, defaults_noted=False):
         streams = Streams(cfg.seed)
         self.problem = problem = make_problem(cfg, streams)
-        self.opt = make_optimizer(cfg.optimizer, cfg.lr, cfg.lr_decay, cfg.steps)
+        self.opt = cfg.resolved.optimizer.factory(cfg.lr, decay=cfg.lr_decay, total=cfg.steps)
         rng = streams.train()
         init = problem.init_params(streams.init())
         if checkpoint is not None and os.path.exists(checkpoint):
@@ -378,6 +378,7 @@ class Session:
             message += f"; {note}" if note else ""
         res = Result(config=cfg.to_dict(), params=state.params, history=history,
                      status=status, message=message, info=info)
+        res._config = cfg       # the resolved config, objects included (Result.attention)
         if self.error is not None:
             try:
                 self.error.result = res

@@ -23,7 +23,6 @@ from __future__ import annotations
 
 import contextlib
 import copy
-import dataclasses
 import math
 import os
 import signal
@@ -31,11 +30,10 @@ import threading
 
 import numpy as np
 
-from stsim.core.config import Config, upgrade_config
-from stsim.core.problem import arch_spec
+from stsim.core.config import upgrade_config
 from stsim.util.io import load_npz, save_npz
 
-__all__ = ["RunState", "check_params", "check_history", "param_shapes"]
+__all__ = ["RunState", "check_params", "check_history"]
 
 _META_KEYS = ("config", "step", "rng", "acc", "history_keys")
 
@@ -43,24 +41,6 @@ _META_KEYS = ("config", "step", "rng", "acc", "history_keys")
 def _bad(path, what, defect):
     return ValueError(f"{what} {os.fspath(path)!r} is corrupt: {defect}; remove it or use "
                       f"another path")
-
-
-def param_shapes(config: dict):
-    """``{name: shape}`` of a run's parameters from its config dict: the architecture's
-    ``shapes`` rule (:func:`~stsim.core.problem.register_arch`), or None when it has none
-    (or the architecture is not registered in this process)."""
-    try:
-        spec = arch_spec(config.get("arch", "transformer"))
-    except ValueError:
-        return None
-    if spec.shapes is None:
-        return None
-    names = {f.name for f in dataclasses.fields(Config)}
-    cfg = Config(**{k: v for k, v in config.items() if k in names})
-    try:
-        return {k: tuple(v) for k, v in spec.shapes(cfg).items()}
-    except (TypeError, ValueError, KeyError):
-        return None
 
 
 def check_params(path, what, params: dict, shapes: dict | None, *, finite: bool) -> None:
