@@ -10,7 +10,8 @@ Convention (every study command):
 * ``--workers N`` — worker processes (one BLAS thread each), default 2; ``1`` (or ``0``)
   runs everything in this process;
 * ``--scheduler ADDRESS`` — run on a Dask cluster instead (``tcp://host:8786``: the
-  address of its scheduler; the extra ``stsim[dask]``); ``--workers`` is then not used;
+  address of its scheduler; the extra ``stsim[dask]``); ``--workers`` is then not used, and
+  ``--out`` (made absolute) must be a folder the cluster's workers reach at the same path;
 * ``--quiet`` — no progress lines on stderr.
 """
 from __future__ import annotations
@@ -52,8 +53,9 @@ def add_study_arguments(p: argparse.ArgumentParser, name: str, *,
                                         f"(default: {DEFAULT_WORKERS}); 1 runs in this process")
     g.add_argument("--scheduler", default=None, metavar="ADDRESS",
                    help="run on a Dask cluster: the address of its scheduler, e.g. "
-                        "tcp://10.0.0.5:8786 (needs the extra stsim[dask]; --workers is then "
-                        "not used: the cluster's workers run the tasks)")
+                        "tcp://HOST:8786 (needs the extra stsim[dask]; --workers is then not "
+                        "used: the cluster's workers run the tasks, and --out must be a "
+                        "folder they reach at the same path)")
     g.add_argument("--quiet", action="store_true", help="no progress lines on stderr")
 
 
@@ -273,6 +275,8 @@ def run_contract(args, study) -> dict:
                   if scheduler is not None and not args.analyse_only else (None, None))
     try:
         out = check_writable_folder(out, "--out")
+        if client is not None:        # the cluster's workers write there: one absolute path
+            out = os.path.abspath(out)
         with FileLock(os.path.join(out, ".stsim-study"), remove=True):
             if ex is None:
                 ex = make_executor(workers(args))
