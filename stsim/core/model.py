@@ -10,9 +10,12 @@ One sample, with token columns ``z_1..z_N`` (``N = T`` for the *theory* model; t
 
 .. math::
 
+    \begin{gathered}
     a_i = z_i^\top W z_q, \qquad s = \operatorname{softmax}(a), \qquad
-    h = \sum_i s_i z_i, \qquad f = V h, \qquad r = f - \mathrm{STS}_q(X, y), \qquad
+    h = \sum_i s_i z_i, \\
+    f = V h, \qquad r = f - \mathrm{STS}_q(X, y), \qquad
     \ell = \tfrac12 \lVert r \rVert^2 .
+    \end{gathered}
 
 Backward (the derivative sits beside the forward formula):
 
