@@ -48,6 +48,13 @@ Design
   never a table of error rows. A pool that breaks later (a worker killed, say by the
   out-of-memory killer) raises :class:`ExecutorFailed` after saving the finished rows:
   the lost rows are not recorded, and a rerun computes them.
+* **Registrations** — the encodings, optimisers and architectures registered in the
+  calling process (``stsim.register_encoding`` ...) travel with every task to the workers
+  and are registered there before the row runs (:mod:`stsim.sweep.carry`).
+* **Progress** — ``progress=True`` draws a bar over the rows (what :func:`stsim.run`
+  takes; checked before any work).
+* **Tables** — :meth:`SweepResult.to_pandas` (pandas, the extra ``stsim[pandas]``); a
+  notebook shows a :class:`SweepResult` as an HTML table.
 * **Ctrl-C** — in the main thread (Python's default SIGINT handler) Ctrl-C raises
   ``KeyboardInterrupt`` from the sweep at once (:func:`stsim.sweep.pool.stop_on_interrupt`:
   the default pool's workers are ended; a ``stsim.run`` inside a row raises rather than
