@@ -19,6 +19,8 @@ source_suffix = {".rst": "restructuredtext", ".md": "markdown"}
 exclude_patterns = ["_build", "figures"]   # figures/: generated study reports
 root_doc = "index"
 html_theme = "alabaster"
+# room for the formulas and the code of the documents beside the navigation
+html_theme_options = {"page_width": "1160px", "body_max_width": "none"}
 autodoc_member_order = "bysource"
 autodoc_default_options = {"members": True, "show-inheritance": True}
 autodoc_typehints = "none"            # the docstrings state types and shapes
