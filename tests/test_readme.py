@@ -24,9 +24,9 @@ ORDER = ["What it is", "Quick start (Python)", "The task and the model", "The Py
 
 
 def setup_commands(text) -> list:
-    """The lines of the code block that opens the README, right under its title (``[]``
-    when something else comes first)."""
-    m = re.match(r"# [^\n]+\n\n```bash\n(.*?)```\n", text, flags=re.S)
+    """The lines of the code block that opens the README, right under its title and one line
+    saying what the tool is (``[]`` when something else comes first)."""
+    m = re.match(r"# [^\n]+\n\n[^\n`#][^\n]*\n\n```bash\n(.*?)```\n", text, flags=re.S)
     return m.group(1).strip().splitlines() if m else []
 
 
@@ -44,6 +44,8 @@ def python_blocks(text, after) -> list:
 
 def test_the_readme_starts_with_exactly_the_two_set_up_commands():
     assert setup_commands(README) == [COMMAND_1, COMMAND_2]
+    first = README.split("\n")[2]
+    assert first.startswith("A NumPy simulator") and len(first) < 140     # one line: what it is
 
 
 def test_the_readme_reads_in_order():
@@ -53,7 +55,8 @@ def test_the_readme_reads_in_order():
 
 
 def test_the_checks_see_a_seeded_fault():
-    assert setup_commands("# stsim\n\nSome prose first.\n\n```bash\n" + COMMAND_1 + "\n```\n") \
+    assert setup_commands("# stsim\n\nOne line.\n\nMore prose first.\n\n```bash\n" + COMMAND_1
+                          + "\n```\n") \
         == []
     swapped = README.replace("## Quick start (Python)", "## Quick start").replace(
         "## What it is", "## Quick start (Python)").replace("## Quick start\n", "## What it is\n")

@@ -3,8 +3,8 @@
 Every command is a module of this package exposing ``add_arguments(parser)`` and
 ``main(args) -> int``; :func:`main` only dispatches, importing the command's module
 lazily so that ``stsim run`` does not load experiment code. Bad input (``ValueError``) is
-printed as one line ``stsim: error: …`` with exit status 2; a warning as one line
-``stsim: warning: …`` (no source line); Ctrl-C that reaches here (outside a run's loop,
+printed as one line ``stsim: error: …`` with exit status 2; a warning as
+``stsim: warning: …`` (at most two lines, no source line); Ctrl-C that reaches here (outside a run's loop,
 which stops by itself and keeps its files; a study says that its finished runs are kept)
 as one line, exit status 130; another process writing the same output, or a pool whose
 worker died, as one line, exit status 2; a file that
@@ -14,7 +14,8 @@ closes the output early (``stsim run … | head -3``) ends the command quietly (
 
 The study commands (``figures``, ``separation``, ``expressivity``, ``sparse``) share one
 convention (:mod:`stsim.cli.common`): ``--quick`` (the default, seconds) | ``--full``
-(the documented experiment), ``--out``, ``--workers``, ``--quiet``.
+(the documented experiment), ``--out``, ``--workers`` or ``--scheduler`` (a Dask
+cluster), ``--quiet``.
 """
 from __future__ import annotations
 

@@ -9,6 +9,9 @@ Convention (every study command):
 * ``--out DIR`` — default ``runs/<study>-quick`` or ``runs/<study>``;
 * ``--workers N`` — worker processes (one BLAS thread each), default 2; ``1`` (or ``0``)
   runs everything in this process;
+* ``--scheduler ADDRESS`` — run on a Dask cluster instead (``tcp://host:8786``: the
+  address of its scheduler; the extra ``stsim[dask]``); ``--workers`` is then not used, and
+  ``--out`` (made absolute) must be a folder the cluster's workers reach at the same path;
 * ``--quiet`` — no progress lines on stderr.
 """
 from __future__ import annotations
@@ -20,7 +23,7 @@ import sys
 
 __all__ = ["MODES", "DEFAULT_WORKERS", "add_study_arguments",
            "add_contract_options", "contract_overrides", "run_contract",
-           "out_dir", "workers", "logger", "int_tuple", "parse_set",
+           "out_dir", "workers", "scheduler_executor", "logger", "int_tuple", "parse_set",
            "print_checks", "report_divergence"]
 
 MODES = ("quick", "full")
@@ -48,6 +51,11 @@ def add_study_arguments(p: argparse.ArgumentParser, name: str, *,
     g.add_argument("--workers", type=int, default=DEFAULT_WORKERS, metavar="N",
                    help=workers_help or f"worker processes, one BLAS thread each "
                                         f"(default: {DEFAULT_WORKERS}); 1 runs in this process")
+    g.add_argument("--scheduler", default=None, metavar="ADDRESS",
+                   help="run on a Dask cluster: the address of its scheduler, e.g. "
+                        "tcp://HOST:8786 (needs the extra stsim[dask]; --workers is then not "
+                        "used: the cluster's workers run the tasks, and --out must be a "
+                        "folder they reach at the same path)")
     g.add_argument("--quiet", action="store_true", help="no progress lines on stderr")
 
 
@@ -63,6 +71,42 @@ def workers(args) -> int:
     """``--workers`` checked (an int >= 0; 0 is taken as 1: this process)."""
     from stsim.util.validate import check_int
     return max(1, check_int("workers", args.workers, 0))
+
+
+#: seconds to wait for a Dask scheduler to answer (``--scheduler``)
+SCHEDULER_TIMEOUT_S = 20.0
+
+
+def scheduler_executor(address: str, timeout: float | None = None):
+    """``(executor, client)`` for the Dask scheduler at ``address``: the client's executor
+    (``pure=False``, see :mod:`stsim.sweep`), whose ``workers`` is the cluster's worker
+    count; the caller closes the client. ``ValueError`` naming ``--scheduler`` for an
+    address that is not ``[tcp://]host:port``, without Dask (naming the extra), or when
+    no scheduler answers within ``timeout`` seconds (default
+    :data:`SCHEDULER_TIMEOUT_S`) — before any work."""
+    import re
+    timeout = SCHEDULER_TIMEOUT_S if timeout is None else timeout
+    address = str(address).strip()
+    if not re.fullmatch(r"(tcp|tls|inproc|ws|wss)://\S+|[\w.\-\[\]:]+:\d+", address):
+        raise ValueError(f"--scheduler must be a Dask scheduler address such as "
+                         f"tcp://host:8786, got {address!r}")
+    try:
+        from distributed import Client
+    except ImportError:
+        raise ValueError('--scheduler needs Dask, the optional extra "dask": '
+                         'pip install "stsim[dask]"') from None
+    try:
+        client = Client(address, timeout=timeout, set_as_default=False)
+    except (OSError, TimeoutError) as exc:
+        raise ValueError(f"--scheduler {address}: no Dask scheduler answered "
+                         f"({type(exc).__name__}: {exc})") from None
+    ex = client.get_executor(pure=False)
+    try:
+        ex.workers = sum(w.get("nthreads", 1) for w in
+                         client.scheduler_info()["workers"].values()) or None
+    except Exception:  # noqa: BLE001 - only a number for the summary
+        ex.workers = None
+    return ex, client
 
 
 def logger(args, prefix: str = ""):
@@ -166,8 +210,8 @@ def run_contract(args, study) -> dict:
     against the machine's memory), ``--out`` (a writable folder; with ``--analyse-only``
     an existing one), one study at a time per folder (``<out>/.stsim-study.lock``); then
     the executor, built once from ``--workers`` (:func:`stsim.sweep.make_executor`: 0 or 1
-    runs in this process), :func:`stsim.studies.contract.run_study`, the executor shut
-    down. Ctrl-C ends the pool's workers at once and raises ``KeyboardInterrupt`` saying
+    runs in this process) or from ``--scheduler`` (:func:`scheduler_executor`: a Dask
+    cluster), :func:`stsim.studies.contract.run_study`, the executor shut down. Ctrl-C ends the pool's workers at once and raises ``KeyboardInterrupt`` saying
     that the finished runs are kept (a rerun resumes). The diverged runs and the
     quantities they left unmeasured are printed on stderr, one line each
     (:func:`report_divergence`). Returns the summary, with ``exit_status`` 1 when something
@@ -182,10 +226,17 @@ def run_contract(args, study) -> dict:
         raise ValueError(f"--out {out!r} is not a folder: --analyse-only reads the raw tables "
                          f"a run of stsim {study.NAME} wrote there (run it without "
                          f"--analyse-only first)")
-    out = check_writable_folder(out, "--out")
+    scheduler = getattr(args, "scheduler", None)
+    # a cluster that does not answer is refused before the folder is made
+    ex, client = (scheduler_executor(scheduler)
+                  if scheduler is not None and not args.analyse_only else (None, None))
     try:
+        out = check_writable_folder(out, "--out")
+        if client is not None:        # the cluster's workers write there: one absolute path
+            out = os.path.abspath(out)
         with FileLock(os.path.join(out, ".stsim-study"), remove=True):
-            ex = make_executor(workers(args))
+            if ex is None:
+                ex = make_executor(workers(args))
             try:
                 with stop_on_interrupt(ex):
                     res = run_study(study, out, mode=args.mode, overrides=overrides,
@@ -198,6 +249,9 @@ def run_contract(args, study) -> dict:
                 ex.shutdown(wait=True)
     except OutputLocked as exc:
         raise ValueError(f"--out: {exc}") from None
+    finally:
+        if client is not None:
+            client.close()
     res["exit_status"] = report_divergence(res)
     return res
 

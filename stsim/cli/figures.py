@@ -18,6 +18,12 @@ _REMOVED = ("the runs of `stsim figures` live in OUT/runs, where a rerun with th
             "--analyse-only, to train afresh use a new --out")
 
 
+#: the last line of ``stsim figures --quick``: what its scale decides and what it does not
+QUICK_SCOPE = ("quick scale (T = 20, two seeds, short runs) checks that every figure is drawn "
+               "end to end; its [NOT] lines are expected and decide nothing about the paper's "
+               "claims: stsim figures --full does (docs/reproduction.md)")
+
+
 class _Removed(argparse.Action):
     """An option that no longer exists: refused with what replaces it."""
 
@@ -77,4 +83,6 @@ def main(args) -> int:
     trained = "" if res["analyse_only"] else f" ({res['n_trained']} trained now)"
     print(f"wall time {res['wall_time_s']:.1f}s, {res['n_runs']} runs{trained}, peak memory "
           f"per run {res['peak_rss_mb_max_run']} MB, files in {res['out']}")
+    if args.mode == "quick":
+        print(QUICK_SCOPE)
     return max(1 if res["missing"] else 0, res["exit_status"])

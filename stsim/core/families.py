@@ -64,10 +64,11 @@ def register_encoding(name: str, factory, *, index: bool | None = None,
     An instance needs no registration: ``pe=MyEncoding(d_e)`` is used as it is and
     registers nothing (:func:`encoding_spec`).
 
-    A sweep on worker processes needs the registration there too: register at the top
-    level of a module the workers import, or inside the sweep's function. The default
-    pool's workers do not run the calling script or notebook, so a registration made
-    there is not in them; an instance travels with the function instead.
+    A sweep's workers (the default pool, any process pool, a Dask cluster) do not run the
+    calling script or notebook; :func:`stsim.sweep` sends the registrations made in the
+    calling process with every task (:mod:`stsim.sweep.carry`), so ``pe=name`` works in
+    its rows too. A :func:`stsim.load` in a process where ``name`` is not registered warns
+    how to register it.
 
     Examples
     --------

@@ -6,17 +6,29 @@ side) and a merged value-output matrix ``V ∈ R^{d×D}``, ``D = d + d_e``.
 One sample, with token columns ``z_1..z_N`` (``N = T`` for the *theory* model; the
 *practical* model appends the query token, ``z_{T+1} = z_q``, ``N = T + 1``) and query
 ``z_q = [x_q; p_q]``, ``x_q = 0`` by default, ``p_q = c Σ_{j∈y} p_j`` with ``c = 1``
-(``query="sum"``) or ``c = 1/q`` (``query="mean"``)::
+(``query="sum"``) or ``c = 1/q`` (``query="mean"``):
 
-    a_i = z_iᵀ W z_q            s = softmax(a)            h = Σ_i s_i z_i
-    f   = V h                   r = f − STS_q(X, y)       ℓ = ½ ‖r‖²
+.. math::
 
-Backward (the derivative sits beside the forward formula)::
+    \begin{gathered}
+    a_i = z_i^\top W z_q, \qquad s = \operatorname{softmax}(a), \qquad
+    h = \sum_i s_i z_i, \\
+    f = V h, \qquad r = f - \mathrm{STS}_q(X, y), \qquad
+    \ell = \tfrac12 \lVert r \rVert^2 .
+    \end{gathered}
 
-    ∂ℓ/∂V = r hᵀ
-    g_i   = ∂ℓ/∂s_i = z_iᵀ Vᵀ r
-    δ_i   = ∂ℓ/∂a_i = s_i (g_i − Σ_k s_k g_k)          (softmax Jacobian)
-    ∂ℓ/∂W = Σ_i δ_i z_i z_qᵀ = (Z δ) z_qᵀ               (z_q depends on no parameter)
+Backward (the derivative sits beside the forward formula):
+
+.. math::
+
+    \begin{aligned}
+    \partial\ell/\partial V &= r h^\top, \\
+    g_i &= \partial\ell/\partial s_i = z_i^\top V^\top r, \\
+    \delta_i &= \partial\ell/\partial a_i = s_i \big(g_i - \textstyle\sum_k s_k g_k\big)
+      && \text{(softmax Jacobian)}, \\
+    \partial\ell/\partial W &= \textstyle\sum_i \delta_i z_i z_q^\top = (Z\delta)\, z_q^\top
+      && (z_q \text{ depends on no parameter}).
+    \end{aligned}
 
 The batch loss is the batch mean of ℓ, and so are the gradients.
 

@@ -2,8 +2,9 @@
 
 ``progress`` is
 
-* ``True`` — a `tqdm <https://tqdm.github.io>`_ bar on stderr (in a notebook, its widget)
-  where tqdm is installed (the optional extra ``pip install "stsim[progress]"``), else
+* ``True`` — a `tqdm <https://tqdm.github.io>`_ bar on stderr (in a notebook, its widget,
+  which needs ipywidgets) where tqdm is installed (the optional extra
+  ``pip install "stsim[progress]"`` brings both), else
   :class:`LinePrinter`, the line ``stsim run`` prints (at most one every 2 s);
 * ``False`` — nothing;
 * a callable ``progress(step, steps, row)`` — called at every record (``row``: the
@@ -21,8 +22,8 @@ import time
 
 import numpy as np
 
-__all__ = ["check_progress", "make_progress", "interactive_session", "LinePrinter",
-           "PROGRESS_AFTER_S"]
+__all__ = ["check_progress", "make_progress", "make_counter", "interactive_session",
+           "LinePrinter", "CountPrinter", "tqdm_class", "PROGRESS_AFTER_S"]
 
 #: a run estimated longer than this (s, one core) shows progress by default when
 #: interactive
@@ -88,6 +89,19 @@ class LinePrinter:
         """Nothing to release."""
 
 
+def tqdm_class():
+    """The tqdm bar to use, or None without tqdm: ``tqdm.auto``'s (a widget in a Jupyter
+    kernel) where ipywidgets is installed (the extra ``stsim[progress]`` brings both),
+    else the text bar — never ``tqdm.auto``'s "IProgress not found" warning."""
+    try:
+        from tqdm.auto import tqdm as auto
+        from tqdm.std import tqdm as text
+    except ImportError:
+        return None
+    import importlib.util
+    return auto if importlib.util.find_spec("ipywidgets") is not None else text
+
+
 class _Bar:
     """A tqdm bar over the steps, advanced at every record."""
 
@@ -113,9 +127,64 @@ def make_progress(progress, *, start: int, steps: int, estimated_s: float):
     if progress is False:
         return None
     if progress is True:
+        tqdm = tqdm_class()
+        return LinePrinter() if tqdm is None else _Bar(tqdm, start, steps)
+    return progress
+
+
+class CountPrinter:
+    """``[  12.3s] sweep 4/12 rows (1 error)`` on stderr, at most one line every ``every``
+    seconds, always at the first and the last row (the text form of :func:`make_counter`)."""
+
+    def __init__(self, desc="sweep", every: float = 2.0, file=None):
+        self.desc, self.lines = desc, LinePrinter(every, file)
+        self.failed = 0
+
+    def __call__(self, done, total, row):
+        self.failed += row.get("status", "ok") != "ok"
+        lp = self.lines
+        now = time.perf_counter()
+        if lp.dead or (now - lp.last < lp.every and done not in (1, total)):
+            return
+        lp.last = now
+        bad = f" ({self.failed} error{'s' if self.failed != 1 else ''})" if self.failed else ""
         try:
-            from tqdm.auto import tqdm
-        except ImportError:
-            return LinePrinter()
-        return _Bar(tqdm, start, steps)
+            print(f"[{now - lp.start:6.1f}s] {self.desc} {done}/{total} rows{bad}",
+                  file=lp.file or sys.stderr, flush=True)
+        except (OSError, ValueError):
+            lp.dead = True
+
+    def close(self):
+        """Nothing to release."""
+
+
+class _CountBar:
+    """A tqdm bar over finished items, with the count of failed ones."""
+
+    def __init__(self, tqdm, total, desc):
+        self.failed = 0
+        self.bar = tqdm(total=total, unit="row", desc=desc, file=sys.stderr,
+                        dynamic_ncols=True, mininterval=0.5)
+
+    def __call__(self, done, total, row):
+        if row.get("status", "ok") != "ok":
+            self.failed += 1
+            self.bar.set_postfix_str(f"{self.failed} failed", refresh=False)
+        self.bar.update(done - self.bar.n)
+
+    def close(self):
+        self.bar.close()
+
+
+def make_counter(progress, *, total: int, desc: str = "sweep"):
+    """The reporter of ``total`` items (a sweep's rows) from ``progress``, the values
+    :func:`stsim.run` takes (module docstring): ``True`` a tqdm bar (:func:`tqdm_class`) or
+    :class:`CountPrinter`; a callable is called as ``progress(done, total, row)``;
+    ``None`` and ``False`` nothing. Returns None or an object with ``close()``."""
+    progress = check_progress(progress)
+    if progress is None or progress is False:
+        return None
+    if progress is True:
+        tqdm = tqdm_class()
+        return CountPrinter(desc) if tqdm is None else _CountBar(tqdm, total, desc)
     return progress

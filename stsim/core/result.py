@@ -46,9 +46,10 @@ class Result:
 
     Notes
     -----
-    In a notebook: ``res.plot()`` (the figure), ``res.attention()`` (attention weights of
-    the trained model), ``res.history_array()`` / ``res.history_csv(path)`` (the history
-    as a table; ``pandas.DataFrame(res.history)`` also works).
+    In a notebook a ``Result`` shows its summary and its figure; ``res.plot()`` (the
+    figure), ``res.attention()`` (attention weights of the trained model),
+    ``res.to_pandas()`` (the history as a ``DataFrame`` indexed by step),
+    ``res.history_array()`` / ``res.history_csv(path)`` (the history as a table).
     """
 
     config: dict
@@ -118,15 +119,33 @@ class Result:
 
     to_csv = history_csv
 
+    def to_pandas(self):
+        """The history as a ``pandas.DataFrame`` indexed by ``step``, one column per
+        history key (``loss``, ``val``, ``val/T=…``, ``cos_W``, ...); pandas is the
+        optional extra ``stsim[pandas]``.
+
+        >>> import stsim
+        >>> df = stsim.run(T=8, q=2, steps=4, batch=8, eval_every=2).to_pandas()
+        >>> df.index.name, list(df.index), list(df.columns[:2])
+        ('step', [0, 2, 4], ['loss', 'val'])
+        """
+        from stsim.util.frames import pandas
+        pd = pandas()
+        cols = {k: np.asarray(v) for k, v in self.history.items() if k != "step"}
+        step = np.asarray(self.history.get("step", np.arange(len(next(iter(cols.values()), [])))))
+        return pd.DataFrame(cols, index=pd.Index(step.astype(np.int64), name="step"))
+
     def plot(self, path=None):
         """The run's figure (``stsim run``'s ``loss.png``): loss (log), 1/loss (linear
         growth = the O(1/t) rate) and the cosines to the target, as a
-        ``matplotlib.figure.Figure`` (a notebook shows it). With ``path``, it is also
-        written there (format from the extension)."""
-        from stsim.util.plotting import history_figure, savefig
+        ``matplotlib.figure.Figure`` that a notebook shows (as a PNG, with or without
+        ``%matplotlib inline``). With ``path``, it is also written there (format from the
+        extension). It never selects or changes matplotlib's backend: a script's later
+        ``plt.show()`` shows its own figures as before."""
+        from stsim.util.figure import history_figure, save_figure
         fig = history_figure(self)
         if path is not None:
-            savefig(fig, path)
+            save_figure(fig, path)
         return fig
 
     def attention(self, X=None, y=None, *, n=4, seed=0, T=None, return_inputs=False):
@@ -177,6 +196,9 @@ class Result:
 
         cfg = self.__dict__.get("_config")      # the run's own (stsim.run in this process)
         if cfg is None:
+            missing = unregistered(self.config)
+            if missing:
+                raise ValueError(f"attention weights need {_register_hint(missing)}")
             names = {f.name for f in dataclasses.fields(Config)}
             cfg = Config(**{k: v for k, v in options_from_record(self.config, {}).items()
                             if k in names}).resolve()
@@ -237,6 +259,7 @@ class Result:
         check_params(path, "result file", params, recorded_shapes(meta["config"]), finite=False)
         history = {k: arrays[f"history/{k}"] for k in meta.get("history_keys", [])}
         check_history(path, "result file", history)
+        _warn_unregistered(path, meta["config"])
         return cls(config=meta["config"], params=params, history=_int_steps(history),
                    status=meta["status"], message=meta["message"], info=meta.get("info", {}))
 
@@ -304,10 +327,80 @@ class Result:
         return "\n".join(lines)
 
     def __repr__(self):
-        keys = ", ".join(self.history)
-        last = f"{self.final('loss'):.4g}" if len(self.history.get("loss", [])) else "n/a"
-        return (f"Result(status={self.status!r}, steps={self.config.get('steps')}, "
-                f"final loss={last}, message={self.message!r}, history keys=[{keys}])")
+        cfg, h = self.config, self.history
+        what = " ".join(f"{k}={cfg[k]}" for k in ("arch", "T", "q", "pe") if k in cfg
+                        and not (k == "arch" and cfg[k] == "transformer"))
+        key = "val" if len(h.get("val", ())) else "loss"
+        if len(h.get(key, ())):
+            L0, L1 = float(h[key][0]), float(h[key][-1])
+            loss = f"{key} {L1:.4g}" + (f" ({L1 / L0:.2%} of initial)" if L0 > 0 else "")
+        else:
+            loss = "nothing recorded"
+        steps = int(h["step"][-1]) if len(h.get("step", ())) else 0
+        return (f"<stsim.Result {self.status}, {self.assessment}: {what}, {steps} steps, "
+                f"{loss}>")
+
+    def _repr_mimebundle_(self, include=None, exclude=None):
+        """A notebook shows the summary (text, HTML) and the figure (``image/png``); the
+        figure is drawn once for all of them."""
+        png = self._repr_png_()
+        return {"text/plain": repr(self), "image/png": png,
+                "text/html": self._repr_html_(png)}
+
+    def _repr_png_(self):
+        """The figure of :meth:`plot` as PNG bytes."""
+        from stsim.util.figure import history_figure, png_bytes
+        return png_bytes(history_figure(self))
+
+    def _repr_html_(self, png=None):
+        """The summary and the figure, as HTML (the figure inline, nothing loaded)."""
+        import base64
+        import html
+        png = self._repr_png_() if png is None else png
+        return (f"<pre>{html.escape(self.summary())}</pre>"
+                f'<img alt="loss, inverse loss and cosines of the run" style="max-width:100%" '
+                f'src="data:image/png;base64,{base64.b64encode(png).decode()}"/>')
+
+
+#: the extension tables a config names: (config key, what, how to register it)
+_EXTENSIONS = (("pe", "encoding", "stsim.register_encoding({name!r}, YourEncoding)"),
+               ("optimizer", "optimiser", "stsim.register_optimizer({name!r}, factory, lr=…)"),
+               ("arch", "architecture", "stsim.register_arch({name!r}, factory)"))
+
+
+def unregistered(config: dict) -> list:
+    """``[(key, name, what, how)]`` for the names of ``config`` (``pe``, ``optimizer``,
+    ``arch``) that this process does not know: extensions registered where the run was
+    made and not (yet) here."""
+    from stsim.core.families import canonical_pe
+    from stsim.core.optim import optimizer_spec
+    from stsim.core.problem import arch_spec
+    check = {"pe": canonical_pe, "optimizer": optimizer_spec, "arch": arch_spec}
+    out = []
+    for key, what, how in _EXTENSIONS:
+        name = config.get(key)
+        if not isinstance(name, str):
+            continue
+        try:
+            check[key](name)
+        except ValueError:
+            out.append((key, name, what, how.format(name=name)))
+    return out
+
+
+def _register_hint(missing) -> str:
+    return "; ".join(f"the {what} {key}={name!r}, which is not registered in this process: "
+                     f"register it as the run did, e.g. {how}" for key, name, what, how in missing)
+
+
+def _warn_unregistered(path, config) -> None:
+    """Warn, naming how to register them, when a loaded result's extensions are unknown here
+    (its history and parameters are read all the same)."""
+    missing = unregistered(config) if isinstance(config, dict) else []
+    if missing:
+        from stsim.util.warn import warn
+        warn(f"{os.fspath(path)!r} was made with {_register_hint(missing)} (its history, "
+             f"plot and parameters need nothing; attention weights and resuming do)")
 
 
 def _int_steps(history: dict) -> dict:

@@ -48,6 +48,13 @@ Design
   never a table of error rows. A pool that breaks later (a worker killed, say by the
   out-of-memory killer) raises :class:`ExecutorFailed` after saving the finished rows:
   the lost rows are not recorded, and a rerun computes them.
+* **Registrations** — the encodings, optimisers and architectures registered in the
+  calling process (``stsim.register_encoding`` ...) travel with every task to the workers
+  and are registered there before the row runs (:mod:`stsim.sweep.carry`).
+* **Progress** — ``progress=True`` draws a bar over the rows (what :func:`stsim.run`
+  takes; checked before any work).
+* **Tables** — :meth:`SweepResult.to_pandas` (pandas, the extra ``stsim[pandas]``); a
+  notebook shows a :class:`SweepResult` as an HTML table.
 * **Ctrl-C** — in the main thread (Python's default SIGINT handler) Ctrl-C raises
   ``KeyboardInterrupt`` from the sweep at once (:func:`stsim.sweep.pool.stop_on_interrupt`:
   the default pool's workers are ended; a ``stsim.run`` inside a row raises rather than
@@ -83,8 +90,10 @@ from stsim.sweep.grid import (BOOKKEEPING, check_signature, expand_grid, point_k
 from stsim.sweep.journal import (append_journal, build_table, journal_path, lock_for,
                                  shared_records)
 from stsim.sweep import pool as _pool
+from stsim.sweep.carry import snapshot as _registrations
 from stsim.sweep.pool import (InlineExecutor, OneThreadProcessPool, ShutdownExecutorError,
                               make_executor, pool_dumps, stop_on_interrupt)
+from stsim.core.progress import check_progress, make_counter
 from stsim.util.io import FileLock, check_writable_file, read_csv, to_jsonable, write_csv
 from stsim.util.validate import check_int
 
@@ -143,10 +152,13 @@ def check_runs(executor, fn) -> None:
         raise ValueError(f"the executor cannot run fn: its probe returned {ok!r}")
 
 
-def _call(fn, point, seed):
-    """Worker side: ``fn(**point, seed=seed)`` -> (status, result, error, traceback, seconds)."""
+def _call(fn, point, seed, registrations=None):
+    """Worker side: ``fn(**point, seed=seed)`` -> (status, result, error, traceback, seconds),
+    after installing the caller's ``registrations`` (:mod:`stsim.sweep.carry`)."""
     t0 = time.perf_counter()
     try:
+        if registrations:
+            registrations.install()
         out = fn(**point, seed=seed)
         if not isinstance(out, dict):
             out = {"value": out}
@@ -203,6 +215,34 @@ class SweepResult:
         """
         return [r.get(name) for r in self.select(**params)]
 
+    def to_pandas(self):
+        """The table as a ``pandas.DataFrame``: one row per table row, the CSV's columns in
+        order (pandas is the optional extra ``stsim[pandas]``).
+
+        >>> SweepResult(rows=[{"lr": 1, "loss": 0.5}], columns=["lr", "loss"]).to_pandas()
+           lr  loss
+        0   1   0.5
+        """
+        from stsim.util.frames import pandas
+        return pandas().DataFrame(self.rows, columns=self.columns)
+
+    def _counts(self) -> str:
+        bad = sum(r.get("status") not in (None, "ok") for r in self.rows)
+        return f"{len(self.rows)} rows ({len(self.rows) - bad} ok, {bad} error)"
+
+    def __repr__(self):
+        extra = [f"path={self.path!r}"] if self.path else []
+        extra.append(f"this call: {self.n_run} run, {self.n_skipped} resumed, "
+                     f"{self.n_failed} failed")
+        cols = ", ".join(self.columns[:8]) + (", ..." if len(self.columns) > 8 else "")
+        return f"SweepResult({self._counts()}; columns {cols}; {'; '.join(extra)})"
+
+    def _repr_html_(self):
+        from stsim.util.frames import html_table
+        return html_table(self.columns, self.rows,
+                          caption=f"sweep: {self._counts()}"
+                                  + (f", {self.path}" if self.path else ""))
+
 
 def sweep(fn, grid, *, seeds=1, root_seed=0, executor=None, out=None, max_workers=2,
           validate=None, retry_failed=True, progress=None, keep=None) -> SweepResult:
@@ -237,8 +277,11 @@ def sweep(fn, grid, *, seeds=1, root_seed=0, executor=None, out=None, max_worker
         ``ValueError`` for a bad point. Default: ``fn.validate`` if present.
     retry_failed : bool
         Rerun the rows recorded as errors (default) or keep them.
-    progress : callable, optional
-        ``progress(done, total, row)``, called after each finished row.
+    progress : bool or callable, optional
+        What :func:`stsim.run` takes: ``True`` a bar over the rows (tqdm, the extra
+        ``stsim[progress]``; a line every 2 s without), ``False`` or ``None`` (default)
+        nothing, or a callable ``progress(done, total, row)`` called after each finished
+        row (``row``: its journal record). Anything else: ``ValueError`` before any work.
     keep : callable, optional
         ``keep(record) -> bool``, asked for every row the journal holds as finished
         (``record`` has ``point``, ``seed_index``, ``seed``, ``result``): ``False`` means
@@ -263,6 +306,7 @@ def sweep(fn, grid, *, seeds=1, root_seed=0, executor=None, out=None, max_worker
     """
     points = expand_grid(grid)
     seed_values = spawn_seeds(seeds, root_seed)
+    progress = check_progress(progress)
     max_workers = check_int("max_workers", max_workers, 1)
     check_signature(fn, points)
     validate = validate if validate is not None else getattr(fn, "validate", None)
@@ -324,6 +368,10 @@ def sweep(fn, grid, *, seeds=1, root_seed=0, executor=None, out=None, max_worker
         if todo:
             ex = make_executor(max_workers) if own else executor
             futures = {}
+            # what the caller registered goes with every task (a worker of a pool or a
+            # cluster imports stsim afresh); nothing to carry within this process
+            regs = None if isinstance(ex, InlineExecutor) else _registrations() or None
+            reporter = make_counter(progress, total=len(todo))
 
             def finish(fut, done):
                 nonlocal n_failed
@@ -349,8 +397,8 @@ def sweep(fn, grid, *, seeds=1, root_seed=0, executor=None, out=None, max_worker
                         append_journal(journal, rec)
                     if time.monotonic() - last_flush[0] >= FLUSH_SECONDS:
                         flush_table()
-                if progress is not None:
-                    progress(done, len(todo), rec)
+                if reporter is not None:
+                    reporter(done, len(todo), rec)
 
             try:
                 with stop_on_interrupt(ex if own else None):
@@ -362,7 +410,7 @@ def sweep(fn, grid, *, seeds=1, root_seed=0, executor=None, out=None, max_worker
                     else:
                         check_runs(ex, fn)
                         for p, r, s in todo:
-                            futures[ex.submit(_call, fn, p, s)] = (p, r, s)
+                            futures[ex.submit(_call, fn, p, s, regs)] = (p, r, s)
                         for done, fut in enumerate(cf.as_completed(list(futures)), 1):
                             finish(fut, done)
             except BaseException:  # interrupted: finished rows are journaled already
@@ -377,6 +425,9 @@ def sweep(fn, grid, *, seeds=1, root_seed=0, executor=None, out=None, max_worker
                 if out is not None and times:     # rows finished now: the table shows them
                     flush_table()
                 raise
+            finally:
+                if hasattr(reporter, "close"):
+                    reporter.close()
             if own:
                 ex.shutdown(wait=True)
         rows, columns = flush_table()

@@ -1,4 +1,6 @@
-"""Figures (matplotlib, Agg backend, written to files; never ``show()``)."""
+"""Figures of the command line and the studies (matplotlib, Agg backend, written to files;
+never ``show()``). A run's own figure, which a notebook shows, is
+:func:`stsim.util.figure.history_figure`: it touches no backend."""
 from __future__ import annotations
 
 import os
@@ -11,9 +13,8 @@ import matplotlib
 if "matplotlib.pyplot" not in sys.modules and not os.environ.get("MPLBACKEND"):
     matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
-from matplotlib.figure import Figure  # noqa: E402
-import numpy as np  # noqa: E402
 
+from stsim.util.figure import history_figure  # noqa: E402
 from stsim.util.io import atomic_write  # noqa: E402
 
 __all__ = ["history_figure", "plot_history", "savefig"]
@@ -28,72 +29,7 @@ def savefig(fig, path, dpi=120):
     return path
 
 
-def _plottable(v, limit=1e100):
-    """Values matplotlib can draw on a log axis: non-finite entries and magnitudes above
-    ``limit`` (a diverging run reaches 1e299) become NaN, i.e. gaps."""
-    v = np.asarray(v, dtype=float)
-    with np.errstate(invalid="ignore"):
-        return np.where(np.isfinite(v) & (np.abs(v) < limit), v, np.nan)
-
-
 def plot_history(res, path):
     """Write :func:`history_figure` of ``res`` to ``path`` (the ``stsim run`` figure,
     ``loss.png``) and return ``path``."""
     return savefig(history_figure(res), path)
-
-
-def history_figure(res):
-    """The figure of a run: three panels — training/validation loss (log), inverse
-    training loss (linear growth = O(1/t) rate), and cosine similarity of W, V with
-    W*, V*.
-
-    Parameters
-    ----------
-    res : Result
-        A run's result (anything with ``history``, ``config``, ``status`` and
-        ``message``).
-
-    Returns
-    -------
-    matplotlib.figure.Figure
-        Not shown and not closed (:meth:`stsim.Result.plot` returns it;
-        :func:`plot_history` saves and closes it).
-    """
-    h, cfg = res.history, res.config
-    # a bare Figure (no pyplot state): a notebook shows the returned figure once
-    fig = Figure(figsize=(14, 3.8))
-    ax = fig.subplots(1, 3)
-    if not len(h.get("step", ())):
-        for a in ax:
-            a.text(0.5, 0.5, f"no record\n{res.message}", ha="center", va="center",
-                   transform=a.transAxes, fontsize=8, wrap=True)
-        fig.suptitle(f"STS_q  [{res.status}]", fontsize=9)
-        return fig
-    step = h["step"]
-    for k, v in h.items():
-        if k == "loss" or k.startswith("val"):
-            ax[0].plot(step, _plottable(v), label=("train (window mean)" if k == "loss" else k),
-                       lw=2 if k == "loss" else 1.2)
-    ax[0].set_yscale("log")
-    ax[0].set_xlabel("step")
-    ax[0].set_ylabel("loss  ½‖f − target‖²")
-    ax[0].legend(fontsize=8)
-    ax[0].set_title("loss")
-    with np.errstate(divide="ignore", over="ignore"):
-        ax[1].plot(step, _plottable(1.0 / _plottable(h["loss"])), color="C0")
-    ax[1].set_xlabel("step")
-    ax[1].set_ylabel("1 / training loss")
-    ax[1].set_title("inverse loss (linear = O(1/t))")
-    if "cos_W" in h:
-        ax[2].plot(step, _plottable(h["cos_W"]), label="cos(W, W*)")
-        ax[2].plot(step, _plottable(h["cos_V"]), label="cos(V, V*)")
-        ax[2].set_ylim(-0.05, 1.05)
-        ax[2].legend(fontsize=8)
-    ax[2].set_xlabel("step")
-    ax[2].set_title("cosine similarity to ground truth")
-    fig.suptitle(f"STS_q  T={cfg.get('T')} q={cfg.get('q')} d={cfg.get('d')} "
-                 f"pe={cfg.get('pe')}/{cfg.get('sampler')} d_e={cfg.get('d_e')} "
-                 f"model={cfg.get('model')} query={cfg.get('query')} "
-                 f"{cfg.get('optimizer')} lr={cfg.get('lr')}  [{res.status}]", fontsize=9)
-    fig.tight_layout()
-    return fig

@@ -1,0 +1,104 @@
+"""The figure of a run (:meth:`stsim.Result.plot`, ``stsim run``'s ``loss.png``), built
+without pyplot: making it, showing it in a notebook or writing it never selects or
+changes the process's matplotlib backend (a desktop script's later ``plt.show()`` works
+as before)."""
+from __future__ import annotations
+
+import io
+import os
+
+import numpy as np
+from matplotlib.figure import Figure
+
+from stsim.util.io import atomic_write
+
+__all__ = ["HistoryFigure", "history_figure", "png_bytes", "save_figure"]
+
+
+def png_bytes(fig, dpi=100) -> bytes:
+    """``fig`` as PNG bytes (matplotlib's Agg renderer, whatever the backend)."""
+    buf = io.BytesIO()
+    fig.savefig(buf, format="png", dpi=dpi, bbox_inches="tight")
+    return buf.getvalue()
+
+
+def save_figure(fig, path, dpi=120):
+    """Write ``fig`` to ``path`` atomically (format from the extension, default PNG)."""
+    ext = os.path.splitext(os.fspath(path))[1].lstrip(".") or "png"
+    with atomic_write(path, "wb") as fh:
+        fig.savefig(fh, format=ext, dpi=dpi, bbox_inches="tight")
+    return path
+
+
+class HistoryFigure(Figure):
+    """A ``matplotlib.figure.Figure`` that a notebook shows as a PNG (``_repr_png_``) with
+    no backend set up: IPython prints a plain ``Figure`` only once its inline backend is
+    active. Where IPython has its own printer for figures, that one is used."""
+
+    def _repr_png_(self):
+        return png_bytes(self)
+
+
+def _plottable(v, limit=1e100):
+    """Values matplotlib can draw on a log axis: non-finite entries and magnitudes above
+    ``limit`` (a diverging run reaches 1e299) become NaN, i.e. gaps."""
+    v = np.asarray(v, dtype=float)
+    with np.errstate(invalid="ignore"):
+        return np.where(np.isfinite(v) & (np.abs(v) < limit), v, np.nan)
+
+
+def history_figure(res):
+    """The figure of a run: three panels — training/validation loss (log), inverse
+    training loss (linear growth = O(1/t) rate), and cosine similarity of W, V with
+    W*, V*.
+
+    Parameters
+    ----------
+    res : Result
+        A run's result (anything with ``history``, ``config``, ``status`` and
+        ``message``).
+
+    Returns
+    -------
+    matplotlib.figure.Figure
+        Not shown and not closed (:meth:`stsim.Result.plot` returns it;
+        :func:`stsim.util.plotting.plot_history` saves and closes it).
+    """
+    h, cfg = res.history, res.config
+    # a bare Figure (no pyplot state, no backend): a notebook shows the returned figure once
+    fig = HistoryFigure(figsize=(14, 3.8))
+    ax = fig.subplots(1, 3)
+    if not len(h.get("step", ())):
+        for a in ax:
+            a.text(0.5, 0.5, f"no record\n{res.message}", ha="center", va="center",
+                   transform=a.transAxes, fontsize=8, wrap=True)
+        fig.suptitle(f"STS_q  [{res.status}]", fontsize=9)
+        return fig
+    step = h["step"]
+    for k, v in h.items():
+        if k == "loss" or k.startswith("val"):
+            ax[0].plot(step, _plottable(v), label=("train (window mean)" if k == "loss" else k),
+                       lw=2 if k == "loss" else 1.2)
+    ax[0].set_yscale("log")
+    ax[0].set_xlabel("step")
+    ax[0].set_ylabel("loss  ½‖f − target‖²")
+    ax[0].legend(fontsize=8)
+    ax[0].set_title("loss")
+    with np.errstate(divide="ignore", over="ignore"):
+        ax[1].plot(step, _plottable(1.0 / _plottable(h["loss"])), color="C0")
+    ax[1].set_xlabel("step")
+    ax[1].set_ylabel("1 / training loss")
+    ax[1].set_title("inverse loss (linear = O(1/t))")
+    if "cos_W" in h:
+        ax[2].plot(step, _plottable(h["cos_W"]), label="cos(W, W*)")
+        ax[2].plot(step, _plottable(h["cos_V"]), label="cos(V, V*)")
+        ax[2].set_ylim(-0.05, 1.05)
+        ax[2].legend(fontsize=8)
+    ax[2].set_xlabel("step")
+    ax[2].set_title("cosine similarity to ground truth")
+    fig.suptitle(f"STS_q  T={cfg.get('T')} q={cfg.get('q')} d={cfg.get('d')} "
+                 f"pe={cfg.get('pe')}/{cfg.get('sampler')} d_e={cfg.get('d_e')} "
+                 f"model={cfg.get('model')} query={cfg.get('query')} "
+                 f"{cfg.get('optimizer')} lr={cfg.get('lr')}  [{res.status}]", fontsize=9)
+    fig.tight_layout()
+    return fig

@@ -1,0 +1,94 @@
+"""The quick start as a researcher runs it: cells of a notebook executed in a real Jupyter
+kernel (nbclient + ipykernel, kernel "python3", the checkout's stsim on its PYTHONPATH).
+
+It checks what a notebook shows and does: ``res.plot()`` and ``res`` are stored as
+``image/png`` (no ``%matplotlib inline`` needed), ``sweep(progress=True)`` gives ``ok``
+rows, an encoding registered in the notebook works in a sweep on the default pool, and
+``to_pandas()`` returns DataFrames."""
+import os
+import textwrap
+
+import pytest
+
+nbformat = pytest.importorskip("nbformat", reason='needs nbformat (the extra "test")')
+nbclient = pytest.importorskip("nbclient", reason='needs nbclient (the extra "test")')
+pytest.importorskip("ipykernel", reason='needs ipykernel (the extra "test")')
+pytest.importorskip("pandas", reason='needs pandas (the extra "test")')
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+
+CELLS = [
+    """
+    import numpy as np
+    import stsim
+    res = stsim.run(T=12, q=2, pe="onehot", steps=300, batch=32, progress=False)
+    print(res.status)
+    """,
+    "res.plot()",
+    "res",
+    """
+    def val_loss(lr, seed):
+        return {"val": stsim.run(T=8, q=2, lr=lr, steps=40, batch=16, seed=seed,
+                                 progress=False).final("val")}
+
+    table = stsim.sweep(val_loss, {"lr": [0.5, 1.0]}, seeds=2, progress=True)
+    print("PROGRESS", [r["status"] for r in table.rows])
+    """,
+    """
+    class Flipped(stsim.OneHot):             # an encoding of the notebook's own
+        name = "flipped"
+        def sample(self, rng, B, T):
+            return stsim.PEBatch(d_e=self.d_e, idx=np.arange(T)[::-1].copy())
+
+    stsim.register_encoding("flipped", Flipped)
+
+    def flipped_run(lr, seed):
+        return {"val": stsim.run(T=8, q=2, pe="flipped", lr=lr, steps=40, batch=16,
+                                 seed=seed, progress=False).final("val")}
+
+    pooled = stsim.sweep(flipped_run, {"lr": [0.5, 1.0]}, max_workers=2)
+    print("REGISTERED", [r["status"] for r in pooled.rows], [r["error"] for r in pooled.rows])
+    """,
+    """
+    import pandas as pd
+    print("PANDAS", isinstance(res.to_pandas(), pd.DataFrame),
+          isinstance(table.to_pandas(), pd.DataFrame), res.to_pandas().index.name)
+    """,
+    "table",
+]
+
+
+def _stdout(cell):
+    return "".join(o.get("text", "") for o in cell.outputs if o.get("name") == "stdout")
+
+
+def _data(cell):
+    return [o["data"] for o in cell.outputs if o.get("output_type") == "execute_result"]
+
+
+@pytest.mark.pool
+def test_quick_start_in_a_real_kernel(tmp_path, monkeypatch):
+    # the kernel (and the pool's workers it starts) import this checkout's stsim
+    monkeypatch.setenv("PYTHONPATH", os.pathsep.join(
+        [ROOT] + [p for p in os.environ.get("PYTHONPATH", "").split(os.pathsep) if p]))
+    monkeypatch.delenv("MPLBACKEND", raising=False)       # the kernel's own default
+    nb = nbformat.v4.new_notebook()
+    nb.cells = [nbformat.v4.new_code_cell(textwrap.dedent(c).strip()) for c in CELLS]
+    client = nbclient.NotebookClient(nb, kernel_name="python3", timeout=600,
+                                     resources={"metadata": {"path": str(tmp_path)}})
+    client.execute()
+    run, plot, shown, swept, registered, frames, table = nb.cells
+    assert _stdout(run).strip() == "completed"
+    # the figure of res.plot() and of res itself: image/png in the notebook
+    assert any("image/png" in d for d in _data(plot)), plot.outputs
+    (res_data,) = _data(shown)
+    assert {"image/png", "text/html", "text/plain"} <= set(res_data)
+    assert res_data["text/plain"].startswith("<stsim.Result completed")
+    assert "PROGRESS ['ok', 'ok', 'ok', 'ok']" in _stdout(swept), swept.outputs
+    assert "REGISTERED ['ok', 'ok'] ['', '']" in _stdout(registered), registered.outputs
+    assert "PANDAS True True step" in _stdout(frames), frames.outputs
+    (table_data,) = _data(table)
+    assert "<table>" in table_data["text/html"] and "4 rows (4 ok" in table_data["text/plain"]
+    # no warning on stderr in any cell (e.g. tqdm's "IProgress not found")
+    errs = [o.get("text", "") for c in nb.cells for o in c.outputs if o.get("name") == "stderr"]
+    assert not any("Warning" in e for e in errs), errs
