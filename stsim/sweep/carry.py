@@ -22,7 +22,7 @@ from stsim.core import problem as _problem
 __all__ = ["Registrations", "snapshot"]
 
 #: (module, table name) of every registry whose user entries travel
-_TABLES = ((_families, "_REGISTERED"), (_families, "_INSTANCES"), (_optim, "_OPTIMIZERS"),
+_TABLES = ((_families, "_REGISTERED"), (_optim, "_OPTIMIZERS"),
            (_problem, "_ARCHS"), (_problem, "_OBJECTIVES"))
 # what `import stsim` registers: this module is imported at the end of stsim/__init__.py,
 # after every built-in registration (the FCN architecture, the population objective)
