@@ -81,6 +81,10 @@ def test_a_failed_check_wins_over_everything():
     assert rep.status == "FAILED"
     rep.checks.pop()
     assert rep.status == "HYPOTHESES FAIL" and rep.exit_code == 3
+    # every check ran, but none on the model: not verified
+    rep.conditions["lr <= 1/(20 d^2)"]["holds"] = True
+    rep.checks = [c for c in rep.checks if c["ran"]]
+    assert rep.checks and not rep.model_checked and rep.status == "NOT VERIFIED"
 
 
 def test_a_check_that_did_not_run_never_passes():
@@ -130,3 +134,59 @@ def test_an_encoding_that_never_uses_its_top_slots_is_caught(monkeypatch):
     assert "population gradient of W_ee, V_x = closed form" in bad.failed()
     assert all(c["on"] == "model" for c in bad.checks if c["ran"] and not c["passed"])
     assert np.isfinite(bad.final["loss"])
+
+
+# ---- the invariants along the trajectory, at every step ---------------------------------
+import stsim.theory.reduced as reduced_mod  # noqa: E402
+from stsim.theory.checks import gamma_bound  # noqa: E402
+from stsim.theory.population import PopulationObjective  # noqa: E402
+
+BOUND = "0 <= gamma <= Gamma and a >= 0 at every step (derived bound)"
+MODEL_BOUND = "W, V: a non-decreasing and 0 <= gamma <= Gamma at every step"
+
+
+def test_gamma_bound_holds_and_is_nearly_attained():
+    """Γ = 1 + r(u*−1)/(q u*² + r), u* = 1 + √(1 + r/q): the reduced trajectory stays in
+    [0, Γ] at every step and comes within 3 % of Γ (T = 12, q = 2: 1.690 of 1.725)."""
+    G = gamma_bound(12, 2)
+    rep = check_theorem(12, 2, 3, 1 / 180, 0.009, full_steps=300, grad_points=0)
+    byn = {c["name"]: c for c in rep.checks}
+    assert byn[BOUND]["passed"] and byn[MODEL_BOUND]["passed"]
+    assert 0.97 * G < rep.monotone["gamma_max"] <= G and rep.monotone["gamma_min"] == 0.0
+    # Γ is the maximum of γ*(u) = 1 + r(u−1)/(qu²+r) over u >= 1 (brute force)
+    u = np.linspace(1, 50, 200001)
+    assert G == pytest.approx(np.max(1 + 10 * (u - 1) / (2 * u * u + 10)), rel=1e-9)
+
+
+@pytest.mark.parametrize("which", [1, 3])
+def test_a_sign_fault_in_the_reduced_map_breaks_the_bounds(which, monkeypatch):
+    """Seeded faults: the a gradient (1) or the γ gradient (3) with its sign flipped."""
+    real = reduced_mod.loss_grad_scalar
+
+    def flipped(*args):
+        out = list(real(*args))
+        out[which] = -out[which]
+        return tuple(out)
+    monkeypatch.setattr(reduced_mod, "loss_grad_scalar", flipped)
+    rep = check_theorem(12, 2, 3, 1 / 180, 0.009, max_steps=3000, full_steps=0,
+                        grad_points=0)
+    assert not {c["name"]: c for c in rep.checks}[BOUND]["passed"]
+
+
+def test_a_sign_fault_in_the_model_gradient_breaks_its_bounds(monkeypatch):
+    """Seeded fault: the population gradient of V with its sign flipped (γ runs negative)."""
+    real = PopulationObjective.loss_grad
+
+    def flipped(self, W, V):
+        L, dW, dV = real(self, W, V)
+        return L, dW, -dV
+    monkeypatch.setattr(PopulationObjective, "loss_grad", flipped)
+    rep = check_theorem(12, 2, 3, 1 / 180, 0.009, full_steps=200, grad_points=0)
+    byn = {c["name"]: c for c in rep.checks}
+    assert not byn[MODEL_BOUND]["passed"] and byn[BOUND]["passed"]
+
+
+def test_the_bound_needs_lr_at_most_q():
+    rep = check_theorem(12, 2, 3, 2.5, 0.009, full_steps=0, grad_points=0, max_steps=200)
+    c = {c["name"]: c for c in rep.checks}[BOUND]
+    assert not c["ran"] and "lr <= q" in c["value"]

@@ -43,12 +43,13 @@ from stsim.theory.budget import (N_BATCHES, check_cost, estimate_cost, plateau_s
                                  step_budget)
 from stsim.theory.conditions import theorem1_conditions, theorem2_conditions
 from stsim.theory.embedded import block_gradients, embed_reduced
+from stsim.theory.full_matrix import full_matrix, full_plan, gamma_bound
 from stsim.theory.reduced import query_coef, reduced_gd_scalar, step_divisor
 from stsim.theory.report import TheoremReport, make_check, not_run
 from stsim.util.validate import check_choice, check_int, check_lr, check_real, int_tuple
 
 __all__ = ["theorem1_conditions", "theorem2_conditions", "check_theorem", "TheoremReport",
-           "embed_reduced", "block_gradients", "theorem_defaults"]
+           "embed_reduced", "block_gradients", "theorem_defaults", "gamma_bound"]
 
 _check = make_check
 
@@ -165,7 +166,7 @@ def _cost(s, *, full_steps, max_full_work, n_mc, grad_points, grad_samples, max_
           max_bytes, d_e_given) -> dict:
     """Estimate the check's CPU time and memory (:mod:`stsim.theory.budget`) and refuse it,
     before anything is allocated, when it exceeds ``max_seconds`` or the memory."""
-    plan = _full_plan(s, full_steps, max_full_work)
+    plan = full_plan(s, full_steps, max_full_work)
     n_fs = plan[2] if plan[0] is not None else 0
     units = float(plan[1]) * s.T if plan[0] is not None else 0.0
     if _gradient_samples_short(s, grad_samples):
@@ -230,6 +231,37 @@ def _monotone(tr, t_eps, steps, checks) -> dict:
     return m
 
 
+CHUNK = 200_000       # reduced steps recorded at every step, per segment
+
+
+def _every_step(s, checks) -> dict:
+    """The bounds along the reduced trajectory at EVERY step (in segments of ``CHUNK``
+    steps, each recorded at every step): ``0 <= γ <= Γ`` (:func:`gamma_bound`), ``a >= 0``.
+    Not run (the result is then not verified) where ``lr > q``: the bound is derived for
+    ``η S₂ <= 1`` only."""
+    name = "0 <= gamma <= Gamma and a >= 0 at every step (derived bound)"
+    G = gamma_bound(s.T, s.q)
+    if s.lr > s.q:
+        checks.append(not_run(name, f"the bound is derived for lr <= q (here lr={s.lr:g} > "
+                              f"q={s.q})", on="reduced"))
+        return {"gamma_bound": G, "ran": False}
+    a, g, done = 0.0, 0.0, 0
+    g_min, g_max, a_min = math.inf, -math.inf, math.inf
+    while done < s.steps:
+        k = min(CHUNK, s.steps - done)
+        tr = s.run(k, a0=a, gamma0=g)
+        g_min = min(g_min, float(np.min(tr.gamma[0])))
+        g_max = max(g_max, float(np.max(tr.gamma[0])))
+        a_min = min(a_min, float(np.min(tr.a[0])))
+        a, g, done = float(tr.a[0, -1]), float(tr.gamma[0, -1]), done + k
+    ok = bool(g_min >= 0.0 and g_max <= G * (1 + 1e-12) and a_min >= 0.0)
+    checks.append(_check(name, f"gamma in [{g_min:.6g}, {g_max:.6g}], min a = {a_min:.3g} "
+                         f"over {s.steps} steps", f"gamma in [0, Gamma = {G:.6g}], a >= 0",
+                         ok))
+    return {"gamma_bound": G, "ran": True, "gamma_min": g_min, "gamma_max": g_max,
+            "a_min": a_min}
+
+
 # ---- step 2: the rate law, where it is claimed (eps -> 0) --------------------------------
 def _rate_law(s, tr, t_eps, checks):
     """The rate-law checks at ε and ε/8; returns the ratios and the run to ε/8
@@ -263,89 +295,7 @@ def _rate_law(s, tr, t_eps, checks):
     return out, tr_s, state_s
 
 
-# ---- step 3: full-matrix population GD: invariants and agreement with the reduced map -----
-MAX_CONFIGURATIONS = 10 ** 6     # most configurations the full-matrix run enumerates
-
-
-def _full_plan(s, full_steps, max_full_work):
-    """What the full-matrix population GD check runs: ``(enc, count, steps, why_smaller)``
-    — the encoding (its width), the configurations enumerated, the steps, and why a
-    smaller width than the trained one was taken (``None`` when it was not) — or ``(None,
-    reason)`` when it cannot run. A stochastic family whose exact enumeration at ``d_e`` is
-    too costly (e.g. ``T = 9``, ``d_e = 24``: 4.7·10⁷ configurations) is checked at the
-    width ``d_e' = T + ⌈T/3⌉`` of the default check (or the largest affordable width
-    ``T < d_e' < d_e`` below it): the same law (the slots of a width-``d_e'`` space),
-    compared with the reduced map at that width. The sampler at the trained width itself
-    is checked by the block gradients (Monte-Carlo over :meth:`Encoding.sample`)."""
-    T, q = s.T, s.q
-    n_fs = min(full_steps, s.steps)
-    if n_fs == 0:
-        return None, "full_steps = 0"
-    if T * T * q * n_fs > max_full_work:      # count >= C(T, q) >= T
-        return None, (f"enumeration of >= C(T, q) >= T configurations x {n_fs} steps is too "
-                      f"costly (work >= T^2 q steps = {T * T * q * n_fs:.2g} > "
-                      f"{max_full_work:.2g}); lower T or full_steps")
-
-    def count_of(enc):
-        count = enc.n_configurations(T, q)
-        ok = count is not None and count <= MAX_CONFIGURATIONS and \
-            float(count) * T * q * n_fs <= max_full_work
-        return count, ok
-    count, ok = count_of(s.enc)
-    if ok:
-        return s.enc, int(count), n_fs, None
-    why = (f"exact enumeration at d_e = {s.enc.d_e} needs {float(count):.3g} configurations "
-           f"x {n_fs} steps (work {float(count) * T * q * n_fs:.2g} > {max_full_work:.2g})")
-    if not s.enc.fixed:
-        # the default width T + ceil(T/3) of a check without T_test, or the largest
-        # affordable one below it (the count grows with the width)
-        for w in range(min(s.enc.d_e - 1, T + math.ceil(T / 3)), T, -1):
-            enc = make_encoding(s.enc.name, T_max=T, d_e=w)
-            c, ok = count_of(enc)
-            if ok:
-                return enc, int(c), n_fs, why
-    return None, why + "; lower T or full_steps"
-
-
-def _full_matrix(s, full_steps, max_full_work, checks) -> dict:
-    T, q = s.T, s.q
-    plan = _full_plan(s, full_steps, max_full_work)
-    if plan[0] is None:
-        checks.append(not_run("full-matrix GD = reduced map", plan[1], on="model"))
-        return {"ran": False, "reason": plan[1]}
-    enc, count, n_fs, why_smaller = plan
-    from stsim.core.run import run
-    res = run(T=T, q=q, pe=enc.name, d=s.d, d_e=enc.d_e, query=s.query,
-              objective="population", optimizer="gd", lr=s.lr, steps=n_fs, eval_every=1)
-    h = res.history
-    with np.errstate(over="ignore", invalid="ignore"):
-        ref = reduced_gd_scalar(T, q, s.d, s.lr, n_fs, pe=enc, query=s.query)
-    m = min(len(h["loss"]), ref.loss.shape[1])
-    full = {"ran": True, "steps": n_fs, "configurations": int(count), "status": res.status,
-            "d_e": int(enc.d_e), "why_smaller": why_smaller,
-            "loss_non_increasing": bool(np.all(np.diff(h["loss"]) <= 0)),
-            "a_non_decreasing": bool(np.all(np.diff(h["a"]) >= 0))}
-    for k in ("inv/W_xx", "inv/W_xe", "inv/W_ex", "inv/V_e", "inv/W_ee_offspan",
-              "inv/V_x_offspan"):
-        full[k] = float(np.max(h[k]))
-    for k, r in (("loss", ref.loss[0]), ("a", ref.a[0]), ("gamma", ref.gamma[0])):
-        rel = np.abs(h[k][1:m] - r[1:m]) / np.maximum(np.abs(r[1:m]), 1e-300)
-        full[f"rel_dev_{k}"] = float(rel.max()) if rel.size else 0.0
-    dev = max(full["rel_dev_loss"], full["rel_dev_a"], full["rel_dev_gamma"])
-    at = f" (at d_e = {enc.d_e})" if why_smaller else ""
-    checks.append(_check("full-matrix population GD completed", res.status, "completed",
-                         res.status == "completed", on="model"))
-    checks.append(_check("full-matrix GD = reduced map",
-                         f"max relative deviation {dev:.3g}{at}",
-                         "<= 1e-9 (rounding)", res.status == "completed" and dev <= 1e-9,
-                         on="model"))
-    off = max(full["inv/W_ee_offspan"], full["inv/V_x_offspan"])
-    checks.append(_check("W_ee = a(I - J/n), V_x = gamma I along the run",
-                         f"max off-span distance {off:.3g}{at}", "<= 1e-10 (rounding)",
-                         off <= 1e-10, on="model"))
-    return full
-
-
+# ---- step 3: full-matrix population GD (stsim.theory.full_matrix) ---------------------------
 # ---- step 4: the gradient of every block at points along the trajectory -------------------
 def _states_at(s, tr, points) -> list:
     """``(a, γ)`` after each of the ``points`` steps: run from the last record of ``tr`` (the
@@ -491,8 +441,9 @@ def check_theorem(T, q, d, lr, eps, *, pe="onehot", d_e=None, query="sum", max_s
     tr, t_eps, state_eps = _reach(s, s.eps, s.steps)
     checks = []
     monotone = _monotone(tr, t_eps, s.steps, checks)
+    monotone.update(_every_step(s, checks))
     ratios, tr_s, state_s = _rate_law(s, tr, t_eps, checks)
-    full = _full_matrix(s, full_steps, max_full_work, checks)
+    full = full_matrix(s, full_steps, max_full_work, checks)
     bg = _block_gradient_checks(s, tr, t_eps, grad_points, grad_samples, checks)
     L = tr.loss[0]
     final = (float(tr.a[0, -1]), float(tr.gamma[0, -1]))

@@ -41,8 +41,10 @@ def theorem2_conditions(T, q, d, d_e, lr, eps, T_test=()) -> dict:
     out = {f"{k} (Theorem 1's: 'the same')": dict(v, source="P") for k, v in t1.items()}
     out["width O~(d + q log T)"] = {
         "holds": None, "source": "P",
-        "detail": f"the paper's encoding width; the slots law needs d_e >= T (here d_e={d_e}), "
-                  "so this is not the paper's width regime (not checked)"}
+        "detail": f"the paper's encoding width, NOT checked here: the slots law needs d_e >= T "
+                  f"(here d_e={d_e}); at d_e ~ q log T < T (sphere, near-orthogonal) the "
+                  "dynamics have no exact reduction or enumeration to check against "
+                  "(docs/theory.md, section 6)"}
     out["d_e > T (law really stochastic)"] = {
         "holds": bool(d_e > T), "source": "D",
         "detail": f"d_e={d_e}, T={T}; each slot used w.p. T/d_e = {T / d_e:.3g}"
