@@ -38,8 +38,8 @@ MUTANTS = [
     ("stsim/core/index_form.py", "dV = r.T @ h", "dV = 2 * r.T @ h", [T + "test_model.py", T + "test_sparse_grad.py"]),
     # ---- samplers ----------------------------------------------------------------------
     ("stsim/core/task.py", "return sel.mean(axis=1)", "return sel.sum(axis=1)", [T + "test_task_encodings.py", T + "test_model.py"]),
-    ("stsim/core/encodings.py", "mask = keys <= np.partition(keys, k - 1, axis=1)[:, k - 1:k]",
-     "mask = keys < np.partition(keys, k - 1, axis=1)[:, k - 1:k]", [T + "test_task_encodings.py", T + "test_sparse_subsets.py"]),
+    ("stsim/core/encodings.py", "    keys = rng.random((B, n))\n    mask = keys <= np.partition(keys, k - 1, axis=1)[:, k - 1:k]",
+     "    keys = rng.random((B, n))\n    mask = keys <= np.partition(keys, k, axis=1)[:, k - 1:k]", [T + "test_task_encodings.py", T + "test_sparse_subsets.py"]),
     ("stsim/core/encodings.py", "return math.comb(self.d_e, q) * math.comb(self.d_e - q, T - q)",
      "return math.comb(self.d_e, q) * math.comb(self.d_e, T - q)", [T + "test_population.py", T + "test_theory_gate.py::test_json_carries_the_flags_and_each_check_what_it_is_on"]),
     # ---- optimisers --------------------------------------------------------------------
@@ -76,7 +76,7 @@ MUTANTS = [
     ("stsim/studies/figures/verdicts.py", "se = se * float(np.sqrt(S / (S - 1.0)))", "se = se", [T + "test_figure_verdicts.py"]),
     ("stsim/studies/figures/verdicts.py", "return max(Z, float(student_t.ppf(LEVEL, df)))", "return Z", [T + "test_figure_verdicts.py"]),
     ("stsim/studies/figures/verdicts.py", "    if abs(margin) < critical:", "    if abs(margin) < Z:", [T + "test_figure_verdicts.py"]),
-    ("stsim/studies/figures/verdicts.py", "df=S - 1 if S > 1 else DF_WITHIN", "df=S if S > 1 else DF_WITHIN", [T + "test_figure_verdicts.py"]),
+    ("stsim/studies/figures/verdicts.py", "df=S - 1 if S > 1 else DF_WITHIN, se_bootstrap=raw)", "df=S if S > 1 else DF_WITHIN, se_bootstrap=raw)", [T + "test_figure_verdicts.py"]),
     ("stsim/studies/figures/fig2.py", "se = float(np.sqrt(np.sum(se_i ** 2)) / dev.size)", "se = float(np.sqrt(np.sum(se_i ** 2)))", [T + "test_figure_verdicts.py", "-k", "systematic"]),
     ("stsim/util/stats.py", "cov = float(rw @ rw) / (n - 2) * np.linalg.inv(A.T @ A)", "cov = float(rw @ rw) / n * np.linalg.inv(A.T @ A)", [T + "test_stats.py"]),
     ("stsim/util/stats.py", "        s2 = ss_res / (n - 2)", "        s2 = ss_res / (n - 1)", [T + "test_stats.py"]),
