@@ -190,3 +190,13 @@ def test_the_bound_needs_lr_at_most_q():
     rep = check_theorem(12, 2, 3, 2.5, 0.009, full_steps=0, grad_points=0, max_steps=200)
     c = {c["name"]: c for c in rep.checks}[BOUND]
     assert not c["ran"] and "lr <= q" in c["value"]
+
+
+def test_help_states_every_exit_status(capsys):
+    with pytest.raises(SystemExit) as exc:
+        cli_main(["theory", "--help"])
+    assert exc.value.code == 0
+    out = " ".join(capsys.readouterr().out.split())
+    for text in ("0 verified", "1 a check failed", "3 a hypothesis of the theorem fails",
+                 "4 not verified (a check did not run)", "2 invalid options"):
+        assert text in out, text
