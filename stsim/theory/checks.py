@@ -244,7 +244,7 @@ def _every_step(s, checks) -> dict:
     if s.lr > s.q:
         checks.append(not_run(name, f"the bound is derived for lr <= q (here lr={s.lr:g} > "
                               f"q={s.q})", on="reduced"))
-        return {"gamma_bound": G, "ran": False}
+        return {"gamma_bound": G, "every_step_ran": False}
     a, g, done = 0.0, 0.0, 0
     g_min, g_max, a_min = math.inf, -math.inf, math.inf
     while done < s.steps:
@@ -258,7 +258,7 @@ def _every_step(s, checks) -> dict:
     checks.append(_check(name, f"gamma in [{g_min:.6g}, {g_max:.6g}], min a = {a_min:.3g} "
                          f"over {s.steps} steps", f"gamma in [0, Gamma = {G:.6g}], a >= 0",
                          ok))
-    return {"gamma_bound": G, "ran": True, "gamma_min": g_min, "gamma_max": g_max,
+    return {"gamma_bound": G, "every_step_ran": True, "gamma_min": g_min, "gamma_max": g_max,
             "a_min": a_min}
 
 
