@@ -252,3 +252,17 @@ def test_extrapolation_beyond_max_steps_follows_the_rate_law_with_c_squared(T, q
         assert got[0] < ms < got[1]                    # escaped, then extrapolated
         errs.append(abs(got[1] / true - 1))
     assert errs[1] < errs[0] < 0.1 and errs[1] < 0.05, errs
+
+
+def test_linear_decay_ends_at_zero_and_stays_there():
+    """Past its ``total`` updates the linear schedule's step is 0: an extra update leaves
+    the parameters where they are (the schedule decays to 0, it does not stop above it)."""
+    from stsim.core.optim import SGD
+    o = SGD(2.0, decay="linear", total=10)
+    p = {"w": np.zeros(1)}
+    for _ in range(10):
+        o.step(p, {"w": np.ones(1)})
+    assert o.lr == 0.0
+    before = p["w"].copy()
+    o.step(p, {"w": np.ones(1)})
+    np.testing.assert_array_equal(p["w"], before)

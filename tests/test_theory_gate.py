@@ -200,3 +200,15 @@ def test_help_states_every_exit_status(capsys):
     for text in ("0 verified", "1 a check failed", "3 a hypothesis of the theorem fails",
                  "4 not verified (a check did not run)", "2 invalid options"):
         assert text in out, text
+
+
+def test_slots_configuration_count_is_the_enumeration():
+    """C(d_e, q) C(d_e − q, T − q): selected slots, then the unselected among the rest —
+    the number the exact population objective enumerates (T = 9, q = 2, d_e = 12: 7920)."""
+    from stsim.core.config import Config
+    from stsim.theory.population import make_population_objective
+    enc = enc_mod.make_encoding("stochastic", T_max=9, d_e=12)
+    assert enc.n_configurations(9, 2) == 66 * 120
+    obj = make_population_objective(Config.from_options(T=9, q=2, d=3, pe="stochastic",
+                                                        d_e=12, steps=1, lr=0.1), enc)
+    assert obj.describe()["configurations"] == 7920          # counted from the enumeration
