@@ -120,7 +120,9 @@ def test_wrong_step_size_fails(monkeypatch):
 
     def wrong(T, q, d, lr, steps, **kw):
         return real(T, q, d, 1.25 * lr, steps, **kw)
+    import stsim.theory.full_matrix as full_mod
     monkeypatch.setattr(checks_mod, "reduced_gd_scalar", wrong)
+    monkeypatch.setattr(full_mod, "reduced_gd_scalar", wrong)
     rep = check_theorem(12, 2, 3, 1 / 180, 0.009, **FAST)
     byn = _by_name(rep)
     assert not rep.passed
