@@ -94,9 +94,26 @@ def test_final_estimate_is_unbiased_and_its_standard_error_calibrated():
             z[k].append((e["mean"] - exact[k]) / e["se"])
     zs = np.concatenate([np.array(v) for v in z.values()])
     assert abs(zs.mean()) < 0.5 and 0.6 < zs.std() < 1.5
-    # seeded fault: an SE computed over the points as if the blocks were single points
-    # (SE x sqrt(block)) would put every |z| far below 1
-    assert np.mean(np.abs(zs / np.sqrt(32))) < 0.3
+    # seeded fault in the evaluation: its blocks repeat (4 distinct draws, cycled), so the
+    # block means are not independent and the SE is too small: the z-scores spread out
+    from stsim.core.problem import TransformerProblem as Problem
+    real = Problem._draw
+    count = {}
+
+    def repeating(self, rng, b, T, q):
+        key = id(rng)
+        base = count.setdefault(key, [int(rng.integers(2 ** 31)), 0])
+        base[1] += 1
+        return real(self, np.random.default_rng([base[0], base[1] % 4]), b, T, q)
+    Problem._draw = repeating
+    try:
+        bad = []
+        for seed in range(24):
+            out = ev.evaluate_run(_onehot_run(a, g, seed), settings)
+            bad += [(e["mean"] - exact[k]) / e["se"] for k, e in out["sets"].items()]
+    finally:
+        Problem._draw = real
+    assert not (0.6 < np.std(bad) < 1.5), np.std(bad)
 
 
 def test_each_evaluation_set_has_its_own_stream():
@@ -183,7 +200,11 @@ def test_one_seed_without_sampling_error_has_no_standard_error():
     # two seeds that differ: a standard error and a verdict
     two = boot.sample([0.983, 0.984], runs=["r0", "r1"])
     c2 = boot_check("cos", lambda x: x.min(-1), [two], ">=", 0.99)
-    assert 0 < c2["se"] < 1e-3 and c2["verdict"] == "failed"
+    assert 0 < c2["se"] < 1e-3 and c2["critical"] == pytest.approx(12.706, abs=1e-3)
+    assert c2["verdict"] == "inconclusive"        # 11.5 SE below: t with 1 d.o.f.
+    far = boot_check("cos", lambda x: x.min(-1), [boot.sample([0.95, 0.951],
+                                                               runs=["r0", "r1"])], ">=", 0.99)
+    assert far["verdict"] == "failed"
 
 
 # --------------------------------------------------------------------------------------
@@ -200,7 +221,7 @@ def _committed_checks():
 def _consistent(c):
     """The stored verdict is the one its value, threshold and SE give (relabelled
     inconclusive where unstable or unmeasured)."""
-    v, _ = verdict(c["measured"], c["op"], c["threshold"], c["se"])
+    v, _ = verdict(c["measured"], c["op"], c["threshold"], c["se"], c["critical"])
     if c["stability"] != "stable" or c["unmeasured"]:
         v = "inconclusive"
     return v == c["verdict"]
@@ -220,3 +241,94 @@ def test_every_committed_check_has_its_standard_error_and_a_consistent_verdict()
     c["measured"] = c["threshold"] + (c["se"] if c["op"][0] == ">" else -c["se"])
     c["verdict"] = "held"
     assert not _consistent(c)
+
+
+# --------------------------------------------------------------------------------------
+# small samples: the t critical value and the bias-corrected bootstrap
+# --------------------------------------------------------------------------------------
+from stsim.studies.figures.verdicts import critical_value, n_seeds, rejudge  # noqa: E402
+
+
+def test_three_seeds_are_judged_at_t_with_two_degrees_of_freedom():
+    """A mean over S = 3 seeds: the bootstrap SE times sqrt(3/2) is the closed-form SE
+    s/sqrt(3) (the raw bootstrap is sqrt(2/3) of it), judged at t_{0.975, 2} = 4.30."""
+    vals = np.array([1.0, 1.3, 0.8])
+    smp = Boot(n_boot=20000).sample(vals, runs=["r-s0", "r-s1", "r-s2"])
+    c = boot_check("mean", lambda x: x.mean(-1), [smp], "<=", 2.0)
+    closed = vals.std(ddof=1) / np.sqrt(3)
+    assert c["se"] == pytest.approx(closed, rel=0.02)
+    assert c["se_bootstrap"] == pytest.approx(closed * np.sqrt(2 / 3), rel=0.02)
+    assert c["df"] == 2 and c["critical"] == pytest.approx(4.3027, abs=1e-4)
+    # 3.5 SE from the threshold: held under the 2-SE rule, inconclusive at t
+    far = boot_check("mean", lambda x: x.mean(-1), [smp], "<=", 1.0333 + 3.5 * c["se"])
+    assert far["verdict"] == "inconclusive" and 3.4 < far["margin_se"] < 3.6
+    assert verdict(0.0, "<=", 3.5, 1.0)[0] == "held"                   # the old rule
+
+
+def test_critical_value_by_degrees_of_freedom():
+    assert critical_value(None) == 2.0 and critical_value(2) == pytest.approx(4.3027, abs=1e-4)
+    assert critical_value(1000) == 2.0                                  # never below 2
+    assert critical_value(31) == pytest.approx(2.0395, abs=1e-4)
+    assert n_seeds(["a-s0", "a-s1", "b-s0-lr2", "b-s1-lr2", "b-s2-lr2"]) == 2
+    with pytest.raises(ValueError, match="df"):
+        critical_value(0)
+
+
+def test_rejudge_an_old_check():
+    old = {"claim": "x", "measured": 0.2, "se": 0.01, "op": ">=", "threshold": 0.15,
+           "verdict": "held", "margin_se": 5.0, "ok": True, "note": "", "unmeasured": False,
+           "stability": "stable", "runs": ["f/a-s0", "f/a-s1", "f/a-s2"]}
+    new = rejudge(old)
+    assert new["se"] == pytest.approx(0.01 * np.sqrt(1.5)) and new["se_bootstrap"] == 0.01
+    assert new["margin_se"] == pytest.approx(5 / np.sqrt(1.5)) and new["verdict"] == "inconclusive"
+    assert rejudge(new) == new                                          # idempotent
+    exact = rejudge(dict(old, se=0.0))
+    assert exact["verdict"] == "held" and exact["critical"] == 0.0
+    assert rejudge(dict(old, stability="unstable: x"))["verdict"] == "inconclusive"
+
+
+def _agrees(c):
+    if c["stability"] != "stable" or c["unmeasured"] or not np.isfinite(c["se"]):
+        return c["verdict"] == "inconclusive"
+    m, k = c["margin_se"], c["critical"]
+    if c["se"] == 0:
+        return c["verdict"] in ("held", "failed") and k == 0
+    return c["verdict"] == ("held" if m >= k else "failed" if m <= -k else "inconclusive")
+
+
+def test_committed_checks_record_critical_and_agree_with_their_margin():
+    import json
+    import os
+    path = os.path.join(os.path.dirname(__file__), "..", "docs", "figures", "figures.json")
+    with open(path) as fh:
+        checks = [c for cs in json.load(fh)["checks"].values() for c in cs]
+    assert len(checks) > 100
+    for c in checks:
+        assert "critical" in c and _agrees(c), c["claim"]
+        if c["se"] > 0 and n_seeds(c["runs"]) == 3:
+            assert c["critical"] == pytest.approx(4.3027, abs=1e-4), c["claim"]
+    # seeded fault: a verdict at 2 SE where t says 4.30 is caught
+    bad = dict(next(c for c in checks if c.get("df") == 2), margin_se=3.0, verdict="held")
+    assert not _agrees(bad)
+
+
+def test_systematic_misfit_is_shown_when_every_seed_misses_the_same_way():
+    from stsim.studies.figures.fig2 import systematic_check
+    same = [{"measured": m, "exact": 1.0, "se": 0.01} for m in (1.05, 1.04, 1.06)]
+    c = systematic_check(same, 300, "Adam: ")
+    assert c["verdict"] == "held" and c["measured"] == pytest.approx(0.05)
+    assert c["se"] == pytest.approx(0.01 / np.sqrt(3)) and "+++" in c["note"]
+    mixed = [{"measured": m, "exact": 1.0, "se": 0.01} for m in (1.01, 0.99, 1.005)]
+    assert systematic_check(mixed, 300)["verdict"] == "inconclusive"
+
+
+def test_s5_on_the_tail_sees_a_dip_the_last_point_hides():
+    from stsim.studies.figures.fig4 import tail_check
+    rng = np.random.default_rng(1)
+    flat = [0.2 + 0.002 * rng.standard_normal((40, 4)) for _ in range(3)]
+    assert tail_check("x", flat)["verdict"] == "held"
+    dip = [c.copy() for c in flat]
+    for c in dip:                           # the tail dips to 0.14, the last record is 0.2
+        c[30:39] = 0.14
+    t = tail_check("x", dip)
+    assert t["verdict"] == "failed" and t["measured"] < 0.15 and dip[0][-1].min() > 0.19

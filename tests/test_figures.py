@@ -322,7 +322,10 @@ def test_a_reading_that_does_not_fit_is_named_where_s6_holds(quick):
     cells = quick[1]["claims"]["measured"]["cells"]
     fit = {c["column"]: c for c in cells if c["statement"] == "FIT"}
     assert any(c["verdict"] == "held" for k, c in fit.items() if "1hot" in k)
-    assert all(c["verdict"] == "failed" for k, c in fit.items() if "NO" in k)
+    # three seeds, t with 2 d.o.f.: a near-orthogonal reading never fits (failed or, within
+    # 4.30 SE, inconclusive), and at least one fails outright
+    no = [c["verdict"] for k, c in fit.items() if "NO" in k]
+    assert "held" not in no and "failed" in no, no
     held_s6 = [c["column"] for c in cells if c["statement"] == "S6" and c["verdict"] == "held"]
     assert held_s6 and all("NO" in k for k in held_s6)
     line = next(x for x in md.splitlines() if x.startswith("S6/S7 held where the fixed PE does"))

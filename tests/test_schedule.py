@@ -228,3 +228,41 @@ def test_small_adam_default_run_learns():
     h = res.history
     assert h["val"][-1] <= 0.02 * h["val"][0], res.summary()
     assert h["cos_V"][-1] >= 0.99, res.summary()
+
+
+def test_eta_max_transverse_curvature_scales_with_c_squared():
+    """The W_xe curvature carries the query twice (z_q enters the logit and its gradient):
+    c², so the mean query (c = 1/q) moves the transverse bound by q², not q."""
+    n, q, d = 200, 25, 5
+    for c in (1.0, 0.5, 1 / 3):
+        assert eta_max(q, d, n, c=c) == pytest.approx(
+            min(2 * q, 2 * n / (c * c * (q - 1) * (q + d))), rel=1e-15)
+    assert eta_max(q, d, n, c=0.5) == pytest.approx(4 * eta_max(q, d, n), rel=1e-15)
+
+
+@pytest.mark.parametrize("T, q, d, lr, c", [(20, 3, 3, 0.5, 1 / 3), (12, 2, 3, 0.5, 0.5)])
+def test_extrapolation_beyond_max_steps_follows_the_rate_law_with_c_squared(T, q, d, lr, c):
+    """A level not reached within max_steps is extrapolated by the rate law 1/L ~ 4ηc²t/(n−1):
+    with the mean query (c = 1/q) the extrapolated step is within 5% of the map's own first
+    crossing, and closer when max_steps grows."""
+    true = reduced_map_steps(T, q, d, lr, T, c=c, max_steps=10 ** 7)[1]
+    errs = []
+    for ms in (true // 4, true // 2):
+        got = reduced_map_steps(T, q, d, lr, T, c=c, max_steps=ms)
+        assert got[0] < ms < got[1]                    # escaped, then extrapolated
+        errs.append(abs(got[1] / true - 1))
+    assert errs[1] < errs[0] < 0.1 and errs[1] < 0.05, errs
+
+
+def test_linear_decay_ends_at_zero_and_stays_there():
+    """Past its ``total`` updates the linear schedule's step is 0: an extra update leaves
+    the parameters where they are (the schedule decays to 0, it does not stop above it)."""
+    from stsim.core.optim import SGD
+    o = SGD(2.0, decay="linear", total=10)
+    p = {"w": np.zeros(1)}
+    for _ in range(10):
+        o.step(p, {"w": np.ones(1)})
+    assert o.lr == 0.0
+    before = p["w"].copy()
+    o.step(p, {"w": np.ones(1)})
+    np.testing.assert_array_equal(p["w"], before)

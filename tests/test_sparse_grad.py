@@ -73,6 +73,21 @@ def test_sparse_gradient_equals_dense_reference(pe_de, model, query, with_xq):
     assert set(cols) <= allowed and len(set((d + ky).ravel())) <= B * q
 
 
+@pytest.mark.parametrize("pe_de", INDEX)
+@pytest.mark.parametrize("with_xq", [False, True])
+def test_shared_columns_by_bincount_scale_by_the_query_coefficient(pe_de, with_xq,
+                                                                   monkeypatch):
+    """The shared columns summed by ``np.bincount`` (forced: ``_DENSE_ROWS = 0``; it is
+    taken by itself only at large d_e) with the mean query, ``c = 1/q``: both the token
+    rows and the encoding rows carry ``c`` — against the dense reference."""
+    import stsim.core.sparse_grad as SG
+    monkeypatch.setattr(SG, "_DENSE_ROWS", 0)
+    (loss, dW, dV), (W, V, batch, peb, xq) = _sparse(*pe_de, "theory", "mean", with_xq)
+    assert dW.c == 1.0 / q and dW.c2.size and dW.rows2 is not None   # the bincount route
+    ref = loss_and_grad(W, V, batch.X, batch.y, peb.dense(), query="mean", x_query=xq)[1]
+    assert _rel(dW, ref) <= 1e-14
+
+
 def test_sparse_gradient_check_fails_on_faults():
     """The comparison above sees a dropped shared-column sum and a shifted column."""
     (loss, dW, dV), (W, V, batch, peb, xq) = _sparse("onehot", 9, "theory", "sum", False)
@@ -138,7 +153,8 @@ def test_updates_bit_identical_to_dense(pe_de, order, dense_rows, monkeypatch):
     monkeypatch.setattr(SG, "_DENSE_ROWS", dense_rows)
     rng, batch, peb, W, V, _ = _setup(*pe_de, seed=2)
     W = np.asarray(W, order=order)
-    for make in (lambda: SGD(0.3), lambda: Adam(0.01)):
+
+    def both(make):
         p_sparse = {"W": W.copy(order="K"), "V": V.copy()}
         p_dense = {"W": W.copy(order="K"), "V": V.copy()}
         o_sparse, o_dense = make(), make()
@@ -147,15 +163,18 @@ def test_updates_bit_identical_to_dense(pe_de, order, dense_rows, monkeypatch):
                 _, dW, dV = forward_backward(p["W"], p["V"], batch.X, batch.y, peb,
                                              sparse_grad=True)
                 o.step(p, {"W": dW.todense() if dense else dW, "V": dV})
+        return p_sparse, p_dense
+    for make in (lambda: SGD(0.3), lambda: Adam(0.01)):
+        p_sparse, p_dense = both(make)
         np.testing.assert_array_equal(p_sparse["W"], p_dense["W"])
         np.testing.assert_array_equal(p_sparse["V"], p_dense["V"])
         assert p_sparse["W"].flags.f_contiguous == (order == "F")
-    # seeded fault: a step off by one ulp is seen
-    _, dW, _ = forward_backward(W, V, batch.X, batch.y, peb, sparse_grad=True)
-    a, b = W.copy(), W.copy()
-    dW.axpy(a, -0.3)
-    dW.axpy(b, -np.nextafter(0.3, 1.0))
-    assert not np.array_equal(a, b)
+    # seeded fault in stsim: the sparse update's step one ulp off; the comparison sees it
+    real = SG.SparseGradW.axpy
+    monkeypatch.setattr(SG.SparseGradW, "axpy", lambda self, A, alpha, square=False:
+                        real(self, A, np.nextafter(alpha, 0.0), square))
+    p_sparse, p_dense = both(lambda: SGD(0.3))
+    assert not np.array_equal(p_sparse["W"], p_dense["W"])
 
 
 def test_memory_order_of_W_changes_nothing():
@@ -304,6 +323,9 @@ def test_small_widths_give_the_same_entries_dense(pe_de, with_xq, monkeypatch):
     SGD(0.4).step({"W": a}, {"W": sparse[1]})
     SGD(0.4).step({"W": b}, {"W": dense[1]})
     np.testing.assert_array_equal(a, b)
-    bad = dense[1].copy()                                 # seeded fault: one entry off
-    bad[d, d + sparse[1].ky[0, 0]] *= 1 + 1e-15
-    assert not np.array_equal(sparse[1].todense(), bad)
+    # seeded fault in stsim's dense path: its entries one ulp off; the comparison sees it
+    real = M._IndexOps._dense_grad_W
+    monkeypatch.setattr(M._IndexOps, "_dense_grad_W",
+                        lambda self, *a: real(self, *a) * (1.0 + 2.0 ** -52))
+    faulty = forward_backward(W, V, batch.X, batch.y, peb, x_query=xq, sparse_grad=True)
+    assert not np.array_equal(sparse[1].todense(), faulty[1])

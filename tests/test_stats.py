@@ -322,3 +322,16 @@ def test_interval_fit_censored_points_enter_and_residuals():
     assert c["fits"] == {} and "bounded above" in c["note"]
     with pytest.raises(ValueError, match="lower < y"):
         fit_interval_law(T, up, "power", lower=[6, 11, 50, 91, 1])
+
+
+def test_weighted_fit_with_equal_weights_is_the_unweighted_fit():
+    """Constant weights change nothing: the residual variance of the weighted fit has the
+    same n − 2 degrees of freedom as the unweighted one (tested by hand above)."""
+    x = np.array([1.0, 2.0, 4.0, 5.0, 7.0])
+    y = np.array([1.1, 2.3, 3.8, 5.4, 6.9])
+    plain = fit_linear(x, y)
+    for w in (1.0, 2.5):
+        wf = fit_linear(x, y, weights=np.full(x.size, w))
+        for k in ("slope", "intercept", "slope_se", "intercept_se"):
+            assert getattr(wf, k) == pytest.approx(getattr(plain, k), rel=1e-12), k
+        assert wf.slope_ci == pytest.approx(plain.slope_ci, rel=1e-12)

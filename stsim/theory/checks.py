@@ -1,4 +1,4 @@
-r"""Numerical checks of Theorems 1–3 (SPEC §5) on the population dynamics, and the
+r"""Numerical checks of Theorems 1–3 (docs/theory.md §6) on the population dynamics, and the
 ``stsim theory`` command (:mod:`stsim.cli.theory`).
 
 :func:`check_theorem` takes ``(T, q, d, η, ε)`` and measures, on the exact reduced GD map
@@ -43,12 +43,13 @@ from stsim.theory.budget import (N_BATCHES, check_cost, estimate_cost, plateau_s
                                  step_budget)
 from stsim.theory.conditions import theorem1_conditions, theorem2_conditions
 from stsim.theory.embedded import block_gradients, embed_reduced
+from stsim.theory.full_matrix import full_matrix, full_plan, gamma_bound
 from stsim.theory.reduced import query_coef, reduced_gd_scalar, step_divisor
-from stsim.theory.report import TheoremReport, make_check
+from stsim.theory.report import TheoremReport, make_check, not_run
 from stsim.util.validate import check_choice, check_int, check_lr, check_real, int_tuple
 
 __all__ = ["theorem1_conditions", "theorem2_conditions", "check_theorem", "TheoremReport",
-           "embed_reduced", "block_gradients", "theorem_defaults"]
+           "embed_reduced", "block_gradients", "theorem_defaults", "gamma_bound"]
 
 _check = make_check
 
@@ -165,13 +166,9 @@ def _cost(s, *, full_steps, max_full_work, n_mc, grad_points, grad_samples, max_
           max_bytes, d_e_given) -> dict:
     """Estimate the check's CPU time and memory (:mod:`stsim.theory.budget`) and refuse it,
     before anything is allocated, when it exceeds ``max_seconds`` or the memory."""
-    n_fs = min(full_steps, s.steps)
-    units = 0.0
-    # count >= C(T, q) >= T, so the work is >= T² q n_fs: decided without the count when large
-    if n_fs and s.T * s.T * s.q * n_fs <= max_full_work:
-        count = s.enc.n_configurations(s.T, s.q) or 0
-        if count <= 10 ** 6 and count * s.T * s.q * n_fs <= max_full_work:
-            units = float(count) * s.T
+    plan = full_plan(s, full_steps, max_full_work)
+    n_fs = plan[2] if plan[0] is not None else 0
+    units = float(plan[1]) * s.T if plan[0] is not None else 0.0
     if _gradient_samples_short(s, grad_samples):
         grad_points = 0
     est = estimate_cost(T=s.T, q=s.q, d=s.d, d_e_train=s.enc.d_e, d_e_test=s.enc_test.d_e,
@@ -224,7 +221,7 @@ def _monotone(tr, t_eps, steps, checks) -> dict:
         m["loss_non_increasing"] = False
     checks.append(_check("loss reaches eps", f"t_eps = {t_eps}" if t_eps is not None else
                          f"not within {steps} steps (L = {L[-1]:.4g})",
-                         f"within max_steps = {steps}", t_eps is not None))
+                         f"within max_steps = {steps}", t_eps is not None, source="P"))
     checks.append(_check(
         "loss non-increasing at every step", f"max L(t+1)-L(t) = {m['max_loss_increase']:.3g}",
         "<= 1e-14 L(0) (rounding)", m["loss_non_increasing"]))
@@ -232,6 +229,37 @@ def _monotone(tr, t_eps, steps, checks) -> dict:
         "a non-decreasing at every step", f"min a(t+1)-a(t) = {m['min_a_increment']:.3g}",
         ">= 0", m["a_non_decreasing"] and math.isfinite(m["min_a_increment"])))
     return m
+
+
+CHUNK = 200_000       # reduced steps recorded at every step, per segment
+
+
+def _every_step(s, checks) -> dict:
+    """The bounds along the reduced trajectory at EVERY step (in segments of ``CHUNK``
+    steps, each recorded at every step): ``0 <= γ <= Γ`` (:func:`gamma_bound`), ``a >= 0``.
+    Not run (the result is then not verified) where ``lr > q``: the bound is derived for
+    ``η S₂ <= 1`` only."""
+    name = "0 <= gamma <= Gamma and a >= 0 at every step (derived bound)"
+    G = gamma_bound(s.T, s.q)
+    if s.lr > s.q:
+        checks.append(not_run(name, f"the bound is derived for lr <= q (here lr={s.lr:g} > "
+                              f"q={s.q})", on="reduced"))
+        return {"gamma_bound": G, "every_step_ran": False}
+    a, g, done = 0.0, 0.0, 0
+    g_min, g_max, a_min = math.inf, -math.inf, math.inf
+    while done < s.steps:
+        k = min(CHUNK, s.steps - done)
+        tr = s.run(k, a0=a, gamma0=g)
+        g_min = min(g_min, float(np.min(tr.gamma[0])))
+        g_max = max(g_max, float(np.max(tr.gamma[0])))
+        a_min = min(a_min, float(np.min(tr.a[0])))
+        a, g, done = float(tr.a[0, -1]), float(tr.gamma[0, -1]), done + k
+    ok = bool(g_min >= 0.0 and g_max <= G * (1 + 1e-12) and a_min >= 0.0)
+    checks.append(_check(name, f"gamma in [{g_min:.6g}, {g_max:.6g}], min a = {a_min:.3g} "
+                         f"over {s.steps} steps", f"gamma in [0, Gamma = {G:.6g}], a >= 0",
+                         ok))
+    return {"gamma_bound": G, "every_step_ran": True, "gamma_min": g_min, "gamma_max": g_max,
+            "a_min": a_min}
 
 
 # ---- step 2: the rate law, where it is claimed (eps -> 0) --------------------------------
@@ -251,14 +279,14 @@ def _rate_law(s, tr, t_eps, checks):
     slope_small = _slope(tr_s) / s.slope_pred
     tol = max(abs(ratio - 1) / 4, 0.02)
     checks.append(_check(
-        "rate law: t_eps / ((n-1)/(4 lr c^2 eps)) -> 1",
+        "derived rate law: t_eps / ((n-1)/(4 lr c^2 eps)) -> 1",
         f"{ratio:.4f} at eps, {ratio_small if ratio_small is None else round(ratio_small, 4)}"
         f" at eps/8", f"|ratio(eps/8) - 1| <= max(|ratio(eps) - 1|/4, 0.02) = {tol:.3g} "
         "(the excess is an additive plateau transient, O(eps): /8 expected, /4 required)",
         ratio_small is not None and abs(ratio_small - 1) <= tol))
     stol = max(abs(slope_ratio - 1) / 2, 0.01)
     checks.append(_check(
-        "rate law: slope of 1/L (2nd half) / (4 lr c^2/(n-1)) -> 1",
+        "derived rate law: slope of 1/L (2nd half) / (4 lr c^2/(n-1)) -> 1",
         f"{slope_ratio:.4f} to the budget at eps, {slope_small:.4f} to the budget at eps/8",
         f"|ratio(eps/8) - 1| <= max(|ratio(eps) - 1|/2, 0.01) = {stol:.3g} (the fit window "
         "moves ~8x later; the correction decays)", abs(slope_small - 1) <= stol))
@@ -267,49 +295,7 @@ def _rate_law(s, tr, t_eps, checks):
     return out, tr_s, state_s
 
 
-# ---- step 3: full-matrix population GD: invariants and agreement with the reduced map -----
-def _full_matrix(s, full_steps, max_full_work, checks) -> dict:
-    T, q = s.T, s.q
-    n_fs = min(full_steps, s.steps)
-    if n_fs == 0:
-        return {"ran": False, "reason": "full_steps = 0"}
-    if T * T * q * n_fs > max_full_work:
-        return {"ran": False, "reason": f"enumeration of >= C(T, q) >= T configurations x "
-                f"{n_fs} steps is too costly (work >= T^2 q steps = {T * T * q * n_fs:.2g} > "
-                f"{max_full_work:.2g}); lower T or full_steps"}
-    count = s.enc.n_configurations(T, q)
-    work = float(count) * T * q * n_fs
-    if count > 10 ** 6 or work > max_full_work:
-        return {"ran": False, "reason": f"enumeration of {count:.3g} configurations x {n_fs} "
-                f"steps is too costly (work {work:.2g} > {max_full_work:.2g}); lower T or "
-                "full_steps"}
-    from stsim.core.run import run
-    res = run(T=T, q=q, pe=s.enc.name, d=s.d, d_e=s.enc.d_e, query=s.query,
-              objective="population", optimizer="gd", lr=s.lr, steps=n_fs, eval_every=1)
-    h = res.history
-    ref = s.run(n_fs)
-    m = min(len(h["loss"]), ref.loss.shape[1])
-    full = {"ran": True, "steps": n_fs, "configurations": int(count), "status": res.status,
-            "loss_non_increasing": bool(np.all(np.diff(h["loss"]) <= 0)),
-            "a_non_decreasing": bool(np.all(np.diff(h["a"]) >= 0))}
-    for k in ("inv/W_xx", "inv/W_xe", "inv/W_ex", "inv/V_e", "inv/W_ee_offspan",
-              "inv/V_x_offspan"):
-        full[k] = float(np.max(h[k]))
-    for k, r in (("loss", ref.loss[0]), ("a", ref.a[0]), ("gamma", ref.gamma[0])):
-        rel = np.abs(h[k][1:m] - r[1:m]) / np.maximum(np.abs(r[1:m]), 1e-300)
-        full[f"rel_dev_{k}"] = float(rel.max()) if rel.size else 0.0
-    dev = max(full["rel_dev_loss"], full["rel_dev_a"], full["rel_dev_gamma"])
-    checks.append(_check("full-matrix population GD completed", res.status, "completed",
-                         res.status == "completed"))
-    checks.append(_check("full-matrix GD = reduced map", f"max relative deviation {dev:.3g}",
-                         "<= 1e-9 (rounding)", res.status == "completed" and dev <= 1e-9))
-    off = max(full["inv/W_ee_offspan"], full["inv/V_x_offspan"])
-    checks.append(_check("W_ee = a(I - J/n), V_x = gamma I along the run",
-                         f"max off-span distance {off:.3g}", "<= 1e-10 (rounding)",
-                         off <= 1e-10))
-    return full
-
-
+# ---- step 3: full-matrix population GD (stsim.theory.full_matrix) ---------------------------
 # ---- step 4: the gradient of every block at points along the trajectory -------------------
 def _states_at(s, tr, points) -> list:
     """``(a, γ)`` after each of the ``points`` steps: run from the last record of ``tr`` (the
@@ -345,10 +331,13 @@ def _gradient_samples_short(s, grad_samples):
 
 
 def _block_gradient_checks(s, tr, t_eps, grad_points, grad_samples, checks) -> dict:
+    name = "population gradient of every block = closed form (Monte-Carlo)"
     if grad_points == 0:
-        return {"ran": False}
+        checks.append(not_run(name, "grad_points = 0", on="model"))
+        return {"ran": False, "reason": "grad_points = 0"}
     short = _gradient_samples_short(s, grad_samples)
     if short:
+        checks.append(not_run(name, short, on="model"))
         return {"ran": False, "reason": short}
     # geometric from step 1 to t_eps: the start, the plateau, the escape, the descent
     horizon = min(s.steps, t_eps or s.steps)
@@ -356,27 +345,28 @@ def _block_gradient_checks(s, tr, t_eps, grad_points, grad_samples, checks) -> d
                   for i in range(grad_points)})
     states = _states_at(s, tr, pts)
     if not np.all(np.isfinite(states)):
+        checks.append(not_run(name, "the trajectory is not finite", on="model"))
         return {"ran": False, "reason": "the trajectory is not finite"}
     bg = block_gradients(s.T, s.q, s.d, s.lr, s.enc, s.query, pts, states,
                          n_samples=grad_samples, seed=s.seed)
     checks.append(_check("gradient of W_xx, W_ex (every batch)",
                          f"max |entry| {bg['max_W_xx_W_ex']:.3g}", "== 0 (x_query = 0)",
-                         bg["max_W_xx_W_ex"] == 0.0))
+                         bg["max_W_xx_W_ex"] == 0.0, on="model"))
     checks.append(_check(
         "population gradient of W_xe, V_e (off-set blocks) = 0",
         f"max |mean|/s.e. {bg['max_z_offset']:.3g} over {bg['entries']} entries",
         f"<= k = {bg['k']:.3g} s.e. (t, {bg['n_batches'] - 1} d.o.f., Bonferroni, "
-        f"family-wise {bg['alpha']:g})", bg["max_z_offset"] <= bg["k"]))
+        f"family-wise {bg['alpha']:g})", bg["max_z_offset"] <= bg["k"], on="model"))
     checks.append(_check(
         "population gradient of W_ee, V_x = closed form",
         f"max |mean - exact|/s.e. {bg['max_z_onset']:.3g} (live gradient "
         f"{bg['live_over_se']:.3g} s.e.)", f"<= k = {bg['k']:.3g} s.e.",
-        bg["max_z_onset"] <= bg["k"]))
+        bg["max_z_onset"] <= bg["k"], on="model"))
     checks.append(_check(
         "Monte-Carlo power: the live gradient is resolved",
         f"max |exact W_ee, V_x gradient|/s.e. = {bg['live_over_se']:.3g}",
         f">= 2k = {2 * bg['k']:.3g} (an off-set gradient of the live size would be "
-        "detected)", bg["live_over_se"] >= 2 * bg["k"]))
+        "detected)", bg["live_over_se"] >= 2 * bg["k"], on="model"))
     return bg
 
 
@@ -451,20 +441,21 @@ def check_theorem(T, q, d, lr, eps, *, pe="onehot", d_e=None, query="sum", max_s
     tr, t_eps, state_eps = _reach(s, s.eps, s.steps)
     checks = []
     monotone = _monotone(tr, t_eps, s.steps, checks)
+    monotone.update(_every_step(s, checks))
     ratios, tr_s, state_s = _rate_law(s, tr, t_eps, checks)
-    full = _full_matrix(s, full_steps, max_full_work, checks)
+    full = full_matrix(s, full_steps, max_full_work, checks)
     bg = _block_gradient_checks(s, tr, t_eps, grad_points, grad_samples, checks)
     L = tr.loss[0]
     final = (float(tr.a[0, -1]), float(tr.gamma[0, -1]))
     ood = ood_mod.length_step(s, final, [state_eps, state_s], tr_s, n_mc, checks)
 
     notes = ["the theorems' iteration bounds and constants are not in the project's sources; "
-             "t_eps and the 1/L slope are compared with the asymptotic rate law of SPEC §4, "
+             "t_eps and the 1/L slope are compared with the derived asymptotic rate law of docs/theory.md §4, "
              "1/L(t) ~ 4 lr c^2 t/(n-1), not with the paper's bound"]
     th2, d_e_out = {}, s.enc_test.d_e
     if not s.enc.fixed:
         th2 = theorem2_conditions(s.T, s.q, s.d, d_e_out, s.lr, s.eps, s.T_test)
-        notes.append("Theorem 2 (stochastic PE): the sources give its title and SPEC's 'the same "
+        notes.append("Theorem 2 (stochastic PE): the sources give its title and call it Theorem 1 'the same "
                      "with stochastic PE'; the conditions marked D are derived here")
         if d_e_out <= s.T:
             notes.append(f"d_e = T = {s.T}: the slots law uses every slot in order — this is the "

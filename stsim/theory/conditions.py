@@ -1,4 +1,4 @@
-"""The theorems' hypotheses (SPEC §5), each reported as holding or failing by
+"""The theorems' hypotheses (docs/theory.md §6), each reported as holding or failing by
 :func:`stsim.theory.checks.check_theorem`: Theorem 1 (one-hot) as the paper states them,
 and Theorem 2 (stochastic PE, slots law) as far as the sources give them, with the
 conditions derived here marked D."""
@@ -8,7 +8,7 @@ __all__ = ["theorem1_conditions", "theorem2_conditions"]
 
 
 def theorem1_conditions(T, q, d, lr, eps) -> dict:
-    """Theorem 1's hypotheses on the sizes and step (SPEC §5), each as
+    """Theorem 1's hypotheses on the sizes and step, each as
     ``{"holds": bool, "detail": str}``. ``x_query = 0``, ``W(0) = V(0) = 0`` hold by
     construction in :func:`check_theorem` and are listed too."""
     eps_max = d * T / (100.0 * (T - q) * q) if T > q else float("nan")
@@ -28,7 +28,7 @@ def theorem2_conditions(T, q, d, d_e, lr, eps, T_test=()) -> dict:
     r"""Theorem 2 (joint training with the stochastic PE) for the slots law: the conditions
     that can be stated, each ``{"holds": bool | None, "source": "P" | "D", "detail"}``.
 
-    P (the paper, as far as the project's sources give it): SPEC §5 says Theorem 2 is
+    P (the paper, as far as the project's sources give it): the summaries call Theorem 2
     Theorem 1 "with stochastic PE" (so ``2 <= q < T/4``, ``ε < dT/(100(T−q)q)``,
     ``η <= 1/(20d²)``, zero init, ``x_query = 0``); the seeds give its title and the width
     ``Õ(d + q log T)`` of the paper's encoding, not its exact statement.
@@ -38,11 +38,13 @@ def theorem2_conditions(T, q, d, d_e, lr, eps, T_test=()) -> dict:
     :mod:`stsim.core.schedule`); the rate law with divisor ``d_e − 1`` (docs/theory.md §3–4).
     """
     t1 = theorem1_conditions(T, q, d, lr, eps)
-    out = {f"{k} (Theorem 1's, 'the same' per SPEC)": dict(v, source="P") for k, v in t1.items()}
+    out = {f"{k} (Theorem 1's: 'the same')": dict(v, source="P") for k, v in t1.items()}
     out["width O~(d + q log T)"] = {
         "holds": None, "source": "P",
-        "detail": f"the paper's encoding width; the slots law needs d_e >= T (here d_e={d_e}), "
-                  "so this is not the paper's width regime (not checked)"}
+        "detail": f"the paper's encoding width, NOT checked here: the slots law needs d_e >= T "
+                  f"(here d_e={d_e}); at d_e ~ q log T < T (sphere, near-orthogonal) the "
+                  "dynamics have no exact reduction or enumeration to check against "
+                  "(docs/theory.md, section 6)"}
     out["d_e > T (law really stochastic)"] = {
         "holds": bool(d_e > T), "source": "D",
         "detail": f"d_e={d_e}, T={T}; each slot used w.p. T/d_e = {T / d_e:.3g}"

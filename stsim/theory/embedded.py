@@ -59,6 +59,11 @@ def block_gradients(T, q, d, lr, enc, query, points, traj, *, n_samples=20000, n
       (:func:`~stsim.theory.reduced.reduced_loss_grad`); ``|mean − exact| <= k s.e.`` per
       entry — the positive control (the same estimator finds the live gradient).
 
+    ``rms_z``: per block, the root mean square of ``(mean − expected)/s.e.`` over its
+    entries with a spread — about ``√(39/37) ≈ 1.03`` for a calibrated s.e. (t with 39
+    d.o.f.); a spread that is the batches' SD instead of the SE of their mean gives
+    ``1/√n_batches`` of that.
+
     ``k`` is the two-sided Student-t quantile (``n_batches − 1`` d.o.f.) at family-wise
     false-alarm ``alpha`` over all tested entries (Bonferroni).
     """
@@ -73,6 +78,7 @@ def block_gradients(T, q, d, lr, enc, query, points, traj, *, n_samples=20000, n
     if isinstance(traj, ReducedTrajectory):
         traj = [(traj.a[0, t], traj.gamma[0, t]) for t in points]
     max_zero, z_off, z_on, live = 0.0, 0.0, 0.0, 0.0
+    sq = {k: [0.0, 0] for k in ("W_xe", "V_e", "W_ee", "V_x")}    # Σ z², entries
     for a, g in traj:
         a, g = float(a), float(g)
         W, V = embed_reduced(a, g, d, d_e, n)
@@ -94,15 +100,23 @@ def block_gradients(T, q, d, lr, enc, query, points, traj, *, n_samples=20000, n
         exW[:n, :n] = float(da) / (n - 1) * (np.eye(n) - 1.0 / n)
         exV = float(dg) / d * np.eye(d)
 
-        def z(m, s, ref=0.0):
+        def z(m, s, ref=0.0, key=None):
             diff = np.abs(m - ref)
-            return float(np.max(np.where(s > 0, diff / np.where(s > 0, s, 1.0),
-                                         np.where(diff > 0, np.inf, 0.0)), initial=0.0))
-        z_off = max(z_off, z(mW[:d, d:], sW[:d, d:]), z(mV[:, d:], sV[:, d:]))
-        z_on = max(z_on, z(mW[d:, d:], sW[d:, d:], exW), z(mV[:, :d], sV[:, :d], exV))
+            zz = np.where(s > 0, diff / np.where(s > 0, s, 1.0),
+                          np.where(diff > 0, np.inf, 0.0))
+            live = zz[s > 0]
+            sq[key][0] += float(np.sum(live * live))
+            sq[key][1] += live.size
+            return float(np.max(zz, initial=0.0))
+        z_off = max(z_off, z(mW[:d, d:], sW[:d, d:], key="W_xe"),
+                    z(mV[:, d:], sV[:, d:], key="V_e"))
+        z_on = max(z_on, z(mW[d:, d:], sW[d:, d:], exW, key="W_ee"),
+                   z(mV[:, :d], sV[:, :d], exV, key="V_x"))
         se = max(float(sW[d:, d:].max()), float(sV[:, :d].max()), 1e-300)
         live = max(live, max(float(np.abs(exW).max()), float(np.abs(exV).max())) / se)
     return {"ran": True, "points": [int(p) for p in points], "n_samples": B * n_batches,
             "n_batches": n_batches, "k": k, "alpha": alpha, "entries": n_entries,
             "max_W_xx_W_ex": max_zero, "max_z_offset": z_off, "max_z_onset": z_on,
-            "live_over_se": live}
+            "live_over_se": live,
+            "rms_z": {k: (float(np.sqrt(v / c)) if c else float("nan"))
+                      for k, (v, c) in sq.items()}}

@@ -1,4 +1,4 @@
-r"""Length generalisation on the reduced dynamics (SPEC §4–5; the project's Theorem 3): the
+r"""Length generalisation on the reduced dynamics (docs/theory.md §5; the project's Theorem 3): the
 out-of-distribution (OOD) loss, at test lengths ``T' = T_test > T``, of the model that
 population GD trains at length ``T`` — and the two statements :func:`check_theorem
 <stsim.theory.checks.check_theorem>` gates on (derived in ``docs/theory.md`` §5).
@@ -52,7 +52,7 @@ from stsim.theory.reduced import ood_floor_onehot, ood_loss_onehot, query_coef, 
 from stsim.theory.report import make_check
 
 __all__ = ["ood_statement", "ood_closed_form", "ood_ratio_law", "ood_ratio_limit",
-           "ood_min_onehot", "check_ood_to_zero", "check_fixed_ood_floor", "length_step"]
+           "ood_min_onehot", "ood_min_limit", "check_ood_to_zero", "check_fixed_ood_floor", "length_step"]
 
 LAG_SHRINK = 4.0      # required shrink of the deviation from R*(ξ), eps -> eps/8 (1/t: ~8)
 ROUNDING = 1e-9       # relative rounding allowance of the floor comparison
@@ -110,7 +110,7 @@ def ood_min_onehot(T, T_test, q, d) -> tuple:
     grid (0 and 4000 geometric points in [1e-3, 200]) refined by bounded Brent, and
     compared with its ``θ → ∞`` limit ``(d/2)(1/q − B∞²/A∞)``, ``A∞ = Σ_{m>=1} P(m)/m +
     P(0)/T'``, ``B∞ = Σ_{m>=1} P(m)/q + P(0)/T'`` (attention uniform on the m trained
-    selected tokens; for m = 0 on all T' tokens). ``F <= L_∞`` (SPEC's floor, reached at
+    selected tokens; for m = 0 on all T' tokens). ``F <= L_∞`` (the floor of docs/theory.md §5, reached at
     γ = 1 rather than the best γ).
 
     >>> F, _ = ood_min_onehot(12, 16, 2, 3)
@@ -128,19 +128,29 @@ def ood_min_onehot(T, T_test, q, d) -> tuple:
                           bounds=(grid[max(i - 1, 0)], grid[min(i + 1, grid.size - 1)]),
                           options={"xatol": 1e-10})
     best, arg = (float(res.fun), float(res.x)) if res.fun < v[i] else (float(v[i]), grid[i])
+    lim = ood_min_limit(T, T_test, q, d)
+    return (lim, math.inf) if lim < best else (best, float(arg))
+
+
+def ood_min_limit(T, T_test, q, d) -> float:
+    r"""``lim_{θ→∞} min_γ`` of the fixed one-hot OOD loss: ``(d/2)(1/q − B∞²/A∞)`` with
+    ``A∞ = Σ_{m>=1} P(m)/m + P(0)/T'`` and ``B∞ = Σ_{m>=1} P(m)/q + P(0)/T'`` (``P``: the
+    hypergeometric law of the number ``m`` of selected positions inside the trained
+    range; attention uniform on those m tokens, or, for ``m = 0``, on all ``T'`` tokens,
+    whose logits are then all 0)."""
     m = np.arange(1, q + 1)
     pm = hypergeom(T_test, T, q).pmf(m)
     p0 = float(hypergeom(T_test, T, q).pmf(0))
     A_inf = float(np.sum(pm / m)) + p0 / T_test
     B_inf = float(np.sum(pm)) / q + p0 / T_test
-    lim = 0.5 * d * (1.0 / q - B_inf ** 2 / A_inf)
-    return (lim, math.inf) if lim < best else (best, float(arg))
+    return 0.5 * d * (1.0 / q - B_inf ** 2 / A_inf)
 
 
 def _not_reached(name, states):
     return make_check(name, "the loss did not reach " + ("eps" if states[0] is None else
                                                          "eps/8") + ": not checked",
-                      "the loss must reach eps and eps/8", False)
+                      "the loss must reach eps and eps/8", False,
+                      source="P" if name == "ood_to_zero" else "D")
 
 
 def check_ood_to_zero(enc, states, T, T_test, q, d, *, query="sum"):
@@ -188,7 +198,7 @@ def check_ood_to_zero(enc, states, T, T_test, q, d, *, query="sum"):
            "1e-14 L(0)/ID(eps/8) (rounding)), dev = "
            "(OOD/ID)/R*(xi) - 1 (the gamma lag, O(1/t): /8 expected, /4 required); OOD falls, "
            "by the law's factor within |dev(eps)| + |dev(eps/8)| (-> 8 as eps -> 0)")
-    return make_check(name, "; ".join(texts), tol, ok, data=rows), rows
+    return make_check(name, "; ".join(texts), tol, ok, data=rows, source="P"), rows
 
 
 def check_fixed_ood_floor(enc, states, traj, T, T_test, q, d, *, query="sum"):
@@ -247,7 +257,7 @@ def length_step(s, final, states, tr_s, n_mc, checks) -> list:
         checks.append(make_check(f"OOD T_test={Tt}: closed form = Monte-Carlo",
                              f"|{closed:.4g} - {mc:.4g}| = "
                              f"{abs(closed - mc) / max(se, 1e-300):.2f} s.e.",
-                             "<= 4 s.e.", abs(closed - mc) <= 4 * se))
+                             "<= 4 s.e.", abs(closed - mc) <= 4 * se, on="model"))
     args = (s.T, s.T_test, s.q, s.d)
     if ood_statement(s.enc) == "ood_to_zero":
         check, extra = check_ood_to_zero(s.enc, states, *args, query=s.query)

@@ -59,7 +59,8 @@ def claims_table(s, cells, red) -> str:
     errors from the threshold; positive on the side where the statement holds)."""
     lines = ["| statement | measure, target | reduced dynamics (theory/sum, population GD, "
              f"T={s['reduced']['T']}; exact) | simulation: held | simulation: failed | "
-             "simulation: inconclusive (within 2 SE) | simulation: unstable (not counted) |",
+             "simulation: inconclusive (within its critical value: t, S - 1 d.o.f.) | simulation: "
+             "unstable (not counted) |",
              "|---|---|---|---|---|---|---|"]
     for S, (name, what, op, thr) in STATEMENTS.items():
         reg = red["region"].get(S, "— (no reduction)")

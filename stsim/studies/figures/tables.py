@@ -1,7 +1,8 @@
 """Markdown tables of the settings and claim checks written by ``stsim figures``.
 
 :func:`render` (command line: ``stsim figures --report DIR``) gives, for every
-``<fig>.json`` in ``DIR``, the settings and a table ``claim | measured | SE | target | verdict (margin)``;
+``<fig>.json`` in ``DIR``, the settings and a table ``claim | measured | SE | target |
+critical | verdict (margin)``;
 ``docs/reproduction.md`` quotes these tables, so the numbers in the report are the numbers
 in the JSON files.
 """
@@ -43,13 +44,17 @@ def verdict_text(c) -> str:
 
 
 def checks_table(summary) -> str:
-    """Markdown table ``claim | measured | SE | target | verdict (margin)`` of
-    ``summary["checks"]`` (:func:`verdict_text`)."""
-    lines = ["| claim | measured | SE | target | verdict (margin) |", "|---|---|---|---|---|"]
+    """Markdown table ``claim | measured | SE | target | critical | verdict (margin)`` of
+    ``summary["checks"]`` (:func:`verdict_text`; critical: the check's critical value,
+    "exact" for se = 0)."""
+    lines = ["| claim | measured | SE | target | critical | verdict (margin) |",
+             "|---|---|---|---|---|---|"]
     for c in summary["checks"]:
         se = c.get("se", float("nan"))
+        k = c.get("critical")
+        crit = "" if k is None else ("exact" if k == 0 else f"{k:.2f}")
         lines.append(f"| {c['claim']} | {c['measured']:.4g} | {se:.2g} | {c['op']} "
-                     f"{c['threshold']:.4g} | {verdict_text(c)} |")
+                     f"{c['threshold']:.4g} | {crit} | {verdict_text(c)} |")
     return "\n".join(lines)
 
 

@@ -3,15 +3,23 @@ its standard error ``se`` and a verdict.
 
 **The verdict.** With the margin ``m = (measured − threshold) / se`` signed so that a
 positive margin is on the side where the statement holds (``>=``, ``>``: as written;
-``<=``, ``<``: negated), the verdict is
+``<=``, ``<``: negated), and the critical value ``k`` right for the sample the standard
+error comes from (:func:`critical_value`), the verdict is
 
-* ``"inconclusive"`` if ``|m| < Z = 2`` (the value is within 2 SE of its threshold), or
+* ``"inconclusive"`` if ``|m| < k`` (the value is within ``k`` SE of its threshold), or
   the value could not be measured (a run diverged: ``unmeasured``), or the setting is
   unstable (:mod:`.stability`: its value may change under a rounding-level perturbation);
-* ``"held"`` if ``m ≥ 2``, ``"failed"`` if ``m ≤ −2``.
+* ``"held"`` if ``m ≥ k``, ``"failed"`` if ``m ≤ −k``.
+
+``k = max(2, t_{0.975, df})``: the two-sided 95% Student-t quantile with the degrees of
+freedom of the estimate, never below the large-sample 2. A statistic over ``S`` seeds has
+``df = S − 1`` (three seeds: ``k = 4.30``); one seed of a quantity with sampling error
+within its run has ``df = DF_WITHIN = 31`` (at least 32 evaluation blocks: ``k = 2.04``);
+Monte-Carlo estimates over thousands of points keep ``k = 2``. Each check records
+``critical`` (and ``df``).
 
 A deterministic value (the exact reduced dynamics, a count) has ``se = 0``: it is held or
-failed as the comparison is written.
+failed as the comparison is written (``critical = 0``).
 
 **The standard error** of a statistic of several runs (a worst seed, a ratio of seed
 means, an R², a cosine) is the bootstrap one: ``B`` replicates, each resampling the seeds
@@ -22,6 +30,13 @@ R², the fitted points). A quantity with no sampling error within a run (a cosin
 block mass) varies only with the seeds. The replicates are reproducible: the seed
 resampling is drawn from a fixed seed, a run's blocks from a seed derived from the run's
 name (CRC-32) and the set.
+
+**Small-sample correction.** Resampling ``S`` seeds with replacement gives a bootstrap
+variance of a mean over seeds of ``(S − 1)/S · s²/S``: biased low by ``√((S−1)/S)`` (0.82
+at ``S = 3``). :func:`boot_check` multiplies the bootstrap SE by ``√(S/(S−1))`` (exact for
+a mean; the same factor is applied to the other statistics of the seeds, a worst seed or a
+ratio, for which it is the first-order correction) and records the raw one as
+``se_bootstrap``.
 """
 from __future__ import annotations
 
@@ -31,9 +46,11 @@ from dataclasses import dataclass, field
 import numpy as np
 
 __all__ = ["Z", "N_BOOT", "verdict", "make_check", "relabel", "Boot", "Sample",
-           "boot_check", "VERDICTS"]
+           "boot_check", "VERDICTS", "critical_value", "DF_WITHIN", "rejudge", "n_seeds"]
 
-Z = 2.0                 # a value within Z standard errors of its threshold is inconclusive
+Z = 2.0                 # the large-sample critical value (never below it)
+LEVEL = 0.975           # one-sided quantile of the two-sided 95% t critical value
+DF_WITHIN = 31          # one run's own sampling error: at least 32 evaluation blocks
 N_BOOT = 1000           # bootstrap replicates
 VERDICTS = ("held", "failed", "inconclusive")
 _NO_SPREAD = 1e-12      # a bootstrap spread below this (relative): the replicates are equal
@@ -47,13 +64,30 @@ def _signed(measured, op, threshold):
     raise ValueError(f"op must be one of '<=', '<', '>=', '>', got {op!r}")
 
 
-def verdict(measured, op, threshold, se) -> tuple:
-    """``(verdict, margin)``: the verdict of the module docstring and the margin in
-    standard errors (positive on the side where the statement holds; ±inf for ``se = 0``
-    and a value off its threshold; NaN when the value is not finite).
+def critical_value(df=None) -> float:
+    """``max(Z, t_{0.975, df})``; ``Z`` for ``df=None`` (a large sample).
+
+    >>> round(critical_value(2), 3), critical_value(None), round(critical_value(31), 3)
+    (4.303, 2.0, 2.04)
+    """
+    if df is None or not np.isfinite(df):
+        return Z
+    if df < 1:
+        raise ValueError(f"df must be >= 1, got {df}")
+    from scipy.stats import t as student_t
+    return max(Z, float(student_t.ppf(LEVEL, df)))
+
+
+def verdict(measured, op, threshold, se, critical=Z) -> tuple:
+    """``(verdict, margin)``: the verdict of the module docstring at the critical value
+    ``critical`` and the margin in standard errors (positive on the side where the
+    statement holds; ±inf for ``se = 0`` and a value off its threshold; NaN when the value
+    is not finite).
 
     >>> verdict(0.25, "<=", 0.5, 0.0625)
     ('held', 4.0)
+    >>> verdict(0.25, "<=", 0.5, 0.0625, critical=4.303)[0]
+    'inconclusive'
     >>> verdict(0.0195, "<=", 0.02, 0.0005)[0], verdict(1.0, ">=", 1.0, 0.0)[0]
     ('inconclusive', 'held')
     """
@@ -65,22 +99,75 @@ def verdict(measured, op, threshold, se) -> tuple:
         return ("held" if ok else "failed"), (float(np.copysign(np.inf, diff)) if diff
                                               else 0.0)
     margin = diff / float(se)
-    if abs(margin) < Z:
+    if abs(margin) < critical:
         return "inconclusive", float(margin)
     return ("held" if margin > 0 else "failed"), float(margin)
 
 
-def make_check(claim, measured, op, threshold, se, note="", runs=()) -> dict:
+def make_check(claim, measured, op, threshold, se, note="", runs=(), df=None,
+               se_bootstrap=None) -> dict:
     """A claim with its measured value, standard error, verdict and margin (module
-    docstring). ``ok`` is ``verdict == "held"``; ``unmeasured``: the value is not finite
-    (a run it needs diverged); ``stability``: ``"stable"`` until :mod:`.stability` labels
-    it; ``runs``: the runs it was measured on."""
+    docstring). ``df``: the degrees of freedom of ``se`` (None: a large sample) — the
+    check records its ``critical`` value (0 for an exact value, ``se = 0``). ``ok`` is
+    ``verdict == "held"``; ``unmeasured``: the value is not finite (a run it needs
+    diverged); ``stability``: ``"stable"`` until :mod:`.stability` labels it; ``runs``: the
+    runs it was measured on."""
     m, t, s = float(measured), float(threshold), float(se)
-    v, margin = verdict(m, op, t, s)
-    return {"claim": claim, "measured": m, "se": s, "op": op, "threshold": t,
-            "verdict": v, "margin_se": margin, "ok": v == "held", "note": note,
-            "unmeasured": not np.isfinite(m), "stability": "stable",
-            "runs": sorted(set(runs))}
+    k = 0.0 if s == 0 else critical_value(df)
+    v, margin = verdict(m, op, t, s, k)
+    out = {"claim": claim, "measured": m, "se": s, "op": op, "threshold": t,
+           "verdict": v, "margin_se": margin, "critical": k,
+           "df": None if df is None else int(df), "ok": v == "held", "note": note,
+           "unmeasured": not np.isfinite(m), "stability": "stable",
+           "runs": sorted(set(runs))}
+    if se_bootstrap is not None:
+        out["se_bootstrap"] = float(se_bootstrap)
+    return out
+
+
+def n_seeds(runs) -> int:
+    """The number of seeds of the setting with the fewest among ``runs`` (names holding a
+    ``-s<seed>`` part, e.g. ``ood/…-stochastic-s2`` or ``claims/…-s1-lr2``; a name without
+    one counts as one seed).
+
+    >>> n_seeds(["a-s0", "a-s1", "a-s2", "b-s0-lr2", "b-s1-lr2", "b-s2-lr2"]), n_seeds(["x"])
+    (3, 1)
+    """
+    import re
+    per = {}
+    for r in runs:
+        m = re.search(r"-s(\d+)(?=-|$)", r)
+        key, seed = (r[:m.start()] + r[m.end():], m.group(1)) if m else (r, "0")
+        per.setdefault(key, set()).add(seed)
+    return min((len(v) for v in per.values()), default=1)
+
+
+def rejudge(check) -> dict:
+    """A check judged with the 2-SE rule and an uncorrected bootstrap SE (``se``; no
+    ``critical`` key), judged again as :func:`boot_check` now does: ``se`` times
+    ``√(S/(S−1))`` for ``S = n_seeds(runs) > 1`` seeds, ``df = S − 1`` (``DF_WITHIN`` for
+    one seed). An exact value (``se = 0``) and a check that already has ``critical`` are
+    returned unchanged; a large-sample Monte-Carlo check (no runs) keeps ``k = 2``. The
+    stability label and ``unmeasured`` are kept."""
+    if "critical" in check:
+        return dict(check)
+    se = float(check["se"])
+    if se == 0 or not np.isfinite(se):
+        c = make_check(check["claim"], check["measured"], check["op"], check["threshold"],
+                       se, check.get("note", ""), check.get("runs", ()))
+    elif not check.get("runs"):
+        c = make_check(check["claim"], check["measured"], check["op"], check["threshold"],
+                       se, check.get("note", ""), ())
+    else:
+        S = n_seeds(check["runs"])
+        corr = np.sqrt(S / (S - 1.0)) if S > 1 else 1.0
+        c = make_check(check["claim"], check["measured"], check["op"], check["threshold"],
+                       se * corr, check.get("note", ""), check["runs"],
+                       df=S - 1 if S > 1 else DF_WITHIN, se_bootstrap=se)
+    for k in check:
+        if k not in c:
+            c[k] = check[k]
+    return relabel(c, check.get("stability"))
 
 
 def relabel(check, stability=None) -> dict:
@@ -150,7 +237,9 @@ def boot_check(claim, fn, samples, op, threshold, note="") -> dict:
     """The check of ``fn(*values) <op> threshold`` (:func:`make_check`) where ``samples``
     are :class:`Sample` s and ``fn`` maps arrays whose last axis is the seeds (the values
     ``(S,)``, the replicates ``(B, S)``) to a number per replicate; ``se`` is the standard
-    deviation of the replicates, NaN (an inconclusive verdict) where they do not vary
+    deviation of the replicates times ``√(S/(S−1))`` (``S``: the fewest seeds of the
+    samples; module docstring), judged at ``t_{0.975, S−1}`` (``DF_WITHIN`` d.o.f. for one
+    seed), NaN (an inconclusive verdict) where they do not vary
     (one seed of a quantity without sampling error within a run)."""
     with np.errstate(all="ignore"):
         measured = float(fn(*(s.value for s in samples)))
@@ -165,4 +254,9 @@ def boot_check(claim, fn, samples, op, threshold, note="") -> dict:
         note = "; ".join(x for x in (note, "no spread over the resamples (one seed): no "
                                      "standard error") if x)
     runs = [r for s in samples for r in s.runs]
-    return make_check(claim, measured, op, threshold, se, note, runs)
+    S = min(s.value.size for s in samples)
+    raw = se
+    if S > 1 and np.isfinite(se):
+        se = se * float(np.sqrt(S / (S - 1.0)))        # the small-sample bias of the bootstrap
+    return make_check(claim, measured, op, threshold, se, note, runs,
+                      df=S - 1 if S > 1 else DF_WITHIN, se_bootstrap=raw)
