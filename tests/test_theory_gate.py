@@ -6,6 +6,7 @@ import numpy as np
 import pytest
 
 import stsim.core.encodings as enc_mod
+from stsim.core.families import make_encoding
 from stsim.cli import main as cli_main
 from stsim.theory.checks import check_theorem
 from stsim.theory.conditions import theorem1_conditions, theorem2_conditions
@@ -207,7 +208,7 @@ def test_slots_configuration_count_is_the_enumeration():
     the number the exact population objective enumerates (T = 9, q = 2, d_e = 12: 7920)."""
     from stsim.core.config import Config
     from stsim.theory.population import make_population_objective
-    enc = enc_mod.make_encoding("stochastic", T_max=9, d_e=12)
+    enc = make_encoding("stochastic", T_max=9, d_e=12)
     assert enc.n_configurations(9, 2) == 66 * 120
     obj = make_population_objective(Config.from_options(T=9, q=2, d=3, pe="stochastic",
                                                         d_e=12, steps=1, lr=0.1), enc)

@@ -3,7 +3,7 @@
 import numpy as np
 import pytest
 
-from stsim.core.encodings import make_encoding
+from stsim.core.families import make_encoding
 from stsim.theory.embedded import block_gradients, mc_ood
 from stsim.theory.ood import ood_min_limit, ood_min_onehot
 from stsim.theory.reduced import ood_loss_onehot, reduced_gd_scalar, reduced_loss

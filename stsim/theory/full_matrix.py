@@ -8,7 +8,7 @@ import math
 
 import numpy as np
 
-from stsim.core.encodings import make_encoding
+from stsim.core.families import make_encoding
 from stsim.theory.reduced import reduced_gd_scalar
 from stsim.theory.report import make_check, not_run
 
