@@ -29,7 +29,7 @@ from typing import Callable
 
 import numpy as np
 
-from stsim.core.encodings import make_encoding
+from stsim.core.encodings import make_encoding, sample_checked
 from stsim.core.model import cosine_to_target, forward_backward
 from stsim.core.seeds import Streams
 from stsim.core.task import sample_batch
@@ -239,7 +239,7 @@ class TransformerProblem(Problem):
         super().__init__(cfg, streams)
 
     def _draw(self, rng, B, T, q):
-        return sample_batch(rng, B, T, q, self.cfg.d), self.enc.sample(rng, B, T)
+        return sample_batch(rng, B, T, q, self.cfg.d), sample_checked(self.enc, rng, B, T)
 
     @property
     def D(self):

@@ -167,7 +167,7 @@ class Result:
         import dataclasses
 
         from stsim.core.config import Config
-        from stsim.core.encodings import make_encoding
+        from stsim.core.encodings import make_encoding, sample_checked
         from stsim.core.model import attention_weights
         from stsim.core.seeds import Streams
         from stsim.core.task import sample_batch
@@ -190,7 +190,7 @@ class Result:
         if X.ndim != 3 or X.shape[2] != cfg.d or y.ndim != 2 or y.shape[0] != X.shape[0]:
             raise ValueError(f"X must have shape (B, T, d={cfg.d}) and y (B, q), got "
                              f"{X.shape} and {y.shape}")
-        pe = enc.sample(rng, X.shape[0], X.shape[1])
+        pe = sample_checked(enc, rng, X.shape[0], X.shape[1])
         s = attention_weights(self.W, X, y, pe, model=cfg.model, query=cfg.query)
         return (s, X, y) if return_inputs else s
 

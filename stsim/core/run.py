@@ -36,7 +36,7 @@ from stsim.util.io import check_writable_folder
 from stsim.util.malloc import keep_freed_memory, release_freed_memory
 from stsim.util.prefetch import Prefetch, prefetch_default
 from stsim.util.threads import one_blas_thread, parallel_default
-from stsim.util.validate import check_int
+from stsim.util.validate import check_int, check_state_dict
 from stsim.util.warn import warn
 
 __all__ = ["run", "train_loop", "LoopEnd", "Config", "Result", "DIVERGENCE_FACTOR",
@@ -278,6 +278,8 @@ def run(T=None, q=None, pe=None, *, config=None, checkpoint=None, checkpoint_eve
     streams = Streams(cfg.seed)
     problem = make_problem(cfg, streams)
     opt = make_optimizer(cfg.optimizer, cfg.lr, cfg.lr_decay, cfg.steps)
+    if checkpoint is not None:          # an optimiser whose state no checkpoint can hold
+        check_state_dict(opt, opt.state_dict())
     rng = streams.train()
     init = problem.init_params(streams.init())
     if checkpoint is not None and os.path.exists(checkpoint):

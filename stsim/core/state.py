@@ -33,6 +33,7 @@ import numpy as np
 from stsim.core.config import Config, upgrade_config
 from stsim.core.problem import arch_spec
 from stsim.util.io import load_npz, save_npz
+from stsim.util.validate import check_state_dict
 
 __all__ = ["RunState", "check_params", "check_history", "param_shapes"]
 
@@ -239,7 +240,8 @@ class RunState:
     def save(self, path, cfg) -> None:
         """Write the checkpoint ``path`` (atomically) for the resolved config ``cfg``."""
         arrays = {f"param/{k}": v for k, v in self.params.items()}
-        arrays.update({f"opt/{k}": v for k, v in self.opt.state_dict().items()})
+        arrays.update({f"opt/{k}": v for k, v in
+                       check_state_dict(self.opt, self.opt.state_dict()).items()})
         arrays.update({f"history/{k}": np.asarray(v, dtype=float)
                        for k, v in self.history.items()})
         meta = {"config": cfg.to_dict(), "step": self.step, "rng": self.rng_state(),

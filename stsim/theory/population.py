@@ -48,7 +48,7 @@ import math
 import numpy as np
 from scipy.special import softmax
 
-from stsim.core.encodings import Encoding, make_encoding
+from stsim.core.encodings import Encoding, make_encoding, sample_checked
 from stsim.core.model import MODELS, QUERIES
 from stsim.core.problem import register_objective
 from stsim.core.seeds import Streams
@@ -372,7 +372,7 @@ def make_population_objective(cfg, enc: Encoding | None = None, *, method="auto"
         if enc.fixed:      # the C(T, q) subsets of the positions, through the fixed slots
             tok = _with_complement(_combos(T, q), T)
             if enc.index:
-                tok = np.ascontiguousarray(enc.sample(None, 1, T).idx)[tok]
+                tok = np.ascontiguousarray(sample_checked(enc, None, 1, T).idx)[tok]
         else:   # the slots law: selected S, then unselected U ⊂ [d_e] \ S
             S = _combos(d_e, q)
             comp = _with_complement(S, d_e)[:, q:]                      # (C(d_e,q), d_e − q)
@@ -386,18 +386,18 @@ def make_population_objective(cfg, enc: Encoding | None = None, *, method="auto"
             rng = Streams(seed).population()
         rng = as_rng(rng)
         if not enc.index and not enc.fixed:      # per-sample dense (sphere)
-            P = enc.sample(rng, n_mc, T).P                              # selected = first q
+            P = sample_checked(enc, rng, n_mc, T).P                              # selected = first q
             return PopulationObjective(d, d_e, T, q, family,
                                        [("dense", c) for c in _chunks(P, T * d_e)],
                                        query=query, model=model, method="mc", span_n=span_n)
         y = sample_subsets(rng, n_mc, T, q)
-        pe = enc.sample(rng, n_mc, T)
+        pe = sample_checked(enc, rng, n_mc, T)
         base = np.broadcast_to(pe.idx, (n_mc, T)) if pe.is_index else \
             np.broadcast_to(np.arange(T), (n_mc, T))
         tok = _selected_first(np.ascontiguousarray(base), y)
     table = None
     if not enc.index:      # fixed dense: positions into its table, gathered per chunk
-        table = enc.sample(None, 1, T).P
+        table = sample_checked(enc, None, 1, T).P
         src = [("table", c) for c in _chunks(tok, T * d_e)]
     else:
         src = [("index", c) for c in _chunks(tok, T * q)]
