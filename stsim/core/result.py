@@ -9,6 +9,7 @@ import numpy as np
 
 from stsim.core.state import check_history, check_params, param_shapes
 from stsim.util.io import load_npz, save_npz, write_csv
+from stsim.util.manifest import check_manifest
 
 __all__ = ["Result", "load", "STATUSES"]
 
@@ -212,9 +213,15 @@ class Result:
         ``ValueError`` naming the file and the defect when it is incomplete or
         inconsistent: a missing record or array, parameters missing or not of the shapes
         its config gives (``W`` (D, D), ``V`` (d, D) for the transformer), history arrays
-        of unequal lengths; a CSV or other text file is named as such.
+        of unequal lengths; a CSV or other text file is named as such. ``path`` may be a
+        run's output folder (its ``result.npz`` is read); when that folder has a
+        ``manifest.json`` the file must be the one it records
+        (:func:`stsim.util.manifest.check_manifest`: never a folder mixing two runs).
         """
+        if os.path.isdir(path) and os.path.isfile(os.path.join(path, "result.npz")):
+            path = os.path.join(path, "result.npz")      # a run's output folder
         arrays, meta = load_npz(path, what="result")
+        check_manifest(path)      # a folder left mixing two runs is refused
         if "status" not in meta and {"rng", "step", "acc"} <= set(meta):
             return cls._from_checkpoint(path, arrays, meta)
         missing = [k for k in ("config", "status", "message") if k not in meta]
