@@ -146,3 +146,133 @@ def test_kill_9_while_writing_never_leaves_a_folder_that_loads_as_one_run(tmp_pa
         proc.wait(30)
         verdicts.append(_consistent(out)[0])
     assert set(verdicts) <= {"refused", "consistent"}
+
+
+# ---- SIGTERM and SIGHUP end a command as Ctrl-C does ------------------------------------
+READY = """
+import os, signal, sys
+import stsim.core.state as S
+signal.signal(signal.SIGINT, {sigint})
+ready = sys.argv[1]
+record = S.RunState.record
+
+def mark(self, step, metrics):
+    row = record(self, step, metrics)
+    if step >= 100 and not os.path.exists(ready):
+        open(ready, "w").close()           # the test signals once this file exists
+    return row
+
+S.RunState.record = mark
+from stsim.cli import main
+sys.exit(main(sys.argv[2:]))
+"""
+
+
+def _signal_a_run(tmp_path, signum, *, checkpoint=True, sigint="signal.default_int_handler"):
+    (tmp_path / "ready.py").write_text(READY.format(sigint=sigint))
+    ready, out = tmp_path / "ready", tmp_path / "o"
+    args = ["run", "--T", "12", "--q", "2", "--batch", "16", "--lr", "0.5", "--steps",
+            "1000000", "--eval_every", "50", "--quiet", "--out", str(out)]
+    if checkpoint:
+        args += ["--checkpoint_every", "1000"]
+    proc = subprocess.Popen([sys.executable, str(tmp_path / "ready.py"), str(ready), *args],
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                            env=dict(os.environ, MPLBACKEND="Agg"))
+    t0 = time.monotonic()
+    while not ready.exists():
+        assert proc.poll() is None, proc.communicate()
+        assert time.monotonic() - t0 < 120, "the run did not reach step 100"
+        time.sleep(0.05)
+    os.kill(proc.pid, signum)
+    _, err = proc.communicate(timeout=120)
+    return proc.returncode, err.strip().splitlines(), out
+
+
+@pytest.mark.parametrize("signum, name", [(signal.SIGTERM, "SIGTERM"),
+                                          (signal.SIGHUP, "SIGHUP")])
+def test_sigterm_and_sighup_end_a_run_like_ctrl_c(tmp_path, signum, name):
+    # before: rc -15 / -1, nothing printed, the lock left, a run without checkpoint lost
+    rc, lines, out = _signal_a_run(tmp_path, signum, checkpoint=(name == "SIGTERM"))
+    assert rc == 128 + signum and len(lines) == 1, lines
+    assert lines[0].startswith(f"stsim: interrupted ({name}) at step ")
+    res = stsim.load(out / "result.npz")
+    assert res.status == "interrupted" and res.info["interrupted_by"] == name
+    assert res.history["step"][-1] >= 100
+    assert not (out / ".stsim-run.lock").exists()
+    if name == "SIGTERM":
+        assert stsim.load(out / "checkpoint.npz").info["checkpoint_step"] == \
+            res.info["interrupted_at_step"]
+
+
+def test_sigterm_reaches_a_run_whose_ctrl_c_is_ignored(tmp_path):
+    """A background job of a script (``stsim run … &``) starts with SIGINT ignored: Ctrl-C
+    does not reach it, but SIGTERM still stops it with its result kept."""
+    rc, lines, out = _signal_a_run(tmp_path, signal.SIGTERM, checkpoint=False,
+                                   sigint="signal.SIG_IGN")
+    assert rc == 143 and len(lines) == 1 and "interrupted (SIGTERM)" in lines[0]
+    assert stsim.load(out / "result.npz").status == "interrupted"
+    assert not (out / ".stsim-run.lock").exists()
+
+
+def test_terminate_as_interrupt_restores_the_handlers():
+    from stsim.util.signals import TerminateAsInterrupt
+    before = signal.getsignal(signal.SIGTERM)
+    with TerminateAsInterrupt() as term:
+        assert signal.getsignal(signal.SIGTERM) != before
+        with pytest.raises(KeyboardInterrupt):
+            signal.raise_signal(signal.SIGHUP)
+    assert signal.getsignal(signal.SIGTERM) == before and term.exit_status == 129
+
+
+STUDY = ["separation", "--fcn_Ts", "4,8", "--tf_Ts", "4", "--family_Ts", "4,8",
+         "--steps", "3000", "--long_steps", "3000", "--long_Ts", "", "--workers", "2"]
+
+
+@pytest.mark.pool
+def test_sigterm_on_a_study_is_one_line_exit_143_and_keeps_the_finished_runs(tmp_path):
+    out = tmp_path / "o"
+    journal = out / "raw" / "tune.csv.journal.jsonl"
+    proc = subprocess.Popen([sys.executable, "-m", "stsim", *STUDY, "--quiet", "--out",
+                             str(out)], start_new_session=True, stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE, text=True,
+                            env=dict(os.environ, MPLBACKEND="Agg"))
+    t0 = time.monotonic()
+    while not (journal.exists() and journal.read_text().count("\n") >= 1):
+        assert proc.poll() is None, proc.communicate()
+        assert time.monotonic() - t0 < 300, "no tuning run finished"
+        time.sleep(0.1)
+    os.kill(proc.pid, signal.SIGTERM)          # as timeout(1) or a scheduler does
+    _, err = proc.communicate(timeout=60)
+    lines = err.strip().splitlines()
+    assert proc.returncode == 143 and len(lines) == 1, err
+    assert lines[0] == (f"stsim: interrupted (SIGTERM); the finished runs are kept in {out}; "
+                        f"rerun the same command to resume")
+    done = stsim.sweep.journal.load_journal(journal)
+    assert done and all(r["status"] == "ok" for r in done.values())
+    assert not (out / ".stsim-study.lock").exists()
+
+
+def _numpy_loaded(pid):
+    try:
+        with open(f"/proc/{pid}/maps") as fh:
+            return "numpy" in fh.read()
+    except OSError:
+        return False
+
+
+@pytest.mark.skipif(not os.path.exists("/proc/self/maps"), reason="needs /proc")
+def test_ctrl_c_during_the_imports_is_one_line_exit_130(tmp_path):
+    # before: a traceback from whichever import was running
+    proc = subprocess.Popen([sys.executable, "-m", "stsim", "run", "--T", "8", "--steps",
+                             "3", "--out", str(tmp_path / "o")], stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE, text=True,
+                            preexec_fn=lambda: signal.signal(signal.SIGINT,
+                                                             signal.SIG_DFL))
+    t0 = time.monotonic()
+    while not _numpy_loaded(proc.pid):          # stsim's imports have begun
+        assert proc.poll() is None and time.monotonic() - t0 < 60
+        time.sleep(0.002)
+    os.kill(proc.pid, signal.SIGINT)
+    _, err = proc.communicate(timeout=60)
+    assert (proc.returncode, err) == (130, "stsim: interrupted (Ctrl-C)\n")
+    assert not (tmp_path / "o").exists()

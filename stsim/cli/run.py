@@ -181,7 +181,8 @@ def main(args) -> int:
     if res.status == "interrupted":
         kept = ", ".join([os.path.basename(p) for p in paths.values()] +
                          (["checkpoint.npz"] if ckpt and os.path.exists(ckpt) else []))
-        print(f"stsim: interrupted (Ctrl-C) at step {res.info.get('interrupted_at_step')} of "
+        print(f"stsim: interrupted ({res.info.get('interrupted_by', 'Ctrl-C')}) at step "
+              f"{res.info.get('interrupted_at_step')} of "
               f"{res.config['steps']}; kept {kept} in {out}", file=sys.stderr)
         return INTERRUPTED
     return 0 if res.success else 1

@@ -35,6 +35,7 @@ from stsim.core.state import RunState
 from stsim.util.io import check_writable_folder
 from stsim.util.malloc import keep_freed_memory, release_freed_memory
 from stsim.util.prefetch import Prefetch, prefetch_default
+from stsim.util.signals import signal_name
 from stsim.util.threads import one_blas_thread, parallel_default
 from stsim.util.validate import check_int, check_state_dict
 from stsim.util.warn import warn
@@ -345,7 +346,8 @@ def run(T=None, q=None, pe=None, *, config=None, checkpoint=None, checkpoint_eve
             reporter.close()
     if end is None:
         status = "interrupted"
-        message = (f"interrupted (Ctrl-C) at step {state.step} of {cfg.steps}: the result so "
+        message = (f"interrupted ({signal_name(state.signal)}) at step {state.step} of "
+                   f"{cfg.steps}: the result so "
                    f"far" + ("; checkpoint written (rerun the same call to resume)"
                              if checkpoint is not None else ""))
         warn(f"stsim: run {message}; status 'interrupted'", RunInterrupted)
@@ -364,6 +366,7 @@ def run(T=None, q=None, pe=None, *, config=None, checkpoint=None, checkpoint_eve
     info = {"wall_time_s": time.perf_counter() - t0, **problem.info()}
     if status == "interrupted":
         info["interrupted_at_step"] = state.step
+        info["interrupted_by"] = signal_name(state.signal)
     history = {k: np.asarray(v, dtype=np.int64 if k == "step" else None)
                for k, v in state.history.items()}
     if status in ("completed", "interrupted"):

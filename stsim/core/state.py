@@ -33,6 +33,7 @@ import numpy as np
 from stsim.core.config import Config, upgrade_config
 from stsim.core.problem import arch_spec
 from stsim.util.io import load_npz, save_npz
+from stsim.util.signals import route_termination
 from stsim.util.validate import check_state_dict
 
 __all__ = ["RunState", "check_params", "check_history", "param_shapes"]
@@ -169,6 +170,7 @@ class RunState:
         self.loss_sum, self.loss_count = float(acc[0]), int(acc[1])
         self.source = None
         self.interrupted = False
+        self.signal = None
 
     # ---- Ctrl-C -----------------------------------------------------------------------
     @contextlib.contextmanager
@@ -187,12 +189,20 @@ class RunState:
                 and signal.getsignal(signal.SIGINT) is signal.default_int_handler
                 and multiprocessing.parent_process() is None)
         if not acts:
-            yield False
+            def flag(signum, frame):
+                self.interrupted, self.signal = True, signum
+            # Ctrl-C does not reach the loop (SIGINT ignored: a background job), but a
+            # SIGTERM/SIGHUP the stsim command handles still stops it with its result kept
+            main = (threading.current_thread() is threading.main_thread()
+                    and multiprocessing.parent_process() is None)
+            with route_termination(flag) if main else contextlib.nullcontext():
+                yield False
             return
         previous = signal.getsignal(signal.SIGINT)
 
         def handler(signum, frame):
             self.interrupted = True
+            self.signal = signum     # SIGINT, or SIGTERM/SIGHUP (stsim.util.signals)
             signal.signal(signal.SIGINT, previous)
 
         signal.signal(signal.SIGINT, handler)
