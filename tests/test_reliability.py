@@ -276,3 +276,63 @@ def test_ctrl_c_during_the_imports_is_one_line_exit_130(tmp_path):
     _, err = proc.communicate(timeout=60)
     assert (proc.returncode, err) == (130, "stsim: interrupted (Ctrl-C)\n")
     assert not (tmp_path / "o").exists()
+
+
+# ---- every refusal before any work and before any file or folder ------------------------
+@pytest.mark.parametrize("opts, match", [
+    (dict(lr=[0.1]), r"lr must be a finite number > 0, got \[0.1\]"),
+    (dict(lr=(0.1,)), "lr must be a finite number"),
+    (dict(seed={"entropy": [1.5]}), "1.5 is not a whole number"),
+    (dict(seed={"entropy": True}), "True is not a whole number"),
+    (dict(seed={"entropy": 1, "spawn_key": [0.5]}), "0.5 is not a whole number"),
+    (dict(q_test={1: 2}), "q_test must be a sequence of integers, got {1: 2}"),
+    (dict(T_test={30, 40}), "T_test must be a sequence"),
+    (dict(arch="fcn", pe="onehot"), "pe='onehot': options of the transformer"),
+    (dict(arch="fcn", d_e=10), "d_e=10: options of the transformer"),
+    (dict(arch="fcn", model="practical"), "model='practical'"),
+    (dict(arch="fcn", sampler="sphere", query="mean"), "sampler='sphere', query='mean'"),
+    (dict(arch="fcn", T_test=[12]), "T_test=\\[12\\] is not supported for arch='fcn'"),
+    (dict(objective="population", arch="fcn"), "objective must be 'online' or 'sample'"),
+    (dict(objective="population", T=200, q=3), "objective='population' takes the exact "
+                                          "expectation.*1.35e\\+125 configurations"),
+])
+def test_a_bad_run_option_is_refused_before_any_work_or_file(tmp_path, opts, match):
+    # before: lr=[0.1] trained all its steps, then assess_run raised TypeError; the seeds
+    # were rounded or taken as 1; q_test={1: 2} became (1,); the FCN ignored pe/d_e/model
+    kw = dict(T=8, q=2, steps=50, batch=8, checkpoint=tmp_path / "ck" / "c.npz")
+    kw.update(opts)
+    with pytest.raises(ValueError, match=match):
+        stsim.run(**kw)
+    assert os.listdir(tmp_path) == []
+
+
+def test_the_population_refusal_names_no_option_run_lacks():
+    with pytest.raises(ValueError) as err:
+        stsim.Config.from_options(objective="population")
+    assert "method" not in str(err.value) and "objective='online'" in str(err.value)
+    stsim.Config.from_options(objective="population", T=6, q=2, pe="onehot")   # feasible
+
+
+def test_an_fcn_config_reruns_from_its_own_config():
+    res = stsim.run(T=6, q=2, arch="fcn", width=4, steps=2, batch=4)
+    assert stsim.run(config=res.config).status == "completed"
+
+
+@pytest.mark.parametrize("argv", [
+    ["run", "--objective", "population"],                 # the default encoding: too large
+    ["run", "--objective", "population", "--arch", "fcn"],
+    ["run", "--arch", "fcn", "--pe", "onehot"],
+    ["figures", "--quick", "--set", "fig1.seeds=[]"],     # before: 107 s, then IndexError
+    ["figures", "--quick", "--set", "fig1.seeds=[0.5]"],
+    ["figures", "--quick", "--workers", "-1"],
+    ["separation", "--workers", "-1"],
+    ["sparse", "--workers", "-1"],
+    ["expressivity", "--workers", "-1"],
+])
+def test_a_bad_command_is_one_line_exit_2_before_its_folder_exists(tmp_path, argv, capsys):
+    out = tmp_path / "o"
+    t0 = time.monotonic()
+    assert cli(argv + ["--out", str(out)]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and err[0].startswith("stsim: error: "), err
+    assert not out.exists() and time.monotonic() - t0 < 30

@@ -62,7 +62,7 @@ def out_dir(args) -> str:
 def workers(args) -> int:
     """``--workers`` checked (an int >= 0; 0 is taken as 1: this process)."""
     from stsim.util.validate import check_int
-    return max(1, check_int("workers", args.workers, 0))
+    return max(1, check_int("--workers", args.workers, 0))
 
 
 def logger(args, prefix: str = ""):
@@ -220,6 +220,7 @@ def run_contract(args, study) -> dict:
     from stsim.util.io import FileLock, OutputLocked, check_writable_folder
     overrides = contract_overrides(args, study)
     resolve_config(study, args.mode, overrides)      # bad input: refused before any work
+    n_workers = workers(args)                        # ... and before --out is created
     out = out_dir(args)
     if args.analyse_only and not os.path.isdir(out):
         raise ValueError(f"--out {out!r} is not a folder: --analyse-only reads the raw tables "
@@ -228,7 +229,7 @@ def run_contract(args, study) -> dict:
     out = check_writable_folder(out, "--out")
     try:
         with FileLock(os.path.join(out, ".stsim-study"), remove=True):
-            ex = make_executor(workers(args))
+            ex = make_executor(n_workers)
             try:
                 with stop_on_interrupt(ex):
                     res = run_study(study, out, mode=args.mode, overrides=overrides,

@@ -14,7 +14,7 @@ from dataclasses import dataclass, field
 from stsim.core.families import SAMPLERS, encoding_spec
 from stsim.core.model import MODELS, QUERIES
 from stsim.core.optim import LR_DECAYS, optimizer_names, optimizer_spec, resolve_optimizer
-from stsim.core.problem import arch_names, arch_spec
+from stsim.core.problem import arch_names, arch_spec, check_objective
 from stsim.core.schedule import default_schedule
 from stsim.core.seeds import seed_record
 from stsim.util.malloc import MMAP_THRESHOLD
@@ -129,7 +129,7 @@ class Config:
         arch = arch_spec(c.arch)
         lr_given = c.lr is not None
         if c.lr is not None:
-            c.lr = check_lr(c.lr)
+            c.lr = check_real("lr", c.lr, lo=0.0, lo_open=True)   # one number, not a list
         if c.steps is not None:
             c.steps = check_int("steps", c.steps, 0)
         c.batch = check_int("batch", c.batch, 1)
@@ -148,6 +148,7 @@ class Config:
             spec = encoding_spec(c.pe, T_max=c.T_max, d_e=c.d_e, sampler=c.sampler,
                                  slots_factor=2)
             c.pe, c.d_e = spec.name, spec.d_e
+        check_objective(c)      # e.g. a population too large to enumerate: before any work
         if c.lr is None or c.steps is None:     # derived from the reduced dynamics
             sched = default_schedule(c)
             c.lr, c.steps = check_lr(sched.lr), check_int("steps", sched.steps, 0)

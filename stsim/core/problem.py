@@ -129,10 +129,23 @@ def arch_spec(name: str) -> ArchSpec:
     return _ARCHS[name]
 
 
-def register_objective(name: str, factory) -> None:
+def register_objective(name: str, factory, check=None) -> None:
     """Make ``objective=name`` use ``factory(cfg, enc)`` for the transformer's gradients:
-    an object with ``loss_grad(W, V) -> (loss, dW, dV)`` and ``metrics(W, V) -> dict``."""
+    an object with ``loss_grad(W, V) -> (loss, dW, dV)`` and ``metrics(W, V) -> dict``.
+    ``check(cfg)``, if given, is called when a config is resolved (before any work or
+    file) and raises ``ValueError`` for a config the factory would refuse."""
     _OBJECTIVES[name] = factory
+    _OBJECTIVE_CHECKS[name] = check
+
+
+_OBJECTIVE_CHECKS: dict = {}
+
+
+def check_objective(cfg) -> None:
+    """The registered objective's ``check(cfg)`` (:func:`register_objective`), if any."""
+    check = _OBJECTIVE_CHECKS.get(cfg.objective)
+    if check is not None:
+        check(cfg)
 
 
 def val_key(kind, value):

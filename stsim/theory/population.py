@@ -48,7 +48,7 @@ import math
 import numpy as np
 from scipy.special import softmax
 
-from stsim.core.encodings import Encoding, make_encoding, sample_checked
+from stsim.core.encodings import Encoding, encoding_spec, make_encoding, sample_checked
 from stsim.core.model import MODELS, QUERIES
 from stsim.core.problem import register_objective
 from stsim.core.seeds import Streams
@@ -405,4 +405,24 @@ def make_population_objective(cfg, enc: Encoding | None = None, *, method="auto"
                                method=method, table=table, span_n=span_n)
 
 
-register_objective("population", make_population_objective)
+def check_population(cfg) -> None:
+    """``objective="population"`` of :func:`stsim.run`, checked when its config is resolved
+    (before any work or file): the exact expectation the run uses must be enumerable —
+    for an index family (onehot, stochastic/slots) its configurations number at most
+    ``MAX_ENUM`` (and their stored indices 5e7). ``ValueError`` naming the sizes and what
+    to do instead (a run has no Monte-Carlo option)."""
+    spec = encoding_spec(cfg.pe, T_max=cfg.T_max, d_e=cfg.d_e, sampler=cfg.sampler)
+    T, q = cfg.T, cfg.q
+    count = spec.n_configurations(T, q)
+    if count is None or not (spec.index or (spec.fixed and count <= 10 ** 5)):
+        return                                     # Monte-Carlo: any size
+    if count > MAX_ENUM or count * T > 5 * 10 ** 7:
+        raise ValueError(
+            f"objective='population' takes the exact expectation over the {spec.label} "
+            f"encoding's {count:.3g} configurations at T={T}, q={q} (d_e={spec.d_e}), more "
+            f"than a run can enumerate ({MAX_ENUM:.0e}, and 5e7 stored indices): use a "
+            f"smaller T or q, pe='onehot' (C(T, q) configurations), the reduced dynamics of "
+            f"onehot/slots from zero init (stsim theory; stsim.theory.reduced), or objective='online'")
+
+
+register_objective("population", make_population_objective, check=check_population)

@@ -137,8 +137,8 @@ def int_tuple(name: str, values, lo: int = 1, hi: int | None = None) -> tuple:
     applies these same rules."""
     if values is None:
         return ()
-    if isinstance(values, (str, bytes)):
-        raise ValueError(f"{name} must be a sequence of integers, got {values!r}")
+    if isinstance(values, (str, bytes, dict, set, frozenset)):    # a dict's keys, a set's
+        raise ValueError(f"{name} must be a sequence of integers, got {values!r}")  # order
     if isinstance(values, (numbers.Real, np.number)) and not isinstance(values, bool):
         values = (values,)
     try:
