@@ -336,3 +336,40 @@ def test_a_bad_command_is_one_line_exit_2_before_its_folder_exists(tmp_path, arg
     err = capsys.readouterr().err.strip().splitlines()
     assert len(err) == 1 and err[0].startswith("stsim: error: "), err
     assert not out.exists() and time.monotonic() - t0 < 30
+
+
+# ---- the assessment of a completed run -------------------------------------------------
+def test_a_completed_run_whose_loss_rises_is_diverging_not_plateau():
+    # before: "still on the initial plateau: loss 839960% of initial"
+    res = stsim.run(T=20, q=3, model="practical", init="random", init_scale=1e3, steps=20)
+    assert res.status == "completed" and res.assessment == "diverging"
+    assert "diverging: loss" in res.message and "plateau" not in res.message
+
+
+def test_a_fixed_sample_learned_by_heart_is_overfitting_not_plateau():
+    # before: training loss 1%, validation 202%, labelled "plateau"
+    res = stsim.run(T=20, q=3, objective="sample", n_train=64, lr=3, steps=400)
+    assert res.assessment == "overfitting"
+    assert "overfitting: training loss 0.9" in res.message
+    big = stsim.run(T=20, q=3, objective="sample", n_train=4096, lr=3, steps=400)
+    assert big.assessment == "learned"
+
+
+@pytest.mark.parametrize("val, loss, want", [
+    ([1.0, 0.01], [1.0, 0.01], "learned"),
+    ([1.0, 2.0], [1.0, 0.01], "overfitting"),
+    ([1.0, 0.6], [1.0, 0.1], "overfitting"),
+    ([1.0, 0.6], [1.0, 0.2], "not converged"),      # a gap, but not 5x
+    ([1.0, 3.0], [1.0, 3.0], "diverging"),
+    ([1.0, 3.0], [1.0, 0.9], "diverging"),          # training did not learn either
+    ([1.0, 0.95], [1.0, 0.95], "plateau"),
+    ([1.0, 0.5], [1.0, 0.5], "not converged"),
+    ([], [], "unknown"),
+    ([0.0, 0.0], [0.0, 0.0], "unknown"),
+])
+def test_plateau_status_tells_the_five_apart(val, loss, want):
+    from stsim.core.schedule import plateau_status
+    hist = {"val": np.array(val), "loss": np.array(loss)}
+    assert plateau_status(hist, None)[0] == want
+    if want in ("diverging", "plateau", "not converged") and val:   # training loss only
+        assert plateau_status({"loss": np.array(val)}, None)[0] == want

@@ -264,9 +264,11 @@ class Result:
 
     @property
     def assessment(self) -> str:
-        """``"learned"`` (validation loss <= 2% of its initial value), ``"plateau"`` (still
-        > 90%: the run ended on the initial plateau), ``"not converged"``, or ``"unknown"``
-        (diverged, or nothing recorded); see :func:`stsim.core.schedule.plateau_status`."""
+        """``"learned"`` (validation loss <= 2% of its initial value), ``"overfitting"``
+        (training loss down, validation far above it), ``"diverging"`` (the loss rose
+        above twice its initial value), ``"plateau"`` (still > 90%: the run ended on the
+        initial plateau), ``"not converged"``, or ``"unknown"`` (diverged, or nothing
+        recorded); see :func:`stsim.core.schedule.plateau_status`."""
         if "assessment" in self.info:
             return self.info["assessment"]
         from stsim.core.schedule import plateau_status
