@@ -373,3 +373,63 @@ def test_plateau_status_tells_the_five_apart(val, loss, want):
     assert plateau_status(hist, None)[0] == want
     if want in ("diverging", "plateau", "not converged") and val:   # training loss only
         assert plateau_status({"loss": np.array(val)}, None)[0] == want
+
+
+# ---- load refuses what it cannot trust ---------------------------------------------------
+@pytest.fixture(scope="module")
+def good_result(tmp_path_factory):
+    path = tmp_path_factory.mktemp("good") / "r.npz"
+    stsim.run(T=8, q=2, steps=4, batch=8).save(path)
+    return path
+
+
+def _rewrite(src, dst, edit_meta=None, drop=()):
+    from stsim.util.io import load_npz, save_npz
+    arrays, meta = load_npz(src)
+    if edit_meta:
+        edit_meta(meta)
+    save_npz(dst, {k: v for k, v in arrays.items() if k not in drop}, meta)
+    return dst
+
+
+def _set(key, value):
+    return lambda m: m.__setitem__(key, value)
+
+
+def _cfg(key, value):
+    return lambda m: m["config"].__setitem__(key, value)
+
+
+@pytest.mark.parametrize("edit, match", [
+    (_set("status", "bogus"), "its status is 'bogus'"),
+    (_set("status", 42), "its status is 42"),
+    (_set("message", None), "its message is None, not text"),
+    (_set("info", [1]), "its info record is a list"),
+    (_set("config", {}), r"its config record lacks \['T', 'q', 'd', 'steps', 'lr', 'arch'\]"),
+    (_set("config", [1]), "its config record is a list"),
+    (_cfg("T", "x"), "T='x', not a whole number"),
+    (_cfg("q", 99), "q=99 > T=8"),
+    (_cfg("lr", -1), "lr=-1, not a finite number > 0"),
+    (_cfg("lr", True), "lr=True"),
+    (_cfg("d_e", None), "d_e=None"),
+    (_cfg("arch", "mystery"), "arch='mystery', which is not registered"),
+    (lambda m: m.pop("history_keys"), r"lacks \['history_keys'\] \(it holds \d+ history "
+                                     r"array\(s\), which would be dropped\)"),
+    (lambda m: m["history_keys"].pop(), r"arrays \['history/.*'\] are not named"),
+])
+def test_load_refuses_records_no_run_writes(good_result, tmp_path, edit, match):
+    # before: each loaded (an unknown arch skipped the shape checks; no history_keys gave
+    # an empty history)
+    bad = _rewrite(good_result, tmp_path / "bad.npz", edit)
+    with pytest.raises(ValueError, match=match):
+        stsim.load(bad)
+
+
+def test_load_still_reads_good_results_of_each_status(good_result, tmp_path):
+    assert stsim.load(good_result).status == "completed"
+    for status in ("diverged", "interrupted"):
+        assert stsim.load(_rewrite(good_result, tmp_path / f"{status}.npz",
+                                   _set("status", status))).status == status
+    fcn = tmp_path / "fcn.npz"
+    stsim.run(T=6, q=2, arch="fcn", width=4, steps=2, batch=4).save(fcn)
+    assert stsim.load(fcn).config["arch"] == "fcn"

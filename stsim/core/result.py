@@ -7,6 +7,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+from stsim.core.records import check_result_records
 from stsim.core.state import check_history, check_params, param_shapes
 from stsim.util.io import load_npz, save_npz, write_csv
 from stsim.util.manifest import check_manifest
@@ -213,7 +214,10 @@ class Result:
         ``ValueError`` naming the file and the defect when it is incomplete or
         inconsistent: a missing record or array, parameters missing or not of the shapes
         its config gives (``W`` (D, D), ``V`` (d, D) for the transformer), history arrays
-        of unequal lengths; a CSV or other text file is named as such. ``path`` may be a
+        of unequal lengths; a status, message or config no run writes, an architecture
+        not registered here, history arrays ``history_keys`` does not name
+        (:func:`stsim.core.records.check_result_records`); a CSV or other text file is
+        named as such. ``path`` may be a
         run's output folder (its ``result.npz`` is read); when that folder has a
         ``manifest.json`` the file must be the one it records
         (:func:`stsim.util.manifest.check_manifest`: never a folder mixing two runs).
@@ -224,20 +228,13 @@ class Result:
         check_manifest(path)      # a folder left mixing two runs is refused
         if "status" not in meta and {"rng", "step", "acc"} <= set(meta):
             return cls._from_checkpoint(path, arrays, meta)
-        missing = [k for k in ("config", "status", "message") if k not in meta]
-        missing += [f"history/{k}" for k in meta.get("history_keys", [])
-                    if f"history/{k}" not in arrays]
+        check_result_records(path, meta, arrays)    # status, message, config, history_keys
         params = {k[6:]: v for k, v in arrays.items() if k.startswith("param/")}
         if not params:
-            missing.append("param/*")
-        if missing:
-            raise ValueError(f"result file {os.fspath(path)!r} lacks {missing}: not a complete "
-                             f"stsim result")
-        if not isinstance(meta["config"], dict):
-            raise ValueError(f"result file {os.fspath(path)!r} is corrupt: its config record "
-                             f"is not a JSON object")
+            raise ValueError(f"result file {os.fspath(path)!r} lacks ['param/*']: not a "
+                             f"complete stsim result")
         check_params(path, "result file", params, param_shapes(meta["config"]), finite=False)
-        history = {k: arrays[f"history/{k}"] for k in meta.get("history_keys", [])}
+        history = {k: arrays[f"history/{k}"] for k in meta["history_keys"]}
         check_history(path, "result file", history)
         return cls(config=meta["config"], params=params, history=_int_steps(history),
                    status=meta["status"], message=meta["message"], info=meta.get("info", {}))
