@@ -433,3 +433,42 @@ def test_load_still_reads_good_results_of_each_status(good_result, tmp_path):
     fcn = tmp_path / "fcn.npz"
     stsim.run(T=6, q=2, arch="fcn", width=4, steps=2, batch=4).save(fcn)
     assert stsim.load(fcn).config["arch"] == "fcn"
+
+
+# ---- messages that name what is wrong ------------------------------------------------------
+@pytest.mark.parametrize("opts, names", [
+    (dict(arch="fcn", T=10, width=10 ** 4, depth=10 ** 4), ["width=10000", "depth=10000"]),
+    (dict(T=20, q=2, T_test=[10 ** 6], lr=0.1, steps=10), ["T_test=[1000000]"]),
+])
+def test_memory_refusals_name_the_sizes_that_matter(opts, names):
+    # before: "d_e=None" for the FCN, no T_test
+    with pytest.raises(ValueError, match="would need about") as err:
+        stsim.Config.from_options(**opts)
+    for n in names:
+        assert n in str(err.value)
+    if opts.get("arch") == "fcn":
+        assert "d_e=" not in str(err.value)
+
+
+@pytest.fixture
+def checkpoint(tmp_path):
+    ck = tmp_path / "c.npz"
+    stsim.run(T=8, q=2, steps=4, batch=8, lr=0.5, checkpoint=ck, checkpoint_every=2)
+    return ck
+
+
+def test_a_checkpoint_of_another_generator_names_the_file(checkpoint, tmp_path):
+    bad = _rewrite(checkpoint, tmp_path / "mt.npz",
+                   _set("rng", np.random.MT19937(0).state))
+    before = bad.read_bytes()
+    with pytest.raises(ValueError, match=r"checkpoint '.*mt\.npz' holds a MT19937 generator "
+                                         r"state; this run's training stream is PCG64"):
+        stsim.run(T=8, q=2, steps=6, batch=8, lr=0.5, checkpoint=bad)
+    assert bad.read_bytes() == before
+
+
+def test_a_checkpoint_of_another_T_names_the_fields_that_differ(checkpoint):
+    # before: "is corrupt: param/W has shape (21, 21), the config needs (23, 23)"
+    with pytest.raises(ValueError, match=r"different config \(differs in \['T', 'd_e'\]: "
+                                         r"T: 8 there, 9 here"):
+        stsim.run(T=9, q=2, steps=6, batch=8, lr=0.5, checkpoint=checkpoint)

@@ -245,11 +245,15 @@ class Config:
             limit = 0.8 * _physical_memory()
         if est["total"] > limit:
             parts = ", ".join(f"{k} {_gb(v)}" for k, v in est.items() if k != "total")
+            sizes = {"T": self.T, "T_test": list(self.T_test) or None, "d": self.d,
+                     "d_e": self.d_e, "width": self.width,
+                     "depth": self.depth if self.width is not None else None,
+                     "batch": self.batch, "n_train": self.n_train, "n_val": self.n_val}
+            named = ", ".join(f"{k}={v}" for k, v in sizes.items() if v is not None)
             raise ValueError(
-                f"this run would need about {_gb(est['total'])} of memory (T={self.T}, "
-                f"T_max={self.T_max}, d={self.d}, d_e={self.d_e}, batch={self.batch}, "
-                f"n_train={self.n_train}, n_val={self.n_val}: {parts}), more than the "
-                f"{_gb(limit)} allowed (80% of this machine's memory); reduce the sizes")
+                f"this run would need about {_gb(est['total'])} of memory ({named}: "
+                f"{parts}), more than the {_gb(limit)} allowed (80% of this machine's "
+                f"memory); reduce the sizes")
 
     @property
     def T_max(self) -> int:

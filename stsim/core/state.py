@@ -309,17 +309,29 @@ class RunState:
         touched; a defect raises ``ValueError`` naming the file and the defect.
         """
         arrays, meta = load_npz(path, what="checkpoint")
-        shapes = None if template is None else {k: v.shape for k, v in template.items()}
-        params = cls.read_checked(path, arrays, meta, shapes)
-        old = upgrade_config(meta["config"])
         new = cfg.to_dict()
         free = ({"steps"} if cfg.lr_decay == "none" else set()) | (
             set() if eval_given else {"eval_every"})
-        diff = sorted(k for k in new if k not in free and old.get(k) != new[k])
-        if diff:
-            raise ValueError(f"checkpoint {os.fspath(path)!r} was written with a different "
-                             f"config (differs in {diff}); remove it or use another checkpoint "
-                             f"path")
+        if isinstance(meta.get("config"), dict):
+            # another run's checkpoint (another T: its parameters have other shapes) is
+            # named as such, with the fields that differ, before its parts are checked
+            old = upgrade_config(meta["config"])
+            diff = sorted(k for k in new if k not in free and old.get(k) != new[k])
+            if diff:
+                what = ", ".join(f"{k}: {old.get(k)!r} there, {new[k]!r} here"
+                                 for k in diff[:6]) + (", ..." if len(diff) > 6 else "")
+                raise ValueError(f"checkpoint {os.fspath(path)!r} was written with a "
+                                 f"different config (differs in {diff}: {what}); remove it "
+                                 f"or use another checkpoint path")
+        shapes = None if template is None else {k: v.shape for k, v in template.items()}
+        params = cls.read_checked(path, arrays, meta, shapes)
+        old = upgrade_config(meta["config"])
+        kind = meta["rng"].get("bit_generator")
+        if kind != type(rng.bit_generator).__name__:
+            raise ValueError(f"checkpoint {os.fspath(path)!r} holds a {kind} generator state; "
+                             f"this run's training stream is "
+                             f"{type(rng.bit_generator).__name__} (numpy.random.default_rng): "
+                             f"not a checkpoint of this run; remove it or use another path")
         if meta["step"] > cfg.steps:
             raise ValueError(f"checkpoint {os.fspath(path)!r} is at step {meta['step']}, beyond "
                              f"steps={cfg.steps}: a run cannot be shortened; give steps >= "
