@@ -472,3 +472,36 @@ def test_a_checkpoint_of_another_T_names_the_fields_that_differ(checkpoint):
     with pytest.raises(ValueError, match=r"different config \(differs in \['T', 'd_e'\]: "
                                          r"T: 8 there, 9 here"):
         stsim.run(T=9, q=2, steps=6, batch=8, lr=0.5, checkpoint=checkpoint)
+
+
+SWEEP_TERM = """
+import os, signal, sys, time
+signal.signal(signal.SIGINT, signal.default_int_handler)
+import stsim
+from stsim.sweep import InlineExecutor
+
+def row(a, seed):
+    if a >= 2:
+        open(sys.argv[2], "w").close()
+        time.sleep(300)
+    return {"v": a}
+
+stsim.sweep(row, {"a": [0, 1, 2, 3]}, out=sys.argv[1], executor=InlineExecutor())
+"""
+
+
+def test_sigterm_ends_a_python_sweep_after_saving_its_rows_and_lock(tmp_path):
+    (tmp_path / "drv.py").write_text(SWEEP_TERM)
+    out, ready = tmp_path / "t.csv", tmp_path / "ready"
+    proc = subprocess.Popen([sys.executable, str(tmp_path / "drv.py"), str(out), str(ready)],
+                            stderr=subprocess.PIPE, text=True)
+    t0 = time.monotonic()
+    while not ready.exists():
+        assert proc.poll() is None and time.monotonic() - t0 < 120, proc.communicate()
+        time.sleep(0.05)
+    proc.terminate()
+    _, err = proc.communicate(timeout=60)
+    assert proc.returncode == -signal.SIGTERM and "Traceback" not in err   # as by default
+    # before: the rows were in the journal, but the table was stale and the lock stayed
+    assert [r["a"] for r in stsim.sweep.read_table(out)] == [0, 1]
+    assert not (tmp_path / "t.csv.lock").exists()

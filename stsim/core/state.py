@@ -193,8 +193,10 @@ class RunState:
                 self.interrupted, self.signal = True, signum
             # Ctrl-C does not reach the loop (SIGINT ignored: a background job), but a
             # SIGTERM/SIGHUP the stsim command handles still stops it with its result kept
+            # (under another SIGINT handler, e.g. a sweep's, they take that handler's path)
             main = (threading.current_thread() is threading.main_thread()
-                    and multiprocessing.parent_process() is None)
+                    and multiprocessing.parent_process() is None
+                    and signal.getsignal(signal.SIGINT) is signal.SIG_IGN)
             with route_termination(flag) if main else contextlib.nullcontext():
                 yield False
             return

@@ -57,6 +57,10 @@ Design
   ``KeyboardInterrupt`` from the sweep at once (:func:`stsim.sweep.pool.stop_on_interrupt`:
   the default pool's workers are ended; a ``stsim.run`` inside a row raises rather than
   returning a half-trained run as a finished row); the finished rows are in the journal.
+* **SIGTERM, SIGHUP** (``timeout``, a scheduler's preemption, a closed terminal) — the
+  Ctrl-C path: finished rows saved, table written, pool ended, lock released; then the
+  process ends by the signal as it would have (:func:`stsim.util.signals.end_like_interrupt`).
+  Under the ``stsim`` command: one line, exit 143 / 129.
 * **Dask** — pass ``client.get_executor(pure=False)``: Dask names a task by its function
   and arguments, so with ``pure=True`` the rerun of a row whose task an interrupted sweep
   cancelled gets the cancelled task back (``CancelledError``: :class:`ExecutorFailed`).
@@ -91,6 +95,7 @@ from stsim.sweep import pool as _pool
 from stsim.sweep.rows import call_with_timeout, check_timeout, result_row
 from stsim.sweep.pool import (InlineExecutor, OneThreadProcessPool, ShutdownExecutorError,
                               make_executor, pool_dumps, stop_on_interrupt)
+from stsim.util.signals import end_like_interrupt
 from stsim.util.io import FileLock, check_writable_file, read_csv, write_csv
 from stsim.util.validate import check_int
 
@@ -305,7 +310,8 @@ def sweep(fn, grid, *, seeds=1, root_seed=0, executor=None, out=None, max_worker
     journal = journal_path(out) if out is not None else None
     # one process writes a table at a time (a second one is refused, see FileLock)
     held = FileLock(out, remove=True) if out is not None else contextlib.nullcontext()
-    with held:
+    # SIGTERM/SIGHUP take the Ctrl-C path (rows saved, lock released), then end the process
+    with end_like_interrupt(), held:
         lock = lock_for(journal) if journal is not None else threading.Lock()
         with lock:  # the process-wide store of this journal, refreshed from the file once
             records = shared_records(journal) if journal is not None else {}

@@ -30,7 +30,7 @@ import sys
 import threading
 
 __all__ = ["TerminateAsInterrupt", "SIGNALS", "signal_name", "guard_cli_imports",
-           "route_termination"]
+           "route_termination", "end_like_interrupt"]
 
 #: the signals turned into the Ctrl-C path (those this platform has)
 SIGNALS = tuple(getattr(signal, n) for n in ("SIGTERM", "SIGHUP") if hasattr(signal, n))
@@ -113,6 +113,24 @@ def route_termination(handler):
     finally:
         for r in routers:
             r.route_to(None)
+
+
+@contextlib.contextmanager
+def end_like_interrupt():
+    """For a library call that cleans up on Ctrl-C (a sweep: rows saved, table written,
+    pool ended, lock released): while inside, SIGTERM and SIGHUP at their default take
+    that Ctrl-C path (:class:`TerminateAsInterrupt`), and once the call has cleaned up the
+    process ends by the signal, as it would have at once. Under the stsim command (whose
+    handlers are already installed) it changes nothing."""
+    term = TerminateAsInterrupt()
+    try:
+        with term:
+            yield term
+    except KeyboardInterrupt:
+        if term.received is None:
+            raise
+    if term.received is not None:      # handlers restored: the default action ends us
+        signal.raise_signal(term.received)
 
 
 def _is_cli_process() -> bool:
