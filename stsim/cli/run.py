@@ -145,7 +145,8 @@ def main(args) -> int:
 
     Exit status: 0 completed, 1 diverged, 2 a bad option or a file that could not be
     written (one line ``stsim: error: …``), 130 interrupted by Ctrl-C (the files of the
-    run so far are written; one line says so)."""
+    run so far are written; one line says so; :func:`stsim.cli.main` makes it 143 for
+    SIGTERM and 129 for SIGHUP, which take the same path)."""
     from stsim.core.progress import LinePrinter
     from stsim.core.run import RunInterrupted, run
     from stsim.core.schedule import LongRunWarning
