@@ -1135,7 +1135,8 @@ def test_memory_estimate_counts_the_freed_batches_the_allocator_keeps():
             "total", "interpreter and libraries (measured)",
             "allocator fragmentation (2% of the arrays)"))
         assert est["allocator fragmentation (2% of the arrays)"] == int(0.02 * arrays)
-    full = stsim.Config.from_options(T=10, q=2, pe="onehot", objective="population").memory_estimate()
+    full = stsim.Config.from_options(T=10, q=2, pe="onehot",
+                                     objective="population").memory_estimate()
     assert full["freed batches kept by the allocator"] == 0    # no batch is freed
 
 
