@@ -20,6 +20,9 @@ Fully-Connected Nets Cannot* (ICML 2024). The package is layered; data flows one
 """
 __version__ = "0.2.0"
 
+from stsim.util.signals import guard_cli_imports as _guard_cli_imports
+_guard_cli_imports()    # the stsim command: Ctrl-C during these imports is one line, exit 130
+
 from stsim.core.task import Batch, sample_batch, sample_subsets, sts_target
 from stsim.core.encodings import (PEBatch, Encoding, OneHot, NearOrthogonal, StochasticSlots,
                                   StochasticSphere, coherence)

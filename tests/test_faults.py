@@ -569,7 +569,8 @@ def test_cli_full_disk_is_one_line_naming_what_was_kept(tmp_path):
     assert re.match(r"stsim: error: --out: could not write loss\.png \(File too large\) in .*; "
                     r"kept: result\.npz, history\.csv, config\.json$", err[0]), err[0]
     assert json.loads(proc.stdout)["status"] == "completed"
-    assert sorted(p.name for p in out.iterdir()) == ["config.json", "history.csv", "result.npz"]
+    assert sorted(p.name for p in out.iterdir()) == ["config.json", "history.csv",
+                                                     "manifest.json", "result.npz"]
     assert stsim.load(out / "result.npz").status == "completed"
 
 
@@ -629,7 +630,7 @@ def test_cli_run_leaves_no_lock_file(tmp_path, capsys):
                      "--out", str(out)]) == 0
     assert not (out / ".stsim-run.lock").exists()
     assert sorted(p.name for p in out.iterdir()) == ["config.json", "history.csv", "loss.png",
-                                                     "result.npz"]
+                                                     "manifest.json", "result.npz"]
 
 
 def test_removed_lock_is_refused_while_held_and_free_after(tmp_path):
@@ -715,7 +716,8 @@ def test_cli_ctrl_c_exits_130_with_one_line_and_keeps_the_run_so_far(tmp_path):
     assert res.status == "interrupted" and 100 <= step < 1000000
     assert ck.info["checkpoint_step"] == step
     assert sorted(p.name for p in out.iterdir()) == ["checkpoint.npz", "config.json",
-                                                     "history.csv", "loss.png", "result.npz"]
+                                                     "history.csv", "loss.png",
+                                                     "manifest.json", "result.npz"]
 
 
 def _interrupt_at(step_to_stop):
@@ -1134,7 +1136,8 @@ def test_memory_estimate_counts_the_freed_batches_the_allocator_keeps():
             "total", "interpreter and libraries (measured)",
             "allocator fragmentation (2% of the arrays)"))
         assert est["allocator fragmentation (2% of the arrays)"] == int(0.02 * arrays)
-    full = stsim.Config.from_options(T=200, q=3, objective="population").memory_estimate()
+    full = stsim.Config.from_options(T=10, q=2, pe="onehot",
+                                     objective="population").memory_estimate()
     assert full["freed batches kept by the allocator"] == 0    # no batch is freed
 
 

@@ -236,13 +236,7 @@ class FCNProblem(Problem):
     """
 
     def __init__(self, cfg, streams):
-        if cfg.T_test:
-            raise ValueError(f"T_test={list(cfg.T_test)} is not supported for arch='fcn': the "
-                             f"FCN input size T*d + T is fixed by the training length T={cfg.T}; "
-                             f"use T_test=() (q_test is supported)")
-        if cfg.objective not in ("online", "sample"):
-            raise ValueError(f"objective must be 'online' or 'sample' for arch='fcn', got "
-                             f"{cfg.objective!r}")
+        _resolve_fcn(cfg)         # also for a config that was not resolved by Config
         super().__init__(cfg, streams)
 
     def _draw(self, rng, B, T, q):
@@ -273,9 +267,35 @@ class FCNProblem(Problem):
                 "n_params": n_params}
 
 
+#: the transformer's options and their defaults: an FCN run refuses other values, which
+#: it would otherwise ignore silently
+TRANSFORMER_ONLY = {"pe": "stochastic", "d_e": None, "sampler": "slots", "model": "theory",
+                    "query": "sum"}
+
+
 def _resolve_fcn(cfg) -> None:
-    """The FCN's fields of a config being resolved: ``width`` (default 64)."""
+    """The FCN's fields of a config being resolved, every check before any work:
+    ``width`` (default 64); ``objective`` online or sample; no ``T_test`` (the input size
+    is fixed by ``T``); the transformer's options (:data:`TRANSFORMER_ONLY`) at their
+    defaults. ``ValueError`` naming the option otherwise."""
     cfg.width = check_int("width", 64 if cfg.width is None else cfg.width, 1)
+    if cfg.T_test:
+        raise ValueError(f"T_test={list(cfg.T_test)} is not supported for arch='fcn': the "
+                         f"FCN input size T*d + T is fixed by the training length T={cfg.T}; "
+                         f"use T_test=() (q_test is supported)")
+    if cfg.objective not in ("online", "sample"):
+        raise ValueError(f"objective must be 'online' or 'sample' for arch='fcn', got "
+                         f"{cfg.objective!r}")
+    given = []
+    for name, default in TRANSFORMER_ONLY.items():
+        v = getattr(cfg, name)
+        if not (v == default or (isinstance(v, str) and isinstance(default, str)
+                                 and v.lower() == default)):
+            given.append(f"{name}={v!r}")
+    if given:
+        raise ValueError(f"{', '.join(given)}: options of the transformer, which "
+                         f"arch='fcn' does not use (it has no positional encoding or "
+                         f"attention); leave them out, or use width and depth")
 
 
 def fcn_memory(cfg) -> dict:

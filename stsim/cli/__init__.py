@@ -6,7 +6,9 @@ lazily so that ``stsim run`` does not load experiment code. Bad input (``ValueEr
 printed as one line ``stsim: error: …`` with exit status 2; a warning as
 ``stsim: warning: …`` (at most two lines, no source line); Ctrl-C that reaches here (outside a run's loop,
 which stops by itself and keeps its files; a study says that its finished runs are kept)
-as one line, exit status 130; another process writing the same output, or a pool whose
+as one line, exit status 130 — SIGTERM and SIGHUP take the same path and exit 143 and
+129 (:class:`stsim.util.signals.TerminateAsInterrupt`), and Ctrl-C during the imports
+before it is one line too; another process writing the same output, or a pool whose
 worker died, as one line, exit status 2; a file that
 cannot be written (a full disk) as one line naming it, exit status 2; a reader that
 closes the output early (``stsim run … | head -3``) ends the command quietly (status
@@ -25,6 +27,8 @@ import importlib
 import os
 import sys
 import warnings
+
+from stsim.util.signals import TerminateAsInterrupt, signal_name
 
 __all__ = ["main", "COMMANDS", "build_parser"]
 
@@ -78,9 +82,11 @@ def main(argv=None) -> int:
     else:
         _top_parser().parse_args(argv)   # --help, --version or a usage error: exits
         return 2                         # pragma: no cover
+    term = TerminateAsInterrupt()   # SIGTERM, SIGHUP: as Ctrl-C, exit 128 + the signal
     try:
-        with _one_line_warnings():
-            return int(args._main(args) or 0)
+        with term, _one_line_warnings():
+            status = int(args._main(args) or 0)
+        return term.exit_status if status == 130 and term.received else status
     except ValueError as exc:
         print(f"stsim: error: {exc}", file=sys.stderr)
         return 2
@@ -88,9 +94,9 @@ def main(argv=None) -> int:
         print(f"stsim: error: {exc}", file=sys.stderr)
         return 2
     except KeyboardInterrupt as exc:
-        print("stsim: interrupted (Ctrl-C)" + (f"; {exc}" if str(exc) else ""),
-              file=sys.stderr)
-        return 130
+        print(f"stsim: interrupted ({signal_name(term.received)})" +
+              (f"; {exc}" if str(exc) else ""), file=sys.stderr)
+        return term.exit_status or 130
     except BrokenPipeError:
         # the reader went away (| head): no traceback, and no second error when Python
         # flushes stdout at exit

@@ -70,7 +70,7 @@ def out_dir(args) -> str:
 def workers(args) -> int:
     """``--workers`` checked (an int >= 0; 0 is taken as 1: this process)."""
     from stsim.util.validate import check_int
-    return max(1, check_int("workers", args.workers, 0))
+    return max(1, check_int("--workers", args.workers, 0))
 
 
 #: seconds to wait for a Dask scheduler to answer (``--scheduler``)
@@ -221,6 +221,7 @@ def run_contract(args, study) -> dict:
     from stsim.util.io import FileLock, OutputLocked, check_writable_folder
     overrides = contract_overrides(args, study)
     resolve_config(study, args.mode, overrides)      # bad input: refused before any work
+    n_workers = workers(args)                        # ... and before --out is created
     out = out_dir(args)
     if args.analyse_only and not os.path.isdir(out):
         raise ValueError(f"--out {out!r} is not a folder: --analyse-only reads the raw tables "
@@ -236,7 +237,7 @@ def run_contract(args, study) -> dict:
             out = os.path.abspath(out)
         with FileLock(os.path.join(out, ".stsim-study"), remove=True):
             if ex is None:
-                ex = make_executor(workers(args))
+                ex = make_executor(n_workers)
             try:
                 with stop_on_interrupt(ex):
                     res = run_study(study, out, mode=args.mode, overrides=overrides,

@@ -16,6 +16,7 @@ import warnings
 from stsim.cli.common import int_tuple
 from stsim.core.config import Config, field_help
 from stsim.util.io import FileLock, OutputLocked, check_writable_folder
+from stsim.util.manifest import begin_manifest, finish_manifest
 from stsim.util.validate import check_int
 
 __all__ = ["add_arguments", "main", "write_outputs", "config_flags", "OutputsNotWritten",
@@ -89,8 +90,8 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
                        help=field_help(f))
     o = p.add_argument_group("output")
     o.add_argument("--out", default=os.path.join("runs", "stsim-run"),
-                   help="output folder: result.npz, config.json, history.csv, loss.png "
-                        "(default: runs/stsim-run)")
+                   help="output folder: result.npz, config.json, history.csv, loss.png, "
+                        "and manifest.json written last (default: runs/stsim-run)")
     o.add_argument("--checkpoint_every", "--checkpoint-every", dest="checkpoint_every",
                    type=int, default=None, metavar="K",
                    help="write OUT/checkpoint.npz every K steps; an existing checkpoint is "
@@ -112,6 +113,11 @@ def write_outputs(res, out) -> dict:
     """Write ``result.npz``, ``history.csv``, ``config.json`` and ``loss.png`` into ``out``
     (in that order: the most valuable first) and return their paths.
 
+    ``manifest.json`` (:mod:`stsim.util.manifest`) is marked incomplete before any file is
+    replaced and records the files written, with their digests, last: a folder whose
+    writer is killed in between, or whose files another run replaced, is refused by
+    :func:`stsim.load` instead of passing for one run.
+
     The figure of an earlier run in ``out`` is removed first, so a failure can never leave
     an old figure beside new results. A file that cannot be written (a full disk) does not
     stop the others; an earlier run's file of that name is removed (never an old file
@@ -121,6 +127,7 @@ def write_outputs(res, out) -> dict:
     from stsim.util.plotting import plot_history
 
     os.makedirs(out, exist_ok=True)
+    run_id = begin_manifest(out)    # the folder says it is being written, until the end
     paths = {"result": os.path.join(out, "result.npz"), "history": os.path.join(out, "history.csv"),
              "config": os.path.join(out, "config.json"), "figure": os.path.join(out, "loss.png")}
     if os.path.exists(paths["figure"]):
@@ -143,6 +150,7 @@ def write_outputs(res, out) -> dict:
             failed.append((os.path.basename(paths[name]), exc))
             if os.path.exists(paths[name]):         # an earlier run's: not beside new files
                 os.unlink(paths[name])
+    finish_manifest(out, run_id, written)   # last: the folder is now one run's, whole
     if failed:
         what = ", ".join(f"{f} ({getattr(e, 'strerror', None) or e})" for f, e in failed)
         kept = [os.path.basename(p) for p in written.values()]
@@ -169,7 +177,8 @@ def main(args) -> int:
 
     Exit status: 0 completed, 1 diverged, 2 a bad option or a file that could not be
     written (one line ``stsim: error: …``), 130 interrupted by Ctrl-C (the files of the
-    run so far are written; one line says so)."""
+    run so far are written; one line says so; :func:`stsim.cli.main` makes it 143 for
+    SIGTERM and 129 for SIGHUP, which take the same path)."""
     from stsim.core.progress import LinePrinter
     from stsim.core.run import RunInterrupted, run
     from stsim.core.schedule import LongRunWarning
@@ -205,7 +214,8 @@ def main(args) -> int:
     if res.status == "interrupted":
         kept = ", ".join([os.path.basename(p) for p in paths.values()] +
                          (["checkpoint.npz"] if ckpt and os.path.exists(ckpt) else []))
-        print(f"stsim: interrupted (Ctrl-C) at step {res.info.get('interrupted_at_step')} of "
+        print(f"stsim: interrupted ({res.info.get('interrupted_by', 'Ctrl-C')}) at step "
+              f"{res.info.get('interrupted_at_step')} of "
               f"{res.config['steps']}; kept {kept} in {out}", file=sys.stderr)
         return INTERRUPTED
     return 0 if res.success else 1

@@ -15,7 +15,7 @@ from stsim.core.families import SAMPLERS, encoding_spec
 from stsim.core.model import MODELS, QUERIES
 from stsim.core.optim import (LR_DECAYS, check_step, object_spec, optimizer_names,
                               optimizer_spec, resolve_optimizer)
-from stsim.core.problem import ArchSpec, arch_names, arch_spec
+from stsim.core.problem import ArchSpec, arch_names, arch_spec, check_objective
 from stsim.core.schedule import default_schedule
 from stsim.core.seeds import seed_record
 from stsim.core.memory import run_memory
@@ -212,6 +212,7 @@ class Config:
             c.lr = check_step(c.lr, names=tuple(arch.shapes(c)))
         c.freeze = check_freeze(c.freeze, arch, c)
         c._resolved = Resolved(spec, arch, opt, objects)
+        check_objective(c)      # e.g. a population too large to enumerate: before any work
         if c.lr is None or c.steps is None:     # derived from the reduced dynamics
             sched = default_schedule(c)
             c.lr, c.steps = check_step(sched.lr), check_int("steps", sched.steps, 0)
@@ -264,11 +265,14 @@ class Config:
     def check_memory(self, limit: float | None = None) -> None:
         """Refuse, before anything is allocated, a run whose :meth:`memory_estimate`
         exceeds ``limit`` bytes (default: 80% of this machine's physical memory;
-        :func:`stsim.util.validate.check_memory`)."""
+        :func:`stsim.util.validate.check_memory`); the message names the sizes that matter."""
         parts = {k: v for k, v in self.memory_estimate().items() if k != "total"}
-        check_memory(parts, f"this run (T={self.T}, T_max={self.T_max}, d={self.d}, "
-                            f"d_e={self.d_e}, batch={self.batch}, n_train={self.n_train}, "
-                            f"n_val={self.n_val})", limit)
+        sizes = {"T": self.T, "T_test": list(self.T_test) or None, "d": self.d,
+                 "d_e": self.d_e, "width": self.width,
+                 "depth": self.depth if self.width is not None else None,
+                 "batch": self.batch, "n_train": self.n_train, "n_val": self.n_val}
+        named = ", ".join(f"{k}={v}" for k, v in sizes.items() if v is not None)
+        check_memory(parts, f"this run ({named})", limit)
 
     @property
     def T_max(self) -> int:

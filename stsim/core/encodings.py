@@ -43,6 +43,8 @@ __all__ = [
     "SAMPLERS",
     "coherence",
     "sorted_subsets",
+    "check_batch",
+    "sample_checked",
 ]
 
 PE_NAMES = ("onehot", "near-orthogonal", "stochastic")
@@ -79,6 +81,57 @@ class PEBatch:
         if self.P is not None:
             return self.P
         return np.eye(self.d_e)[self.idx]
+
+
+def check_batch(enc, pe, B: int, T: int) -> PEBatch:
+    """``pe``, what ``enc.sample(rng, B, T)`` returned, checked where it enters the core:
+    a :class:`PEBatch` of ``enc``'s ``d_e`` with exactly one of ``idx`` (a NumPy integer
+    array of shape (T,) or (B, T), every slot in ``[0, d_e)`` — a negative slot is read
+    from the end of an array, or outside it in compiled code) and ``P`` (a real float
+    array of shape (T, d_e) or (B, T, d_e)). ``ValueError`` naming the encoding's class
+    and the field otherwise, before the model uses it.
+
+    >>> check_batch(OneHot(4), PEBatch(4, idx=np.array([0, -1])), 1, 2)
+    Traceback (most recent call last):
+    ...
+    ValueError: encoding OneHot ('onehot'): sample(rng, B=1, T=2) returned idx with slot -1 outside [0, d_e=4)
+    """
+    d_e = getattr(enc, "d_e", None)
+    where = (f"encoding {type(enc).__name__} ({getattr(enc, 'label', '?')!r}): "
+             f"sample(rng, B={B}, T={T}) returned")
+    if not isinstance(pe, PEBatch):
+        raise ValueError(f"{where} a {type(pe).__name__}, not a stsim.core.encodings.PEBatch")
+    if isinstance(pe.d_e, bool) or not isinstance(pe.d_e, (int, np.integer)) or pe.d_e != d_e:
+        raise ValueError(f"{where} d_e={pe.d_e!r}, the encoding's d_e is {d_e}")
+    if (pe.idx is None) == (pe.P is None):
+        raise ValueError(f"{where} {'both' if pe.P is not None else 'neither'} idx and P: "
+                         f"exactly one must be set")
+    name, arr = ("idx", pe.idx) if pe.idx is not None else ("P", pe.P)
+    if not isinstance(arr, np.ndarray):
+        raise ValueError(f"{where} {name} as a {type(arr).__name__}, not a NumPy array")
+    if name == "idx":
+        shapes = [(T,), (B, T)]
+        if arr.dtype.kind not in "iu":
+            raise ValueError(f"{where} idx of dtype {arr.dtype}, not an integer array")
+    else:
+        shapes = [(T, d_e), (B, T, d_e)]
+        if arr.dtype.kind != "f":
+            raise ValueError(f"{where} P of dtype {arr.dtype}, not a real float array")
+    if arr.shape not in shapes:
+        raise ValueError(f"{where} {name} of shape {arr.shape}, not "
+                         f"{' or '.join(str(s) for s in shapes)}")
+    if name == "idx" and arr.size:
+        lo, hi = int(arr.min()), int(arr.max())
+        if lo < 0 or hi >= d_e:
+            raise ValueError(f"{where} idx with slot {lo if lo < 0 else hi} outside "
+                             f"[0, d_e={d_e})")
+    return pe
+
+
+def sample_checked(enc, rng, B: int, T: int) -> PEBatch:
+    """``enc.sample(rng, B, T)``, checked by :func:`check_batch`: how the core draws an
+    encoding's batch (the training steps, the validation sets, the population)."""
+    return check_batch(enc, enc.sample(rng, B, T), B, T)
 
 
 def coherence(P: np.ndarray, block: int = 2048) -> float:

@@ -29,7 +29,7 @@ from typing import Callable
 
 import numpy as np
 
-from stsim.util.validate import check_choice, check_int, check_lr
+from stsim.util.validate import check_choice, check_int, check_lr, check_real
 
 __all__ = ["SGD", "Adam", "make_optimizer", "all_finite", "OPTIMIZERS", "LR_DECAYS",
            "check_step", "block_lr", "register_optimizer", "optimizer_spec",
@@ -69,7 +69,7 @@ def check_step(lr, names=None):
         return out
     if isinstance(lr, (str, bytes)):
         raise ValueError(f"lr must be a number, got the string {lr!r}")
-    return check_lr(lr)
+    return check_real("lr", lr, lo=0.0, lo_open=True)   # one number, not a list
 
 
 def block_lr(lr, name: str) -> float:

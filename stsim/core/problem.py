@@ -29,6 +29,7 @@ from typing import Callable
 
 import numpy as np
 
+from stsim.core.encodings import sample_checked
 from stsim.core.model import cosine_to_target, forward_backward
 from stsim.core.seeds import Streams
 from stsim.core.task import sample_batch
@@ -136,10 +137,23 @@ def arch_spec(name: str) -> ArchSpec:
     return _ARCHS[name]
 
 
-def register_objective(name: str, factory) -> None:
+def register_objective(name: str, factory, check=None) -> None:
     """Make ``objective=name`` use ``factory(cfg, enc)`` for the transformer's gradients:
-    an object with ``loss_grad(W, V) -> (loss, dW, dV)`` and ``metrics(W, V) -> dict``."""
+    an object with ``loss_grad(W, V) -> (loss, dW, dV)`` and ``metrics(W, V) -> dict``.
+    ``check(cfg)``, if given, is called when a config is resolved (before any work or
+    file) and raises ``ValueError`` for a config the factory would refuse."""
     _OBJECTIVES[name] = factory
+    _OBJECTIVE_CHECKS[name] = check
+
+
+_OBJECTIVE_CHECKS: dict = {}
+
+
+def check_objective(cfg) -> None:
+    """The registered objective's ``check(cfg)`` (:func:`register_objective`), if any."""
+    check = _OBJECTIVE_CHECKS.get(cfg.objective)
+    if check is not None:
+        check(cfg)
 
 
 def val_key(kind, value):
@@ -245,7 +259,7 @@ class TransformerProblem(Problem):
         super().__init__(cfg, streams)
 
     def _draw(self, rng, B, T, q):
-        return sample_batch(rng, B, T, q, self.cfg.d), self.enc.sample(rng, B, T)
+        return sample_batch(rng, B, T, q, self.cfg.d), sample_checked(self.enc, rng, B, T)
 
     @property
     def D(self):

@@ -8,8 +8,10 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from stsim.core.config import recorded_shapes
+from stsim.core.records import check_result_records
 from stsim.core.state import check_history, check_params
 from stsim.util.io import load_npz, save_npz, write_csv
+from stsim.util.manifest import check_manifest
 
 __all__ = ["Result", "load", "STATUSES"]
 
@@ -190,6 +192,7 @@ class Result:
         import dataclasses
 
         from stsim.core.config import Config, options_from_record
+        from stsim.core.encodings import sample_checked
         from stsim.core.model import attention_weights
         from stsim.core.seeds import Streams
         from stsim.core.task import sample_batch
@@ -217,7 +220,7 @@ class Result:
         if X.ndim != 3 or X.shape[2] != cfg.d or y.ndim != 2 or y.shape[0] != X.shape[0]:
             raise ValueError(f"X must have shape (B, T, d={cfg.d}) and y (B, q), got "
                              f"{X.shape} and {y.shape}")
-        pe = enc.sample(rng, X.shape[0], X.shape[1])
+        pe = sample_checked(enc, rng, X.shape[0], X.shape[1])
         s = attention_weights(self.W, X, y, pe, model=cfg.model, query=cfg.query)
         return (s, X, y) if return_inputs else s
 
@@ -239,25 +242,27 @@ class Result:
         ``ValueError`` naming the file and the defect when it is incomplete or
         inconsistent: a missing record or array, parameters missing or not of the shapes
         its config gives (``W`` (D, D), ``V`` (d, D) for the transformer), history arrays
-        of unequal lengths; a CSV or other text file is named as such.
+        of unequal lengths; a status, message or config no run writes, an architecture
+        not registered here, history arrays ``history_keys`` does not name
+        (:func:`stsim.core.records.check_result_records`); a CSV or other text file is
+        named as such. ``path`` may be a
+        run's output folder (its ``result.npz`` is read); when that folder has a
+        ``manifest.json`` the file must be the one it records
+        (:func:`stsim.util.manifest.check_manifest`: never a folder mixing two runs).
         """
+        if os.path.isdir(path) and os.path.isfile(os.path.join(path, "result.npz")):
+            path = os.path.join(path, "result.npz")      # a run's output folder
         arrays, meta = load_npz(path, what="result")
+        check_manifest(path)      # a folder left mixing two runs is refused
         if "status" not in meta and {"rng", "step", "acc"} <= set(meta):
             return cls._from_checkpoint(path, arrays, meta)
-        missing = [k for k in ("config", "status", "message") if k not in meta]
-        missing += [f"history/{k}" for k in meta.get("history_keys", [])
-                    if f"history/{k}" not in arrays]
+        check_result_records(path, meta, arrays)    # status, message, config, history_keys
         params = {k[6:]: v for k, v in arrays.items() if k.startswith("param/")}
         if not params:
-            missing.append("param/*")
-        if missing:
-            raise ValueError(f"result file {os.fspath(path)!r} lacks {missing}: not a complete "
-                             f"stsim result")
-        if not isinstance(meta["config"], dict):
-            raise ValueError(f"result file {os.fspath(path)!r} is corrupt: its config record "
-                             f"is not a JSON object")
+            raise ValueError(f"result file {os.fspath(path)!r} lacks ['param/*']: not a "
+                             f"complete stsim result")
         check_params(path, "result file", params, recorded_shapes(meta["config"]), finite=False)
-        history = {k: arrays[f"history/{k}"] for k in meta.get("history_keys", [])}
+        history = {k: arrays[f"history/{k}"] for k in meta["history_keys"]}
         check_history(path, "result file", history)
         _warn_unregistered(path, meta["config"])
         return cls(config=meta["config"], params=params, history=_int_steps(history),
@@ -285,9 +290,11 @@ class Result:
 
     @property
     def assessment(self) -> str:
-        """``"learned"`` (validation loss <= 2% of its initial value), ``"plateau"`` (still
-        > 90%: the run ended on the initial plateau), ``"not converged"``, or ``"unknown"``
-        (diverged, or nothing recorded); see :func:`stsim.core.schedule.plateau_status`."""
+        """``"learned"`` (validation loss <= 2% of its initial value), ``"overfitting"``
+        (training loss down, validation far above it), ``"diverging"`` (the loss rose
+        above twice its initial value), ``"plateau"`` (still > 90%: the run ended on the
+        initial plateau), ``"not converged"``, or ``"unknown"`` (diverged, or nothing
+        recorded); see :func:`stsim.core.schedule.plateau_status`."""
         if "assessment" in self.info:
             return self.info["assessment"]
         from stsim.core.schedule import plateau_status

@@ -65,6 +65,14 @@ KINDS = {"T": 1, "q": 2}    # the validation / evaluation sets of one kind: chil
 _POOL = 4      # numpy's default SeedSequence pool size
 
 
+def _whole(v) -> int:
+    """``v`` as an int when it is a whole number >= 0 (not a bool, not a float: a record
+    that says 1.5 or True was not written by stsim); ``TypeError`` otherwise."""
+    if isinstance(v, (bool, np.bool_)) or not isinstance(v, numbers.Integral) or v < 0:
+        raise TypeError(f"{v!r} is not a whole number >= 0")
+    return int(v)
+
+
 def seed_record(seed):
     """The JSON record of a seed (module docstring): an int, or a dict ``{"entropy": int
     or list of ints, "spawn_key": list of ints, "pool_size": int}``; ``ValueError`` naming
@@ -93,10 +101,13 @@ def seed_record(seed):
                              f"'pool_size'}} dict, got {seed!r}")
         try:
             ent = seed["entropy"]
-            ent = ent if isinstance(ent, numbers.Integral) else [int(e) for e in ent]
+            ent = _whole(ent) if not isinstance(ent, (list, tuple)) else [_whole(e) for e in ent]
+            key = seed.get("spawn_key", ())
+            if not isinstance(key, (list, tuple)):
+                raise TypeError(f"spawn_key {key!r} is not a list of whole numbers")
             return seed_record(np.random.SeedSequence(
-                ent, spawn_key=tuple(int(k) for k in seed.get("spawn_key", ())),
-                pool_size=int(seed.get("pool_size", _POOL))))
+                ent, spawn_key=tuple(_whole(k) for k in key),
+                pool_size=_whole(seed.get("pool_size", _POOL))))
         except (TypeError, ValueError) as exc:
             raise ValueError(f"seed {seed!r} is not a valid SeedSequence record: {exc}") \
                 from None

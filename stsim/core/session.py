@@ -34,8 +34,9 @@ from stsim.core.seeds import Streams
 from stsim.core.state import RunState
 from stsim.util.malloc import keep_freed_memory, release_freed_memory
 from stsim.util.prefetch import Prefetch, prefetch_default
+from stsim.util.signals import signal_name
 from stsim.util.threads import one_blas_thread, parallel_default
-from stsim.util.validate import check_int
+from stsim.util.validate import check_int, check_state_dict
 from stsim.util.warn import warn
 
 __all__ = ["Session", "train_loop", "LoopEnd", "DIVERGENCE_FACTOR", "RunInterrupted",
@@ -208,6 +209,8 @@ class Session:
         streams = Streams(cfg.seed)
         self.problem = problem = make_problem(cfg, streams)
         self.opt = cfg.resolved.optimizer.factory(cfg.lr, decay=cfg.lr_decay, total=cfg.steps)
+        if checkpoint is not None:      # an optimiser whose state no checkpoint can hold
+            check_state_dict(self.opt, self.opt.state_dict())
         rng = streams.train()
         init = problem.init_params(streams.init())
         if checkpoint is not None and os.path.exists(checkpoint):
@@ -340,7 +343,8 @@ class Session:
         status, message = "completed", ""
         if end == "interrupted":
             status = "interrupted"
-            message = (f"interrupted (Ctrl-C) at step {state.step} of {steps}: the result so "
+            message = (f"interrupted ({signal_name(state.signal)}) at step {state.step} of "
+                       f"{steps}: the result so "
                        f"far" + ("; checkpoint written (rerun the same call to resume)"
                                  if self.checkpoint is not None else ""))
             warn(f"stsim: run {message}; status 'interrupted'", RunInterrupted)
@@ -370,6 +374,8 @@ class Session:
         info = {"wall_time_s": time.perf_counter() - self.t0, **self.problem.info()}
         if status in ("interrupted", "stopped"):
             info[f"{status}_at_step"] = state.step if end in (None, "interrupted") else end.step
+        if status == "interrupted":
+            info["interrupted_by"] = signal_name(state.signal)
         history = {k: np.asarray(v, dtype=np.int64 if k == "step" else None)
                    for k, v in state.history.items()}
         if status in ("completed", "interrupted", "stopped"):

@@ -31,6 +31,8 @@ import numpy as np
 
 from stsim.core.config import upgrade_config
 from stsim.util.io import load_npz, save_npz
+from stsim.util.signals import route_termination
+from stsim.util.validate import check_state_dict
 
 __all__ = ["RunState", "check_params", "check_history"]
 
@@ -149,6 +151,7 @@ class RunState:
         self.source = None
         self.interrupted = False
         self._mark = None
+        self.signal = None
 
     # ---- Ctrl-C -----------------------------------------------------------------------
     @contextlib.contextmanager
@@ -167,12 +170,22 @@ class RunState:
                 and signal.getsignal(signal.SIGINT) is signal.default_int_handler
                 and multiprocessing.parent_process() is None)
         if not acts:
-            yield False
+            def flag(signum, frame):
+                self.interrupted, self.signal = True, signum
+            # Ctrl-C does not reach the loop (SIGINT ignored: a background job), but a
+            # SIGTERM/SIGHUP the stsim command handles still stops it with its result kept
+            # (under another SIGINT handler, e.g. a sweep's, they take that handler's path)
+            main = (threading.current_thread() is threading.main_thread()
+                    and multiprocessing.parent_process() is None
+                    and signal.getsignal(signal.SIGINT) is signal.SIG_IGN)
+            with route_termination(flag) if main else contextlib.nullcontext():
+                yield False
             return
         previous = signal.getsignal(signal.SIGINT)
 
         def handler(signum, frame):
             self.interrupted = True
+            self.signal = signum     # SIGINT, or SIGTERM/SIGHUP (stsim.util.signals)
             signal.signal(signal.SIGINT, previous)
 
         signal.signal(signal.SIGINT, handler)
@@ -237,7 +250,8 @@ class RunState:
             step, rng, loss_sum, loss_count, n = self._mark
             acc = [loss_sum, loss_count]
         arrays = {f"param/{k}": v for k, v in self.params.items()}
-        arrays.update({f"opt/{k}": v for k, v in self.opt.state_dict().items()})
+        arrays.update({f"opt/{k}": v for k, v in
+                       check_state_dict(self.opt, self.opt.state_dict()).items()})
         arrays.update({f"history/{k}": np.asarray(v[:n], dtype=float)
                        for k, v in self.history.items()})
         meta = {"config": cfg.to_dict(), "step": step, "rng": rng, "acc": acc,
@@ -295,17 +309,29 @@ class RunState:
         touched; a defect raises ``ValueError`` naming the file and the defect.
         """
         arrays, meta = load_npz(path, what="checkpoint")
-        shapes = None if template is None else {k: v.shape for k, v in template.items()}
-        params = cls.read_checked(path, arrays, meta, shapes)
-        old = upgrade_config(meta["config"])
         new = cfg.to_dict()
         free = ({"steps"} if cfg.lr_decay == "none" else set()) | (
             set() if eval_given else {"eval_every"})
-        diff = sorted(k for k in new if k not in free and old.get(k) != new[k])
-        if diff:
-            raise ValueError(f"checkpoint {os.fspath(path)!r} was written with a different "
-                             f"config (differs in {diff}); remove it or use another checkpoint "
-                             f"path")
+        if isinstance(meta.get("config"), dict):
+            # another run's checkpoint (another T: its parameters have other shapes) is
+            # named as such, with the fields that differ, before its parts are checked
+            old = upgrade_config(meta["config"])
+            diff = sorted(k for k in new if k not in free and old.get(k) != new[k])
+            if diff:
+                what = ", ".join(f"{k}: {old.get(k)!r} there, {new[k]!r} here"
+                                 for k in diff[:6]) + (", ..." if len(diff) > 6 else "")
+                raise ValueError(f"checkpoint {os.fspath(path)!r} was written with a "
+                                 f"different config (differs in {diff}: {what}); remove it "
+                                 f"or use another checkpoint path")
+        shapes = None if template is None else {k: v.shape for k, v in template.items()}
+        params = cls.read_checked(path, arrays, meta, shapes)
+        old = upgrade_config(meta["config"])
+        kind = meta["rng"].get("bit_generator")
+        if kind != type(rng.bit_generator).__name__:
+            raise ValueError(f"checkpoint {os.fspath(path)!r} holds a {kind} generator state; "
+                             f"this run's training stream is "
+                             f"{type(rng.bit_generator).__name__} (numpy.random.default_rng): "
+                             f"not a checkpoint of this run; remove it or use another path")
         if meta["step"] > cfg.steps:
             raise ValueError(f"checkpoint {os.fspath(path)!r} is at step {meta['step']}, beyond "
                              f"steps={cfg.steps}: a run cannot be shortened; give steps >= "

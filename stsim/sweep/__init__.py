@@ -31,7 +31,12 @@ Design
   (point, replicate) pairs already finished (``ok``) — unless ``keep(record)`` rejects
   one (say, the file it wrote is gone or now holds another config's output); rows with
   ``status="error"`` are tried again unless ``retry_failed=False``. An interrupted sweep
-  loses no finished row (at most a torn last journal line, which is ignored). Several
+  loses no finished row (at most a torn last journal line, which is ignored). What is on
+  disk is the truth: a rerun serves only rows of the journal it reads (deleting the
+  journal and the table computes everything again, also in the same process), and a
+  journal written with another ``root_seed`` is refused (every record carries its
+  ``seed``, which must be the one this call's ``root_seed`` gives its replicate). Growing
+  the grid or the number of replicates keeps the finished rows. Several
   sweeps may share one ``out`` from threads of one process (journal and table are written
   under a per-file lock, and the table is rebuilt from all rows); a second *process* on
   the same ``out`` is refused with :class:`stsim.util.io.OutputLocked` (a ``RuntimeError``)
@@ -59,6 +64,10 @@ Design
   ``KeyboardInterrupt`` from the sweep at once (:func:`stsim.sweep.pool.stop_on_interrupt`:
   the default pool's workers are ended; a ``stsim.run`` inside a row raises rather than
   returning a half-trained run as a finished row); the finished rows are in the journal.
+* **SIGTERM, SIGHUP** (``timeout``, a scheduler's preemption, a closed terminal) — the
+  Ctrl-C path: finished rows saved, table written, pool ended, lock released; then the
+  process ends by the signal as it would have (:func:`stsim.util.signals.end_like_interrupt`).
+  Under the ``stsim`` command: one line, exit 143 / 129.
 * **Dask** — pass ``client.get_executor(pure=False)``: Dask names a task by its function
   and arguments, so with ``pure=True`` the rerun of a row whose task an interrupted sweep
   cancelled gets the cancelled task back (``CancelledError``: :class:`ExecutorFailed`).
@@ -87,14 +96,16 @@ from dataclasses import dataclass, field
 
 from stsim.sweep.grid import (BOOKKEEPING, check_signature, expand_grid, point_key,
                               spawn_seeds)
-from stsim.sweep.journal import (append_journal, build_table, journal_path, lock_for,
-                                 shared_records)
+from stsim.sweep.journal import (append_journal, build_table, check_seeds, journal_path,
+                                 lock_for, shared_records)
 from stsim.sweep import pool as _pool
 from stsim.sweep.carry import snapshot as _registrations
+from stsim.sweep.rows import call_with_timeout, check_timeout, result_row
 from stsim.sweep.pool import (InlineExecutor, OneThreadProcessPool, ShutdownExecutorError,
                               make_executor, pool_dumps, stop_on_interrupt)
 from stsim.core.progress import check_progress, make_counter
-from stsim.util.io import FileLock, check_writable_file, read_csv, to_jsonable, write_csv
+from stsim.util.signals import end_like_interrupt
+from stsim.util.io import FileLock, check_writable_file, read_csv, write_csv
 from stsim.util.validate import check_int
 
 __all__ = ["sweep", "SweepResult", "ExecutorFailed", "InlineExecutor", "OneThreadProcessPool",
@@ -152,17 +163,16 @@ def check_runs(executor, fn) -> None:
         raise ValueError(f"the executor cannot run fn: its probe returned {ok!r}")
 
 
-def _call(fn, point, seed, registrations=None):
+def _call(fn, point, seed, registrations=None, timeout=None):
     """Worker side: ``fn(**point, seed=seed)`` -> (status, result, error, traceback, seconds),
-    after installing the caller's ``registrations`` (:mod:`stsim.sweep.carry`)."""
+    after installing the caller's ``registrations`` (:mod:`stsim.sweep.carry`). A result
+    the table cannot store, or a row over ``timeout``, is an error row
+    (:mod:`stsim.sweep.rows`)."""
     t0 = time.perf_counter()
     try:
         if registrations:
             registrations.install()
-        out = fn(**point, seed=seed)
-        if not isinstance(out, dict):
-            out = {"value": out}
-        out = {str(k): to_jsonable(v) for k, v in out.items()}
+        out = result_row(call_with_timeout(fn, {**point, "seed": seed}, timeout))
         return "ok", out, "", "", time.perf_counter() - t0
     except Exception as exc:  # noqa: BLE001 - recorded in the table, the sweep goes on
         return ("error", {}, f"{type(exc).__name__}: {exc}", traceback.format_exc(),
@@ -245,7 +255,8 @@ class SweepResult:
 
 
 def sweep(fn, grid, *, seeds=1, root_seed=0, executor=None, out=None, max_workers=2,
-          validate=None, retry_failed=True, progress=None, keep=None) -> SweepResult:
+          validate=None, retry_failed=True, progress=None, keep=None,
+          timeout=None) -> SweepResult:
     """Run ``fn(**point, seed=seed)`` for every grid point and replicate; collect a table.
 
     Parameters
@@ -287,6 +298,13 @@ def sweep(fn, grid, *, seeds=1, root_seed=0, executor=None, out=None, max_worker
         (``record`` has ``point``, ``seed_index``, ``seed``, ``result``): ``False`` means
         it no longer stands (say, the file it wrote is gone) and it is computed again.
         Default: every finished row stands.
+    timeout : float, optional
+        Seconds one row may run (default ``None``: no limit). A row over it is recorded
+        as an error (``TimeoutError``) and the sweep goes on; a rerun tries it again.
+        In a process's main thread (the default pool's workers, an inline sweep) ``fn``
+        is stopped by a ``SIGALRM`` timer at its next Python instruction; in a thread
+        (Dask's workers) the row's thread is abandoned and finishes in the background
+        (:func:`stsim.sweep.rows.call_with_timeout`).
 
     Returns
     -------
@@ -306,8 +324,10 @@ def sweep(fn, grid, *, seeds=1, root_seed=0, executor=None, out=None, max_worker
     """
     points = expand_grid(grid)
     seed_values = spawn_seeds(seeds, root_seed)
+    root_seed = check_int("root_seed", root_seed, 0)
     progress = check_progress(progress)
     max_workers = check_int("max_workers", max_workers, 1)
+    timeout = check_timeout(timeout)
     check_signature(fn, points)
     validate = validate if validate is not None else getattr(fn, "validate", None)
     if validate is not None:
@@ -334,10 +354,13 @@ def sweep(fn, grid, *, seeds=1, root_seed=0, executor=None, out=None, max_worker
     journal = journal_path(out) if out is not None else None
     # one process writes a table at a time (a second one is refused, see FileLock)
     held = FileLock(out, remove=True) if out is not None else contextlib.nullcontext()
-    with held:
+    # SIGTERM/SIGHUP take the Ctrl-C path (rows saved, lock released), then end the process
+    with end_like_interrupt(), held:
         lock = lock_for(journal) if journal is not None else threading.Lock()
         with lock:  # the process-wide store of this journal, refreshed from the file once
             records = shared_records(journal) if journal is not None else {}
+            if journal is not None:     # rows of another root_seed are never served
+                check_seeds(journal, records, root_seed)
         todo, n_skipped = [], 0
         for p in points:
             for r, s in enumerate(seed_values):
@@ -387,14 +410,16 @@ def sweep(fn, grid, *, seeds=1, root_seed=0, executor=None, out=None, max_worker
                 except Exception as exc:  # noqa: BLE001 - e.g. fn's result did not unpickle
                     status, result, err, tb, secs = ("error", {}, f"{type(exc).__name__}: {exc}",
                                                      traceback.format_exc(), float("nan"))
-                rec = {"point": p, "seed_index": r, "seed": s, "status": status, "error": err,
-                       "result": result, "traceback": tb, "time_s": secs}
-                records[(point_key(p), r)] = rec
+                rec = {"point": p, "seed_index": r, "seed": s, "root_seed": root_seed,
+                       "status": status, "error": err, "result": result, "traceback": tb,
+                       "time_s": secs}
+                with lock:      # the journal first: the table never holds a row it lacks
+                    if journal is not None:
+                        append_journal(journal, rec)
+                    records[(point_key(p), r)] = rec
                 times[(point_key(p), r)] = secs
                 n_failed += status != "ok"
                 if journal is not None:
-                    with lock:
-                        append_journal(journal, rec)
                     if time.monotonic() - last_flush[0] >= FLUSH_SECONDS:
                         flush_table()
                 if reporter is not None:
@@ -404,13 +429,13 @@ def sweep(fn, grid, *, seeds=1, root_seed=0, executor=None, out=None, max_worker
                 with stop_on_interrupt(ex if own else None):
                     if isinstance(ex, InlineExecutor):  # one at a time: each row saved at once
                         for done, (p, r, s) in enumerate(todo, 1):
-                            fut = ex.submit(_call, fn, p, s)
+                            fut = ex.submit(_call, fn, p, s, None, timeout)
                             futures[fut] = (p, r, s)
                             finish(fut, done)
                     else:
                         check_runs(ex, fn)
                         for p, r, s in todo:
-                            futures[ex.submit(_call, fn, p, s, regs)] = (p, r, s)
+                            futures[ex.submit(_call, fn, p, s, regs, timeout)] = (p, r, s)
                         for done, fut in enumerate(cf.as_completed(list(futures)), 1):
                             finish(fut, done)
             except BaseException:  # interrupted: finished rows are journaled already
@@ -423,7 +448,10 @@ def sweep(fn, grid, *, seeds=1, root_seed=0, executor=None, out=None, max_worker
                         else:
                             ex.shutdown(wait=False, cancel_futures=True)
                 if out is not None and times:     # rows finished now: the table shows them
-                    flush_table()
+                    # a table that cannot be written (the full disk that stopped the
+                    # journal) must not hide the first error, which names the journal
+                    with contextlib.suppress(OSError):
+                        flush_table()
                 raise
             finally:
                 if hasattr(reporter, "close"):

@@ -27,13 +27,39 @@ _STORES: dict = {}
 
 
 def shared_records(path) -> dict:
-    """The records of journal ``path`` shared by the sweeps of this process: refreshed
-    from the file (rows written by other runs) and returned as one dict per path, so
-    concurrent sweeps on one ``out`` see each other's rows without re-reading the file.
-    Call it holding :func:`lock_for` ``(path)``."""
+    """The records of journal ``path`` shared by the sweeps of this process: read from
+    the file and returned as one dict per path, so concurrent sweeps on one ``out`` see
+    each other's rows without re-reading the file. The store holds exactly the file's
+    rows: it is replaced by what the file holds (a journal deleted since, with its
+    table, leaves no row to serve), and a sweep adds a row to it only after appending
+    it to the file. Call it holding :func:`lock_for` ``(path)``."""
     store = _STORES.setdefault(os.path.abspath(path), {})
+    store.clear()
     store.update(load_journal(path))
     return store
+
+
+def check_seeds(path, records: dict, root_seed: int) -> None:
+    """``ValueError`` naming the journal ``path`` when one of its ``records`` was written
+    with another ``root_seed``: its ``seed`` is not the seed this ``root_seed`` gives its
+    replicate (:func:`stsim.sweep.grid.spawn_seeds`). Serving it would mix two seed
+    streams in one table; the message names the recorded root seed when the record has
+    it (journals of earlier versions do not)."""
+    if not records:
+        return
+    from stsim.sweep.grid import spawn_seeds
+    n = 1 + max(r["seed_index"] for r in records.values())
+    want = spawn_seeds(n, root_seed)
+    for rec in records.values():
+        if rec["seed"] != want[rec["seed_index"]]:
+            old = rec.get("root_seed")
+            was = f"root_seed={old}" if isinstance(old, int) else "another root_seed"
+            raise ValueError(
+                f"sweep journal {os.fspath(path)!r} was written with {was}: replicate "
+                f"{rec['seed_index']} of point {rec['point']} has seed {rec['seed']}, "
+                f"root_seed={root_seed} gives {want[rec['seed_index']]}; pass the journal's "
+                f"root_seed to resume it, or another out (or remove the journal and its "
+                f"table) to compute with this one")
 
 
 def journal_path(out):

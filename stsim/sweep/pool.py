@@ -91,6 +91,8 @@ def _init_worker(parent_pid: int, period: float = 0.5) -> None:
       on, re-parented, holding memory (seen: ~40 MB each, minutes later). A daemon thread
       polls the parent pid and ends the worker when it changes."""
     signal.signal(signal.SIGINT, signal.SIG_IGN)
+    if hasattr(signal, "SIGHUP"):    # a closed terminal: the driver decides, as for Ctrl-C
+        signal.signal(signal.SIGHUP, signal.SIG_IGN)
 
     def watch():
         while os.getppid() == parent_pid:

@@ -48,7 +48,7 @@ import math
 import numpy as np
 from scipy.special import softmax
 
-from stsim.core.encodings import Encoding
+from stsim.core.encodings import Encoding, sample_checked
 from stsim.core.families import make_encoding
 from stsim.core.model import MODELS, QUERIES
 from stsim.core.problem import register_objective
@@ -373,7 +373,7 @@ def make_population_objective(cfg, enc: Encoding | None = None, *, method="auto"
         if enc.fixed:      # the C(T, q) subsets of the positions, through the fixed slots
             tok = _with_complement(_combos(T, q), T)
             if enc.index:
-                tok = np.ascontiguousarray(enc.sample(None, 1, T).idx)[tok]
+                tok = np.ascontiguousarray(sample_checked(enc, None, 1, T).idx)[tok]
         else:   # the slots law: selected S, then unselected U ⊂ [d_e] \ S
             S = _combos(d_e, q)
             comp = _with_complement(S, d_e)[:, q:]                      # (C(d_e,q), d_e − q)
@@ -387,18 +387,18 @@ def make_population_objective(cfg, enc: Encoding | None = None, *, method="auto"
             rng = Streams(seed).population()
         rng = as_rng(rng)
         if not enc.index and not enc.fixed:      # per-sample dense (sphere)
-            P = enc.sample(rng, n_mc, T).P                              # selected = first q
+            P = sample_checked(enc, rng, n_mc, T).P                              # selected = first q
             return PopulationObjective(d, d_e, T, q, family,
                                        [("dense", c) for c in _chunks(P, T * d_e)],
                                        query=query, model=model, method="mc", span_n=span_n)
         y = sample_subsets(rng, n_mc, T, q)
-        pe = enc.sample(rng, n_mc, T)
+        pe = sample_checked(enc, rng, n_mc, T)
         base = np.broadcast_to(pe.idx, (n_mc, T)) if pe.is_index else \
             np.broadcast_to(np.arange(T), (n_mc, T))
         tok = _selected_first(np.ascontiguousarray(base), y)
     table = None
     if not enc.index:      # fixed dense: positions into its table, gathered per chunk
-        table = enc.sample(None, 1, T).P
+        table = sample_checked(enc, None, 1, T).P
         src = [("table", c) for c in _chunks(tok, T * d_e)]
     else:
         src = [("index", c) for c in _chunks(tok, T * q)]
@@ -406,4 +406,24 @@ def make_population_objective(cfg, enc: Encoding | None = None, *, method="auto"
                                method=method, table=table, span_n=span_n)
 
 
-register_objective("population", make_population_objective)
+def check_population(cfg) -> None:
+    """``objective="population"`` of :func:`stsim.run`, checked when its config is resolved
+    (before any work or file): the exact expectation the run uses must be enumerable —
+    for an index family (onehot, stochastic/slots) its configurations number at most
+    ``MAX_ENUM`` (and their stored indices 5e7). ``ValueError`` naming the sizes and what
+    to do instead (a run has no Monte-Carlo option)."""
+    spec = cfg.resolved.encoding
+    T, q = cfg.T, cfg.q
+    count = spec.n_configurations(T, q)
+    if count is None or not (spec.index or (spec.fixed and count <= 10 ** 5)):
+        return                                     # Monte-Carlo: any size
+    if count > MAX_ENUM or count * T > 5 * 10 ** 7:
+        raise ValueError(
+            f"objective='population' takes the exact expectation over the {spec.label} "
+            f"encoding's {count:.3g} configurations at T={T}, q={q} (d_e={spec.d_e}), more "
+            f"than a run can enumerate ({MAX_ENUM:.0e}, and 5e7 stored indices): use a "
+            f"smaller T or q, pe='onehot' (C(T, q) configurations), the reduced dynamics of "
+            f"onehot/slots from zero init (stsim theory; stsim.theory.reduced), or objective='online'")
+
+
+register_objective("population", make_population_objective, check=check_population)

@@ -254,13 +254,36 @@ class OutputLocked(RuntimeError):
 _LOCK_GUARD = threading.Lock()
 
 
+def _open_no_follow(path):
+    """``path`` opened for reading and writing (created if missing), never through a
+    symbolic link (``O_NOFOLLOW``) and only if it is a regular file: a lock file that is a
+    link to another file would otherwise have that file truncated and overwritten with
+    the holder's pid. ``ValueError`` naming the file otherwise."""
+    import stat
+    flags = os.O_RDWR | os.O_CREAT | getattr(os, "O_NOFOLLOW", 0) | getattr(os, "O_CLOEXEC", 0)
+    try:
+        fd = os.open(path, flags | getattr(os, "O_NONBLOCK", 0), 0o666)
+    except OSError as exc:
+        if exc.errno == errno.ELOOP or os.path.islink(path):
+            raise ValueError(f"lock file {path!r} is a symbolic link: refused (stsim never "
+                             f"writes through a link); remove it") from None
+        if exc.errno == errno.EISDIR:
+            raise ValueError(f"lock file {path!r} is a folder: remove it") from None
+        raise
+    if not stat.S_ISREG(os.fstat(fd).st_mode):
+        os.close(fd)
+        raise ValueError(f"lock file {path!r} is not a regular file: remove it")
+    return os.fdopen(fd, "r+", encoding="utf-8")
+
+
 class FileLock:
     """An exclusive, non-blocking lock on ``<path>.lock``, held while a process writes the
     outputs at ``path`` (a sweep table, a run's folder), so that two processes never write
     them at once (the last writer would win). ``flock`` locks are released by the kernel
     when the holder dies, so a killed process leaves no stale lock. Threads of one process
     share the lock. Raises :class:`OutputLocked` (a ``RuntimeError``) naming the path and
-    the holder's pid if another process holds it.
+    the holder's pid if another process holds it. The lock file is never opened through
+    a symbolic link, nor unless it is a regular file (``ValueError`` naming it).
 
     With ``remove=True`` the lock file is deleted when the last holder leaves (a run's
     ``.stsim-run.lock``): it is unlinked while still locked, and a process that locked a
@@ -278,7 +301,7 @@ class FileLock:
         no longer the one at :attr:`path` (a holder with ``remove`` unlinked it)."""
         import fcntl
         while True:
-            fh = open(self.path, "a+", encoding="utf-8")
+            fh = _open_no_follow(self.path)
             try:
                 fcntl.flock(fh.fileno(), fcntl.LOCK_EX | fcntl.LOCK_NB)
             except OSError as exc:

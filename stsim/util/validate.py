@@ -20,7 +20,8 @@ import os
 import numpy as np
 
 __all__ = ["check_int", "check_real", "check_lr", "check_choice", "as_rng", "int_tuple",
-           "parse_int_list", "physical_memory", "check_memory"]
+           "parse_int_list", "physical_memory", "check_memory",
+           "check_state_dict"]
 
 MEMORY_FRACTION = 0.8      # of physical memory: the most one computation may plan to use
 
@@ -136,8 +137,8 @@ def int_tuple(name: str, values, lo: int = 1, hi: int | None = None) -> tuple:
     applies these same rules."""
     if values is None:
         return ()
-    if isinstance(values, (str, bytes)):
-        raise ValueError(f"{name} must be a sequence of integers, got {values!r}")
+    if isinstance(values, (str, bytes, dict, set, frozenset)):    # a dict's keys, a set's
+        raise ValueError(f"{name} must be a sequence of integers, got {values!r}")  # order
     if isinstance(values, (numbers.Real, np.number)) and not isinstance(values, bool):
         values = (values,)
     try:
@@ -222,3 +223,36 @@ def check_memory(parts: dict, what: str, limit: float | None = None) -> int:
                          f"than the {gib(limit)} allowed ({MEMORY_FRACTION:.0%} of this "
                          f"machine's memory); reduce the sizes")
     return total
+
+
+def check_state_dict(owner, state) -> dict:
+    """``state``, the ``state_dict()`` of ``owner`` (an optimiser: a registered extension),
+    checked where it enters a checkpoint: a dict of text keys to finite numeric arrays
+    (or numbers). ``ValueError`` naming ``owner``'s class and the entry otherwise — a
+    checkpoint holding it could not be resumed (or would pickle Python objects).
+
+    >>> check_state_dict(object(), {"t": 3})["t"]
+    array(3)
+    >>> check_state_dict(object(), {"m": [1, None]})
+    Traceback (most recent call last):
+    ...
+    ValueError: optimiser object: state_dict()['m'] is not a finite numeric array ([1, None])
+    """
+    who = f"optimiser {type(owner).__name__}: state_dict()"
+    if not isinstance(state, dict):
+        raise ValueError(f"{who} returned a {type(state).__name__}, not a dict of arrays")
+    out = {}
+    for k, v in state.items():
+        if not isinstance(k, str) or not k:
+            raise ValueError(f"{who} has the key {k!r}, not a name")
+        try:
+            arr = np.asarray(v)
+            ok = arr.dtype.kind in "fiub" and bool(np.all(np.isfinite(arr)))
+        except (TypeError, ValueError):
+            ok = False
+        if not ok:
+            text = repr(v)
+            raise ValueError(f"{who}[{k!r}] is not a finite numeric array "
+                             f"({text if len(text) <= 60 else text[:57] + '...'})")
+        out[k] = arr
+    return out

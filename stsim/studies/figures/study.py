@@ -43,7 +43,7 @@ import time
 import numpy as np
 
 from stsim.util.io import write_json
-from stsim.util.validate import check_choice
+from stsim.util.validate import check_choice, check_int
 from stsim.sweep import sweep
 from stsim.sweep.grid import point_key
 from stsim.sweep.journal import journal_path, load_journal
@@ -101,6 +101,21 @@ def _link(cfg, fig, key, src):
     target[name] = value
 
 
+def _check_seeds(where, settings) -> None:
+    """Every ``seeds`` setting in ``settings`` (nested dicts too) is a non-empty list of
+    whole numbers >= 0: a figure's verdicts need a seed to stand on (``seeds=[]`` ran
+    the other figures for minutes, then failed in the verdicts)."""
+    for key, value in settings.items():
+        if isinstance(value, dict):
+            _check_seeds(f"{where}.{key}", value)
+        elif key == "seeds":
+            if not isinstance(value, (list, tuple)) or not value:
+                raise ValueError(f"{where}.seeds must be a non-empty list of seeds, got "
+                                 f"{value!r}")
+            for s in value:
+                check_int(f"{where}.seeds", s, 0)
+
+
 def check(config) -> dict:
     """Validate ``config`` and resolve the shared settings (module docstring); every run's
     options are validated (``ValueError`` naming the figure, the run and the option) and
@@ -125,6 +140,9 @@ def check(config) -> dict:
         for key, src in getattr(_module(n), "LINKS", {}).items():
             _link(cfg, n, key, src)
     for n in cfg["only"]:
+        _check_seeds(n, cfg[n])
+        if not _module(n).jobs(cfg[n]):
+            raise ValueError(f"{n}: its settings give no runs; a figure needs at least one")
         for j in _module(n).jobs(cfg[n]):      # before their twins: a bound needs a config
             try:
                 j.estimated_seconds()                # Config.from_options: validates

@@ -1,0 +1,432 @@
+"""Hostile tries of the failure behaviour (docs/model.md, "Failure behaviour"): bad run
+options, bad extension outputs, unstorable sweep values, journals of another root seed,
+records no run writes, bad commands, symlinked locks, kill -9 while a run writes its
+folder, kill -9 of a sweep and its resume, SIGTERM / SIGHUP at random moments of
+``stsim run`` and of a Python sweep. Prints, per group and in all, the cases tried,
+handled (the documented behaviour seen) and failed, with each failure.
+
+    PYTHONPATH=. python benchmarks/hostile_reliability.py [--kills 10] [--terms 8]
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import random
+import signal
+import subprocess
+import sys
+import tempfile
+import time
+
+import numpy as np
+
+import stsim
+from stsim.cli import main as cli
+from stsim.core.encodings import Encoding, PEBatch
+from stsim.sweep import InlineExecutor, read_table, sweep
+from stsim.util.io import load_npz, save_npz
+
+RESULTS: dict = {}
+
+
+def record(group, name, ok, detail=""):
+    RESULTS.setdefault(group, []).append((name, bool(ok), detail))
+
+
+def empty(folder):
+    return not os.listdir(folder)
+
+
+# ---- A. bad run options: refused before any work or file ------------------------------
+BAD_OPTIONS = [
+    dict(lr=[0.1]), dict(lr=(0.1,)), dict(lr=np.array([0.1])), dict(lr=-1), dict(lr=0),
+    dict(lr=float("nan")), dict(lr=float("inf")), dict(lr="0.1"), dict(lr=True),
+    dict(lr={"a": 1}), dict(T=0), dict(T=-5), dict(T=2.5), dict(T="10"), dict(T=True),
+    dict(T=None, q=None, pe=None, steps=None, config=42), dict(q=0), dict(q=99),
+    dict(d=0), dict(d_e=0), dict(d_e=-3), dict(d_e=3), dict(batch=0), dict(batch=1.5),
+    dict(steps=-1), dict(eval_every=0), dict(seed=-1), dict(seed="3"), dict(seed=1.5),
+    dict(seed={"entropy": [1.5]}), dict(seed={"entropy": True}), dict(seed={"x": 1}),
+    dict(seed={"entropy": 1, "spawn_key": [0.5]}), dict(seed={"entropy": 1, "pool_size": -1}),
+    dict(q_test={1: 2}), dict(q_test="2"), dict(q_test=[0]), dict(q_test=[99]),
+    dict(T_test={30, 40}), dict(T_test=[1]), dict(T_test="30"), dict(pe="nope"),
+    dict(sampler="cube"), dict(model="big"), dict(query="max"), dict(objective="x"),
+    dict(optimizer="lbfgs"), dict(init="ones"), dict(init_scale=-1), dict(init_scale="x"),
+    dict(lr_decay="cosine"), dict(arch="cnn"), dict(width=8), dict(depth=2),
+    dict(arch="fcn", pe="onehot"), dict(arch="fcn", d_e=10), dict(arch="fcn", model="practical"),
+    dict(arch="fcn", query="mean"), dict(arch="fcn", sampler="sphere"),
+    dict(arch="fcn", T_test=[12]), dict(arch="fcn", width=0), dict(arch="fcn", depth=0),
+    dict(objective="population", arch="fcn"), dict(objective="population", T=200, q=3),
+    dict(objective="population", T=10, q=2), dict(n_val=0), dict(n_train=0),
+    dict(progress="yes"), dict(prefetch="yes"), dict(checkpoint_every=5),
+    dict(arch="fcn", width=10 ** 4, depth=10 ** 4), dict(T_test=[10 ** 7]), dict(batch=10 ** 9),
+    dict(bogus=1),
+]
+
+
+def bad_options():
+    for opts in BAD_OPTIONS:
+        with tempfile.TemporaryDirectory() as tmp:
+            kw = dict(T=8, q=2, steps=30, batch=8, checkpoint=os.path.join(tmp, "c", "c.npz"))
+            if opts.get("checkpoint_every"):
+                kw.pop("checkpoint")
+            kw.update(opts)
+            t0 = time.perf_counter()
+            try:
+                stsim.run(**kw)
+                record("A bad run options", repr(opts), False, "accepted")
+            except ValueError as exc:
+                fast = time.perf_counter() - t0 < 10
+                record("A bad run options", repr(opts), fast and empty(tmp),
+                       "" if fast else f"slow {time.perf_counter() - t0:.1f}s: {exc}")
+            except Exception as exc:  # noqa: BLE001
+                record("A bad run options", repr(opts), False, f"{type(exc).__name__}: {exc}")
+
+
+# ---- B. an extension's encoding that returns bad batches --------------------------------
+class Bad(Encoding):
+    name = "bad-hostile"
+
+    def __init__(self, d_e, mode):
+        super().__init__(d_e)
+        self.mode = mode
+
+    def sample(self, rng, B, T):
+        m, d_e = self.mode, self.d_e
+        idx = np.tile(np.arange(T), (B, 1))
+        return {
+            "neg": PEBatch(d_e, idx=np.where(idx == 0, -1, idx)),
+            "neg shared": PEBatch(d_e, idx=np.arange(T) - 1),
+            "big": PEBatch(d_e, idx=idx + d_e), "T+1": PEBatch(d_e, idx=np.arange(T + 1)),
+            "B+1": PEBatch(d_e, idx=np.tile(np.arange(T), (B + 1, 1))),
+            "d_e+1": PEBatch(d_e + 1, idx=np.arange(T)), "d_e str": PEBatch("8", idx=np.arange(T)),
+            "complex P": PEBatch(d_e, P=np.ones((B, T, d_e), complex)),
+            "int P": PEBatch(d_e, P=np.ones((B, T, d_e), int)),
+            "P shape": PEBatch(d_e, P=np.ones((T, d_e + 1))),
+            "list": [0], "None": None, "tuple": (d_e, np.arange(T)),
+            "float idx": PEBatch(d_e, idx=np.arange(T, dtype=float)),
+            "bool idx": PEBatch(d_e, idx=np.ones(T, bool)),
+            "list idx": PEBatch(d_e, idx=list(range(T))),
+            "both": PEBatch(d_e, idx=np.arange(T), P=np.ones((T, d_e))),
+            "neither": PEBatch(d_e), "3-d idx": PEBatch(d_e, idx=idx[None]),
+            "object idx": PEBatch(d_e, idx=np.array([object()] * T)),
+        }[m]
+
+
+BAD_MODES = ["neg", "neg shared", "big", "T+1", "B+1", "d_e+1", "d_e str", "complex P",
+             "int P", "P shape", "list", "None", "tuple", "float idx", "bool idx",
+             "list idx", "both", "neither", "3-d idx", "object idx"]
+
+
+def bad_encodings():
+    for mode in BAD_MODES:
+        try:
+            stsim.run(T=8, q=2, pe=Bad(20, mode), steps=5, batch=8)
+            record("B bad encoding batches", mode, False, "accepted")
+        except ValueError as exc:
+            record("B bad encoding batches", mode, "encoding Bad" in str(exc), str(exc))
+        except Exception as exc:  # noqa: BLE001
+            record("B bad encoding batches", mode, False, f"{type(exc).__name__}: {exc}")
+
+
+# ---- C. sweep values a table cannot store; D. journals that are not this sweep's --------
+class Obj:
+    pass
+
+
+UNSTORABLE = {"complex": 1 + 2j, "set": {1}, "frozenset": frozenset([1]), "bytes": b"x",
+              "object": Obj(), "list with object": [1, Obj()], "dict with set": {"a": {1}},
+              "numpy complex": np.complex128(1j), "colliding keys": "collide",
+              "generator": (i for i in range(2)), "function": len}
+
+
+def unstorable():
+    for name, value in UNSTORABLE.items():
+        def fn(a, seed, value=value):
+            if a == 1:
+                return {1: "a", "1": "b"} if value == "collide" else {"v": value}
+            return {"v": a}
+        with tempfile.TemporaryDirectory() as tmp:
+            out = os.path.join(tmp, "t.csv")
+            try:
+                res = sweep(fn, {"a": [1, 2]}, executor=InlineExecutor(), out=out)
+                rows = {r["a"]: r for r in res.rows}
+                lines = open(out + ".journal.jsonl").read().splitlines()
+                ok = (rows[1]["status"] == "error" and rows[1]["error"].startswith("TypeError")
+                      and rows[2]["status"] == "ok" and len(lines) == len(read_table(out)) == 2)
+                record("C unstorable sweep values", name, ok, rows[1]["error"])
+            except Exception as exc:  # noqa: BLE001
+                record("C unstorable sweep values", name, False, f"{type(exc).__name__}: {exc}")
+
+
+def _v(a, seed):
+    return {"v": a}
+
+
+def journals():
+    g = "D journals of another sweep"
+    for root in (1, 2, 99):
+        with tempfile.TemporaryDirectory() as tmp:
+            out = os.path.join(tmp, "t.csv")
+            sweep(_v, {"a": [1, 2]}, seeds=2, executor=InlineExecutor(), out=out)
+            try:
+                sweep(_v, {"a": [1, 2]}, seeds=2, root_seed=root, executor=InlineExecutor(),
+                      out=out)
+                record(g, f"root_seed 0 -> {root}", False, "served the old rows")
+            except ValueError as exc:
+                record(g, f"root_seed 0 -> {root}", "root_seed=0" in str(exc), str(exc))
+    for drop in ("journal and table", "journal only"):
+        with tempfile.TemporaryDirectory() as tmp:
+            out = os.path.join(tmp, "t.csv")
+            sweep(_v, {"a": [1, 2]}, executor=InlineExecutor(), out=out)
+            os.unlink(out + ".journal.jsonl")
+            if drop == "journal and table":
+                os.unlink(out)
+            res = sweep(lambda a, seed: {"v": 10 * a}, {"a": [1, 2]},
+                        executor=InlineExecutor(), out=out)
+            record(g, f"deleted {drop}", res.n_run == 2 and
+                   [r["v"] for r in read_table(out)] == [10, 20], f"n_run={res.n_run}")
+    with tempfile.TemporaryDirectory() as tmp:
+        out = os.path.join(tmp, "t.csv")
+        sweep(_v, {"a": [1, 2]}, seeds=2, executor=InlineExecutor(), out=out)
+        res = sweep(_v, {"a": [1, 2, 3]}, seeds=3, executor=InlineExecutor(), out=out)
+        record(g, "grown grid and replicates keep rows", (res.n_skipped, res.n_run) == (4, 5))
+
+
+# ---- E. result files with records no run writes -----------------------------------------
+def bad_records():
+    g = "E load of bad records"
+    with tempfile.TemporaryDirectory() as tmp:
+        good = os.path.join(tmp, "r.npz")
+        stsim.run(T=8, q=2, steps=4, batch=8).save(good)
+        edits = {
+            "status bogus": lambda m: m.update(status="bogus"),
+            "status 42": lambda m: m.update(status=42), "status None": lambda m: m.update(status=None),
+            "message None": lambda m: m.update(message=None),
+            "message 3": lambda m: m.update(message=3), "info list": lambda m: m.update(info=[]),
+            "config {}": lambda m: m.update(config={}), "config list": lambda m: m.update(config=[1]),
+            "config None": lambda m: m.update(config=None),
+            "T x": lambda m: m["config"].update(T="x"), "T 0": lambda m: m["config"].update(T=0),
+            "T 2.5": lambda m: m["config"].update(T=2.5), "q > T": lambda m: m["config"].update(q=99),
+            "lr -1": lambda m: m["config"].update(lr=-1), "lr nan": lambda m: m["config"].update(lr=float("nan")),
+            "lr str": lambda m: m["config"].update(lr="0.1"),
+            "steps -1": lambda m: m["config"].update(steps=-1),
+            "arch unknown": lambda m: m["config"].update(arch="mystery"),
+            "d_e None": lambda m: m["config"].update(d_e=None),
+            "no history_keys": lambda m: m.pop("history_keys"),
+            "history_keys short": lambda m: m["history_keys"].pop(),
+            "history_keys extra": lambda m: m["history_keys"].append("ghost"),
+            "history_keys str": lambda m: m.update(history_keys="loss"),
+            "no status": lambda m: m.pop("status"),
+        }
+        for name, edit in edits.items():
+            arrays, meta = load_npz(good)
+            edit(meta)
+            bad = os.path.join(tmp, "bad.npz")
+            save_npz(bad, arrays, meta)
+            try:
+                stsim.load(bad)
+                record(g, name, False, "loaded")
+            except ValueError as exc:
+                record(g, name, "bad.npz" in str(exc), str(exc))
+            except Exception as exc:  # noqa: BLE001
+                record(g, name, False, f"{type(exc).__name__}: {exc}")
+
+
+# ---- F. bad commands: one line, exit 2, no folder ----------------------------------------
+BAD_COMMANDS = [
+    ["run", "--objective", "population"], ["run", "--objective", "population", "--arch", "fcn"],
+    ["run", "--arch", "fcn", "--pe", "onehot"], ["run", "--arch", "fcn", "--d_e", "8"],
+    ["run", "--lr", "-1"], ["run", "--T", "0"], ["run", "--checkpoint_every", "0"],
+    ["run", "--q_test", "0"], ["figures", "--quick", "--set", "fig1.seeds=[]"],
+    ["figures", "--quick", "--set", "fig1.seeds=[0.5]"], ["figures", "--quick", "--set", "fig1.seeds=-1"],
+    ["figures", "--quick", "--workers", "-1"], ["separation", "--workers", "-1"],
+    ["sparse", "--workers", "-1"], ["expressivity", "--workers", "-1"],
+    ["separation", "--workers", "-5", "--quick"],
+]
+
+
+def bad_commands():
+    import contextlib
+    import io
+    for argv in BAD_COMMANDS:
+        with tempfile.TemporaryDirectory() as tmp:
+            out = os.path.join(tmp, "o")
+            err = io.StringIO()
+            with contextlib.redirect_stderr(err), contextlib.redirect_stdout(io.StringIO()):
+                try:
+                    rc = cli(argv + ["--out", out])
+                except SystemExit as exc:      # argparse: a usage error
+                    rc = exc.code
+            lines = err.getvalue().strip().splitlines()
+            record("F bad commands", " ".join(argv),
+                   rc == 2 and len(lines) == 1 and not os.path.exists(out),
+                   f"rc={rc} {lines[-1] if lines else ''}")
+
+
+# ---- G. lock files that are not regular files --------------------------------------------
+def locks():
+    import contextlib
+    import io
+    for kind in ("link to a file", "dangling link", "folder", "fifo", "link to /dev/null"):
+        with tempfile.TemporaryDirectory() as tmp:
+            out = os.path.join(tmp, "o")
+            os.makedirs(out)
+            lock = os.path.join(out, ".stsim-run.lock")
+            victim = os.path.join(tmp, "victim")
+            if kind == "link to a file":
+                open(victim, "w").write("keep")
+                os.symlink(victim, lock)
+            elif kind == "dangling link":
+                os.symlink(victim, lock)
+            elif kind == "folder":
+                os.mkdir(lock)
+            elif kind == "fifo":
+                os.mkfifo(lock)
+            else:
+                os.symlink("/dev/null", lock)
+            with contextlib.redirect_stderr(io.StringIO()), contextlib.redirect_stdout(io.StringIO()):
+                rc = cli(["run", "--T", "8", "--q", "2", "--steps", "3", "--batch", "8",
+                          "--quiet", "--out", out])
+            intact = (not os.path.exists(victim) or open(victim).read() == "keep")
+            record("G lock files", kind, rc == 2 and intact and
+                   not os.path.exists(os.path.join(out, "result.npz")), f"rc={rc}")
+
+
+# ---- H. kill -9 while stsim run writes; SIGTERM/SIGHUP at random moments -----------------
+RUN = [sys.executable, "-m", "stsim", "run", "--T", "10", "--q", "2", "--batch", "8",
+       "--quiet"]
+
+
+def _consistent(out):
+    """``(ok, what)``: load refuses the folder, or every file is the loaded run's."""
+    try:
+        res = stsim.load(os.path.join(out, "result.npz"))
+    except ValueError:
+        return True, "refused"                # never passes for one run
+    cfg = json.load(open(os.path.join(out, "config.json")))["config"]
+    hist = stsim.util.io.read_csv(os.path.join(out, "history.csv"))
+    same = cfg["seed"] == res.config["seed"] and \
+        [r["loss"] for r in hist] == list(res.history["loss"])
+    return same, f"loaded seed {res.config['seed']}, config.json seed {cfg['seed']}"
+
+
+def kill9_writes(n, rng):
+    with tempfile.TemporaryDirectory() as tmp:
+        out = os.path.join(tmp, "o")
+        subprocess.run(RUN + ["--steps", "5", "--seed", "0", "--out", out], check=True,
+                       capture_output=True)
+        for i in range(n):
+            p = subprocess.Popen(RUN + ["--steps", "30", "--seed", str(i + 1), "--out", out],
+                                 stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+            res = os.path.join(out, "result.npz")
+            before = os.stat(res).st_mtime_ns
+            delay = rng.uniform(0, 0.05)
+            t0 = time.monotonic()
+            while p.poll() is None and time.monotonic() - t0 < 120:
+                if os.stat(res).st_mtime_ns != before:
+                    time.sleep(delay)          # somewhere in the writing of the other files
+                    break
+                time.sleep(0.001)
+            p.kill()
+            p.wait(30)
+            record("H kill -9 while writing", f"try {i} (+{delay * 1000:.0f} ms)",
+                   *_consistent(out))
+
+
+def terms(n, rng, signum):
+    g = f"I {signal.Signals(signum).name} on stsim run"
+    for i in range(n):
+        with tempfile.TemporaryDirectory() as tmp:
+            out = os.path.join(tmp, "o")
+            p = subprocess.Popen(RUN + ["--steps", "1000000", "--eval_every", "100",
+                                        "--seed", str(i), "--out", out]
+                                 + (["--checkpoint_every", "500"] if i % 2 else []),
+                                 stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+            delay = rng.uniform(0.2, 6.0)           # during imports, set-up or training
+            time.sleep(delay)
+            p.send_signal(signum)
+            try:
+                _, err = p.communicate(timeout=120)
+            except subprocess.TimeoutExpired:
+                p.kill()
+                record(g, f"try {i} at {delay:.1f}s", False, "did not end")
+                continue
+            lines = err.strip().splitlines()
+            ok = (p.returncode == 128 + signum or (p.returncode == -signum and not lines)) \
+                and len(lines) <= 1 and not os.path.exists(os.path.join(out, ".stsim-run.lock"))
+            if ok and os.path.exists(os.path.join(out, "result.npz")):
+                ok = stsim.load(out).status == "interrupted"
+            record(g, f"try {i} at {delay:.1f}s", ok,
+                   f"rc={p.returncode} {lines[-1] if lines else ''}")
+
+
+SWEEP = """
+import sys, time
+import stsim
+def row(a, seed):
+    time.sleep(0.3)
+    return {"v": a}
+stsim.sweep(row, {"a": list(range(40))}, out=sys.argv[1], max_workers=int(sys.argv[2]))
+"""
+
+
+def kill_sweeps(n, rng, signum):
+    g = f"J {'kill -9' if signum == signal.SIGKILL else signal.Signals(signum).name} on a sweep"
+    with tempfile.TemporaryDirectory() as tmp:
+        script = os.path.join(tmp, "s.py")
+        open(script, "w").write(SWEEP)
+        for i in range(n):
+            out = os.path.join(tmp, f"t{i}.csv")
+            workers = 1 + i % 2
+            p = subprocess.Popen([sys.executable, script, out, str(workers)],
+                                 stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+            time.sleep(rng.uniform(3.0, 7.0))
+            p.send_signal(signum)
+            _, err = p.communicate(timeout=120)
+            journal = stsim.sweep.journal.load_journal(out + ".journal.jsonl")
+            ok = p.returncode == -signum and "Traceback" not in err
+            if signum != signal.SIGKILL:
+                ok = ok and not os.path.exists(out + ".lock")
+            res = sweep(lambda a, seed: {"v": a}, {"a": list(range(40))},
+                        executor=InlineExecutor(), out=out)
+            ok = ok and res.n_skipped == len(journal) and [r["v"] for r in res.rows] == \
+                list(range(40))
+            record(g, f"try {i} ({workers} worker(s))", ok,
+                   f"rc={p.returncode}, {len(journal)} rows kept")
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--kills", type=int, default=10)
+    ap.add_argument("--terms", type=int, default=8)
+    ap.add_argument("--sweeps", type=int, default=3)
+    ap.add_argument("--seed", type=int, default=0)
+    a = ap.parse_args()
+    rng = random.Random(a.seed)
+    signal.signal(signal.SIGINT, signal.default_int_handler)
+    import warnings
+    warnings.simplefilter("ignore")
+    t0 = time.time()
+    for step in (bad_options, bad_encodings, unstorable, journals, bad_records, bad_commands,
+                 locks):
+        step()
+    kill9_writes(a.kills, rng)
+    terms(a.terms, rng, signal.SIGTERM)
+    terms(max(1, a.terms // 2), rng, signal.SIGHUP)
+    kill_sweeps(a.sweeps, rng, signal.SIGKILL)
+    kill_sweeps(a.sweeps, rng, signal.SIGTERM)
+    tried = handled = 0
+    for g, rows in RESULTS.items():
+        ok = sum(r[1] for r in rows)
+        tried, handled = tried + len(rows), handled + ok
+        print(f"{g}: tried {len(rows)}, handled {ok}, failed {len(rows) - ok}")
+        for name, good, detail in rows:
+            if not good or g[0] in "HIJ":
+                print(f"    {'ok' if good else 'FAILED'} {name}: {detail[:200]}")
+    print(f"all: tried {tried}, handled {handled}, failed {tried - handled} "
+          f"({time.time() - t0:.0f} s, load {os.getloadavg()[0]:.1f})")
+
+
+if __name__ == "__main__":
+    main()

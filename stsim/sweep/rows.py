@@ -1,0 +1,108 @@
+"""One row of a sweep, on the worker side: ``fn`` called under an optional time limit,
+and its result checked before it enters the journal.
+
+A result the table cannot store (a complex number, a set, bytes, any object; two keys
+that are the same column, ``{1: "a", "1": "b"}``) and a row that runs over ``timeout``
+become error rows (``status="error"``, the type named in ``error``): the sweep goes on,
+and the journal and the table always hold the same rows."""
+from __future__ import annotations
+
+import json
+import math
+import numbers
+import signal
+import threading
+
+from stsim.util.io import to_jsonable
+
+__all__ = ["check_timeout", "call_with_timeout", "result_row"]
+
+
+def check_timeout(timeout):
+    """``timeout`` of :func:`stsim.sweep.sweep`: ``None`` (no limit) or seconds > 0,
+    finite; ``ValueError`` naming the parameter otherwise."""
+    if timeout is None:
+        return None
+    if isinstance(timeout, bool) or not isinstance(timeout, numbers.Real) \
+            or not math.isfinite(timeout) or timeout <= 0:
+        raise ValueError(f"timeout must be None (no limit) or seconds > 0, got {timeout!r}")
+    return float(timeout)
+
+
+def call_with_timeout(fn, kwargs: dict, timeout):
+    """``fn(**kwargs)``, or ``TimeoutError`` once it has run ``timeout`` seconds.
+
+    In the main thread of a process (a pool's worker, an inline sweep) the limit is a
+    ``SIGALRM`` timer: the exception is raised inside ``fn`` at its next Python
+    instruction (a long call into compiled code ends first), and the previous handler is
+    put back. Elsewhere (a thread: Dask's workers, a sweep run from a thread) ``fn`` runs
+    in a daemon thread that is abandoned at the limit: the row is recorded as an error
+    and the thread finishes in the background."""
+    if timeout is None:
+        return fn(**kwargs)
+    message = (f"fn ran longer than timeout={timeout:g} s; the row is recorded as an error "
+               f"(rerun with a larger timeout to compute it)")
+    if threading.current_thread() is threading.main_thread() and hasattr(signal, "setitimer"):
+        def alarm(signum, frame):
+            raise TimeoutError(message)
+
+        previous = signal.signal(signal.SIGALRM, alarm)
+        signal.setitimer(signal.ITIMER_REAL, timeout)
+        try:
+            return fn(**kwargs)
+        finally:
+            signal.setitimer(signal.ITIMER_REAL, 0)
+            signal.signal(signal.SIGALRM, previous)
+    box = {}
+
+    def target():
+        try:
+            box["out"] = fn(**kwargs)
+        except BaseException as exc:  # noqa: BLE001 - handed to the caller below
+            box["exc"] = exc
+
+    worker = threading.Thread(target=target, daemon=True, name="stsim-sweep-row")
+    worker.start()
+    worker.join(timeout)
+    if worker.is_alive():
+        raise TimeoutError(message + " (its thread was abandoned and runs on)")
+    if "exc" in box:
+        raise box["exc"]
+    return box["out"]
+
+
+def result_row(out) -> dict:
+    """The row entries of ``fn``'s return value ``out``: a dict (a scalar is the entry
+    ``value``) with text keys and JSON values (NumPy values converted).
+
+    ``TypeError`` naming the entry and its type when a value is not one the journal and
+    the table can store (numbers, text, ``True``/``False``, ``None``, lists and dicts of
+    them), and when two keys are the same column (``1`` and ``"1"``).
+
+    >>> result_row({"a": 1, 2: [0.5]})
+    {'a': 1, '2': [0.5]}
+    >>> result_row({"v": 1 + 2j})
+    Traceback (most recent call last):
+    ...
+    TypeError: fn's result 'v' is a complex ((1+2j)), which a table cannot store: return numbers, text, True/False, None, or lists and dicts of them
+    """
+    if not isinstance(out, dict):
+        out = {"value": out}
+    row, original = {}, {}
+    for k, v in out.items():
+        name = str(k)
+        if name in original:
+            raise TypeError(f"fn's result has the keys {original[name]!r} and {k!r}, which "
+                            f"are both the column {name!r}")
+        original[name] = k
+        value = to_jsonable(v)
+        try:
+            json.dumps(value)
+        except (TypeError, ValueError):
+            text = repr(v)
+            text = text if len(text) <= 60 else text[:57] + "..."
+            raise TypeError(f"fn's result {name!r} is a {type(v).__name__} ({text}), which a "
+                            f"table cannot store: return numbers, text, True/False, None, or "
+                            f"lists and dicts of them") from None
+        row[name] = value
+    return row

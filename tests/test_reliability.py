@@ -1,0 +1,310 @@
+"""Reliability: locks never follow links, a run's folder never mixes two runs, SIGTERM and
+SIGHUP end a run, a study and a sweep like Ctrl-C, Ctrl-C during the imports is one line
+(refusals, assessment and ``load``'s checks: tests/test_refusals.py). docs/model.md,
+"Failure behaviour"."""
+import os
+import signal
+import subprocess
+import sys
+import time
+
+import pytest
+
+import stsim
+from stsim.cli import main as cli
+from stsim.util.io import FileLock
+
+QUICK = ["--T", "8", "--q", "2", "--steps", "4", "--batch", "8", "--quiet"]
+
+
+# ---- the lock never follows a symbolic link --------------------------------------------
+def test_a_symlinked_run_lock_is_refused_and_its_target_kept(tmp_path, capsys):
+    out = tmp_path / "OUT"
+    out.mkdir()
+    victim = tmp_path / "precious.txt"
+    victim.write_text("do not truncate me\n")
+    os.symlink(victim, out / ".stsim-run.lock")
+    # before: the victim was truncated and held the run's pid
+    assert cli(["run", *QUICK, "--out", str(out)]) == 2
+    assert "symbolic link" in capsys.readouterr().err
+    assert victim.read_text() == "do not truncate me\n"
+    assert not (out / "result.npz").exists()
+
+
+@pytest.mark.parametrize("kind", ["dangling link", "link to a file", "folder", "fifo"])
+def test_file_lock_opens_only_a_regular_file(tmp_path, kind):
+    lock = tmp_path / "t.csv.lock"
+    target = tmp_path / "target"
+    if kind == "dangling link":
+        os.symlink(target, lock)
+    elif kind == "link to a file":
+        target.write_text("x")
+        os.symlink(target, lock)
+    elif kind == "folder":
+        lock.mkdir()
+    else:
+        os.mkfifo(lock)
+    with pytest.raises(ValueError, match="lock file"):
+        with FileLock(tmp_path / "t.csv"):
+            pass
+    assert not target.exists() or target.read_text() == "x"
+
+
+def test_file_lock_still_works_on_a_regular_file(tmp_path):
+    with FileLock(tmp_path / "t.csv"):
+        assert (tmp_path / "t.csv.lock").read_text() == str(os.getpid())
+
+
+# ---- a run's folder never passes for one run while it holds files of two ----------------
+RUN = [sys.executable, "-m", "stsim", "run", "--T", "10", "--q", "2", "--batch", "8",
+       "--quiet"]
+
+
+def _run_folder(out, seed, steps=4):
+    assert cli(["run", *QUICK[:-1], "--seed", str(seed), "--steps", str(steps), "--out",
+                str(out)]) == 0
+
+
+def _consistent(out):
+    """The files of ``out`` all belong to the run ``stsim.load`` returns (or load refuses)."""
+    import json
+    try:
+        res = stsim.load(out / "result.npz")
+    except ValueError as exc:
+        return "refused", str(exc)
+    cfg = json.loads((out / "config.json").read_text())["config"]
+    assert cfg["seed"] == res.config["seed"]
+    hist = stsim.util.io.read_csv(out / "history.csv")
+    assert [r["loss"] for r in hist] == list(res.history["loss"])
+    return "consistent", res.config["seed"]
+
+
+def test_a_writer_killed_after_result_npz_leaves_a_folder_load_refuses(tmp_path):
+    out = tmp_path / "OUT"
+    _run_folder(out, seed=1)
+    assert _consistent(out) == ("consistent", 1)
+    # seed 2 into the same folder, the process dying right after its result.npz is written
+    # (before: result.npz was seed 2, config.json and history.csv seed 1, nothing said so)
+    script = (
+        "import os, stsim\n"
+        "from stsim.cli import run as r\n"
+        "from stsim.core.result import Result\n"
+        "Result.history_csv = lambda self, p: os._exit(9)\n"
+        f"res = stsim.run(T=8, q=2, steps=4, batch=8, seed=2)\n"
+        f"r.write_outputs(res, {str(out)!r})\n")
+    proc = subprocess.run([sys.executable, "-c", script], timeout=120)
+    assert proc.returncode == 9
+    verdict, why = _consistent(out)
+    assert verdict == "refused" and "stopped before it finished" in why
+    _run_folder(out, seed=3)                   # a rerun makes the folder whole again
+    assert _consistent(out) == ("consistent", 3)
+    assert stsim.load(out).config["seed"] == 3          # the folder itself loads too
+
+
+def test_a_result_npz_of_another_run_copied_in_is_refused(tmp_path):
+    a, b = tmp_path / "A", tmp_path / "B"
+    _run_folder(a, seed=1)
+    _run_folder(b, seed=2)
+    (a / "result.npz").write_bytes((b / "result.npz").read_bytes())
+    with pytest.raises(ValueError, match="mixes two runs"):
+        stsim.load(a / "result.npz")
+    (a / "manifest.json").write_text("{garbled")
+    with pytest.raises(ValueError, match="not a manifest"):
+        stsim.load(a / "result.npz")
+
+
+def test_a_checkpoint_beside_an_incomplete_manifest_still_loads(tmp_path):
+    out = tmp_path / "OUT"
+    assert cli(["run", *QUICK, "--checkpoint_every", "2", "--out", str(out)]) == 0
+    from stsim.util.manifest import begin_manifest
+    begin_manifest(out)
+    assert stsim.load(out / "checkpoint.npz").status == "checkpoint"
+    with pytest.raises(ValueError, match="stopped before it finished"):
+        stsim.load(out)
+
+
+def test_kill_9_while_writing_never_leaves_a_folder_that_loads_as_one_run(tmp_path):
+    """A real kill -9 as soon as the new result.npz appears: whatever moment it lands,
+    the folder either loads as one run (every file that run's) or is refused."""
+    out = tmp_path / "OUT"
+    _run_folder(out, seed=1)
+    verdicts = []
+    for seed in (2, 3):
+        proc = subprocess.Popen(RUN + ["--steps", "30", "--seed", str(seed), "--out",
+                                       str(out)], stdout=subprocess.DEVNULL,
+                                stderr=subprocess.DEVNULL)
+        before = (out / "result.npz").stat().st_mtime_ns if (out / "result.npz").exists() \
+            else None
+        deadline = time.monotonic() + 120
+        while proc.poll() is None and time.monotonic() < deadline:
+            p = out / "result.npz"
+            if p.exists() and p.stat().st_mtime_ns != before:
+                break
+            time.sleep(0.001)
+        proc.kill()
+        proc.wait(30)
+        verdicts.append(_consistent(out)[0])
+    assert set(verdicts) <= {"refused", "consistent"}
+
+
+# ---- SIGTERM and SIGHUP end a command as Ctrl-C does ------------------------------------
+READY = """
+import os, signal, sys
+import stsim.core.state as S
+signal.signal(signal.SIGINT, {sigint})
+ready = sys.argv[1]
+record = S.RunState.record
+
+def mark(self, step, metrics):
+    row = record(self, step, metrics)
+    if step >= 100 and not os.path.exists(ready):
+        open(ready, "w").close()           # the test signals once this file exists
+    return row
+
+S.RunState.record = mark
+from stsim.cli import main
+sys.exit(main(sys.argv[2:]))
+"""
+
+
+def _signal_a_run(tmp_path, signum, *, checkpoint=True, sigint="signal.default_int_handler"):
+    (tmp_path / "ready.py").write_text(READY.format(sigint=sigint))
+    ready, out = tmp_path / "ready", tmp_path / "o"
+    args = ["run", "--T", "12", "--q", "2", "--batch", "16", "--lr", "0.5", "--steps",
+            "1000000", "--eval_every", "50", "--quiet", "--out", str(out)]
+    if checkpoint:
+        args += ["--checkpoint_every", "1000"]
+    proc = subprocess.Popen([sys.executable, str(tmp_path / "ready.py"), str(ready), *args],
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                            env=dict(os.environ, MPLBACKEND="Agg"))
+    t0 = time.monotonic()
+    while not ready.exists():
+        assert proc.poll() is None, proc.communicate()
+        assert time.monotonic() - t0 < 120, "the run did not reach step 100"
+        time.sleep(0.05)
+    os.kill(proc.pid, signum)
+    _, err = proc.communicate(timeout=120)
+    return proc.returncode, err.strip().splitlines(), out
+
+
+@pytest.mark.parametrize("signum, name", [(signal.SIGTERM, "SIGTERM"),
+                                          (signal.SIGHUP, "SIGHUP")])
+def test_sigterm_and_sighup_end_a_run_like_ctrl_c(tmp_path, signum, name):
+    # before: rc -15 / -1, nothing printed, the lock left, a run without checkpoint lost
+    rc, lines, out = _signal_a_run(tmp_path, signum, checkpoint=(name == "SIGTERM"))
+    assert rc == 128 + signum and len(lines) == 1, lines
+    assert lines[0].startswith(f"stsim: interrupted ({name}) at step ")
+    res = stsim.load(out / "result.npz")
+    assert res.status == "interrupted" and res.info["interrupted_by"] == name
+    assert res.history["step"][-1] >= 100
+    assert not (out / ".stsim-run.lock").exists()
+    if name == "SIGTERM":
+        assert stsim.load(out / "checkpoint.npz").info["checkpoint_step"] == \
+            res.info["interrupted_at_step"]
+
+
+def test_sigterm_reaches_a_run_whose_ctrl_c_is_ignored(tmp_path):
+    """A background job of a script (``stsim run … &``) starts with SIGINT ignored: Ctrl-C
+    does not reach it, but SIGTERM still stops it with its result kept."""
+    rc, lines, out = _signal_a_run(tmp_path, signal.SIGTERM, checkpoint=False,
+                                   sigint="signal.SIG_IGN")
+    assert rc == 143 and len(lines) == 1 and "interrupted (SIGTERM)" in lines[0]
+    assert stsim.load(out / "result.npz").status == "interrupted"
+    assert not (out / ".stsim-run.lock").exists()
+
+
+def test_terminate_as_interrupt_restores_the_handlers():
+    from stsim.util.signals import TerminateAsInterrupt
+    before = signal.getsignal(signal.SIGTERM)
+    with TerminateAsInterrupt() as term:
+        assert signal.getsignal(signal.SIGTERM) != before
+        with pytest.raises(KeyboardInterrupt):
+            signal.raise_signal(signal.SIGHUP)
+    assert signal.getsignal(signal.SIGTERM) == before and term.exit_status == 129
+
+
+STUDY = ["separation", "--fcn_Ts", "4,8", "--tf_Ts", "4", "--family_Ts", "4,8",
+         "--steps", "3000", "--long_steps", "3000", "--long_Ts", "", "--workers", "2"]
+
+
+@pytest.mark.pool
+def test_sigterm_on_a_study_is_one_line_exit_143_and_keeps_the_finished_runs(tmp_path):
+    out = tmp_path / "o"
+    journal = out / "raw" / "tune.csv.journal.jsonl"
+    proc = subprocess.Popen([sys.executable, "-m", "stsim", *STUDY, "--quiet", "--out",
+                             str(out)], start_new_session=True, stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE, text=True,
+                            env=dict(os.environ, MPLBACKEND="Agg"))
+    t0 = time.monotonic()
+    while not (journal.exists() and journal.read_text().count("\n") >= 1):
+        assert proc.poll() is None, proc.communicate()
+        assert time.monotonic() - t0 < 300, "no tuning run finished"
+        time.sleep(0.1)
+    os.kill(proc.pid, signal.SIGTERM)          # as timeout(1) or a scheduler does
+    _, err = proc.communicate(timeout=60)
+    lines = err.strip().splitlines()
+    assert proc.returncode == 143 and len(lines) == 1, err
+    assert lines[0] == (f"stsim: interrupted (SIGTERM); the finished runs are kept in {out}; "
+                        f"rerun the same command to resume")
+    done = stsim.sweep.journal.load_journal(journal)
+    assert done and all(r["status"] == "ok" for r in done.values())
+    assert not (out / ".stsim-study.lock").exists()
+
+
+def _numpy_loaded(pid):
+    try:
+        with open(f"/proc/{pid}/maps") as fh:
+            return "numpy" in fh.read()
+    except OSError:
+        return False
+
+
+@pytest.mark.skipif(not os.path.exists("/proc/self/maps"), reason="needs /proc")
+def test_ctrl_c_during_the_imports_is_one_line_exit_130(tmp_path):
+    # before: a traceback from whichever import was running
+    proc = subprocess.Popen([sys.executable, "-m", "stsim", "run", "--T", "8", "--steps",
+                             "3", "--out", str(tmp_path / "o")], stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE, text=True,
+                            preexec_fn=lambda: signal.signal(signal.SIGINT,
+                                                             signal.SIG_DFL))
+    t0 = time.monotonic()
+    while not _numpy_loaded(proc.pid):          # stsim's imports have begun
+        assert proc.poll() is None and time.monotonic() - t0 < 60
+        time.sleep(0.002)
+    os.kill(proc.pid, signal.SIGINT)
+    _, err = proc.communicate(timeout=60)
+    assert (proc.returncode, err) == (130, "stsim: interrupted (Ctrl-C)\n")
+    assert not (tmp_path / "o").exists()
+
+
+SWEEP_TERM = """
+import os, signal, sys, time
+signal.signal(signal.SIGINT, signal.default_int_handler)
+import stsim
+from stsim.sweep import InlineExecutor
+
+def row(a, seed):
+    if a >= 2:
+        open(sys.argv[2], "w").close()
+        time.sleep(300)
+    return {"v": a}
+
+stsim.sweep(row, {"a": [0, 1, 2, 3]}, out=sys.argv[1], executor=InlineExecutor())
+"""
+
+
+def test_sigterm_ends_a_python_sweep_after_saving_its_rows_and_lock(tmp_path):
+    (tmp_path / "drv.py").write_text(SWEEP_TERM)
+    out, ready = tmp_path / "t.csv", tmp_path / "ready"
+    proc = subprocess.Popen([sys.executable, str(tmp_path / "drv.py"), str(out), str(ready)],
+                            stderr=subprocess.PIPE, text=True)
+    t0 = time.monotonic()
+    while not ready.exists():
+        assert proc.poll() is None and time.monotonic() - t0 < 120, proc.communicate()
+        time.sleep(0.05)
+    proc.terminate()
+    _, err = proc.communicate(timeout=60)
+    assert proc.returncode == -signal.SIGTERM and "Traceback" not in err   # as by default
+    # before: the rows were in the journal, but the table was stale and the lock stayed
+    assert [r["a"] for r in stsim.sweep.read_table(out)] == [0, 1]
+    assert not (tmp_path / "t.csv.lock").exists()
