@@ -47,9 +47,11 @@ def check_config_record(path, config) -> dict:
     if cfg["q"] > cfg["T"]:
         raise _bad(path, f"its config has q={cfg['q']} > T={cfg['T']}")
     lr = cfg["lr"]
-    if isinstance(lr, bool) or not isinstance(lr, numbers.Real) or not math.isfinite(lr) \
-            or lr <= 0:
-        raise _bad(path, f"its config has lr={lr!r}, not a finite number > 0")
+    steps = list(lr.values()) if isinstance(lr, dict) and lr else [lr]   # one per parameter
+    if any(isinstance(v, bool) or not isinstance(v, numbers.Real) or not math.isfinite(v)
+           or v <= 0 for v in steps):
+        raise _bad(path, f"its config has lr={lr!r}, not a finite number > 0 (or a dict "
+                         f"of them, one per parameter)")
     if cfg["arch"] not in arch_names():
         raise ValueError(f"result file {os.fspath(path)!r} is of arch={cfg['arch']!r}, which "
                          f"is not registered in this process (registered: {arch_names()}): "
