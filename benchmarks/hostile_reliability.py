@@ -339,7 +339,7 @@ def terms(n, rng, signum):
     for i in range(n):
         with tempfile.TemporaryDirectory() as tmp:
             out = os.path.join(tmp, "o")
-            p = subprocess.Popen(RUN + ["--steps", "1000000", "--eval_every", "100",
+            p = subprocess.Popen(RUN + ["--steps", "1000000", "--eval_every", "100", "--lr", "0.1",
                                         "--seed", str(i), "--out", out]
                                  + (["--checkpoint_every", "500"] if i % 2 else []),
                                  stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
@@ -356,7 +356,10 @@ def terms(n, rng, signum):
             ok = (p.returncode == 128 + signum or (p.returncode == -signum and not lines)) \
                 and len(lines) <= 1 and not os.path.exists(os.path.join(out, ".stsim-run.lock"))
             if ok and os.path.exists(os.path.join(out, "result.npz")):
-                ok = stsim.load(out).status == "interrupted"
+                try:
+                    ok = stsim.load(out).status in ("interrupted", "completed", "diverged")
+                except ValueError as exc:        # a folder left half written
+                    ok, lines = False, [str(exc)]
             record(g, f"try {i} at {delay:.1f}s", ok,
                    f"rc={p.returncode} {lines[-1] if lines else ''}")
 

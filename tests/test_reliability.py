@@ -308,3 +308,42 @@ def test_sigterm_ends_a_python_sweep_after_saving_its_rows_and_lock(tmp_path):
     # before: the rows were in the journal, but the table was stale and the lock stayed
     assert [r["a"] for r in stsim.sweep.read_table(out)] == [0, 1]
     assert not (tmp_path / "t.csv.lock").exists()
+
+
+SLOW_WRITE = """
+import os, signal, sys, time
+signal.signal(signal.SIGINT, signal.default_int_handler)
+import stsim.util.plotting as P
+ready, real = sys.argv[1], P.plot_history
+
+def slow(res, path):
+    open(ready, "w").close()               # the test signals once the writing has begun
+    time.sleep(3)
+    return real(res, path)
+
+P.plot_history = slow
+from stsim.cli import main
+sys.exit(main(sys.argv[2:]))
+"""
+
+
+@pytest.mark.parametrize("signum", [signal.SIGTERM, signal.SIGINT])
+def test_a_signal_while_the_files_are_written_waits_until_they_are_whole(tmp_path, signum):
+    # before: the writing stopped half-way (a seed's result.npz beside no loss.png, the
+    # manifest incomplete: the run's result refused)
+    (tmp_path / "w.py").write_text(SLOW_WRITE)
+    ready, out = tmp_path / "ready", tmp_path / "o"
+    proc = subprocess.Popen([sys.executable, str(tmp_path / "w.py"), str(ready), "run",
+                             *QUICK, "--out", str(out)], stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE, text=True,
+                            env=dict(os.environ, MPLBACKEND="Agg"))
+    t0 = time.monotonic()
+    while not ready.exists():
+        assert proc.poll() is None and time.monotonic() - t0 < 120, proc.communicate()
+        time.sleep(0.02)
+    os.kill(proc.pid, signum)
+    _, err = proc.communicate(timeout=120)
+    name = "Ctrl-C" if signum == signal.SIGINT else "SIGTERM"
+    assert proc.returncode == 128 + signum and err == f"stsim: interrupted ({name})\n"
+    assert (out / "loss.png").exists() and stsim.load(out).status == "completed"
+    assert not (out / ".stsim-run.lock").exists()

@@ -17,6 +17,7 @@ from stsim.cli.common import int_tuple
 from stsim.core.config import Config, field_help
 from stsim.util.io import FileLock, OutputLocked, check_writable_folder
 from stsim.util.manifest import begin_manifest, finish_manifest
+from stsim.util.signals import deferred_signals
 from stsim.util.validate import check_int
 
 __all__ = ["add_arguments", "main", "write_outputs", "config_flags", "OutputsNotWritten",
@@ -202,7 +203,8 @@ def main(args) -> int:
                 res = run(checkpoint=ckpt, checkpoint_every=args.checkpoint_every,
                           progress=False if args.quiet else LinePrinter(), **opts)
             try:
-                paths = write_outputs(res, out)
+                with deferred_signals():      # a signal waits until the files are whole
+                    paths = write_outputs(res, out)
             except OutputsNotWritten as exc:
                 paths, error = exc.paths, f"--out: {exc}"
     except OutputLocked as exc:                     # the folder is another run's

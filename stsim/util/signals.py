@@ -30,7 +30,7 @@ import sys
 import threading
 
 __all__ = ["TerminateAsInterrupt", "SIGNALS", "signal_name", "guard_cli_imports",
-           "route_termination", "end_like_interrupt"]
+           "route_termination", "end_like_interrupt", "deferred_signals"]
 
 #: the signals turned into the Ctrl-C path (those this platform has)
 SIGNALS = tuple(getattr(signal, n) for n in ("SIGTERM", "SIGHUP") if hasattr(signal, n))
@@ -131,6 +131,32 @@ def end_like_interrupt():
             raise
     if term.received is not None:      # handlers restored: the default action ends us
         signal.raise_signal(term.received)
+
+
+@contextlib.contextmanager
+def deferred_signals():
+    """While inside (in the main thread), Ctrl-C, SIGTERM and SIGHUP wait: the first one is
+    noted and delivered again on leaving, once the work inside is done — for writing a
+    run's files, which a signal must not leave half written (the folder would hold the new
+    result beside the old figure; :mod:`stsim.util.manifest` would refuse it). The
+    previous handlers are put back first, so the signal then acts as it would have."""
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+    pending = []
+
+    def note(signum, frame):
+        if not pending:
+            pending.append(signum)
+
+    saved = {s: signal.signal(s, note) for s in (signal.SIGINT,) + SIGNALS}
+    try:
+        yield
+    finally:
+        for s, previous in saved.items():
+            signal.signal(s, previous)
+        if pending:
+            signal.raise_signal(pending[0])
 
 
 def _is_cli_process() -> bool:
