@@ -28,7 +28,7 @@ import os
 import sys
 import warnings
 
-from stsim.util.signals import TerminateAsInterrupt, signal_name
+from stsim.util.signals import TerminateAsInterrupt, release_cli_imports, signal_name
 
 __all__ = ["main", "COMMANDS", "build_parser"]
 
@@ -82,6 +82,9 @@ def main(argv=None) -> int:
     else:
         _top_parser().parse_args(argv)   # --help, --version or a usage error: exits
         return 2                         # pragma: no cover
+    if release_cli_imports():       # Ctrl-C came while the command was imported
+        print("stsim: interrupted (Ctrl-C)", file=sys.stderr)
+        return 130
     term = TerminateAsInterrupt()   # SIGTERM, SIGHUP: as Ctrl-C, exit 128 + the signal
     try:
         with term, _one_line_warnings():

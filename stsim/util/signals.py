@@ -29,7 +29,7 @@ import signal
 import sys
 import threading
 
-__all__ = ["TerminateAsInterrupt", "SIGNALS", "signal_name", "guard_cli_imports",
+__all__ = ["TerminateAsInterrupt", "SIGNALS", "signal_name", "guard_cli_imports", "release_cli_imports",
            "route_termination", "end_like_interrupt", "deferred_signals"]
 
 #: the signals turned into the Ctrl-C path (those this platform has)
@@ -170,6 +170,22 @@ def _is_cli_process() -> bool:
     return bool(sys.argv) and os.path.basename(sys.argv[0] or "") == "stsim"
 
 
+_HELD = []
+
+
+def _hold_sigint(signum, frame):
+    _HELD.append(signum)
+
+
+def release_cli_imports() -> bool:
+    """Put Python's Ctrl-C handler back once the ``stsim`` command has imported what it
+    needs (:func:`guard_cli_imports` held Ctrl-C meanwhile); True when Ctrl-C came during
+    the imports (the command then ends with one line, exit status 130)."""
+    if signal.getsignal(signal.SIGINT) is _hold_sigint:
+        signal.signal(signal.SIGINT, signal.default_int_handler)
+    return bool(_HELD)
+
+
 def guard_cli_imports() -> None:
     """In the ``stsim`` command only: Ctrl-C before the command's own handling starts
     (during its 1-3 s of imports) ends it with one line and exit status 130, not a
@@ -177,6 +193,11 @@ def guard_cli_imports() -> None:
     when stsim is imported as a library."""
     if not _is_cli_process():
         return
+    # Ctrl-C is held, not raised, until the command has imported what it needs
+    # (release_cli_imports): a KeyboardInterrupt inside an import can leave a module half
+    # initialised, and the next import then fails with an ImportError traceback
+    if signal.getsignal(signal.SIGINT) is signal.default_int_handler:
+        signal.signal(signal.SIGINT, _hold_sigint)
     previous = sys.excepthook
 
     def hook(kind, value, tb):
