@@ -224,3 +224,26 @@ def test_bad_input():
         loss_and_grad((W[:2], W[:2]), V, batch.X, batch.y, peb.dense(), rank=0)
     with pytest.raises(ValueError, match="pair"):
         loss_and_grad(W, V, batch.X, batch.y, peb.dense(), rank=2)
+
+
+def test_rank_r_with_onehot_is_a_fixed_width_r_encoding():
+    """W_K = W_Q = [0, √κ R] (R: r × d_e, unit columns t_k) with one-hot encodings gives the
+    logits κ t_iᵀ Σ_j t_j of the fixed encodings t_k of width r at W_ee = κ I_r: the same
+    loss, so rank r represents whatever a fixed width-r table does."""
+    rng = np.random.default_rng(10)
+    d_e, r, kappa = T, 4, 3.0
+    R = rng.standard_normal((r, d_e))
+    R /= np.linalg.norm(R, axis=0)
+    WK = np.zeros((r, d + d_e))
+    WK[:, d:] = np.sqrt(kappa) * R
+    V = np.zeros((d, d + d_e))
+    V[:, :d] = 0.8 * np.eye(d)
+    batch = stsim.sample_batch(rng, 50, T, q, d)
+    l_rank = forward_backward((WK, WK), V, batch.X, batch.y, PEBatch(d_e=d_e, idx=np.arange(T)),
+                              rank=r, need_grad=False)[0]
+    W2 = np.zeros((d + r, d + r))
+    W2[d:, d:] = kappa * np.eye(r)
+    V2 = np.zeros((d, d + r))
+    V2[:, :d] = 0.8 * np.eye(d)
+    l_table = loss_and_grad(W2, V2, batch.X, batch.y, R.T)[0]
+    assert l_rank == pytest.approx(l_table, rel=1e-12)

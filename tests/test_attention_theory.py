@@ -125,9 +125,12 @@ def test_linear_sphere_leak_law(T_, d_e):
     assert float(rel) == pytest.approx((T_ - 1) / (d_e + T_ - 1), rel=1e-14)
     for f in (0.8, 1.25):                       # worse on either side of λ*
         assert mc(float(lam) * f)[0] > m + 3 * se
-    # the (T − q) q / d_e scaling of the relative loss is not what happens: at q = 3 it
-    # would be 3x the measured value
-    assert abs((T_ - qq) * qq / d_e / (1 + (T_ - qq) * qq / d_e) - m / (0.5 * d / qq)) > 10 * se
+    # at the exact-solution scale λ = 1/q: L/L0 = (T − 1)/d_e ((T − q)/d_e from the
+    # unselected tokens, (q − 1)/d_e from the other selected ones), not (T − q) q/d_e
+    L0 = 0.5 * d / qq
+    m1, se1 = mc(1.0 / qq)
+    assert abs(m1 / L0 - (T_ - 1) / d_e) < 3 * se1 / L0
+    assert abs(m1 / L0 - (T_ - qq) * qq / d_e) > 10 * se1 / L0
     assert linear_sphere_width(T_, 0.25) == 3 * (T_ - 1)
 
 
