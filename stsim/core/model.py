@@ -307,8 +307,9 @@ def loss_and_grad(W, V, X, y, P, *, model="theory", query="sum", x_query=None, t
 
     Parameters
     ----------
-    W : (D, D) array, or the pair (W_K, W_Q) of (rank, D) arrays with ``rank``
-        Key-query matrix, ``D = d + d_e``.
+    W : (D, D) array or pair of arrays
+        Key-query matrix, ``D = d + d_e``; with ``rank``, the pair ``(W_K, W_Q)`` of
+        (rank, D) arrays.
     V : (d, D) array
         Value-output matrix.
     X : (B, T, d) array
@@ -337,8 +338,8 @@ def loss_and_grad(W, V, X, y, P, *, model="theory", query="sum", x_query=None, t
     -------
     loss : float
         The batch-mean loss.
-    dW : (D, D) array, or the pair (dW_K, dW_Q) with ``rank``
-        Its gradient in ``W``.
+    dW : (D, D) array or pair of arrays
+        Its gradient in ``W`` (with ``rank``: the pair ``(dW_K, dW_Q)``).
     dV : (d, D) array
         Its gradient in ``V``.
 
