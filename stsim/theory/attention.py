@@ -39,29 +39,17 @@ leak in with weights of variance ``q/d_e`` each (``T − q`` of them) and the ot
 tokens add ``q − 1``. Reaching ``ε L₀`` needs ``d_e ≥ (T − 1)(1/ε − 1)``: linear in T
 (:func:`linear_sphere_best`, :func:`linear_sphere_width`).
 
-**Reduced dynamics of every mechanism** (one-hot or slots encodings, the invariant set
-``W_xe = 0``, ``V_e = 0``; ``W_ee = aI − bJ`` on the n×n block, ``V_x = γ I``). The
-selected tokens' logit is ``l₊ = c(a − bq)/τ``, the unselected ones' ``l₋ = −cbq/τ``. For
-softmax only ``l₊ − l₋ = ca/τ`` matters (:mod:`stsim.core.reduced` at ``(a/τ, b/τ)``, its
-gradient times ``1/τ``); for an element-wise mechanism ``s_± = φ(l_±)/n_N`` and::
-
-    L = (d/2)(γ² (q s₊² + r s₋²) − 2γ s₊ + 1/q),          r = T − q,
-    ∂L/∂a = (c/τ) D₊,   ∂L/∂b = −(cq/τ)(D₊ + D₋),   ∂L/∂γ = d (S₂ γ − s₊),
-    D₊ = d γ (q γ s₊ − 1) φ'(l₊)/n_N,    D₋ = d γ² r s₋ φ'(l₋)/n_N.
-
-The query token of the practical model has value ``V_e p_q = 0``, so for an element-wise
-mechanism it changes only ``n_N`` (``T + 1`` for the normalised ones). Full-matrix GD is
-the map of :func:`stsim.core.reduced.reduced_map` (:func:`reduced_mechanism_gd`).
+**Reduced dynamics of every mechanism**: :func:`reduced_mechanism_loss_grad` and
+:func:`reduced_mechanism_gd`, re-exported from :mod:`stsim.core.attention_dynamics` (their
+derivation is there; the run's default schedule uses them).
 """
 from __future__ import annotations
 
-import math
-
 import numpy as np
 
-from stsim.core.attention import Attention, Softmax, make_attention
+from stsim.core.attention_dynamics import reduced_gd as reduced_mechanism_gd
+from stsim.core.attention_dynamics import reduced_loss_grad as reduced_mechanism_loss_grad
 from stsim.core.model import QUERIES, query_coef
-from stsim.core.reduced import loss_grad as softmax_loss_grad
 from stsim.util.validate import check_choice, check_int, check_real
 
 __all__ = ["linear_loss_given", "linear_population_loss", "linear_sphere_best",
@@ -211,90 +199,3 @@ def linear_sphere_width(T, target=0.25):
     target = check_real("target", target, lo=0.0, hi=1.0, lo_open=True, hi_open=True)
     T = np.asarray(T, dtype=np.float64)
     return np.ceil((T - 1) * (1 / target - 1) - 1e-9).astype(int)
-
-
-# --------------------------------------------------------------------------------------
-# reduced dynamics, every mechanism
-# --------------------------------------------------------------------------------------
-def reduced_mechanism_loss_grad(attention, a, b, gamma, T, q, d, *, c=1.0, practical=False):
-    """``L`` and ``(∂L/∂a, ∂L/∂b, ∂L/∂γ)`` on ``W_ee = aI − bJ``, ``V_x = γI`` for any
-    mechanism (module docstring); everything broadcasts.
-
-    Parameters
-    ----------
-    attention : str or Attention
-        The mechanism (with its temperature).
-    a : array_like
-        Coefficient of ``I``.
-    b : array_like
-        Coefficient of ``−J``.
-    gamma : array_like
-        ``V_x = γ I``.
-    T : array_like
-        Tokens attended to (besides the query token).
-    q : array_like
-        Subset size.
-    d : array_like
-        Token dimension.
-    c : array_like
-        Query coefficient (1 sum, ``1/q`` mean).
-    practical : bool
-        The practical model.
-
-    Returns
-    -------
-    tuple of ndarrays
-        ``L, dL_da, dL_db, dL_dgamma``.
-    """
-    att = make_attention(attention)
-    tau = att.temperature
-    f = np.float64
-    a, b, g, T, q, d, c = (np.asarray(x, f) for x in (a, b, gamma, T, q, d, c))
-    if isinstance(att, Softmax):
-        L, da, db, dg = softmax_loss_grad(a / tau, b / tau, g, T, q, d, c=c, practical=practical)
-        return L, da / tau, db / tau, dg
-    if not att.elementwise:
-        raise ValueError(f"no reduced dynamics for the {att.label} mechanism")
-    r = T - q
-    nN = (T + 1 if practical else T) if att.normalised else 1.0
-    lp, lm = c * (a - b * q) / tau, -c * b * q / tau
-    sp, sm = att.phi(lp) / nN, att.phi(lm) / nN
-    S2 = q * sp * sp + r * sm * sm
-    L = 0.5 * d * (S2 * g * g - 2.0 * sp * g + 1.0 / q)
-    Dp = d * g * (q * g * sp - 1.0) * att.dphi(lp) / nN
-    Dm = d * g * g * r * sm * att.dphi(lm) / nN
-    return L, c / tau * Dp, -c * q / tau * (Dp + Dm), d * (S2 * g - sp)
-
-
-def reduced_mechanism_gd(attention, T, q, d, lr, n, steps, *, c=1.0, practical=False,
-                         a0=0.0, b0=0.0, gamma0=0.0, lr_gamma=None):
-    """Full-matrix GD on the reduced set, ``steps`` times: the map of
-    :func:`stsim.core.reduced.reduced_map` with :func:`reduced_mechanism_loss_grad` (``n``:
-    the encoding's ``reduced_n(T)``; ``lr`` the step of W, ``lr_gamma`` that of V, default
-    ``lr``). One setting, scalars.
-
-    Returns
-    -------
-    dict
-        ``loss, a, b, gamma``: arrays of ``steps + 1`` values, the loss at each state
-        before its update.
-    """
-    att = make_attention(attention) if not isinstance(attention, Attention) else attention
-    steps = check_int("steps", steps, 0)
-    lr = check_real("lr", lr, lo=0.0, lo_open=True)
-    lr_g = lr if lr_gamma is None else check_real("lr_gamma", lr_gamma, lo=0.0, lo_open=True)
-    n = check_int("n", n, 2)
-    a, b, g = float(a0), float(b0), float(gamma0)
-    out = np.empty((4, steps + 1))
-    for t in range(steps + 1):
-        L, da, db, dg = (float(x) for x in reduced_mechanism_loss_grad(
-            att, a, b, g, T, q, d, c=c, practical=practical))
-        out[:, t] = L, a, b, g
-        if t == steps or not math.isfinite(L):
-            out[:, t + 1:] = np.nan
-            break
-        beta = (-db / n - da / n) / (n - 1)
-        a -= lr * (da / n - beta)
-        b += lr * beta
-        g -= lr_g / d * dg
-    return dict(zip(("loss", "a", "b", "gamma"), out))
