@@ -18,7 +18,10 @@ Backward (the derivative sits beside the forward formula)::
     δ_i   = ∂ℓ/∂a_i = s_i (g_i − Σ_k s_k g_k)          (softmax Jacobian)
     ∂ℓ/∂W = Σ_i δ_i z_i z_qᵀ = (Z δ) z_qᵀ               (z_q depends on no parameter)
 
-The batch loss is the batch mean of ℓ, and so are the gradients.
+The batch loss is the batch mean of ℓ, and so are the gradients. Other mechanisms (linear,
+ReLU and sigmoid attention, a temperature, a key/query pair of rank r) replace ``softmax``
+and its Jacobian by their own map and vector-Jacobian product (:mod:`stsim.core.attention`;
+``attention=``, ``temperature=``, ``rank=`` below).
 
 Two implementations of the same formulas:
 
@@ -43,7 +46,7 @@ from scipy.special import softmax
 from stsim.core.attention import Softmax, check_rank, lowrank_W, lowrank_grad, make_attention
 from stsim.core.encodings import PEBatch
 from stsim.core.index_form import _index_forward_backward, _IndexOps
-from stsim.core.kernels import _bmv, _bvm, _logits, _loss, _softmax_rows
+from stsim.core.kernels import _bmv, _bvm, _logits, _loss
 from stsim.core.task import sts_target
 from stsim.util.validate import check_choice
 
@@ -402,9 +405,10 @@ def cosine_to_target(W, V, d: int):
     return cos(np.trace(W[d:, d:]), nW, d_e), cos(np.trace(V[:, :d]), nV, d)
 
 
-def attention_weights(W, X, y, pe: PEBatch, *, model="theory", query="sum", x_query=None):
-    """Softmax attention weights ``s = softmax(Zᵀ W z_q)`` of each sample (dense reference
-    form; for inspection, not for training).
+def attention_weights(W, X, y, pe: PEBatch, *, model="theory", query="sum", x_query=None,
+                      attention=None, temperature=1.0):
+    """Attention weights ``s = softmax(Zᵀ W z_q)`` of each sample, or those of another
+    mechanism (dense reference form; for inspection, not for training).
 
     Parameters
     ----------
@@ -422,12 +426,16 @@ def attention_weights(W, X, y, pe: PEBatch, *, model="theory", query="sum", x_qu
         The query convention.
     x_query : (d,) or (B, d) array, optional
         The query's token part (zero by default).
+    attention : str or Attention, optional
+        The mechanism (:mod:`stsim.core.attention`; default softmax).
+    temperature : float
+        The logits are divided by ``τ``.
 
     Returns
     -------
     (B, T) or (B, T + 1) array
-        The weights, each row summing to 1: (B, T) for the theory model, (B, T + 1) for
-        the practical one (last column the query token).
+        The weights (softmax: each row summing to 1): (B, T) for the theory model,
+        (B, T + 1) for the practical one (last column the query token).
 
     Examples
     --------
@@ -449,4 +457,4 @@ def attention_weights(W, X, y, pe: PEBatch, *, model="theory", query="sum", x_qu
     if model == "practical":
         Z = np.concatenate([Z, zq[:, None, :]], axis=1)
     a = np.einsum("bnD,bD->bn", Z, zq @ np.asarray(W).T)                    # z_iᵀ W z_q
-    return _softmax_rows(a)
+    return make_attention(attention, temperature).weights(a)
