@@ -8,7 +8,8 @@ import pytest
 import stsim
 from stsim.core.attention import (ATTENTIONS, Sigmoid, Softmax, lowrank_grad, lowrank_W,
                                   make_attention)
-from stsim.core.encodings import PEBatch, make_encoding
+from stsim.core.encodings import PEBatch
+from stsim.core.families import make_encoding
 from stsim.core.gradcheck import check_grad
 from stsim.core.model import forward_backward, loss_and_grad, target_params
 

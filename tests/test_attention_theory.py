@@ -9,7 +9,8 @@ import pytest
 
 import stsim
 from stsim.core.attention import ATTENTIONS, make_attention
-from stsim.core.encodings import PEBatch, make_encoding
+from stsim.core.encodings import PEBatch
+from stsim.core.families import make_encoding
 from stsim.theory.attention import (linear_loss_given, linear_population_loss,
                                     linear_sphere_best, linear_sphere_width,
                                     reduced_mechanism_gd, reduced_mechanism_loss_grad)

@@ -69,9 +69,7 @@ from __future__ import annotations
 import math
 from dataclasses import asdict, dataclass
 
-from stsim.core.families import encoding_spec
-from stsim.core.optim import ADAM_LR, ADAM_STEPS_PER_T, REDUCED, adam_steps, optimizer_spec
-from stsim.core.problem import arch_spec
+from stsim.core.optim import ADAM_LR, ADAM_STEPS_PER_T, REDUCED, adam_steps
 from stsim.core.reduced import MAX_STEPS, TARGET, reduced_map_steps
 
 __all__ = ["Schedule", "eta_max", "estimated_seconds", "default_schedule", "predict", "SGD_ESCAPE_LAG",
@@ -123,9 +121,9 @@ def _reduction(cfg):
     encoding's exact ``reduced_n(T)``, else its ``approx_reduced_n(T)`` — or ``None`` with
     ``why`` there is none (an architecture not described by the reduced dynamics, or an
     encoding with no reduction)."""
-    if not arch_spec(cfg.arch).reduced:
+    if not cfg.resolved.arch.reduced:
         return None, False, f"arch={cfg.arch!r} (registered without reduced dynamics)"
-    spec = encoding_spec(cfg.pe, T_max=cfg.T_max, d_e=cfg.d_e, sampler=cfg.sampler)
+    spec = cfg.resolved.encoding
     n = spec.reduced_n(cfg.T)
     if n is not None:
         return n, True, ""
@@ -151,12 +149,12 @@ def estimated_seconds(cfg, steps=None) -> float:
     ``SECONDS_PER_TOKEN`` × points × tokens, a dense encoding costing ``1 + d_e/8`` times
     an index one."""
     steps = cfg.steps if steps is None else steps
-    own = arch_spec(cfg.arch).seconds_per_step
+    own = cfg.resolved.arch.seconds_per_step
     if own is not None:
         return own(cfg) * steps
     n_tok = cfg.T + (1 if cfg.model == "practical" else 0)
     batch = cfg.n_train if cfg.objective != "online" else cfg.batch
-    dense = encoding_spec(cfg.pe, T_max=cfg.T_max, d_e=cfg.d_e, sampler=cfg.sampler).dense
+    dense = cfg.resolved.encoding.dense
     per = batch * n_tok * (1 + (cfg.d_e / 8 if dense else 0))
     return SECONDS_PER_TOKEN * per * steps
 
@@ -174,7 +172,7 @@ def fallback_note(cfg) -> str:
     n, _, why = _reduction(cfg)
     if n is not None:
         return ""
-    opt = optimizer_spec(cfg.optimizer)
+    opt = cfg.resolved.optimizer
     return (f"no reduced dynamics for {why}: default lr {opt.fixed_lr:g} ({opt.name}'s fixed "
             f"default) and {FALLBACK_STEPS} steps, not derived")
 
@@ -182,7 +180,16 @@ def fallback_note(cfg) -> str:
 def predict(cfg, lr=None, steps=None) -> Schedule:
     """The :class:`Schedule` of a config whose ``T, q, d, pe, d_e, sampler, model, query,
     optimizer, arch`` are resolved; ``lr`` / ``steps``: the user's values (None: derive)."""
-    opt = optimizer_spec(cfg.optimizer)
+    opt = cfg.resolved.optimizer
+    if isinstance(lr, dict):                # a step per parameter: the map has one step
+        if steps is None:
+            raise ValueError(f"lr={lr!r} (a step per parameter) needs steps: the default "
+                             f"step count is derived for one step on every parameter")
+        s = Schedule(lr=lr, steps=steps, exact=False, explanation=(
+            f"lr = user, a step per parameter {lr}; steps = {steps} (user); no reduced "
+            f"prediction for a step per parameter"))
+        s.estimated_s = estimated_seconds(cfg, steps)
+        return s
     n, exact, why = _reduction(cfg)
     if n is None:
         return Schedule(lr=opt.fixed_lr if lr is None else lr,
