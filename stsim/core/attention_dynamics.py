@@ -19,7 +19,7 @@ the 3-scalar map of :func:`stsim.core.reduced.reduced_map` (:func:`reduced_gd`).
 **Defaults of a run** (:func:`mechanism_schedule`): softmax at temperature ``τ`` with the
 merged W has derived ones (the bound ``η_max`` with the W curvatures scaled by ``1/τ²``;
 twice the reduced map's step to 2% of L(0)); the other mechanisms and any rank have
-measured ones (:data:`MEASURED_LR_PER_T`, docs/attention.md).
+measured ones (:data:`MEASURED_LR`, docs/attention.md).
 """
 from __future__ import annotations
 
@@ -31,7 +31,7 @@ from stsim.core.attention import Attention, Softmax, make_attention
 from stsim.core.reduced import loss_grad as _softmax_reduced
 from stsim.util.validate import check_int, check_real
 
-__all__ = ["reduced_loss_grad", "reduced_gd", "MEASURED_LR_PER_T", "MEASURED_STEPS",
+__all__ = ["reduced_loss_grad", "reduced_gd", "MEASURED_LR", "MEASURED_STEPS",
            "MEASURED_STEPS_PER_T", "is_default", "softmax_eta_max", "softmax_reduced_steps",
            "mechanism_schedule"]
 
@@ -126,11 +126,14 @@ def reduced_gd(attention, T, q, d, lr, n, steps, *, c=1.0, practical=False,
 # --------------------------------------------------------------------------------------
 # default step size and step count of a run with another mechanism
 # --------------------------------------------------------------------------------------
-#: the measured default-lr rules of the mechanisms without a derived one (online SGD,
-#: batch 256, slots d_e = 2T, d = 5, seed 0; docs/attention.md, "Defaults of a run"):
-#: ``lr = k / T`` for the unnormalised element-wise ones (their weights do not shrink with
-#: T, so the curvature in V grows like T), the softmax-derived lr for the normalised ones
-MEASURED_LR_PER_T = {"linear": 5.0, "relu": 5.0, "sigmoid": 4.0}
+#: the measured default-lr rules of the mechanisms without a derived one (online SGD, slots
+#: d_e = 2T, d = 5, q = 2, seed 0, 400 steps; docs/attention.md, "Defaults of a run"):
+#: ``lr = min(cap, k/T)`` for the unnormalised element-wise ones (their weights do not shrink
+#: with T, so the curvature in V grows with T); ``{name: (k, cap)}``. Linear attention
+#: diverged at lr 0.44 (T = 8, 12; batch 64 and 256) and not at 0.31, 0.29; ReLU at 0.63
+#: (T = 8, batch 64); sigmoid at 0.4 (T = 20) and 0.16 (T = 50), not at 0.5 (T = 8). The
+#: normalised element-wise ones and any rank take the paper model's derived lr
+MEASURED_LR = {"linear": (5.0, 0.3), "relu": (5.0, 0.3), "sigmoid": (4.0, math.inf)}
 #: steps of a mechanism without derived ones: ``max(MEASURED_STEPS, MEASURED_STEPS_PER_T T)``
 MEASURED_STEPS, MEASURED_STEPS_PER_T = 2000, 30
 
@@ -180,7 +183,7 @@ def mechanism_schedule(att, rank, T, q, d, n, c, practical, softmax_lr, lr=None,
     (``lr``, ``steps``: the user's values, obeyed). Softmax at temperature ``τ`` with the
     merged W: derived — ``lr = η_max(τ)/2`` (:func:`softmax_eta_max`) and ``steps`` twice
     the reduced map's step to 2% of L(0) (:func:`softmax_reduced_steps`). Every other
-    mechanism, and any rank: measured rules (:data:`MEASURED_LR_PER_T`; the normalised
+    mechanism, and any rank: measured rules (:data:`MEASURED_LR`; the normalised
     element-wise ones and rank r take ``softmax_lr``, the paper model's derived lr;
     ``steps = max(2000, 30 T)``)."""
     if isinstance(att, Softmax) and rank is None and n is not None:
@@ -199,9 +202,10 @@ def mechanism_schedule(att, rank, T, q, d, n, c, practical, softmax_lr, lr=None,
                             f"{em:.4g}, n={n}); steps = {how}")
     base = att.name if att.elementwise and not att.normalised else None
     if lr is None:
-        if base in MEASURED_LR_PER_T:
-            lr = MEASURED_LR_PER_T[base] / T
-            why = f"{MEASURED_LR_PER_T[base]:g}/T (measured)"
+        if base in MEASURED_LR:
+            k, cap = MEASURED_LR[base]
+            lr = min(cap, k / T)
+            why = f"min({cap:g}, {k:g}/T) (measured)"
         else:
             lr = softmax_lr
             why = "the paper model's derived lr (measured to be stable)"
