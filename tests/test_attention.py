@@ -146,19 +146,23 @@ def test_softmax_is_bit_identical():
 @pytest.mark.parametrize("query,scale", [("sum", None), ("mean", 1.0)])
 @pytest.mark.parametrize("model", ["theory", "practical"])
 @pytest.mark.parametrize("pe", ["onehot", "stochastic"])
-def test_linear_attention_solves_sts_exactly(query, scale, model, pe):
-    """W_ee = I/q (sum query) or I (mean query), V = [I 0]: loss 0 with one-hot / slots."""
+@pytest.mark.parametrize("name", ["linear", "relu", "relu-norm"])
+def test_linear_attention_solves_sts_exactly(query, scale, model, pe, name):
+    """W_ee = I/q (sum query) or I (mean query), V = [I 0]: loss 0 with one-hot / slots,
+    for linear and ReLU attention (the logits are 1/q and 0); times N (the attended
+    tokens) for the length-normalised ReLU."""
     d_e = 9 if pe == "onehot" else 20
     rng, batch, peb, _, _ = _setup(pe, "slots", d_e, seed=5)
     Ws, Vs = target_params(d, d_e)
-    W = Ws / q if scale is None else Ws * scale
+    N = (T + 1 if model == "practical" else T) if name == "relu-norm" else 1
+    W = N * (Ws / q if scale is None else Ws * scale)
     loss, dW, dV = forward_backward(W, Vs, batch.X, batch.y, peb, model=model, query=query,
-                                    attention="linear")
-    assert loss < 1e-28 and np.abs(dW).max() < 1e-14 and np.abs(dV).max() < 1e-14
+                                    attention=name)
+    assert loss < 1e-28 and np.abs(dW).max() < 1e-13 and np.abs(dV).max() < 1e-14
     # the other convention's scale is not a solution (the check has teeth)
-    W_bad = Ws * (1.0 if scale is None else 1.0 / q)
+    W_bad = N * Ws * (1.0 if scale is None else 1.0 / q)
     assert forward_backward(W_bad, Vs, batch.X, batch.y, peb, model=model, query=query,
-                            attention="linear")[0] > 0.1
+                            attention=name)[0] > 0.1
 
 
 @pytest.mark.parametrize("name", ["linear", "relu", "relu-norm"])
@@ -248,3 +252,19 @@ def test_rank_r_with_onehot_is_a_fixed_width_r_encoding():
     V2[:, :d] = 0.8 * np.eye(d)
     l_table = loss_and_grad(W2, V2, batch.X, batch.y, R.T)[0]
     assert l_rank == pytest.approx(l_table, rel=1e-12)
+
+
+def test_relu_norm_solution_holds_at_its_training_length_only():
+    """ReLU's exact solution (logits 1/q, 0) holds at every length; the length-normalised
+    ReLU's (W scaled by N) only at the N it was scaled for: at N + 4 tokens the weights are
+    N/(N + 4) of the right ones."""
+    rng = np.random.default_rng(12)
+    d_e, Tl = 20, T + 4
+    Ws, Vs = target_params(d, d_e)
+    batch = stsim.sample_batch(rng, 50, Tl, q, d)
+    enc = make_encoding("stochastic", T_max=Tl, d_e=d_e, sampler="slots", rng=rng)
+    pe = enc.sample(rng, 50, Tl)
+    assert forward_backward(Ws / q, Vs, batch.X, batch.y, pe, attention="relu")[0] < 1e-28
+    loss = forward_backward(T * Ws / q, Vs, batch.X, batch.y, pe, attention="relu-norm")[0]
+    # f = (T/(T+4)) · target, so ℓ = ½ (4/(T+4))² ‖target‖², E‖target‖² = d/q
+    assert loss == pytest.approx(0.5 * (4 / Tl) ** 2 * d / q, rel=0.3)
