@@ -32,7 +32,7 @@ from stsim.core.reduced import loss_grad as _softmax_reduced
 from stsim.util.validate import check_int, check_real
 
 __all__ = ["reduced_loss_grad", "reduced_gd", "MEASURED_LR", "MEASURED_STEPS",
-           "MEASURED_STEPS_PER_T", "is_default", "softmax_eta_max", "softmax_reduced_steps",
+           "MEASURED_STEPS_PER_T", "DENSE_CAP", "is_default", "softmax_eta_max", "softmax_reduced_steps",
            "mechanism_schedule"]
 
 
@@ -178,7 +178,17 @@ def softmax_reduced_steps(T, q, d, lr, n, *, c=1.0, practical=False, temperature
     return out
 
 
-def mechanism_schedule(att, rank, T, q, d, n, c, practical, softmax_lr, lr=None, steps=None):
+#: dense encodings (sphere, near-orthogonal) with an unnormalised element-wise mechanism:
+#: the lr above times ``min(DENSE_CAP, d_e/(4T))`` — MEASURED (linear attention, 300 steps,
+#: batch 256, q = 2: near-orthogonal diverged at lr 0.3 (T = 12, d_e = 16 and 64) and at
+#: 0.15 (T = 20, d_e = 16), not at 0.15 (T = 12) or 0.075 (T = 20, d_e = 16); sphere at 0.3
+#: (T = 20, d_e = 16)); their encodings are not orthogonal, so the tokens' positions leak
+#: into every logit
+DENSE_CAP = 0.5
+
+
+def mechanism_schedule(att, rank, T, q, d, n, c, practical, softmax_lr, lr=None, steps=None,
+                       dense=False, d_e=None):
     """``(lr, steps, explanation)`` of a run with a mechanism other than the paper's, SGD
     (``lr``, ``steps``: the user's values, obeyed). Softmax at temperature ``τ`` with the
     merged W: derived — ``lr = η_max(τ)/2`` (:func:`softmax_eta_max`) and ``steps`` twice
@@ -206,6 +216,9 @@ def mechanism_schedule(att, rank, T, q, d, n, c, practical, softmax_lr, lr=None,
             k, cap = MEASURED_LR[base]
             lr = min(cap, k / T)
             why = f"min({cap:g}, {k:g}/T) (measured)"
+            if dense:
+                lr *= min(DENSE_CAP, d_e / (4.0 * T))
+                why += f" x min({DENSE_CAP:g}, d_e/(4T)) (dense encodings, measured)"
         else:
             lr = softmax_lr
             why = "the paper model's derived lr (measured to be stable)"

@@ -215,7 +215,7 @@ def predict(cfg, lr=None, steps=None) -> Schedule:
     if att is not None and not is_default(att, 1.0, cfg.rank):   # another mechanism
         use_lr, d_steps, expl = mechanism_schedule(
             att, cfg.rank, cfg.T, cfg.q, cfg.d, n, c, cfg.model == "practical",
-            d_lr, lr=lr, steps=steps)
+            d_lr, lr=lr, steps=steps, dense=cfg.resolved.encoding.dense, d_e=cfg.d_e)
         s = Schedule(lr=use_lr, steps=d_steps, lr_derived=lr is None,
                      steps_derived=steps is None, exact=False, explanation=expl)
         s.estimated_s = estimated_seconds(cfg, d_steps)
