@@ -49,7 +49,7 @@ from stsim.core.kernels import _jacobian, _softmax_rows
 from stsim.util.validate import check_choice, check_int, check_real
 
 __all__ = ["Attention", "Softmax", "Linear", "ReLU", "Sigmoid", "ATTENTIONS", "make_attention",
-           "lowrank_W", "lowrank_grad", "check_rank"]
+           "lowrank_W", "lowrank_grad", "check_rank", "resolve_mechanism"]
 
 
 class Attention:
@@ -270,3 +270,46 @@ def lowrank_grad(W_K, W_Q, dW):
     ``np.asarray`` turns into the dense (D, D) gradient)."""
     G = np.asarray(dW, dtype=np.float64)
     return W_Q @ G.T, W_K @ G
+
+
+def resolve_mechanism(c, objects: dict, inits) -> Attention:
+    """For :meth:`stsim.Config.resolve` (``c``: the config being resolved; ``objects``: its
+    objects given in place of names; ``inits``: the allowed ``init`` values): resolve
+    ``attention`` and ``temperature`` (a built-in :class:`Attention` object is
+    recorded as its name and temperature, another one kept in ``objects``), ``rank`` and
+    ``init``
+    (None: ``"random"`` where zero is a stationary point — linear, relu, relu-norm, a
+    key/query pair of any rank — else ``"zero"``; an explicit ``"zero"`` there is refused).
+    Returns the :class:`Attention`."""
+    att = c.attention
+    if isinstance(att, Attention):
+        builtin = att.name in ATTENTIONS and type(make_attention(att.name)) is type(att)
+        t = check_real("temperature", c.temperature, lo=0.0, lo_open=True)
+        if t != 1.0 and t != att.temperature:
+            raise ValueError(f"temperature={t:g} given with an attention object of "
+                             f"temperature {att.temperature:g}; set it on the object")
+        c.temperature = att.temperature
+        if builtin:
+            c.attention = att.name
+        else:
+            objects["attention"] = att
+            c.attention = att.name
+    else:
+        if not isinstance(att, str):
+            raise ValueError(f"attention must be one of {ATTENTIONS} or an Attention object "
+                             f"(stsim.core.attention), got {att!r}")
+        c.attention = check_choice("attention", att, ATTENTIONS, ignore_case=True)
+        att = make_attention(c.attention, c.temperature)
+        c.temperature = att.temperature
+    if c.rank is not None:
+        c.rank = check_int("rank", c.rank, 1)
+    saddle = att.zero_saddle or c.rank is not None
+    if c.init is None:
+        c.init = "random" if saddle else "zero"
+    c.init = check_choice("init", c.init, inits, ignore_case=True)
+    if c.init == "zero" and saddle:
+        what = att.label if c.rank is None else f"a key/query pair of rank {c.rank}"
+        raise ValueError(f"init='zero' is a stationary point of {what}: no gradient ever "
+                         f"flows from it (docs/attention.md, §2); use init='random' (the "
+                         f"default there: N(0, init_scale^2), init_scale {c.init_scale!r})")
+    return att

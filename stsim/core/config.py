@@ -11,7 +11,7 @@ import copy
 import dataclasses
 from dataclasses import dataclass, field
 
-from stsim.core.attention import ATTENTIONS, Attention, make_attention
+from stsim.core.attention import resolve_mechanism
 from stsim.core.families import SAMPLERS, encoding_spec
 from stsim.core.model import MODELS, QUERIES
 from stsim.core.optim import (LR_DECAYS, check_step, object_spec, optimizer_names,
@@ -185,7 +185,7 @@ class Config:
             opt = optimizer_spec(c.optimizer)
         c.model = check_choice("model", c.model, MODELS, ignore_case=True)
         c.query = check_choice("query", c.query, QUERIES, ignore_case=True)
-        att = _resolve_attention(c, objects)
+        att = resolve_mechanism(c, objects, INITS)
         c.sampler = check_choice("sampler", c.sampler, SAMPLERS, ignore_case=True)
         if "arch" in objects:
             arch = objects["arch"]
@@ -310,46 +310,6 @@ class Config:
 
 #: the mechanism fields at the paper's model (omitted from :meth:`Config.to_dict` there)
 MECHANISM_DEFAULTS = {"attention": "softmax", "rank": None, "temperature": 1.0}
-
-
-def _resolve_attention(c, objects):
-    """Resolve ``attention`` and ``temperature`` (a built-in :class:`Attention` object is
-    recorded as its name and temperature, another one kept as an object) and ``init``
-    (None: ``"random"`` where zero is a stationary point — linear, relu, relu-norm, a
-    key/query pair of any rank — else ``"zero"``; an explicit ``"zero"`` there is refused).
-    Returns the :class:`Attention`."""
-    att = c.attention
-    if isinstance(att, Attention):
-        builtin = att.name in ATTENTIONS and type(make_attention(att.name)) is type(att)
-        t = check_real("temperature", c.temperature, lo=0.0, lo_open=True)
-        if t != 1.0 and t != att.temperature:
-            raise ValueError(f"temperature={t:g} given with an attention object of "
-                             f"temperature {att.temperature:g}; set it on the object")
-        c.temperature = att.temperature
-        if builtin:
-            c.attention = att.name
-        else:
-            objects["attention"] = att
-            c.attention = att.name
-    else:
-        if not isinstance(att, str):
-            raise ValueError(f"attention must be one of {ATTENTIONS} or an Attention object "
-                             f"(stsim.core.attention), got {att!r}")
-        c.attention = check_choice("attention", att, ATTENTIONS, ignore_case=True)
-        att = make_attention(c.attention, c.temperature)
-        c.temperature = att.temperature
-    if c.rank is not None:
-        c.rank = check_int("rank", c.rank, 1)
-    saddle = att.zero_saddle or c.rank is not None
-    if c.init is None:
-        c.init = "random" if saddle else "zero"
-    c.init = check_choice("init", c.init, INITS, ignore_case=True)
-    if c.init == "zero" and saddle:
-        what = att.label if c.rank is None else f"a key/query pair of rank {c.rank}"
-        raise ValueError(f"init='zero' is a stationary point of {what}: no gradient ever "
-                         f"flows from it (docs/attention.md, §2); use init='random' (the "
-                         f"default there: N(0, init_scale^2), init_scale {c.init_scale!r})")
-    return att
 
 
 def _check_mechanism(c, att, arch):
