@@ -14,7 +14,8 @@ cannot be written (a full disk) as one line naming it, exit status 2; a reader t
 closes the output early (``stsim run … | head -3``) ends the command quietly (status
 141, as a process killed by SIGPIPE).
 
-The study commands (``figures``, ``separation``, ``expressivity``, ``sparse``) share one
+The study commands (``figures``, ``separation``, ``expressivity``, ``sparse``,
+``attention``) share one
 convention (:mod:`stsim.cli.common`): ``--quick`` (the default, seconds) | ``--full``
 (the documented experiment), ``--out``, ``--workers`` or ``--scheduler`` (a Dask
 cluster), ``--quiet``.
@@ -46,6 +47,9 @@ COMMANDS = {
                      "explicit attention constructions (qSA, sparse patterns) and width laws"),
     "sparse": ("stsim.cli.sparse",
                "sparse Boolean functions: sample complexity against T, attention head vs FCN"),
+    "attention": ("stsim.cli.attention",
+                  "other attention mechanisms (linear, ReLU, sigmoid, temperature, rank): "
+                  "do they learn, generalise in length, and at what width"),
 }
 
 

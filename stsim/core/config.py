@@ -11,11 +11,13 @@ import copy
 import dataclasses
 from dataclasses import dataclass, field
 
+from stsim.core.attention import resolve_mechanism
 from stsim.core.families import SAMPLERS, encoding_spec
 from stsim.core.model import MODELS, QUERIES
 from stsim.core.optim import (LR_DECAYS, check_step, object_spec, optimizer_names,
                               optimizer_spec, resolve_optimizer)
-from stsim.core.problem import ArchSpec, arch_names, arch_spec, check_objective
+from stsim.core.problem import (ArchSpec, TransformerProblem, arch_names, arch_spec,
+                                check_objective)
 from stsim.core.schedule import default_schedule
 from stsim.core.seeds import seed_record
 from stsim.core.memory import run_memory
@@ -39,14 +41,16 @@ class Resolved:
     """What :meth:`Config.resolve` turned the names of a config into, once: the encoding
     (:class:`~stsim.core.families.EncodingSpec`; None for an architecture without one),
     the architecture (:class:`~stsim.core.problem.ArchSpec`) and the optimiser
-    (:class:`~stsim.core.optim.OptimizerSpec`), and ``objects``, the objects given in
-    place of names (``{"pe": <Encoding>, ...}``). Every later stage asks these
-    (``cfg.resolved``), never the names."""
+    (:class:`~stsim.core.optim.OptimizerSpec`), ``objects``, the objects given in
+    place of names (``{"pe": <Encoding>, ...}``), and the attention mechanism
+    (:class:`~stsim.core.attention.Attention`, with its temperature). Every later stage asks
+    these (``cfg.resolved``), never the names."""
 
     encoding: object
     arch: object
     optimizer: object
     objects: dict = field(default_factory=dict)
+    attention: object = None
 
 
 def _field(default, help, default_text=None):
@@ -88,6 +92,13 @@ class Config:
     sampler: str = _field("slots", "law of the stochastic family: slots | sphere")
     model: str = _field("theory", "theory | practical (attention also over the query token)")
     query: str = _field("sum", "query token: sum (p_query = sum of p_j, j in y) | mean")
+    attention: str = _field("softmax", "attention mechanism: softmax | linear | relu | sigmoid "
+                            "| relu-norm | sigmoid-norm (the last two divided by the number of "
+                            "attended tokens; Python: also an Attention object; "
+                            "docs/attention.md)")
+    rank: int | None = _field(None, "rank r of a key/query pair W = W_K^T W_Q (W_K, W_Q of shape "
+                              "(r, D)) in place of the merged W", "none: the merged W")
+    temperature: float = _field(1.0, "temperature tau > 0: the logits are divided by tau")
     objective: str = _field("online", "the data: online (a fresh minibatch every step) | sample "
                             "(a fixed sample of n_train points: full-batch training) | "
                             "population (the exact population loss)")
@@ -112,7 +123,10 @@ class Config:
                                "the initial loss; adam max(2000, 30 T); see stsim.core.schedule")
     batch: int = _field(256, "batch size")
     n_train: int | None = _field(None, "size of the fixed sample (objective sample)", "batch")
-    init: str = _field("zero", "initialisation: zero | random (i.i.d. N(0, init_scale^2))")
+    init: str | None = _field(None, "initialisation: zero | random (i.i.d. N(0, "
+                              "init_scale^2)); zero is refused where it is a stationary point "
+                              "(linear, relu, relu-norm, any rank)", "zero; random where zero "
+                              "is a stationary point")
     init_scale: float = _field(0.02, "std of the random initialisation")
     seed: int = _field(0, "seed of every random stream (Python: also a numpy SeedSequence or "
                        "Generator, recorded as JSON: stsim.core.seeds.seed_record)")
@@ -149,7 +163,7 @@ class Config:
             if getattr(c, name) == _object_name(name, obj):     # resolved again: the object
                 setattr(c, name, obj)
         objects = {k: getattr(c, k) for k in OBJECT_FIELDS if not isinstance(getattr(c, k), str)}
-        for name in ("lr", "init_scale"):       # numbers as numbers, as for the int fields
+        for name in ("lr", "init_scale", "temperature"):   # numbers as numbers (int fields too)
             if isinstance(getattr(c, name), (str, bytes)):
                 raise ValueError(f"{name} must be a number, got the string "
                                  f"{getattr(c, name)!r}")
@@ -172,7 +186,7 @@ class Config:
             opt = optimizer_spec(c.optimizer)
         c.model = check_choice("model", c.model, MODELS, ignore_case=True)
         c.query = check_choice("query", c.query, QUERIES, ignore_case=True)
-        c.init = check_choice("init", c.init, INITS, ignore_case=True)
+        att = resolve_mechanism(c, objects, INITS)
         c.sampler = check_choice("sampler", c.sampler, SAMPLERS, ignore_case=True)
         if "arch" in objects:
             arch = objects["arch"]
@@ -210,8 +224,9 @@ class Config:
                              f"encoding object")
         if isinstance(c.lr, dict) and arch.shapes is not None:  # one step per parameter
             c.lr = check_step(c.lr, names=tuple(arch.shapes(c)))
+        _check_mechanism(c, att, arch)
         c.freeze = check_freeze(c.freeze, arch, c)
-        c._resolved = Resolved(spec, arch, opt, objects)
+        c._resolved = Resolved(spec, arch, opt, objects, att)
         check_objective(c)      # e.g. a population too large to enumerate: before any work
         if c.lr is None or c.steps is None:     # derived from the reduced dynamics
             sched = default_schedule(c)
@@ -289,15 +304,35 @@ class Config:
             d["freeze"] = list(self.freeze)
         else:
             d.pop("freeze")
+        for name, default in MECHANISM_DEFAULTS.items():     # the paper's model: as before
+            if d.get(name) == default:                         # the fields existed
+                d.pop(name)
         r = self.__dict__.get("_resolved")
         for name, obj in (r.objects.items() if r is not None else ()):
             d[f"{name}_object"] = type(obj).__name__     # given as an object (its class)
         return d
 
 
+#: the mechanism fields at the paper's model (omitted from :meth:`Config.to_dict` there)
+MECHANISM_DEFAULTS = {"attention": "softmax", "rank": None, "temperature": 1.0}
+
+
+def _check_mechanism(c, att, arch):
+    """The mechanism options belong to the transformer; ``rank <= D``."""
+    fac = arch.factory
+    if not (isinstance(fac, type) and issubclass(fac, TransformerProblem)):
+        given = {k: getattr(c, k) for k, v in MECHANISM_DEFAULTS.items() if getattr(c, k) != v}
+        if given:
+            raise ValueError(f"attention, rank and temperature are options of the transformer; "
+                             f"arch={c.arch!r} has none: got {given}")
+        return
+    if c.rank is not None:
+        c.rank = check_int("rank", c.rank, 1, c.d + c.d_e)
+
+
 def _object_name(name: str, obj) -> str:
     """The name a config records for the object given as its field ``name``."""
-    if name == "pe":
+    if name in ("pe", "attention"):
         return str(obj.name)
     if name == "arch":
         return obj.name

@@ -7,7 +7,8 @@ array unless D is small (``_DENSE_W``)."""
 import numpy as np
 from scipy.sparse import csr_matrix
 
-from stsim.core.kernels import _bmv, _bvm, _jacobian, _logits, _loss, _softmax_rows
+from stsim.core.attention import Softmax
+from stsim.core.kernels import _bmv, _bvm, _logits, _loss
 from stsim.core.sparse_grad import SparseGradW, flat_view
 
 __all__ = []   # internal to stsim.core (model.forward_backward dispatches here)
@@ -205,13 +206,16 @@ class _IndexOps:
         return dW
 
 
-def _index_forward_backward(W, V, X, ops, target, need_grad, sparse_grad=False):
+def _index_forward_backward(W, V, X, ops, target, need_grad, sparse_grad=False, att=None):
     """The same formulas for index encodings, in token space and in parts of the batch
     (:meth:`_IndexOps.parts`): per part the logits, softmax, mixture (and ``V_e h_e`` on
     the gather route); then the products over the whole batch (``V h``, the loss, ``dV``,
     ``Vᵀ r``); then per part ``g``, ``δ`` and ``u = Z δ``. Every per-sample number is
     computed as on the whole batch and every product over the batch on the whole batch, so
-    the parts change no bit."""
+    the parts change no bit. ``att``: the map from logits to weights
+    (:mod:`stsim.core.attention`; None: softmax)."""
+    if att is None:
+        att = Softmax()
     B, T, d = X.shape
     parts = ops.parts(X)
     one = len(parts) == 1
@@ -219,7 +223,7 @@ def _index_forward_backward(W, V, X, ops, target, need_grad, sparse_grad=False):
     h_x, r_e = np.empty((B, d)), np.empty((B, d))
     h_e = None if one or not ops.practical else np.empty((B, T))
     for sl, o in parts:
-        s_c = _softmax_rows(_logits(W, X[sl], o))
+        s_c = att.weights(_logits(W, X[sl], o))
         hx_c, he_c = o.mix(X[sl], s_c)
         h_x[sl] = hx_c
         if not ops.rows:
@@ -253,8 +257,8 @@ def _index_forward_backward(W, V, X, ops, target, need_grad, sparse_grad=False):
     u_x = np.empty((B, d))
     u_e = None if one else np.empty((B, T))
     for sl, o in parts:
-        g_c = _jacobian(o.back(V, X[sl], r[sl], v_x[sl], None if v is None else v[sl]),
-                        s[sl])
+        g_c = att.backward(o.back(V, X[sl], r[sl], v_x[sl], None if v is None else v[sl]),
+                           s[sl])
         ux_c, ue_c = o.mix(X[sl], g_c)
         u_x[sl] = ux_c
         if one:

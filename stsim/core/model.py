@@ -30,7 +30,10 @@ Backward (the derivative sits beside the forward formula):
       && (z_q \text{ depends on no parameter}).
     \end{aligned}
 
-The batch loss is the batch mean of ℓ, and so are the gradients.
+The batch loss is the batch mean of ℓ, and so are the gradients. Other mechanisms (linear,
+ReLU and sigmoid attention, a temperature, a key/query pair of rank r) replace ``softmax``
+and its Jacobian by their own map and vector-Jacobian product (:mod:`stsim.core.attention`;
+``attention=``, ``temperature=``, ``rank=`` below).
 
 Two implementations of the same formulas:
 
@@ -52,9 +55,10 @@ from __future__ import annotations
 import numpy as np
 from scipy.special import softmax
 
+from stsim.core.attention import Softmax, check_rank, lowrank_W, lowrank_grad, make_attention
 from stsim.core.encodings import PEBatch
 from stsim.core.index_form import _index_forward_backward, _IndexOps
-from stsim.core.kernels import _bmv, _bvm, _jacobian, _logits, _loss, _softmax_rows
+from stsim.core.kernels import _bmv, _bvm, _logits, _loss
 from stsim.core.task import sts_target
 from stsim.util.validate import check_choice
 
@@ -72,6 +76,7 @@ __all__ = [
 
 MODELS = ("theory", "practical")
 QUERIES = ("sum", "mean")
+_SOFTMAX = Softmax()
 
 
 def _check_shapes(W, V, X, y, d_e, target=None, x_query=None):
@@ -208,11 +213,11 @@ class _DenseOps:
         return u.T @ self.zq
 
 
-def _forward_backward(W, V, X, ops, target, need_grad, sparse_grad=False):
+def _forward_backward(W, V, X, ops, target, need_grad, sparse_grad=False, att=_SOFTMAX):
     """The formulas of the module docstring, dense encodings; ``Z = [X; P]`` is never
-    built."""
+    built. ``att``: the map from logits to weights (:mod:`stsim.core.attention`)."""
     B = X.shape[0]
-    s = _softmax_rows(_logits(W, X, ops))
+    s = att.weights(_logits(W, X, ops))
     h = ops.mix(X, s)                              # Z s
     r = ops.value(V, h)
     r -= target                                    # f − target, (B, d)
@@ -221,7 +226,7 @@ def _forward_backward(W, V, X, ops, target, need_grad, sparse_grad=False):
         return loss, None, None
     r /= B                                         # folds the batch mean into the backward
     dV = ops.grad_V(r, h)                          # Σ_b r hᵀ / B
-    g = _jacobian(ops.back(V, X, r), s)            # δ from g_i = z_iᵀ Vᵀ r
+    g = att.backward(ops.back(V, X, r), s)         # δ from g_i = z_iᵀ Vᵀ r
     u = ops.mix(X, g, out=h)                       # u = Z δ (h is no longer needed)
     return loss, ops.grad_W(u, sparse_grad), dV    # Σ_b (Zδ) z_qᵀ
 
@@ -230,7 +235,8 @@ def _forward_backward(W, V, X, ops, target, need_grad, sparse_grad=False):
 # public entry points
 # --------------------------------------------------------------------------------------
 def forward_backward(W, V, X, y, pe: PEBatch, *, model="theory", query="sum", x_query=None,
-                     target=None, need_grad=True, sparse_grad=False):
+                     target=None, need_grad=True, sparse_grad=False, attention=None,
+                     temperature=1.0, rank=None):
     """Batch-mean loss and (optionally) gradients, dispatching on the encoding's form.
 
     Parameters
@@ -259,41 +265,66 @@ def forward_backward(W, V, X, y, pe: PEBatch, *, model="theory", query="sum", x_
     sparse_grad : bool
         For index encodings, return ``dW`` as a
         :class:`stsim.core.sparse_grad.SparseGradW` (its support only: linear in B·T)
-        instead of a dense (D, D) array; ignored for dense encodings.
+        instead of a dense (D, D) array; ignored for dense encodings (and with ``rank``).
+    attention : str or Attention, optional
+        The map from logits to weights (:mod:`stsim.core.attention`): ``"softmax"`` (the
+        default), ``"linear"``, ``"relu"``, ``"sigmoid"``, ``"relu-norm"``,
+        ``"sigmoid-norm"``, or an :class:`~stsim.core.attention.Attention` object.
+    temperature : float
+        The logits are divided by ``τ > 0`` (1: the paper's model).
+    rank : int, optional
+        ``W`` is then the pair ``(W_K, W_Q)`` of shape ``(rank, D)`` each, ``W = W_Kᵀ W_Q``,
+        and ``dW`` is returned as the pair ``(∂/∂W_K, ∂/∂W_Q)``.
 
     Returns
     -------
     loss : float
         The batch-mean loss.
-    dW : (D, D) array, SparseGradW, or None
+    dW : (D, D) array, SparseGradW, pair of (rank, D) arrays, or None
         Its gradient in ``W`` (a :class:`stsim.core.sparse_grad.SparseGradW` when
-        ``sparse_grad`` and the encodings are index ones).
+        ``sparse_grad`` and the encodings are index ones; the pair with ``rank``).
     dV : (d, D) array or None
         Its gradient in ``V``.
     """
     check_choice("model", model, MODELS)
+    att = _SOFTMAX if attention is None and temperature == 1.0 else \
+        make_attention(attention, temperature)
+    if rank is not None:
+        W_K, W_Q = W
+        check_rank(rank, np.shape(W_K)[-1])
+        if np.shape(W_K)[0] != rank:
+            raise ValueError(f"W_K and W_Q must have shape (rank, D) = ({rank}, D), got "
+                             f"{np.shape(W_K)}")
+        loss, G, dV = forward_backward(lowrank_W(W_K, W_Q), V, X, y, pe, model=model,
+                                       query=query, x_query=x_query, target=target,
+                                       need_grad=need_grad, attention=att)
+        return loss, (None if G is None else lowrank_grad(W_K, W_Q, G)), dV
     c = query_coef(query, y.shape[1])
     target, xq = _prepare(X, y, target, x_query)
     d = X.shape[2]
     practical = model == "practical"
     if pe.is_index:
         ops = _IndexOps(pe.idx, pe.d_e, y, c, d, practical, xq)
-        return _index_forward_backward(W, V, X, ops, target, need_grad, sparse_grad)
+        return _index_forward_backward(W, V, X, ops, target, need_grad, sparse_grad, att)
     ops = _DenseOps(pe.P, y, c, d, practical, xq)
-    return _forward_backward(W, V, X, ops, target, need_grad, sparse_grad)
+    return _forward_backward(W, V, X, ops, target, need_grad, sparse_grad, att)
 
 
-def loss_and_grad(W, V, X, y, P, *, model="theory", query="sum", x_query=None, target=None):
+def loss_and_grad(W, V, X, y, P, *, model="theory", query="sum", x_query=None, target=None,
+                  attention=None, rank=None, temperature=1.0):
     """Reference loss and analytic gradients with dense positional encodings.
 
     ``ℓ = ½‖V Z softmax(Zᵀ W z_q) − STS_q(X, y)‖²`` averaged over the batch (theory
     model; the practical model attends over ``[Z, z_q]``). See the module docstring for
-    the backward formulas.
+    the backward formulas; ``attention``, ``temperature`` and ``rank`` select another
+    mechanism, the logits divided by ``τ``, and ``W = W_Kᵀ W_Q`` (their formulas:
+    :mod:`stsim.core.attention`).
 
     Parameters
     ----------
-    W : (D, D) array
-        Key-query matrix, ``D = d + d_e``.
+    W : (D, D) array or pair of arrays
+        Key-query matrix, ``D = d + d_e``; with ``rank``, the pair ``(W_K, W_Q)`` of
+        (rank, D) arrays.
     V : (d, D) array
         Value-output matrix.
     X : (B, T, d) array
@@ -310,13 +341,20 @@ def loss_and_grad(W, V, X, y, P, *, model="theory", query="sum", x_query=None, t
         The query's token part (zero by default).
     target : (B, d) array, optional
         Defaults to STS_q(X, y).
+    attention : str or Attention, optional
+        ``"softmax"`` (default), ``"linear"``, ``"relu"``, ``"sigmoid"``, ``"relu-norm"``,
+        ``"sigmoid-norm"`` or an :class:`~stsim.core.attention.Attention` object.
+    rank : int, optional
+        Rank of the key/query pair (None: the merged ``W``).
+    temperature : float
+        Softmax (or other mechanism's) temperature ``τ > 0``.
 
     Returns
     -------
     loss : float
         The batch-mean loss.
-    dW : (D, D) array
-        Its gradient in ``W``.
+    dW : (D, D) array or pair of arrays
+        Its gradient in ``W`` (with ``rank``: the pair ``(dW_K, dW_Q)``).
     dV : (d, D) array
         Its gradient in ``V``.
 
@@ -328,7 +366,6 @@ def loss_and_grad(W, V, X, y, P, *, model="theory", query="sum", x_query=None, t
     >>> dW.shape, dV.shape
     ((9, 9), (3, 9))
     """
-    W = np.asarray(W, dtype=np.float64)
     V = np.asarray(V, dtype=np.float64)
     X = np.asarray(X, dtype=np.float64)
     y = np.asarray(y)
@@ -336,9 +373,21 @@ def loss_and_grad(W, V, X, y, P, *, model="theory", query="sum", x_query=None, t
     if P.ndim not in (2, 3) or P.shape[-2] != X.shape[1] or (P.ndim == 3 and P.shape[0] != X.shape[0]):
         raise ValueError(f"P must have shape (T, d_e) or (B, T, d_e) with T = {X.shape[1]}, "
                          f"got {P.shape}")
-    _check_shapes(W, V, X, y, P.shape[-1], target, x_query)
+    if X.ndim == 3:
+        rank = check_rank(rank, X.shape[2] + P.shape[-1])
+    att = make_attention(attention, temperature)
+    if rank is None:
+        W = np.asarray(W, dtype=np.float64)
+        Wfull = W
+    else:
+        if not (isinstance(W, (tuple, list)) and len(W) == 2):
+            raise ValueError("with rank, W must be the pair (W_K, W_Q) of (rank, D) arrays")
+        W = tuple(np.asarray(w, dtype=np.float64) for w in W)
+        Wfull = lowrank_W(*W)
+    _check_shapes(Wfull, V, X, y, P.shape[-1], target, x_query)
     return forward_backward(W, V, X, y, PEBatch(d_e=P.shape[-1], P=P), model=model,
-                            query=query, x_query=x_query, target=target)
+                            query=query, x_query=x_query, target=target, attention=att,
+                            rank=rank)
 
 
 def target_params(d: int, d_e: int):
@@ -368,9 +417,10 @@ def cosine_to_target(W, V, d: int):
     return cos(np.trace(W[d:, d:]), nW, d_e), cos(np.trace(V[:, :d]), nV, d)
 
 
-def attention_weights(W, X, y, pe: PEBatch, *, model="theory", query="sum", x_query=None):
-    """Softmax attention weights ``s = softmax(Zᵀ W z_q)`` of each sample (dense reference
-    form; for inspection, not for training).
+def attention_weights(W, X, y, pe: PEBatch, *, model="theory", query="sum", x_query=None,
+                      attention=None, temperature=1.0):
+    """Attention weights ``s = softmax(Zᵀ W z_q)`` of each sample, or those of another
+    mechanism (dense reference form; for inspection, not for training).
 
     Parameters
     ----------
@@ -388,12 +438,16 @@ def attention_weights(W, X, y, pe: PEBatch, *, model="theory", query="sum", x_qu
         The query convention.
     x_query : (d,) or (B, d) array, optional
         The query's token part (zero by default).
+    attention : str or Attention, optional
+        The mechanism (:mod:`stsim.core.attention`; default softmax).
+    temperature : float
+        The logits are divided by ``τ``.
 
     Returns
     -------
     (B, T) or (B, T + 1) array
-        The weights, each row summing to 1: (B, T) for the theory model, (B, T + 1) for
-        the practical one (last column the query token).
+        The weights (softmax: each row summing to 1): (B, T) for the theory model,
+        (B, T + 1) for the practical one (last column the query token).
 
     Examples
     --------
@@ -415,4 +469,4 @@ def attention_weights(W, X, y, pe: PEBatch, *, model="theory", query="sum", x_qu
     if model == "practical":
         Z = np.concatenate([Z, zq[:, None, :]], axis=1)
     a = np.einsum("bnD,bD->bn", Z, zq @ np.asarray(W).T)                    # z_iᵀ W z_q
-    return _softmax_rows(a)
+    return make_attention(attention, temperature).weights(a)

@@ -29,6 +29,7 @@ from typing import Callable
 
 import numpy as np
 
+from stsim.core.attention_dynamics import is_default
 from stsim.core.encodings import sample_checked
 from stsim.core.model import cosine_to_target, forward_backward
 from stsim.core.seeds import Streams
@@ -256,6 +257,10 @@ class TransformerProblem(Problem):
 
     def __init__(self, cfg, streams: Streams):
         self.enc = cfg.resolved.encoding.build(streams.encoding())
+        # the mechanism (stsim.core.attention); None: the paper's softmax, its own numbers
+        att = cfg.resolved.attention
+        self.att = None if att is None or is_default(att, 1.0, None) else att
+        self.rank = getattr(cfg, "rank", None)
         super().__init__(cfg, streams)
 
     def _draw(self, rng, B, T, q):
@@ -269,8 +274,15 @@ class TransformerProblem(Problem):
     def init_params(self, rng):
         """``{"W": (D, D), "V": (d, D)}``: zeros, or ``init_scale`` times Gaussians from ``rng``.
         ``W`` is kept in Fortran (column) order: the index encodings' step reads and updates
-        ``W`` column by column (:mod:`stsim.core.sparse_grad`)."""
+        ``W`` column by column (:mod:`stsim.core.sparse_grad`). With ``rank = r``:
+        ``{"W_K": (r, D), "W_Q": (r, D), "V": (d, D)}``, drawn in that order."""
         c, D = self.cfg, self.D
+        if self.rank is not None:
+            def draw(shape):
+                return np.zeros(shape) if c.init == "zero" else \
+                    c.init_scale * rng.standard_normal(shape)
+            return {"W_K": draw((self.rank, D)), "W_Q": draw((self.rank, D)),
+                    "V": draw((c.d, D))}
         if c.init == "zero":
             return {"W": np.zeros((D, D), order="F"), "V": np.zeros((c.d, D))}
         return {"W": np.asfortranarray(c.init_scale * rng.standard_normal((D, D))),
@@ -280,20 +292,34 @@ class TransformerProblem(Problem):
         """``(loss, {"W": dW, "V": dV})`` of :func:`stsim.core.model.forward_backward` on
         ``data = (Batch, PEBatch)``."""
         b, pe = data
+        if self.rank is not None:       # W = W_Kᵀ W_Q (stsim.core.attention)
+            loss, dKQ, dV = forward_backward((params["W_K"], params["W_Q"]), params["V"], b.X,
+                                             b.y, pe, model=self.cfg.model,
+                                             query=self.cfg.query, target=b.target,
+                                             need_grad=need_grad, attention=self.att,
+                                             rank=self.rank)
+            dK, dQ = (None, None) if dKQ is None else dKQ
+            return loss, {"W_K": dK, "W_Q": dQ, "V": dV}
         loss, dW, dV = forward_backward(params["W"], params["V"], b.X, b.y, pe,
                                         model=self.cfg.model, query=self.cfg.query,
                                         target=b.target, need_grad=need_grad,
-                                        sparse_grad=True)
+                                        sparse_grad=True, attention=self.att)
         return loss, {"W": dW, "V": dV}
 
     def population_loss_grad(self, params):
         loss, dW, dV = self.population.loss_grad(params["W"], params["V"])
         return loss, {"W": dW, "V": dV}
 
+    def merged_W(self, params):
+        """``W``, or ``W_Kᵀ W_Q`` for a key/query pair."""
+        return params["W"] if self.rank is None else params["W_K"].T @ params["W_Q"]
+
     def metrics(self, params):
-        """``cos_W``, ``cos_V`` and the objective's own metrics."""
+        """``cos_W``, ``cos_V`` (of ``W_Kᵀ W_Q`` for a key/query pair) and the objective's
+        own metrics."""
         out = {}
-        out["cos_W"], out["cos_V"] = cosine_to_target(params["W"], params["V"], self.cfg.d)
+        out["cos_W"], out["cos_V"] = cosine_to_target(self.merged_W(params), params["V"],
+                                                      self.cfg.d)
         if self.population is not None:
             out.update(self.population.metrics(params["W"], params["V"]))
         return out
@@ -304,8 +330,12 @@ class TransformerProblem(Problem):
 
 
 def transformer_shapes(cfg) -> dict:
-    """``{"W": (D, D), "V": (d, D)}``, ``D = d + d_e``: the transformer's parameters."""
+    """``{"W": (D, D), "V": (d, D)}``, ``D = d + d_e``: the transformer's parameters
+    (``{"W_K": (r, D), "W_Q": (r, D), "V": (d, D)}`` with ``rank = r``)."""
     D = int(cfg.d) + int(cfg.d_e)
+    r = getattr(cfg, "rank", None)
+    if r is not None:
+        return {"W_K": (int(r), D), "W_Q": (int(r), D), "V": (int(cfg.d), D)}
     return {"W": (D, D), "V": (int(cfg.d), D)}
 
 
@@ -318,9 +348,14 @@ def transformer_blocks(cfg) -> dict:
     """``{block: (parameter, index)}`` of the transformer, :data:`BLOCKS`:
     ``W = [[W_xx, W_xe], [W_ex, W_ee]]`` (``W_xx = W[:d, :d]``, ``W_xe = W[:d, d:]`` — the
     token rows —, ``W_ex = W[d:, :d]``, ``W_ee = W[d:, d:]``) and ``V = [V_x, V_e]``
-    (``V_x = V[:, :d]``, ``V_e = V[:, d:]``)."""
+    (``V_x = V[:, :d]``, ``V_e = V[:, d:]``); with ``rank``, ``W_K`` and ``W_Q`` whole in
+    place of the W blocks."""
     d = int(cfg.d)
     x, e = slice(0, d), slice(d, None)
+    if getattr(cfg, "rank", None) is not None:     # a key/query pair: each factor whole
+        every = (slice(None), slice(None))
+        return {"W_K": ("W_K", every), "W_Q": ("W_Q", every), "V_x": ("V", (slice(None), x)),
+                "V_e": ("V", (slice(None), e))}
     return {"W_xx": ("W", (x, x)), "W_xe": ("W", (x, e)), "W_ex": ("W", (e, x)),
             "W_ee": ("W", (e, e)), "V_x": ("V", (slice(None), x)), "V_e": ("V", (slice(None), e))}
 

@@ -72,7 +72,10 @@ class Result:
     @property
     def W(self):
         """Final key-query matrix ``W``, (D, D) (transformer runs; ``AttributeError``
-        naming ``res.params`` otherwise)."""
+        naming ``res.params`` otherwise); for a key/query pair of rank r (``rank=r``),
+        ``W_Kᵀ W_Q``."""
+        if "W" not in self.params and "W_K" in self.params and "W_Q" in self.params:
+            return self.params["W_K"].T @ self.params["W_Q"]
         return self._param("W")
 
     @property
@@ -178,8 +181,9 @@ class Result:
         Returns
         -------
         s : (B, T) or (B, T + 1) array
-            Rows summing to 1: (B, T) for the theory model, (B, T + 1) for the practical
-            one (last column the query token); ``(s, X, y)`` with ``return_inputs``.
+            The run's mechanism's weights (softmax: rows summing to 1): (B, T) for the
+            theory model, (B, T + 1) for the practical one (last column the query token);
+            ``(s, X, y)`` with ``return_inputs``.
 
         Examples
         --------
@@ -221,7 +225,9 @@ class Result:
             raise ValueError(f"X must have shape (B, T, d={cfg.d}) and y (B, q), got "
                              f"{X.shape} and {y.shape}")
         pe = sample_checked(enc, rng, X.shape[0], X.shape[1])
-        s = attention_weights(self.W, X, y, pe, model=cfg.model, query=cfg.query)
+        s = attention_weights(self.W, X, y, pe, model=cfg.model, query=cfg.query,
+                              attention=getattr(cfg, "attention", None),
+                              temperature=getattr(cfg, "temperature", 1.0))
         return (s, X, y) if return_inputs else s
 
     def save(self, path):

@@ -69,6 +69,7 @@ from __future__ import annotations
 import math
 from dataclasses import asdict, dataclass
 
+from stsim.core.attention_dynamics import is_default, mechanism_schedule
 from stsim.core.optim import ADAM_LR, ADAM_STEPS_PER_T, REDUCED, adam_steps
 from stsim.core.reduced import MAX_STEPS, TARGET, reduced_map_steps
 
@@ -214,6 +215,15 @@ def predict(cfg, lr=None, steps=None) -> Schedule:
         return s
     em = eta_max(cfg.q, cfg.d, n, c)
     d_lr, note = (SAFETY * em, "eta_max/2") if opt.lr == REDUCED else (opt.lr, opt.name)
+    att = cfg.resolved.attention
+    if att is not None and not is_default(att, 1.0, cfg.rank):   # another mechanism
+        use_lr, d_steps, expl = mechanism_schedule(
+            att, cfg.rank, cfg.T, cfg.q, cfg.d, n, c, cfg.model == "practical",
+            d_lr, lr=lr, steps=steps, dense=cfg.resolved.encoding.dense, d_e=cfg.d_e)
+        s = Schedule(lr=use_lr, steps=d_steps, lr_derived=lr is None,
+                     steps_derived=steps is None, exact=False, explanation=expl)
+        s.estimated_s = estimated_seconds(cfg, d_steps)
+        return s
     if opt.lr == REDUCED and cfg.model == "practical" and cfg.query == "sum":
         d_lr *= 0.5
         note += " x 1/2 (practical/sum: measured, not derived)"

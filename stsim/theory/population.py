@@ -6,7 +6,9 @@ Blocks: ``W = [[W_xx, W_xe], [W_ex, W_ee]]`` (rows key side, columns query side)
 ``W_xx`` and ``W_ex`` never enter the loss and get zero gradient. On the set
 ``W_xe = 0, V_e = 0`` the logits ``a_i = p_iᵀ W_ee p_q`` do not depend on X, and with
 ``s = softmax(a)`` (over the T tokens; the practical model adds the query logit
-``a_q = p_qᵀ W_ee p_q``, whose value ``V z_q = V_e p_q = 0``), ``u = 1_y/q``::
+``a_q = p_qᵀ W_ee p_q``, whose value ``V z_q = V_e p_q = 0``; another mechanism of
+:mod:`stsim.core.attention` replaces softmax and its Jacobian below: the expectation over X
+holds for any weights that do not depend on X), ``u = 1_y/q``::
 
     r = V_x X s − X u = Σ_i (s_i V_x − u_i I) x_i,     x_i ~ N(0, I_d) i.i.d.
     E_X ℓ = ½ Σ_i ‖s_i V_x − u_i I‖_F² = ½ (‖s‖² ‖V_x‖_F² − 2 (s·u) tr V_x + d ‖u‖²).
@@ -48,6 +50,7 @@ import math
 import numpy as np
 from scipy.special import softmax
 
+from stsim.core.attention import Softmax, make_attention
 from stsim.core.encodings import Encoding, sample_checked
 from stsim.core.families import make_encoding
 from stsim.core.model import MODELS, QUERIES
@@ -129,7 +132,7 @@ class PopulationObjective:
     """
 
     def __init__(self, d, d_e, T, q, family, source, *, query="sum", model="theory",
-                 method="enumerate", table=None, span_n=None):
+                 method="enumerate", table=None, span_n=None, attention=None):
         if query not in QUERIES:
             raise ValueError(f"query must be one of {QUERIES}, got {query!r}")
         if model not in MODELS:
@@ -139,6 +142,10 @@ class PopulationObjective:
         self.method, self.table = method, table
         self.c = 1.0 if query == "sum" else 1.0 / q
         self.N = sum(len(ch[1]) for ch in source)
+        # None: softmax, as scipy computes it (the numbers of before mechanisms existed)
+        self.att = None if attention is None else make_attention(attention)
+        if self.att is not None and self.att == Softmax():
+            self.att = None
         # span of the W_ee structure the dynamics keeps from zero init (see metrics)
         self.span_n = span_n
 
@@ -178,7 +185,7 @@ class PopulationObjective:
                 aq = np.einsum("ne,ne->n", pq, wq)
         if practical:
             a = np.concatenate([a, aq[:, None]], axis=1)
-        s = softmax(a, axis=1)
+        s = softmax(a, axis=1) if self.att is None else self.att.weights(a)
         st = s[:, :self.T]
         S2 = np.einsum("nt,nt->n", st, st)
         su = st[:, :q].sum(axis=1) / q
@@ -190,7 +197,10 @@ class PopulationObjective:
         g[:, :q] -= trV / q
         if practical:
             g[:, -1] = 0.0
-        delta = s * (g - np.einsum("nt,nt->n", s, g)[:, None])
+        if self.att is None:
+            delta = s * (g - np.einsum("nt,nt->n", s, g)[:, None])
+        else:
+            delta = self.att.backward(g, s)
         if kind == "index":
             dt = delta[:, :self.T]
             flat = (tok[:, :, None] * d_e + sel[:, None, :]).ravel()
@@ -340,6 +350,12 @@ def make_population_objective(cfg, enc: Encoding | None = None, *, method="auto"
     get = (lambda k: cfg[k]) if isinstance(cfg, dict) else (lambda k: getattr(cfg, k))
     T, q, d = get("T"), get("q"), get("d")
     query, model = get("query"), get("model")
+    opt = (lambda k, v: cfg.get(k, v)) if isinstance(cfg, dict) else \
+        (lambda k, v: getattr(cfg, k, v))
+    if opt("rank", None) is not None:
+        raise ValueError("the population objective takes the merged W (rank=None); a key/query "
+                         "pair of rank r starts off the invariant set W_xe = 0 it is exact on")
+    att = make_attention(opt("attention", None), opt("temperature", 1.0))
     if enc is None:
         enc = make_encoding(get("pe"), T_max=T, d_e=get("d_e"), sampler=get("sampler"),
                             rng=np.random.default_rng(0))
@@ -390,7 +406,8 @@ def make_population_objective(cfg, enc: Encoding | None = None, *, method="auto"
             P = sample_checked(enc, rng, n_mc, T).P                              # selected = first q
             return PopulationObjective(d, d_e, T, q, family,
                                        [("dense", c) for c in _chunks(P, T * d_e)],
-                                       query=query, model=model, method="mc", span_n=span_n)
+                                       query=query, model=model, method="mc", span_n=span_n,
+                                       attention=att)
         y = sample_subsets(rng, n_mc, T, q)
         pe = sample_checked(enc, rng, n_mc, T)
         base = np.broadcast_to(pe.idx, (n_mc, T)) if pe.is_index else \
@@ -403,7 +420,7 @@ def make_population_objective(cfg, enc: Encoding | None = None, *, method="auto"
     else:
         src = [("index", c) for c in _chunks(tok, T * q)]
     return PopulationObjective(d, d_e, T, q, family, src, query=query, model=model,
-                               method=method, table=table, span_n=span_n)
+                               method=method, table=table, span_n=span_n, attention=att)
 
 
 def check_population(cfg) -> None:

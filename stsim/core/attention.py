@@ -1,0 +1,315 @@
+r"""Attention mechanisms: the map from logits to attention weights, each forward formula
+beside its derivative, and the key/query pair of rank r.
+
+The model of :mod:`stsim.core.model` is ``f = V Z s`` with logits ``a = Zᵀ W z_q`` (one per
+attended token: ``N = T`` in the theory model, ``T + 1`` in the practical one). Softmax
+attention is one choice of ``s``; every mechanism here is a map ``l ↦ s`` of the scaled
+logits ``l = a/τ`` (temperature ``τ > 0``; ``τ = 1`` is the paper's model), and enters the
+backward only through the vector-Jacobian product ``δ = ∂ℓ/∂a`` from ``g = ∂ℓ/∂s``
+(``g_i = z_iᵀ Vᵀ r``, module docstring of :mod:`stsim.core.model`)::
+
+    mechanism          forward s_i                     backward δ_i = ∂ℓ/∂a_i
+    softmax            e^{l_i} / Σ_k e^{l_k}           s_i (g_i − Σ_k s_k g_k) / τ
+    linear             l_i                             g_i / τ
+    relu               max(l_i, 0) / n                 g_i 1[s_i > 0] / (n τ)
+    sigmoid            σ(l_i) / n                      g_i s_i (1 − n s_i) / τ
+
+``σ(l) = 1/(1 + e^{−l})``; ``n = 1`` for the unnormalised element-wise mechanisms
+(``"relu"``, ``"sigmoid"``) and ``n = N`` (the number of attended tokens) for the
+length-normalised ones (``"relu-norm"``, ``"sigmoid-norm"``, the ``relu(l)/N`` of the
+ReLU-attention literature). The sigmoid's backward uses ``σ'(l) = σ(1 − σ)`` with
+``σ = n s``, so every backward needs ``s`` only (``relu'(0)`` is taken as 0). Linear
+attention has no normalisation and no ``1/T`` scale: ``f = V Z (Zᵀ W z_q)``, so that
+``W_ee = I/q``, ``V = [I 0]`` solves STS_q exactly with one-hot encodings and the sum query
+(``W_ee = I`` with the mean query; docs/attention.md).
+
+**Stationary zero initialisation.** ``linear`` and ``relu`` (normalised or not) give
+``s = 0`` at ``W = 0``, so ``h = Z s = 0``, ``∂ℓ/∂V = r hᵀ = 0`` and, with ``V = 0``,
+``g = 0`` and ``∂ℓ/∂W = 0``: zero is a stationary point (:attr:`Attention.zero_saddle`).
+Softmax and sigmoid give ``s ≠ 0`` at zero (uniform; ``1/2``), so ``V`` gets a gradient.
+
+**Temperature ↔ step.** With ``W' = W/τ`` the logits at temperature ``τ`` are those of
+``W'`` at ``τ = 1``, so ``∇_W L_τ(W, V) = (1/τ) ∇L_1(W', V)`` and gradient descent on
+``(W, V)`` with step ``η`` is gradient descent on ``(W', V)`` at ``τ = 1`` with step
+``η/τ²`` on ``W'`` and ``η`` on ``V`` (any mechanism; tested trajectory against trajectory).
+
+**Rank r.** ``W = W_Kᵀ W_Q`` with ``W_K, W_Q`` of shape ``(r, D)``. From
+``dℓ = <G, dW_Kᵀ W_Q + W_Kᵀ dW_Q>``, ``G = ∂ℓ/∂W``::
+
+    ∂ℓ/∂W_K = W_Q Gᵀ          ∂ℓ/∂W_Q = W_K G
+
+so ``W_K = W_Q = 0`` is stationary for every mechanism (both gradients vanish).
+"""
+from __future__ import annotations
+
+import numpy as np
+from scipy.special import expit
+
+from stsim.core.kernels import _jacobian, _softmax_rows
+from stsim.util.validate import check_choice, check_int, check_real
+
+__all__ = ["Attention", "Softmax", "Linear", "ReLU", "Sigmoid", "ATTENTIONS", "make_attention",
+           "lowrank_W", "lowrank_grad", "check_rank", "resolve_mechanism"]
+
+
+class Attention:
+    """A map from logits to attention weights with its vector-Jacobian product.
+
+    Subclasses implement :meth:`phi` (the weights of scaled logits, vectorised, for the
+    reduced dynamics too) and :meth:`dphi_from_s`; :meth:`weights` and :meth:`backward`
+    apply them to a batch of logits ``(B, N)``.
+
+    Parameters
+    ----------
+    temperature : float
+        ``τ > 0``: the logits are divided by ``τ`` before the map.
+    """
+
+    name = "attention"
+    zero_saddle = False      # W = 0, V = 0 is a stationary point (module docstring)
+    elementwise = True       # s_i depends on l_i only (and the constant n)
+    normalised = False
+
+    def __init__(self, temperature: float = 1.0):
+        self.temperature = check_real("temperature", temperature, lo=0.0, lo_open=True)
+
+    @property
+    def label(self) -> str:
+        """The mechanism's name, with the temperature when it is not 1."""
+        t = self.temperature
+        return self.name if t == 1.0 else f"{self.name}(temperature={t:g})"
+
+    def __repr__(self):
+        return f"{type(self).__name__}(temperature={self.temperature!r})"
+
+    def __eq__(self, other):
+        return type(self) is type(other) and self.temperature == other.temperature \
+            and self.normalised == other.normalised
+
+    def __hash__(self):
+        return hash((type(self).__name__, self.temperature, self.normalised))
+
+    # -- scaled logits --------------------------------------------------------------
+    def _scale(self, a):
+        if self.temperature != 1.0:
+            a /= self.temperature
+        return a
+
+    def _unscale(self, delta):
+        if self.temperature != 1.0:
+            delta /= self.temperature
+        return delta
+
+    # -- the map, for subclasses ----------------------------------------------------
+    def phi(self, l, n=1):
+        """Weights of the scaled logits ``l`` (element-wise mechanisms: any shape;
+        ``n``: the normalisation, 1 or the number of attended tokens)."""
+        raise NotImplementedError
+
+    def dphi_from_s(self, s, n=1):
+        """``∂s_i/∂l_i`` written with ``s`` (element-wise mechanisms)."""
+        raise NotImplementedError
+
+    def dphi(self, l, n=1):
+        """``∂s_i/∂l_i`` at the scaled logits ``l`` (element-wise mechanisms)."""
+        return self.dphi_from_s(self.phi(l, n), n)
+
+    # -- batch forward / backward ---------------------------------------------------
+    def _n(self, a):
+        return a.shape[-1] if self.normalised else 1
+
+    def weights(self, a):
+        """``s`` of logits ``a`` (B, N), in place on ``a`` (a fresh array of the caller)."""
+        n = self._n(a)
+        s = self.phi(self._scale(a), n)
+        if s is not a:
+            a[...] = s
+        return a
+
+    def backward(self, g, s):
+        """``δ = ∂ℓ/∂a`` from ``g = ∂ℓ/∂s`` and the weights ``s``, in place on ``g``."""
+        g *= self.dphi_from_s(s, self._n(s))
+        return self._unscale(g)
+
+
+class Softmax(Attention):
+    """``s = softmax(a/τ)``; ``δ = s ⊙ (g − (sᵀg) 1)/τ``. At ``τ = 1`` the operations are
+    those of the paper's model, bit for bit."""
+
+    name = "softmax"
+    elementwise = False
+    normalised = True
+
+    def weights(self, a):
+        return _softmax_rows(self._scale(a))
+
+    def backward(self, g, s):
+        return self._unscale(_jacobian(g, s))
+
+
+class Linear(Attention):
+    """``s = a/τ``; ``δ = g/τ`` (no normalisation, no 1/T scale)."""
+
+    name = "linear"
+    zero_saddle = True
+
+    def phi(self, l, n=1):
+        return l
+
+    def dphi_from_s(self, s, n=1):
+        return np.ones_like(s)
+
+    def dphi(self, l, n=1):
+        return np.ones_like(np.asarray(l, dtype=np.float64))
+
+    def backward(self, g, s):
+        return self._unscale(g)
+
+
+class ReLU(Attention):
+    """``s = max(a/τ, 0)/n``; ``δ = g 1[s > 0]/(n τ)`` (``n = 1``, or the number of attended
+    tokens when ``normalised``)."""
+
+    name = "relu"
+    zero_saddle = True
+
+    def __init__(self, temperature: float = 1.0, normalised: bool = False):
+        super().__init__(temperature)
+        self.normalised = bool(normalised)
+        if self.normalised:
+            self.name = "relu-norm"
+
+    def __repr__(self):
+        return f"ReLU(temperature={self.temperature!r}, normalised={self.normalised})"
+
+    def phi(self, l, n=1):
+        s = np.maximum(l, 0.0)
+        return s / n if n != 1 else s
+
+    def dphi_from_s(self, s, n=1):
+        return (s > 0) / float(n)
+
+
+class Sigmoid(Attention):
+    """``s = σ(a/τ)/n``; ``δ = g s (1 − n s)/τ`` (``n = 1``, or the number of attended
+    tokens when ``normalised``); ``σ`` overflow-safe (``scipy.special.expit``)."""
+
+    name = "sigmoid"
+
+    def __init__(self, temperature: float = 1.0, normalised: bool = False):
+        super().__init__(temperature)
+        self.normalised = bool(normalised)
+        if self.normalised:
+            self.name = "sigmoid-norm"
+
+    def __repr__(self):
+        return f"Sigmoid(temperature={self.temperature!r}, normalised={self.normalised})"
+
+    def phi(self, l, n=1):
+        s = expit(l)
+        return s / n if n != 1 else s
+
+    def dphi_from_s(self, s, n=1):
+        return s * (1.0 - n * s)
+
+
+_MAKERS = {
+    "softmax": lambda t: Softmax(t),
+    "linear": lambda t: Linear(t),
+    "relu": lambda t: ReLU(t),
+    "sigmoid": lambda t: Sigmoid(t),
+    "relu-norm": lambda t: ReLU(t, normalised=True),
+    "sigmoid-norm": lambda t: Sigmoid(t, normalised=True),
+}
+#: the mechanisms by name (``attention=`` of :func:`stsim.run` and the model functions)
+ATTENTIONS = tuple(_MAKERS)
+
+
+def make_attention(attention="softmax", temperature=1.0) -> Attention:
+    """The :class:`Attention` object of a name (``ATTENTIONS``, case ignored) at
+    ``temperature``, or ``attention`` itself when it is already one (then ``temperature``
+    must be 1 or its own).
+
+    >>> make_attention("sigmoid", 0.5).label
+    'sigmoid(temperature=0.5)'
+    """
+    if attention is None:
+        attention = "softmax"
+    if isinstance(attention, Attention):
+        t = check_real("temperature", temperature, lo=0.0, lo_open=True)
+        if t != 1.0 and t != attention.temperature:
+            raise ValueError(f"temperature={t:g} given with an attention object of temperature "
+                             f"{attention.temperature:g}; set it on the object")
+        return attention
+    name = check_choice("attention", attention, ATTENTIONS, ignore_case=True)
+    return _MAKERS[name](temperature)
+
+
+# --------------------------------------------------------------------------------------
+# key and query of rank r
+# --------------------------------------------------------------------------------------
+def check_rank(rank, D: int | None = None):
+    """``rank`` as an int in ``[1, D]`` (None stays None: the merged ``W``)."""
+    if rank is None:
+        return None
+    return check_int("rank", rank, 1, D)
+
+
+def lowrank_W(W_K, W_Q):
+    """``W = W_Kᵀ W_Q`` (D, D) of a key/query pair ``(r, D)`` each."""
+    W_K = np.asarray(W_K, dtype=np.float64)
+    W_Q = np.asarray(W_Q, dtype=np.float64)
+    if W_K.ndim != 2 or W_K.shape != W_Q.shape:
+        raise ValueError(f"W_K and W_Q must both have shape (rank, D), got {W_K.shape} and "
+                         f"{W_Q.shape}")
+    return W_K.T @ W_Q
+
+
+def lowrank_grad(W_K, W_Q, dW):
+    """``(∂ℓ/∂W_K, ∂ℓ/∂W_Q) = (W_Q Gᵀ, W_K G)`` for ``G = ∂ℓ/∂W`` (dense, or anything
+    ``np.asarray`` turns into the dense (D, D) gradient)."""
+    G = np.asarray(dW, dtype=np.float64)
+    return W_Q @ G.T, W_K @ G
+
+
+def resolve_mechanism(c, objects: dict, inits) -> Attention:
+    """For :meth:`stsim.Config.resolve` (``c``: the config being resolved; ``objects``: its
+    objects given in place of names; ``inits``: the allowed ``init`` values): resolve
+    ``attention`` and ``temperature`` (a built-in :class:`Attention` object is
+    recorded as its name and temperature, another one kept in ``objects``), ``rank`` and
+    ``init``
+    (None: ``"random"`` where zero is a stationary point — linear, relu, relu-norm, a
+    key/query pair of any rank — else ``"zero"``; an explicit ``"zero"`` there is refused).
+    Returns the :class:`Attention`."""
+    att = c.attention
+    if isinstance(att, Attention):
+        builtin = att.name in ATTENTIONS and type(make_attention(att.name)) is type(att)
+        t = check_real("temperature", c.temperature, lo=0.0, lo_open=True)
+        if t != 1.0 and t != att.temperature:
+            raise ValueError(f"temperature={t:g} given with an attention object of "
+                             f"temperature {att.temperature:g}; set it on the object")
+        c.temperature = att.temperature
+        if builtin:
+            c.attention = att.name
+        else:
+            objects["attention"] = att
+            c.attention = att.name
+    else:
+        if not isinstance(att, str):
+            raise ValueError(f"attention must be one of {ATTENTIONS} or an Attention object "
+                             f"(stsim.core.attention), got {att!r}")
+        c.attention = check_choice("attention", att, ATTENTIONS, ignore_case=True)
+        att = make_attention(c.attention, c.temperature)
+        c.temperature = att.temperature
+    if c.rank is not None:
+        c.rank = check_int("rank", c.rank, 1)
+    saddle = att.zero_saddle or c.rank is not None
+    if c.init is None:
+        c.init = "random" if saddle else "zero"
+    c.init = check_choice("init", c.init, inits, ignore_case=True)
+    if c.init == "zero" and saddle:
+        what = att.label if c.rank is None else f"a key/query pair of rank {c.rank}"
+        raise ValueError(f"init='zero' is a stationary point of {what}: no gradient ever "
+                         f"flows from it (docs/attention.md, §2); use init='random' (the "
+                         f"default there: N(0, init_scale^2), init_scale {c.init_scale!r})")
+    return att

@@ -1,0 +1,178 @@
+"""The mechanisms in a run: stsim.run, Config validation, the command line, checkpoints,
+sweeps and the population objective with attention=, rank=, temperature=."""
+import json
+import subprocess
+import sys
+
+import numpy as np
+import pytest
+
+import stsim
+from stsim.core.attention import ATTENTIONS, Linear, Sigmoid
+from stsim.core.attention_dynamics import reduced_gd
+
+L0 = 5 / 4          # d / (2q) at d = 5, q = 2
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("kw", [{"attention": a} for a in ATTENTIONS]
+                         + [{"rank": 4}, {"temperature": 0.5}])
+def test_default_run_trains_every_mechanism(kw):
+    """``stsim.run(T=20, q=2, ...)`` with its default schedule and initialisation: completes
+    and the validation loss falls (measured: linear, relu, relu-norm < 1e-4 L0; softmax at
+    τ = 0.5 0.007 L0; sigmoid-norm 0.06 L0; sigmoid 0.81 L0; rank 4 0.62 L0 — a rank-4
+    W cannot select 2 of 20 tokens much better, docs/attention.md)."""
+    res = stsim.run(T=20, q=2, **kw)
+    assert res.status == "completed"
+    v = res.history["val"]
+    assert np.all(np.isfinite(v)) and v[-1] < 0.85 * L0 and v[-1] < 0.85 * v[0]
+
+
+@pytest.mark.parametrize("kw", [{"attention": a} for a in ATTENTIONS]
+                         + [{"rank": 3}, {"temperature": 0.5, "attention": "sigmoid"}])
+def test_short_run_moves_every_mechanism(kw):
+    res = stsim.run(T=12, q=2, steps=150, batch=64, **kw)
+    assert res.status == "completed"
+    v = res.history["val"]
+    assert np.all(np.isfinite(v)) and v[-1] < v[0]
+
+
+def test_defaults_and_what_the_config_records():
+    plain = stsim.Config.from_options(T=20, q=2)
+    d = plain.to_dict()
+    assert not {"attention", "rank", "temperature"} & set(d)    # as before the fields existed
+    assert plain.init == "zero" and plain.resolved.attention.name == "softmax"
+    lin = stsim.Config.from_options(T=20, q=2, attention="LINEAR")
+    assert lin.attention == "linear" and lin.init == "random" and lin.lr == 0.25
+    assert lin.to_dict()["attention"] == "linear"
+    rk = stsim.Config.from_options(T=20, q=2, rank=4)
+    assert rk.init == "random" and rk.to_dict()["rank"] == 4
+    t = stsim.Config.from_options(T=20, q=2, temperature=0.5)
+    assert t.init == "zero" and t.to_dict()["temperature"] == 0.5
+    # derived: eta_max(τ) = min(2q, τ² 2n/(c²(q−1)(q+d))) = min(4, 0.25 · 80/7), halved
+    assert t.lr == pytest.approx(0.5 * 0.25 * 80 / 7)
+    # an object in place of the name: a built-in one is recorded as its name and τ
+    o = stsim.Config.from_options(T=20, q=2, attention=Sigmoid(0.7, normalised=True))
+    assert o.attention == "sigmoid-norm" and o.temperature == 0.7
+    assert "attention_object" not in o.to_dict()
+
+
+class Tanh(Linear):
+    """A mechanism of one's own: s = tanh(l)."""
+    name = "tanh"
+    zero_saddle = True
+
+    def phi(self, l, n=1):
+        return np.tanh(l)
+
+    def dphi_from_s(self, s, n=1):
+        return 1.0 - s * s
+
+    def backward(self, g, s):
+        g *= self.dphi_from_s(s)
+        return self._unscale(g)
+
+
+def test_an_own_mechanism_object_runs():
+    res = stsim.run(T=12, q=2, steps=100, batch=64, lr=0.3, attention=Tanh())
+    assert res.status == "completed" and res.config["attention_object"] == "Tanh"
+    assert res.history["val"][-1] < res.history["val"][0]
+
+
+@pytest.mark.parametrize("bad,match", [
+    ({"attention": "tanh"}, "attention must be one of"),
+    ({"attention": 3}, "attention must be one of"),
+    ({"temperature": 0}, "temperature must be a finite number > 0"),
+    ({"temperature": "0.5"}, "temperature must be a number"),
+    ({"rank": 0}, "rank must be an integer"),
+    ({"rank": 46}, r"rank must be an integer in \[1, 45\]"),
+    ({"rank": 2, "init": "zero"}, "init='zero' is a stationary point of a key/query pair"),
+    ({"attention": "relu", "init": "zero"}, "init='zero' is a stationary point of relu"),
+    ({"arch": "fcn", "attention": "linear"}, "options of the transformer"),
+    ({"rank": 2, "freeze": ("W_xe",)}, "freeze must name blocks of"),
+    ({"attention": Sigmoid(0.5), "temperature": 2.0}, "set it on the object"),
+])
+def test_bad_options(bad, match):
+    with pytest.raises(ValueError, match=match):
+        stsim.Config.from_options(T=20, q=2, **bad)
+
+
+def test_population_objective_takes_the_mechanism():
+    """run(objective="population", attention="sigmoid-norm") is the reduced map (docs
+    §6); a key/query pair is refused there (it starts off the invariant set)."""
+    res = stsim.run(T=8, q=2, d=3, pe="onehot", objective="population", optimizer="gd",
+                    attention="sigmoid-norm", lr=0.5, steps=300, eval_every=1)
+    red = reduced_gd("sigmoid-norm", 8, 2, 3, 0.5, 8, 300)
+    np.testing.assert_allclose(res.history["loss"], red["loss"], rtol=1e-10)
+    with pytest.raises(ValueError, match="rank"):
+        stsim.run(T=8, q=2, pe="onehot", objective="population", rank=2, steps=5)
+
+
+def test_temperature_equals_a_step_per_block_through_run():
+    """run(temperature=τ, lr=η) and run(lr={"W": η/τ², "V": η}) from zero on the same
+    minibatches: W_τ/τ = W_1 and V equal along the run (docs §3), to rounding."""
+    tau, eta = 0.5, 0.4
+    common = dict(T=12, q=2, steps=120, batch=64, eval_every=40, seed=3)
+    hot = stsim.run(temperature=tau, lr=eta, **common)
+    cold = stsim.run(lr={"W": eta / tau ** 2, "V": eta}, **common)
+    np.testing.assert_allclose(hot.W / tau, cold.W, rtol=1e-9, atol=1e-12)
+    np.testing.assert_allclose(hot.V, cold.V, rtol=1e-9, atol=1e-12)
+    np.testing.assert_allclose(hot.history["val"], cold.history["val"], rtol=1e-9)
+    same_step = stsim.run(lr=eta, **common)      # τ = 1 with the same step: not the same
+    assert np.abs(same_step.history["val"] - hot.history["val"]).max() > 1e-3
+
+
+@pytest.mark.parametrize("kw", [{"rank": 3, "attention": "sigmoid"},
+                                {"attention": "relu", "lr": {"W": 0.2, "V": 0.1}},
+                                {"attention": "linear", "temperature": 2.0}])
+def test_checkpoint_resumes_bit_for_bit(tmp_path, kw):
+    opts = dict(T=12, q=2, steps=120, batch=32, eval_every=20, **kw)
+    whole = stsim.run(**opts)
+    ck = tmp_path / "c.npz"
+    part = stsim.run(checkpoint=ck, callback=lambda row: row["step"] == 60, **opts)
+    assert part.status == "stopped"
+    rest = stsim.run(config=part.config, checkpoint=ck)
+    assert set(rest.params) == set(whole.params)
+    for k in whole.params:
+        np.testing.assert_array_equal(rest.params[k], whole.params[k], err_msg=k)
+    np.testing.assert_array_equal(rest.history["val"], whole.history["val"])
+
+
+def test_sweep_over_mechanisms():
+    def fn(attention, rank, seed):
+        r = stsim.run(T=10, q=2, steps=40, batch=32, attention=attention, rank=rank, seed=seed)
+        return {"val": r.final("val")}
+
+    res = stsim.sweep(fn, {"attention": ["softmax", "linear"], "rank": [None, 2]},
+                      max_workers=1)
+    rows = res.rows if hasattr(res, "rows") else res.to_pandas().to_dict("records")
+    assert len(rows) == 4 and all(np.isfinite(r["val"]) for r in rows)
+
+
+def test_command_line(tmp_path):
+    out = tmp_path / "run"
+    cmd = [sys.executable, "-m", "stsim", "run", "--T", "12", "--q", "2", "--steps", "40",
+           "--attention", "relu", "--rank", "3", "--temperature", "0.8", "--out", str(out),
+           "--quiet"]
+    subprocess.run(cmd, check=True, capture_output=True, timeout=300)
+    cfg = json.loads((out / "config.json").read_text())["config"]
+    assert (cfg["attention"], cfg["rank"], cfg["temperature"], cfg["init"]) == \
+        ("relu", 3, 0.8, "random")
+    res = stsim.load(out / "result.npz")
+    assert sorted(res.params) == ["V", "W_K", "W_Q"] and res.W.shape == (12 * 2 + 5,) * 2
+    bad = subprocess.run(cmd[:-3] + ["--temperature", "-1", "--out", str(tmp_path / "no")],
+                         capture_output=True, text=True, timeout=300)
+    assert bad.returncode != 0 and "temperature must be a finite number > 0" in bad.stderr
+    assert not (tmp_path / "no").exists()
+
+
+@pytest.mark.parametrize("pe,sampler", [("near-orthogonal", "slots"), ("stochastic", "sphere")])
+def test_dense_encodings_default_lr_does_not_diverge(pe, sampler):
+    """The unnormalised mechanisms' lr is scaled for dense encodings (measured: linear
+    attention at the slots rule 0.25 diverged with near-orthogonal T = 20, d_e = 16)."""
+    cfg = stsim.Config.from_options(T=20, q=2, pe=pe, sampler=sampler, d_e=16,
+                                    attention="linear", steps=300)
+    assert cfg.lr == pytest.approx(0.25 * 16 / 80)
+    res = stsim.run(config=cfg)
+    assert res.status == "completed" and res.history["val"][-1] < res.history["val"][0]
+    assert stsim.run(config=cfg, lr=0.25).status == "diverged" or pe == "stochastic"
