@@ -92,7 +92,7 @@ def reduced_loss_grad(attention, a, b, gamma, T, q, d, *, c=1.0, practical=False
 def reduced_gd(attention, T, q, d, lr, n, steps, *, c=1.0, practical=False,
                          a0=0.0, b0=0.0, gamma0=0.0, lr_gamma=None):
     """Full-matrix GD on the reduced set, ``steps`` times: the map of
-    :func:`stsim.core.reduced.reduced_map` with :func:`reduced_loss_grad` (``n``:
+    :func:`stsim.core.reduced.reduced_map` with :func:`~stsim.core.attention_dynamics.reduced_loss_grad` (``n``:
     the encoding's ``reduced_n(T)``; ``lr`` the step of W, ``lr_gamma`` that of V, default
     ``lr``). One setting, scalars.
 
@@ -134,8 +134,10 @@ def reduced_gd(attention, T, q, d, lr, n, steps, *, c=1.0, practical=False,
 #: (T = 8, batch 64); sigmoid at 0.4 (T = 20) and 0.16 (T = 50), not at 0.5 (T = 8). The
 #: normalised element-wise ones and any rank take the paper model's derived lr
 MEASURED_LR = {"linear": (5.0, 0.3), "relu": (5.0, 0.3), "sigmoid": (4.0, math.inf)}
-#: steps of a mechanism without derived ones: ``max(MEASURED_STEPS, MEASURED_STEPS_PER_T T)``
-MEASURED_STEPS, MEASURED_STEPS_PER_T = 2000, 30
+#: the fewest steps of a mechanism without derived ones (``max(2000, 30 T)`` in all)
+MEASURED_STEPS = 2000
+#: a mechanism without derived steps takes at least this many per token of T
+MEASURED_STEPS_PER_T = 30
 
 
 def is_default(attention, temperature, rank) -> bool:

@@ -189,7 +189,7 @@ def release_cli_imports() -> bool:
 def guard_cli_imports() -> None:
     """In the ``stsim`` command only: Ctrl-C before the command's own handling starts
     (during its 1-3 s of imports) ends it with one line and exit status 130, not a
-    traceback. It sets :data:`sys.excepthook` for ``KeyboardInterrupt``; nothing changes
+    traceback. It sets ``sys.excepthook`` for ``KeyboardInterrupt``; nothing changes
     when stsim is imported as a library."""
     if not _is_cli_process():
         return
