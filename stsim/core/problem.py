@@ -51,6 +51,7 @@ class ArchSpec:
     memory: Callable | None = None
     seconds_per_step: Callable | None = None
     shapes: Callable | None = None
+    lr: Callable | None = None
 
 
 _ARCHS: dict = {}
@@ -58,7 +59,8 @@ _OBJECTIVES: dict = {}
 
 
 def register_arch(name: str, factory, *, encoding: bool = True, reduced: bool = False,
-                  resolve=None, memory=None, seconds_per_step=None, shapes=None) -> ArchSpec:
+                  resolve=None, memory=None, seconds_per_step=None, shapes=None,
+                  lr=None) -> ArchSpec:
     """Make ``arch=name`` (in :func:`stsim.run`, :class:`Config`) build
     ``factory(cfg, streams)``: an object with the problem interface of the module docstring
     (subclass :class:`Problem` for the shared plumbing).
@@ -88,6 +90,10 @@ def register_arch(name: str, factory, *, encoding: bool = True, reduced: bool = 
         ``shapes(cfg) -> {name: shape}``, the parameters a run of ``cfg`` has; then
         :func:`stsim.load` refuses a result whose parameters are missing or misshapen
         (checkpoints are checked against the run's own initial parameters either way).
+    lr : callable, optional
+        ``lr(cfg)``: its own derived default SGD step when it has no reduced dynamics (the
+        FCN's, :func:`stsim.baselines.fcn.fcn_default_lr`). None: the optimiser's fixed
+        default.
 
     Returns
     -------
@@ -105,13 +111,13 @@ def register_arch(name: str, factory, *, encoding: bool = True, reduced: bool = 
     """
     name = str(name)
     for what, fn in (("factory", factory), ("resolve", resolve), ("memory", memory),
-                     ("seconds_per_step", seconds_per_step), ("shapes", shapes)):
+                     ("seconds_per_step", seconds_per_step), ("shapes", shapes), ("lr", lr)):
         if fn is not None and not callable(fn):
             raise ValueError(f"{what} must be callable, got {fn!r}")
     if factory is None:
         raise ValueError("factory must be callable, got None")
     spec = ArchSpec(name, factory, bool(encoding), bool(reduced), resolve, memory,
-                    seconds_per_step, shapes)
+                    seconds_per_step, shapes, lr)
     _ARCHS[name] = spec
     return spec
 
