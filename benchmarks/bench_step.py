@@ -51,7 +51,8 @@ PEER_CONFIGS = {
 
 def time_steps(pe, sampler, d_e, model, n, dense=False, T=200, q=3, d=5, B=256):
     import stsim
-    from stsim.core.encodings import PEBatch, make_encoding
+    from stsim.core.encodings import PEBatch
+    from stsim.core.families import make_encoding
     from stsim.core.model import forward_backward
     from stsim.core.optim import SGD
     from stsim.core.run import uses_second_thread

@@ -14,7 +14,7 @@ import time
 
 import numpy as np
 
-from stsim.core.encodings import make_encoding
+from stsim.core.families import make_encoding
 from stsim.theory.budget import plateau_steps
 from stsim.theory.checks import check_theorem
 from stsim.theory.ood import ood_min_onehot, ood_ratio_limit

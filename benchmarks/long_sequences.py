@@ -256,7 +256,7 @@ def reduced_state(W, V, d):
 def point_losses(W, V, s, T_test, n, rng, chunk=1):
     """Loss of each of ``n`` fresh points at length ``T_test`` (one point per call)."""
     import stsim
-    from stsim.core.encodings import make_encoding
+    from stsim.core.families import make_encoding
     from stsim.core.model import forward_backward
     enc = make_encoding("stochastic", T_max=T_test, d_e=s["d_e"], sampler="slots")
     out = np.empty(n)

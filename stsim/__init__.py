@@ -21,8 +21,8 @@ __version__ = "0.2.0"
 
 from stsim.core.task import Batch, sample_batch, sample_subsets, sts_target
 from stsim.core.encodings import (PEBatch, Encoding, OneHot, NearOrthogonal, StochasticSlots,
-                                  StochasticSphere, make_encoding, register_encoding,
-                                  coherence)
+                                  StochasticSphere, coherence)
+from stsim.core.families import make_encoding, register_encoding
 from stsim.core.model import loss_and_grad, forward_backward, target_params, cosine_to_target
 from stsim.core.gradcheck import check_grad, directional_check
 from stsim.core.optim import SGD, Adam, make_optimizer, register_optimizer

@@ -502,7 +502,7 @@ def test_load_of_a_csv_says_what_the_file_is(tmp_path):
     (dict(config=42), "config must be a stsim.Config"),
 ])
 def test_bad_run_options_are_refused_before_any_work(kw, match, monkeypatch, tmp_path):
-    import stsim.core.run as R
+    import stsim.core.session as R
     monkeypatch.chdir(tmp_path)
 
     def no_work(*a, **k):
@@ -515,7 +515,7 @@ def test_bad_run_options_are_refused_before_any_work(kw, match, monkeypatch, tmp
 
 
 def test_checkpoint_under_a_file_is_refused_before_training(tmp_path, monkeypatch):
-    import stsim.core.run as R
+    import stsim.core.session as R
     (tmp_path / "f").write_text("x")
     monkeypatch.setattr(R, "make_problem", lambda *a: pytest.fail("the run started"))
     with pytest.raises(ValueError, match="the folder of checkpoint"):

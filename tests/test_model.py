@@ -7,7 +7,8 @@ import numpy as np
 import pytest
 
 import stsim
-from stsim.core.encodings import PEBatch, make_encoding
+from stsim.core.encodings import PEBatch
+from stsim.core.families import make_encoding
 from stsim.core.gradcheck import check_grad
 from stsim.core.model import cosine_to_target, forward_backward, loss_and_grad, target_params
 

@@ -3,8 +3,8 @@ import numpy as np
 import pytest
 
 import stsim
-from stsim.core.encodings import (Encoding, OneHot, PEBatch, _REGISTERED, make_encoding,
-                                  register_encoding)
+from stsim.core.encodings import Encoding, OneHot, PEBatch
+from stsim.core.families import _REGISTERED, make_encoding, register_encoding
 
 
 class Sinusoid(Encoding):
@@ -56,12 +56,15 @@ def test_registered_index_family_gets_keywords_and_width_check():
         stsim.Config.from_options(T=5, pe="shifted-test", d_e=3)
 
 
-def test_instance_as_pe_is_used_as_is():
+def test_instance_as_pe_is_used_as_is_and_registers_nothing():
     enc = Sinusoid(12)
     enc.name = "inst-test"
     res = stsim.run(T=6, q=2, pe=enc, steps=5, batch=4)
     assert res.config["pe"] == "inst-test" and res.config["d_e"] == 12
-    assert make_encoding("inst-test", T_max=6) is enc
+    assert res.config["pe_object"] == "Sinusoid"
+    assert "inst-test" not in _REGISTERED
+    with pytest.raises(ValueError, match="pe must be one of"):
+        make_encoding("inst-test", T_max=6)
     with pytest.raises(ValueError, match="width"):
         stsim.run(T=6, q=2, pe=enc, d_e=10, steps=1)
 

@@ -9,8 +9,8 @@ import pytest
 import stsim
 from stsim.core import optim, problem
 from stsim.core.config import Config, upgrade_config
-from stsim.core.encodings import (_REGISTERED, Encoding, PEBatch, StochasticSlots,
-                                  register_encoding)
+from stsim.core.encodings import Encoding, PEBatch, StochasticSlots
+from stsim.core.families import _REGISTERED, register_encoding
 from stsim.core.optim import SGD, register_optimizer
 from stsim.core.problem import TransformerProblem, register_arch
 from stsim.core.schedule import estimated_seconds

@@ -3,7 +3,8 @@ import numpy as np
 import pytest
 
 import stsim
-from stsim.core.encodings import PEBatch, make_encoding
+from stsim.core.encodings import PEBatch
+from stsim.core.families import make_encoding
 from stsim.core.model import attention_weights, forward_backward
 from stsim.core.seeds import Streams
 from stsim.util.io import read_csv

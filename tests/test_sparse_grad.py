@@ -10,7 +10,7 @@ from scipy.sparse import csr_matrix
 
 import stsim
 from stsim.core import problem as problem_mod
-from stsim.core.encodings import make_encoding
+from stsim.core.families import make_encoding
 from stsim.core.model import forward_backward, loss_and_grad
 from stsim.core.optim import SGD, Adam, all_finite
 from stsim.core.sparse_grad import SparseGradW

@@ -7,7 +7,8 @@ import pytest
 from scipy import stats
 
 import stsim
-from stsim.core.encodings import coherence, make_encoding
+from stsim.core.encodings import coherence
+from stsim.core.families import make_encoding
 
 
 def test_batch_shapes_and_target():

@@ -330,7 +330,7 @@ def test_the_headline_call_on_stdin_shows_progress_and_warns_at_the_users_line()
 
 
 def test_train_loop_hands_back_the_kept_memory(monkeypatch):
-    import stsim.core.run as R
+    import stsim.core.session as R
     calls = []
     monkeypatch.setattr(R, "release_freed_memory", lambda: calls.append(1))
     stsim.run(**TINY)

@@ -25,13 +25,45 @@ __all__ = ["add_arguments", "main", "write_outputs", "config_flags", "OutputsNot
 INTERRUPTED = 130
 
 EPILOG = ("example: stsim run --T 50 --out runs/demo      # derived lr and steps\n"
-          "         stsim run --arch fcn --width 128 --T 16 --optimizer adam --out runs/fcn")
+          "         stsim run --arch fcn --width 128 --T 16 --optimizer adam --out runs/fcn\n"
+          "         stsim run --T 200 --lr W=200,V=5.5 --freeze W_xx,W_xe --steps 3000  "
+          "# a step per parameter, W's token rows held at 0")
 
 _TYPES = {"int": int, "float": float, "str": str}
 
 
+def step_arg(text):
+    """``--lr``: one number (``"2.5"``) or one step per parameter (``"W=200,V=5.5"`` →
+    ``{"W": 200.0, "V": 5.5}``); the values are checked by :class:`Config`."""
+    if "=" not in text:
+        return float(text)
+    out = {}
+    for item in text.split(","):
+        name, sep, value = item.partition("=")
+        if not sep or not name.strip():
+            raise argparse.ArgumentTypeError(f"give one number or NAME=STEP pairs such as "
+                                             f"W=200,V=5.5, got {text!r}")
+        try:
+            out[name.strip()] = float(value)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"the step of {name.strip()} must be a number, "
+                                             f"got {value!r}") from None
+    return out
+
+
+def name_tuple(text):
+    """``"W_xx,W_xe"`` → ``("W_xx", "W_xe")`` (``""``: nothing)."""
+    return tuple(v.strip() for v in text.split(",") if v.strip())
+
+
+#: fields whose command-line form is not their annotation's first type
+_SPECIAL = {"lr": step_arg, "freeze": name_tuple}
+
+
 def _flag_type(f: dataclasses.Field):
     """argparse ``type`` of a Config field, from its annotation (``"int | None"`` → int)."""
+    if f.name in _SPECIAL:
+        return _SPECIAL[f.name]
     base = str(f.type).split("|")[0].strip()
     if base == "tuple":
         return int_tuple
@@ -52,7 +84,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     """Options of ``stsim run``: one per :class:`Config` field, plus the run's outputs."""
     g = p.add_argument_group("run options (the fields of stsim.Config; Python defaults)")
     for f, flags, typ in config_flags():
-        meta = "LIST" if typ is int_tuple else f.name.upper()
+        meta = {int_tuple: "LIST", name_tuple: "BLOCKS", step_arg: "LR"}.get(typ, f.name.upper())
         g.add_argument(*flags, dest=f.name, type=typ, default=f.default, metavar=meta,
                        help=field_help(f))
     o = p.add_argument_group("output")

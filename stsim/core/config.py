@@ -13,19 +13,40 @@ from dataclasses import dataclass, field
 
 from stsim.core.families import SAMPLERS, encoding_spec
 from stsim.core.model import MODELS, QUERIES
-from stsim.core.optim import LR_DECAYS, optimizer_names, optimizer_spec, resolve_optimizer
-from stsim.core.problem import arch_names, arch_spec
-from stsim.core.schedule import default_schedule
+from stsim.core.optim import (LR_DECAYS, check_step, object_spec, optimizer_names,
+                              optimizer_spec, resolve_optimizer)
+from stsim.core.problem import ArchSpec, arch_names, arch_spec
+from stsim.core.schedule import FROZEN, default_schedule
 from stsim.core.seeds import seed_record
 from stsim.util.malloc import MMAP_THRESHOLD
-from stsim.util.validate import check_choice, check_int, check_lr, check_real, int_tuple
+from stsim.util.validate import check_choice, check_int, check_real, int_tuple
 
-__all__ = ["Config", "OBJECTIVES", "INITS", "field_help", "upgrade_config"]
+__all__ = ["Config", "Resolved", "OBJECTIVES", "INITS", "OBJECT_FIELDS", "field_help",
+           "upgrade_config", "check_freeze", "options_from_record", "recorded_shapes"]
 
 #: the data regimes: fresh minibatches, a fixed sample of n_train points (full batch), the
 #: exact population loss (registered by stsim.theory.population)
 OBJECTIVES = ("online", "sample", "population")
 INITS = ("zero", "random")
+
+
+#: the fields that also take an object (an Encoding, an optimiser, an ArchSpec)
+OBJECT_FIELDS = ("pe", "optimizer", "arch")
+
+
+@dataclass(frozen=True)
+class Resolved:
+    """What :meth:`Config.resolve` turned the names of a config into, once: the encoding
+    (:class:`~stsim.core.families.EncodingSpec`; None for an architecture without one),
+    the architecture (:class:`~stsim.core.problem.ArchSpec`) and the optimiser
+    (:class:`~stsim.core.optim.OptimizerSpec`), and ``objects``, the objects given in
+    place of names (``{"pe": <Encoding>, ...}``). Every later stage asks these
+    (``cfg.resolved``), never the names."""
+
+    encoding: object
+    arch: object
+    optimizer: object
+    objects: dict = field(default_factory=dict)
 
 
 def _field(default, help, default_text=None):
@@ -65,12 +86,22 @@ class Config:
                             "population (the exact population loss)")
     optimizer: str = _field("sgd", "sgd (plain gradient steps) | adam | gd (alias: sgd with "
                             "objective sample, or on the population) | a registered name")
-    lr: float | None = _field(None, "learning rate (a given value is obeyed exactly)",
-                              "derived: eta_max/2 of the reduced dynamics, eta_max = "
-                              "min(2q, 2n/(c^2(q-1)(q+d))); adam 0.02; see stsim.core.schedule")
+    lr: float | dict | None = _field(
+        None, "learning rate (a given value is obeyed exactly): one number for every "
+        "parameter, or one per parameter (Python: a dict {'W': 200, 'V': 5.5}; command line: "
+        "W=200,V=5.5)", "derived for SGD from the reduced dynamics and the batch B: a step "
+        "per block W=0.0117 B n/(c^2 q d), V=half V's stability bound 2/(1/q + kappa/B), "
+        "with W's token rows W_xx,W_xe held at 0 (freeze) - beyond the paper's single step "
+        "on every parameter; else (or when freeze is given without them) the single step "
+        "eta_max/2; adam 0.02; see stsim.core.schedule")
     lr_decay: str | None = _field(None, "step-size schedule: none (constant) | linear (constant "
                                   "for the first half of the steps, then linearly towards 0)",
                                   "linear for adam with a derived lr, else none")
+    freeze: tuple | None = _field(None, "parameter blocks held at their initial value (comma "
+                                  "list of W_xx, W_xe, W_ex, W_ee, V_x, V_e: W = [[W_xx, "
+                                  "W_xe], [W_ex, W_ee]], rows the key side, the first d rows "
+                                  "and columns the token part; V = [V_x, V_e]; docs/model.md)",
+                                  "none; W_xx,W_xe with the derived step per block")
     steps: int | None = _field(None, "optimiser steps (a given value is obeyed exactly)",
                                "derived: 2x the step where the reduced dynamics reach 2 percent of "
                                "the initial loss; adam max(2000, 30 T); see stsim.core.schedule")
@@ -108,28 +139,48 @@ class Config:
     def resolve(self) -> "Config":
         """Validate every field (``ValueError`` naming the parameter) and fill defaults."""
         c = dataclasses.replace(self)
+        prev = self.__dict__.get("_resolved")
+        for name, obj in (prev.objects.items() if prev is not None else ()):
+            if getattr(c, name) == _object_name(name, obj):     # resolved again: the object
+                setattr(c, name, obj)
+        objects = {k: getattr(c, k) for k in OBJECT_FIELDS if not isinstance(getattr(c, k), str)}
         for name in ("lr", "init_scale"):       # numbers as numbers, as for the int fields
             if isinstance(getattr(c, name), (str, bytes)):
                 raise ValueError(f"{name} must be a number, got the string "
                                  f"{getattr(c, name)!r}")
+        if isinstance(c.lr, dict):      # a copy: the caller's dict is not the config's
+            c.lr = dict(c.lr)
         c.T = check_int("T", c.T, 1)
         c.q = check_int("q", c.q, 1, c.T)
         c.d = check_int("d", c.d, 1)
         c.T_test = int_tuple("T_test", c.T_test, c.q)
         c.q_test = int_tuple("q_test", c.q_test, 1, c.T)
         c.objective = check_choice("objective", c.objective, OBJECTIVES, ignore_case=True)
-        c.optimizer = check_choice("optimizer", c.optimizer, optimizer_names(),
-                                   ignore_case=True)
-        c.optimizer, c.objective = resolve_optimizer(c.optimizer, c.objective)  # "gd" alias
+        if "optimizer" in objects:      # an object: its step and schedule are the run's
+            opt = object_spec(c.optimizer)
+            c.optimizer = opt.name
+            _take_object_settings(c, objects["optimizer"])
+        else:
+            c.optimizer = check_choice("optimizer", c.optimizer, optimizer_names(),
+                                       ignore_case=True)
+            c.optimizer, c.objective = resolve_optimizer(c.optimizer, c.objective)  # "gd"
+            opt = optimizer_spec(c.optimizer)
         c.model = check_choice("model", c.model, MODELS, ignore_case=True)
         c.query = check_choice("query", c.query, QUERIES, ignore_case=True)
         c.init = check_choice("init", c.init, INITS, ignore_case=True)
         c.sampler = check_choice("sampler", c.sampler, SAMPLERS, ignore_case=True)
-        c.arch = check_choice("arch", c.arch, arch_names(), ignore_case=True)
-        arch = arch_spec(c.arch)
+        if "arch" in objects:
+            arch = objects["arch"]
+            if not isinstance(arch, ArchSpec):
+                raise ValueError(f"arch must be a name {arch_names()} or an ArchSpec "
+                                 f"(stsim.core.problem), got {arch!r}")
+            c.arch = arch.name
+        else:
+            c.arch = check_choice("arch", c.arch, arch_names(), ignore_case=True)
+            arch = arch_spec(c.arch)
         lr_given = c.lr is not None
         if c.lr is not None:
-            c.lr = check_lr(c.lr)
+            c.lr = check_step(c.lr)
         if c.steps is not None:
             c.steps = check_int("steps", c.steps, 0)
         c.batch = check_int("batch", c.batch, 1)
@@ -144,20 +195,59 @@ class Config:
             raise ValueError(f"width and depth are options of the FCN (arch='fcn'); "
                              f"arch={c.arch!r} has none: got width={c.width!r}, "
                              f"depth={c.depth!r}")
+        spec = None
         if arch.encoding:     # really stochastic slots: each slot used w.p. T/d_e <= 1/2
             spec = encoding_spec(c.pe, T_max=c.T_max, d_e=c.d_e, sampler=c.sampler,
                                  slots_factor=2)
-            c.pe, c.d_e = spec.name, spec.d_e
+            c.pe, c.d_e, c.sampler = spec.name, spec.d_e, spec.sampler
+        elif "pe" in objects:
+            raise ValueError(f"pe: arch={c.arch!r} takes no positional encoding, got an "
+                             f"encoding object")
+        if isinstance(c.lr, dict) and arch.shapes is not None:  # one step per parameter
+            c.lr = check_step(c.lr, names=tuple(arch.shapes(c)))
+        freeze_given = c.freeze is not None
+        c.freeze = check_freeze(c.freeze, arch, c)
+        c._resolved = Resolved(spec, arch, opt, objects)
         if c.lr is None or c.steps is None:     # derived from the reduced dynamics
-            sched = default_schedule(c)
-            c.lr, c.steps = check_lr(sched.lr), check_int("steps", sched.steps, 0)
+            # a derived step may be a step per block with W's token rows held, unless the
+            # caller chose what is frozen otherwise (stsim.core.schedule.derived_steps)
+            blocks = not freeze_given or set(FROZEN) <= set(c.freeze)
+            sched = default_schedule(c, blocks=c.lr is None and blocks)
+            c.lr, c.steps = check_step(sched.lr), check_int("steps", sched.steps, 0)
+            if sched.freeze and not freeze_given:
+                c.freeze = check_freeze(sched.freeze, arch, c)
         if c.lr_decay is None:      # e.g. Adam's derived schedule anneals (stsim.core.schedule)
-            c.lr_decay = optimizer_spec(c.optimizer).decay if not lr_given else "none"
+            c.lr_decay = opt.decay if not lr_given else "none"
         c.lr_decay = check_choice("lr_decay", c.lr_decay, LR_DECAYS, ignore_case=True)
         c.eval_every = check_int("eval_every", max(1, c.steps // 100) if c.eval_every is None
                                  else c.eval_every, 1)
         c.check_memory()
         return c
+
+    @property
+    def resolved(self) -> Resolved:
+        """The objects :meth:`resolve` turned this config's names into (:class:`Resolved`);
+        ``ValueError`` for a config that was not resolved."""
+        r = self.__dict__.get("_resolved")
+        if r is None:
+            raise ValueError("this Config is not resolved: use Config.resolve() or "
+                             "Config.from_options(...)")
+        return r
+
+    def as_options(self) -> dict:
+        """The fields as options of :func:`stsim.run`, with the objects given in place of
+        names (``pe``, ``optimizer``, ``arch``) put back: running them again runs the same
+        thing."""
+        out = {f.name: getattr(self, f.name) for f in dataclasses.fields(self)}
+        r = self.__dict__.get("_resolved")
+        if r is not None:
+            out.update(r.objects)
+        return out
+
+    def __getstate__(self):     # pickled (a pool's task) as its fields: the specs hold
+        state = dict(self.__dict__)     # factories that need not pickle
+        state.pop("_resolved", None)
+        return state
 
     def memory_estimate(self) -> dict:
         """Bytes of the largest arrays a run of this (resolved) config allocates, by name,
@@ -171,7 +261,7 @@ class Config:
         val_T = [T] * (1 + len(self.q_test)) + list(self.T_test)
         nb = self.n_train if self.objective != "online" else B
         out = {}
-        own = arch_spec(self.arch).memory     # an architecture's own estimate (the FCN's)
+        own = self.resolved.arch.memory     # an architecture's own estimate (the FCN's)
         if own is not None:
             out.update(own(self))
         else:   # the transformer's (also for a registered architecture that gives none)
@@ -181,7 +271,7 @@ class Config:
             # so SGD/GD hold W once; the per-step arrays are linear in the batch's tokens
             d_e = self.d_e
             D = d + d_e
-            spec = encoding_spec(self.pe, T_max=self.T_max, d_e=d_e, sampler=self.sampler)
+            spec = self.resolved.encoding
             dense = spec.dense
             per_sample = not spec.fixed              # a fixed family's encodings are shared
             draws = self.objective == "online"
@@ -256,10 +346,107 @@ class Config:
         return max((self.T,) + tuple(self.T_test))
 
     def to_dict(self) -> dict:
-        """The fields as a JSON-ready dict (``T_test`` and ``q_test`` as lists)."""
-        d = dataclasses.asdict(self)
+        """The fields as a JSON-ready dict (``T_test``, ``q_test`` and ``freeze`` as lists;
+        ``freeze`` only when something is frozen, so that a config of a run without it
+        reads as one written before the field existed)."""
+        d = {f.name: getattr(self, f.name) for f in dataclasses.fields(self)}
+        d["lr"] = dict(self.lr) if isinstance(self.lr, dict) else self.lr
         d["T_test"], d["q_test"] = list(self.T_test), list(self.q_test)
+        if self.freeze:
+            d["freeze"] = list(self.freeze)
+        else:
+            d.pop("freeze")
+        r = self.__dict__.get("_resolved")
+        for name, obj in (r.objects.items() if r is not None else ()):
+            d[f"{name}_object"] = type(obj).__name__     # given as an object (its class)
         return d
+
+
+def _object_name(name: str, obj) -> str:
+    """The name a config records for the object given as its field ``name``."""
+    if name == "pe":
+        return str(obj.name)
+    if name == "arch":
+        return obj.name
+    return object_spec(obj).name
+
+
+def _take_object_settings(c, opt) -> None:
+    """``lr``, ``lr_decay`` and (for a decaying schedule) ``steps`` of the config ``c``
+    from the optimiser object ``opt`` (its ``base_lr``, ``decay``, ``total``): the object
+    is what runs, so the config records its settings. A value also given to the config
+    must agree (``ValueError`` naming it)."""
+    own = {"lr": check_step(opt.base_lr), "lr_decay": getattr(opt, "decay", "none")}
+    if own["lr_decay"] != "none":
+        own["steps"] = getattr(opt, "total", None)
+    for key, value in own.items():
+        given = getattr(c, key)
+        if given is not None and (check_step(given) if key == "lr" else given) != value:
+            raise ValueError(f"{key}={given!r} differs from the optimizer object's {value!r}; "
+                             f"give it once (the object's)")
+        setattr(c, key, value)
+
+
+def options_from_record(record: dict, given: dict) -> dict:
+    """The options of a recorded config dict (``Result.config``, a checkpoint's), in
+    today's terms (:func:`upgrade_config`), for a run that also gets the options
+    ``given``. A field that was given as an object (recorded as ``<field>_object``: the
+    object's class) cannot be rebuilt from its name: it must be in ``given`` again
+    (``run(config=res.config, pe=enc)``), else ``ValueError`` saying so."""
+    out = upgrade_config(record)
+    for name in OBJECT_FIELDS:
+        kind = out.pop(f"{name}_object", None)
+        if kind is not None and (name not in given or isinstance(given[name], str)):
+            raise ValueError(
+                f"this config's {name} was an object ({kind}, recorded as {name}="
+                f"{out.get(name)!r}), which a config dict does not hold: pass the object "
+                f"again, e.g. run(config=res.config, {name}=<the {kind}>)")
+    return out
+
+
+def recorded_shapes(record: dict):
+    """``{name: shape}`` of the parameters of a run from its recorded config dict: its
+    architecture's ``shapes`` rule (:func:`~stsim.core.problem.register_arch`), or None
+    when it has none (or the architecture is not registered in this process, or was an
+    object)."""
+    if "arch_object" in record:
+        return None
+    try:
+        spec = arch_spec(record.get("arch", "transformer"))
+    except ValueError:
+        return None
+    if spec.shapes is None:
+        return None
+    names = {f.name for f in dataclasses.fields(Config)}
+    cfg = Config(**{k: v for k, v in record.items() if k in names})
+    try:
+        return {k: tuple(v) for k, v in spec.shapes(cfg).items()}
+    except (TypeError, ValueError, KeyError):
+        return None
+
+
+def check_freeze(freeze, arch, cfg) -> tuple:
+    """``freeze`` of a config being resolved: None (the default: nothing, for now) or a
+    block name or a sequence of them, of the architecture's blocks
+    (:func:`stsim.core.problem.transformer_blocks`); returned as a tuple in the blocks'
+    order. ``ValueError`` naming ``freeze`` and the allowed names."""
+    if freeze is None:
+        return ()
+    names = (freeze,) if isinstance(freeze, str) else freeze
+    try:
+        names = tuple(names)
+    except TypeError:
+        raise ValueError(f"freeze must be a tuple of block names, got {freeze!r}") from None
+    if not names:
+        return ()
+    allowed = tuple(arch.blocks(cfg)) if arch.blocks is not None else ()
+    if not allowed:
+        raise ValueError(f"freeze: arch={arch.name!r} has no named blocks to freeze, got "
+                         f"{names!r}")
+    bad = [n for n in names if n not in allowed]
+    if bad:
+        raise ValueError(f"freeze must name blocks of {allowed}, got {bad!r}")
+    return tuple(n for n in allowed if n in names)
 
 
 def upgrade_config(old: dict) -> dict:

@@ -18,6 +18,9 @@ name                   form         law
 array ``idx`` ((T,) shared or (B, T) per sample) and never as a dense ``d_e × T`` matrix:
 the model turns them into gathers and scatter-adds. *Dense* families carry ``P`` of shape
 (T, d_e) (shared) or (B, T, d_e) (per sample).
+
+The families by name — the registry, the resolution of a name and the builder — are
+:mod:`stsim.core.families` (which imports this module, never the reverse).
 """
 from __future__ import annotations
 
@@ -36,17 +39,10 @@ __all__ = [
     "NearOrthogonal",
     "StochasticSlots",
     "StochasticSphere",
-    "make_encoding",
-    "register_encoding",
-    "resolve_encoding",
-    "encoding_spec",
-    "EncodingSpec",
-    "canonical_pe",
     "PE_NAMES",
     "SAMPLERS",
     "coherence",
     "sorted_subsets",
-    "is_dense",
 ]
 
 PE_NAMES = ("onehot", "near-orthogonal", "stochastic")
@@ -393,17 +389,3 @@ class NearOrthogonal(Encoding):
 
     def approx_reduced_n(self, T):
         return self.d_e   # approximated by the slots map with n = d_e
-
-
-# the registry, name resolution and the builder live in stsim.core.families (it imports the
-# classes above); they stay importable from here
-_FAMILY_NAMES = ("make_encoding", "register_encoding", "resolve_encoding", "encoding_spec",
-                 "EncodingSpec", "canonical_pe", "is_dense", "DEFAULT_DENSE_D_E",
-                 "_REGISTERED")
-
-
-def __getattr__(name):
-    if name in _FAMILY_NAMES:
-        from stsim.core import families
-        return getattr(families, name)
-    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

@@ -36,7 +36,6 @@ _BUILTIN = {"onehot": (OneHot, OneHot), "near-orthogonal": (NearOrthogonal, _nea
             ("stochastic", "slots"): (StochasticSlots, StochasticSlots),
             ("stochastic", "sphere"): (StochasticSphere, StochasticSphere)}
 _REGISTERED: dict = {}   # name -> (factory, index, default_d_e)
-_INSTANCES: dict = {}    # name -> the instance passed as pe (asked instead of a class)
 
 
 def register_encoding(name: str, factory, *, index: bool | None = None,
@@ -62,11 +61,13 @@ def register_encoding(name: str, factory, *, index: bool | None = None,
 
     Notes
     -----
+    An instance needs no registration: ``pe=MyEncoding(d_e)`` is used as it is and
+    registers nothing (:func:`encoding_spec`).
+
     A sweep on worker processes needs the registration there too: register at the top
     level of a module the workers import, or inside the sweep's function. The default
     pool's workers do not run the calling script or notebook, so a registration made
-    there is not in them; an instance (``pe=MyEncoding(d_e)``) travels with the
-    function instead.
+    there is not in them; an instance travels with the function instead.
 
     Examples
     --------
@@ -88,7 +89,6 @@ def register_encoding(name: str, factory, *, index: bool | None = None,
     if default_d_e is not None:
         default_d_e = check_int("default_d_e", default_d_e, 1)
     _REGISTERED[name] = (factory, bool(index), default_d_e)
-    _INSTANCES.pop(name, None)
 
 
 def canonical_pe(pe: str) -> str:
@@ -98,16 +98,6 @@ def canonical_pe(pe: str) -> str:
     if key not in PE_NAMES and key not in _REGISTERED:
         raise ValueError(f"pe must be one of {PE_NAMES + tuple(_REGISTERED)}, got {pe!r}")
     return key
-
-
-def _as_registered(pe):
-    """An :class:`Encoding` instance passed as ``pe`` is registered under its ``name`` (its
-    factory returns that very instance); the name is what the config keeps."""
-    if isinstance(pe, Encoding):
-        register_encoding(pe.name, lambda: pe, index=pe.index, default_d_e=pe.d_e)
-        _INSTANCES[pe.name] = pe
-        return pe.name
-    return pe
 
 
 class EncodingSpec:
@@ -131,6 +121,9 @@ class EncodingSpec:
         One-hot at slots (``idx``) rather than dense (``P``); see :attr:`dense`.
     fixed : bool
         The same encodings for every sample.
+    instance : Encoding or None
+        The object passed as ``pe`` (it is the encoding: :meth:`build` returns it, and the
+        family's facts are asked of it); None for a family resolved from its name.
 
     Notes
     -----
@@ -139,10 +132,12 @@ class EncodingSpec:
     an instance: they may use ``d_e`` and class attributes only (nothing drawn).
     """
 
-    def __init__(self, name, *, d_e, sampler, kind, index, fixed, label, factory, T_max):
+    def __init__(self, name, *, d_e, sampler, kind, index, fixed, label, factory, T_max,
+                 instance=None):
         self.name, self.d_e, self.sampler, self.kind = name, d_e, sampler, kind
         self.index, self.fixed, self.label = index, fixed, label
         self._factory, self._T_max = factory, T_max
+        self.instance = instance
 
     @property
     def dense(self) -> bool:
@@ -150,9 +145,8 @@ class EncodingSpec:
         return not self.index
 
     def _ask(self, method, *args):
-        probe = _INSTANCES.get(self.name)
-        if probe is not None:
-            return getattr(probe, method)(*args)
+        if self.instance is not None:
+            return getattr(self.instance, method)(*args)
         return None if self.kind is None else getattr(self.kind, method)(self, *args)
 
     def reduced_n(self, T: int) -> int | None:
@@ -170,7 +164,10 @@ class EncodingSpec:
         return self._ask("n_configurations", T, q)
 
     def build(self, rng: np.random.Generator | None = None) -> "Encoding":
-        """The :class:`Encoding` (``rng``: the stream that draws a fixed table)."""
+        """The :class:`Encoding` (``rng``: the stream that draws a fixed table); the object
+        itself when one was passed as ``pe``."""
+        if self.instance is not None:
+            return self.instance
         offered = {"d_e": self.d_e, "T_max": self._T_max, "rng": rng, "sampler": self.sampler}
         try:
             params = inspect.signature(self._factory).parameters
@@ -195,9 +192,8 @@ def _family(key: str, sampler: str):
     if key in _REGISTERED:
         factory, index, default = _REGISTERED[key]
         kind = factory if isinstance(factory, type) and issubclass(factory, Encoding) else None
-        probe = _INSTANCES.get(key, kind)
-        fixed = bool(getattr(probe, "fixed", True))
-        label = probe.label if key in _INSTANCES else getattr(kind, "label", key)
+        fixed = bool(getattr(kind, "fixed", True))
+        label = getattr(kind, "label", key)
         return factory, kind, index, fixed, label if isinstance(label, str) else key, default
     kind, factory = _BUILTIN[(key, sampler) if key == "stochastic" else key]
     label = kind.label if isinstance(kind.label, str) else key
@@ -213,7 +209,8 @@ def encoding_spec(pe, *, T_max: int, d_e: int | None = None, sampler: str = "slo
     ----------
     pe : str or Encoding
         A built-in name (aliases such as ``one-hot`` accepted), a registered name, or an
-        instance (registered under its ``name``).
+        :class:`Encoding` object, built-ins included (used as it is, named by its
+        ``name``; nothing is registered).
     T_max : int
         Largest sequence length that will be encoded.
     d_e : int, optional
@@ -242,10 +239,12 @@ def encoding_spec(pe, *, T_max: int, d_e: int | None = None, sampler: str = "slo
     >>> s.label, s.d_e, s.dense, s.fixed, s.reduced_n(10)
     ('stochastic/slots', 20, False, False, 20)
     """
-    key = canonical_pe(_as_registered(pe))
     if sampler not in SAMPLERS:
         raise ValueError(f"sampler must be one of {SAMPLERS}, got {sampler!r}")
     T_max = check_int("T", T_max, 1)
+    if isinstance(pe, Encoding):
+        return _instance_spec(pe, T_max, d_e, sampler)
+    key = canonical_pe(pe)
     factory, kind, index, fixed, label, default = _family(key, sampler)
     if default is None:
         default = DEFAULT_DENSE_D_E if not index else T_max * (1 if fixed else slots_factor)
@@ -256,6 +255,22 @@ def encoding_spec(pe, *, T_max: int, d_e: int | None = None, sampler: str = "slo
             f"one-hot families need d_e >= T (the largest T or T_test used)")
     return EncodingSpec(key, d_e=d_e, sampler=sampler, kind=kind, index=index, fixed=fixed,
                         label=label, factory=factory, T_max=T_max)
+
+
+def _instance_spec(enc: Encoding, T_max: int, d_e, sampler: str) -> EncodingSpec:
+    """The spec of an :class:`Encoding` object passed as ``pe``: the object itself (built
+    once, asked its facts), named by its ``name``; a built-in stochastic object sets the
+    sampler (its law). Nothing is registered."""
+    if d_e is not None and check_int("d_e", d_e, 1) != enc.d_e:
+        raise ValueError(f"d_e={d_e} differs from the width {enc.d_e} of the encoding object "
+                         f"passed as pe; leave d_e out (it is the object's)")
+    law = {StochasticSlots: "slots", StochasticSphere: "sphere"}.get(type(enc))
+    sampler = law or sampler
+    enc.check_length(T_max)
+    label = enc.label if isinstance(enc.label, str) else enc.name
+    return EncodingSpec(str(enc.name), d_e=enc.d_e, sampler=sampler, kind=type(enc),
+                        index=bool(enc.index), fixed=bool(enc.fixed), label=label,
+                        factory=None, T_max=T_max, instance=enc)
 
 
 def family_reduced_n(pe, T, d_e=None, sampler: str = "slots"):
@@ -295,8 +310,7 @@ def make_encoding(pe: str, *, T_max: int, d_e: int | None = None, sampler: str =
     Parameters
     ----------
     pe : {"onehot", "near-orthogonal", "stochastic"}, a name added by
-        :func:`register_encoding`, or an :class:`Encoding` instance (registered under its
-        ``name``)
+        :func:`register_encoding`, or an :class:`Encoding` object (returned as it is)
     T_max : int
         Largest sequence length that will be encoded (training and test).
     d_e : int, optional

@@ -21,6 +21,8 @@ the table :func:`register_optimizer` fills; each entry carries its own default-l
 """
 from __future__ import annotations
 
+import copy
+import dataclasses
 import math
 from dataclasses import dataclass
 from typing import Callable
@@ -30,8 +32,9 @@ import numpy as np
 from stsim.util.validate import check_choice, check_int, check_lr
 
 __all__ = ["SGD", "Adam", "make_optimizer", "all_finite", "OPTIMIZERS", "LR_DECAYS",
-           "register_optimizer", "optimizer_spec", "resolve_optimizer", "OptimizerSpec",
-           "REDUCED", "ALIASES", "adam_steps"]
+           "check_step", "block_lr", "register_optimizer", "optimizer_spec",
+           "resolve_optimizer", "OptimizerSpec", "object_spec", "REDUCED", "ALIASES",
+           "adam_steps"]
 
 LR_DECAYS = ("none", "linear")
 REDUCED = "reduced"    # default lr rule: eta_max/2 of the reduced dynamics (stsim.core.schedule)
@@ -47,11 +50,48 @@ def all_finite(g) -> bool:
     return bool(check()) if check is not None else bool(np.all(np.isfinite(g)))
 
 
+def check_step(lr, names=None):
+    """A step size: one number (> 0, finite; returned as a float) for every parameter, or a
+    dict ``{parameter: step}`` giving one per parameter (e.g. ``{"W": 200, "V": 5.5}``;
+    returned as a dict of floats, keys as str). ``names``: the parameters a dict must
+    cover, exactly. ``ValueError`` naming ``lr`` otherwise.
+
+    >>> check_step(0.5), check_step({"W": 200, "V": 5.5}, names=("W", "V"))
+    (0.5, {'W': 200.0, 'V': 5.5})
+    """
+    if isinstance(lr, dict):
+        if not lr:
+            raise ValueError("lr must be a number > 0 or a dict {parameter: step > 0}, got {}")
+        out = {str(k): check_lr(v, f"lr[{k!r}]") for k, v in lr.items()}
+        if names is not None and set(out) != set(names):
+            raise ValueError(f"lr as a dict must give one step for each parameter "
+                             f"{sorted(names)}, got {sorted(out)}")
+        return out
+    if isinstance(lr, (str, bytes)):
+        raise ValueError(f"lr must be a number, got the string {lr!r}")
+    return check_lr(lr)
+
+
+def block_lr(lr, name: str) -> float:
+    """The step of parameter ``name`` under ``lr`` (a number, or a dict of
+    :func:`check_step`); ``ValueError`` naming ``lr`` when the dict has none for it."""
+    if not isinstance(lr, dict):
+        return lr
+    if name not in lr:
+        raise ValueError(f"lr gives no step for the parameter {name!r} (it gives "
+                         f"{sorted(lr)})")
+    return lr[name]
+
+
 class SGD:
-    """Plain (stochastic) gradient descent ``θ ← θ − η_k g`` (``η_k``: module docstring)."""
+    """Plain (stochastic) gradient descent ``θ ← θ − η_k g`` (``η_k``: module docstring).
+
+    ``lr``: one step for every parameter, or a dict with a step per parameter
+    (``SGD(lr={"W": 200, "V": 5.5})``, :func:`check_step`); the schedule ``decay`` scales
+    each alike."""
 
     def __init__(self, lr, decay="none", total=None):
-        self.base_lr = check_lr(lr)
+        self.base_lr = check_step(lr)
         self.decay = check_choice("decay", decay, LR_DECAYS)
         if self.decay != "none":
             if total is None or int(total) < 1:
@@ -61,18 +101,23 @@ class SGD:
         self.t = 0
 
     @property
-    def lr(self) -> float:
-        """The step size of the next update (update number ``self.t``)."""
+    def lr(self):
+        """The step size of the next update (update number ``self.t``): a number, or a dict
+        with one per parameter."""
         if self.decay == "none":
             return self.base_lr
         start = self.total // 2
-        return self.base_lr * min(1.0, max(self.total - self.t, 0) / (self.total - start))
+        f = min(1.0, max(self.total - self.t, 0) / (self.total - start))
+        if isinstance(self.base_lr, dict):
+            return {k: v * f for k, v in self.base_lr.items()}
+        return self.base_lr * f
 
     def step(self, params: dict, grads: dict) -> None:
         """Update ``params`` in place: ``p ← p − lr · g`` for every ``grads`` entry."""
-        lr = self.lr
+        steps = self.lr
         self.t += 1
         for k, g in grads.items():
+            lr = block_lr(steps, k)
             if hasattr(g, "axpy"):         # a sparse gradient: only its support moves
                 g.axpy(params[k], -lr)     # p + (−lr)·g: the roundings of p − lr·g
             else:
@@ -100,11 +145,12 @@ class Adam(SGD):
         self.v: dict = {}
 
     def step(self, params, grads):
-        lr = self.lr
+        steps = self.lr
         self.t += 1
         c1 = 1 - self.b1 ** self.t
         c2 = 1 - self.b2 ** self.t
         for k, g in grads.items():
+            lr = block_lr(steps, k)
             p = params[k]
             if k not in self.m:
                 self.m[k] = np.zeros_like(p)           # the parameter's memory order
@@ -243,6 +289,26 @@ def resolve_optimizer(name: str, objective: str) -> tuple:
     if name in ALIASES and objective == "online":
         objective = ALIASES[name][1]
     return spec.name, objective
+
+
+def object_spec(opt) -> OptimizerSpec:
+    """The :class:`OptimizerSpec` of an optimiser *object* passed as ``optimizer`` (e.g.
+    ``SGD(lr=1.0)``, ``Adam(0.02, betas=(0.8, 0.99))``): its factory returns a fresh copy
+    of the object (a run never steps the caller's object), its default-lr rules are those
+    of the built-in class it derives from (SGD's otherwise); it is named after its class
+    (``"sgd"``, ``"adam"``, or the lower-cased class name of another). Nothing is
+    registered. ``ValueError`` naming ``optimizer`` for an object without ``step``,
+    ``state_dict``, ``load_state_dict`` or its step ``base_lr``."""
+    missing = [m for m in ("step", "state_dict", "load_state_dict")
+               if not callable(getattr(opt, m, None))]
+    if missing or getattr(opt, "base_lr", None) is None:
+        raise ValueError(f"optimizer must be a name {optimizer_names()} or an optimiser object "
+                         f"with step, state_dict, load_state_dict and its step base_lr (as "
+                         f"stsim.SGD and stsim.Adam), got {opt!r}")
+    base = _OPTIMIZERS["adam" if isinstance(opt, Adam) else "sgd"]
+    name = base.name if type(opt) in (SGD, Adam) else type(opt).__name__.lower()
+    return dataclasses.replace(base, name=name,
+                               factory=lambda *a, **k: copy.deepcopy(opt))
 
 
 def make_optimizer(name: str, lr, decay="none", total=None):

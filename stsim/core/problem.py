@@ -29,13 +29,13 @@ from typing import Callable
 
 import numpy as np
 
-from stsim.core.encodings import make_encoding
 from stsim.core.model import cosine_to_target, forward_backward
 from stsim.core.seeds import Streams
 from stsim.core.task import sample_batch
 
 __all__ = ["Problem", "TransformerProblem", "make_problem", "register_arch", "arch_spec",
-           "arch_names", "ArchSpec", "register_objective", "val_key", "transformer_shapes"]
+           "arch_names", "ArchSpec", "register_objective", "val_key", "transformer_shapes",
+           "transformer_blocks", "BLOCKS"]
 
 
 @dataclass(frozen=True)
@@ -51,6 +51,7 @@ class ArchSpec:
     memory: Callable | None = None
     seconds_per_step: Callable | None = None
     shapes: Callable | None = None
+    blocks: Callable | None = None
     lr: Callable | None = None
 
 
@@ -60,7 +61,7 @@ _OBJECTIVES: dict = {}
 
 def register_arch(name: str, factory, *, encoding: bool = True, reduced: bool = False,
                   resolve=None, memory=None, seconds_per_step=None, shapes=None,
-                  lr=None) -> ArchSpec:
+                  blocks=None, lr=None) -> ArchSpec:
     """Make ``arch=name`` (in :func:`stsim.run`, :class:`Config`) build
     ``factory(cfg, streams)``: an object with the problem interface of the module docstring
     (subclass :class:`Problem` for the shared plumbing).
@@ -90,6 +91,10 @@ def register_arch(name: str, factory, *, encoding: bool = True, reduced: bool = 
         ``shapes(cfg) -> {name: shape}``, the parameters a run of ``cfg`` has; then
         :func:`stsim.load` refuses a result whose parameters are missing or misshapen
         (checkpoints are checked against the run's own initial parameters either way).
+    blocks : callable, optional
+        ``blocks(cfg) -> {block name: (parameter, index)}``: the named parts of its
+        parameters (``params[parameter][index]``) that ``freeze`` may hold at their initial
+        value (the transformer's: :func:`transformer_blocks`). None: nothing can be frozen.
     lr : callable, optional
         ``lr(cfg)``: its own derived default SGD step when it has no reduced dynamics (the
         FCN's, :func:`stsim.baselines.fcn.fcn_default_lr`). None: the optimiser's fixed
@@ -111,13 +116,14 @@ def register_arch(name: str, factory, *, encoding: bool = True, reduced: bool = 
     """
     name = str(name)
     for what, fn in (("factory", factory), ("resolve", resolve), ("memory", memory),
-                     ("seconds_per_step", seconds_per_step), ("shapes", shapes), ("lr", lr)):
+                     ("seconds_per_step", seconds_per_step), ("shapes", shapes),
+                     ("blocks", blocks), ("lr", lr)):
         if fn is not None and not callable(fn):
             raise ValueError(f"{what} must be callable, got {fn!r}")
     if factory is None:
         raise ValueError("factory must be callable, got None")
     spec = ArchSpec(name, factory, bool(encoding), bool(reduced), resolve, memory,
-                    seconds_per_step, shapes, lr)
+                    seconds_per_step, shapes, blocks, lr)
     _ARCHS[name] = spec
     return spec
 
@@ -240,8 +246,7 @@ class TransformerProblem(Problem):
     population (``objective="population"``, provided by :mod:`stsim.theory.population`)."""
 
     def __init__(self, cfg, streams: Streams):
-        self.enc = make_encoding(cfg.pe, T_max=cfg.T_max, d_e=cfg.d_e,
-                                 sampler=cfg.sampler, rng=streams.encoding())
+        self.enc = cfg.resolved.encoding.build(streams.encoding())
         super().__init__(cfg, streams)
 
     def _draw(self, rng, B, T, q):
@@ -295,10 +300,27 @@ def transformer_shapes(cfg) -> dict:
     return {"W": (D, D), "V": (int(cfg.d), D)}
 
 
-register_arch("transformer", TransformerProblem, reduced=True, shapes=transformer_shapes)
+#: the transformer's blocks, in order (docs/model.md): W's rows are the key side, its
+#: columns the query side, the first d of each the token part; V's columns likewise
+BLOCKS = ("W_xx", "W_xe", "W_ex", "W_ee", "V_x", "V_e")
+
+
+def transformer_blocks(cfg) -> dict:
+    """``{block: (parameter, index)}`` of the transformer, :data:`BLOCKS`:
+    ``W = [[W_xx, W_xe], [W_ex, W_ee]]`` (``W_xx = W[:d, :d]``, ``W_xe = W[:d, d:]`` — the
+    token rows —, ``W_ex = W[d:, :d]``, ``W_ee = W[d:, d:]``) and ``V = [V_x, V_e]``
+    (``V_x = V[:, :d]``, ``V_e = V[:, d:]``)."""
+    d = int(cfg.d)
+    x, e = slice(0, d), slice(d, None)
+    return {"W_xx": ("W", (x, x)), "W_xe": ("W", (x, e)), "W_ex": ("W", (e, x)),
+            "W_ee": ("W", (e, e)), "V_x": ("V", (slice(None), x)), "V_e": ("V", (slice(None), e))}
+
+
+register_arch("transformer", TransformerProblem, reduced=True, shapes=transformer_shapes,
+              blocks=transformer_blocks)
 
 
 def make_problem(cfg, streams: Streams | None = None):
     """The problem object for a resolved config's ``arch`` (interface: module docstring);
     ``streams`` defaults to ``Streams(cfg.seed)``."""
-    return arch_spec(cfg.arch).factory(cfg, Streams(cfg.seed) if streams is None else streams)
+    return cfg.resolved.arch.factory(cfg, Streams(cfg.seed) if streams is None else streams)

@@ -7,13 +7,14 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from stsim.core.state import check_history, check_params, param_shapes
+from stsim.core.config import recorded_shapes
+from stsim.core.state import check_history, check_params
 from stsim.util.io import load_npz, save_npz, write_csv
 
 __all__ = ["Result", "load", "STATUSES"]
 
 #: a Result's status: how the run ended ("checkpoint": read from a checkpoint, unfinished)
-STATUSES = ("completed", "diverged", "interrupted", "checkpoint")
+STATUSES = ("completed", "diverged", "interrupted", "stopped", "checkpoint")
 
 
 @dataclass
@@ -32,7 +33,8 @@ class Result:
         validation loss); ``val/T=<T_test>``, ``val/q=<q_test>``; ``cos_W``, ``cos_V``;
         plus objective-specific metrics.
     status : str
-        ``"completed"``, ``"diverged"``, ``"interrupted"`` (Ctrl-C: the run so far) or
+        ``"completed"``, ``"diverged"``, ``"interrupted"`` (Ctrl-C: the run so far),
+        ``"stopped"`` (by the ``callback`` of :func:`~stsim.core.run.run`: the run so far) or
         ``"checkpoint"`` (:func:`load` of a checkpoint: the run so far).
     message : str
         What happened; for a completed run that did not learn, the plateau diagnosis
@@ -130,9 +132,11 @@ class Result:
     def attention(self, X=None, y=None, *, n=4, seed=0, T=None, return_inputs=False):
         """Attention weights of the trained transformer on given or fresh inputs.
 
-        The encoding is rebuilt from the config exactly as in the run (the fixed
-        near-orthogonal table is the run's own, drawn from its ``seed``); stochastic
-        encodings are drawn for these samples from ``seed``.
+        The encoding is the run's own: the one it trained with (a result of
+        :func:`stsim.run` in this process, also when ``pe`` was an object), else rebuilt
+        from the config exactly as in the run (the fixed near-orthogonal table drawn from
+        its ``seed``; a config whose ``pe`` was an object cannot be rebuilt: ``ValueError``
+        saying so). Stochastic encodings are drawn for these samples from ``seed``.
 
         Parameters
         ----------
@@ -166,18 +170,19 @@ class Result:
         """
         import dataclasses
 
-        from stsim.core.config import Config
-        from stsim.core.encodings import make_encoding
+        from stsim.core.config import Config, options_from_record
         from stsim.core.model import attention_weights
         from stsim.core.seeds import Streams
         from stsim.core.task import sample_batch
 
-        names = {f.name for f in dataclasses.fields(Config)}
-        cfg = Config(**{k: v for k, v in self.config.items() if k in names}).resolve()
+        cfg = self.__dict__.get("_config")      # the run's own (stsim.run in this process)
+        if cfg is None:
+            names = {f.name for f in dataclasses.fields(Config)}
+            cfg = Config(**{k: v for k, v in options_from_record(self.config, {}).items()
+                            if k in names}).resolve()
         if cfg.arch != "transformer":
             raise ValueError(f"attention weights need a transformer run, this is arch={cfg.arch!r}")
-        enc = make_encoding(cfg.pe, T_max=cfg.T_max, d_e=cfg.d_e, sampler=cfg.sampler,
-                            rng=Streams(cfg.seed).encoding())
+        enc = cfg.resolved.encoding.build(Streams(cfg.seed).encoding())
         rng = np.random.default_rng(seed)
         if X is None:
             if y is not None:
@@ -229,7 +234,7 @@ class Result:
         if not isinstance(meta["config"], dict):
             raise ValueError(f"result file {os.fspath(path)!r} is corrupt: its config record "
                              f"is not a JSON object")
-        check_params(path, "result file", params, param_shapes(meta["config"]), finite=False)
+        check_params(path, "result file", params, recorded_shapes(meta["config"]), finite=False)
         history = {k: arrays[f"history/{k}"] for k in meta.get("history_keys", [])}
         check_history(path, "result file", history)
         return cls(config=meta["config"], params=params, history=_int_steps(history),
@@ -247,7 +252,7 @@ class Result:
         if cfg is None:
             raise ValueError(f"checkpoint {os.fspath(path)!r} is corrupt: its config record "
                              f"is not a JSON object")
-        params = RunState.read_checked(path, arrays, meta, param_shapes(cfg))
+        params = RunState.read_checked(path, arrays, meta, recorded_shapes(cfg))
         history = {k: arrays[f"history/{k}"] for k in meta["history_keys"]}
         step, steps = meta["step"], cfg.get("steps")
         return cls(config=cfg, params=params, history=_int_steps(history), status="checkpoint",

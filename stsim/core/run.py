@@ -1,4 +1,4 @@
-"""The run loop: :func:`run` (training, records, divergence, checkpoints).
+"""One call, one run: :func:`run` (training, records, divergence, checkpoints, stops).
 
 ``run(T=200, q=3, pe="stochastic", **options)`` trains one model and returns a
 :class:`Result` (config, final parameters, history), in the spirit of
@@ -7,7 +7,8 @@
 Data flow: a *problem* (the model plus where its gradients come from) exposes
 ``init_params(rng)``, ``loss_grad(params, rng) -> (loss, grads)`` and
 ``evaluate(params) -> {metric: value}``; the loop steps an optimiser on it, records
-metrics every ``eval_every`` steps, stops on divergence and checkpoints.
+metrics every ``eval_every`` steps, stops on divergence or when the ``callback`` asks, and
+checkpoints. The pieces — setup, advance, finish — are :class:`stsim.core.session.Session`.
 
 Random streams: :class:`stsim.core.seeds.Streams` (the encoding table, validation sets,
 initialisation and training stream each have their own child of ``SeedSequence(seed)``).
@@ -16,140 +17,20 @@ Units: a *step* is one optimiser update; gradient-flow time is ``η · step``.
 """
 from __future__ import annotations
 
-import dataclasses
-import math
 import os
-import time
-from dataclasses import dataclass
 
 import numpy as np
 
-from stsim.core.config import Config, upgrade_config
-from stsim.core.optim import all_finite, make_optimizer
-from stsim.core.problem import make_problem
-from stsim.core.progress import check_progress, make_progress
+from stsim.core.config import Config, options_from_record
+from stsim.core.progress import check_progress
 from stsim.core.result import Result
-from stsim.core.schedule import assess_run, estimated_seconds, fallback_note
-from stsim.core.seeds import Streams
-from stsim.core.state import RunState
+from stsim.core.session import (DIVERGENCE_FACTOR, LoopEnd, RunInterrupted, Session,
+                                train_loop, uses_second_thread)
 from stsim.util.io import check_writable_folder
-from stsim.util.malloc import keep_freed_memory, release_freed_memory
-from stsim.util.prefetch import Prefetch, prefetch_default
-from stsim.util.threads import one_blas_thread, parallel_default
 from stsim.util.validate import check_int
-from stsim.util.warn import warn
 
-__all__ = ["run", "train_loop", "LoopEnd", "Config", "Result", "DIVERGENCE_FACTOR",
-           "RunInterrupted", "check_checkpoint"]
-
-
-# --------------------------------------------------------------------------------------
-# the loop
-# --------------------------------------------------------------------------------------
-#: a run has diverged when its loss or a gradient entry is not finite, or when its loss
-#: exceeds DIVERGENCE_FACTOR times the loss at its first step (4e126 is not "completed")
-DIVERGENCE_FACTOR = 1e6
-
-
-def _finite(loss, grads):
-    return math.isfinite(loss) and all(all_finite(g) for g in grads.values())
-
-
-class _DivergenceRule:
-    """``finite`` of :func:`train_loop` for :func:`run`: non-finite values, or a loss above
-    ``DIVERGENCE_FACTOR`` × the first loss (``first``, or the first loss seen)."""
-
-    def __init__(self, first=None):
-        self.first = first
-        self.why = ""
-
-    def __call__(self, loss, grads):
-        if not math.isfinite(loss):
-            self.why = f"non-finite loss ({loss})"
-            return False
-        if not all(all_finite(g) for g in grads.values()):
-            self.why = "non-finite gradient"
-            return False
-        if self.first is None:
-            self.first = abs(loss)
-        limit = DIVERGENCE_FACTOR * max(self.first, 1e-300)
-        if loss > limit:
-            self.why = (f"loss {loss:.3g} above {DIVERGENCE_FACTOR:.0e} x the first loss "
-                        f"{self.first:.3g}")
-            return False
-        return True
-
-
-@dataclass
-class LoopEnd:
-    """How :func:`train_loop` ended: ``step`` (optimiser updates done), ``status``
-    (``"completed"``, ``"stopped"`` by the stop criterion, ``"diverged"``) and ``out``,
-    the last ``loss_grad`` result (at the final iterate)."""
-
-    step: int
-    status: str
-    out: tuple
-
-
-def train_loop(loss_grad, opt, params: dict, steps: int, *, start: int = 0, at_top=None,
-               observe=None, stop=None, post_step=None, finite=_finite) -> LoopEnd:
-    """The training loop shared by :func:`run` and the studies' trainers.
-
-    Each iteration, at step ``t`` (from ``start``): ``at_top(t)`` (e.g. a checkpoint: the
-    state before the iteration's batch is drawn); ``out = loss_grad(params)`` (a tuple
-    starting ``(loss, grads)``); stop as ``"diverged"`` unless ``finite(loss, grads)``;
-    ``observe(t, out)`` (records); stop as ``"stopped"`` if ``stop(t, out)``; stop as
-    ``"completed"`` at ``t = steps``; else ``opt.step(params, grads)`` (in place),
-    ``post_step(params)`` (e.g. a projection) and ``t += 1``. Before the first iteration
-    it calls :func:`stsim.util.malloc.keep_freed_memory`, and when it ends (also by an
-    exception) :func:`stsim.util.malloc.release_freed_memory`: the freed memory kept for
-    the steps is handed back.
-    """
-    keep_freed_memory()   # the step's large arrays are reused, not re-faulted (util.malloc)
-    try:
-        return _loop(loss_grad, opt, params, steps, start, at_top, observe, stop, post_step,
-                     finite)
-    finally:
-        release_freed_memory()
-
-
-def _loop(loss_grad, opt, params, steps, start, at_top, observe, stop, post_step, finite):
-    step = start
-    while True:
-        if at_top is not None:
-            at_top(step)
-        with np.errstate(over="ignore", invalid="ignore"):  # divergence is reported below
-            out = loss_grad(params)
-        if not finite(out[0], out[1]):
-            return LoopEnd(step, "diverged", out)
-        if observe is not None:
-            observe(step, out)
-        if stop is not None and stop(step, out):
-            return LoopEnd(step, "stopped", out)
-        if step >= steps:
-            return LoopEnd(step, "completed", out)
-        opt.step(params, out[1])
-        if post_step is not None:
-            post_step(params)
-        step += 1
-
-
-def uses_second_thread(enc, prefetch: bool) -> bool:
-    """Whether a run computes while a thread of stsim's own works: it draws ahead
-    (``prefetch``), or its encoding ``enc`` (None for the FCN) fills batches on two threads
-    (``Encoding.threaded``: ``stochastic/sphere``, :func:`stsim.core.encodings._unit_rows`).
-    BLAS then keeps to one thread (:func:`stsim.util.threads.one_blas_thread`): OpenBLAS's
-    second thread spins after each product and takes the core the other thread needs (a
-    serial sphere step: 50 ms with two BLAS threads, 36 ms with one; docs/model.md)."""
-    return prefetch or (getattr(enc, "threaded", False) and parallel_default())
-
-
-class RunInterrupted(UserWarning):
-    """:func:`run` was interrupted (Ctrl-C) and returns the result so far."""
-
-
-class _Interrupt(Exception):
-    """Raised at a step boundary after Ctrl-C (:meth:`RunState.catch_interrupt`)."""
+__all__ = ["run", "train_loop", "LoopEnd", "Config", "Result", "Session", "DIVERGENCE_FACTOR",
+           "RunInterrupted", "check_checkpoint", "uses_second_thread"]
 
 
 def check_checkpoint(checkpoint, checkpoint_every):
@@ -173,24 +54,25 @@ def check_checkpoint(checkpoint, checkpoint_every):
 
 
 def _options(T, q, pe, config, options) -> dict:
-    """The options of a run: ``config``'s fields (a :class:`Config` or a config dict such
-    as ``Result.config``; else the defaults T=200, q=3, pe="stochastic"), then ``T``,
-    ``q``, ``pe`` and ``options`` where given."""
+    """The options of a run: ``config``'s fields (a :class:`Config`, its objects included,
+    or a config dict such as ``Result.config``, read by
+    :func:`stsim.core.config.options_from_record`; else the defaults T=200, q=3,
+    pe="stochastic"), then ``T``, ``q``, ``pe`` and ``options`` where given."""
+    given = {k: v for k, v in (("T", T), ("q", q), ("pe", pe)) if v is not None}
     if config is None:
         base = {"T": 200, "q": 3, "pe": "stochastic"}
     elif isinstance(config, Config):
-        base = {f.name: getattr(config, f.name) for f in dataclasses.fields(Config)}
+        base = config.as_options()
     elif isinstance(config, dict):
-        base = upgrade_config(config)
+        base = options_from_record(config, {**given, **options})
     else:
         raise ValueError(f"config must be a stsim.Config or a dict of its fields (such as a "
                          f"Result's config), got {type(config).__name__}")
-    given = {k: v for k, v in (("T", T), ("q", q), ("pe", pe)) if v is not None}
     return {**base, **given, **options}
 
 
 def run(T=None, q=None, pe=None, *, config=None, checkpoint=None, checkpoint_every=None,
-        progress=None, prefetch=None, **options) -> Result:
+        progress=None, prefetch=None, callback=None, **options) -> Result:
     """Train a model on STS_q and return a :class:`Result`.
 
     Parameters
@@ -225,16 +107,29 @@ def run(T=None, q=None, pe=None, *, config=None, checkpoint=None, checkpoint_eve
         to one thread (:func:`stsim.util.prefetch.prefetch_default`). While it draws (or
         while a sphere batch is filled on two threads), BLAS is limited to one thread
         (:func:`uses_second_thread`).
+    callback : callable, optional
+        ``callback(row)``, called at every record with that history row (a dict:
+        ``step``, ``loss``, ``val``, ..., the cosines). When it returns a true value the
+        run stops there: ``status="stopped"``, the message names the step; history,
+        parameters (those of that record) and the checkpoint are kept as for Ctrl-C, and
+        the checkpoint resumes the run bit for bit. An exception raised by ``callback``
+        (or by a ``progress`` callable) ends the run the same way and is then raised,
+        after the checkpoint is written, with the :class:`Result` as its ``result``
+        attribute.
     **options
         Any field of :class:`Config` (``d``, ``d_e``, ``sampler``, ``model``, ``query``,
-        ``objective``, ``optimizer``, ``lr``, ``steps``, ``batch``, ``init``, ``seed`` —
-        an int, a ``numpy.random.SeedSequence`` or a ``Generator`` —, ``T_test``,
-        ``q_test``, ``eval_every``, ...). Unknown names raise.
+        ``objective``, ``optimizer``, ``lr`` — a number, or a step per parameter such as
+        ``{"W": 200, "V": 5.5}`` —, ``freeze`` — blocks held at their initial value,
+        e.g. ``("W_xx", "W_xe")``, W's token rows (docs/model.md) —, ``steps``,
+        ``batch``, ``init``, ``seed`` — an int, a ``numpy.random.SeedSequence`` or a
+        ``Generator`` —, ``T_test``, ``q_test``, ``eval_every``, ...). Unknown names
+        raise.
 
     Returns
     -------
     Result
-        Its ``status``: ``"completed"``, ``"diverged"`` or ``"interrupted"``.
+        Its ``status``: ``"completed"``, ``"diverged"``, ``"interrupted"`` or
+        ``"stopped"``.
 
     Notes
     -----
@@ -267,6 +162,8 @@ def run(T=None, q=None, pe=None, *, config=None, checkpoint=None, checkpoint_eve
     True
     """
     progress = check_progress(progress)
+    if callback is not None and not callable(callback):
+        raise ValueError(f"callback must be a callable callback(row) or None, got {callback!r}")
     if prefetch is not None and not isinstance(prefetch, (bool, np.bool_)):
         raise ValueError(f"prefetch must be True, False or None (automatic), got {prefetch!r}")
     checkpoint, checkpoint_every = check_checkpoint(checkpoint, checkpoint_every)
@@ -275,102 +172,12 @@ def run(T=None, q=None, pe=None, *, config=None, checkpoint=None, checkpoint_eve
     if checkpoint is not None:
         check_writable_folder(os.path.dirname(os.path.abspath(checkpoint)),
                               "the folder of checkpoint")
-    streams = Streams(cfg.seed)
-    problem = make_problem(cfg, streams)
-    opt = make_optimizer(cfg.optimizer, cfg.lr, cfg.lr_decay, cfg.steps)
-    rng = streams.train()
-    init = problem.init_params(streams.init())
-    if checkpoint is not None and os.path.exists(checkpoint):
-        state, cfg = RunState.load(checkpoint, cfg, opt, rng, template=init,
-                                   eval_given=opts.get("eval_every") is not None)
-    else:
-        state = RunState(init, opt, rng)
-    start = state.step
-    rule = _DivergenceRule(state.first_loss)
-    t0 = time.perf_counter()
-    status, message = "completed", ""
-    reporter = make_progress(progress, start=start, steps=cfg.steps,
-                             estimated_s=estimated_seconds(cfg, cfg.steps - start))
-    bad_params = []
-
-    def record(step):
-        with np.errstate(over="ignore", invalid="ignore"):
-            metrics = problem.evaluate(state.params)
-        row = state.record(step, metrics)
-        if reporter is not None:
-            reporter(step, cfg.steps, row)
-        # entries the loss never reaches can hold NaN while loss and gradients stay finite
-        bad_params[:] = [k for k, v in state.params.items() if not np.all(np.isfinite(v))]
-
-    def at_top(step):
-        # checkpoint = the state at the top of an iteration, before its batch is drawn,
-        # so that a resumed run continues bit-for-bit like an uninterrupted one
-        state.step = step
-        if state.interrupted:
-            raise _Interrupt
-        if checkpoint is not None and step > start and (
-                step == cfg.steps or (checkpoint_every and step % checkpoint_every == 0)):
-            state.save(checkpoint, cfg)
-
-    def observe(step, out):
-        state.accumulate(out[0])
-        if step % cfg.eval_every == 0 or step == cfg.steps:
-            record(step)
-
-    if prefetch is None:
-        prefetch = prefetch_default()
-    drawing_ahead = bool(prefetch and getattr(problem, "draws", False))
-    if drawing_ahead and start < cfg.steps:
-        state.attach(Prefetch(problem.draw_step, rng))
-    end = None
+    session = Session(cfg, checkpoint=checkpoint, checkpoint_every=checkpoint_every,
+                      progress=progress, prefetch=prefetch, callback=callback,
+                      eval_given=opts.get("eval_every") is not None,
+                      defaults_noted=opts.get("lr") is None or opts.get("steps") is None)
     try:
-        # BLAS is pinned by the run's setting, not by whether steps remain: a call resumed
-        # at its last step re-records that step with the same threads, hence the same bits
-        with state.catch_interrupt(), one_blas_thread(
-                uses_second_thread(getattr(problem, "enc", None), drawing_ahead)):
-            end = train_loop(lambda p: state.loss_grad(problem, p), opt, state.params,
-                             cfg.steps, start=start, at_top=at_top, observe=observe,
-                             stop=lambda step, out: bool(bad_params), finite=rule)
-    except _Interrupt:
-        if checkpoint is not None:      # the state at the top of this step: resumable
-            state.save(checkpoint, cfg)
-        if state.loss_count:            # the steps since the last record
-            record(state.step)
+        session.advance()
     finally:
-        if state.source is not None:
-            state.source.close()
-        if reporter is not None and hasattr(reporter, "close"):
-            reporter.close()
-    if end is None:
-        status = "interrupted"
-        message = (f"interrupted (Ctrl-C) at step {state.step} of {cfg.steps}: the result so "
-                   f"far" + ("; checkpoint written (rerun the same call to resume)"
-                             if checkpoint is not None else ""))
-        warn(f"stsim: run {message}; status 'interrupted'", RunInterrupted)
-    elif end.status == "stopped":
-        status = "diverged"
-        message = (f"diverged: non-finite parameter(s) {bad_params} at step {end.step} (the "
-                   f"loss and gradients stayed finite: entries the loss does not reach); "
-                   f"history kept up to that record")
-    elif end.status == "diverged":
-        status = "diverged"
-        message = (f"diverged: {rule.why} at step {end.step}; history kept up to the last "
-                   f"record before it")
-        if not state.history:   # nothing recorded yet: keep the step that diverged
-            state.loss_sum, state.loss_count = float(end.out[0]), 1
-            record(end.step)
-    info = {"wall_time_s": time.perf_counter() - t0, **problem.info()}
-    if status == "interrupted":
-        info["interrupted_at_step"] = state.step
-    history = {k: np.asarray(v, dtype=np.int64 if k == "step" else None)
-               for k, v in state.history.items()}
-    if status in ("completed", "interrupted"):
-        if status == "completed":
-            message = f"completed {cfg.steps} steps"
-        if status == "completed" and (opts.get("lr") is None or opts.get("steps") is None):
-            note = fallback_note(cfg)           # defaults that could not be derived
-            message += f"; {note}" if note else ""
-        info["assessment"], note = assess_run(cfg, history)   # plateau diagnosis (issue 13)
-        message += f"; {note}" if note else ""
-    return Result(config=cfg.to_dict(), params=state.params, history=history, status=status,
-                  message=message, info=info)
+        session.close()
+    return session.finish()

@@ -114,15 +114,13 @@ from __future__ import annotations
 import math
 from dataclasses import asdict, dataclass
 
-from stsim.core.families import encoding_spec
-from stsim.core.optim import ADAM_LR, ADAM_STEPS_PER_T, REDUCED, adam_steps, optimizer_spec
-from stsim.core.problem import arch_spec
+from stsim.core.optim import ADAM_LR, ADAM_STEPS_PER_T, REDUCED, adam_steps
 from stsim.core.reduced import MAX_STEPS, TARGET, reduced_map_steps
 
 __all__ = ["Schedule", "eta_max", "eta_V_max", "eta_xe_max", "sample_curvature", "eta_W_block", "derived_steps",
            "FROZEN", "NOISE_W", "estimated_seconds", "default_schedule", "predict", "SGD_ESCAPE_LAG",
            "plateau_status", "assess_run", "adam_steps", "fallback_note", "TARGET", "SAFETY",
-           "MARGIN", "ADAM_LR", "ADAM_STEPS_PER_T", "FALLBACK_STEPS", "LongRunWarning", "wall_seconds"]
+           "MARGIN", "ADAM_LR", "ADAM_STEPS_PER_T", "FALLBACK_STEPS", "LongRunWarning", "wall_seconds", "beyond_note"]
 
 SAFETY = 0.5           # lr = SAFETY * eta_max
 #: W's step per unit of B n/(c² q d) with its token rows held (eta_W_block): MEASURED
@@ -182,9 +180,9 @@ def _reduction(cfg):
     encoding's exact ``reduced_n(T)``, else its ``approx_reduced_n(T)`` — or ``None`` with
     ``why`` there is none (an architecture not described by the reduced dynamics, or an
     encoding with no reduction)."""
-    if not arch_spec(cfg.arch).reduced:
+    if not cfg.resolved.arch.reduced:
         return None, False, f"arch={cfg.arch!r} (registered without reduced dynamics)"
-    spec = encoding_spec(cfg.pe, T_max=cfg.T_max, d_e=cfg.d_e, sampler=cfg.sampler)
+    spec = cfg.resolved.encoding
     n = spec.reduced_n(cfg.T)
     if n is not None:
         return n, True, ""
@@ -247,12 +245,12 @@ def estimated_seconds(cfg, steps=None) -> float:
     ``SECONDS_PER_TOKEN`` × points × tokens, a dense encoding costing ``1 + d_e/8`` times
     an index one."""
     steps = cfg.steps if steps is None else steps
-    own = arch_spec(cfg.arch).seconds_per_step
+    own = cfg.resolved.arch.seconds_per_step
     if own is not None:
         return own(cfg) * steps
     n_tok = cfg.T + (1 if cfg.model == "practical" else 0)
     batch = cfg.n_train if cfg.objective != "online" else cfg.batch
-    dense = encoding_spec(cfg.pe, T_max=cfg.T_max, d_e=cfg.d_e, sampler=cfg.sampler).dense
+    dense = cfg.resolved.encoding.dense
     per = batch * n_tok * (1 + (cfg.d_e / 8 if dense else 0))
     return SECONDS_PER_TOKEN * per * steps
 
@@ -271,7 +269,7 @@ def wall_seconds(cfg, steps=None, ahead=None) -> float:
     if ahead is None:
         ahead = prefetch_default()
     one = estimated_seconds(cfg, 1)
-    if arch_spec(cfg.arch).seconds_per_step is not None or not ahead:
+    if cfg.resolved.arch.seconds_per_step is not None or not ahead:
         per = one
     else:
         per = one * SECONDS_PER_TOKEN_AHEAD / SECONDS_PER_TOKEN
@@ -293,19 +291,36 @@ def _fallback_lr(cfg):
     """The step where nothing is derived from the reduced dynamics: the architecture's own
     rule for SGD (:func:`~stsim.core.problem.register_arch`'s ``lr``: the FCN's), else the
     optimiser's fixed default."""
-    opt = optimizer_spec(cfg.optimizer)
-    own = arch_spec(cfg.arch).lr
+    opt = cfg.resolved.optimizer
+    own = cfg.resolved.arch.lr
     return own(cfg) if own is not None and opt.lr == REDUCED else opt.fixed_lr
 
 
+def beyond_note(cfg) -> str:
+    """What a run of ``cfg`` does beyond the paper's single SGD step on every parameter (a
+    step per block, held blocks), in words, or ``""``: a completed default run's message
+    says it."""
+    parts = []
+    if isinstance(cfg.lr, dict):
+        parts.append("a step per block (" + ", ".join(f"{k} {v:.4g}" for k, v in
+                                                      cfg.lr.items()) + ")")
+    if cfg.freeze:
+        parts.append(f"{', '.join(cfg.freeze)} held at their initial value")
+    if not parts:
+        return ""
+    return ("beyond the paper's single step on every parameter: " + " and ".join(parts)
+            + " (stsim.core.schedule; lr=<number> runs the plain single step)")
+
+
 def fallback_note(cfg) -> str:
-    """What a run of ``cfg`` whose lr or steps were not given was told when nothing could
-    be derived (module docstring, *Fallback*), or ``""``."""
+    """What a run of ``cfg`` whose lr or steps were not given is told: where nothing could
+    be derived, the fallback (module docstring, *Fallback*); else what its step does
+    beyond the paper's (:func:`beyond_note`); or ``""``."""
     n, _, why = _reduction(cfg)
     if n is not None:
-        return ""
-    opt = optimizer_spec(cfg.optimizer)
-    own = arch_spec(cfg.arch).lr
+        return beyond_note(cfg)
+    opt = cfg.resolved.optimizer
+    own = cfg.resolved.arch.lr
     if own is not None and opt.lr == REDUCED:
         what = f"default lr {own(cfg):.4g} (the {cfg.arch} architecture's own stability rule)"
     else:
@@ -353,9 +368,20 @@ def _lr_text(lr):
 def predict(cfg, lr=None, steps=None, blocks=False) -> Schedule:
     """The :class:`Schedule` of a config whose ``T, q, d, pe, d_e, sampler, model, query,
     optimizer, arch, batch, objective`` are resolved; ``lr`` / ``steps``: the user's values
-    (None: derive; ``lr`` a number or ``{"W": η_W, "V": η_V}``); ``blocks``: a derived SGD
-    step may be a step per block with W's token rows held (:func:`derived_steps`)."""
-    opt = optimizer_spec(cfg.optimizer)
+    (None: derive; ``lr`` a number, or a step per parameter: ``{"W": η_W, "V": η_V}``
+    follows the reduced map with a step per block); ``blocks``: a derived SGD step may be
+    a step per block with W's token rows held (:func:`derived_steps`)."""
+    opt = cfg.resolved.optimizer
+    if isinstance(lr, dict) and (set(lr) != {"W", "V"} or _reduction(cfg)[0] is None):
+        if steps is None:               # a step per parameter the map does not describe
+            raise ValueError(f"lr={lr!r} (a step per parameter) needs steps: the default "
+                             f"step count is derived for one step on every parameter, or "
+                             f"for a step per block {{'W': ..., 'V': ...}}")
+        s = Schedule(lr=lr, steps=steps, exact=False, explanation=(
+            f"lr = user, a step per parameter {lr}; steps = {steps} (user); no reduced "
+            f"prediction for a step per parameter"))
+        s.estimated_s = wall_seconds(cfg, steps)
+        return s
     n, exact, why = _reduction(cfg)
     if n is None:
         return Schedule(lr=_fallback_lr(cfg) if lr is None else lr,
@@ -430,11 +456,11 @@ def _escape_words(cfg, esc, lr, freeze=()) -> str:
     return words
 
 
-def default_schedule(cfg) -> Schedule:
-    """The schedule :meth:`Config.resolve` uses when ``lr`` and/or ``steps`` are None; a
-    :class:`LongRunWarning`, attributed to the caller's line, says so when the default run
-    is expected to be long."""
-    s = predict(cfg, lr=cfg.lr, steps=cfg.steps)
+def default_schedule(cfg, blocks=False) -> Schedule:
+    """The schedule :meth:`Config.resolve` uses when ``lr`` and/or ``steps`` are None
+    (``blocks``: as for :func:`predict`); a :class:`LongRunWarning`, attributed to the
+    caller's line, says so when the default run is expected to be long."""
+    s = predict(cfg, lr=cfg.lr, steps=cfg.steps, blocks=blocks)
     if s.warning:
         from stsim.util.warn import warn
         warn(f"stsim: {s.warning}", LongRunWarning)

@@ -22,7 +22,7 @@ Ctrl-C: inside :meth:`RunState.catch_interrupt` the first SIGINT only sets
 from __future__ import annotations
 
 import contextlib
-import dataclasses
+import copy
 import math
 import os
 import signal
@@ -30,11 +30,10 @@ import threading
 
 import numpy as np
 
-from stsim.core.config import Config, upgrade_config
-from stsim.core.problem import arch_spec
+from stsim.core.config import upgrade_config
 from stsim.util.io import load_npz, save_npz
 
-__all__ = ["RunState", "check_params", "check_history", "param_shapes"]
+__all__ = ["RunState", "check_params", "check_history"]
 
 _META_KEYS = ("config", "step", "rng", "acc", "history_keys")
 
@@ -42,24 +41,6 @@ _META_KEYS = ("config", "step", "rng", "acc", "history_keys")
 def _bad(path, what, defect):
     return ValueError(f"{what} {os.fspath(path)!r} is corrupt: {defect}; remove it or use "
                       f"another path")
-
-
-def param_shapes(config: dict):
-    """``{name: shape}`` of a run's parameters from its config dict: the architecture's
-    ``shapes`` rule (:func:`~stsim.core.problem.register_arch`), or None when it has none
-    (or the architecture is not registered in this process)."""
-    try:
-        spec = arch_spec(config.get("arch", "transformer"))
-    except ValueError:
-        return None
-    if spec.shapes is None:
-        return None
-    names = {f.name for f in dataclasses.fields(Config)}
-    cfg = Config(**{k: v for k, v in config.items() if k in names})
-    try:
-        return {k: tuple(v) for k, v in spec.shapes(cfg).items()}
-    except (TypeError, ValueError, KeyError):
-        return None
 
 
 def check_params(path, what, params: dict, shapes: dict | None, *, finite: bool) -> None:
@@ -230,20 +211,37 @@ class RunState:
         self.loss_sum, self.loss_count = 0.0, 0
         return row
 
+    def mark(self) -> None:
+        """Remember the state at the top of this step (step, generator, accumulator, the
+        number of records): where :meth:`save` with ``at_mark`` rewinds to when the run
+        stops at this step's record."""
+        self._mark = (self.step, self.rng_state(), self.loss_sum, self.loss_count,
+                      len(self.history.get("step", ())))
+
     @property
     def first_loss(self) -> float | None:
         """The first recorded training loss (None before the first record)."""
         return float(self.history["loss"][0]) if self.history.get("loss") else None
 
     # ---- checkpoints ------------------------------------------------------------------
-    def save(self, path, cfg) -> None:
-        """Write the checkpoint ``path`` (atomically) for the resolved config ``cfg``."""
+    def save(self, path, cfg, at_mark: bool = False) -> None:
+        """Write the checkpoint ``path`` (atomically) for the resolved config ``cfg``.
+
+        ``at_mark``: the run stopped at the record of the step :meth:`mark` remembered,
+        before its update (parameters and optimiser are still those of the top of that
+        step): write the state of the top of that step — its generator state and
+        accumulator, the history without that record —, so a resumed run draws that
+        step's batch again and continues bit for bit like an uninterrupted one."""
+        step, rng, acc, n = self.step, self.rng_state(), [self.loss_sum, self.loss_count], None
+        if at_mark:
+            step, rng, loss_sum, loss_count, n = self._mark
+            acc = [loss_sum, loss_count]
         arrays = {f"param/{k}": v for k, v in self.params.items()}
         arrays.update({f"opt/{k}": v for k, v in self.opt.state_dict().items()})
-        arrays.update({f"history/{k}": np.asarray(v, dtype=float)
+        arrays.update({f"history/{k}": np.asarray(v[:n], dtype=float)
                        for k, v in self.history.items()})
-        meta = {"config": cfg.to_dict(), "step": self.step, "rng": self.rng_state(),
-                "acc": [self.loss_sum, self.loss_count], "history_keys": list(self.history)}
+        meta = {"config": cfg.to_dict(), "step": step, "rng": rng, "acc": acc,
+                "history_keys": list(self.history)}
         save_npz(path, arrays, meta)
 
     @staticmethod
@@ -313,7 +311,8 @@ class RunState:
                              f"steps={cfg.steps}: a run cannot be shortened; give steps >= "
                              f"{meta['step']} or use another checkpoint path")
         if not eval_given:
-            cfg = dataclasses.replace(cfg, eval_every=old["eval_every"])
+            cfg = copy.copy(cfg)            # keeps what the config resolved (cfg.resolved)
+            cfg.eval_every = old["eval_every"]
         try:
             opt.load_state_dict({k[4:]: v for k, v in arrays.items() if k.startswith("opt/")})
         except (KeyError, TypeError, ValueError, IndexError) as exc:

@@ -36,7 +36,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from stsim.core.encodings import is_dense, make_encoding, resolve_encoding
+from stsim.core.families import is_dense, make_encoding, resolve_encoding
 from stsim.core.model import QUERIES
 from stsim.theory import ood as ood_mod
 from stsim.theory.budget import (N_BATCHES, check_cost, estimate_cost, plateau_steps,

@@ -48,7 +48,8 @@ import math
 import numpy as np
 from scipy.special import softmax
 
-from stsim.core.encodings import Encoding, make_encoding
+from stsim.core.encodings import Encoding
+from stsim.core.families import make_encoding
 from stsim.core.model import MODELS, QUERIES
 from stsim.core.problem import register_objective
 from stsim.core.seeds import Streams

@@ -57,9 +57,8 @@ def set_keys(cfg) -> list:
 def block_size(ev, cfg, T) -> int:
     """Points per block: ``ev["block"]``, fewer for a dense per-sample encoding (sphere)
     so that one block holds at most ``_DENSE_FLOATS`` encoding entries."""
-    from stsim.core.families import encoding_spec
     b = int(ev["block"])
-    spec = encoding_spec(cfg.pe, T_max=cfg.T_max, d_e=cfg.d_e, sampler=cfg.sampler)
+    spec = cfg.resolved.encoding
     if spec.dense and not spec.fixed:
         b = max(8, min(b, _DENSE_FLOATS // (T * cfg.d_e)))
     return b

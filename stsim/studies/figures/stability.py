@@ -44,12 +44,11 @@ def step_bound(options) -> tuple:
     """``(bound, why)`` of a run's options (module docstring, test 1); ``bound`` is None
     where nothing is derived (Adam; an encoding without a reduction)."""
     from stsim.core.config import Config
-    from stsim.core.families import encoding_spec
     from stsim.core.schedule import eta_max
     cfg = Config.from_options(**options)
     if cfg.optimizer != "sgd":
         return None, f"{cfg.optimizer}: no derived step bound"
-    spec = encoding_spec(cfg.pe, T_max=cfg.T_max, d_e=cfg.d_e, sampler=cfg.sampler)
+    spec = cfg.resolved.encoding
     n = spec.reduced_n(cfg.T) or spec.approx_reduced_n(cfg.T)
     if n is None:
         return None, f"the {spec.label} encoding: no reduced dynamics"
