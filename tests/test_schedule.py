@@ -14,7 +14,8 @@ from stsim.core.config import Config
 from stsim.core.gradcheck import check_grad
 from stsim.core.reduced import (loss_grad, loss_grad_scalar, reduced_map_losses,
                                 reduced_map_steps)
-from stsim.core.schedule import eta_max, eta_xe_max, predict, sample_curvature
+from stsim.core.schedule import (FROZEN, NOISE_W, eta_max, eta_xe_max, predict,
+                                 sample_curvature)
 
 
 def _softmax_reference(a, b, g, T, q, d, c, practical):
@@ -119,8 +120,16 @@ def test_eta_max_formula_and_values():
     assert eta_max(2, 5, 20, batch=1) == pytest.approx(2 / (0.5 + 3.5 + 0.5 + 3.5))  # 0.25
     assert eta_max(3, 5, 400, batch=10 ** 9) == pytest.approx(6.0, rel=1e-6)  # population
     assert eta_xe_max(1, 5, 100, batch=4) == float("inf")
-    cfg = Config.from_options(T=200, q=3)
+    cfg = Config.from_options(T=200, q=3, freeze=())       # the single step
     assert cfg.lr == pytest.approx(0.5 * 2 / (1 / 3 + kappa / 256)) and cfg.d_e == 400
+    # the default: a step per block with W's token rows held (no W_xe term in V's bound)
+    cfg = Config.from_options(T=200, q=3)
+    assert cfg.freeze == FROZEN == ("W_xx", "W_xe")
+    assert cfg.lr == {"W": pytest.approx(NOISE_W * 256 * 400 / 15),
+                      "V": pytest.approx(0.5 * 2 / (1 / 3 + 3 / 256))}
+    assert "held at their initial value" in stsim.core.schedule.fallback_note(cfg)
+    # a given number is the plain single step on every parameter
+    assert Config.from_options(T=200, q=3, lr=1.0).freeze == ()
 
 
 @pytest.mark.parametrize("kw", [dict(T=10, q=2, batch=8), dict(T=20, q=3, batch=8),
@@ -169,7 +178,7 @@ def test_user_lr_and_steps_are_obeyed_exactly():
     s = predict(c, lr=0.7)
     assert c.lr == 0.7 and c.steps == s.steps and s.target_step < c.steps
     c = Config.from_options(T=50, q=3, steps=77)
-    assert c.steps == 77 and c.lr == predict(c).lr
+    assert c.steps == 77 and c.lr == predict(c, blocks=True).lr
     # re-resolving a resolved config changes nothing
     assert Config.from_options(**c.to_dict()) == c
 
@@ -184,7 +193,10 @@ def test_default_widths():
 
 def test_long_default_run_says_so():
     with pytest.warns(UserWarning, match="expect roughly"):
-        Config.from_options(T=500, q=3)
+        Config.from_options(T=500, q=3, freeze=())             # the single step: slow
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        Config.from_options(T=500, q=3)                        # a step per block: fast
     with warnings.catch_warnings():
         warnings.simplefilter("error")
         Config.from_options(T=500, q=3, steps=10)                  # user steps: no warning
