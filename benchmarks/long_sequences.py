@@ -1,4 +1,4 @@
-"""Long sequences (issue 24): train the stochastic model (slots) at T = 1000, q = 3 to
+"""Long sequences: train the stochastic model (slots) at T = 1000, q = 3 to
 <= 2% of L(0), then evaluate it at T_test = 2000, 4000, 8000 against the reduced
 dynamics' prediction at the trained (a, γ).
 
@@ -13,7 +13,8 @@ times its gradient (the gradient of W is spread over the ``n = d_e`` slots) and 
 curvature ``S₂ = |s|² → 1/q`` at the solution), not by W: W's own directions are stable up
 to about ``2n/(c²(q−1)(q+d))`` (the transverse ``W_xe`` curvature at the solution; 1000 at
 n = 8000). So the run takes a step per block: ``--lr-W`` (default 200) for W and
-``--lr-V`` (default 5.5 = 0.92 η_max) for V (:class:`BlockSGD`), for ``--steps`` steps
+``--lr-V`` (default 5.5 = 0.92 η_max) for V (``stsim.run(lr={"W": ..., "V": ...})``), for
+``--steps`` steps
 (default: 2 × the step where the reduced map with the same two steps reaches 2% of L(0)).
 With one step for both, the best of those tried (0.99 η_max) needs 162 538 steps in the
 reduced map (``plateau.csv``); with these two, 5430.
@@ -27,12 +28,13 @@ direction ``m_x = W_xe p_q``; the value fit ``γ`` then stays far below its popu
 0.341), because ``|m_x|²`` competes with the ``d/T`` of a uniform average. With W's token rows
 (``W_xx``, ``W_xe``: the first d rows) held at 0, their population value, the same SGD
 follows the map step for step (``a`` 0.342 against 0.341 after 3000 steps). The run holds
-them at 0 (``--free-x``: plain SGD).
+them at 0 (``freeze=("W_xx", "W_xe")``; ``--free-x``: plain SGD). Both are now what the
+default call derives by itself (``stsim.core.schedule``, a step per block).
 
 Subcommands (each writes into ``--out``, default ``docs/figures/long``):
 
-* ``train``: the run (stsim's problem, loop and run state, batches drawn ahead),
-  checkpointed to ``--checkpoint`` (resumed from it if it exists); saves ``W, V`` to
+* ``train``: the run, one ``stsim.run`` call (batches drawn ahead), checkpointed to
+  ``--checkpoint`` (the same call resumes it); saves ``W, V`` to
   ``--result`` (512 MB at d_e = 8000: outside the repository) and writes ``history.csv``
   and ``run.json`` (settings, config, wall time).
 * ``evaluate``: reads ``(a, γ)`` off the trained ``W, V`` (``W_ee ≈ a (I − J/d_e)`` on the
@@ -46,8 +48,10 @@ Subcommands (each writes into ``--out``, default ``docs/figures/long``):
 * ``figure``: ``long.png`` from the CSV files (training curve with the reduced map's under
   the same steps; loss against T_test with the prediction).
 * ``all``: the four in order.
-* ``default`` (not in ``all``): the plain default call at T = 1000 — ``stsim run --T 1000
-  --q 3`` (d_e = 2000, lr 3 = η_max/2, 162 800 steps: the derived schedule), run by the CLI
+* ``default`` (not in ``all``): the default call at T = 1000 — ``stsim run --T 1000
+  --q 3`` (``default_T1000.json`` holds the run of the previous default, one step
+  lr 3 = η_max/2 on every parameter, 162 800 steps; today's default takes a step per
+  block: ``benchmarks/bench_long_default.py``), run by the CLI
   into ``--default-run`` (default ``../default_T1000``, outside the repository: its
   ``result.npz`` is 32 MB; checkpointed every 4000 steps and resumed), then its trained
   ``(a, γ)`` and the s.d. of ``W_xe`` against the reduced map's ``(a, γ, L)`` after the

@@ -1,4 +1,4 @@
-r"""The reduced population dynamics (SPEC §4): the one home of the closed-form loss, its
+r"""The reduced population dynamics (docs/theory.md §3): the one home of the closed-form loss, its
 gradient and the GD map on the invariant set. :mod:`stsim.core.schedule` (default lr and
 steps) and :mod:`stsim.theory.reduced` (trajectories, gradient flow, OOD closed forms)
 both build on it.

@@ -4,7 +4,7 @@ and the plateau diagnosis of a finished run.
 Why this module exists: a call naming only the problem (``run(T=200, q=3)``) must learn.
 Softmax attention from zero initialisation sits on a long plateau (all logits equal, ``a``
 grows like ``η t/(n−1)`` times a small gradient) before a fast descent, so a fixed step count
-is either far too short or wasteful. The reduced dynamics (SPEC §4, ``docs/theory.md`` §3)
+is either far too short or wasteful. The reduced dynamics (``docs/theory.md`` §3)
 give both numbers from the math.
 
 **The reduced map** (:mod:`stsim.core.reduced`: exact for the population loss with an
@@ -84,7 +84,8 @@ T = 100, 2.15× at T = 200; batch 64: 2.4–2.5×, batch 1024: 1.1–1.2×). It 
 minibatch noise in ``W_xe`` (the token rows of W, zero in the population dynamics): with
 their gradient dropped, SGD at T = 50, batch 64 escapes at 1.01× the reduced map's step
 instead of 2.55×, docs/model.md. The margin 2 covers the measured lag at the default batch
-up to T = 200. For sphere / near-orthogonal encodings there is no exact reduction; the
+up to T = 200; with W's token rows held (the step per block) SGD follows the map within
+1.1× at the derived η_W (docs/model.md, "A step per block"). For sphere / near-orthogonal encodings there is no exact reduction; the
 slots map with ``n = d_e`` is used as an approximation (their ``approx_reduced_n``) and
 the margin is 3.
 
@@ -154,7 +155,8 @@ class Schedule:
     steps_derived : whether each was derived here;  eta_max : the stability bound (None for
     Adam);  escape_step / target_step : first step of the reduced map at ``lr`` with loss
     <= 50% / 2% of L(0) (None: not within the horizon, or no reduction);  exact : whether
-    the reduction is exact for this encoding;  estimated_s : rough wall time;  explanation :
+    the reduction is exact for this encoding;  estimated_s : expected wall time on an idle
+    machine (:func:`wall_seconds`);  explanation :
     one line;  warning : set when the default run is expected to be long.
     """
 
