@@ -36,7 +36,7 @@ def test_a_registered_copy_of_slots_gets_the_builtins_derived_lr_and_steps():
     register_encoding("slots-test", _copy_of_slots("slots-test"))
     built = Config.from_options(T=20, q=3, d_e=40)
     copy = Config.from_options(T=20, q=3, pe="slots-test", d_e=40)
-    assert (built.lr, built.steps) == (pytest.approx(2.3119, abs=1e-4), 700)
+    assert isinstance(built.lr, dict) and built.freeze == ("W_xx", "W_xe")   # per block
     assert (copy.lr, copy.steps, copy.lr_decay) == (built.lr, built.steps, built.lr_decay)
     # the default width too: a per-sample index family gets 2 T_max, as the built-in
     assert Config.from_options(T=20, q=3, pe="slots-test").d_e == 40
@@ -106,8 +106,8 @@ def test_register_arch_is_accepted_by_config_and_runs():
     # declared as described by the reduced dynamics: the transformer's derived defaults
     register_arch("mytf-test", MyTF, reduced=True)
     c = Config.from_options(T=20, q=3, d_e=40, arch="mytf-test")
-    sgd = Config.from_options(T=20, q=3, d_e=40)
-    assert (c.lr, c.steps) == (sgd.lr, sgd.steps)
+    sgd = Config.from_options(T=20, q=3, d_e=40, freeze=())   # no blocks: the single step
+    assert (c.lr, c.steps, c.freeze) == (sgd.lr, sgd.steps, ())
     with pytest.raises(ValueError, match="arch must be one of"):
         Config.from_options(arch="nope")
 

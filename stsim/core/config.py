@@ -90,7 +90,7 @@ class Config:
         None, "learning rate (a given value is obeyed exactly): one number for every "
         "parameter, or one per parameter (Python: a dict {'W': 200, 'V': 5.5}; command line: "
         "W=200,V=5.5)", "derived for SGD from the reduced dynamics and the batch B: a step "
-        "per block W=0.0117 B n/(c^2 q d), V=half V's stability bound 2/(1/q + kappa/B), "
+        "per block W=0.00586 B n/(c^2 q d), V=half V's stability bound 2/(1/q + kappa/B), "
         "with W's token rows W_xx,W_xe held at 0 (freeze) - beyond the paper's single step "
         "on every parameter; else (or when freeze is given without them) the single step "
         "eta_max/2; adam 0.02; see stsim.core.schedule")
@@ -211,7 +211,8 @@ class Config:
         if c.lr is None or c.steps is None:     # derived from the reduced dynamics
             # a derived step may be a step per block with W's token rows held, unless the
             # caller chose what is frozen otherwise (stsim.core.schedule.derived_steps)
-            blocks = not freeze_given or set(FROZEN) <= set(c.freeze)
+            held = set(arch.blocks(c)) if arch.blocks is not None else set()
+            blocks = set(FROZEN) <= held and (not freeze_given or set(FROZEN) <= set(c.freeze))
             sched = default_schedule(c, blocks=c.lr is None and blocks)
             c.lr, c.steps = check_step(sched.lr), check_int("steps", sched.steps, 0)
             if sched.freeze and not freeze_given:
