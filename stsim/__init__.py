@@ -6,7 +6,8 @@ Fully-Connected Nets Cannot* (ICML 2024). The package is layered; data flows one
 
     util  →  core  →  theory  →  baselines  →  sweep  →  studies  →  cli
     (validation, io, stats, plotting)
-             (task → encodings → model → optim → reduced → problem → config → run → Result)
+             (task → encodings → families → model → optim → reduced → problem → config
+              → result → session → run)
                       (population, reduced dynamics, theorem checks)
                                  (FCN)        (grid, journal, pool)
                                                         (figures, separation,

@@ -18,9 +18,9 @@ import ast
 import os
 import sys
 
-__all__ = ["MODES", "DEFAULT_WORKERS", "add_study_arguments", "add_preset_options",
+__all__ = ["MODES", "DEFAULT_WORKERS", "add_study_arguments",
            "add_contract_options", "contract_overrides", "run_contract",
-           "preset_from_args", "out_dir", "workers", "logger", "int_tuple", "parse_set",
+           "out_dir", "workers", "logger", "int_tuple", "parse_set",
            "print_checks", "report_divergence"]
 
 MODES = ("quick", "full")
@@ -72,53 +72,10 @@ def logger(args, prefix: str = ""):
     return lambda msg: print(f"{prefix}{msg}", file=sys.stderr, flush=True)
 
 
-def _type_of(value):
-    if isinstance(value, tuple):
-        return int_tuple
-    if isinstance(value, bool):   # pragma: no cover - no boolean presets today
-        raise TypeError("boolean presets need a flag, not a typed option")
-    return type(value)
-
-
 def _show(value):
     if isinstance(value, (tuple, list)):
         return ",".join(map(str, value))
     return f"{value:.4g}" if isinstance(value, float) else str(value)
-
-
-def add_preset_options(p: argparse.ArgumentParser, quick: dict, full: dict, *,
-                       help: dict | None = None, extra=(), title="study settings") -> None:
-    """One option per key of the presets (``--name`` and ``--name-with-dashes``), typed
-    like the preset's value (tuples are comma lists), default ``None`` = the preset's
-    value; the help text shows both presets' values. ``extra`` adds ``(name, type,
-    help)`` options that are not in the presets (passed on only when given)."""
-    help = help or {}
-    g = p.add_argument_group(title, "each defaults to the --quick / --full preset")
-    for name in list(dict.fromkeys([*full, *quick])):
-        ref = full.get(name, quick.get(name))
-        text = help.get(name, "")
-        shown = (f"quick {_show(quick[name])}, full {_show(full[name])}"
-                 if name in quick and name in full and quick[name] != full[name]
-                 else _show(ref))
-        flags = dict.fromkeys((f"--{name}", f"--{name.replace('_', '-')}"))
-        g.add_argument(*flags, dest=name, type=_type_of(ref), default=None,
-                       metavar="LIST" if isinstance(ref, tuple) else name.upper(),
-                       help=f"{text}{' ' if text else ''}(default: {shown})")
-    for name, typ, text in extra:
-        flags = dict.fromkeys((f"--{name}", f"--{name.replace('_', '-')}"))
-        g.add_argument(*flags, dest=name, type=typ, default=None, metavar=name.upper(),
-                       help=text)
-
-
-def preset_from_args(args, quick: dict, full: dict, extra=()) -> dict:
-    """The preset chosen by ``--quick`` / ``--full`` with every option given on the command
-    line (not ``None``) applied, plus the keys ``extra`` when given."""
-    cfg = dict(quick if args.mode == "quick" else full)
-    for k in list(cfg) + list(extra):
-        v = getattr(args, k, None)
-        if v is not None:
-            cfg[k] = v
-    return cfg
 
 
 def parse_set(items) -> dict:

@@ -8,7 +8,6 @@ defaults cannot drift apart.
 from __future__ import annotations
 
 import dataclasses
-import os
 from dataclasses import dataclass, field
 
 from stsim.core.families import SAMPLERS, encoding_spec
@@ -18,8 +17,8 @@ from stsim.core.optim import (LR_DECAYS, check_step, object_spec, optimizer_name
 from stsim.core.problem import ArchSpec, arch_names, arch_spec
 from stsim.core.schedule import FROZEN, default_schedule
 from stsim.core.seeds import seed_record
-from stsim.util.malloc import MMAP_THRESHOLD
-from stsim.util.validate import check_choice, check_int, check_real, int_tuple
+from stsim.core.memory import run_memory
+from stsim.util.validate import check_choice, check_int, check_memory, check_real, int_tuple
 
 __all__ = ["Config", "Resolved", "OBJECTIVES", "INITS", "OBJECT_FIELDS", "field_help",
            "upgrade_config", "check_freeze", "options_from_record", "recorded_shapes"]
@@ -68,11 +67,18 @@ class Config:
     ``objective``, ``lr_decay``, ``arch``) is matched ignoring case and recorded in its
     registered spelling (``--optimizer SGD`` as ``--pe ONEHOT``); an option of another
     architecture is refused (``width``/``depth`` with the transformer).
+
+    ``pe``, ``optimizer`` and ``arch`` also take objects (an :class:`Encoding`, an optimiser
+    such as ``SGD(lr=1.0)``, an :class:`~stsim.core.problem.ArchSpec`): resolving records
+    their name and keeps the object in :attr:`resolved`; nothing is registered.
+    :meth:`to_dict` then adds ``<field>_object`` (the object's class), and a config dict
+    with it needs the object again (:func:`options_from_record`).
     """
 
     T: int = _field(200, "sequence length")
     q: int = _field(3, "subset size, 1 <= q <= T")
-    pe: str = _field("stochastic", "positional encodings: onehot | near-orthogonal | stochastic")
+    pe: str = _field("stochastic", "positional encodings: onehot | near-orthogonal | stochastic "
+                     "(Python: also an Encoding object, built-ins included)")
     d: int = _field(5, "token dimension")
     d_e: int | None = _field(None, "PE width", "2 max(T, T_test) for stochastic/slots (so that "
                              "the law is really stochastic: d_e = T would use every slot, in "
@@ -85,7 +91,8 @@ class Config:
                             "(a fixed sample of n_train points: full-batch training) | "
                             "population (the exact population loss)")
     optimizer: str = _field("sgd", "sgd (plain gradient steps) | adam | gd (alias: sgd with "
-                            "objective sample, or on the population) | a registered name")
+                            "objective sample, or on the population) | a registered name "
+                            "(Python: also an optimiser object such as stsim.SGD(lr=1.0))")
     lr: float | dict | None = _field(
         None, "learning rate (a given value is obeyed exactly): one number for every "
         "parameter, or one per parameter (Python: a dict {'W': 200, 'V': 5.5}; command line: "
@@ -119,7 +126,7 @@ class Config:
     eval_every: int | None = _field(None, "record metrics every k steps (and at the end)",
                                     "max(1, steps // 100)")
     arch: str = _field("transformer", "transformer | fcn (fully-connected baseline, "
-                       "stsim.baselines.fcn) | a registered name")
+                       "stsim.baselines.fcn) | a registered name (Python: also an ArchSpec)")
     width: int | None = _field(None, "FCN hidden width", "64")
     depth: int = _field(1, "FCN number of hidden layers")
 
@@ -245,6 +252,14 @@ class Config:
             out.update(r.objects)
         return out
 
+    def keeping_resolved(self, **changes) -> "Config":
+        """A copy with ``changes`` to fields that no resolved object depends on (such as
+        ``eval_every``), keeping :attr:`resolved` (and so the objects given)."""
+        new = dataclasses.replace(self, **changes)
+        if "_resolved" in self.__dict__:
+            new._resolved = self._resolved
+        return new
+
     def __getstate__(self):     # pickled (a pool's task) as its fields: the specs hold
         state = dict(self.__dict__)     # factories that need not pickle
         state.pop("_resolved", None)
@@ -252,94 +267,17 @@ class Config:
 
     def memory_estimate(self) -> dict:
         """Bytes of the largest arrays a run of this (resolved) config allocates, by name,
-        and their ``total`` — an estimate made before anything is allocated: parameters
-        (+ gradient and optimiser state), one training batch with its encodings and the
-        forward/backward temporaries, the batches drawn ahead (``stsim.util.prefetch``: up
-        to 2 more while one is computed, counted whenever each step draws a fresh batch),
-        and the validation sets."""
-        f8 = 8
-        B, T, d = self.batch, self.T, self.d
-        val_T = [T] * (1 + len(self.q_test)) + list(self.T_test)
-        nb = self.n_train if self.objective != "online" else B
-        out = {}
-        own = self.resolved.arch.memory     # an architecture's own estimate (the FCN's)
-        if own is not None:
-            out.update(own(self))
-        else:   # the transformer's (also for a registered architecture that gives none)
-            # transformer (issue 24; calibrated against the peak RSS measured by
-            # benchmarks/bench_scaling.py and tracemalloc of one step, docs/model.md
-            # "Scaling"): index encodings keep the gradient of W sparse (core/sparse_grad),
-            # so SGD/GD hold W once; the per-step arrays are linear in the batch's tokens
-            d_e = self.d_e
-            D = d + d_e
-            spec = self.resolved.encoding
-            dense = spec.dense
-            per_sample = not spec.fixed              # a fixed family's encodings are shared
-            draws = self.objective == "online"
-            sparse = not dense and self.objective in ("online", "sample")
-            # each token's encoding drawn per sample: a slot (one int64) or a d_e-vector
-            per_enc = (d_e if dense else 1) if per_sample else 0
-            per_tok = d + per_enc                    # with the token itself (d floats)
-            out["interpreter and libraries (measured)"] = 100 * 2**20
-            out["W, V"] = (D * D + d * D) * f8
-            if self.init == "random":
-                out["W while drawn at random (once)"] = D * D * f8
-            if self.optimizer == "adam":
-                out["Adam moments and update temporaries (4 x W)"] = 4 * D * D * f8
-            if not sparse:
-                out["dense gradient of W and its update (2 x W)"] = 2 * D * D * f8
-            else:
-                bq = nb * self.q
-                out["sparse gradient: shared columns, update chunks"] = (
-                    2 * min(d_e * D, bq * bq) + 3 * 2**17) * f8
-            out["batch tokens and encodings"] = nb * T * per_tok * f8
-            if spec.fixed and dense:                 # a fixed dense table (near-orthogonal)
-                out["fixed encoding table"] = self.T_max * d_e * f8
-            if draws:
-                # the prefetch queue holds 2 and a third waits when drawing is the faster
-                # part (index encodings); a dense per-sample draw (B·T·d_e normals) is the
-                # slower part, so only the batch being drawn is alive besides the one in use
-                ahead = 1 if dense and per_sample else 3
-                out[f"batches drawn ahead (x{ahead})"] = ahead * nb * T * per_tok * f8
-                if not dense and per_sample:      # slots: keys, their partition, a mask
-                    # (d_e keys per row, or about 1.3 T when d_e >= 4T: encodings.
-                    # _sparse_subsets); an upper bound of both
-                    out["slots draw temporaries"] = 5 * nb * min(d_e, 2 * T) * f8
-            n_tmp = 4 if dense else 12
-            T_big = max(val_T)
-            tmp = n_tmp * max(nb * T, self.n_val * T_big) * f8
-            if dense:
-                tmp += 6 * max(nb, self.n_val) * D * f8
-            out["forward/backward temporaries"] = tmp
-            out["validation sets"] = sum(self.n_val * t * per_tok for t in val_T) * f8
-            # freed memory the allocator keeps (stsim.util.malloc): a batch's arrays under
-            # the mmap threshold come from the heap and, once freed, stay resident for the
-            # next batch; with batches drawn ahead the drawing thread's arena keeps one
-            # too (a fixed training set frees none). Measured at slots T = 3200
-            # (benchmarks/bench_scaling.py --traced): the peak RSS exceeds the arrays
-            # traced by tracemalloc by 86 MiB, about two batches of 37.5 MiB
-            heap = sum(a for a in (nb * T * d * f8, nb * T * per_enc * f8) if a < MMAP_THRESHOLD)
-            out["freed batches kept by the allocator"] = (2 if draws else 0) * heap
-            arrays = sum(v for k, v in out.items() if not k.startswith("interpreter"))
-            # heap fragmentation beyond that: the rest of the excess measured at T = 6400
-            # (1.8% of the arrays), rounded up
-            out["allocator fragmentation (2% of the arrays)"] = int(0.02 * arrays)
-        out["total"] = int(sum(out.values()))
-        return out
+        and their ``total``: :func:`stsim.core.memory.run_memory`."""
+        return run_memory(self)
 
     def check_memory(self, limit: float | None = None) -> None:
         """Refuse, before anything is allocated, a run whose :meth:`memory_estimate`
-        exceeds ``limit`` bytes (default: 80% of this machine's physical memory)."""
-        est = self.memory_estimate()
-        if limit is None:
-            limit = 0.8 * _physical_memory()
-        if est["total"] > limit:
-            parts = ", ".join(f"{k} {_gb(v)}" for k, v in est.items() if k != "total")
-            raise ValueError(
-                f"this run would need about {_gb(est['total'])} of memory (T={self.T}, "
-                f"T_max={self.T_max}, d={self.d}, d_e={self.d_e}, batch={self.batch}, "
-                f"n_train={self.n_train}, n_val={self.n_val}: {parts}), more than the "
-                f"{_gb(limit)} allowed (80% of this machine's memory); reduce the sizes")
+        exceeds ``limit`` bytes (default: 80% of this machine's physical memory;
+        :func:`stsim.util.validate.check_memory`)."""
+        parts = {k: v for k, v in self.memory_estimate().items() if k != "total"}
+        check_memory(parts, f"this run (T={self.T}, T_max={self.T_max}, d={self.d}, "
+                            f"d_e={self.d_e}, batch={self.batch}, n_train={self.n_train}, "
+                            f"n_val={self.n_val})", limit)
 
     @property
     def T_max(self) -> int:
@@ -485,14 +423,3 @@ if Config.__doc__:  # None under python -OO: one numpydoc entry per field, name 
     Config.__doc__ += "\n    Attributes\n    ----------\n" + "".join(
         f"    {f.name} : {_field_type(f)}\n        {field_help(f)}\n"
         for f in dataclasses.fields(Config))
-
-
-def _gb(nbytes) -> str:
-    return f"{nbytes / 2**30:.3g} GiB"
-
-
-def _physical_memory() -> float:
-    try:
-        return float(os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES"))
-    except (ValueError, OSError, AttributeError):  # pragma: no cover - non-POSIX
-        return 16.0 * 2**30

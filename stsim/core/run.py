@@ -82,11 +82,18 @@ def run(T=None, q=None, pe=None, *, config=None, checkpoint=None, checkpoint_eve
     q : int, optional
         Subset size, ``1 <= q <= T`` (default 3, or ``config``'s).
     pe : str or Encoding, optional
-        Positional-encoding family (default ``"stochastic"``, or ``config``'s).
+        Positional-encoding family (default ``"stochastic"``, or ``config``'s): a name or
+        an :class:`~stsim.core.encodings.Encoding` object (built-ins such as
+        ``NearOrthogonal(16, 20, rng)`` included), used as it is and registered nowhere;
+        likewise ``optimizer`` takes an object (``SGD(lr=1.0)``, ``Adam(0.02)``: its step
+        and schedule are the run's) and ``arch`` an :class:`~stsim.core.problem.ArchSpec`.
     config : Config or dict, optional
-        A configuration to run: a :class:`Config` (resolved or not) or a config dict such
-        as ``Result.config`` (reruns that run). ``T``, ``q``, ``pe`` and ``options``
-        given beside it override its fields.
+        A configuration to run: a :class:`Config` (resolved or not; the objects it was
+        given are kept) or a config dict such as ``Result.config`` (reruns that run).
+        ``T``, ``q``, ``pe`` and ``options`` given beside it override its fields. A dict
+        of a run whose ``pe``, ``optimizer`` or ``arch`` was an object (recorded as
+        ``pe_object`` etc.) cannot rebuild it from the name: the object must be given
+        again (``run(config=res.config, pe=enc)``), else ``ValueError`` says so.
     checkpoint : str or path, optional
         Resume from this file if it exists (same config except ``steps``; every part of
         it is checked first, a corrupt file is refused), and write it every

@@ -22,7 +22,6 @@ Ctrl-C: inside :meth:`RunState.catch_interrupt` the first SIGINT only sets
 from __future__ import annotations
 
 import contextlib
-import copy
 import math
 import os
 import signal
@@ -311,8 +310,7 @@ class RunState:
                              f"steps={cfg.steps}: a run cannot be shortened; give steps >= "
                              f"{meta['step']} or use another checkpoint path")
         if not eval_given:
-            cfg = copy.copy(cfg)            # keeps what the config resolved (cfg.resolved)
-            cfg.eval_every = old["eval_every"]
+            cfg = cfg.keeping_resolved(eval_every=old["eval_every"])
         try:
             opt.load_state_dict({k[4:]: v for k, v in arrays.items() if k.startswith("opt/")})
         except (KeyError, TypeError, ValueError, IndexError) as exc:

@@ -33,7 +33,7 @@ from __future__ import annotations
 import numpy as np
 from scipy.special import lambertw
 
-__all__ = ["interference_loss_approx", "interference_floor_approx", "interference_loss_mc",
+__all__ = ["interference_floor_approx", "interference_loss_mc",
            "interference_floor_mc", "random_table"]
 
 
@@ -41,13 +41,6 @@ def _AB(T, q, d_e):
     A = (q - 1) * (q - 2) / (q * q * d_e)
     B = (T - q) / (q * q)
     return A, B
-
-
-def interference_loss_approx(c, T, q, d, d_e, gamma=1.0):
-    """``(d/2)[γ² c² A + B e^{−2c}]`` (module docstring; first order in ``c ε``, γ ≈ 1)."""
-    A, B = _AB(T, q, d_e)
-    c = np.asarray(c, dtype=float)
-    return 0.5 * d * (gamma ** 2 * c * c * A + B * np.exp(-2.0 * c))
 
 
 def interference_floor_approx(T, q, d, d_e):

@@ -20,7 +20,7 @@ import os
 import numpy as np
 
 __all__ = ["check_int", "check_real", "check_lr", "check_choice", "as_rng", "int_tuple",
-           "parse_int_list", "int_list_arg", "physical_memory", "check_memory"]
+           "parse_int_list", "physical_memory", "check_memory"]
 
 MEMORY_FRACTION = 0.8      # of physical memory: the most one computation may plan to use
 
@@ -169,25 +169,6 @@ def parse_int_list(name: str, text, lo: int = 1, hi: int | None = None) -> tuple
                 raise ValueError(f"{name} must be a comma-separated list of integers "
                                  f"{_range_text(lo, hi)}, got {text!r}") from None
     return int_tuple(name, items, lo, hi)
-
-
-def int_list_arg(name: str, lo: int = 1, hi: int | None = None):
-    """An ``argparse`` ``type=`` for a comma-separated list: :func:`parse_int_list` with
-    ``name``, ``lo``, ``hi``; its message is shown as the argument's error.
-
-    >>> int_list_arg("T_test")("60,80")
-    (60, 80)
-    """
-    import argparse
-
-    def parse(text):
-        try:
-            return parse_int_list(name, text, lo, hi)
-        except ValueError as e:
-            raise argparse.ArgumentTypeError(str(e)) from None
-
-    parse.__name__ = f"{name} list"
-    return parse
 
 
 def physical_memory() -> float:

@@ -33,7 +33,7 @@ import zlib
 import numpy as np
 
 __all__ = ["EVALUATE", "QUICK_EVALUATE", "evaluate_run", "set_keys", "block_size",
-           "initial_loss", "initial_loss_of", "run_estimate", "eval_sample", "scalar_sample",
+           "initial_loss_of", "run_estimate", "eval_sample", "scalar_sample",
            "r2_sample"]
 
 #: the final evaluation of the ``--full`` runs (module docstring)
@@ -62,14 +62,6 @@ def block_size(ev, cfg, T) -> int:
     if spec.dense and not spec.fixed:
         b = max(8, min(b, _DENSE_FLOATS // (T * cfg.d_e)))
     return b
-
-
-def initial_loss(cfg, q=None) -> float | None:
-    """The exact initial population loss ``d / (2 q)`` of a zero-initialised run (``q``:
-    the set's subset size, default the run's), or None (random initialisation)."""
-    if cfg.init != "zero":
-        return None
-    return 0.5 * cfg.d / (cfg.q if q is None else q)
 
 
 def evaluate_run(res, ev) -> dict:
@@ -155,7 +147,9 @@ def eval_sample(boot, results, names, key, relative=False):
 
 
 def initial_loss_of(config, key) -> float | None:
-    """:func:`initial_loss` of a run's recorded ``config`` for its set ``key``."""
+    """The exact initial population loss ``d / (2 q)`` of a zero-initialised run, from its
+    recorded ``config``, for its set ``key`` (``q``: the set's subset size), or None
+    (random initialisation)."""
     if config.get("init", "zero") != "zero":
         return None
     return 0.5 * float(config["d"]) / _set_q(config, key)
