@@ -143,8 +143,8 @@ RECORD_COST = 0.5      # a validation pass over one batch's tokens, in steps (fo
 #: online SGD's escape step over the reduced map's (population GD), MEASURED at batch 256
 #: (benchmarks/bench_sgd_lag.py; module docstring)
 SGD_ESCAPE_LAG = ("1.3-1.4x at T <= 50, 1.6x at T = 100, 2.2x at T = 200 (batch 256); "
-                  "more than 2.33x at T = 1000, where the default schedule ends on the "
-                  "plateau")
+                  "more than 2.33x at T = 1000, where the single-step schedule ended on "
+                  "the plateau")
 
 
 @dataclass
