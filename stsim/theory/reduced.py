@@ -217,8 +217,11 @@ def _record(states, steps, record_every, shape):
     """Iterate ``states`` (:func:`stsim.core.reduced.reduced_map`) for ``steps`` updates:
     ``(rec, a, γ, L, dl_max, da_min)``, the states at the recorded steps (every
     ``record_every``-th and the last) and, over every step, the largest loss increase and
-    the smallest increment of ``a``."""
+    the smallest increment of ``a``. ``shape == ()``: one setting in Python floats (the
+    bookkeeping in floats too: about 1 µs a step)."""
     rec = np.unique(np.r_[np.arange(0, steps + 1, record_every), steps])
+    if shape == ():
+        return _record_floats(states, steps, rec)
     out = np.empty((3,) + shape + (rec.size,))
     dl_max, da_min = np.full(shape, -np.inf), np.full(shape, np.inf)
     L_prev = a_prev = None
@@ -232,6 +235,28 @@ def _record(states, steps, record_every, shape):
             out[0, ..., j], out[1, ..., j], out[2, ..., j] = a, g, L
             j += 1
     return rec, out[0], out[1], out[2], dl_max, da_min
+
+
+def _record_floats(states, steps, rec):
+    """:func:`_record` for one setting in floats."""
+    n_rec = rec.size
+    out_a, out_g, out_l = [0.0] * n_rec, [0.0] * n_rec, [0.0] * n_rec
+    dl_max, da_min = -math.inf, math.inf
+    L_prev = a_prev = None
+    nxt, j = 0, 0
+    for t, (L, a, _, g) in zip(range(steps + 1), states):
+        if L_prev is not None:
+            if L - L_prev > dl_max:
+                dl_max = L - L_prev
+            if a - a_prev < da_min:
+                da_min = a - a_prev
+        L_prev, a_prev = L, a
+        if t == nxt:
+            out_a[j], out_g[j], out_l[j] = a, g, L
+            j += 1
+            nxt = int(rec[j]) if j < n_rec else -1
+    f = np.float64
+    return rec, np.array(out_a, f), np.array(out_g, f), np.array(out_l, f), dl_max, da_min
 
 
 def reduced_gd(T, q, d, lr, steps, *, pe="onehot", d_e=None, query="sum", a0=0.0, gamma0=0.0,
@@ -286,7 +311,10 @@ def reduced_gd_scalar(T, q, d, lr, steps, *, pe="onehot", d_e=None, query="sum",
                       gamma0=0.0, record_every=1):
     """:func:`reduced_gd` for ONE setting, the map run in plain Python floats (e.g. 10⁶
     steps; the same update, :func:`stsim.core.reduced.reduced_map`). Tested equal to
-    :func:`reduced_gd` to rounding. Returns a :class:`ReducedTrajectory` with K = 1."""
+    :func:`reduced_gd` to rounding (and bit for bit equal to the hand-inlined loop it
+    replaced). Speed: 3.3 µs a step against that loop's 2.4 µs (CPU time, 2·10⁵ steps, the
+    same loaded machine, load ~12): the price of one update shared by every caller.
+    Returns a :class:`ReducedTrajectory` with K = 1."""
     return _gd(T, q, d, lr, steps, pe, d_e, query, a0, gamma0, record_every, scalar=True)
 
 
