@@ -187,6 +187,14 @@ def test_session_advanced_in_pieces_is_the_run_in_one_go():
     assert res.status == "stopped" and res.history["step"][-1] == 40
 
 
+def test_a_session_finished_early_resumes_from_its_checkpoint(tmp_path):
+    ck = tmp_path / "c.npz"
+    s = Session(stsim.Config.from_options(**RUN), checkpoint=str(ck))
+    assert not s.advance(50) and s.state.step == 50
+    assert s.finish().status == "stopped" and ck.exists()
+    _same(stsim.run(checkpoint=ck, **RUN), stsim.run(**RUN))
+
+
 # ---- the command line -------------------------------------------------------------------
 def test_cli_step_per_parameter_and_freeze(tmp_path, capsys):
     import json

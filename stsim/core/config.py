@@ -7,6 +7,7 @@ defaults cannot drift apart.
 """
 from __future__ import annotations
 
+import copy
 import dataclasses
 from dataclasses import dataclass, field
 
@@ -288,8 +289,7 @@ class Config:
         """The fields as a JSON-ready dict (``T_test``, ``q_test`` and ``freeze`` as lists;
         ``freeze`` only when something is frozen, so that a config of a run without it
         reads as one written before the field existed)."""
-        d = {f.name: getattr(self, f.name) for f in dataclasses.fields(self)}
-        d["lr"] = dict(self.lr) if isinstance(self.lr, dict) else self.lr
+        d = {f.name: copy.deepcopy(getattr(self, f.name)) for f in dataclasses.fields(self)}
         d["T_test"], d["q_test"] = list(self.T_test), list(self.q_test)
         if self.freeze:
             d["freeze"] = list(self.freeze)

@@ -321,6 +321,9 @@ class Session:
         """Stop the thread drawing ahead and the progress display (:meth:`finish` does)."""
         if self.state.source is not None:
             self.state.source.close()
+            # the generator back at the top of the current step (the prefetcher drew ahead
+            # of it): a checkpoint written after this resumes where the run is
+            self.state.rng.bit_generator.state = self.state.source.state()
             self.state.source = None
         if self.reporter is not None and hasattr(self.reporter, "close"):
             self.reporter.close()

@@ -148,6 +148,7 @@ class RunState:
         self.loss_sum, self.loss_count = float(acc[0]), int(acc[1])
         self.source = None
         self.interrupted = False
+        self._mark = None
 
     # ---- Ctrl-C -----------------------------------------------------------------------
     @contextlib.contextmanager

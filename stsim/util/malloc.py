@@ -17,7 +17,7 @@ a process may hold up to that much freed memory until it exits. Numbers are unch
 arithmetic does not depend on where an array lives; tested bit for bit).
 
 It acts only where glibc's ``mallopt`` exists (Linux with glibc; elsewhere it does
-nothing) and ``STSIM_MALLOC`` is not ``0``. :func:`stsim.core.run.train_loop` calls it,
+nothing) and ``STSIM_MALLOC`` is not ``0``. :func:`stsim.core.session.train_loop` calls it,
 so every training run, pool worker and study trainer gets it.
 
 **Scope.** The thresholds cannot be put back when the loop ends: glibc has no call that

@@ -39,7 +39,7 @@ import numpy as np
 from scipy.special import log_expit
 
 from stsim.core.optim import make_optimizer
-from stsim.core.run import train_loop
+from stsim.core.session import train_loop
 from stsim.studies.sparse.models import (BOOL_MODELS, POSITIONS, VALUES, attention_weights,
                                          bool_forward_backward, init_bool_params, predict,
                                          project)
@@ -258,7 +258,7 @@ class TrainedRun:
 
 def _train(params, b, y, lr, max_steps, max_norm, weight_decay, margin) -> TrainedRun:
     """Full-batch Adam with projection (in place) through the core loop
-    (:func:`stsim.core.run.train_loop`): a non-finite loss diverges, the margin stop
+    (:func:`stsim.core.session.train_loop`): a non-finite loss diverges, the margin stop
     ends the run once every ``y f ≥ margin``."""
     stop = None if margin is None else (lambda step, out: np.min(y * out[2]) >= margin)
     end = train_loop(lambda p: bool_forward_backward(p, b, y, weight_decay),
