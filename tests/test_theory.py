@@ -287,8 +287,9 @@ def test_statements_on_the_other_trajectory_fail():
     slo = check_theorem(9, 2, 3, 1 / 180, 0.009, pe="stochastic", T_test=(16,), full_steps=0,
                         grad_points=0)
     assert one.passed and slo.passed
-    e1 = enc_mod.make_encoding("onehot", T_max=16)
-    es = enc_mod.make_encoding("stochastic", T_max=16, d_e=16)
+    from stsim.core.families import make_encoding
+    e1 = make_encoding("onehot", T_max=16)
+    es = make_encoding("stochastic", T_max=16, d_e=16)
 
     def states(rep):
         return [(rep.final["a"], rep.final["gamma"], rep.final["loss"])] * 2
@@ -378,11 +379,12 @@ def test_figures_into_a_file_is_one_line(tmp_path, capsys):
 
 def test_a_registered_copy_of_onehot_is_checked_like_onehot(monkeypatch):
     """The checks ask the encoding object (fixed, reduced_n), not its name."""
-    monkeypatch.setattr(enc_mod, "_REGISTERED", dict(enc_mod._REGISTERED))
+    import stsim.core.families as fam
+    monkeypatch.setattr(fam, "_REGISTERED", dict(fam._REGISTERED))
 
     class MyOneHot(enc_mod.OneHot):
         name = "myonehot"
-    enc_mod.register_encoding("myonehot", MyOneHot)
+    fam.register_encoding("myonehot", MyOneHot)
     kw = dict(T_test=(16,), full_steps=0, grad_points=0, n_mc=2000)
     a = check_theorem(12, 2, 3, 1 / 180, 0.009, pe="myonehot", **kw)
     b = check_theorem(12, 2, 3, 1 / 180, 0.009, pe="onehot", **kw)
