@@ -46,7 +46,6 @@ Usage: PYTHONPATH=$PWD python benchmarks/family_large_T.py [--out DIR] [--worker
        [--quick] [--only widths,conditions,mc,committed,analyse] [--mc 8192:2048,...]
 """
 import argparse
-import csv
 import json
 import math
 import os
@@ -60,6 +59,7 @@ from stsim.theory import family_asymptotic as fa
 from stsim.theory import family_width as fw
 from stsim.theory.family import best_family_loss, sample_scores
 from stsim.theory.sphere_law import gram_rule
+from stsim.util import io
 from stsim.util.stats import compare_growth
 
 QS = (2, 3, 4)
@@ -195,18 +195,15 @@ def committed_point(q, T, d_e, mc_rel, n_mc):
 
 # ---- writing and analysis -------------------------------------------------------------
 def write_csv(path, rows):
+    """``rows`` (dicts) under the union of their keys, in order of appearance
+    (:func:`stsim.util.io.write_csv`)."""
     keys = []
     for r in rows:
         keys += [k for k in r if k not in keys]
-    with open(path, "w", newline="") as f:
-        wr = csv.DictWriter(f, fieldnames=keys)
-        wr.writeheader()
-        wr.writerows(rows)
+    io.write_csv(path, keys, rows)
 
 
-def read_csv(path):
-    with open(path) as f:
-        return list(csv.DictReader(f))
+read_csv = io.read_csv
 
 
 def fit_log_squared(T, w, level=0.95):

@@ -1,4 +1,4 @@
-"""Long sequences (issue 24): train the stochastic model (slots) at T = 1000, q = 3 to
+"""Long sequences: train the stochastic model (slots) at T = 1000, q = 3 to
 <= 2% of L(0), then evaluate it at T_test = 2000, 4000, 8000 against the reduced
 dynamics' prediction at the trained (a, γ).
 
@@ -13,7 +13,8 @@ times its gradient (the gradient of W is spread over the ``n = d_e`` slots) and 
 curvature ``S₂ = |s|² → 1/q`` at the solution), not by W: W's own directions are stable up
 to about ``2n/(c²(q−1)(q+d))`` (the transverse ``W_xe`` curvature at the solution; 1000 at
 n = 8000). So the run takes a step per block: ``--lr-W`` (default 200) for W and
-``--lr-V`` (default 5.5 = 0.92 η_max) for V (:class:`BlockSGD`), for ``--steps`` steps
+``--lr-V`` (default 5.5 = 0.92 η_max) for V (``stsim.run(lr={"W": ..., "V": ...})``), for
+``--steps`` steps
 (default: 2 × the step where the reduced map with the same two steps reaches 2% of L(0)).
 With one step for both, the best of those tried (0.99 η_max) needs 162 538 steps in the
 reduced map (``plateau.csv``); with these two, 5430.
@@ -27,12 +28,13 @@ direction ``m_x = W_xe p_q``; the value fit ``γ`` then stays far below its popu
 0.341), because ``|m_x|²`` competes with the ``d/T`` of a uniform average. With W's token rows
 (``W_xx``, ``W_xe``: the first d rows) held at 0, their population value, the same SGD
 follows the map step for step (``a`` 0.342 against 0.341 after 3000 steps). The run holds
-them at 0 (``--free-x``: plain SGD).
+them at 0 (``freeze=("W_xx", "W_xe")``; ``--free-x``: plain SGD). Both are now what the
+default call derives by itself (``stsim.core.schedule``, a step per block).
 
 Subcommands (each writes into ``--out``, default ``docs/figures/long``):
 
-* ``train``: the run (stsim's problem, loop and run state, batches drawn ahead),
-  checkpointed to ``--checkpoint`` (resumed from it if it exists); saves ``W, V`` to
+* ``train``: the run, one ``stsim.run`` call (batches drawn ahead), checkpointed to
+  ``--checkpoint`` (the same call resumes it); saves ``W, V`` to
   ``--result`` (512 MB at d_e = 8000: outside the repository) and writes ``history.csv``
   and ``run.json`` (settings, config, wall time).
 * ``evaluate``: reads ``(a, γ)`` off the trained ``W, V`` (``W_ee ≈ a (I − J/d_e)`` on the
@@ -46,8 +48,10 @@ Subcommands (each writes into ``--out``, default ``docs/figures/long``):
 * ``figure``: ``long.png`` from the CSV files (training curve with the reduced map's under
   the same steps; loss against T_test with the prediction).
 * ``all``: the four in order.
-* ``default`` (not in ``all``): the plain default call at T = 1000 — ``stsim run --T 1000
-  --q 3`` (d_e = 2000, lr 3 = η_max/2, 162 800 steps: the derived schedule), run by the CLI
+* ``default`` (not in ``all``): the default call at T = 1000 — ``stsim run --T 1000
+  --q 3`` (``default_T1000.json`` holds the run of the previous default, one step
+  lr 3 = η_max/2 on every parameter, 162 800 steps; today's default takes a step per
+  block: ``benchmarks/bench_long_default.py``), run by the CLI
   into ``--default-run`` (default ``../default_T1000``, outside the repository: its
   ``result.npz`` is 32 MB; checkpointed every 4000 steps and resumed), then its trained
   ``(a, γ)`` and the s.d. of ``W_xe`` against the reduced map's ``(a, γ, L)`` after the
@@ -67,7 +71,6 @@ as well). ``--T``, ``--d-e``, ``--T-test``: other sizes (e.g. the T = 200 pilot)
         --checkpoint /work/long/ckpt.npz
 """
 import argparse
-import csv
 import itertools
 import json
 import math
@@ -80,6 +83,9 @@ import numpy as np
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, REPO)
 
+from stsim.core.schedule import FROZEN  # noqa: E402
+from stsim.util.io import read_csv, write_csv, write_json  # noqa: E402
+
 FULL = dict(T=1000, d_e=8000, T_test=(2000, 4000, 8000), lr_W=200.0, lr_V=5.5, n_test=1024,
             eval_every=100, hold_x=True)
 QUICK = dict(T=50, d_e=400, T_test=(100, 200, 400), lr_W=10.0, lr_V=5.5, n_test=256,
@@ -91,40 +97,16 @@ MARGIN = 2.0            # steps = MARGIN × the reduced map's step to 2% of L(0)
 CHECKPOINT_EVERY = 1000
 
 
-class BlockSGD:
-    """SGD with a step per parameter block, ``lr = {"W": η_W, "V": η_V}`` (the interface of
-    :class:`stsim.core.optim.SGD`: ``step``, ``state_dict``, ``load_state_dict``)."""
-
-    def __init__(self, lr: dict):
-        from stsim.core.optim import SGD
-        self.opts = {k: SGD(v) for k, v in lr.items()}
-        self.t = 0
-
-    def step(self, params, grads):
-        self.t += 1
-        for k, g in grads.items():
-            self.opts[k].step({k: params[k]}, {k: g})
-
-    def state_dict(self):
-        return {"t": np.array(self.t)}
-
-    def load_state_dict(self, state):
-        self.t = int(state["t"])
-        for o in self.opts.values():
-            o.t = self.t
-
-
 def block_map(T, q, d, n, lr_W, lr_V, max_steps=3_000_000, losses=None):
-    """The reduced GD map (theory model, c = 1; stsim.core.reduced) with the step ``lr_W``
-    on ``W`` (the ``a``, ``b`` updates) and ``lr_V`` on ``V`` (the ``γ`` update): the
-    steps to 50% and 2% of L(0) (None: not reached; ``"diverged"``). ``losses``: a list to
-    append ``L(t)`` to (the map then runs ``max_steps``)."""
-    from stsim.core.reduced import loss_grad_scalar
-    a = b = g = 0.0
+    """The reduced GD map (theory model, c = 1; :func:`stsim.core.reduced.reduced_map`, the
+    one reduced update) with the step ``lr_W`` on ``W`` and ``lr_V`` on ``V``: the steps to
+    50% and 2% of L(0) (None: not reached; ``"diverged"``). ``losses``: a list to append
+    ``L(t)`` to (the map then runs ``max_steps``)."""
+    from stsim.core.reduced import reduced_map
     L0 = d / (2 * q)
     out = [None, None]
-    for t in range(max_steps + 1):
-        L, da, db, dg = loss_grad_scalar(a, b, g, T, q, d)
+    states = reduced_map(T, q, d, {"W": lr_W, "V": lr_V}, n)
+    for t, (L, *_) in zip(range(max_steps + 1), states):
         if losses is not None:
             losses.append(L)
         if not math.isfinite(L) or L > 10 * L0:
@@ -134,10 +116,6 @@ def block_map(T, q, d, n, lr_W, lr_V, max_steps=3_000_000, losses=None):
                 out[i] = t
         if out[1] is not None and losses is None:
             break
-        beta = (-db / n - da / n) / (n - 1)
-        a -= lr_W * (da / n - beta)
-        b += lr_W * beta
-        g -= lr_V / d * dg
     return out
 
 
@@ -157,91 +135,35 @@ def settings(args):
     return s
 
 
-def write_csv(path, header, rows):
-    with open(path, "w", newline="") as f:
-        w = csv.writer(f)
-        w.writerow(header)
-        w.writerows(rows)
-
-
-def read_csv(path):
-    with open(path, newline="") as f:
-        rows = list(csv.reader(f))
-    return rows[0], np.array(rows[1:], dtype=float)
+def _run_options(s, **extra):
+    """The options of :func:`stsim.run` for the settings ``s``: a step per block, W's token
+    rows held at 0 unless ``--free-x``."""
+    opts = {k: s[k] for k in ("T", "q", "d", "d_e", "batch", "pe", "sampler", "model",
+                              "query", "seed", "steps")}
+    opts.update(lr={"W": s["lr_W"], "V": s["lr_V"]}, lr_decay="none",
+                freeze=FROZEN if s["hold_x"] else ())
+    opts.update(extra)
+    return opts
 
 
 def train(args, s):
-    """Online SGD with :class:`BlockSGD` (stsim's problem, loop and run state; batches drawn
-    ahead), checkpointed every ``CHECKPOINT_EVERY`` steps (resumed from ``--checkpoint`` if
-    it exists; the loop's wall time is carried in ``<checkpoint>.json``)."""
-    from stsim.core.config import Config
-    from stsim.core.optim import all_finite
-    from stsim.core.problem import make_problem
-    from stsim.core.run import train_loop, uses_second_thread
-    from stsim.core.seeds import Streams
-    from stsim.core.state import RunState
-    from stsim.util.prefetch import Prefetch, prefetch_default
-    from stsim.util.threads import one_blas_thread
-    cfg = Config.from_options(**{k: s[k] for k in (
-        "T", "q", "d", "d_e", "batch", "pe", "sampler", "model", "query", "seed", "steps")},
-        lr=s["lr_V"], lr_decay="none", T_test=s["T_test"], n_val=256,
-        eval_every=s["eval_every"])
-    streams = Streams(cfg.seed)
-    problem = make_problem(cfg, streams)
-    opt, rng = BlockSGD({"W": s["lr_W"], "V": s["lr_V"]}), streams.train()
-    side = (args.checkpoint + ".json") if args.checkpoint else None
-    wall0 = 0.0
-    if args.checkpoint and os.path.exists(args.checkpoint):
-        state, cfg = RunState.load(args.checkpoint, cfg, opt, rng)
-        if os.path.exists(side):
-            with open(side) as f:
-                wall0 = json.load(f)["wall_s"]
-    else:
-        state = RunState(problem.init_params(streams.init()), opt, rng)
-    t0 = time.time()
-
-    def at_top(step):
-        state.step = step
-        if args.checkpoint and step > 0 and step % CHECKPOINT_EVERY == 0:
-            state.save(args.checkpoint, cfg)
-            with open(side, "w") as f:
-                json.dump({"wall_s": wall0 + time.time() - t0}, f)
-
-    def observe(step, out):
-        state.accumulate(out[0])
-        if step % cfg.eval_every == 0 or step == cfg.steps:
-            row = state.record(step, problem.evaluate(state.params))
-            print(f"  step {step:7d}/{cfg.steps}  val {row['val']:.5f}  "
-                  + "  ".join(f"T={t}: {row[f'val/T={t}']:.5f}" for t in s["T_test"])
-                  + f"  ({wall0 + time.time() - t0:.0f} s)", flush=True)
-
-    def hold_x(params):             # W's token rows (W_xx, W_xe) at 0, their population value
-        params["W"][:s["d"], :] = 0.0
-
-    def finite(loss, grads):        # as stsim.run: diverged above 1e6 x the first loss
-        first = state.first_loss if state.first_loss is not None else loss
-        return math.isfinite(loss) and loss <= 1e6 * first and all(
-            all_finite(g) for g in grads.values())
-
-    if prefetch_default():
-        state.attach(Prefetch(problem.draw_step, rng))
-    try:
-        with one_blas_thread(uses_second_thread(problem.enc, state.source is not None)):
-            end = train_loop(lambda p: state.loss_grad(problem, p), opt, state.params,
-                             cfg.steps, start=state.step, at_top=at_top, observe=observe,
-                             finite=finite, post_step=hold_x if s["hold_x"] else None)
-    finally:
-        if state.source is not None:
-            state.source.close()
-    wall = wall0 + time.time() - t0
-    np.savez(args.result, W=state.params["W"], V=state.params["V"])
-    keys = list(state.history)
+    """The run: ``stsim.run`` with a step per block and W's token rows held (the
+    settings), validation at every length of ``T_test``, checkpointed every
+    ``CHECKPOINT_EVERY`` steps to ``--checkpoint`` (the same call resumes it)."""
+    import stsim
+    res = stsim.run(checkpoint=args.checkpoint, checkpoint_every=CHECKPOINT_EVERY
+                    if args.checkpoint else None,
+                    **_run_options(s, T_test=s["T_test"], n_val=256, eval_every=s["eval_every"]))
+    np.savez(args.result, W=res.params["W"], V=res.params["V"])
+    keys = list(res.history)
     write_csv(os.path.join(args.out, "history.csv"), keys,
-              np.column_stack([state.history[k] for k in keys]).tolist())
-    with open(os.path.join(args.out, "run.json"), "w") as f:
-        json.dump(dict(settings=s, config=cfg.to_dict(), status=end.status, step=end.step,
-                       wall_time_s=wall, load_average_at_end=os.getloadavg()[0]), f, indent=1)
-    print(f"{end.status} at step {end.step}; wall time {wall:.0f} s")
+              np.column_stack([res.history[k] for k in keys]).tolist())
+    write_json(os.path.join(args.out, "run.json"),
+               dict(settings=s, config=res.config, status=res.status,
+                    step=int(res.history["step"][-1]), wall_time_s=res.info["wall_time_s"],
+                    load_average_at_end=os.getloadavg()[0]))
+    print(f"{res.status} at step {int(res.history['step'][-1])}; wall time "
+          f"{res.info['wall_time_s']:.0f} s (this call)")
 
 
 def reduced_state(W, V, d):
@@ -292,33 +214,6 @@ def evaluate(args, s):
     print(f"(a, γ) = ({a:.4f}, {g:.4f})")
 
 
-def adaptive_steps(T, q, d, n, cap, max_steps=3_000_000):
-    """Steps to 50% and 2% of L(0) of the reduced map (theory model, c = 1) with the
-    state-dependent step ``η_t = min(1/S₂(t), cap)``: half the local stability bound of γ
-    (``γ ← γ − η (S₂ γ − s₊)`` is stable for ``η < 2/S₂``; ``S₂ = |s|²`` is ``≈ 1/T`` on the
-    plateau and ``1/q`` at the solution)."""
-    from stsim.core.reduced import loss_grad_scalar
-    a = b = g = 0.0
-    L0 = d / (2 * q)
-    hit = [None, None]
-    for t in range(max_steps + 1):
-        L, da, db, dg = loss_grad_scalar(a, b, g, T, q, d)
-        for i, level in enumerate((0.5, TARGET)):
-            if hit[i] is None and L <= level * L0:
-                hit[i] = t
-        if hit[1] is not None:
-            break
-        es = math.exp(min(a, 700.0))
-        Z = q * es + (T - q)
-        S2 = q * (es / Z) ** 2 + (T - q) / Z ** 2
-        eta = min(1.0 / S2, cap)
-        beta = (-db / n - da / n) / (n - 1)
-        a -= eta * (da / n - beta)
-        b += eta * beta
-        g -= eta / d * dg
-    return hit
-
-
 def plateau(args, s):
     from stsim.core.reduced import reduced_map_steps
     from stsim.core.schedule import eta_max
@@ -342,44 +237,34 @@ def plateau(args, s):
 
 
 def trace(args, s):
-    """SGD (:class:`BlockSGD`, W's token rows held at 0 or not: ``--free-x``) and the
-    reduced block map side by side: every ``eval_every`` steps the SGD state's ``(a, γ)``
-    (as read by :func:`reduced_state`), the reduced loss at them, the mean training loss,
-    the s.d. of ``W_xe``, and the map's ``(a, γ, L)`` at the same step: ``trace_<T>_<held
-    or free>.csv`` (serial, no drawing ahead)."""
-    from stsim.core.config import Config
-    from stsim.core.problem import make_problem
+    """SGD (a step per block, W's token rows held at 0 or not: ``--free-x``) and the reduced
+    block map side by side: every ``eval_every`` steps the SGD state's ``(a, γ)`` (as read
+    by :func:`reduced_state`), the reduced loss at them, the mean training loss since the
+    last record, the s.d. of ``W_xe``, and the map's ``(a, γ, L)`` at the same step:
+    ``trace_<T>_<held or free>.csv``. One ``stsim.run`` call per record, each resuming the
+    last from its checkpoint (bit for bit, as one call), serial."""
+    import tempfile
+
+    import stsim
     from stsim.core.reduced import loss_grad_scalar, reduced_map
-    from stsim.core.seeds import Streams
-    T, q, d, n = s["T"], s["q"], s["d"], s["d_e"]
-    cfg = Config.from_options(**{k: s[k] for k in (
-        "T", "q", "d", "d_e", "batch", "pe", "sampler", "model", "query", "seed", "steps")},
-        lr=s["lr_V"], lr_decay="none", n_val=16)
-    streams = Streams(cfg.seed)
-    problem = make_problem(cfg, streams)
-    params, rng = problem.init_params(streams.init()), streams.train()
-    opt = BlockSGD({"W": s["lr_W"], "V": s["lr_V"]})
-    a_r = b_r = g_r = 0.0
-    L0, rows, acc = d / (2 * q), [], []
-    for t in range(cfg.steps + 1):
-        loss, grads = problem.loss_grad(params, rng)
-        acc.append(loss)
-        L_r = loss_grad_scalar(a_r, b_r, g_r, T, q, d)[0]
-        if t % s["eval_every"] == 0:
-            a, g = reduced_state(params["W"], params["V"], d)
-            rows.append([t, float(np.mean(acc)) / L0, a, g,
-                         loss_grad_scalar(a, 0.0, g, T, q, d)[0] / L0,
-                         float(params["W"][:d, d:].std()), a_r, g_r, L_r / L0])
+    T, q, d, n, every = s["T"], s["q"], s["d"], s["d_e"], s["eval_every"]
+    L0, rows = d / (2 * q), []
+    states = reduced_map(T, q, d, {"W": s["lr_W"], "V": s["lr_V"]}, n)
+    with tempfile.TemporaryDirectory() as tmp:
+        ck = os.path.join(tmp, "ck.npz")
+        for t in range(0, s["steps"] + 1, every):
+            L_r, a_r, _, g_r = next(states)
+            for _ in range(every - 1 if t < s["steps"] else 0):
+                next(states)
+            res = stsim.run(checkpoint=ck, progress=False, prefetch=False,
+                            **_run_options(s, steps=t, n_val=16, eval_every=every))
+            W, V = res.params["W"], res.params["V"]
+            a, g = reduced_state(W, V, d)
+            loss = float(res.history["loss"][-1]) if t > 0 else L0
+            rows.append([t, loss / L0, a, g, loss_grad_scalar(a, 0.0, g, T, q, d)[0] / L0,
+                         float(W[:d, d:].std()), a_r, g_r, L_r / L0])
             print("  " + "  ".join(f"{h}={v:.4g}" for h, v in zip(TRACE_COLS, rows[-1])),
                   flush=True)
-            acc = []
-        opt.step(params, grads)
-        if s["hold_x"]:
-            params["W"][:d, :] = 0.0
-        _, da, db, dg = loss_grad_scalar(a_r, b_r, g_r, T, q, d)
-        beta = (-db / n - da / n) / (n - 1)
-        a_r, b_r, g_r = a_r - s["lr_W"] * (da / n - beta), b_r + s["lr_W"] * beta, \
-            g_r - s["lr_V"] / d * dg
     name = f"trace_{T}_{'held' if s['hold_x'] else 'free'}.csv"
     write_csv(os.path.join(args.out, name), TRACE_COLS, rows)
     print(f"wrote {name}")
@@ -432,6 +317,13 @@ def default(args, s):
     print(json.dumps(rec, indent=1))
 
 
+def _table(path):
+    """``(header, float array)`` of a CSV file written by :func:`write_csv`."""
+    rows = read_csv(path)
+    keys = list(rows[0])
+    return keys, np.array([[r[k] for k in keys] for r in rows], dtype=float)
+
+
 TRACE_COLS = ["step", "train_loss_over_L0", "a", "gamma", "reduced_loss_at_a_gamma_over_L0",
               "W_xe_sd", "map_a", "map_gamma", "map_loss_over_L0"]
 
@@ -440,9 +332,9 @@ def figure(args, s):
     import matplotlib
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
-    keys, h = read_csv(os.path.join(args.out, "history.csv"))
+    keys, h = _table(os.path.join(args.out, "history.csv"))
     col = {k: i for i, k in enumerate(keys)}
-    _, lg = read_csv(os.path.join(args.out, "length.csv"))
+    _, lg = _table(os.path.join(args.out, "length.csv"))
     L0 = s["d"] / (2 * s["q"])
     fig, ax = plt.subplots(1, 2, figsize=(11, 4.2))
     step = h[:, col["step"]]

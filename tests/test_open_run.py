@@ -63,9 +63,16 @@ def test_step_per_parameter_run(pe, extra):
     assert per.success
 
 
-def test_lr_dict_needs_steps_until_a_derivation_exists():
+def test_lr_per_block_derives_its_steps_and_other_dicts_need_steps():
+    """{"W", "V"} is a step per block of the reduced map: the steps are derived with it
+    (2x its 2% step); a step per parameter the map does not describe needs steps."""
+    from stsim.core.reduced import reduced_map_steps
+    c = stsim.Config.from_options(T=10, q=2, lr={"W": 2.0, "V": 1.0})
+    tgt = reduced_map_steps(10, 2, 5, {"W": 2.0, "V": 1.0}, 20)[1]
+    assert c.steps == max(100, -(-2 * tgt // 100) * 100) and c.freeze == ()
     with pytest.raises(ValueError, match="needs steps"):
-        stsim.Config.from_options(T=10, q=2, lr={"W": 2.0, "V": 1.0})
+        stsim.Config.from_options(T=10, q=2, arch="fcn", lr={"W1": 0.1, "b1": 0.1, "A": 0.1,
+                                                              "c": 0.1})
 
 
 # ---- frozen blocks ----------------------------------------------------------------------
@@ -94,8 +101,10 @@ def test_freeze_names_are_checked():
         stsim.run(freeze=("W_xe", "W_yy"), **RUN)
     with pytest.raises(ValueError, match="freeze: arch='fcn' has no named blocks"):
         stsim.Config.from_options(arch="fcn", T=8, q=2, steps=10, freeze=("W_xe",))
-    assert stsim.Config.from_options(T=8, q=2, steps=10).freeze == ()
-    assert "freeze" not in stsim.Config.from_options(T=8, q=2, steps=10).to_dict()
+    assert stsim.Config.from_options(T=8, q=2, steps=10, lr=1.0).freeze == ()
+    assert "freeze" not in stsim.Config.from_options(T=8, q=2, steps=10, lr=1.0).to_dict()
+    # the derived default holds W's token rows when it takes a step per block
+    assert stsim.Config.from_options(T=8, q=2, steps=10).freeze == ("W_xx", "W_xe")
 
 
 @pytest.mark.parametrize("optimizer", ["sgd", "adam"])

@@ -78,7 +78,7 @@ def test_the_extras_the_commands_and_examples_name_exist():
 
 def test_command_1_writes_its_result_and_figure(tmp_path, monkeypatch, capsys):
     """The ``stsim run`` of command 1, from a fresh folder, writes the files the README
-    lists and learns as the README's figure shows (0.80% of the initial loss)."""
+    lists and learns as the README's figure shows (0.63% of the initial loss)."""
     import json
 
     from stsim.cli import main
@@ -89,8 +89,8 @@ def test_command_1_writes_its_result_and_figure(tmp_path, monkeypatch, capsys):
     for f in ("result.npz", "config.json", "history.csv", "loss.png"):
         assert (tmp_path / "runs" / "demo" / f).is_file(), f
     assert summary["status"] == "completed" and summary["message"].endswith(
-        "learned: loss 0.80% of initial")
-    assert "to 0.80% of the initial loss in 1700" in README
+        "learned: loss 0.63% of initial")
+    assert "to 0.63% of the initial loss in 600" in README
     # the README's figure is this run's (to rounding: the last bits of a matrix product
     # depend on the BLAS build and its thread count)
     import numpy as np

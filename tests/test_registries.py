@@ -36,7 +36,7 @@ def test_a_registered_copy_of_slots_gets_the_builtins_derived_lr_and_steps():
     register_encoding("slots-test", _copy_of_slots("slots-test"))
     built = Config.from_options(T=20, q=3, d_e=40)
     copy = Config.from_options(T=20, q=3, pe="slots-test", d_e=40)
-    assert (built.lr, built.steps) == (2.5, 700)
+    assert isinstance(built.lr, dict) and built.freeze == ("W_xx", "W_xe")   # per block
     assert (copy.lr, copy.steps, copy.lr_decay) == (built.lr, built.steps, built.lr_decay)
     # the default width too: a per-sample index family gets 2 T_max, as the built-in
     assert Config.from_options(T=20, q=3, pe="slots-test").d_e == 40
@@ -51,7 +51,8 @@ def test_a_family_without_a_reduction_gets_the_stated_fallback():
     register_encoding("noreduce-test", _copy_of_slots("noreduce-test",
                                                       reduced_n=lambda self, T: None))
     c = Config.from_options(T=20, q=3, pe="noreduce-test", d_e=40)
-    assert (c.lr, c.steps) != (2.5, 700) and (c.lr, c.steps) == (1.0, 1000)
+    built = Config.from_options(T=20, q=3, d_e=40)
+    assert (c.lr, c.steps) != (built.lr, built.steps) and (c.lr, c.steps) == (1.0, 1000)
     res = stsim.run(T=6, q=2, pe="noreduce-test", d_e=12, steps=20, batch=8)
     assert "no reduced dynamics for the noreduce-test encoding" in res.message
     assert "default lr 1" in res.message
@@ -84,7 +85,8 @@ def test_a_registered_optimizer_trains_with_its_own_default_lr():
     assert (c.lr, c.steps, c.lr_decay) == (0.05, 10, "linear")
     # lr "reduced": the derived step of a plain gradient method
     register_optimizer("derived-test", factory, lr=optim.REDUCED)
-    assert Config.from_options(T=20, q=3, d_e=40, optimizer="derived-test").lr == 2.5
+    sgd = Config.from_options(T=20, q=3, d_e=40)
+    assert Config.from_options(T=20, q=3, d_e=40, optimizer="derived-test").lr == sgd.lr
     with pytest.raises(ValueError, match="optimizer must be one of"):
         Config.from_options(optimizer="nope")
     with pytest.raises(ValueError, match="lr must be a finite number > 0"):
@@ -104,7 +106,8 @@ def test_register_arch_is_accepted_by_config_and_runs():
     # declared as described by the reduced dynamics: the transformer's derived defaults
     register_arch("mytf-test", MyTF, reduced=True)
     c = Config.from_options(T=20, q=3, d_e=40, arch="mytf-test")
-    assert (c.lr, c.steps) == (2.5, 700)
+    sgd = Config.from_options(T=20, q=3, d_e=40, freeze=())   # no blocks: the single step
+    assert (c.lr, c.steps, c.freeze) == (sgd.lr, sgd.steps, ())
     with pytest.raises(ValueError, match="arch must be one of"):
         Config.from_options(arch="nope")
 

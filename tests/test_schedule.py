@@ -14,7 +14,8 @@ from stsim.core.config import Config
 from stsim.core.gradcheck import check_grad
 from stsim.core.reduced import (loss_grad, loss_grad_scalar, reduced_map_losses,
                                 reduced_map_steps)
-from stsim.core.schedule import eta_max, predict
+from stsim.core.schedule import (FROZEN, NOISE_W, eta_max, eta_xe_max, predict,
+                                 sample_curvature)
 
 
 def _softmax_reference(a, b, g, T, q, d, c, practical):
@@ -110,8 +111,64 @@ def test_eta_max_formula_and_values():
     assert eta_max(3, 5, 400) == 6.0                               # 2q binds
     assert eta_max(25, 5, 200) == pytest.approx(2 * 200 / (24 * 30))  # transverse W_xe binds
     assert eta_max(3, 5, 100, c=1 / 3) == 6.0
+    # with a batch: 2/(max(1/q, lam_xe) + kappa/B), kappa = (d+2)/q + c^2(q-1)/q
+    # + c^2(q-1)(q+d)/q (V, W_ee, W_xe)
+    kappa = 7 / 3 + 2 / 3 + 16 / 3
+    assert sample_curvature(3, 5) == pytest.approx(kappa)
+    assert sample_curvature(3, 5, token_rows=False) == pytest.approx(3.0)
+    assert eta_max(3, 5, 400, batch=256) == pytest.approx(2 / (1 / 3 + kappa / 256))
+    assert eta_max(2, 5, 20, batch=1) == pytest.approx(2 / (0.5 + 3.5 + 0.5 + 3.5))  # 0.25
+    assert eta_max(3, 5, 400, batch=10 ** 9) == pytest.approx(6.0, rel=1e-6)  # population
+    assert eta_xe_max(1, 5, 100, batch=4) == float("inf")
+    cfg = Config.from_options(T=200, q=3, freeze=())       # the single step
+    assert cfg.lr == pytest.approx(0.5 * 2 / (1 / 3 + kappa / 256)) and cfg.d_e == 400
+    # the default: a step per block with W's token rows held (no W_xe term in V's bound)
     cfg = Config.from_options(T=200, q=3)
-    assert cfg.lr == 3.0 and cfg.d_e == 400
+    assert cfg.freeze == FROZEN == ("W_xx", "W_xe")
+    assert cfg.lr == {"W": pytest.approx(NOISE_W * 256 * 400 / 15),
+                      "V": pytest.approx(0.5 * 2 / (1 / 3 + 3 / 256))}
+    assert "held at their initial value" in stsim.core.schedule.fallback_note(cfg)
+    # a given number is the plain single step on every parameter
+    assert Config.from_options(T=200, q=3, lr=1.0).freeze == ()
+
+
+@pytest.mark.parametrize("kw", [dict(T=10, q=2, batch=8), dict(T=20, q=3, batch=8),
+                                dict(T=10, q=2, batch=1)], ids=str)
+def test_small_batch_defaults_do_not_diverge_and_the_old_step_did(kw):
+    """The derived step accounts for the batch (the mean-square bound of
+    stsim.core.schedule): these default calls diverged at the population step
+    eta_max/2 = min(2q, 2n/(c^2(q-1)(q+d)))/2 (the seeded fault: that step, given)."""
+    ok = stsim.run(steps=300, n_val=32, prefetch=False, **kw)
+    assert ok.status == "completed", ok.message
+    old = eta_max(kw["q"], 5, 2 * kw["T"]) / 2
+    bad = stsim.run(steps=300, n_val=32, prefetch=False, lr=old, **kw)
+    assert bad.status == "diverged" or bad.history["val"][-1] > 10 * bad.history["val"][0]
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("T", [10, 20, 50])
+@pytest.mark.parametrize("q", [2, 3])
+@pytest.mark.parametrize("batch", [1, 2, 8, 32, 256])
+@pytest.mark.parametrize("mq", [("theory", "sum"), ("theory", "mean"), ("practical", "sum"),
+                                ("practical", "mean")], ids=str)
+def test_no_default_diverges_on_the_grid(T, q, batch, mq):
+    res = stsim.run(T=T, q=q, batch=batch, model=mq[0], query=mq[1], steps=600, n_val=32,
+                    prefetch=False)
+    assert res.status == "completed", res.message
+    assert res.history["val"][-1] < 2 * res.history["val"][0], res.message
+
+
+def test_fcn_default_step_trains_where_the_fixed_one_diverged():
+    """The FCN's default (fcn_default_lr: half the mean-square bound of its read-out) at
+    T = 16, q = 3; the fixed SGD default 1.0 it replaces diverges (the seeded fault)."""
+    from stsim.baselines.fcn import fcn_default_lr
+    cfg = Config.from_options(arch="fcn", T=16, q=3)
+    assert cfg.lr == pytest.approx(fcn_default_lr(cfg)) and 0.02 < cfg.lr < 0.1
+    res = stsim.run(arch="fcn", T=16, q=3, steps=300, prefetch=False)
+    h = res.history
+    assert res.status == "completed" and h["val"][-1] < 0.97 * h["val"][0], res.message
+    assert stsim.run(arch="fcn", T=16, q=3, steps=300, lr=1.0,
+                     prefetch=False).status == "diverged"
 
 
 def test_user_lr_and_steps_are_obeyed_exactly():
@@ -121,7 +178,7 @@ def test_user_lr_and_steps_are_obeyed_exactly():
     s = predict(c, lr=0.7)
     assert c.lr == 0.7 and c.steps == s.steps and s.target_step < c.steps
     c = Config.from_options(T=50, q=3, steps=77)
-    assert c.steps == 77 and c.lr == 3.0
+    assert c.steps == 77 and c.lr == predict(c, blocks=True).lr
     # re-resolving a resolved config changes nothing
     assert Config.from_options(**c.to_dict()) == c
 
@@ -136,7 +193,10 @@ def test_default_widths():
 
 def test_long_default_run_says_so():
     with pytest.warns(UserWarning, match="expect roughly"):
-        Config.from_options(T=500, q=3)
+        Config.from_options(T=500, q=3, freeze=())             # the single step: slow
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        Config.from_options(T=500, q=3)                        # a step per block: fast
     with warnings.catch_warnings():
         warnings.simplefilter("error")
         Config.from_options(T=500, q=3, steps=10)                  # user steps: no warning

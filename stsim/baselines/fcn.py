@@ -1,4 +1,4 @@
-r"""Fully-connected baseline (SPEC §7): a ReLU MLP on the flattened input ``[vec(X); 1_y]``.
+r"""Fully-connected baseline: a ReLU MLP on the flattened input ``[vec(X); 1_y]``.
 
 The paper's separation: a one-layer transformer learns STS_q with width
 ``O(d + q log T)``, while any fully-connected net needs first-layer width ``Ω(T d)``.
@@ -45,7 +45,7 @@ from stsim.util.validate import check_int
 
 __all__ = ["fcn_input", "fcn_forward_backward", "mlp_forward", "mlp_backward", "fcn_init",
            "fcn_construction", "FCNProblem", "param_names", "fcn_param_count", "fcn_memory",
-           "fcn_seconds_per_step", "fcn_shapes"]
+           "fcn_seconds_per_step", "fcn_shapes", "fcn_default_lr"]
 
 
 def param_names(depth: int) -> list:
@@ -339,5 +339,32 @@ def fcn_shapes(cfg) -> dict:
     return out
 
 
+def fcn_default_lr(cfg) -> float:
+    r"""The FCN's default SGD step: half the mean-square stability bound of its read-out
+    ``(A, c)`` at initialisation (the bound :mod:`stsim.core.schedule` derives for V).
+
+    With ``A = 0`` the first steps move only the read-out, a least-squares problem on the
+    features ``h̃ = [h_L; 1]``. He initialisation keeps every hidden pre-activation
+    ``N(0, σ²)`` with ``σ² = 2 E|u|²/n_in = 2(T d + q)/(T (d + 1))`` (``E|u|² = T d + q``;
+    each layer keeps it, ``E relu(z)² = σ²/2``), so a unit has mean ``μ = σ/√(2π)`` and
+    second moment ``σ²/2``. The population curvature ``E[h̃ h̃ᵀ] ≈ m mᵀ + diag`` has its
+    top eigenvalue along the mean ``m = [μ 1_k; 1]``: ``λ = k μ² + 1 + σ²/2 − μ²``; one
+    sample's curvature is ``κ = |h̃|² ≈ k σ²/2 + 1``. The mean square of a step on ``B``
+    samples is stable for ``η < 2/(λ + κ/B)``; the default is half of it::
+
+        lr = 1 / (λ + κ/B),   B = batch (online) or n_train (a fixed sample).
+
+    Example: T = 16, d = 5, q = 3, width 64, batch 256: ``lr ≈ 0.052`` (the fixed 1.0 it
+    replaces diverged at step 4).
+    """
+    k = int(cfg.width or 64)
+    sigma2 = 2.0 * (cfg.T * cfg.d + cfg.q) / (cfg.T * (cfg.d + 1))
+    mu2 = sigma2 / (2.0 * np.pi)
+    lam = k * mu2 + 1.0 + sigma2 / 2.0 - mu2
+    kappa = k * sigma2 / 2.0 + 1.0
+    B = cfg.n_train if cfg.objective != "online" else cfg.batch
+    return float(1.0 / (lam + kappa / B))
+
+
 register_arch("fcn", FCNProblem, encoding=False, resolve=_resolve_fcn, memory=fcn_memory,
-              seconds_per_step=fcn_seconds_per_step, shapes=fcn_shapes)
+              seconds_per_step=fcn_seconds_per_step, shapes=fcn_shapes, lr=fcn_default_lr)

@@ -18,7 +18,7 @@ from stsim.core.optim import (LR_DECAYS, check_step, object_spec, optimizer_name
                               optimizer_spec, resolve_optimizer)
 from stsim.core.problem import (ArchSpec, TransformerProblem, arch_names, arch_spec,
                                 check_objective)
-from stsim.core.schedule import default_schedule
+from stsim.core.schedule import FROZEN, default_schedule
 from stsim.core.seeds import seed_record
 from stsim.core.memory import run_memory
 from stsim.util.validate import check_choice, check_int, check_memory, check_real, int_tuple
@@ -108,8 +108,11 @@ class Config:
     lr: float | dict | None = _field(
         None, "learning rate (a given value is obeyed exactly): one number for every "
         "parameter, or one per parameter (Python: a dict {'W': 200, 'V': 5.5}; command line: "
-        "W=200,V=5.5)", "derived: eta_max/2 of the reduced dynamics, eta_max = "
-        "min(2q, 2n/(c^2(q-1)(q+d))); adam 0.02; see stsim.core.schedule")
+        "W=200,V=5.5)", "derived for SGD from the reduced dynamics and the batch B: a step "
+        "per block W=0.00586 B n/(c^2 q d), V=half V's stability bound 2/(1/q + kappa/B), "
+        "with W's token rows W_xx,W_xe held at 0 (freeze) - beyond the paper's single step "
+        "on every parameter; else (or when freeze is given without them) the single step "
+        "eta_max/2; adam 0.02; see stsim.core.schedule")
     lr_decay: str | None = _field(None, "step-size schedule: none (constant) | linear (constant "
                                   "for the first half of the steps, then linearly towards 0)",
                                   "linear for adam with a derived lr, else none")
@@ -117,7 +120,7 @@ class Config:
                                   "list of W_xx, W_xe, W_ex, W_ee, V_x, V_e: W = [[W_xx, "
                                   "W_xe], [W_ex, W_ee]], rows the key side, the first d rows "
                                   "and columns the token part; V = [V_x, V_e]; docs/model.md)",
-                                  "none")
+                                  "none; W_xx,W_xe with the derived step per block")
     steps: int | None = _field(None, "optimiser steps (a given value is obeyed exactly)",
                                "derived: 2x the step where the reduced dynamics reach 2 percent of "
                                "the initial loss; adam max(2000, 30 T); see stsim.core.schedule")
@@ -225,12 +228,19 @@ class Config:
         if isinstance(c.lr, dict) and arch.shapes is not None:  # one step per parameter
             c.lr = check_step(c.lr, names=tuple(arch.shapes(c)))
         _check_mechanism(c, att, arch)
+        freeze_given = c.freeze is not None
         c.freeze = check_freeze(c.freeze, arch, c)
         c._resolved = Resolved(spec, arch, opt, objects, att)
         check_objective(c)      # e.g. a population too large to enumerate: before any work
         if c.lr is None or c.steps is None:     # derived from the reduced dynamics
-            sched = default_schedule(c)
+            # a derived step may be a step per block with W's token rows held, unless the
+            # caller chose what is frozen otherwise (stsim.core.schedule.derived_steps)
+            held = set(arch.blocks(c)) if arch.blocks is not None else set()
+            blocks = set(FROZEN) <= held and (not freeze_given or set(FROZEN) <= set(c.freeze))
+            sched = default_schedule(c, blocks=c.lr is None and blocks)
             c.lr, c.steps = check_step(sched.lr), check_int("steps", sched.steps, 0)
+            if sched.freeze and not freeze_given:
+                c.freeze = check_freeze(sched.freeze, arch, c)
         if c.lr_decay is None:      # e.g. Adam's derived schedule anneals (stsim.core.schedule)
             c.lr_decay = opt.decay if not lr_given else "none"
         c.lr_decay = check_choice("lr_decay", c.lr_decay, LR_DECAYS, ignore_case=True)

@@ -54,6 +54,7 @@ class ArchSpec:
     seconds_per_step: Callable | None = None
     shapes: Callable | None = None
     blocks: Callable | None = None
+    lr: Callable | None = None
 
 
 _ARCHS: dict = {}
@@ -62,7 +63,7 @@ _OBJECTIVES: dict = {}
 
 def register_arch(name: str, factory, *, encoding: bool = True, reduced: bool = False,
                   resolve=None, memory=None, seconds_per_step=None, shapes=None,
-                  blocks=None) -> ArchSpec:
+                  blocks=None, lr=None) -> ArchSpec:
     """Make ``arch=name`` (in :func:`stsim.run`, :class:`Config`) build
     ``factory(cfg, streams)``: an object with the problem interface of the module docstring
     (subclass :class:`Problem` for the shared plumbing).
@@ -96,6 +97,10 @@ def register_arch(name: str, factory, *, encoding: bool = True, reduced: bool = 
         ``blocks(cfg) -> {block name: (parameter, index)}``: the named parts of its
         parameters (``params[parameter][index]``) that ``freeze`` may hold at their initial
         value (the transformer's: :func:`transformer_blocks`). None: nothing can be frozen.
+    lr : callable, optional
+        ``lr(cfg)``: its own derived default SGD step when it has no reduced dynamics (the
+        FCN's, :func:`stsim.baselines.fcn.fcn_default_lr`). None: the optimiser's fixed
+        default.
 
     Returns
     -------
@@ -114,13 +119,13 @@ def register_arch(name: str, factory, *, encoding: bool = True, reduced: bool = 
     name = str(name)
     for what, fn in (("factory", factory), ("resolve", resolve), ("memory", memory),
                      ("seconds_per_step", seconds_per_step), ("shapes", shapes),
-                     ("blocks", blocks)):
+                     ("blocks", blocks), ("lr", lr)):
         if fn is not None and not callable(fn):
             raise ValueError(f"{what} must be callable, got {fn!r}")
     if factory is None:
         raise ValueError("factory must be callable, got None")
     spec = ArchSpec(name, factory, bool(encoding), bool(reduced), resolve, memory,
-                    seconds_per_step, shapes, blocks)
+                    seconds_per_step, shapes, blocks, lr)
     _ARCHS[name] = spec
     return spec
 

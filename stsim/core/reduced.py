@@ -1,4 +1,4 @@
-r"""The reduced population dynamics (SPEC §4): the one home of the closed-form loss, its
+r"""The reduced population dynamics (docs/theory.md §3): the one home of the closed-form loss, its
 gradient and the GD map on the invariant set. :mod:`stsim.core.schedule` (default lr and
 steps) and :mod:`stsim.theory.reduced` (trajectories, gradient flow, OOD closed forms)
 both build on it.
@@ -38,7 +38,7 @@ import math
 
 import numpy as np
 
-__all__ = ["loss_grad", "loss_grad_scalar", "reduced_map", "reduced_map_steps",
+__all__ = ["loss_grad", "loss_grad_scalar", "reduced_map", "block_lr", "reduced_map_steps",
            "reduced_map_losses", "ESCAPE", "TARGET", "MAX_STEPS"]
 
 TARGET = 0.02          # "learned": loss <= 2% of its initial value L(0) = d/(2q)
@@ -117,18 +117,53 @@ def loss_grad(a, b, gamma, T, q, d, *, c=1.0, practical=False):
     return L, da, (db if practical else np.zeros(np.shape(L))), dg
 
 
+def block_lr(lr):
+    """``(η_W, η_V)`` of ``lr``: one step for both blocks (a number, or an array of
+    settings), or a step per block, ``{"W": η_W, "V": η_V}``."""
+    if isinstance(lr, dict):
+        unknown = sorted(set(lr) - {"W", "V"})
+        if unknown or len(lr) != 2:
+            raise ValueError(f"lr per block must have the keys 'W' and 'V', got {sorted(lr)}")
+        return lr["W"], lr["V"]
+    return lr, lr
+
+
 def reduced_map(T, q, d, lr, n, *, c=1.0, practical=False, a0=0.0, b0=0.0, gamma0=0.0):
-    """The 3-scalar GD map of the module docstring from ``(a0, b0, γ0)``, one setting in
-    floats: an endless iterator of ``(L, a, b, γ)``, the loss at each state before its
-    update (``n``: the encoding's ``reduced_n(T)``)."""
-    a, b, g = float(a0), float(b0), float(gamma0)
+    """The GD map of the module docstring from ``(a0, b0, γ0)`` — the one reduced update
+    (every trajectory, schedule and benchmark iterates it): an endless iterator of
+    ``(L, a, b, γ)``, the loss at each state before its update.
+
+    ``lr``: one step η, or a step per block ``{"W": η_W, "V": η_V}`` (η_W moves ``a, b``,
+    η_V moves ``γ``). ``n``: the encoding's ``reduced_n(T)``. Python floats run the map for
+    one setting (fast: about 0.6 µs a step); NumPy arrays of ``T, q, d, lr, n, c`` and the
+    initial values run a grid of settings at once (everything broadcasts).
+
+    The update: theory model ``a ← a − (η_W/(n−1)) ∂L/∂a`` (``b`` only follows the ``J``
+    part of the gradient, ``b ← b − η_W ∂L/∂a/(n(n−1))``, which no loss sees);
+    practical model ``a ← a − η_W α``, ``b ← b + η_W β`` with ``β = (−∂L/∂b/n −
+    ∂L/∂a/n)/(n−1)``, ``α = ∂L/∂a/n − β``; both ``γ ← γ − (η_V/d) ∂L/∂γ``."""
+    lr_W, lr_V = block_lr(lr)
+    arrays = any(isinstance(v, np.ndarray) for v in (T, q, d, lr_W, lr_V, n, c, a0, b0, gamma0))
+    if arrays:
+        f = np.float64
+        T, q, d, lr_W, lr_V, n, c = (np.asarray(v, f) for v in (T, q, d, lr_W, lr_V, n, c))
+        a, b, g = (np.asarray(v, f) for v in (a0, b0, gamma0))
+        fns = (np.exp, np.maximum)
+    else:
+        a, b, g = float(a0), float(b0), float(gamma0)
+        fns = (math.exp, max)
+    ka, kg = lr_W / (n - 1), lr_V / d
     while True:
-        L, da, db, dg = loss_grad_scalar(a, b, g, T, q, d, c, practical)
+        L, da, db, dg = loss_grad_scalar(a, b, g, T, q, d, c, practical, *fns)
         yield L, a, b, g
-        beta = (-db / n - da / n) / (n - 1)
-        a -= lr * (da / n - beta)
-        b += lr * beta
-        g -= lr / d * dg
+        if practical:
+            beta = (-db / n - da / n) / (n - 1)
+            a = a - lr_W * (da / n - beta)
+            b = b + lr_W * beta
+        else:
+            a = a - ka * da
+            b = b - ka * da / n
+        g = g - kg * dg
 
 
 def reduced_map_steps(T, q, d, lr, n, *, c=1.0, practical=False, max_steps=MAX_STEPS,
@@ -137,7 +172,8 @@ def reduced_map_steps(T, q, d, lr, n, *, c=1.0, practical=False, max_steps=MAX_S
     ``L <= level · L(0)``, ``L(0) = d/(2q)`` (None if not within ``max_steps``). With
     ``extrapolate``, a level not reached within ``max_steps`` after the escape
     (``L <= 50% L(0)``) is extrapolated with the rate law
-    ``1/L(t) ≈ 1/L(t_h) + 4ηc²(t − t_h)/(n−1)`` (SPEC §4)."""
+    ``1/L(t) ≈ 1/L(t_h) + 4η_Wc²(t − t_h)/(n−1)`` (docs/theory.md; ``lr`` as for
+    :func:`reduced_map`)."""
     L0 = 0.5 * d / q
     out = [None] * len(levels)
     todo = sorted(range(len(levels)), key=lambda i: -levels[i])
@@ -151,7 +187,8 @@ def reduced_map_steps(T, q, d, lr, n, *, c=1.0, practical=False, max_steps=MAX_S
             break
         if t == max_steps and extrapolate and L < ESCAPE * L0:
             for i in todo[k:]:
-                out[i] = int(t + (n - 1) / (4.0 * lr * c * c) * (1.0 / (levels[i] * L0) - 1.0 / L))
+                out[i] = int(t + (n - 1) / (4.0 * block_lr(lr)[0] * c * c)
+                             * (1.0 / (levels[i] * L0) - 1.0 / L))
     return out
 
 

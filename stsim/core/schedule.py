@@ -4,7 +4,7 @@ and the plateau diagnosis of a finished run.
 Why this module exists: a call naming only the problem (``run(T=200, q=3)``) must learn.
 Softmax attention from zero initialisation sits on a long plateau (all logits equal, ``a``
 grows like ``η t/(n−1)`` times a small gradient) before a fast descent, so a fixed step count
-is either far too short or wasteful. The reduced dynamics (SPEC §4, ``docs/theory.md`` §3)
+is either far too short or wasteful. The reduced dynamics (``docs/theory.md`` §3)
 give both numbers from the math.
 
 **The reduced map** (:mod:`stsim.core.reduced`: exact for the population loss with an
@@ -17,19 +17,63 @@ the 3-scalar GD map on ``(a, b, γ)``. The schedule asks the encoding (its
 (:func:`~stsim.core.problem.register_arch`: whether the reduced dynamics describe it) —
 never their names.
 
-**Largest stable step** (``η_max``). In the coordinates ``(θ, γ)`` the map's Jacobian is
-``I − η diag(c²/(n−1), 1/d) H``; the γγ entry of the scaled Hessian is
+**Largest stable step** (``η_max``), population. In the coordinates ``(θ, γ)`` the map's
+Jacobian is ``I − η diag(c²/(n−1), 1/d) H``; the γγ entry of the scaled Hessian is
 ``S₂ = |s|² ∈ [1/T, 1/q)``, largest at the solution, and the θθ entry is
-``O(c² d/(q(n−1)))``, negligible. Hence ``η_max(reduced) = 2/sup S₂ = 2q``. Minibatch noise
-moves the model off the invariant set into ``W_xe``; at the solution that direction has
-curvature ``λ_xe = c² (q−1)(q+d)/n`` (scatter of the q selected tokens; checked by finite
-differences), so
+``O(c² d/(q(n−1)))``, negligible. Hence ``η_max(reduced) = 2/sup S₂ = 2q``. Off the
+invariant set, W's token rows ``W_xe`` have curvature ``λ_xe = c² (q−1)(q+d)/n`` at the
+solution (scatter of the q selected tokens; checked by finite differences), so the
+population bound is ``min(2q, 2n/(c²(q−1)(q+d)))``.
 
-    η_max = min(2q, 2n / (c² (q−1)(q+d))),     default lr = η_max / 2
+**Stability with a batch.** A step on the mean gradient of ``B`` samples uses the
+minibatch curvature ``H_B = (1/B) Σ_b H_b``, which fluctuates around ``H``. Along a
+direction ``u`` of population curvature ``λ`` the mean square of the deviation then obeys
+``e² ← e² (1 − 2ηλ + η² (λ² + v/B))``, ``v = E[uᵀH_b²u] − λ²``, stable for
+``η < 2λ/(λ² + v/B)``. With the Gauss–Newton ``H_b = J_bᵀ J_b`` (``J_b``: the sample's
+output Jacobian), ``uᵀH_b²u = (J_b u)ᵀ (J_b J_bᵀ)(J_b u)``, so ``v ≈ κ λ`` with ``κ`` the
+curvature one sample puts on its own output (per output dimension), summed over every
+block the step moves. At the solution (``s = 1/q`` on the selected tokens, ``γ = 1``,
+``X`` Gaussian):
 
-(half, for the minibatch fluctuation of the curvature). For the practical model with
+* V: ``J_V J_Vᵀ = |h|² I`` with ``h = [X s; P s]``; the fourth Gaussian moment
+  ``E[|h|² (h·e)²] = (d + 3) S₂²`` gives ``(d + 2)/q`` beyond ``λ = 1/q``;
+* ``W_ee``: ``J_W J_Wᵀ = c² q γ² X Σ_s² Xᵀ`` (``Σ_s = diag s − s sᵀ``), trace
+  ``c² d (q−1)/q``: ``c² (q−1)/q`` per output dimension;
+* ``W_xe`` (when W's token rows move): ``c² q γ² (X Σ_s Xᵀ)²``, a Wishart square:
+  ``c² (q−1)(q+d)/q`` per output dimension (= ``λ_xe n/q``: one sample loads the q query
+  slots of the n).
+
+So with ``κ`` their sum (:func:`sample_curvature`) the single step is stable for
+
+    η < η_max(B) = 2 / (max(1/q, λ_xe) + κ/B),
+
+which is ``min(2q, 2n/(c²(q−1)(q+d)))`` as ``B → ∞`` and falls to about ``2/κ`` at
+``B = 1`` (0.27 at q = 2, d = 5: the default ``run(T=10, q=2, batch=1)`` at half the
+population bound diverged). The default ``lr = η_max(B)/2`` (half, for the fluctuation of
+``γ`` around 1 and of the curvature beyond its mean square). For the practical model with
 ``query="sum"`` a further factor 1/2 is applied: MEASURED, not derived (lr = q diverged at
-T=50, q=3; the query token's own logit grows like ``c² q a``).
+T=50, q=3; the query token's own logit grows like ``c² q a``). Tested on a grid of
+``T ≤ 200``, q, B ∈ {1, 2, 8, 32, 256} and both models and queries (no default diverges;
+``tests/test_schedule.py``).
+
+**A step per block** (the default for SGD with minibatches when it helps,
+:func:`derived_steps`). The bound ``2q`` is V's; W's own reduced direction is stable to
+``η_W ≈ 2(n−1)/(c² sup L_θθ)``, of order n (the map converges at ``η_W = n`` for
+T = 50 to 1000). Two things keep SGD from using it. (i) ``W_xe``: its population gradient
+vanishes from zero init, but its minibatch gradient makes it diffuse, which tilts the
+attention towards the tokens along ``W_xe p_q`` and holds ``γ`` and the escape back (the
+lag below), and its bound ``η_xe(B)`` is small. Holding W's token rows ``W_xx, W_xe`` at
+their population value 0 removes both. (ii) the noise in ``W_ee``: per entry, a sample's
+gradient has variance ``∝ c² γ² d/(q T²)`` on its ``T q`` of the ``n²`` entries, so over a
+plateau of ``∝ n/(c² η_W)`` steps the logit noise of a selected token grows to
+``σ² ∝ c² q d η_W/(B n)`` (up to the plateau's slow growth with T); a noise ``σ²`` in the
+selected logits costs ``σ² L(0)``, so reaching 2% of L(0) caps ``η_W ∝ B n/(c² q d)``:
+
+    η_W = NOISE_W · B n/(c² q d),     η_V = η_max(B)/2 without the W_xe term,
+
+with ``NOISE_W`` MEASURED (docs/model.md, "A step per block": half the largest step that
+kept SGD within 1.1x of the map at T = 50 and 200, since the lag grows with T). This is used, with
+``freeze = ("W_xx", "W_xe")``, when ``η_W`` exceeds the single step; else the single step.
 
 **Step count.** The reduced map is run at the chosen lr from zero; ``t_2%`` is its first step
 with ``L ≤ 2% · L(0)``; the default ``steps = 2 · t_2%`` (rounded up to 100). The reduced
@@ -41,14 +85,17 @@ T = 100, 2.15× at T = 200; batch 64: 2.4–2.5×, batch 1024: 1.1–1.2×). It 
 minibatch noise in ``W_xe`` (the token rows of W, zero in the population dynamics): with
 their gradient dropped, SGD at T = 50, batch 64 escapes at 1.01× the reduced map's step
 instead of 2.55×, docs/model.md. The margin 2 covers the measured lag at the default batch
-up to T = 200. For sphere / near-orthogonal encodings there is no exact reduction; the
+up to T = 200; with W's token rows held (the step per block) SGD follows the map within
+1.1× at the derived η_W (docs/model.md, "A step per block"). For sphere / near-orthogonal encodings there is no exact reduction; the
 slots map with ``n = d_e`` is used as an approximation (their ``approx_reduced_n``) and
 the margin is 3.
 
 **Fallback.** An architecture registered without reduced dynamics (the FCN), or an
 encoding with neither an exact nor an approximate reduction (e.g. a registered dense
-family), gets the optimiser's fixed default lr (``fixed_lr``: SGD 1.0, Adam 0.01) and 1000
-steps; the explanation, and a completed run's message, say so.
+family), gets 1000 steps and, for SGD, the architecture's own step rule when it registered
+one (the FCN's: :func:`stsim.baselines.fcn.fcn_default_lr`, the same mean-square bound on
+its read-out at initialisation), else the optimiser's fixed default lr (``fixed_lr``:
+SGD 1.0, Adam 0.01); the explanation, and a completed run's message, say so.
 
 **Adam** has a scale-free step, so the plateau is not a small-gradient trap; but at a
 constant step it settles into a noise floor whose spread grows with the step (measured at
@@ -73,35 +120,50 @@ from stsim.core.attention_dynamics import is_default, mechanism_schedule
 from stsim.core.optim import ADAM_LR, ADAM_STEPS_PER_T, REDUCED, adam_steps
 from stsim.core.reduced import MAX_STEPS, TARGET, reduced_map_steps
 
-__all__ = ["Schedule", "eta_max", "estimated_seconds", "default_schedule", "predict", "SGD_ESCAPE_LAG",
+__all__ = ["Schedule", "eta_max", "eta_V_max", "eta_xe_max", "sample_curvature", "eta_W_block", "derived_steps",
+           "FROZEN", "NOISE_W", "estimated_seconds", "default_schedule", "predict", "SGD_ESCAPE_LAG",
            "plateau_status", "assess_run", "adam_steps", "fallback_note", "TARGET", "SAFETY",
-           "MARGIN", "ADAM_LR", "ADAM_STEPS_PER_T", "FALLBACK_STEPS", "LongRunWarning"]
+           "MARGIN", "ADAM_LR", "ADAM_STEPS_PER_T", "FALLBACK_STEPS", "LongRunWarning", "wall_seconds", "beyond_note"]
 
 SAFETY = 0.5           # lr = SAFETY * eta_max
+#: W's step per unit of B n/(c² q d) with its token rows held (eta_W_block): MEASURED
+#: (docs/model.md, "A step per block"): at q = 3, d = 5, B = 256 it gives n/10, where SGD
+#: reaches 2% of L(0) within 1.03-1.07x the reduced map's step at T = 50 and 200; at n/5
+#: the lag grew with T (1.07-1.09 at T = 50, 200; 1.24 at T = 500, ending at 1.4% of L(0))
+NOISE_W = 0.00586
 MARGIN = 2.0           # steps = MARGIN * t_TARGET of the reduced map (3 without exact reduction)
 FALLBACK_STEPS = 1000  # steps where nothing is derived
 SECONDS_PER_TOKEN = 1.8e-7   # rough cost of one sample-token of one SGD step (measured, 1 core)
 LONG_RUN_S = 90.0
+#: seconds per sample-token of one step with the batches drawn ahead on a second core
+#: (index encodings), MEASURED on the idle 2-core machine: 3.27 ms a step at slots T = 200
+#: and 16.3 / 32.7 ms at T = 800 / 1600 (docs/model.md, "Scaling in T"; batch 256)
+SECONDS_PER_TOKEN_AHEAD = 8.0e-8
+START_S = 2.0          # import excluded: building the problem, validation sets, saving
+RECORD_COST = 0.5      # a validation pass over one batch's tokens, in steps (forward only)
 #: online SGD's escape step over the reduced map's (population GD), MEASURED at batch 256
 #: (benchmarks/bench_sgd_lag.py; module docstring)
 SGD_ESCAPE_LAG = ("1.3-1.4x at T <= 50, 1.6x at T = 100, 2.2x at T = 200 (batch 256); "
-                  "more than 2.33x at T = 1000, where the default schedule ends on the "
-                  "plateau")
+                  "more than 2.33x at T = 1000, where the single-step schedule ended on "
+                  "the plateau")
 
 
 @dataclass
 class Schedule:
     """What the reduced dynamics say about a run.
 
-    lr, steps : the values the run uses (the user's when given);  lr_derived /
+    lr, steps : the values the run uses (the user's when given; ``lr`` a number, or a
+    step per block ``{"W": η_W, "V": η_V}``);  freeze : the blocks a derived step per
+    block holds at 0 (``()``: none);  lr_derived /
     steps_derived : whether each was derived here;  eta_max : the stability bound (None for
     Adam);  escape_step / target_step : first step of the reduced map at ``lr`` with loss
     <= 50% / 2% of L(0) (None: not within the horizon, or no reduction);  exact : whether
-    the reduction is exact for this encoding;  estimated_s : rough wall time;  explanation :
+    the reduction is exact for this encoding;  estimated_s : expected wall time on an idle
+    machine (:func:`wall_seconds`);  explanation :
     one line;  warning : set when the default run is expected to be long.
     """
 
-    lr: float
+    lr: float | dict
     steps: int
     lr_derived: bool = False
     steps_derived: bool = False
@@ -112,6 +174,7 @@ class Schedule:
     estimated_s: float | None = None
     explanation: str = ""
     warning: str | None = None
+    freeze: tuple = ()
 
     def to_dict(self) -> dict:
         return asdict(self)
@@ -134,11 +197,49 @@ def _reduction(cfg):
     return None, False, f"the {spec.label} encoding (no reduced_n or approx_reduced_n)"
 
 
-def eta_max(q: int, d: int, n: int, c: float = 1.0) -> float:
-    """``min(2q, 2n/(c²(q−1)(q+d)))`` — the reduced map's bound ``2q`` and the transverse
-    ``W_xe`` bound (module docstring); ``n = T`` (onehot) or ``d_e`` (slots)."""
-    lam_xe = c * c * (q - 1) * (q + d) / n
-    return 2.0 * q if lam_xe <= 0 else min(2.0 * q, 2.0 / lam_xe)
+def sample_curvature(q: int, d: int, c: float = 1.0, token_rows: bool = True) -> float:
+    """``κ``: the curvature one sample puts on the output at the solution, per output
+    dimension, summed over the blocks a step moves (module docstring, *Stability with a
+    batch*): ``(d + 2)/q`` (V, with the Gaussian fourth moment) ``+ c²(q−1)/q`` (``W_ee``)
+    ``+ c²(q−1)(q+d)/q`` (``W_xe``, when W's token rows move)."""
+    k = (d + 2.0) / q + c * c * (q - 1.0) / q
+    return k + (c * c * (q - 1.0) * (q + d) / q if token_rows else 0.0)
+
+
+def eta_V_max(q: int, d: int, batch: int | None = None, c: float = 1.0,
+              token_rows: bool = True) -> float:
+    """V's bound ``2/(1/q + κ/B)`` (``2q`` for the population, ``batch=None``; ``κ``:
+    :func:`sample_curvature`): the mean-square stability of the step along V at the
+    solution, where V's population curvature is ``S₂ = 1/q``."""
+    if batch is None:
+        return 2.0 * q
+    return 2.0 / (1.0 / q + sample_curvature(q, d, c, token_rows) / batch)
+
+
+def eta_xe_max(q: int, d: int, n: int, c: float = 1.0, batch: int | None = None) -> float:
+    """W's transverse bound ``2/(λ_xe + κ/B)``, ``λ_xe = c²(q−1)(q+d)/n`` (``2/λ_xe`` for
+    the population); ``inf`` for ``q = 1`` (no transverse curvature)."""
+    if q <= 1:
+        return math.inf
+    lam = c * c * (q - 1) * (q + d) / n
+    return 2.0 / lam if batch is None else 2.0 / (lam + sample_curvature(q, d, c) / batch)
+
+
+def eta_max(q: int, d: int, n: int, c: float = 1.0, batch: int | None = None) -> float:
+    """The largest stable single step, ``min(η_V, η_xe)``: ``min(2q, 2n/(c²(q−1)(q+d)))``
+    for the population (``batch=None``); for minibatches of ``B``,
+    ``2/(max(1/q, λ_xe) + κ/B)`` (module docstring); ``n = T`` (onehot) or ``d_e``
+    (slots)."""
+    return min(eta_V_max(q, d, batch, c), eta_xe_max(q, d, n, c, batch))
+
+
+def eta_W_block(q: int, d: int, n: int, c: float = 1.0, batch: int | None = None) -> float:
+    """W's own step when its token rows are held at 0 (module docstring, *A step per
+    block*): ``NOISE_W · B n/(c² q d)``, a step whose minibatch noise in ``W_ee``
+    stays well below the 2% level (MEASURED constant :data:`NOISE_W`: half the largest
+    measured to keep SGD within 1.1x of the map at T <= 200); ``inf`` for the
+    population."""
+    return math.inf if batch is None else NOISE_W * batch * n / (c * c * q * d)
 
 
 def estimated_seconds(cfg, steps=None) -> float:
@@ -164,40 +265,138 @@ def estimated_seconds(cfg, steps=None) -> float:
 PLATEAU_DOC = "docs/model.md#where-the-plateau-ends"
 
 
+def wall_seconds(cfg, steps=None, ahead=None) -> float:
+    """Expected wall time (s) of ``run`` on the resolved ``cfg`` with ``steps`` steps
+    (default ``cfg.steps``) on an idle machine, the number a long default run's warning
+    quotes: ``START_S`` + steps × (the transformer's sample-tokens × ``SECONDS_PER_TOKEN_AHEAD``
+    when the batches are drawn ahead on a second core, ``ahead=None``: the run's default
+    (:func:`stsim.util.prefetch.prefetch_default`); else :func:`estimated_seconds`' one-core
+    cost) + the validation records (a forward pass over ``n_val`` points at each length,
+    counted as ``RECORD_COST`` of a step per training-batch worth of tokens). Calibrated
+    on the idle 2-core machine (docs/model.md, "A step per block")."""
+    from stsim.util.prefetch import prefetch_default
+    steps = cfg.steps if steps is None else steps
+    if ahead is None:
+        ahead = prefetch_default()
+    one = estimated_seconds(cfg, 1)
+    if cfg.resolved.arch.seconds_per_step is not None or not ahead:
+        per = one
+    else:
+        per = one * SECONDS_PER_TOKEN_AHEAD / SECONDS_PER_TOKEN
+    every = cfg.eval_every or max(1, steps // 100)
+    n_rec = steps // every + 2
+    batch = cfg.n_train if cfg.objective != "online" else cfg.batch
+    lengths = [cfg.T] * (1 + len(cfg.q_test)) + list(cfg.T_test)
+    rec = RECORD_COST * per * cfg.n_val * sum(lengths) / (batch * cfg.T)
+    return START_S + steps * per + n_rec * rec
+
+
 def _long_run_warning(what, estimated_s):
-    """The text of the long-default-run warning, two lines: ``what`` needs ``estimated_s``
-    on one core; the measurements behind it are in :data:`PLATEAU_DOC`."""
-    return (f"{what}:\n  expect roughly {estimated_s / 60:.0f} min on one core, about half "
-            f"that with batches drawn ahead (the default); details: {PLATEAU_DOC}")
+    """The text of the long-default-run warning, two lines: ``what`` takes about
+    ``estimated_s`` (:func:`wall_seconds`); the measurements behind it are in
+    :data:`PLATEAU_DOC`."""
+    return (f"{what}:\n  expect roughly {estimated_s / 60:.0f} min on an idle machine "
+            f"(stsim.core.schedule.wall_seconds); details: {PLATEAU_DOC}")
+
+
+def _fallback_lr(cfg):
+    """The step where nothing is derived from the reduced dynamics: the architecture's own
+    rule for SGD (:func:`~stsim.core.problem.register_arch`'s ``lr``: the FCN's), else the
+    optimiser's fixed default."""
+    opt = cfg.resolved.optimizer
+    own = cfg.resolved.arch.lr
+    return own(cfg) if own is not None and opt.lr == REDUCED else opt.fixed_lr
+
+
+def beyond_note(cfg) -> str:
+    """What a run of ``cfg`` does beyond the paper's single SGD step on every parameter (a
+    step per block, held blocks), in words, or ``""``: a completed default run's message
+    says it."""
+    parts = []
+    if isinstance(cfg.lr, dict):
+        parts.append("a step per block (" + ", ".join(f"{k} {v:.4g}" for k, v in
+                                                      cfg.lr.items()) + ")")
+    if cfg.freeze:
+        parts.append(f"{', '.join(cfg.freeze)} held at their initial value")
+    if not parts:
+        return ""
+    return ("beyond the paper's single step on every parameter: " + " and ".join(parts)
+            + " (stsim.core.schedule; lr=<number> runs the plain single step)")
 
 
 def fallback_note(cfg) -> str:
-    """What a run of ``cfg`` whose lr or steps were not given was told when nothing could
-    be derived (module docstring, *Fallback*), or ``""``."""
+    """What a run of ``cfg`` whose lr or steps were not given is told: where nothing could
+    be derived, the fallback (module docstring, *Fallback*); else what its step does
+    beyond the paper's (:func:`beyond_note`); or ``""``."""
     n, _, why = _reduction(cfg)
     if n is not None:
-        return ""
+        return beyond_note(cfg)
     opt = cfg.resolved.optimizer
-    return (f"no reduced dynamics for {why}: default lr {opt.fixed_lr:g} ({opt.name}'s fixed "
-            f"default) and {FALLBACK_STEPS} steps, not derived")
+    own = cfg.resolved.arch.lr
+    if own is not None and opt.lr == REDUCED:
+        what = f"default lr {own(cfg):.4g} (the {cfg.arch} architecture's own stability rule)"
+    else:
+        what = f"default lr {opt.fixed_lr:g} ({opt.name}'s fixed default)"
+    return f"no reduced dynamics for {why}: {what} and {FALLBACK_STEPS} steps, not derived"
 
 
-def predict(cfg, lr=None, steps=None) -> Schedule:
+def _batch(cfg):
+    """The number of points whose mean gradient a step takes (None: the population)."""
+    if cfg.objective == "online":
+        return cfg.batch
+    return cfg.n_train if cfg.objective == "sample" else None
+
+
+#: the blocks a derived step per block holds at their initial value 0: W's token rows,
+#: whose population gradient vanishes from zero init (module docstring)
+FROZEN = ("W_xx", "W_xe")
+
+
+def derived_steps(cfg, n, blocks=True):
+    """``(lr, freeze, note)`` derived for SGD on the resolved ``cfg`` with the reduced map's
+    ``n``: with ``blocks`` and minibatches, a step per block ``{"W": η_W, "V": η_V}`` and
+    ``freeze = FROZEN`` when it lets W take a larger step than the single one; else the
+    single step ``SAFETY · eta_max`` (module docstring)."""
+    c = 1.0 if cfg.query == "sum" else 1.0 / cfg.q
+    B = _batch(cfg)
+    half = cfg.model == "practical" and cfg.query == "sum"
+    single = SAFETY * eta_max(cfg.q, cfg.d, n, c, B) * (0.5 if half else 1.0)
+    note = "eta_max/2" + (" x 1/2 (practical/sum: measured, not derived)" if half else "")
+    if not blocks or B is None:
+        return single, (), note
+    lr_V = SAFETY * eta_V_max(cfg.q, cfg.d, B, c, token_rows=False) * (0.5 if half else 1.0)
+    lr_W = eta_W_block(cfg.q, cfg.d, n, c, B)
+    if lr_W <= single:
+        return single, (), note
+    return {"W": lr_W, "V": lr_V}, FROZEN, (
+        f"a step per block: W {lr_W:.4g} = {NOISE_W:g} B n/(c^2 q d) with W's token rows "
+        f"{'+'.join(FROZEN)} held at 0, V {lr_V:.4g} = eta_V/2" + (" x 1/2" if half else ""))
+
+
+def _lr_text(lr):
+    return (f"W {lr['W']:.4g}, V {lr['V']:.4g}" if isinstance(lr, dict) else f"{lr:.4g}")
+
+
+def predict(cfg, lr=None, steps=None, blocks=False) -> Schedule:
     """The :class:`Schedule` of a config whose ``T, q, d, pe, d_e, sampler, model, query,
-    optimizer, arch`` are resolved; ``lr`` / ``steps``: the user's values (None: derive)."""
+    optimizer, arch, batch, objective`` are resolved; ``lr`` / ``steps``: the user's values
+    (None: derive; ``lr`` a number, or a step per parameter: ``{"W": η_W, "V": η_V}``
+    follows the reduced map with a step per block); ``blocks``: a derived SGD step may be
+    a step per block with W's token rows held (:func:`derived_steps`)."""
     opt = cfg.resolved.optimizer
-    if isinstance(lr, dict):                # a step per parameter: the map has one step
-        if steps is None:
+    if isinstance(lr, dict) and (set(lr) != {"W", "V"} or _reduction(cfg)[0] is None):
+        if steps is None:               # a step per parameter the map does not describe
             raise ValueError(f"lr={lr!r} (a step per parameter) needs steps: the default "
-                             f"step count is derived for one step on every parameter")
+                             f"step count is derived for one step on every parameter, or "
+                             f"for a step per block {{'W': ..., 'V': ...}}")
         s = Schedule(lr=lr, steps=steps, exact=False, explanation=(
             f"lr = user, a step per parameter {lr}; steps = {steps} (user); no reduced "
             f"prediction for a step per parameter"))
-        s.estimated_s = estimated_seconds(cfg, steps)
+        s.estimated_s = wall_seconds(cfg, steps)
         return s
     n, exact, why = _reduction(cfg)
     if n is None:
-        return Schedule(lr=opt.fixed_lr if lr is None else lr,
+        return Schedule(lr=_fallback_lr(cfg) if lr is None else lr,
                         steps=FALLBACK_STEPS if steps is None else steps, lr_derived=lr is None,
                         steps_derived=steps is None, exact=False,
                         explanation=fallback_note(cfg))
@@ -208,15 +407,16 @@ def predict(cfg, lr=None, steps=None) -> Schedule:
                      lr_derived=lr is None, steps_derived=steps is None, exact=False,
                      explanation=opt.note or f"{opt.name}: its own default lr {opt.lr:g} and "
                                              f"{d_steps} steps (registered)")
-        s.estimated_s = estimated_seconds(cfg, s.steps)
+        s.estimated_s = wall_seconds(cfg, s.steps)
         if steps is None and s.estimated_s > LONG_RUN_S:
             s.warning = _long_run_warning(f"the default {opt.name} schedule needs {d_steps} "
                                           "steps", s.estimated_s)
         return s
-    em = eta_max(cfg.q, cfg.d, n, c)
-    d_lr, note = (SAFETY * em, "eta_max/2") if opt.lr == REDUCED else (opt.lr, opt.name)
+    B = _batch(cfg)
+    em = eta_max(cfg.q, cfg.d, n, c, B)
     att = cfg.resolved.attention
     if att is not None and not is_default(att, 1.0, cfg.rank):   # another mechanism
+        d_lr = SAFETY * em if opt.lr == REDUCED else opt.lr
         use_lr, d_steps, expl = mechanism_schedule(
             att, cfg.rank, cfg.T, cfg.q, cfg.d, n, c, cfg.model == "practical",
             d_lr, lr=lr, steps=steps, dense=cfg.resolved.encoding.dense, d_e=cfg.d_e)
@@ -224,9 +424,11 @@ def predict(cfg, lr=None, steps=None) -> Schedule:
                      steps_derived=steps is None, exact=False, explanation=expl)
         s.estimated_s = estimated_seconds(cfg, d_steps)
         return s
-    if opt.lr == REDUCED and cfg.model == "practical" and cfg.query == "sum":
-        d_lr *= 0.5
-        note += " x 1/2 (practical/sum: measured, not derived)"
+    freeze = ()
+    if opt.lr == REDUCED:
+        d_lr, freeze, note = derived_steps(cfg, n, blocks=blocks and lr is None)
+    else:
+        d_lr, note = opt.lr, opt.name
     use_lr = d_lr if lr is None else lr
     practical = cfg.model == "practical"
     horizon = MAX_STEPS
@@ -238,20 +440,24 @@ def predict(cfg, lr=None, steps=None) -> Schedule:
     else:
         d_steps = steps
     kind = "exact" if exact else f"approximate (slots map with n=d_e={n})"
-    expl = (f"lr = {'user' if lr is not None else note} = {use_lr:.4g} "
-            f"(eta_max = min(2q, 2n/(c^2(q-1)(q+d))) = {em:.4g}, n={n}); the {kind} reduced "
+    bound = ("min(2q, 2n/(c^2(q-1)(q+d)))" if B is None else
+             f"2/(max(1/q, c^2(q-1)(q+d)/n) + kappa/B), B={B}")
+    expl = (f"lr = {'user' if lr is not None else note} = {_lr_text(use_lr)} "
+            f"(eta_max = {bound} = {em:.4g}, n={n}); the {kind} reduced "
             f"{cfg.model}/{cfg.query} dynamics reach 50% of L(0) at step {esc} and 2% at step "
             f"{tgt}; steps = " + (f"{margin:g} x {tgt} -> {d_steps}" if steps is None
                                   else f"{steps} (user)"))
     s = Schedule(lr=use_lr, steps=d_steps, lr_derived=lr is None, steps_derived=steps is None,
-                 eta_max=em, escape_step=esc, target_step=tgt, exact=exact, explanation=expl)
-    s.estimated_s = estimated_seconds(cfg, d_steps)
+                 eta_max=em, escape_step=esc, target_step=tgt, exact=exact, explanation=expl,
+                 freeze=freeze)
+    s.estimated_s = wall_seconds(cfg, d_steps)
     if steps is None and s.estimated_s > LONG_RUN_S:
         s.warning = _long_run_warning(f"the default schedule needs {d_steps} steps ("
-                                      f"{_escape_words(cfg, esc, use_lr)})", s.estimated_s)
+                                      f"{_escape_words(cfg, esc, use_lr, freeze)})",
+                                      s.estimated_s)
     if steps is None and tgt is None:
         s.warning = (f"the reduced dynamics do not reach 2% of L(0) within {horizon} steps at lr "
-                     f"{use_lr:.3g}; running {d_steps} steps")
+                     f"{_lr_text(use_lr)}; running {d_steps} steps")
     return s
 
 
@@ -261,21 +467,21 @@ class LongRunWarning(UserWarning):
     LongRunWarning)`` does in Python)."""
 
 
-def _escape_words(cfg, esc, lr) -> str:
+def _escape_words(cfg, esc, lr, freeze=()) -> str:
     """Where the plateau ends: the reduced map's step (population gradient descent) and,
-    for online SGD, that it lags it (:data:`SGD_ESCAPE_LAG`)."""
+    for online SGD with W's token rows free, that it lags it (:data:`SGD_ESCAPE_LAG`)."""
     words = (f"population gradient descent, i.e. the reduced dynamics, leaves the plateau "
-             f"near step {esc} at lr {lr:.3g}")
-    if cfg.objective == "online":
+             f"near step {esc} at lr {_lr_text(lr)}")
+    if cfg.objective == "online" and not freeze:
         words += "; online SGD leaves it later"
     return words
 
 
-def default_schedule(cfg) -> Schedule:
-    """The schedule :meth:`Config.resolve` uses when ``lr`` and/or ``steps`` are None; a
-    :class:`LongRunWarning`, attributed to the caller's line, says so when the default run
-    is expected to be long."""
-    s = predict(cfg, lr=cfg.lr, steps=cfg.steps)
+def default_schedule(cfg, blocks=False) -> Schedule:
+    """The schedule :meth:`Config.resolve` uses when ``lr`` and/or ``steps`` are None
+    (``blocks``: as for :func:`predict`); a :class:`LongRunWarning`, attributed to the
+    caller's line, says so when the default run is expected to be long."""
+    s = predict(cfg, lr=cfg.lr, steps=cfg.steps, blocks=blocks)
     if s.warning:
         from stsim.util.warn import warn
         warn(f"stsim: {s.warning}", LongRunWarning)
@@ -332,13 +538,14 @@ def plateau_status(history: dict, schedule: Schedule | None, online: bool = True
         # two lines: the prediction, then what to do and where the measurements are
         pred = (f"; the reduced dynamics (population gradient descent) predict the escape "
                 f"near step {schedule.escape_step}, 2% of initial near step "
-                f"{schedule.target_step} at lr {schedule.lr:.4g}")
+                f"{schedule.target_step} at lr {_lr_text(schedule.lr)}")
         then = ["online SGD escapes later"] if online else []
         if schedule.target_step > schedule.steps:
             then.append(f"that is beyond steps={schedule.steps}: give more steps, or omit "
                         f"steps for the default")
         pred += "\n  " + "; ".join(then + [f"details: {PLATEAU_DOC}"])
-    elif schedule is not None and schedule.eta_max is not None and schedule.lr > schedule.eta_max:
+    elif (schedule is not None and schedule.eta_max is not None
+          and not isinstance(schedule.lr, dict) and schedule.lr > schedule.eta_max):
         pred = f"; lr {schedule.lr:.4g} exceeds the stability bound eta_max = {schedule.eta_max:.4g}"
     if ratio > 0.9:
         return "plateau", f"still on the initial plateau: loss {ratio:.1%} of initial{pred}"
