@@ -1,4 +1,4 @@
-r"""Fully-connected baseline (SPEC §7): a ReLU MLP on the flattened input ``[vec(X); 1_y]``.
+r"""Fully-connected baseline: a ReLU MLP on the flattened input ``[vec(X); 1_y]``.
 
 The paper's separation: a one-layer transformer learns STS_q with width
 ``O(d + q log T)``, while any fully-connected net needs first-layer width ``Ω(T d)``.

@@ -175,7 +175,7 @@ class Config:
         if own is not None:
             out.update(own(self))
         else:   # the transformer's (also for a registered architecture that gives none)
-            # transformer (issue 24; calibrated against the peak RSS measured by
+            # transformer (calibrated against the peak RSS measured by
             # benchmarks/bench_scaling.py and tracemalloc of one step, docs/model.md
             # "Scaling"): index encodings keep the gradient of W sparse (core/sparse_grad),
             # so SGD/GD hold W once; the per-step arrays are linear in the batch's tokens

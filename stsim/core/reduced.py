@@ -1,4 +1,4 @@
-r"""The reduced population dynamics (SPEC §4): the one home of the closed-form loss, its
+r"""The reduced population dynamics (docs/theory.md §3): the one home of the closed-form loss, its
 gradient and the GD map on the invariant set. :mod:`stsim.core.schedule` (default lr and
 steps) and :mod:`stsim.theory.reduced` (trajectories, gradient flow, OOD closed forms)
 both build on it.
@@ -137,7 +137,7 @@ def reduced_map_steps(T, q, d, lr, n, *, c=1.0, practical=False, max_steps=MAX_S
     ``L <= level · L(0)``, ``L(0) = d/(2q)`` (None if not within ``max_steps``). With
     ``extrapolate``, a level not reached within ``max_steps`` after the escape
     (``L <= 50% L(0)``) is extrapolated with the rate law
-    ``1/L(t) ≈ 1/L(t_h) + 4ηc²(t − t_h)/(n−1)`` (SPEC §4)."""
+    ``1/L(t) ≈ 1/L(t_h) + 4ηc²(t − t_h)/(n−1)``."""
     L0 = 0.5 * d / q
     out = [None] * len(levels)
     todo = sorted(range(len(levels)), key=lambda i: -levels[i])

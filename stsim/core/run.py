@@ -370,7 +370,7 @@ def run(T=None, q=None, pe=None, *, config=None, checkpoint=None, checkpoint_eve
         if status == "completed" and (opts.get("lr") is None or opts.get("steps") is None):
             note = fallback_note(cfg)           # defaults that could not be derived
             message += f"; {note}" if note else ""
-        info["assessment"], note = assess_run(cfg, history)   # plateau diagnosis (issue 13)
+        info["assessment"], note = assess_run(cfg, history)   # plateau diagnosis
         message += f"; {note}" if note else ""
     return Result(config=cfg.to_dict(), params=state.params, history=history, status=status,
                   message=message, info=info)

@@ -4,7 +4,7 @@ and the plateau diagnosis of a finished run.
 Why this module exists: a call naming only the problem (``run(T=200, q=3)``) must learn.
 Softmax attention from zero initialisation sits on a long plateau (all logits equal, ``a``
 grows like ``η t/(n−1)`` times a small gradient) before a fast descent, so a fixed step count
-is either far too short or wasteful. The reduced dynamics (SPEC §4, ``docs/theory.md`` §3)
+is either far too short or wasteful. The reduced dynamics (``docs/theory.md`` §3)
 give both numbers from the math.
 
 **The reduced map** (:mod:`stsim.core.reduced`: exact for the population loss with an

@@ -1,4 +1,4 @@
-r"""Numerical checks of Theorems 1–3 (SPEC §5) on the population dynamics, and the
+r"""Numerical checks of Theorems 1–3 on the population dynamics, and the
 ``stsim theory`` command (:mod:`stsim.cli.theory`).
 
 :func:`check_theorem` takes ``(T, q, d, η, ε)`` and measures, on the exact reduced GD map
@@ -459,12 +459,12 @@ def check_theorem(T, q, d, lr, eps, *, pe="onehot", d_e=None, query="sum", max_s
     ood = ood_mod.length_step(s, final, [state_eps, state_s], tr_s, n_mc, checks)
 
     notes = ["the theorems' iteration bounds and constants are not in the project's sources; "
-             "t_eps and the 1/L slope are compared with the asymptotic rate law of SPEC §4, "
-             "1/L(t) ~ 4 lr c^2 t/(n-1), not with the paper's bound"]
+             "t_eps and the 1/L slope are compared with the asymptotic rate law "
+             "(docs/theory.md §4), 1/L(t) ~ 4 lr c^2 t/(n-1), not with the paper's bound"]
     th2, d_e_out = {}, s.enc_test.d_e
     if not s.enc.fixed:
         th2 = theorem2_conditions(s.T, s.q, s.d, d_e_out, s.lr, s.eps, s.T_test)
-        notes.append("Theorem 2 (stochastic PE): the sources give its title and SPEC's 'the same "
+        notes.append("Theorem 2 (stochastic PE): the sources give its title and 'the same "
                      "with stochastic PE'; the conditions marked D are derived here")
         if d_e_out <= s.T:
             notes.append(f"d_e = T = {s.T}: the slots law uses every slot in order — this is the "

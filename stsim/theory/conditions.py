@@ -1,4 +1,4 @@
-"""The theorems' hypotheses (SPEC §5), each reported as holding or failing by
+"""The theorems' hypotheses, each reported as holding or failing by
 :func:`stsim.theory.checks.check_theorem`: Theorem 1 (one-hot) as the paper states them,
 and Theorem 2 (stochastic PE, slots law) as far as the sources give them, with the
 conditions derived here marked D."""
@@ -8,7 +8,7 @@ __all__ = ["theorem1_conditions", "theorem2_conditions"]
 
 
 def theorem1_conditions(T, q, d, lr, eps) -> dict:
-    """Theorem 1's hypotheses on the sizes and step (SPEC §5), each as
+    """Theorem 1's hypotheses on the sizes and step, each as
     ``{"holds": bool, "detail": str}``. ``x_query = 0``, ``W(0) = V(0) = 0`` hold by
     construction in :func:`check_theorem` and are listed too."""
     eps_max = d * T / (100.0 * (T - q) * q) if T > q else float("nan")
@@ -28,9 +28,9 @@ def theorem2_conditions(T, q, d, d_e, lr, eps, T_test=()) -> dict:
     r"""Theorem 2 (joint training with the stochastic PE) for the slots law: the conditions
     that can be stated, each ``{"holds": bool | None, "source": "P" | "D", "detail"}``.
 
-    P (the paper, as far as the project's sources give it): SPEC §5 says Theorem 2 is
+    P (the paper, as far as the project's sources give it): they say Theorem 2 is
     Theorem 1 "with stochastic PE" (so ``2 <= q < T/4``, ``ε < dT/(100(T−q)q)``,
-    ``η <= 1/(20d²)``, zero init, ``x_query = 0``); the seeds give its title and the width
+    ``η <= 1/(20d²)``, zero init, ``x_query = 0``); they give its title and the width
     ``Õ(d + q log T)`` of the paper's encoding, not its exact statement.
     D (derived here): ``d_e > T`` (with ``d_e = T`` every slot is used, in order: the fixed
     one-hot law); ``d_e >= T_test`` (every test slot was trained, so the OOD loss has no
@@ -38,7 +38,7 @@ def theorem2_conditions(T, q, d, d_e, lr, eps, T_test=()) -> dict:
     :mod:`stsim.core.schedule`); the rate law with divisor ``d_e − 1`` (docs/theory.md §3–4).
     """
     t1 = theorem1_conditions(T, q, d, lr, eps)
-    out = {f"{k} (Theorem 1's, 'the same' per SPEC)": dict(v, source="P") for k, v in t1.items()}
+    out = {f"{k} (Theorem 1's, 'the same')": dict(v, source="P") for k, v in t1.items()}
     out["width O~(d + q log T)"] = {
         "holds": None, "source": "P",
         "detail": f"the paper's encoding width; the slots law needs d_e >= T (here d_e={d_e}), "

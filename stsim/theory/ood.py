@@ -1,4 +1,4 @@
-r"""Length generalisation on the reduced dynamics (SPEC §4–5; the project's Theorem 3): the
+r"""Length generalisation on the reduced dynamics (the project's Theorem 3): the
 out-of-distribution (OOD) loss, at test lengths ``T' = T_test > T``, of the model that
 population GD trains at length ``T`` — and the two statements :func:`check_theorem
 <stsim.theory.checks.check_theorem>` gates on (derived in ``docs/theory.md`` §5).
@@ -110,7 +110,7 @@ def ood_min_onehot(T, T_test, q, d) -> tuple:
     grid (0 and 4000 geometric points in [1e-3, 200]) refined by bounded Brent, and
     compared with its ``θ → ∞`` limit ``(d/2)(1/q − B∞²/A∞)``, ``A∞ = Σ_{m>=1} P(m)/m +
     P(0)/T'``, ``B∞ = Σ_{m>=1} P(m)/q + P(0)/T'`` (attention uniform on the m trained
-    selected tokens; for m = 0 on all T' tokens). ``F <= L_∞`` (SPEC's floor, reached at
+    selected tokens; for m = 0 on all T' tokens). ``F <= L_∞`` (the a → ∞ limit, reached at
     γ = 1 rather than the best γ).
 
     >>> F, _ = ood_min_onehot(12, 16, 2, 3)

@@ -1,4 +1,4 @@
-r"""Two-scalar reduction ``(a, γ)`` of the population dynamics (SPEC §4, derived in
+r"""Two-scalar reduction ``(a, γ)`` of the population dynamics (derived in
 ``docs/theory.md``).
 
 On the invariant set (``W_xe = 0``, ``V_e = 0``, ``x_query = 0``), from zero
@@ -107,8 +107,8 @@ def reduced_loss_grad(a, gamma, T, q, d, *, query="sum"):
 
 
 def reduced_loss(a, gamma, T, q, d, *, query="sum"):
-    """Closed-form population loss ``L(a, γ) = (d/2)[q(γ s₊ − 1/q)² + (T−q) γ² s₋²]``
-    (SPEC §4), vectorised over numpy arrays.
+    """Closed-form population loss ``L(a, γ) = (d/2)[q(γ s₊ − 1/q)² + (T−q) γ² s₋²]``,
+    vectorised over numpy arrays.
 
     Also the out-of-distribution loss of the stochastic/slots model at length ``T_test``:
     ``reduced_loss(a, gamma, T_test, q, d)`` (the slots-trained ``W_ee = a(I − J/d_e)``
@@ -459,8 +459,8 @@ def ood_floor_onehot(T, T_test, q, d) -> float:
     ``m`` ~ Hypergeometric(population T_test, T trained positions, q draws). With ``m >= 1``
     attention becomes uniform on the m trained selected tokens: ``f = (1/m) Σ x``, loss
     ``½ d (q − m)/(q m)``. With ``m = 0`` every logit is 0, attention is uniform over all
-    ``T_test`` tokens and the loss is ``½ d (1/q − 1/T_test)`` (SPEC §4 writes ``d/q``
-    for this term; the difference is ``½ d P(0)/T_test``).
+    ``T_test`` tokens and the loss is ``½ d (1/q − 1/T_test)`` (the reference values
+    0.326, 0.587 at T = 200 use ``d/q`` for this term; the difference is ``½ d P(0)/T_test``).
 
     Example
     -------

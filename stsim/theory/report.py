@@ -70,7 +70,7 @@ class TheoremReport:
                        "the dynamics are run anyway")
         if self.theorem2:
             out.append("Theorem 2 (stochastic PE, slots law) conditions "
-                       "(P = the paper, via SPEC/seeds; D = derived here):")
+                       "(P = the paper, as summarised in our sources; D = derived here):")
             for name, c in self.theorem2.items():
                 flag = {True: "ok  ", False: "FAIL", None: "n/a "}[c["holds"]]
                 out.append(f"  [{flag}] ({c['source']}) {name:40s} {c['detail']}")
