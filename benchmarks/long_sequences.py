@@ -1,4 +1,4 @@
-"""Long sequences (issue 24): train the stochastic model (slots) at T = 1000, q = 3 to
+"""Long sequences: train the stochastic model (slots) at T = 1000, q = 3 to
 <= 2% of L(0), then evaluate it at T_test = 2000, 4000, 8000 against the reduced
 dynamics' prediction at the trained (a, γ).
 
