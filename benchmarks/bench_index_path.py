@@ -1,4 +1,4 @@
-"""The index path of issue 24: how far it is from the dense reference, and what W's memory
+"""The sparse index path: how far it is from the dense reference, and what W's memory
 order costs.
 
 Accuracy (default): the loss and gradients of ``forward_backward(..., sparse_grad=True)``
@@ -20,7 +20,7 @@ by the keys (O(B d_e): the route forced by making ``_sparse_mean`` infinite), be
 
     python benchmarks/bench_index_path.py --draw
 
-Against another tree (``--against PATH``, e.g. a checkout of main before issue 24): the
+Against another tree (``--against PATH``, e.g. a checkout from before the index path): the
 loss and gradients of ``forward_backward`` here and there, on the same inputs (slots and
 one-hot, both models, both queries, d_e = 2T, 8T, T), compared bit for bit (dW made dense).
 

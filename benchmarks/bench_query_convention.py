@@ -1,4 +1,4 @@
-"""The practical model with ``query="sum"`` vs ``"mean"`` (SPEC §3): online SGD, T=50,
+"""The practical model with ``query="sum"`` vs ``"mean"``: online SGD, T=50,
 q=3, d=5, stochastic/slots (d_e=50), batch 256, 3000 steps, seed 0, lr ∈ {1, 5, 20}.
 Prints final training loss, cos(W, W*), cos(V, V*) and status for each setting
 (about 1–2 minutes on 2 cores). Quoted in docs/model.md.

@@ -1,5 +1,5 @@
 """Speed of the reduced dynamics and of the exact population gradient (prints figures;
-no assertions). Targets from issue 3: 10⁶ reduced GD steps of one setting ≤ 5 s; 100
+no assertions). Targets: 10⁶ reduced GD steps of one setting ≤ 5 s; 100
 settings × 10⁵ steps ≤ 10 s; enumeration population gradient at T=12, q=3 ≤ 5 ms.
 
 Run: ``OMP_NUM_THREADS=1 python benchmarks/bench_reduced.py``

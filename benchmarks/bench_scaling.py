@@ -1,4 +1,4 @@
-"""Scaling of one online-SGD step with the sequence length T (issue 24): step time, peak
+"""Scaling of one online-SGD step with the sequence length T: step time, peak
 memory and the memory estimate, for T = 100, 200, 400, ..., 6400.
 
 Configurations: stochastic/slots with d_e = 2T and stochastic/sphere with d_e = 64;

@@ -1,5 +1,5 @@
 """Time one online-SGD step: draw a batch and its encodings, forward + analytic backward,
-update W and V. T=200, q=3, d=5, batch 256, float64 (issue 2 and issue 12's speed targets).
+update W and V. T=200, q=3, d=5, batch 256, float64 (the project's speed targets).
 
 Two modes.
 
@@ -9,7 +9,7 @@ with the one-hot matrix built), to show what the gather path saves.
 
     python benchmarks/bench_step.py [--steps N]
 
-Against the peers (issue 12): stsim's step and the PyTorch / JAX peers of
+Against the peers: stsim's step and the PyTorch / JAX peers of
 ``../shared/peers`` (see its README) run as separate processes, interleaved, several
 repeats; each process prints ms/step = wall time of its timed steps / steps (after warm-up;
 JAX's compile is excluded by the peer itself). stsim runs the same step as the peers: theory

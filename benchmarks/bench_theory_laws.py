@@ -5,7 +5,7 @@
 2. the slow convergence of OOD/ID to its limit ρ along one long run;
 3. the fixed one-hot floor F against the minimum of the run's OOD loss;
 4. the initial plateau (first step with L <= L(0)/2) against ``budget.plateau_steps``,
-   up to T = 1000 (the case of issue 26; about a minute of the reduced map).
+   up to T = 1000 (where the old budget stopped on the plateau; about a minute of the reduced map).
 
 Run: ``python benchmarks/bench_theory_laws.py`` (about 2 min on one core).
 """

@@ -1,4 +1,4 @@
-"""The transformer family's smallest width at large T (issue 23, item 4; docs/separation.md,
+"""The transformer family's smallest width at large T (docs/separation.md,
 "The family at large T").
 
 The family ``W_ee = a I, V_x = γ I`` (sphere PE, theory model, sum query, d-free) at its best

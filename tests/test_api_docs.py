@@ -1,4 +1,4 @@
-"""The documentation as readers get it (issue 25, items 2-3): every public docstring read
+"""The documentation as readers get it: every public docstring read
 through napoleon (as the API reference renders it) without a misread entry; the API
 reference lists every module; every relative link and quoted section of README.md and
 docs/*.md exists."""

@@ -95,7 +95,7 @@ def test_figures_report_prints_tables(tmp_path, capsys):
                     "verdict": "held", "margin_se": 4.0, "ok": True}]}))
     assert main(["figures", "--report", str(tmp_path)]) == 0
     out = capsys.readouterr().out
-    # issue 23: the table carries the SE and the verdict with its margin; a check written
+    # the table carries the SE and the verdict with its margin; a check written
     # before verdicts existed (no SE) is shown as such, never as a verdict
     # (the critical-value column is empty for checks written before it was recorded)
     assert "### fig1" in out and "| v | 1 | 0.25 | <= 2 |  | **held** (+4.0 SE) |" in out

@@ -53,7 +53,7 @@ def test_example_runs(name, tmp_path, monkeypatch, capsys):
         assert "bit for bit: True" in out
     if name == "dask_sweep":
         assert "rows found finished" in out
-    if name == "own_encoding":      # the failing family says why it fails (issue 25)
+    if name == "own_encoding":      # the failing family says why it fails
         assert "sinusoid  coherence max|<p_i, p_j>| over 16 positions: 0.914" in out
         assert 'Why "sinusoid" does not learn' in out
     print(f"{name}: {secs:.1f} s")

@@ -1,4 +1,4 @@
-"""Fault behaviour (issue 14): every fault gives a clear error naming what is wrong, and
+"""Fault behaviour: every fault gives a clear error naming what is wrong, and
 nothing already computed is lost. See docs/model.md, "Failure behaviour"."""
 import json
 import os
@@ -343,7 +343,7 @@ def test_cli_kill_and_resume_is_bit_identical_and_one_run_per_folder(tmp_path):
 
 
 # ---------------------------------------------------------------------------------------
-# issue 26: corrupt checkpoints, incomplete results, paths refused before the work
+# corrupt checkpoints, incomplete results, paths refused before the work
 # ---------------------------------------------------------------------------------------
 from stsim.cli import main as cli_main  # noqa: E402
 from stsim.util.io import save_npz  # noqa: E402
@@ -389,7 +389,7 @@ def good_run_folder(tmp_path_factory):
 def test_corrupt_checkpoint_is_refused_and_every_output_kept(good_run_folder, tmp_path,
                                                              defect, capsys):
     """Each defect is refused with one line naming the file and the defect, before anything
-    is written: every file of the earlier run stays byte-identical (issue 26, bug 2)."""
+    is written: every file of the earlier run stays byte-identical (once overwritten)."""
     import shutil
     out = tmp_path / "run"
     shutil.copytree(good_run_folder, out)
@@ -774,7 +774,7 @@ def test_cli_checkpoint_that_cannot_be_written_is_one_line(tmp_path):
 
 
 # --------------------------------------------------------------------------------------
-# sweeps (issues 25 and 26): paths and journals refused before any work, Ctrl-C
+# sweeps: paths and journals refused before any work, Ctrl-C
 # --------------------------------------------------------------------------------------
 def _count(a, seed, calls=[]):                    # noqa: B006 - counts calls in this process
     calls.append(a)
@@ -891,7 +891,7 @@ def test_ctrl_c_stops_a_pool_sweep_at_once_and_keeps_the_finished_rows(tmp_path)
 
 
 # --------------------------------------------------------------------------------------
-# studies (issue 26): one line for what a user causes, sizes refused, divergence, Ctrl-C
+# studies: one line for what a user causes, sizes refused, divergence, Ctrl-C
 # --------------------------------------------------------------------------------------
 def _cli_main(argv, capsys):
     from stsim.cli import main
@@ -1077,7 +1077,7 @@ def test_ctrl_c_on_a_study_is_one_line_exit_130_and_a_rerun_resumes(tmp_path):
 
 
 def test_rerunning_a_complete_study_never_refuses_itself(tmp_path, capsys):
-    """Issue 26, bug 1: reruns on a complete folder refused their own process ("another
+    """A study never refuses its own process: reruns on a complete folder once refused it ("another
     process (pid <own pid>)") 11 times in 36; the race of FileLock is tests/test_lock.py's."""
     argv = list(SEP_DIVERGE) + ["--out", str(tmp_path / "S")]
     argv[argv.index("1e6")] = "0.01"
@@ -1092,7 +1092,7 @@ def test_rerunning_a_complete_study_never_refuses_itself(tmp_path, capsys):
 @pytest.mark.slow
 def test_twenty_reruns_of_separation_quick_on_a_complete_folder_never_refuse_themselves(
         tmp_path):
-    """Issue 26's done-when, as the issue ran it (``for i in $(seq 20); do stsim separation
+    """Twenty reruns as a user runs them (``for i in $(seq 20); do stsim separation
     --quick --quiet --out S; done``; before the fix 11 of 36 reruns refused their own pid).
     Each rerun is its own process, finds every run finished and computes nothing (the raw
     tables and journals stay byte-identical; ``raw/run.json`` holds the last call's wall

@@ -65,7 +65,7 @@ def test_bootstrap_standard_error_matches_the_closed_form():
 # --------------------------------------------------------------------------------------
 def _onehot_run(a, gamma, seed, T=12, q=3, d=4, T_test=(16,), q_test=(2,)):
     """A Result holding W_ee = a (I − J/T) on the trained block, V_x = γ I (the reduced
-    state, SPEC §4), for a fixed one-hot PE of width max(T_test)."""
+    state), for a fixed one-hot PE of width max(T_test)."""
     cfg = Config.from_options(T=T, q=q, d=d, pe="onehot", d_e=max(T_test), T_test=list(T_test),
                               q_test=list(q_test), seed=seed, steps=1, lr=0.1)
     D = d + cfg.d_e

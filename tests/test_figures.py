@@ -304,7 +304,7 @@ def test_a_diverged_run_is_reported_and_its_checks_unmeasured(quick, tmp_path):
         r.info["evaluation"]["sets"] = {}
     _rewrite(path, diverge)
     assert cli_main(["figures", "--only", "fig1", "--out", str(tmp_path), "--analyse-only",
-                     "--quiet"]) == 1        # a quantity unmeasured: exit 1 (issue 26)
+                     "--quiet"]) == 1        # a quantity unmeasured: exit 1
     s = json.loads((tmp_path / "fig1.json").read_text())
     assert s["diverged"] == ["fig1/practical-mean-sgd-s1"]
     assert "final loss (large fresh in-distribution set) <= 1% of initial d/(2q) (worst seed)" \

@@ -1,4 +1,4 @@
-"""util.io.FileLock shared by the threads of one process (issue 26, bug 1): a thread that
+"""util.io.FileLock shared by the threads of one process: a thread that
 enters while another releases the last hold must never see its own process as "another
 process"."""
 import fcntl

@@ -1,5 +1,5 @@
 """benchmarks/long_sequences.py in its small setting (--quick): it trains, evaluates against
-the reduced dynamics, tabulates the plateau and draws its figure (issue 24)."""
+the reduced dynamics, tabulates the plateau and draws its figure."""
 import csv
 import os
 import runpy

@@ -29,7 +29,7 @@ def _setup(pe, sampler, d_e, seed=0, scale=0.7):
 
 
 def _oracle(W, V, X, y, P, model, query, x_query=None):
-    """Per-sample loop straight from the definitions (SPEC §3), Z built densely; the
+    """Per-sample loop straight from the definitions, Z built densely; the
     gradients by the one-sample formulas. Independent of stsim.core.model."""
     Bn, Tn, dn = X.shape
     loss, dW, dV = 0.0, np.zeros_like(W), np.zeros_like(V)
@@ -134,7 +134,7 @@ def test_hard_attention_limit_is_exact():
 
 
 def test_zero_init_loss_is_d_over_2q():
-    """SPEC §3: L(0) = d/(2q) in expectation; check with a large batch."""
+    """At zero init L(0) = d/(2q) in expectation (docs/model.md); check with a large batch."""
     rng = np.random.default_rng(1)
     batch = stsim.sample_batch(rng, 20000, 12, 3, 4)
     D = 4 + 12

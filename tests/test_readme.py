@@ -1,4 +1,4 @@
-"""README.md reads in order and what it shows works (issue 25.6): it starts with exactly the
+"""README.md reads in order and what it shows works: it starts with exactly the
 two set-up commands, whose extras exist and whose run writes what the README says; then
 what the tool is and its figure, the Python quick start (run as pasted), then the details.
 The links and quoted sections of the README are tests/test_api_docs.py's."""

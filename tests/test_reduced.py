@@ -86,7 +86,7 @@ def _floor_by_counting(T, Tt, q, d):
 
 
 def test_ood_floor_spec_numbers():
-    # SPEC §4 quotes 0.326 (T_test=250) and 0.587 (300), with the m = 0 term written d/q;
+    # the reference values 0.326 (T_test=250) and 0.587 (300) write the m = 0 term as d/q;
     # the exact term is ½ d (1/q − 1/T_test) (Monte-Carlo below and in the next tests)
     for Tt in (250, 300, 400):
         assert ood_floor_onehot(200, Tt, 3, 5) == pytest.approx(
@@ -104,7 +104,7 @@ def test_ood_floor_spec_numbers():
 
 def test_ood_floor_matches_monte_carlo_where_m0_term_matters():
     # T=4, T_test=12, q=2: P(m=0) = 28/66, so the m = 0 term (uniform attention over all
-    # T_test tokens) is a large part of the floor; SPEC's "d/q" would be 0.088 higher.
+    # T_test tokens) is a large part of the floor; written d/q it would be 0.088 higher.
     T, Tt, q, d, a = 4, 12, 2, 5, 60.0
     W, V = embed(a, 1.0, T, d, Tt)
     mc, se = mc_loss(W, V, Tt, q, d, Tt, np.random.default_rng(3), batches=20, B=5000)

@@ -1,4 +1,4 @@
-"""Registries that drive behaviour (issue 22): an encoding, an optimiser or an
+"""Registries that drive behaviour: an encoding, an optimiser or an
 architecture registered under a new name is asked for its facts — never recognised by its
 name — and ``optimizer="gd"`` is the data regime it names."""
 import math

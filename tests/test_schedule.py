@@ -1,6 +1,6 @@
 """Tests of the reduced dynamics (stsim.core.reduced: the one formula, against its
 definition, finite differences and full-matrix population GD) and of the derived defaults
-(stsim.core.schedule, issue 13): the stability bound, the user's lr/steps obeyed, the
+(stsim.core.schedule): the stability bound, the user's lr/steps obeyed, the
 default stochastic width, the plateau diagnosis, and defaults that learn."""
 import json
 import warnings
@@ -19,7 +19,7 @@ from stsim.core.schedule import (FROZEN, NOISE_W, eta_max, eta_xe_max, predict,
 
 
 def _softmax_reference(a, b, g, T, q, d, c, practical):
-    """The reduced loss from its definition, token by token (SPEC §4): logits ``c a`` for
+    """The reduced loss from its definition, token by token: logits ``c a`` for
     the q selected tokens, 0 for the T − q others, and (practical) ``φ`` for the query
     token, whose value is 0; ``L = (d/2)(|s_tokens|² γ² − 2 γ s·u + 1/q)``, u = 1_y/q."""
     logits = [c * a] * q + [0.0] * (T - q)

@@ -186,12 +186,12 @@ def _check_fits(fits):
 
 
 def test_committed_fits_resolve_no_finer_than_the_grid():
-    """docs/figures/separation/fits.json (issue 23): every series with ≥ 5 points is fitted,
+    """docs/figures/separation/fits.json: every series with ≥ 5 points is fitted,
     the FCN at q = 3 among them; censored points enter as censored; every CI of a slope
     holds every law through all the grid cells of its points (pairwise, independently of
     the fitter); the trained transformer's exponent is not printed to a precision the
     √2 grid cannot give. Seeded fault: the q = 3 transformer's power-law CI narrowed to
-    the width the least-squares fit printed before issue 23 fails the check."""
+    the width the earlier least-squares fit printed fails the check."""
     here = os.path.dirname(__file__)
     fits = json.load(open(os.path.join(here, "..", "docs", "figures", "separation", "fits.json")))
     assert fits["3"]["fcn"]["fits"] and fits["3"]["fcn@8000"]["fits"]

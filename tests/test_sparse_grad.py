@@ -1,4 +1,4 @@
-"""The sparse gradient of W for index encodings (stsim.core.sparse_grad, issue 24): equal to
+"""The sparse gradient of W for index encodings (stsim.core.sparse_grad): equal to
 the dense reference, bit-identical updates, the finite check, both memory orders of W, and
 no (D, D) or (B, d_e) temporaries."""
 import itertools
@@ -103,7 +103,7 @@ def test_sparse_gradient_check_fails_on_faults():
 
 
 def _dense_u(dW):
-    """``u = Z δ`` as the dense (B, D) array the step used before issue 24."""
+    """``u = Z δ`` as the dense (B, D) array the step used before the sparse gradient of W."""
     u = np.zeros((dW.u_e.shape[0], dW.D))
     u[:, :dW.d] = dW.u_x
     np.put_along_axis(u[:, dW.d:], dW.idx, dW.u_e, axis=1)

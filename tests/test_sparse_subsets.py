@@ -1,6 +1,6 @@
 """The O(k) draw of sorted uniform k-subsets of {0..n-1} for n large against k
 (encodings._sparse_subsets, used by sorted_subsets and so by stochastic/slots when
-d_e >= 4T; issue 24): uniform over the subsets, rows increasing, and where it is used."""
+d_e >= 4T): uniform over the subsets, rows increasing, and where it is used."""
 import itertools
 import math
 

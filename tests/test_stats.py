@@ -223,7 +223,7 @@ def test_interval_fit_ci_is_never_narrower_than_the_grid(law):
     """Thresholds exactly on a law, seen only through their √2-grid cells: every law through
     all the cells is as likely as the truth, so the CI must hold all their slopes (the
     committed trained-transformer widths, which all three laws pass through, among the
-    cases). Seeded fault: least squares on the grid widths (the fit before issue 23) gives
+    cases). Seeded fault: least squares on the grid widths (the earlier fit) gives
     a CI inside that range."""
     T = 2.0 ** np.arange(3, 8)
     law_of = {"power": lambda a, b: a * np.log2(T) + b,

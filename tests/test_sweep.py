@@ -240,7 +240,7 @@ def test_concurrent_sweeps_share_one_table(tmp_path):
 
 
 # --------------------------------------------------------------------------------------
-# the default pool from scripts, stdin and notebooks (issue 25, item 1)
+# the default pool from scripts, stdin and notebooks
 # --------------------------------------------------------------------------------------
 UNGUARDED = textwrap.dedent("""
     import numpy as np
@@ -351,7 +351,7 @@ def _worker_env():
 
 @pytest.mark.pool
 def test_three_threads_sharing_one_pool_on_one_out_never_refuse_themselves(tmp_path):
-    """Issue 26, bug 1: threads of one process sharing a pool and one ``out``, many calls
+    """Own-process refusals: threads of one process sharing a pool and one ``out``, many calls
     each (before the FileLock fix: 13-27 refusals of its own pid in 1600 calls)."""
     from stsim.sweep import make_executor
     out = tmp_path / "shared.csv"

@@ -82,7 +82,7 @@ def test_theory_figures_quick(tmp_path, capsys):
         assert (tmp_path / name).stat().st_size > 10_000
 
 
-# ---- issue 13: the checks gate, with tolerances, and fail when they should -------------
+# ---- the checks gate, with tolerances, and fail when they should ----------------------
 import stsim.theory.checks as checks_mod  # noqa: E402
 import stsim.theory.embedded as embedded_mod  # noqa: E402
 from stsim.theory.population import PopulationObjective  # noqa: E402
@@ -187,7 +187,7 @@ def test_theorem2_stochastic_defaults_are_really_stochastic():
     assert any("fixed one-hot law" in n for n in same.notes)
 
 
-# ---- issue 23: length generalisation, as statements that can fail ---------------------
+# ---- length generalisation, as statements that can fail ------------------------------
 import math  # noqa: E402
 
 import numpy as np  # noqa: E402
@@ -327,7 +327,7 @@ def test_large_eps_still_converges_along_the_law(capsys):
     assert rep["conditions"]["eps < dT/(100(T-q)q)"]["holds"]
 
 
-# ---- issue 26: the step budget, sizes, validation --------------------------------------
+# ---- the step budget, sizes, validation -----------------------------------------------
 def test_plateau_estimate_bounds_the_measured_plateau():
     """First step with L <= L(0)/2 of the reduced map, over plateau_steps: between 0.5 and 1."""
     for T, q, d, lr, n in ((12, 2, 3, 0.5, 12), (50, 2, 3, 0.5, 50), (50, 3, 5, 0.5, 100)):

@@ -203,7 +203,7 @@ def test_divergence_at_step_zero_still_writes_outputs(tmp_path):
 
 
 # ---------------------------------------------------------------------------------------
-# issue 25: seeds, run(config=...), progress, warnings at the caller's line
+# usability: seeds, run(config=...), progress, warnings at the caller's line
 # ---------------------------------------------------------------------------------------
 import signal  # noqa: E402
 import textwrap  # noqa: E402

@@ -38,7 +38,7 @@ def test_each_set_has_its_own_stream_and_the_in_distribution_set_is_the_first_dr
     assert not np.array_equal(a, b)                      # kinds do not collide
     assert not np.array_equal(a, s.validation("T", 31).random(4))
     assert np.array_equal(a, Streams(5).validation("T", 30).random(4))
-    # the in-distribution set: stream 1 itself, drawn first (the layout before issue 23)
+    # the in-distribution set: stream 1 itself, drawn first (the earlier layout)
     b_old = sample_batch(np.random.default_rng(s.child(1)), 8, 10, 2, 3)
     b_new = sample_batch(s.validation(), 8, 10, 2, 3)
     assert np.array_equal(b_old.X, b_new.X) and np.array_equal(b_old.y, b_new.y)

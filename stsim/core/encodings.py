@@ -1,4 +1,4 @@
-"""Positional encodings (SPEC §2).
+"""Positional encodings (docs/model.md, 'Positional encodings').
 
 Each token is ``z_i = [x_i; p_i] ∈ R^D``, ``D = d + d_e``. Four families:
 

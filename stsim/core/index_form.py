@@ -2,7 +2,7 @@
 ``p_i = e_{k_i}``): the maps of the module docstring there as gathers and scatters at the
 tokens' slots, the mixtures kept in token space, the gradient of W as
 :class:`stsim.core.sparse_grad.SparseGradW` (its support only), and the forward/backward
-in cache-sized parts of the batch — a step linear in B·T (issue 24), no (B, d_e) or (D, D)
+in cache-sized parts of the batch — a step linear in B·T, no (B, d_e) or (D, D)
 array unless D is small (``_DENSE_W``)."""
 import numpy as np
 from scipy.sparse import csr_matrix
@@ -27,7 +27,7 @@ class _IndexOps:
     The products with ``V`` take one of two routes, whichever needs the smaller arrays:
     ``rows`` (``d_e <= d T`` and ``x_q = 0``: e.g. the default ``d_e = 2T``, one-hot ``d_e = T``)
     writes ``h`` and ``Vᵀ r`` as (B, D) rows, as the dense form does — ``V h``, ``dV`` and
-    ``Vᵀ r`` are then single matrix products, the same operations as before issue 24; else
+    ``Vᵀ r`` are then single matrix products, the same operations as the dense form; else
     the columns ``V[:, d + k_i]`` are gathered once per sample, (B, T, d)."""
 
     def __init__(self, idx, d_e, y, c, d, practical, xq):

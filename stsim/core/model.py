@@ -1,4 +1,4 @@
-r"""Reparameterised one-layer softmax attention and its analytic gradients (SPEC §3).
+r"""Reparameterised one-layer softmax attention and its analytic gradients.
 
 Parameters: a merged key-query matrix ``W ∈ R^{D×D}`` (rows: key side, columns: query
 side) and a merged value-output matrix ``V ∈ R^{d×D}``, ``D = d + d_e``.

@@ -16,8 +16,8 @@ A *problem* is the model plus its data. It exposes
 :class:`Problem` is the skeleton they share (validation sets, the data regime of
 ``objective``: fresh minibatches, a fixed sample of ``n_train`` points, or a registered
 objective such as the population); a subclass supplies the model (``_draw``,
-``batch_loss_grad``, ``init_params``). :class:`TransformerProblem` is the attention model of
-SPEC §3. Other layers add architectures and gradient sources without the core importing
+``batch_loss_grad``, ``init_params``). :class:`TransformerProblem` is the attention model
+(docs/model.md). Other layers add architectures and gradient sources without the core importing
 them: the FCN baseline registers ``arch="fcn"`` (:func:`register_arch`) and the theory
 registers ``objective="population"`` (:func:`register_objective`); importing :mod:`stsim`
 does both.
@@ -257,7 +257,7 @@ class Problem:
 
 
 class TransformerProblem(Problem):
-    """The attention model of SPEC §3 on the online stream, a fixed sample, or the
+    """The attention model (docs/model.md) on the online stream, a fixed sample, or the
     population (``objective="population"``, provided by :mod:`stsim.theory.population`)."""
 
     def __init__(self, cfg, streams: Streams):

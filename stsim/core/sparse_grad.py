@@ -1,9 +1,9 @@
 r"""The gradient of ``W`` of a batch with one-hot (index) encodings, held exactly in its
-support (issue 24).
+support.
 
 With one-hot encodings at slots, ``p_i = e_{k_i}``, the query token is
 ``z_q = [x_q; c Σ_{j∈y} e_{κ_j}]`` (``κ_j = k_{y_j}``, the query's slots) and the token
-mixture ``u = Z δ = [u_x; Σ_i δ_i e_{k_i}]``, so the batch-mean gradient (SPEC §3)
+mixture ``u = Z δ = [u_x; Σ_i δ_i e_{k_i}]``, so the batch-mean gradient
 
 .. math::
 

@@ -1,4 +1,4 @@
-"""The sparse token selection task STS_q (SPEC §1).
+"""The sparse token selection task STS_q (docs/model.md, 'Task').
 
 Tokens ``x_1..x_T`` are i.i.d. ``N(0, I_d)``; a subset ``y ⊂ [T]`` of size ``q`` is
 uniform over all q-subsets; the target is ``STS_q(X, y) = (1/q) Σ_{j∈y} x_j``.
@@ -66,7 +66,7 @@ class Batch:
 
 
 def sample_batch(rng: np.random.Generator, B: int, T: int, q: int, d: int) -> Batch:
-    """Draw a batch of STS_q problems (SPEC §1).
+    """Draw a batch of STS_q problems.
 
     Parameters
     ----------

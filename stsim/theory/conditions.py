@@ -30,7 +30,7 @@ def theorem2_conditions(T, q, d, d_e, lr, eps, T_test=()) -> dict:
 
     P (the paper, as far as the project's sources give it): the summaries call Theorem 2
     Theorem 1 "with stochastic PE" (so ``2 <= q < T/4``, ``ε < dT/(100(T−q)q)``,
-    ``η <= 1/(20d²)``, zero init, ``x_query = 0``); the seeds give its title and the width
+    ``η <= 1/(20d²)``, zero init, ``x_query = 0``); they give its title and the width
     ``Õ(d + q log T)`` of the paper's encoding, not its exact statement.
     D (derived here): ``d_e > T`` (with ``d_e = T`` every slot is used, in order: the fixed
     one-hot law); ``d_e >= T_test`` (every test slot was trained, so the OOD loss has no

@@ -1,7 +1,7 @@
 r"""Best population loss of the two-parameter family W_ee = a I, V_x = γ I (sphere PE, theory model).
 
-The family zero-initialised training converges to (SPEC §4: with ``x_query = 0`` population
-GD stays on ``(W_ee, V_x)``; by the rotation symmetry of the sphere law it stays on
+The family zero-initialised training converges to (docs/theory.md §2: with ``x_query = 0``
+population GD stays on ``(W_ee, V_x)``; by the rotation symmetry of the sphere law it stays on
 ``(a I, γ I)``); its best loss at a given ``d_e`` is the representational side of the
 separation study (:mod:`stsim.studies.separation`).
 

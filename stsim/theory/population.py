@@ -1,4 +1,4 @@
-r"""Exact population objective on the invariant set (SPEC §4, derived in ``docs/theory.md``).
+r"""Exact population objective on the invariant set (derived in ``docs/theory.md``).
 
 Blocks: ``W = [[W_xx, W_xe], [W_ex, W_ee]]`` (rows key side, columns query side),
 ``V = [V_x, V_e]``. With ``x_query = 0`` the query is ``z_q = [0; p_q]``,

@@ -1,5 +1,5 @@
 r"""Sparse attention patterns from fixed parameters (Likhosherstov, Choromanski & Weller
-2021; SPEC §8): inputs whose softmax attention approximates a k-sparse target, as pure
+2021): inputs whose softmax attention approximates a k-sparse target, as pure
 vectorised functions (keys drawn like the position vectors of
 :mod:`stsim.studies.expressivity.qsa`).
 

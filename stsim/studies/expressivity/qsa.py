@@ -1,4 +1,4 @@
-r"""q-sparse averaging by construction (Sanford, Hsu & Telgarsky 2023; SPEC §8): an explicit
+r"""q-sparse averaging by construction (Sanford, Hsu & Telgarsky 2023): an explicit
 attention solution of STS_q and its width law, as pure vectorised functions (float64;
 randomness only through the generators / seeds passed in). The sparse attention
 patterns are in :mod:`stsim.studies.expressivity.patterns`.

@@ -1,6 +1,6 @@
 """Beyond the paper — (a) the length-generalisation experiment with ``stochastic/sphere``
 encodings (i.i.d. uniform unit vectors, redrawn per sample) for several widths ``d_e``:
-the loss has a floor that falls as ``d_e`` grows (SPEC §4: with ``W_ee = cI`` the
+the loss has a floor that falls as ``d_e`` grows (docs/theory.md §8: with ``W_ee = cI`` the
 selected tokens' logits differ by ``O(c √(q/d_e))``); (b) the theory model beside the
 practical one on the same stochastic-slots setting, both trained with SGD (the runs of
 Figs. 2 and 1; their learning rates differ, see the panel title).

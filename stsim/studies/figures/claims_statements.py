@@ -32,7 +32,7 @@ STATEMENTS = {
            "min over T_test of fixed/stochastic (seed means)", ">=", 2.0),
     "S9": ("heat maps block-diagonal (Fig. 3)", "worst seed: max(W, V share outside block)",
            "<=", 0.05),
-    "FIT": ("fixed PE fits in distribution (issue 23; not a paper statement)",
+    "FIT": ("fixed PE fits in distribution (not a paper statement)",
             "worst seed: final in-distribution loss / initial", "<=", 0.02),
 }
 

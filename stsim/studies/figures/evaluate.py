@@ -5,7 +5,7 @@ such a set, with its standard error.
 Why: the paper's validation sets (128 points, drawn once, the curves of the figures) give
 a loss whose standard error is 7–9 % of it at T = 200 (the per-point losses have a
 coefficient of variation near 1), and a set drawn once biases a whole curve the same way
-(the reviewer of issue 23 found a committed value 3.8 SD above the mean over fresh sets).
+(a statistical review found a committed value 3.8 SD above the mean over fresh sets).
 The checks therefore use a separate estimate at the end of training:
 
 * each set (in-distribution, each ``T_test``, each ``q_test``) is drawn from its own
@@ -13,8 +13,8 @@ The checks therefore use a separate estimate at the end of training:
   ``block`` points;
 * blocks are drawn until the standard error of the mean is at most ``rel_se`` of it, and at
   least ``n_min``, at most ``n_max`` points (sequential, deterministic: the same seed gives
-  the same blocks). ``rel_se = 0.018`` keeps the reported standard error below the 2 % of
-  issue 23 (``n_min / block = 32`` blocks at least). Measured at T = 200 (one-hot and
+  the same blocks). ``rel_se = 0.018`` keeps the reported standard error below the 2 % target
+  (``n_min / block = 32`` blocks at least). Measured at T = 200 (one-hot and
   slots, SGD lr 5, 8 000 steps): the per-point coefficient of variation is 0.5–0.9, 1.6 for
   the one-hot model at T_test = 250 (a mixture over the selected positions inside the
   trained range), so 2 048–11 000 points;

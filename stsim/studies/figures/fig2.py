@@ -36,7 +36,7 @@ NAME = "fig2"
 SETTINGS = {
     "quick": dict(QUICK_BASE, model="theory", query="sum", optimizer="sgd", lr=2.0, steps=600,
                   long=dict(lr=3.0, steps=1200)),
-    # long: lr 5 < 2q = 6, the stability bound of the γ step (issue 23: a step above it is
+    # long: lr 5 < 2q = 6, the stability bound of the γ step (a step above it is
     # unstable); population GD reaches 1.66 % of initial at T_test = 400 after 60 000
     # steps, SGD lags it by ~3-4 000 steps (docs/reproduction.md)
     "full": dict(FULL_BASE, model="theory", query="sum", optimizer="sgd", lr=5.0, steps=8000,

@@ -221,5 +221,5 @@ def measure(s, results):
                                "initial (worst seed)", lambda x: x.max(-1), [rel], "<=", 0.02,
                                note="a fixed reading that fails it reproduces S6/S7 only "
                                     "through a floor that also keeps it from fitting"))
-    measured["fixed_min_final_ood"] = measured.get("onehot_min_final_ood")  # before issue 12
+    measured["fixed_min_final_ood"] = measured.get("onehot_min_final_ood")  # its earlier name
     return measured, head + checks + fits

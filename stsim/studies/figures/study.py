@@ -342,7 +342,7 @@ def analyse(config, out) -> dict:
 
 def _evaluation_stats(results, limit=0.02) -> dict:
     """Over every final-evaluation set of every run (:mod:`.evaluate`): how many, the
-    largest relative standard error ``se / mean`` and the sets above ``limit`` (issue 23:
+    largest relative standard error ``se / mean`` and the sets above ``limit`` (the target:
     each reported loss to 2 %), the points per set (smallest, largest)."""
     rel, n, over = [], [], []
     for name, r in results.items():

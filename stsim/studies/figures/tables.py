@@ -37,7 +37,7 @@ def verdict_text(c) -> str:
         return f"unstable → inconclusive{margin}"
     if c.get("unmeasured"):
         return "unmeasured (diverged) → inconclusive"
-    if "verdict" not in c:          # written before issue 23: no standard error, no verdict
+    if "verdict" not in c:          # written before verdicts existed: no standard error
         return f"{'met' if c.get('ok') else 'not met'} (no SE recorded)"
     v = c["verdict"]
     return (f"**{v}**" if v in ("held", "failed") else v) + margin
@@ -82,8 +82,8 @@ def render(folder) -> str:
         out += ["", "### claims map", ""]
         if "cells" in c["measured"]:
             out.append(claims_markdown(c["settings"], c["measured"]))
-        else:                       # written before issue 23: no labelled cells
-            out.append("(claims.json predates the verdicts of issue 23: rerun the claims map)")
+        else:                       # written before verdicts existed: no labelled cells
+            out.append("(claims.json predates the labelled verdicts: rerun the claims map)")
     for n, s in summaries.items():
         out += ["", f"### {n}", "", checks_table(s)]
         if s.get("diverged"):

@@ -1,4 +1,4 @@
-r"""Transformer vs fully-connected net: width needed to learn STS_q as T grows (SPEC §7).
+r"""Transformer vs fully-connected net: width needed to learn STS_q as T grows.
 
 The paper's claim: a one-layer transformer learns STS_q with width ``O(d + q log T)``;
 any fully-connected net needs first-layer width ``Ω(T d)``. For each ``q`` (d = 1 by

@@ -23,13 +23,13 @@ RAW_TABLES = ("family.csv", "family_cells.csv", "tune.csv", "runs.csv")
 
 def raw_dir(out) -> str:
     """Where the raw tables, their journals and the run record ``run.json`` live:
-    ``<out>/raw``. ``ValueError`` for a folder in the layout before issue 22 (raw tables at
+    ``<out>/raw``. ``ValueError`` for a folder in the earlier layout (raw tables at
     the top of ``out``), so that a resume does not silently recompute them."""
     raw = os.path.join(out, "raw")
     old = [t for t in RAW_TABLES if os.path.exists(os.path.join(out, t + ".journal.jsonl"))]
     if old and not os.path.isdir(raw):
         raise ValueError(f"out={out!r} holds raw tables at its top ({', '.join(old)}): move "
-                         f"them and their journals into {raw!r} (the layout since issue 22)")
+                         f"them and their journals into {raw!r} (the current layout)")
     return raw
 
 

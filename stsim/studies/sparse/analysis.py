@@ -100,7 +100,7 @@ def estimate_mstar(stats: dict, grid, target: float = 0.9, *, n_boot: int = 2000
 
 def _published_fit(f, kind):
     """One law of :func:`stsim.util.stats.compare_growth` as ``fits.json`` has published it
-    since issue 16: ``{a, b, residuals, rel_rms}``; the power law ``{a, b,
+    (the committed copies): ``{a, b, residuals, rel_rms}``; the power law ``{a, b,
     residuals_ratio, rms_log2}`` (rms of ``log2`` of the ratios)."""
     if f is None:
         return None

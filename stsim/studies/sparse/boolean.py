@@ -1,6 +1,6 @@
 r"""Sparse Boolean functions learned by one attention head (Edelman, Goel, Kakade & Zhang 2022).
 
-The claim (SPEC §8): a bounded-norm attention head represents s-sparse functions of a
+The claim: a bounded-norm attention head represents s-sparse functions of a
 length-T sequence with sample complexity growing only like ``log T``. This module holds
 the task, the explicit head (:func:`construct`) and one training trial; the two models
 (one attention head with an MLP readout, and an FCN on the flattened input) and their

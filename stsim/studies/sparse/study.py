@@ -1,6 +1,6 @@
 r"""Sample complexity of sparse Boolean functions against T: one attention head vs an FCN.
 
-The claim probed (Edelman, Goel, Kakade & Zhang 2022; SPEC §8): a bounded-norm attention
+The claim probed (Edelman, Goel, Kakade & Zhang 2022): a bounded-norm attention
 head represents s-sparse functions of a length-T sequence with sample complexity growing
 only like ``log T``. For every function class, model and ``T`` this experiment measures the
 success probability over ``seeds`` independent trials (fresh hidden positions, training
