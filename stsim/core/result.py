@@ -11,6 +11,7 @@ from stsim.core.config import recorded_shapes
 from stsim.core.records import check_result_records
 from stsim.core.state import check_history, check_params
 from stsim.util.io import load_npz, save_npz, write_csv
+from stsim.util.validate import lr_text
 from stsim.util.manifest import check_manifest
 
 __all__ = ["Result", "load", "STATUSES"]
@@ -315,7 +316,7 @@ class Result:
         arch = cfg.get("arch", "transformer")
         lr = cfg.get("lr")
         common = (f"optimizer={cfg.get('optimizer')} "
-                  f"lr={lr if not isinstance(lr, float) else format(lr, '.4g')} "
+                  f"lr={lr_text(lr)} "
                   f"steps={cfg.get('steps')} batch={cfg.get('batch')}")
         if arch == "transformer":
             what = (f"stsim run: T={cfg.get('T')} q={cfg.get('q')} d={cfg.get('d')} "

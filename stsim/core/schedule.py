@@ -119,6 +119,7 @@ from dataclasses import asdict, dataclass
 from stsim.core.attention_dynamics import is_default, mechanism_schedule
 from stsim.core.optim import ADAM_LR, ADAM_STEPS_PER_T, REDUCED, adam_steps
 from stsim.core.reduced import MAX_STEPS, TARGET, reduced_map_steps
+from stsim.util.validate import lr_text
 
 __all__ = ["Schedule", "eta_max", "eta_V_max", "eta_xe_max", "sample_curvature", "eta_W_block", "derived_steps",
            "FROZEN", "NOISE_W", "estimated_seconds", "default_schedule", "predict", "SGD_ESCAPE_LAG",
@@ -373,8 +374,6 @@ def derived_steps(cfg, n, blocks=True):
         f"{'+'.join(FROZEN)} held at 0, V {lr_V:.4g} = eta_V/2" + (" x 1/2" if half else ""))
 
 
-def _lr_text(lr):
-    return (f"W {lr['W']:.4g}, V {lr['V']:.4g}" if isinstance(lr, dict) else f"{lr:.4g}")
 
 
 def predict(cfg, lr=None, steps=None, blocks=False) -> Schedule:
@@ -442,7 +441,7 @@ def predict(cfg, lr=None, steps=None, blocks=False) -> Schedule:
     kind = "exact" if exact else f"approximate (slots map with n=d_e={n})"
     bound = ("min(2q, 2n/(c^2(q-1)(q+d)))" if B is None else
              f"2/(max(1/q, c^2(q-1)(q+d)/n) + kappa/B), B={B}")
-    expl = (f"lr = {'user' if lr is not None else note} = {_lr_text(use_lr)} "
+    expl = (f"lr = {'user' if lr is not None else note} = {lr_text(use_lr)} "
             f"(eta_max = {bound} = {em:.4g}, n={n}); the {kind} reduced "
             f"{cfg.model}/{cfg.query} dynamics reach 50% of L(0) at step {esc} and 2% at step "
             f"{tgt}; steps = " + (f"{margin:g} x {tgt} -> {d_steps}" if steps is None
@@ -457,7 +456,7 @@ def predict(cfg, lr=None, steps=None, blocks=False) -> Schedule:
                                       s.estimated_s)
     if steps is None and tgt is None:
         s.warning = (f"the reduced dynamics do not reach 2% of L(0) within {horizon} steps at lr "
-                     f"{_lr_text(use_lr)}; running {d_steps} steps")
+                     f"{lr_text(use_lr)}; running {d_steps} steps")
     return s
 
 
@@ -471,7 +470,7 @@ def _escape_words(cfg, esc, lr, freeze=()) -> str:
     """Where the plateau ends: the reduced map's step (population gradient descent) and,
     for online SGD with W's token rows free, that it lags it (:data:`SGD_ESCAPE_LAG`)."""
     words = (f"population gradient descent, i.e. the reduced dynamics, leaves the plateau "
-             f"near step {esc} at lr {_lr_text(lr)}")
+             f"near step {esc} at lr {lr_text(lr)}")
     if cfg.objective == "online" and not freeze:
         words += "; online SGD leaves it later"
     return words
@@ -538,7 +537,7 @@ def plateau_status(history: dict, schedule: Schedule | None, online: bool = True
         # two lines: the prediction, then what to do and where the measurements are
         pred = (f"; the reduced dynamics (population gradient descent) predict the escape "
                 f"near step {schedule.escape_step}, 2% of initial near step "
-                f"{schedule.target_step} at lr {_lr_text(schedule.lr)}")
+                f"{schedule.target_step} at lr {lr_text(schedule.lr)}")
         then = ["online SGD escapes later"] if online else []
         if schedule.target_step > schedule.steps:
             then.append(f"that is beyond steps={schedule.steps}: give more steps, or omit "

@@ -11,6 +11,7 @@ import numpy as np
 from matplotlib.figure import Figure
 
 from stsim.util.io import atomic_write
+from stsim.util.validate import lr_text
 
 __all__ = ["HistoryFigure", "history_figure", "png_bytes", "save_figure"]
 
@@ -99,6 +100,8 @@ def history_figure(res):
     fig.suptitle(f"STS_q  T={cfg.get('T')} q={cfg.get('q')} d={cfg.get('d')} "
                  f"pe={cfg.get('pe')}/{cfg.get('sampler')} d_e={cfg.get('d_e')} "
                  f"model={cfg.get('model')} query={cfg.get('query')} "
-                 f"{cfg.get('optimizer')} lr={cfg.get('lr')}  [{res.status}]", fontsize=9)
+                 f"{cfg.get('optimizer')} lr={lr_text(cfg.get('lr'))}"
+                 + (f" held={','.join(cfg['freeze'])}" if cfg.get("freeze") else "")
+                 + f"  [{res.status}]", fontsize=9)
     fig.tight_layout()
     return fig
