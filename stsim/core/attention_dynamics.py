@@ -29,7 +29,7 @@ import numpy as np
 
 from stsim.core.attention import Attention, Softmax, make_attention
 from stsim.core.reduced import loss_grad as _softmax_reduced
-from stsim.util.validate import check_int, check_real
+from stsim.util.validate import check_int, check_real, lr_text
 
 __all__ = ["reduced_loss_grad", "reduced_gd", "MEASURED_LR", "MEASURED_STEPS",
            "MEASURED_STEPS_PER_T", "DENSE_CAP", "is_default", "softmax_eta_max", "softmax_reduced_steps",
@@ -210,7 +210,7 @@ def mechanism_schedule(att, rank, T, q, d, n, c, practical, softmax_lr, lr=None,
         else:
             how = f"{steps} (user)"
         return use, steps, (f"{att.label}: lr = {'eta_max(tau)/2' if lr is None else 'user'} = "
-                            f"{use:.4g} (eta_max(tau) = min(2q, tau^2 2n/(c^2(q-1)(q+d))) = "
+                            f"{lr_text(use)} (eta_max(tau) = min(2q, tau^2 2n/(c^2(q-1)(q+d))) = "
                             f"{em:.4g}, n={n}); steps = {how}")
     base = att.name if att.elementwise and not att.normalised else None
     if lr is None:
@@ -232,4 +232,4 @@ def mechanism_schedule(att, rank, T, q, d, n, c, practical, softmax_lr, lr=None,
     else:
         swhy = "user"
     what = att.label + ("" if rank is None else f", rank {rank}")
-    return lr, steps, f"{what}: lr = {why} = {lr:.4g}; steps = {swhy} = {steps}"
+    return lr, steps, f"{what}: lr = {why} = {lr_text(lr)}; steps = {swhy} = {steps}"
