@@ -74,7 +74,9 @@ def test_a_bad_command_is_one_line_exit_2_before_its_folder_exists(tmp_path, arg
 # ---- the assessment of a completed run -------------------------------------------------
 def test_a_completed_run_whose_loss_rises_is_diverging_not_plateau():
     # before: "still on the initial plateau: loss 839960% of initial"
-    res = stsim.run(T=20, q=3, model="practical", init="random", init_scale=1e3, steps=20)
+    # (the derived default no longer rises here; an explicit single step too large does)
+    res = stsim.run(T=20, q=3, model="practical", init="random", init_scale=1e3, steps=10,
+                    lr=1.4)
     assert res.status == "completed" and res.assessment == "diverging"
     assert "diverging: loss" in res.message and "plateau" not in res.message
 
