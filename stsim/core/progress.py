@@ -93,13 +93,15 @@ def tqdm_class():
     """The tqdm bar to use, or None without tqdm: ``tqdm.auto``'s (a widget in a Jupyter
     kernel) where ipywidgets is installed (the extra ``stsim[progress]`` brings both),
     else the text bar — never ``tqdm.auto``'s "IProgress not found" warning."""
+    import importlib.util
     try:
-        from tqdm.auto import tqdm as auto
         from tqdm.std import tqdm as text
     except ImportError:
         return None
-    import importlib.util
-    return auto if importlib.util.find_spec("ipywidgets") is not None else text
+    if importlib.util.find_spec("ipywidgets") is None:
+        return text         # importing tqdm.auto alone warns "IProgress not found" then
+    from tqdm.auto import tqdm as auto
+    return auto
 
 
 class _Bar:
