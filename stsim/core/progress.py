@@ -94,14 +94,15 @@ def tqdm_class():
     kernel) where ipywidgets is installed (the extra ``stsim[progress]`` brings both),
     else the text bar — never ``tqdm.auto``'s "IProgress not found" warning."""
     import importlib.util
+    import warnings
     try:
+        with warnings.catch_warnings():     # without ipywidgets, importing tqdm.auto alone
+            warnings.simplefilter("ignore")  # warns "IProgress not found"
+            from tqdm.auto import tqdm as auto
         from tqdm.std import tqdm as text
     except ImportError:
         return None
-    if importlib.util.find_spec("ipywidgets") is None:
-        return text         # importing tqdm.auto alone warns "IProgress not found" then
-    from tqdm.auto import tqdm as auto
-    return auto
+    return auto if importlib.util.find_spec("ipywidgets") is not None else text
 
 
 class _Bar:
