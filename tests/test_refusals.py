@@ -103,7 +103,7 @@ def test_a_fixed_sample_learned_by_heart_is_overfitting_not_plateau():
     ([0.0, 0.0], [0.0, 0.0], "unknown"),
 ])
 def test_plateau_status_tells_the_five_apart(val, loss, want):
-    from stsim.core.schedule import plateau_status
+    from stsim.core.assessment import plateau_status
     hist = {"val": np.array(val), "loss": np.array(loss)}
     assert plateau_status(hist, None)[0] == want
     if want in ("diverging", "plateau", "not converged") and val:   # training loss only

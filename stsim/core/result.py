@@ -301,10 +301,10 @@ class Result:
         (training loss down, validation far above it), ``"diverging"`` (the loss rose
         above twice its initial value), ``"plateau"`` (still > 90%: the run ended on the
         initial plateau), ``"not converged"``, or ``"unknown"`` (diverged, or nothing
-        recorded); see :func:`stsim.core.schedule.plateau_status`."""
+        recorded); see :func:`stsim.core.assessment.plateau_status`."""
         if "assessment" in self.info:
             return self.info["assessment"]
-        from stsim.core.schedule import plateau_status
+        from stsim.core.assessment import plateau_status
         return plateau_status(self.history, None)[0] if self.status == "completed" else "unknown"
 
     def summary(self) -> str:

@@ -29,7 +29,8 @@ from stsim.core.optim import all_finite
 from stsim.core.problem import make_problem
 from stsim.core.progress import make_progress
 from stsim.core.result import Result
-from stsim.core.schedule import assess_run, estimated_seconds, fallback_note
+from stsim.core.assessment import assess_run
+from stsim.core.schedule import estimated_seconds, fallback_note
 from stsim.core.seeds import Streams
 from stsim.core.state import RunState
 from stsim.util.malloc import keep_freed_memory, release_freed_memory
