@@ -83,6 +83,8 @@ import numpy as np
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, REPO)
 
+from stsim.core.reduced import (loss_grad_scalar, reduced_map, reduced_map_losses,  # noqa: E402
+                                reduced_map_steps)
 from stsim.core.schedule import FROZEN  # noqa: E402
 from stsim.util.io import read_csv, write_csv, write_json  # noqa: E402
 
@@ -97,28 +99,6 @@ MARGIN = 2.0            # steps = MARGIN × the reduced map's step to 2% of L(0)
 CHECKPOINT_EVERY = 1000
 
 
-def block_map(T, q, d, n, lr_W, lr_V, max_steps=3_000_000, losses=None):
-    """The reduced GD map (theory model, c = 1; :func:`stsim.core.reduced.reduced_map`, the
-    one reduced update) with the step ``lr_W`` on ``W`` and ``lr_V`` on ``V``: the steps to
-    50% and 2% of L(0) (None: not reached; ``"diverged"``). ``losses``: a list to append
-    ``L(t)`` to (the map then runs ``max_steps``)."""
-    from stsim.core.reduced import reduced_map
-    L0 = d / (2 * q)
-    out = [None, None]
-    states = reduced_map(T, q, d, {"W": lr_W, "V": lr_V}, n)
-    for t, (L, *_) in zip(range(max_steps + 1), states):
-        if losses is not None:
-            losses.append(L)
-        if not math.isfinite(L) or L > 10 * L0:
-            return ["diverged"] * 2
-        for i, level in enumerate((0.5, TARGET)):
-            if out[i] is None and L <= level * L0:
-                out[i] = t
-        if out[1] is not None and losses is None:
-            break
-    return out
-
-
 def settings(args):
     s = dict(QUICK if args.quick else FULL)
     for k in ("lr_W", "lr_V", "T", "d_e", "eval_every"):
@@ -129,8 +109,9 @@ def settings(args):
     if args.T_test:
         s["T_test"] = tuple(int(t) for t in args.T_test.split(","))
     s.update(FIXED)
-    s["reduced_escape"], s["reduced_target"] = block_map(s["T"], s["q"], s["d"], s["d_e"],
-                                                         s["lr_W"], s["lr_V"])
+    s["reduced_escape"], s["reduced_target"] = reduced_map_steps(   # the one reduced update
+        s["T"], s["q"], s["d"], {"W": s["lr_W"], "V": s["lr_V"]}, s["d_e"],
+        max_steps=3_000_000, extrapolate=False)
     s["steps"] = args.steps or int(math.ceil(MARGIN * s["reduced_target"] / 100.0)) * 100
     return s
 
@@ -215,7 +196,6 @@ def evaluate(args, s):
 
 
 def plateau(args, s):
-    from stsim.core.reduced import reduced_map_steps
     from stsim.core.schedule import eta_max
     rows = []
     T, q, d = s["T"], s["q"], s["d"]
@@ -228,7 +208,8 @@ def plateau(args, s):
                   f"L(0) at step {esc}, 2% at step {tgt}", flush=True)
         xe = 2 * n / ((q - 1) * (q + d))    # the transverse W_xe bound at the solution
         for lr_W in (50.0, 200.0, 500.0, xe):
-            esc, tgt = block_map(T, q, d, n, lr_W, s["lr_V"])
+            esc, tgt = reduced_map_steps(T, q, d, {"W": lr_W, "V": s["lr_V"]}, n,
+                                         max_steps=3_000_000, extrapolate=False)
             rows.append([n, lr_W, s["lr_V"], esc, tgt])
             print(f"  n = d_e = {n:5d}: lr_W {lr_W:g}, lr_V {s['lr_V']:g} -> 50% of L(0) at "
                   f"step {esc}, 2% at step {tgt}", flush=True)
@@ -246,7 +227,6 @@ def trace(args, s):
     import tempfile
 
     import stsim
-    from stsim.core.reduced import loss_grad_scalar, reduced_map
     T, q, d, n, every = s["T"], s["q"], s["d"], s["d_e"], s["eval_every"]
     L0, rows = d / (2 * q), []
     states = reduced_map(T, q, d, {"W": s["lr_W"], "V": s["lr_V"]}, n)
@@ -274,7 +254,6 @@ def default(args, s):
     """The plain default call at T = 1000 (module docstring, ``default``)."""
     import shutil
     import subprocess
-    from stsim.core.reduced import loss_grad_scalar, reduced_map
     run_dir = os.path.abspath(args.default_run)
     cmd = [sys.executable, "-m", "stsim", "run", "--T", "1000", "--q", "3", "--out", run_dir,
            "--checkpoint_every", "4000"]
@@ -341,9 +320,8 @@ def figure(args, s):
     ax[0].semilogy(step, h[:, col["val"]] / L0, label=f"SGD, validation, T = {s['T']}")
     for t in s["T_test"]:
         ax[0].semilogy(step, h[:, col[f"val/T={t}"]] / L0, lw=0.8, label=f"T_test = {t}")
-    red = []
-    block_map(s["T"], s["q"], s["d"], s["d_e"], s["lr_W"], s["lr_V"],
-              max_steps=int(step[-1]), losses=red)
+    red = reduced_map_losses(s["T"], s["q"], s["d"], {"W": s["lr_W"], "V": s["lr_V"]},
+                             s["d_e"], int(step[-1]))
     red_a = np.array(red) / L0
     val = h[:, col["val"]] / L0
     for level in (0.5, TARGET):                  # SGD: the first record at or below the level

@@ -198,3 +198,47 @@ def test_onehot_ood_loss_is_finite_for_any_logit_size():
     np.testing.assert_allclose(ood_loss_onehot(np.array([1.0, 2.0]), np.array([0.5, 1.0]),
                                                20, 30, 3, 5), [0.70088592, 0.42823729],
                                rtol=1e-7)
+
+
+def _record_by_hand(T, q, d, lr, n, steps, every, **kw):
+    """What stsim.core.reduced.reduced_map_record must return, from the whole trajectory
+    of reduced_map kept in memory."""
+    import itertools
+
+    from stsim.core.reduced import reduced_map
+    states = list(itertools.islice(reduced_map(T, q, d, lr, n, **kw), steps + 1))
+    shape = np.shape(states[-1][0])                 # a0 = 0.0 is a scalar with arrays
+    L, a, _, g = (np.array([np.broadcast_to(v, shape) for v in x]) for x in zip(*states))
+    rec = np.unique(np.r_[np.arange(0, steps + 1, every), steps])
+    return rec, a[rec].T, g[rec].T, L[rec].T, np.diff(L, axis=0).max(axis=0), \
+        np.diff(a, axis=0).min(axis=0)
+
+
+def _same(got, want):
+    return all(np.array_equal(x, y) for x, y in zip(got, want))
+
+
+@pytest.mark.parametrize("T", [200, np.array([20.0, 200.0])])
+def test_map_record_is_the_map_at_the_recorded_steps(T, monkeypatch):
+    """reduced_map_record (floats, or an array of settings): the states of reduced_map at
+    every record_every-th step and the last, and the trackers over every step — bit for
+    bit; with the step per block and the practical model too. Seeded fault: the recording
+    fed a trajectory one step late is caught."""
+    import stsim.core.reduced as R
+    cases = ((5.5, {}), ({"W": 80.0, "V": 5.0}, {"practical": True, "c": 1 / 3}))
+    for lr, kw in cases:
+        got = R.reduced_map_record(T, 3, 5, lr, 400, 1000, record_every=300, **kw)
+        np.testing.assert_array_equal(got[0], [0, 300, 600, 900, 1000])
+        assert _same(got, _record_by_hand(T, 3, 5, lr, 400, 1000, 300, **kw))
+    real = R.reduced_map
+
+    def late(*a, **k):
+        states = real(*a, **k)
+        next(states)
+        return states
+    monkeypatch.setattr(R, "reduced_map", late)
+    for lr, kw in cases:
+        got = R.reduced_map_record(T, 3, 5, lr, 400, 1000, record_every=300, **kw)
+        monkeypatch.setattr(R, "reduced_map", real)
+        assert not _same(got, _record_by_hand(T, 3, 5, lr, 400, 1000, 300, **kw))
+        monkeypatch.setattr(R, "reduced_map", late)

@@ -1,42 +1,25 @@
 r"""Two-scalar reduction ``(a, γ)`` of the population dynamics (derived in
-``docs/theory.md``).
+``docs/theory.md`` §3): the theory model's case ``b = 0`` of :mod:`stsim.core.reduced`,
+whose formula (:func:`stsim.core.reduced.loss_grad`) and update
+(:func:`stsim.core.reduced.reduced_map`) every function here calls.
 
 On the invariant set (``W_xe = 0``, ``V_e = 0``, ``x_query = 0``), from zero
-initialisation, population GD with a one-hot (or stochastic/slots) encoding keeps::
-
-    W_ee = a (I − J/n),        V_x = γ I_d,
-
-with ``n = T`` for ``onehot`` (on the T×T block of trained positions; ``J`` all-ones) and
-``n = d_e`` for ``stochastic/slots``. Write ``c = 1`` (``query="sum"``) or ``1/q``
-(``"mean"``) and ``θ = c a`` for the logit gap between selected and unselected tokens. With
-``r = T − q`` and::
-
-    s₊ = e^θ / (q e^θ + r),   s₋ = 1 / (q e^θ + r),   S₂ = q s₊² + r s₋²  (= ‖s‖²),
-
-the population loss is (theory model, ``ℓ = ½‖f − target‖²``)::
+initialisation, population GD with a one-hot (or stochastic/slots) encoding keeps
+``W_ee = a (I − J/n)``, ``V_x = γ I_d`` (``n = T`` for ``onehot``, on the T×T block of
+trained positions; ``n = d_e`` for ``stochastic/slots``). With ``c = 1`` (``query="sum"``)
+or ``1/q`` (``"mean"``), ``θ = c a``, ``r = T − q``, ``s₊ = e^θ/(q e^θ + r)``,
+``s₋ = 1/(q e^θ + r)`` and ``S₂ = q s₊² + r s₋²``::
 
     L(a, γ) = (d/2) (S₂ γ² − 2 s₊ γ + 1/q) = (d/2) [q (γ s₊ − 1/q)² + r γ² s₋²],
 
-with derivatives (the theory model's case of the one formula,
-:func:`stsim.core.reduced.loss_grad`, which every function here calls)::
-
-    ∂L/∂θ = d r s₊ s₋ γ (q γ (s₊ − s₋) − 1),     ∂L/∂a = c ∂L/∂θ,
-    ∂L/∂γ = d (S₂ γ − s₊).
-
-Full-matrix GD with step η (or a step per block, η_W on W and η_V on V) is *exactly*
-the map::
-
-    a ← a − η_W/(n − 1) · ∂L/∂a,       γ ← γ − (η_V/d) · ∂L/∂γ,
-
-because ``∂L/∂W_ee = (∂L/∂a)/(n−1) · (I − J/n)`` (``‖I − J/n‖_F² = n − 1``) and
-``∂L/∂V_x = (∂L/∂γ)/d · I``. Gradient flow is the same vector field in time ``τ = η·step``.
-
-Everything here is vectorised: ``T, q, d, lr, n`` broadcast to a common shape ``(K,)`` of
-settings, so a grid of settings runs in one call.
+and full-matrix GD with step η (or a step per block, η_W on W and η_V on V) is *exactly*
+the map ``a ← a − η_W/(n − 1) · ∂L/∂a``, ``γ ← γ − (η_V/d) · ∂L/∂γ``
+(``‖I − J/n‖_F² = n − 1``). Gradient flow is the same vector field in time ``τ = η·step``.
+``T, q, d, lr, n`` broadcast to a common shape ``(K,)`` of settings: a grid of settings
+runs in one call.
 """
 from __future__ import annotations
 
-import math
 from dataclasses import dataclass
 
 import numpy as np
@@ -46,7 +29,7 @@ from scipy.stats import hypergeom
 from stsim.core.encodings import Encoding
 from stsim.core.families import family_reduced_n
 from stsim.core.model import query_coef  # noqa: F401  (re-exported: part of this API)
-from stsim.core.reduced import block_lr, loss_grad, reduced_map
+from stsim.core.reduced import block_lr, loss_grad, reduced_map_record
 from stsim.util.validate import check_int, check_lr
 
 __all__ = [
@@ -213,52 +196,6 @@ def _settings(T, q, d, lr, pe, d_e, a0, gamma0, query, lr_V=1.0):
     return [np.array(x, dtype=np.float64).reshape(-1) for x in arrs]
 
 
-def _record(states, steps, record_every, shape):
-    """Iterate ``states`` (:func:`stsim.core.reduced.reduced_map`) for ``steps`` updates:
-    ``(rec, a, γ, L, dl_max, da_min)``, the states at the recorded steps (every
-    ``record_every``-th and the last) and, over every step, the largest loss increase and
-    the smallest increment of ``a``. ``shape == ()``: one setting in Python floats (the
-    bookkeeping in floats too: about 1 µs a step)."""
-    rec = np.unique(np.r_[np.arange(0, steps + 1, record_every), steps])
-    if shape == ():
-        return _record_floats(states, steps, rec)
-    out = np.empty((3,) + shape + (rec.size,))
-    dl_max, da_min = np.full(shape, -np.inf), np.full(shape, np.inf)
-    L_prev = a_prev = None
-    j = 0
-    for t, (L, a, _, g) in zip(range(steps + 1), states):
-        if L_prev is not None:
-            dl_max = np.maximum(dl_max, L - L_prev)
-            da_min = np.minimum(da_min, a - a_prev)
-        L_prev, a_prev = L, a
-        if t == rec[j]:
-            out[0, ..., j], out[1, ..., j], out[2, ..., j] = a, g, L
-            j += 1
-    return rec, out[0], out[1], out[2], dl_max, da_min
-
-
-def _record_floats(states, steps, rec):
-    """:func:`_record` for one setting in floats."""
-    n_rec = rec.size
-    out_a, out_g, out_l = [0.0] * n_rec, [0.0] * n_rec, [0.0] * n_rec
-    dl_max, da_min = -math.inf, math.inf
-    L_prev = a_prev = None
-    nxt, j = 0, 0
-    for t, (L, a, _, g) in zip(range(steps + 1), states):
-        if L_prev is not None:
-            if L - L_prev > dl_max:
-                dl_max = L - L_prev
-            if a - a_prev < da_min:
-                da_min = a - a_prev
-        L_prev, a_prev = L, a
-        if t == nxt:
-            out_a[j], out_g[j], out_l[j] = a, g, L
-            j += 1
-            nxt = int(rec[j]) if j < n_rec else -1
-    f = np.float64
-    return rec, np.array(out_a, f), np.array(out_g, f), np.array(out_l, f), dl_max, da_min
-
-
 def reduced_gd(T, q, d, lr, steps, *, pe="onehot", d_e=None, query="sum", a0=0.0, gamma0=0.0,
                record_every=1):
     """Run the exact reduced GD map for a grid of settings at once.
@@ -310,11 +247,8 @@ def reduced_gd(T, q, d, lr, steps, *, pe="onehot", d_e=None, query="sum", a0=0.0
 def reduced_gd_scalar(T, q, d, lr, steps, *, pe="onehot", d_e=None, query="sum", a0=0.0,
                       gamma0=0.0, record_every=1):
     """:func:`reduced_gd` for ONE setting, the map run in plain Python floats (e.g. 10⁶
-    steps; the same update, :func:`stsim.core.reduced.reduced_map`). Tested equal to
-    :func:`reduced_gd` to rounding (and bit for bit equal to the hand-inlined loop it
-    replaced). Speed: 3.3 µs a step against that loop's 2.4 µs (CPU time, 2·10⁵ steps, the
-    same loaded machine, load ~12): the price of one update shared by every caller.
-    Returns a :class:`ReducedTrajectory` with K = 1."""
+    steps; :func:`stsim.core.reduced.reduced_map_record`, 1.4 µs a step). Tested equal to
+    :func:`reduced_gd` to rounding. Returns a :class:`ReducedTrajectory` with K = 1."""
     return _gd(T, q, d, lr, steps, pe, d_e, query, a0, gamma0, record_every, scalar=True)
 
 
@@ -325,17 +259,17 @@ def _gd(T, q, d, lr, steps, pe, d_e, query, a0, gamma0, record_every, scalar):
     check_lr(lr_V, "lr")
     T, q, d, lr_W, nm1, c, a, g, lr_V = _settings(T, q, d, lr_W, pe, d_e, a0, gamma0, query,
                                                   lr_V)
+    args = [T, q, d, lr_W, lr_V, nm1, c, a, g]
     if scalar:
         if T.size != 1:
             raise ValueError("reduced_gd_scalar runs one setting; use reduced_gd for a grid")
-        args = [float(x[0]) for x in (T, q, d, lr_W, lr_V, nm1, c, a, g)]
-    else:
-        args = [T, q, d, lr_W, lr_V, nm1, c, a, g]
+        args = [float(x[0]) for x in args]
     Tk, qk, dk, lw, lv, nm, ck, ak, gk = args
-    states = reduced_map(Tk, qk, dk, {"W": lw, "V": lv}, nm + 1.0, c=ck, a0=ak, gamma0=gk)
-    rec, A, G, L, dl, da = _record(states, steps, record_every, () if scalar else (T.size,))
-    if scalar:
-        A, G, L, dl, da = A[None, :], G[None, :], L[None, :], np.array([dl]), np.array([da])
+    rec, A, G, L, dl, da = reduced_map_record(Tk, qk, dk, {"W": lw, "V": lv}, nm + 1.0, steps,
+                                              record_every=record_every, c=ck, a0=ak,
+                                              gamma0=gk)
+    A, G, L, dl, da = (np.atleast_2d(A), np.atleast_2d(G), np.atleast_2d(L),
+                       np.atleast_1d(dl), np.atleast_1d(da))
     return ReducedTrajectory(step=rec, a=A, gamma=G, loss=L, T=T, q=q, d=d, lr=lr_W,
                              n_minus_1=nm1, query=query, max_loss_increase=dl,
                              min_a_increment=da, lr_V=lr_V)
@@ -354,29 +288,11 @@ def gradient_flow(T, q, d, t_eval, *, pe="onehot", d_e=None, query="sum", a0=0.0
 
     Parameters
     ----------
-    T : int or array of int
-        Sequence length (``T``, ``q``, ``d`` broadcast to K settings).
-    q : int or array of int
-        Subset size.
-    d : int or array of int
-        Token dimension.
+    T, q, d, pe, d_e, query, a0, gamma0
+        As for :func:`reduced_gd`.
     t_eval : (n_rec,) array
         Increasing times ``τ >= 0`` (the flow starts at τ = 0).
-    pe : str or Encoding
-        As for :func:`reduced_gd`.
-    d_e : int, optional
-        Slots width (default ``T``).
-    query : {"sum", "mean"}
-        The query convention.
-    a0 : float or array
-        Initial ``a``.
-    gamma0 : float or array
-        Initial ``γ``.
-    method : str
-        Passed to ``scipy.integrate.solve_ivp``.
-    rtol : float
-        Passed to ``scipy.integrate.solve_ivp``.
-    atol : float
+    method, rtol, atol
         Passed to ``scipy.integrate.solve_ivp``.
 
     Returns
