@@ -29,6 +29,8 @@ from __future__ import annotations
 import numpy as np
 from scipy.optimize import minimize_scalar
 
+from stsim.theory.family_asymptotic import family_mc_moments
+
 __all__ = ["sample_scores", "sample_scores_dense", "family_stats", "family_rel",
            "best_family_loss", "family_loss_at", "family_point"]
 
@@ -61,15 +63,10 @@ def sample_scores_dense(T, q, d_e, n_mc, rng, query="sum"):
 
 
 def family_stats(a, g, q):
-    """``E[|s|²]``, ``E[s·u]`` for logits ``a·g``."""
-    z = a * g
-    z -= z.max(axis=1, keepdims=True)
-    np.exp(z, out=z)
-    z /= z.sum(axis=1, keepdims=True)
-    s = z
-    S2 = np.einsum("nt,nt->n", s, s).mean()
-    su = s[:, :q].sum(axis=1).mean() / q
-    return S2, su
+    """``E[|s|²]``, ``E[s·u]`` for logits ``a·g``: the means of
+    :func:`stsim.theory.family_asymptotic.family_mc_moments`."""
+    S, Q = family_mc_moments(a, g, q)
+    return Q.mean(), S.mean() / q
 
 
 def family_rel(a, g, q):

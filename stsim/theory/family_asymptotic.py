@@ -212,18 +212,10 @@ def mean_field_terms(a, T, d_e, G, w, query="sum"):
 
     Parameters
     ----------
-    a : float
-        ``W_ee = a I``.
-    T : int
-        Sequence length.
-    d_e : int
-        PE dimension.
-    G : ndarray
-        Gram matrices ``(n, q, q)``.
+    a, T, d_e, G, query
+        As for :func:`conditional_moments`.
     w : ndarray
-        Their weights (sum 1).
-    query : str
-        ``"sum"`` or ``"mean"``.
+        The weights of ``G`` (sum 1).
     """
     q = G.shape[1]
     _check(q, T, d_e, query=query)
@@ -299,26 +291,13 @@ def large_T_rel(a, T, d_e, G, w, mc, *, method="exact", mgf="exact", query="sum"
 
     Parameters
     ----------
-    a : float
-        ``W_ee = a I``.
-    T : int
-        Sequence length.
-    d_e : int
-        PE dimension.
-    G : ndarray
-        Gram matrices ``(n, q, q)`` (:func:`gram_rule`).
+    a, T, d_e, G, method, mgf, query, n_nodes
+        As for :func:`conditional_moments` (``G`` from
+        :func:`stsim.theory.sphere_law.gram_rule`).
     w : ndarray
-        Their weights.
+        The weights of ``G``.
     mc : bool
         Whether ``G`` is a Monte-Carlo sample.
-    method : str
-        ``"exact"`` or ``"mean"``.
-    mgf : str
-        ``"exact"`` or ``"gauss"`` (mean field).
-    query : str
-        ``"sum"`` or ``"mean"``.
-    n_nodes : int
-        Gauss nodes for t.
     diagnostics : bool
         Whether to return ``margin`` and ``rem`` (else nan).
     """

@@ -46,14 +46,11 @@ def fig_loss_and_a_gamma(out, quick=True, log=print):
         slope = np.polyfit(t[half:], 1.0 / tr.loss[k, half:], 1)[0]
         log(f"T={T}: fitted slope of 1/L on the 2nd half / (4η/(T−1)) = "
               f"{slope / (4 * lr / (T - 1)):.4f}")
-    ax[0].set_yscale("log")
-    ax[0].set_xlabel("GD step")
-    ax[0].set_ylabel("population loss L")
-    ax[0].set_title("loss (exact reduced map = full-matrix GD)")
+    ax[0].set(yscale="log", xlabel="GD step", ylabel="population loss L",
+              title="loss (exact reduced map = full-matrix GD)")
     ax[0].legend(fontsize=8)
-    ax[1].set_xlabel("GD step")
-    ax[1].set_ylabel("1 / L")
-    ax[1].set_title("inverse loss vs rate law 4ηt/(T−1) (dashed)")
+    ax[1].set(xlabel="GD step", ylabel="1 / L",
+              title="inverse loss vs rate law 4ηt/(T−1) (dashed)")
     ax[1].legend(fontsize=7, ncol=2)
     for x in ax:
         x.ticklabel_format(style="sci", axis="x", scilimits=(0, 0))
@@ -69,14 +66,11 @@ def fig_loss_and_a_gamma(out, quick=True, log=print):
         late = tr.a[k] > 4.0          # the law is an a → ∞ asymptote
         ax[1].plot(t[late], pred[late], color=f"C{k}", ls=":", lw=1.5,
                    label=f"1+(T−q)/(q eᵃ), T={T}")
-    ax[0].set_xlabel("GD step")
-    ax[0].set_ylabel("a  (W_ee = a(I − J/T))")
-    ax[0].set_title("a(t): increasing, ~log t")
+    ax[0].set(xlabel="GD step", ylabel="a  (W_ee = a(I − J/T))", title="a(t): increasing, ~log t")
     ax[0].legend(fontsize=8)
     ax[1].axhline(1.0, color="k", lw=0.8)
-    ax[1].set_xlabel("GD step")
-    ax[1].set_ylabel("γ  (V_x = γ I)")
-    ax[1].set_title("γ(t): overshoots 1, returns slowly")
+    ax[1].set(xlabel="GD step", ylabel="γ  (V_x = γ I)",
+              title="γ(t): overshoots 1, returns slowly")
     ax[1].legend(fontsize=7)
     ax[1].set_ylim(0, None)
     for x in ax:
@@ -104,10 +98,8 @@ def fig_invariants(out, quick=True, log=print):
     rel = np.abs(h["loss"] - ref.loss[0]) / ref.loss[0]
     ax.plot(h["step"], np.maximum(np.maximum.accumulate(rel), ZERO), color="k", lw=1,
             label="|L_full − L_reduced| / L")
-    ax.set_yscale("log")
-    ax.set_ylim(ZERO / 3, 1.0)
-    ax.set_xlabel("GD step")
-    ax.set_ylabel("running max of residual\n(exact zeros drawn at 1e-20)")
+    ax.set(yscale="log", ylim=(ZERO / 3, 1.0), xlabel="GD step",
+           ylabel="running max of residual\n(exact zeros drawn at 1e-20)")
     ax.set_title(f"full-matrix population GD, onehot T={T} q={q} d={d} η={lr}", fontsize=9)
     ax.legend(fontsize=7, loc="center right")
     fig.tight_layout()

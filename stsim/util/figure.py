@@ -80,23 +80,17 @@ def history_figure(res):
         if k == "loss" or k.startswith("val"):
             ax[0].plot(step, _plottable(v), label=("train (window mean)" if k == "loss" else k),
                        lw=2 if k == "loss" else 1.2)
-    ax[0].set_yscale("log")
-    ax[0].set_xlabel("step")
-    ax[0].set_ylabel("loss  ½‖f − target‖²")
+    ax[0].set(yscale="log", xlabel="step", ylabel="loss  ½‖f − target‖²", title="loss")
     ax[0].legend(fontsize=8)
-    ax[0].set_title("loss")
     with np.errstate(divide="ignore", over="ignore"):
         ax[1].plot(step, _plottable(1.0 / _plottable(h["loss"])), color="C0")
-    ax[1].set_xlabel("step")
-    ax[1].set_ylabel("1 / training loss")
-    ax[1].set_title("inverse loss (linear = O(1/t))")
+    ax[1].set(xlabel="step", ylabel="1 / training loss", title="inverse loss (linear = O(1/t))")
     if "cos_W" in h:
         ax[2].plot(step, _plottable(h["cos_W"]), label="cos(W, W*)")
         ax[2].plot(step, _plottable(h["cos_V"]), label="cos(V, V*)")
         ax[2].set_ylim(-0.05, 1.05)
         ax[2].legend(fontsize=8)
-    ax[2].set_xlabel("step")
-    ax[2].set_title("cosine similarity to ground truth")
+    ax[2].set(xlabel="step", title="cosine similarity to ground truth")
     fig.suptitle(f"STS_q  T={cfg.get('T')} q={cfg.get('q')} d={cfg.get('d')} "
                  f"pe={cfg.get('pe')}/{cfg.get('sampler')} d_e={cfg.get('d_e')} "
                  f"model={cfg.get('model')} query={cfg.get('query')} "
