@@ -325,29 +325,10 @@ def loss_and_grad(W, V, X, y, P, *, model="theory", query="sum", x_query=None, t
     W : (D, D) array or pair of arrays
         Key-query matrix, ``D = d + d_e``; with ``rank``, the pair ``(W_K, W_Q)`` of
         (rank, D) arrays.
-    V : (d, D) array
-        Value-output matrix.
-    X : (B, T, d) array
-        Tokens.
-    y : (B, q) int array
-        Selected positions.
     P : (T, d_e) or (B, T, d_e) array
         Shared or per-sample encodings.
-    model : {"theory", "practical"}
-        The practical model also attends over the query token.
-    query : {"sum", "mean"}
-        The query convention.
-    x_query : (d,) or (B, d) array, optional
-        The query's token part (zero by default).
-    target : (B, d) array, optional
-        Defaults to STS_q(X, y).
-    attention : str or Attention, optional
-        ``"softmax"`` (default), ``"linear"``, ``"relu"``, ``"sigmoid"``, ``"relu-norm"``,
-        ``"sigmoid-norm"`` or an :class:`~stsim.core.attention.Attention` object.
-    rank : int, optional
-        Rank of the key/query pair (None: the merged ``W``).
-    temperature : float
-        Softmax (or other mechanism's) temperature ``τ > 0``.
+    V, X, y, model, query, x_query, target, attention, rank, temperature
+        As for :func:`forward_backward`.
 
     Returns
     -------
@@ -426,22 +407,8 @@ def attention_weights(W, X, y, pe: PEBatch, *, model="theory", query="sum", x_qu
     ----------
     W : (D, D) array
         Key-query matrix, ``D = d + d_e``.
-    X : (B, T, d) array
-        Tokens.
-    y : (B, q) int array
-        The selected positions.
-    pe : PEBatch
-        Encodings (index or dense form), as from ``Encoding.sample``.
-    model : {"theory", "practical"}
-        The practical model also attends over the query token.
-    query : {"sum", "mean"}
-        The query convention.
-    x_query : (d,) or (B, d) array, optional
-        The query's token part (zero by default).
-    attention : str or Attention, optional
-        The mechanism (:mod:`stsim.core.attention`; default softmax).
-    temperature : float
-        The logits are divided by ``τ``.
+    X, y, pe, model, query, x_query, attention, temperature
+        As for :func:`forward_backward` (``pe`` in index or dense form).
 
     Returns
     -------

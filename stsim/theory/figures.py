@@ -27,6 +27,14 @@ __all__ = ["draw_theory_figures", "fig_loss_and_a_gamma", "fig_invariants"]
 ZERO = 1e-20
 
 
+def _save(fig, ax, title, path):
+    for x in ax:
+        x.ticklabel_format(style="sci", axis="x", scilimits=(0, 0))
+    fig.suptitle(title, fontsize=9)
+    fig.tight_layout()
+    return savefig(fig, path)
+
+
 def fig_loss_and_a_gamma(out, quick=True, log=print):
     """Figure: the reduced dynamics' loss (with the O(1/t) line) and the scalars ``a``,
     ``γ`` against the step, for three T; written into the folder ``out`` (``quick``: fewer
@@ -52,11 +60,7 @@ def fig_loss_and_a_gamma(out, quick=True, log=print):
     ax[1].set(xlabel="GD step", ylabel="1 / L",
               title="inverse loss vs rate law 4ηt/(T−1) (dashed)")
     ax[1].legend(fontsize=7, ncol=2)
-    for x in ax:
-        x.ticklabel_format(style="sci", axis="x", scilimits=(0, 0))
-    fig.suptitle(f"onehot, q={q}, d={d}, η={lr}", fontsize=9)
-    fig.tight_layout()
-    p1 = savefig(fig, os.path.join(out, "theory_loss.png"))
+    p1 = _save(fig, ax, f"onehot, q={q}, d={d}, η={lr}", os.path.join(out, "theory_loss.png"))
 
     fig, ax = plt.subplots(1, 2, figsize=(11, 4))
     for k, T in enumerate(Ts):
@@ -66,18 +70,15 @@ def fig_loss_and_a_gamma(out, quick=True, log=print):
         late = tr.a[k] > 4.0          # the law is an a → ∞ asymptote
         ax[1].plot(t[late], pred[late], color=f"C{k}", ls=":", lw=1.5,
                    label=f"1+(T−q)/(q eᵃ), T={T}")
-    ax[0].set(xlabel="GD step", ylabel="a  (W_ee = a(I − J/T))", title="a(t): increasing, ~log t")
+    ax[0].set(xlabel="GD step", ylabel="a  (W_ee = a(I − J/T))",
+              title="a(t): increasing, ~log t")
     ax[0].legend(fontsize=8)
     ax[1].axhline(1.0, color="k", lw=0.8)
     ax[1].set(xlabel="GD step", ylabel="γ  (V_x = γ I)",
               title="γ(t): overshoots 1, returns slowly")
     ax[1].legend(fontsize=7)
     ax[1].set_ylim(0, None)
-    for x in ax:
-        x.ticklabel_format(style="sci", axis="x", scilimits=(0, 0))
-    fig.suptitle(f"onehot, q={q}, d={d}, η={lr}", fontsize=9)
-    fig.tight_layout()
-    p2 = savefig(fig, os.path.join(out, "theory_a_gamma.png"))
+    p2 = _save(fig, ax, f"onehot, q={q}, d={d}, η={lr}", os.path.join(out, "theory_a_gamma.png"))
     return [p1, p2]
 
 
