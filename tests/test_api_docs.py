@@ -167,6 +167,21 @@ def test_the_reader_sees_a_seeded_misread_entry(doc, why):
     assert misread(good, "function", None) == []
 
 
+def missing_exports(mod) -> list:
+    """The names of ``mod.__all__`` that the module does not define (``from mod import *``
+    would raise on them)."""
+    return [n for n in getattr(mod, "__all__", ()) if not hasattr(mod, n)]
+
+
+def test_every_exported_name_exists():
+    """Every name in every module's ``__all__`` exists; a seeded stale name is seen."""
+    bad = {m: missing_exports(importlib.import_module(m)) for m in MODULES}
+    assert {m: v for m, v in bad.items() if v} == {}
+    fake = type(stsim)("fake")
+    fake.__all__, fake.NAME = ["NAME", "TABLES"], "x"
+    assert missing_exports(fake) == ["TABLES"]
+
+
 def test_api_reference_lists_every_module():
     """The reference is one page per layer (docs/api/*.rst); together they list every
     module, each once."""

@@ -85,7 +85,6 @@ from __future__ import annotations
 import concurrent.futures as cf
 import contextlib
 import os
-import pickle
 import sys
 import threading
 import time

@@ -23,7 +23,6 @@ SECONDS_PER_REDUCED_STEP = 1.0e-6   # reduced_gd_scalar: 0.35–0.8 µs here, ~1
 SECONDS_PER_ENUM_UNIT = 5.0e-8      # full-matrix population GD, per configuration·T·q·step
 SECONDS_PER_FULL_STEP = 5.0e-4      # ... and its overhead per step
 SECONDS_PER_SAMPLE_ENTRY = 2.0e-7   # forward(+backward) per sample and token / width entry
-SECONDS_PER_MATRIX_ENTRY = 2.0e-7   # per (d + d_e)² entry per batch (gradient, accumulators)
 N_BATCHES = 40                      # batches of the block-gradient estimate
 MAX_RECORDS = 20000                 # records kept of a reduced trajectory
 

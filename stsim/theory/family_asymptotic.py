@@ -80,9 +80,8 @@ from __future__ import annotations
 import math
 
 import numpy as np
-from scipy.optimize import minimize_scalar
 
-from stsim.theory.sphere_law import gram_rule, log_gauss_mgf, log_sphere_mgf, sphere_nodes
+from stsim.theory.sphere_law import log_gauss_mgf, log_sphere_mgf, sphere_nodes
 
 __all__ = ["conditional_moments", "mean_field_terms", "family_mc_moments", "rel_and_se",
            "large_T_rel", "METHODS"]

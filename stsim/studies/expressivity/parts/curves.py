@@ -17,7 +17,7 @@ from stsim.studies.expressivity.common import (array_text, check_settings, desig
 from stsim.util.io import write_csv, write_json
 from stsim.util.stats import fit_linear
 
-__all__ = ["NAME", "COLS", "TABLES", "check", "design", "curves_point", "describe", "analyse",
+__all__ = ["NAME", "COLS", "check", "design", "curves_point", "describe", "analyse",
            "write", "curve_slopes", "plot_curves", "qsa_point"]
 
 NAME = "curves"

@@ -46,7 +46,7 @@ def structure_of(W, V, d):
             "gamma": float(np.trace(Vx) / d)}
 
 
-def construction_loss(lams, T, q, d, d_e, n, rng, gammas=None):
+def construction_loss(lams, T, q, d, d_e, n, rng):
     """Loss of the construction ``W = λ W*``, ``V = γ V*`` on ``n`` fresh STS_q samples with
     stochastic/sphere PE (sum query), for each λ: with ``γ = 1`` and with the
     least-squares ``γ*(λ) = Σ<h,t>/Σ‖h‖²``. Returns (loss_gamma1, loss_gamma_opt, gamma_opt).

@@ -56,12 +56,6 @@ def predicted_m(N, q, eps, gamma):
     return q * math.log(2 * (N - q) / (q * eps)) / (2 * gamma * (1 - gamma))
 
 
-def predicted_m(N, q, eps, gamma):
-    """The derived width for mean weight error ``ε`` at the design λ (exact query):
-    ``m = q ln(2(N−q)/(qε)) / (2γ(1−γ))``."""
-    return q * math.log(2 * (N - q) / (q * eps)) / (2 * gamma * (1 - gamma))
-
-
 def check(cfg):
     """``ValueError`` for a bad setting of this part."""
     check_settings(NAME, cfg, ints=("Ns", "qs", "n_inputs", "m_max", "reps", "sum_m_max")
