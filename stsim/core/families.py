@@ -15,7 +15,7 @@ import inspect
 import numpy as np
 
 from stsim.core.encodings import (_ALIASES, PE_NAMES, SAMPLERS, Encoding, NearOrthogonal,
-                                  OneHot, StochasticSlots, StochasticSphere)
+                                  OneHot, PEBatch, StochasticSlots, StochasticSphere)
 from stsim.util.validate import check_int
 
 __all__ = ["register_encoding", "canonical_pe", "encoding_spec", "EncodingSpec", "is_dense",
