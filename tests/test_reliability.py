@@ -213,6 +213,22 @@ def test_sigterm_reaches_a_run_whose_ctrl_c_is_ignored(tmp_path):
     assert not (out / ".stsim-run.lock").exists()
 
 
+def test_a_nested_route_gives_the_outer_route_back():
+    # before: leaving an inner route (a run's loop inside a study) dropped the study's
+    # route, so a later SIGTERM no longer ended the study's pool
+    from stsim.util.signals import TerminateAsInterrupt, route_termination
+    seen = []
+    with TerminateAsInterrupt():
+        with route_termination(lambda s, f: seen.append("outer")):
+            with route_termination(lambda s, f: seen.append("inner")):
+                pass
+            try:
+                signal.raise_signal(signal.SIGTERM)
+            except KeyboardInterrupt:
+                seen.append("no route")
+    assert seen == ["outer"]
+
+
 def test_terminate_as_interrupt_restores_the_handlers():
     from stsim.util.signals import TerminateAsInterrupt
     before = signal.getsignal(signal.SIGTERM)
@@ -308,6 +324,71 @@ def test_sigterm_ends_a_python_sweep_after_saving_its_rows_and_lock(tmp_path):
     # before: the rows were in the journal, but the table was stale and the lock stayed
     assert [r["a"] for r in stsim.sweep.read_table(out)] == [0, 1]
     assert not (tmp_path / "t.csv.lock").exists()
+
+
+SWEEP_TERM_POOL = """
+import os, signal, sys, time
+signal.signal(signal.SIGINT, signal.default_int_handler)
+import stsim
+
+def row(a, seed):
+    if a >= 2:
+        open(sys.argv[2] + str(a), "w").close()
+        time.sleep(300)
+    return {"v": a}
+
+if __name__ == "__main__":
+    stsim.sweep(row, {"a": [0, 1, 2, 3]}, out=sys.argv[1], max_workers=2)
+"""
+
+
+@pytest.mark.pool
+def test_sigterm_on_a_pool_sweep_ends_it_quietly(tmp_path):
+    # before: loky's manager thread raised InvalidStateError on the futures the sweep had
+    # cancelled, and its resource tracker warned of leaked semaphores (the process died by
+    # the signal without running multiprocessing's exit finalizers)
+    (tmp_path / "drv.py").write_text(SWEEP_TERM_POOL)
+    out, ready = tmp_path / "t.csv", str(tmp_path / "ready")
+    proc = subprocess.Popen([sys.executable, str(tmp_path / "drv.py"), str(out), ready],
+                            stderr=subprocess.PIPE, text=True)
+    t0 = time.monotonic()
+    while not (os.path.exists(ready + "2") and os.path.exists(ready + "3")):
+        assert proc.poll() is None and time.monotonic() - t0 < 120, proc.communicate()
+        time.sleep(0.05)
+    proc.terminate()
+    _, err = proc.communicate(timeout=60)
+    assert proc.returncode == -signal.SIGTERM
+    assert "Traceback" not in err and "leaked" not in err, err
+    assert [r["a"] for r in stsim.sweep.read_table(out)] == [0, 1]
+    assert not (tmp_path / "t.csv.lock").exists()
+
+
+@pytest.mark.pool
+def test_sigterm_on_a_background_study_ends_its_running_workers(tmp_path):
+    # a study launched in the background (`stsim figures ... &` from a script: SIGINT
+    # ignored). Before: SIGTERM raised in the driver, which then waited for the workers'
+    # running runs to finish (they ignore SIGINT; here hours of steps) before exiting
+    out = tmp_path / "o"
+    proc = subprocess.Popen([sys.executable, "-m", "stsim", "separation", "--fcn_Ts", "4,8",
+                             "--tf_Ts", "4", "--family_Ts", "4,8", "--steps", "10000000",
+                             "--long_steps", "10000000", "--long_Ts", "", "--workers", "2",
+                             "--quiet", "--out", str(out)], start_new_session=True,
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                            env=dict(os.environ, MPLBACKEND="Agg"),
+                            preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_IGN))
+    t0 = time.monotonic()
+    while not (out / "raw").exists():          # the study has begun its runs
+        assert proc.poll() is None and time.monotonic() - t0 < 120, proc.communicate()
+        time.sleep(0.1)
+    time.sleep(20)                             # the workers are inside their runs
+    os.kill(proc.pid, signal.SIGTERM)
+    try:
+        _, err = proc.communicate(timeout=90)  # a hang guard: the runs take hours
+    except subprocess.TimeoutExpired:
+        os.killpg(proc.pid, signal.SIGKILL)
+        pytest.fail("the study did not end on SIGTERM: it waited for its running runs")
+    assert proc.returncode == 143, err
+    assert "Traceback" not in err and "leaked" not in err, err
 
 
 SLOW_WRITE = """

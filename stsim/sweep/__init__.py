@@ -443,7 +443,7 @@ def sweep(fn, grid, *, seeds=1, root_seed=0, executor=None, out=None, max_worker
                 if own:
                     with contextlib.suppress(Exception):
                         if isinstance(ex, OneThreadProcessPool):
-                            ex.kill()
+                            ex.shutdown(wait=True, kill_workers=True)   # workers ended now
                         else:
                             ex.shutdown(wait=False, cancel_futures=True)
                 if out is not None and times:     # rows finished now: the table shows them

@@ -157,6 +157,14 @@ class OneThreadProcessPool(_PoolBase):
             with contextlib.suppress(Exception):     # queued, not started: dropped
                 for item in list(self._pending_work_items.values()):
                     item.future.cancel()
+        if kill_workers:
+            # loky fails every pending item's future; one the caller cancelled already
+            # would raise InvalidStateError in loky's manager thread (a traceback on
+            # stderr), so those items are dropped first
+            with contextlib.suppress(Exception):
+                for key, item in list(self._pending_work_items.items()):
+                    if item.future.cancelled():
+                        self._pending_work_items.pop(key, None)
         super().shutdown(wait=wait, kill_workers=kill_workers)
 
     def kill(self) -> None:
@@ -204,19 +212,37 @@ def stop_on_interrupt(executor=None):
     sweep's row raises at once rather than return its run so far as a finished row
     (``status="interrupted"``, which the sweep would journal as done). The previous
     handler is put back on leaving. Yields whether it acts.
+
+    Where SIGINT is ignored (a background job of a script) Ctrl-C cannot come, but a
+    SIGTERM or SIGHUP that :class:`stsim.util.signals.TerminateAsInterrupt` turns into an
+    interrupt (the ``stsim`` command, :func:`stsim.sweep`) is routed to the same handler
+    (:func:`stsim.util.signals.route_termination`): without it the workers would go on with
+    their runs, and a study driving its sweeps from threads would wait for them to finish.
     """
-    acts = (threading.current_thread() is threading.main_thread()
-            and signal.getsignal(signal.SIGINT) is signal.default_int_handler)
-    if not acts:
+    def kill():
+        if isinstance(executor, OneThreadProcessPool):
+            with contextlib.suppress(Exception):
+                executor.kill()
+
+    main = threading.current_thread() is threading.main_thread()
+    if main and signal.getsignal(signal.SIGINT) is signal.SIG_IGN:
+        from stsim.util.signals import route_termination
+
+        def on_termination(signum, frame):
+            kill()
+            raise KeyboardInterrupt
+
+        with route_termination(on_termination):
+            yield False
+        return
+    if not (main and signal.getsignal(signal.SIGINT) is signal.default_int_handler):
         yield False
         return
     previous = signal.getsignal(signal.SIGINT)
 
     def handler(signum, frame):
         signal.signal(signal.SIGINT, previous)
-        if isinstance(executor, OneThreadProcessPool):
-            with contextlib.suppress(Exception):
-                executor.kill()
+        kill()
         raise KeyboardInterrupt
 
     signal.signal(signal.SIGINT, handler)

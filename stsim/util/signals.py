@@ -106,13 +106,14 @@ def route_termination(handler):
     handles them."""
     routers = {getattr(signal.getsignal(s), "__self__", None) for s in SIGNALS}
     routers = [r for r in routers if isinstance(r, TerminateAsInterrupt)]
+    previous = [r._direct for r in routers]      # nested: the outer route comes back
     for r in routers:
         r.route_to(handler)
     try:
         yield
     finally:
-        for r in routers:
-            r.route_to(None)
+        for r, p in zip(routers, previous):
+            r.route_to(p)
 
 
 @contextlib.contextmanager
@@ -130,7 +131,20 @@ def end_like_interrupt():
         if term.received is None:
             raise
     if term.received is not None:      # handlers restored: the default action ends us
+        _release_semaphores()
         signal.raise_signal(term.received)
+
+
+def _release_semaphores():
+    """Run what a normal exit runs for multiprocessing objects (their finalizers of
+    priority >= 0: a process pool's queues unlink their named semaphores), since a process
+    ended by a signal's default action runs no exit handler: the resource tracker would
+    then clean them up and warn of 'leaked semlock objects'. A private hook of
+    ``multiprocessing.util`` (there since Python 2.6); skipped where it is missing."""
+    run = getattr(sys.modules.get("multiprocessing.util"), "_run_finalizers", None)
+    if run is not None:
+        with contextlib.suppress(Exception):
+            run(0)
 
 
 @contextlib.contextmanager
