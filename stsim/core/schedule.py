@@ -63,16 +63,33 @@ T = 50 to 1000). Two things keep SGD from using it. (i) ``W_xe``: its population
 vanishes from zero init, but its minibatch gradient makes it diffuse, which tilts the
 attention towards the tokens along ``W_xe p_q`` and holds ``γ`` and the escape back (the
 lag below), and its bound ``η_xe(B)`` is small. Holding W's token rows ``W_xx, W_xe`` at
-their population value 0 removes both. (ii) the noise in ``W_ee``: per entry, a sample's
-gradient has variance ``∝ c² γ² d/(q T²)`` on its ``T q`` of the ``n²`` entries, so over a
-plateau of ``∝ n/(c² η_W)`` steps the logit noise of a selected token grows to
-``σ² ∝ c² q d η_W/(B n)`` (up to the plateau's slow growth with T); a noise ``σ²`` in the
-selected logits costs ``σ² L(0)``, so reaching 2% of L(0) caps ``η_W ∝ B n/(c² q d)``:
+their population value 0 removes both. (ii) The additive noise in ``W_ee`` on the plateau:
+a sample's gradient has variance ``c² γ² d/(q T²)`` on each of its ``T q`` of the ``n²``
+entries, so a step adds ``c⁴ η_W² γ² d/(n² T B)`` to the variance of each entry and
+``q`` times that to a token's logit ``c Σ_{s∈S} W_ee[k, s]``; over the plateau, whose length
+is ``∝ T n/(c² η_W)`` (W's gradient on the plateau carries the weight ``1/T`` of a uniform
+attention), the logit noise grows to ``σ² ∝ c² q d η_W/(B n)`` — T cancels. A noise ``σ²``
+among the selected logits costs ``≈ σ² L(0)``, so reaching 2% of L(0) caps
+``η_W ∝ B n/(c² q d)`` (measured constant :data:`NOISE_W`). (iii) The multiplicative noise
+in ``W_ee`` during the descent — where T enters. The mean-square bound of *Stability with a
+batch* applies to ``W_ee``'s own directions: their population curvature is ``O(1/n)``,
+but one sample puts ``κ_W = c² q γ² tr Σ_s²`` (:func:`kappa_W`) on its own output, so
+``η_W < 2B/κ_W``. At the solution ``κ_W = c²(q−1)/q``; but while the attention
+concentrates, γ overshoots (its optimum ``s₊/S₂`` is ``1/m`` for a selected mass ``m``: the
+reduced map passes γ ≈ 3.5 at T = 200, 5.8 at T = 2000) and ``κ_W`` peaks: for ``T → ∞``
+with γ at its optimum ``κ_W → c²(1 − m(2−m)/q) → c²`` as ``m → 0``, and along the reduced
+map its supremum is 0.66–0.99 c² (q = 2–5, T = 20–2000). With the plateau cap (ii),
+``η_W ∝ n``, so ``ρ = η_W sup κ_W/B`` grows with T: at the previous default ``η_W = n/10``
+(q = 3, B = 256) ``ρ`` = 0.14, 0.36, 0.72, 1.45 at T = 200, 500, 1000, 2000, and SGD
+reached 2% of L(0) at 1.03, 1.06, 1.10 times the map's step and, at T = 2000, not within
+twice it (docs/model.md, "A step per block"). Half the bound, as for the single step,
+with ``κ_W ≤ c²`` (:data:`KAPPA_W`):
 
-    η_W = NOISE_W · B n/(c² q d),     η_V = η_max(B)/2 without the W_xe term,
+    η_W = min(NOISE_W · B n/(c² q d), B/c²),     η_V = η_max(B)/2 without the W_xe term,
 
-with ``NOISE_W`` MEASURED (docs/model.md, "A step per block": half the largest step that
-kept SGD within 1.1x of the map at T = 50 and 200, since the lag grows with T). This is used, with
+the second binding for ``n > q d/NOISE_W`` (2 560 at q = 3, d = 5, any B and c: T > 1 280
+with slots). ``NOISE_W`` is MEASURED (docs/model.md, "A step per block": half the largest
+step that kept SGD within 1.1x of the map at T = 50 and 200). This is used, with
 ``freeze = ("W_xx", "W_xe")``, when ``η_W`` exceeds the single step; else the single step.
 
 **Step count.** The reduced map is run at the chosen lr from zero; ``t_2%`` is its first step
@@ -122,7 +139,7 @@ from stsim.core.reduced import MAX_STEPS, TARGET, reduced_map_steps
 from stsim.util.validate import lr_text
 
 __all__ = ["Schedule", "eta_max", "eta_V_max", "eta_xe_max", "sample_curvature", "eta_W_block", "derived_steps",
-           "FROZEN", "NOISE_W", "estimated_seconds", "default_schedule", "predict", "SGD_ESCAPE_LAG",
+           "FROZEN", "NOISE_W", "KAPPA_W", "kappa_W", "estimated_seconds", "default_schedule", "predict", "SGD_ESCAPE_LAG",
            "adam_steps", "fallback_note", "TARGET", "SAFETY",
            "MARGIN", "ADAM_LR", "ADAM_STEPS_PER_T", "FALLBACK_STEPS", "LongRunWarning", "wall_seconds", "beyond_note"]
 
@@ -132,14 +149,22 @@ SAFETY = 0.5           # lr = SAFETY * eta_max
 #: reaches 2% of L(0) within 1.03-1.07x the reduced map's step at T = 50 and 200; at n/5
 #: the lag grew with T (1.07-1.09 at T = 50, 200; 1.24 at T = 500, ending at 1.4% of L(0))
 NOISE_W = 0.00586
+#: the bound on ``κ_W / c²``, the curvature one sample puts on its own output through
+#: ``W_ee`` along the descent (module docstring, *A step per block*): DERIVED, the limit
+#: ``1 − m(2 − m)/q → 1`` of a diffuse attention (selected mass m → 0) with γ at its
+#: optimum; along the reduced map its supremum is 0.66-0.99 (q = 2-5, T = 20-2000)
+KAPPA_W = 1.0
 MARGIN = 2.0           # steps = MARGIN * t_TARGET of the reduced map (3 without exact reduction)
 FALLBACK_STEPS = 1000  # steps where nothing is derived
 SECONDS_PER_TOKEN = 1.8e-7   # rough cost of one sample-token of one SGD step (measured, 1 core)
 LONG_RUN_S = 90.0
 #: seconds per sample-token of one step with the batches drawn ahead on a second core
-#: (index encodings), MEASURED on the idle 2-core machine: 3.27 ms a step at slots T = 200
-#: and 16.3 / 32.7 ms at T = 800 / 1600 (docs/model.md, "Scaling in T"; batch 256)
-SECONDS_PER_TOKEN_AHEAD = 8.0e-8
+#: (index encodings), MEASURED on the nearly idle 2-core machine (load 0.7-1.7) by the
+#: default calls themselves (a step per block, batch 256, records every steps/100):
+#: 11.8 / 51.2 / 163.7 s for 1 200 / 2 200 / 4 000 steps at slots T = 200 / 500 / 1000,
+#: i.e. 1.56 / 1.73 / 1.57e-7 with START_S and the records taken out (docs/model.md,
+#: "A step per block"); twice the 8e-8 of the scaling table's bare steps
+SECONDS_PER_TOKEN_AHEAD = 1.6e-7
 START_S = 2.0          # import excluded: building the problem, validation sets, saving
 RECORD_COST = 0.5      # a validation pass over one batch's tokens, in steps (forward only)
 #: online SGD's escape step over the reduced map's (population GD), MEASURED at batch 256
@@ -207,6 +232,22 @@ def sample_curvature(q: int, d: int, c: float = 1.0, token_rows: bool = True) ->
     return k + (c * c * (q - 1.0) * (q + d) / q if token_rows else 0.0)
 
 
+def kappa_W(a: float, gamma: float, T: int, q: int, c: float = 1.0) -> float:
+    """``κ_W``: the curvature one sample puts on its own output through ``W_ee`` (per
+    output dimension) on the reduced state ``W_ee = a I − b J``, ``V_x = γ I`` of the
+    theory model (module docstring, *A step per block*): ``c² q γ² tr Σ_s²`` with
+    ``Σ_s = diag s − s sᵀ``, ``tr Σ_s² = S₂ − 2 S₃ + S₂²``, ``S_k = q s₊^k + (T − q) s₋^k``
+    (``c²(q−1)/q`` at the solution)."""
+    th = c * a
+    m = max(th, 0.0)
+    e_sel, e_dec = math.exp(th - m), math.exp(-m)
+    Z = q * e_sel + (T - q) * e_dec
+    sp, sm = e_sel / Z, e_dec / Z
+    S2 = q * sp * sp + (T - q) * sm * sm
+    S3 = q * sp ** 3 + (T - q) * sm ** 3
+    return c * c * q * gamma * gamma * (S2 - 2.0 * S3 + S2 * S2)
+
+
 def eta_V_max(q: int, d: int, batch: int | None = None, c: float = 1.0,
               token_rows: bool = True) -> float:
     """V's bound ``2/(1/q + κ/B)`` (``2q`` for the population, ``batch=None``; ``κ``:
@@ -236,11 +277,14 @@ def eta_max(q: int, d: int, n: int, c: float = 1.0, batch: int | None = None) ->
 
 def eta_W_block(q: int, d: int, n: int, c: float = 1.0, batch: int | None = None) -> float:
     """W's own step when its token rows are held at 0 (module docstring, *A step per
-    block*): ``NOISE_W · B n/(c² q d)``, a step whose minibatch noise in ``W_ee``
-    stays well below the 2% level (MEASURED constant :data:`NOISE_W`: half the largest
-    measured to keep SGD within 1.1x of the map at T <= 200); ``inf`` for the
+    block*): ``min(NOISE_W · B n/(c² q d), SAFETY · 2B/(c² KAPPA_W))`` — the smaller of
+    the step whose minibatch noise in ``W_ee`` stays well below the 2% level over the
+    plateau (MEASURED constant :data:`NOISE_W`) and half W_ee's mean-square bound
+    ``2B/κ_W`` during the descent (``κ_W ≤ c² KAPPA_W``, derived); ``inf`` for the
     population."""
-    return math.inf if batch is None else NOISE_W * batch * n / (c * c * q * d)
+    if batch is None:
+        return math.inf
+    return min(NOISE_W * batch * n / (c * c * q * d), SAFETY * 2.0 * batch / (c * c * KAPPA_W))
 
 
 def estimated_seconds(cfg, steps=None) -> float:
@@ -369,8 +413,10 @@ def derived_steps(cfg, n, blocks=True):
     lr_W = eta_W_block(cfg.q, cfg.d, n, c, B)
     if lr_W <= single:
         return single, (), note
+    rule = (f"{NOISE_W:g} B n/(c^2 q d)" if lr_W < SAFETY * 2.0 * B / (c * c * KAPPA_W)
+            else "B/c^2 (half W_ee's bound 2B/kappa_W, kappa_W <= c^2)")
     return {"W": lr_W, "V": lr_V}, FROZEN, (
-        f"a step per block: W {lr_W:.4g} = {NOISE_W:g} B n/(c^2 q d) with W's token rows "
+        f"a step per block: W {lr_W:.4g} = {rule} with W's token rows "
         f"{'+'.join(FROZEN)} held at 0, V {lr_V:.4g} = eta_V/2" + (" x 1/2" if half else ""))
 
 
