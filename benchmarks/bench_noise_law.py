@@ -63,7 +63,7 @@ def logit_noise(R, q, c, rng, k=4000):
     return float(Ls.var(axis=1, ddof=1).mean()), float(Ld.var())
 
 
-def measure(T, steps, every, ratio=None, q=3, d=5, seed=0, n=None, lr_W=None):
+def measure(T, steps, every, ratio=None, q=3, d=5, seed=0, n=None, lr_W=None, save=None):
     opts = dict(T=T, q=q, d=d, seed=seed, steps=steps, eval_every=every)
     if n is not None:
         opts["d_e"] = n
@@ -117,6 +117,8 @@ def measure(T, steps, every, ratio=None, q=3, d=5, seed=0, n=None, lr_W=None):
             "seconds": round(time.perf_counter() - t0, 1), "load": round(os.getloadavg()[0], 2)})
         print({k: (f"{v:.4g}" if isinstance(v, float) else v) for k, v in rows[-1].items()},
               flush=True)
+        if save is not None:
+            save(rows)
         if sess.done:
             break
     sess.finish()
@@ -134,10 +136,14 @@ def main(argv=None):
     p.add_argument("--out", default=os.path.join("docs", "figures", "long", "noise_law.csv"))
     args = p.parse_args(argv)
     for T in (int(t) for t in args.T.split(",")):
-        rows = measure(T, args.steps, args.every, args.ratio, n=args.n, lr_W=args.lr_W)
         old = read_csv(args.out) if os.path.exists(args.out) else []
-        keep = [r for r in old if not (int(r["T"]) == T and float(r["lr_W"]) == rows[0]["lr_W"])]
-        write_csv(args.out, COLUMNS, keep + rows)
+
+        def save(rows):             # after every row: a stopped run keeps what it measured
+            keep = [r for r in old if not (int(r["T"]) == T and int(r["n"]) == rows[0]["n"]
+                                           and float(r["lr_W"]) == rows[0]["lr_W"])]
+            write_csv(args.out, COLUMNS, keep + rows)
+
+        measure(T, args.steps, args.every, args.ratio, n=args.n, lr_W=args.lr_W, save=save)
 
 
 if __name__ == "__main__":
