@@ -35,9 +35,9 @@ COLUMNS = ["T", "n", "batch", "lr_W", "lr_V", "held", "map_50", "map_2", "sgd_50
            "ratio_2", "every", "status", "seconds", "load"]
 
 
-def measure(T, ratio, held=True, lr_V=5.5, batch=256, q=3, d=5, seed=0):
-    n = 2 * T
-    lr = {"W": ratio * n, "V": lr_V}
+def measure(T, ratio, held=True, lr_V=5.5, batch=256, q=3, d=5, seed=0, n=None, lr_W=None):
+    n = 2 * T if n is None else n
+    lr = {"W": ratio * n if lr_W is None else lr_W, "V": lr_V}
     m50, m2 = reduced_map_steps(T, q, d, lr, n)
     steps = int(2.5 * m2) + 1
     every = max(1, m2 // 40)
@@ -66,19 +66,26 @@ def main(argv=None):
     p.add_argument("--T", default="50,200")
     p.add_argument("--ratios", default="0.1,0.2,0.4,0.8", help="η_W / n")
     p.add_argument("--free", action="store_true", help="also W's token rows free, η_W = n/5")
+    p.add_argument("--n", type=int, default=None, help="d_e = n (default 2T)")
+    p.add_argument("--lr-W", dest="lr_W", default=None,
+                   help="comma list of η_W (instead of --ratios)")
+    p.add_argument("--lr-V", dest="lr_V", type=float, default=5.5)
     p.add_argument("--out", default=os.path.join("docs", "figures", "long", "block_step.csv"))
     args = p.parse_args(argv)
     rows = []
     for T in (int(t) for t in args.T.split(",")):
-        runs = [(float(r), True) for r in args.ratios.split(",")]
-        runs += [(0.2, False)] if args.free else []
-        for ratio, held in runs:
-            rows.append(measure(T, ratio, held))
+        runs = [(float(r), True, None) for r in args.ratios.split(",")] if not args.lr_W else \
+            [(None, True, float(w)) for w in args.lr_W.split(",")]
+        runs += [(0.2, False, None)] if args.free else []
+        for ratio, held, lr_W in runs:
+            rows.append(measure(T, ratio, held, lr_V=args.lr_V, n=args.n, lr_W=lr_W))
             print(rows[-1], flush=True)
             write_csv(args.out, COLUMNS, rows)
-    print(f"\n{'T':>5} {'eta_W/n':>8} {'held':>5} | {'map 2%':>7} {'SGD 2%':>12} {'ratio':>6}")
+    print(f"\n{'T':>5} {'n':>5} {'eta_W':>7} {'eta_W/n':>8} {'held':>5} | {'map 2%':>7} "
+          f"{'SGD 2%':>12} {'ratio':>6}")
     for r in rows:
-        print(f"{r['T']:>5} {r['lr_W'] / r['n']:>8.2f} {r['held']:>5} | {r['map_2']:>7} "
+        print(f"{r['T']:>5} {r['n']:>5} {r['lr_W']:>7.4g} {r['lr_W'] / r['n']:>8.3f} "
+              f"{r['held']:>5} | {r['map_2']:>7} "
               f"{r['sgd_2'] or 'not reached':>12} {r['ratio_2'] or '-':>6}")
 
 

@@ -3,8 +3,8 @@
 For each T (stochastic/slots, q = 3, d = 5, batch 256, seed 0):
 
 * **default**: ``stsim.run(T=T, q=3)``, only the problem named. For SGD with minibatches
-  the derived step is a step per block (W: ``NOISE_W · B n/(c² q d)``, V: half its
-  mean-square bound) with W's token rows ``W_xx, W_xe`` held at 0 (``stsim.core.schedule``,
+  the derived step is a step per block (W: ``min(NOISE_W · B n/(c² q d), B/c²)``, V: half
+  its mean-square bound) with W's token rows ``W_xx, W_xe`` held at 0 (``stsim.core.schedule``,
   ``docs/model.md``, "A step per block"); run to its end.
 * **plain**: the paper's single step on every parameter — ``lr`` = the derived single
   step ``eta_max(B)/2``, ``freeze=()``, records every ``--plain-every`` steps — stopped by a
@@ -22,11 +22,13 @@ the machine change the times: read them with the load.
 
 Writes ``docs/figures/long/default_vs_plain.csv`` (one row per run; ``--out``; rows of
 other lengths and arms already there are kept) with ``stsim.util.io.write_csv`` and prints
-the table; ``--table a.csv,b.csv`` prints the table of committed rows.
+the table; ``--table a.csv,b.csv`` prints the table of committed rows; ``--log`` appends
+every record as it is made (JSON lines), so a long run can be followed.
 """
 from __future__ import annotations
 
 import argparse
+import json
 import os
 import resource
 import sys
@@ -50,7 +52,7 @@ def _cpu():
     return r.ru_utime + r.ru_stime
 
 
-def measure(T, arm, cap_s, plain_every, q=3, stop=False):
+def measure(T, arm, cap_s, plain_every, q=3, stop=False, log=None):
     """One run (module docstring); a dict with :data:`COLUMNS`."""
     if arm == "default":
         opts = dict(T=T, q=q)
@@ -67,6 +69,10 @@ def measure(T, arm, cap_s, plain_every, q=3, stop=False):
 
     def callback(row):
         now = time.perf_counter() - t0
+        if log is not None:
+            with open(log, "a", encoding="utf-8") as fh:
+                fh.write(json.dumps({"T": T, "arm": arm, "s": round(now, 1), **{
+                    k: float(v) for k, v in row.items()}}) + "\n")
         if "v0" not in hit:
             hit["v0"] = row["val"]
         if "step" not in hit and row["val"] <= 0.02 * hit["v0"]:
@@ -122,6 +128,8 @@ def main(argv=None):
                    help="plain SGD: steps between records")
     p.add_argument("--stop-at-2", dest="stop", action="store_true",
                    help="default: stop at the first record at or below 2%% (time to 2%% only)")
+    p.add_argument("--log", default=None,
+                   help="append every record (JSON lines: T, arm, seconds, the history row)")
     p.add_argument("--out", default=os.path.join("docs", "figures", "long",
                                                  "default_vs_plain.csv"))
     p.add_argument("--table", default=None,
@@ -134,7 +142,8 @@ def main(argv=None):
     for T in (int(t) for t in args.T.split(",")):
         for arm in args.arms.split(","):
             rows = [r for r in rows if (int(r["T"]), r["arm"]) != (T, arm)]
-            rows.append(measure(T, arm, args.cap_s, args.plain_every, stop=args.stop))
+            rows.append(measure(T, arm, args.cap_s, args.plain_every, stop=args.stop,
+                                log=args.log))
             print(rows[-1], flush=True)
             rows.sort(key=lambda r: (int(r["T"]), r["arm"]))
             write_csv(args.out, COLUMNS, rows)

@@ -109,7 +109,8 @@ class Config:
         None, "learning rate (a given value is obeyed exactly): one number for every "
         "parameter, or one per parameter (Python: a dict {'W': 200, 'V': 5.5}; command line: "
         "W=200,V=5.5)", "derived for SGD from the reduced dynamics and the batch B: a step "
-        "per block W=0.00586 B n/(c^2 q d), V=half V's stability bound 2/(1/q + kappa/B), "
+        "per block W=min(0.00586 B n/(c^2 q d), B/c^2), V=half V's stability bound "
+        "2/(1/q + kappa/B), "
         "with W's token rows W_xx,W_xe held at 0 (freeze) - beyond the paper's single step "
         "on every parameter; else (or when freeze is given without them) the single step "
         "eta_max/2; adam 0.02; see stsim.core.schedule")

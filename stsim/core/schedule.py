@@ -59,36 +59,39 @@ T=50, q=3; the query token's own logit grows like ``c² q a``). Tested on a grid
 **A step per block** (the default for SGD with minibatches when it helps,
 :func:`derived_steps`). The bound ``2q`` is V's; W's own reduced direction is stable to
 ``η_W ≈ 2(n−1)/(c² sup L_θθ)``, of order n (the map converges at ``η_W = n`` for
-T = 50 to 1000). Two things keep SGD from using it. (i) ``W_xe``: its population gradient
+T = 50 to 1000). Three things keep SGD from using it. (i) ``W_xe``: its population gradient
 vanishes from zero init, but its minibatch gradient makes it diffuse, which tilts the
 attention towards the tokens along ``W_xe p_q`` and holds ``γ`` and the escape back (the
-lag below), and its bound ``η_xe(B)`` is small. Holding W's token rows ``W_xx, W_xe`` at
-their population value 0 removes both. (ii) the noise in ``W_ee``: per entry, a sample's
-gradient has variance ``∝ c² γ² d/(q T²)`` on its ``T q`` of the ``n²`` entries, so over a
-plateau of ``∝ n/(c² η_W)`` steps the logit noise of a selected token grows to
-``σ² ∝ c² q d η_W/(B n)`` (up to the plateau's slow growth with T); a noise ``σ²`` in the
-selected logits costs ``σ² L(0)``, so reaching 2% of L(0) caps ``η_W ∝ B n/(c² q d)``:
+lag below), and its bound ``η_xe(B)`` is small: holding W's token rows ``W_xx, W_xe`` at
+their population value 0 removes both. (ii) The additive noise in ``W_ee`` on the plateau:
+a sample's gradient has variance ``c² γ² d/(q T²)`` on each of its ``T q`` of the ``n²``
+entries; over a plateau of ``∝ T n/(c² η_W)`` steps a token's logit noise grows to
+``σ² ∝ c² q d η_W/(B n)`` (T cancels), and ``σ²`` among the selected logits costs ``≈ σ² L(0)``:
+reaching 2% of L(0) caps ``η_W ∝ B n/(c² q d)`` (the constant :data:`NOISE_W` MEASURED).
+(iii) Where T enters: the mean-square bound of *Stability with a batch* on ``W_ee``'s own
+directions, ``η_W < 2B/κ_W``, ``κ_W = c² q γ² tr Σ_s²`` (:func:`kappa_W`) the curvature one
+sample puts on its output through ``W_ee``. It is ``c²(q−1)/q`` at the solution, but γ
+overshoots while the attention concentrates (γ ≈ 5.8 on the map at T = 2000) and ``κ_W``
+peaks near ``c²`` (the limit of a diffuse attention with γ at its optimum ``s₊/S₂``;
+0.66–0.99 c² along the map, q = 2–5, T = 20–2000). As (ii) makes ``η_W ∝ n``, the peak
+``ρ = η_W sup κ_W/B`` grows with T: at ``η_W = n/10`` (q = 3, B = 256) 0.14, 0.36, 0.72, 1.45
+at T = 200, 500, 1000, 2000, where SGD reached 2% at 1.03, 1.06, 1.10 times the map's step
+and not at all. Half the bound, as for the single step, with ``κ_W ≤ c²`` (:data:`KAPPA_W`):
 
-    η_W = NOISE_W · B n/(c² q d),     η_V = η_max(B)/2 without the W_xe term,
+    η_W = min(NOISE_W · B n/(c² q d), B/c²),     η_V = η_max(B)/2 without the W_xe term,
 
-with ``NOISE_W`` MEASURED (docs/model.md, "A step per block": half the largest step that
-kept SGD within 1.1x of the map at T = 50 and 200, since the lag grows with T). This is used, with
-``freeze = ("W_xx", "W_xe")``, when ``η_W`` exceeds the single step; else the single step.
+the second binding for ``n > q d/NOISE_W`` (2 560 at q = 3, d = 5; any B, c). Used, with
+``freeze = ("W_xx", "W_xe")``, when ``η_W`` exceeds the single step (docs/model.md, "A step
+per block", has the measurements).
 
 **Step count.** The reduced map is run at the chosen lr from zero; ``t_2%`` is its first step
-with ``L ≤ 2% · L(0)``; the default ``steps = 2 · t_2%`` (rounded up to 100). The reduced
-map is *population* gradient descent; online SGD leaves the plateau later, by a factor that
-grows with T and shrinks with the batch (:data:`SGD_ESCAPE_LAG`, MEASURED by
-``benchmarks/bench_sgd_lag.py``: the step where the validation loss first reaches 50% of
-L(0), SGD over the reduced map, batch 256: 1.34× at T = 25, 1.39× at T = 50, 1.62× at
-T = 100, 2.15× at T = 200; batch 64: 2.4–2.5×, batch 1024: 1.1–1.2×). It comes from the
-minibatch noise in ``W_xe`` (the token rows of W, zero in the population dynamics): with
-their gradient dropped, SGD at T = 50, batch 64 escapes at 1.01× the reduced map's step
-instead of 2.55×, docs/model.md. The margin 2 covers the measured lag at the default batch
-up to T = 200; with W's token rows held (the step per block) SGD follows the map within
-1.1× at the derived η_W (docs/model.md, "A step per block"). For sphere / near-orthogonal encodings there is no exact reduction; the
-slots map with ``n = d_e`` is used as an approximation (their ``approx_reduced_n``) and
-the margin is 3.
+with ``L ≤ 2% · L(0)``; the default ``steps = 2 · t_2%`` (rounded up to 100). Online SGD
+lags the population map: with W's token rows free by 1.3–2.2× at batch 256 up to T = 200
+(:data:`SGD_ESCAPE_LAG`, ``benchmarks/bench_sgd_lag.py``; the noise in ``W_xe``), with
+them held (the step per block) by 1.03–1.13× at the derived η_W (docs/model.md, "A step
+per block"); the margin 2 covers both. For sphere / near-orthogonal encodings there is no
+exact reduction; the slots map with ``n = d_e`` is used as an approximation (their
+``approx_reduced_n``) and the margin is 3.
 
 **Fallback.** An architecture registered without reduced dynamics (the FCN), or an
 encoding with neither an exact nor an approximate reduction (e.g. a registered dense
@@ -97,15 +100,11 @@ one (the FCN's: :func:`stsim.baselines.fcn.fcn_default_lr`, the same mean-square
 its read-out at initialisation), else the optimiser's fixed default lr (``fixed_lr``:
 SGD 1.0, Adam 0.01); the explanation, and a completed run's message, say so.
 
-**Adam** has a scale-free step, so the plateau is not a small-gradient trap; but at a
-constant step it settles into a noise floor whose spread grows with the step (measured at
-T = 200, q = 3, slots, lr 0.02: the validation loss stalls near 14% of L(0) from step 1000
-to 4000, cos(V, V*) ≈ 0.53). The default therefore anneals: lr 0.02 for the first half of
-the steps, then linearly to 0 (``lr_decay="linear"``, applied when the lr is derived), and
-``max(2000, 30 T)`` steps — MEASURED, not derived (seed 0, batch 256; loss / L(0) and
-cos(V, V*) at the end: T = 50, 2000 steps: 0.10%, 0.9998 (1500 steps: 0.16%, 0.9996);
-T = 100, 3000 steps: 0.13%, 0.9995; T = 200, 6000 steps: 0.77%, 0.994; T = 200 with only
-2000 annealed steps: 3.6%, 0.94).
+**Adam** has a scale-free step, but at a constant step it settles on a noise floor (at
+T = 200, lr 0.02: 14% of L(0) from step 1000 to 4000). The default anneals: lr 0.02 for
+the first half of the steps, then linearly to 0 (``lr_decay="linear"``, when the lr is
+derived), ``max(2000, 30 T)`` steps — MEASURED, not derived (seed 0, batch 256; at the end
+0.10% of L(0) at T = 50, 0.13% at T = 100, 0.77% at T = 200, cos(V, V*) ≥ 0.994).
 
 A learning rate or a step count given by the user is always obeyed exactly; the reduced
 dynamics are then used only to predict, for the status message, where the plateau ends at
@@ -122,24 +121,25 @@ from stsim.core.reduced import MAX_STEPS, TARGET, reduced_map_steps
 from stsim.util.validate import lr_text
 
 __all__ = ["Schedule", "eta_max", "eta_V_max", "eta_xe_max", "sample_curvature", "eta_W_block", "derived_steps",
-           "FROZEN", "NOISE_W", "estimated_seconds", "default_schedule", "predict", "SGD_ESCAPE_LAG",
+           "FROZEN", "NOISE_W", "KAPPA_W", "kappa_W", "estimated_seconds", "default_schedule", "predict", "SGD_ESCAPE_LAG",
            "adam_steps", "fallback_note", "TARGET", "SAFETY",
            "MARGIN", "ADAM_LR", "ADAM_STEPS_PER_T", "FALLBACK_STEPS", "LongRunWarning", "wall_seconds", "beyond_note"]
 
 SAFETY = 0.5           # lr = SAFETY * eta_max
 #: W's step per unit of B n/(c² q d) with its token rows held (eta_W_block): MEASURED
-#: (docs/model.md, "A step per block"): at q = 3, d = 5, B = 256 it gives n/10, where SGD
-#: reaches 2% of L(0) within 1.03-1.07x the reduced map's step at T = 50 and 200; at n/5
-#: the lag grew with T (1.07-1.09 at T = 50, 200; 1.24 at T = 500, ending at 1.4% of L(0))
+#: (docs/model.md, "A step per block"): n/10 at q = 3, d = 5, B = 256, half of n/5
 NOISE_W = 0.00586
+#: the bound on κ_W/c² along the descent (kappa_W; module docstring, *A step per block*):
+#: DERIVED, the limit of a diffuse attention with γ at its optimum (map: 0.66-0.99)
+KAPPA_W = 1.0
 MARGIN = 2.0           # steps = MARGIN * t_TARGET of the reduced map (3 without exact reduction)
 FALLBACK_STEPS = 1000  # steps where nothing is derived
 SECONDS_PER_TOKEN = 1.8e-7   # rough cost of one sample-token of one SGD step (measured, 1 core)
 LONG_RUN_S = 90.0
-#: seconds per sample-token of one step with the batches drawn ahead on a second core
-#: (index encodings), MEASURED on the idle 2-core machine: 3.27 ms a step at slots T = 200
-#: and 16.3 / 32.7 ms at T = 800 / 1600 (docs/model.md, "Scaling in T"; batch 256)
-SECONDS_PER_TOKEN_AHEAD = 8.0e-8
+#: seconds per sample-token of a step with the batches drawn ahead (index encodings),
+#: MEASURED by the default calls at T = 200 / 500 / 1000 on the nearly idle machine:
+#: 1.56 / 1.73 / 1.57e-7 (docs/model.md, "A step per block", the estimate paragraph)
+SECONDS_PER_TOKEN_AHEAD = 1.6e-7
 START_S = 2.0          # import excluded: building the problem, validation sets, saving
 RECORD_COST = 0.5      # a validation pass over one batch's tokens, in steps (forward only)
 #: online SGD's escape step over the reduced map's (population GD), MEASURED at batch 256
@@ -207,6 +207,22 @@ def sample_curvature(q: int, d: int, c: float = 1.0, token_rows: bool = True) ->
     return k + (c * c * (q - 1.0) * (q + d) / q if token_rows else 0.0)
 
 
+def kappa_W(a: float, gamma: float, T: int, q: int, c: float = 1.0) -> float:
+    """``κ_W``: the curvature one sample puts on its own output through ``W_ee`` (per
+    output dimension) on the reduced state ``W_ee = a I − b J``, ``V_x = γ I`` of the
+    theory model (module docstring, *A step per block*): ``c² q γ² tr Σ_s²`` with
+    ``Σ_s = diag s − s sᵀ``, ``tr Σ_s² = S₂ − 2 S₃ + S₂²``, ``S_k = q s₊^k + (T − q) s₋^k``
+    (``c²(q−1)/q`` at the solution)."""
+    th = c * a
+    m = max(th, 0.0)
+    e_sel, e_dec = math.exp(th - m), math.exp(-m)
+    Z = q * e_sel + (T - q) * e_dec
+    sp, sm = e_sel / Z, e_dec / Z
+    S2 = q * sp * sp + (T - q) * sm * sm
+    S3 = q * sp ** 3 + (T - q) * sm ** 3
+    return c * c * q * gamma * gamma * (S2 - 2.0 * S3 + S2 * S2)
+
+
 def eta_V_max(q: int, d: int, batch: int | None = None, c: float = 1.0,
               token_rows: bool = True) -> float:
     """V's bound ``2/(1/q + κ/B)`` (``2q`` for the population, ``batch=None``; ``κ``:
@@ -236,11 +252,14 @@ def eta_max(q: int, d: int, n: int, c: float = 1.0, batch: int | None = None) ->
 
 def eta_W_block(q: int, d: int, n: int, c: float = 1.0, batch: int | None = None) -> float:
     """W's own step when its token rows are held at 0 (module docstring, *A step per
-    block*): ``NOISE_W · B n/(c² q d)``, a step whose minibatch noise in ``W_ee``
-    stays well below the 2% level (MEASURED constant :data:`NOISE_W`: half the largest
-    measured to keep SGD within 1.1x of the map at T <= 200); ``inf`` for the
+    block*): ``min(NOISE_W · B n/(c² q d), SAFETY · 2B/(c² KAPPA_W))`` — the smaller of
+    the step whose minibatch noise in ``W_ee`` stays well below the 2% level over the
+    plateau (MEASURED constant :data:`NOISE_W`) and half W_ee's mean-square bound
+    ``2B/κ_W`` during the descent (``κ_W ≤ c² KAPPA_W``, derived); ``inf`` for the
     population."""
-    return math.inf if batch is None else NOISE_W * batch * n / (c * c * q * d)
+    if batch is None:
+        return math.inf
+    return min(NOISE_W * batch * n / (c * c * q * d), SAFETY * 2.0 * batch / (c * c * KAPPA_W))
 
 
 def estimated_seconds(cfg, steps=None) -> float:
@@ -369,8 +388,10 @@ def derived_steps(cfg, n, blocks=True):
     lr_W = eta_W_block(cfg.q, cfg.d, n, c, B)
     if lr_W <= single:
         return single, (), note
+    rule = (f"{NOISE_W:g} B n/(c^2 q d)" if lr_W < SAFETY * 2.0 * B / (c * c * KAPPA_W)
+            else "B/c^2 (half W_ee's bound 2B/kappa_W, kappa_W <= c^2)")
     return {"W": lr_W, "V": lr_V}, FROZEN, (
-        f"a step per block: W {lr_W:.4g} = {NOISE_W:g} B n/(c^2 q d) with W's token rows "
+        f"a step per block: W {lr_W:.4g} = {rule} with W's token rows "
         f"{'+'.join(FROZEN)} held at 0, V {lr_V:.4g} = eta_V/2" + (" x 1/2" if half else ""))
 
 
