@@ -370,3 +370,46 @@ def test_quick_ends_with_what_quick_scale_decides(quick, tmp_path, capsys):
     lines = capsys.readouterr().out.strip().splitlines()
     assert lines[-1] == QUICK_SCOPE and "stsim figures --full" in lines[-1]
     assert "[NOT]" in QUICK_SCOPE and "\n" not in QUICK_SCOPE
+
+
+def test_blocks_csv_holds_every_evaluation_exactly(quick):
+    """``blocks.csv`` holds the block means of every evaluation set of every run, round-trip
+    exact: read back, each set's mean and SE equal those the run stored in its ``.npz``."""
+    from stsim.studies.figures.blocks import FILE, read_blocks
+    out = quick[0]
+    blocks = read_blocks(out / FILE)
+    npz = sorted((out / "runs").rglob("*.npz"))
+    assert npz and len(blocks) == len(npz)
+    for p in npz:
+        r = stsim.Result.load(p)
+        name = p.relative_to(out / "runs").with_suffix("").as_posix()
+        sets = r.info["evaluation"]["sets"]
+        assert set(blocks[name]) == set(sets)
+        for key, e in sets.items():
+            b = blocks[name][key]
+            assert b["final"] == e["final"] and b["n"] == e["n"]
+            assert (b["mean"], b["se"]) == (e["mean"], e["se"])      # the same formula
+
+
+def test_every_replayed_number_recomputes_from_the_block_means(quick, tmp_path):
+    """From blocks.csv and the committed <fig>.json/.csv alone, the evaluation summary of
+    figures.json and every measured number and check SE of Figs. 2, 4, 5 and beyond are
+    recomputed; one perturbed block mean (seeded fault) is caught, named by its checks."""
+    from stsim.studies.figures.blocks import FILE, read_blocks, recheck
+    out = quick[0]
+    assert recheck(out) == []
+    blocks = read_blocks(out / FILE)
+    name = [n for n in blocks if "sgd-onehot-s1" in n and n.startswith("ood/")][0]
+    e = blocks[name]["val/T=30"]
+    e["final"][3] *= 1.01                                  # one block mean, 1 % off
+    bad = recheck(out, blocks=blocks)
+    assert any("fig2.json check" in w and "se" in w for w, _, _ in bad)
+    assert any("fig2.json measured.val/T=30" in w for w, _, _ in bad)
+    # a block dropped from one row of the file is refused when read
+    text = (out / FILE).read_text().splitlines()
+    i = next(k for k, line in enumerate(text) if line.startswith(name + ",val/T=30,"))
+    parts = text[i].split(",")
+    parts[6] = " ".join(parts[6].split()[1:])
+    (tmp_path / FILE).write_text("\n".join(text[:i] + [",".join(parts)] + text[i + 1:]) + "\n")
+    with pytest.raises(ValueError, match="n_blocks"):
+        read_blocks(tmp_path / FILE)

@@ -10,8 +10,8 @@ import pytest
 from stsim import cli
 from stsim.cli import main as cli_main
 from stsim.baselines.fcn import fcn_param_count
-from stsim.studies.separation.study import (cells, tf_params, train_point, width_grid, FULL,
-                                            QUICK)
+from stsim.studies.separation.study import (cells, check, tf_params, train_point, width_grid,
+                                            FULL, QUICK)
 from stsim.sweep import read_table
 from stsim.theory.family import (best_family_loss, family_loss_at, family_rel, family_search,
                                  sample_scores, sample_scores_dense)
@@ -249,6 +249,13 @@ def test_design_of_the_full_run():
         assert all(c["budgets"] == "2000,8000" for c in long)
     tf = {c["width"] for c in cs if c["arch"] == "transformer" and c["T"] == 64}
     assert tf == {32, 45, 64}
+    # the long budget alone at q = 3, T = 256: width 2T, read at 8000 steps only
+    assert [c for c in cs if c["T"] == 256] == [dict(arch="fcn", q=3, T=256, width=512,
+                                                     steps=8000, budgets="8000")]
+    assert not [c for c in cells(dict(FULL, qs=(2,))) if c["T"] == 256]
+    for bad in (((3, 256),), ((3, 256, ()),), ((3, 1, (8,)),), ((3, 256, (0,)),)):
+        with pytest.raises(ValueError, match="extra_long|T must|width must"):
+            check(dict(FULL, extra_long=bad))
 
 
 # ---- the quick run end to end ---------------------------------------------------------------

@@ -33,6 +33,7 @@ import zlib
 import numpy as np
 
 __all__ = ["EVALUATE", "QUICK_EVALUATE", "evaluate_run", "set_keys", "block_size",
+           "block_estimate", "evaluation_stats",
            "initial_loss_of", "run_estimate", "eval_sample", "scalar_sample",
            "r2_sample"]
 
@@ -62,6 +63,37 @@ def block_size(ev, cfg, T) -> int:
     if spec.dense and not spec.fixed:
         b = max(8, min(b, _DENSE_FLOATS // (T * cfg.d_e)))
     return b
+
+
+def block_estimate(block_means) -> tuple:
+    """``(mean, se)`` of a set from its block means ``x`` (``k`` blocks): ``mean(x)`` and
+    the batch-means standard error ``std(x, ddof=1) / √k`` (module docstring) — the one
+    formula of every final estimate, of the sequential stopping rule and of
+    :mod:`.blocks`.
+
+    >>> block_estimate([1.0, 2.0, 3.0])
+    (2.0, 0.5773502691896258)
+    """
+    f = np.asarray(block_means, dtype=float)
+    return float(f.mean()), float(f.std(ddof=1) / np.sqrt(f.size))
+
+
+def evaluation_stats(evaluations, limit=0.02) -> dict:
+    """Over every set of every run's final evaluation (``{run: {"sets": {key: {"mean",
+    "se", "n", …}}}}``, :func:`evaluate_run`): how many, the largest relative standard
+    error ``se / mean`` and the sets above ``limit`` (the target: each reported loss to
+    2 %; sorted), the points per set (smallest, largest)."""
+    rel, n, over = [], [], []
+    for name in evaluations:
+        for key, e in evaluations[name].get("sets", {}).items():
+            x = e["se"] / e["mean"] if e["mean"] > 0 else float("nan")
+            rel.append(x)
+            n.append(e["n"])
+            if not x <= limit:
+                over.append(f"{name} {key}: {x:.3%} ({e['n']} points)")
+    return {"n_sets": len(rel), "rel_se_max": float(np.nanmax(rel)) if rel else None,
+            "limit": limit, "over_limit": sorted(over), "points_min": min(n, default=None),
+            "points_max": max(n, default=None)}
 
 
 def evaluate_run(res, ev) -> dict:
@@ -94,13 +126,12 @@ def evaluate_run(res, ev) -> dict:
             if n >= ev["n_max"]:
                 break
             if n >= ev["n_min"]:
-                m, s = np.mean(fin), np.std(fin, ddof=1) / np.sqrt(len(fin))
+                m, s = block_estimate(fin)
                 if not np.isfinite(m) or s <= ev["rel_se"] * abs(m):
                     break
-        f = np.asarray(fin)
-        out["sets"][key] = {"final": f.tolist(), "initial": ini or None, "n": n,
-                            "mean": float(f.mean()),
-                            "se": float(f.std(ddof=1) / np.sqrt(f.size))}
+        m, s = block_estimate(fin)
+        out["sets"][key] = {"final": np.asarray(fin, dtype=float).tolist(),
+                            "initial": ini or None, "n": n, "mean": m, "se": s}
     return out
 
 

@@ -14,7 +14,7 @@ from stsim.util.plotting import plt, savefig
 from stsim.studies.figures.common import n_seeds
 from stsim.studies.figures.fig2 import draw_length_panels, length_checks
 from stsim.studies.figures.fig4 import draw_q_panels, group_names, groups_of, q_checks
-from stsim.studies.figures.ood import FULL_BASE, QUICK_BASE, ood_jobs
+from stsim.studies.figures.ood import FULL_BASE, QUICK_BASE, ood_jobs, reduced_state_onehot
 from stsim.studies.figures.verdicts import Boot
 
 NAME = "fig5"
@@ -51,8 +51,12 @@ def draw(s, results, measured, out):
 
 def measure(s, results):
     """The claims of Figs. 2 and 4 on the Adam runs (:func:`.fig2.length_checks`,
-    :func:`.fig4.q_checks`, tagged ``"Adam: "``); returns ``(measured, checks)``."""
+    :func:`.fig4.q_checks`, tagged ``"Adam: "``) and the ``(a, γ)`` read off each one-hot
+    run (``measured["fixed_reduced_state_a_gamma"]``, as in Fig. 2); returns
+    ``(measured, checks)``."""
     names, boot = group_names(s), Boot()
     m1, c1 = length_checks(s, names, results, tag="Adam: ", boot=boot)
     m2, c2 = q_checks(s, names, results, tag="Adam: ", boot=boot)
-    return {**m1, **m2}, c1 + c2
+    state = {"fixed_reduced_state_a_gamma": [reduced_state_onehot(results[n], s["T"], s["d"])
+                                             for n in names.get("onehot", [])]}
+    return {**m1, **m2, **state}, c1 + c2

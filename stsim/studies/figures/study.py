@@ -28,8 +28,9 @@ of the run step.
 :func:`analyse` rebuilds every figure's numbers from the ``.npz`` files alone (a figure
 whose runs are missing is left out and named); :func:`report` draws ``<fig>.png`` and
 writes ``<fig>.csv`` (every history), ``<fig>.json`` (settings, the resolved config of
-every run, measured numbers, claim checks) and ``figures.json`` (wall time: the run step
-plus this analysis; peak memory; every check).
+every run, measured numbers, claim checks), ``figures.json`` (wall time: the run step
+plus this analysis; peak memory; every check) and ``blocks.csv`` (every run's evaluation
+block means, from which every final estimate and its SE are recomputed: :mod:`.blocks`).
 """
 from __future__ import annotations
 
@@ -42,7 +43,7 @@ import time
 
 import numpy as np
 
-from stsim.util.io import write_json
+from stsim.util.io import write_csv, write_json
 from stsim.util.validate import check_choice, check_int
 from stsim.sweep import sweep
 from stsim.sweep.grid import point_key
@@ -51,6 +52,8 @@ from stsim.studies.contract import MODES
 from stsim.studies.figures import FIGURES, NAME
 from stsim.studies.figures.common import (Job, load_current, npz_path, peak_rss_mb,
                                           summarise, train_job, write_histories_csv)
+from stsim.studies.figures.blocks import COLUMNS as BLOCK_COLUMNS, FILE as BLOCKS, block_rows
+from stsim.studies.figures.evaluate import evaluation_stats
 from stsim.studies.figures.stability import above_bound, needs_twin
 from stsim.studies.figures.verdicts import relabel
 
@@ -335,26 +338,11 @@ def analyse(config, out) -> dict:
                          "figures` without --analyse-only first")
     rss = [r.info.get("peak_rss_mb") for r in results.values() if r.info.get("peak_rss_mb")]
     return {"figures": figures, "missing": missing, "n_runs": len(jobs),
+            "blocks": block_rows(results),
             "peak_rss_mb_max_run": max(rss, default=None),
-            "evaluation": _evaluation_stats(results),
+            "evaluation": evaluation_stats({n: r.info.get("evaluation", {})
+                                          for n, r in results.items()}),
             "analyse_s": time.perf_counter() - t0}
-
-
-def _evaluation_stats(results, limit=0.02) -> dict:
-    """Over every final-evaluation set of every run (:mod:`.evaluate`): how many, the
-    largest relative standard error ``se / mean`` and the sets above ``limit`` (the target:
-    each reported loss to 2 %), the points per set (smallest, largest)."""
-    rel, n, over = [], [], []
-    for name, r in results.items():
-        for key, e in r.info.get("evaluation", {}).get("sets", {}).items():
-            x = e["se"] / e["mean"] if e["mean"] > 0 else float("nan")
-            rel.append(x)
-            n.append(e["n"])
-            if not x <= limit:
-                over.append(f"{name} {key}: {x:.3%} ({e['n']} points)")
-    return {"n_sets": len(rel), "rel_se_max": float(np.nanmax(rel)) if rel else None,
-            "limit": limit, "over_limit": over, "points_min": min(n, default=None),
-            "points_max": max(n, default=None)}
 
 
 def _wall_of_runs(figures) -> float:
@@ -411,5 +399,6 @@ def report(config, out, results) -> dict:
                 "evaluation": results["evaluation"],
                 "checks": {n: s["checks"] for n, s in results["figures"].items()}}
     write_json(os.path.join(out, "figures.json"), overview)
+    write_csv(os.path.join(out, BLOCKS), BLOCK_COLUMNS, results["blocks"])
     return dict(overview, summaries=results["figures"], missing=results["missing"],
                 n_trained=session.get("n_trained"), out=out)

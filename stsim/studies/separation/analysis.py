@@ -98,8 +98,8 @@ def analyse(config, out):
                 v = r.get(f"val_{b}")
                 if v is None and f"val_{b}" not in r:
                     continue
-                if b > r["steps"]:
-                    continue
+                if b > r["steps"] or b not in budgets_of(r.get("budgets") or "", r["steps"]):
+                    continue              # a run read at the long budget only
                 L0 = d / (2 * r["q"])
                 sel = chosen.get((r["arch"], r["q"], r["T"], r["width"], b)) == r["lr"]
                 points.append(dict(role=role, arch=r["arch"], q=r["q"], T=r["T"], d=r["d"],

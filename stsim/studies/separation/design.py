@@ -38,13 +38,14 @@ FULL = dict(qs=(2, 3), d=1, target=0.25, targets=(0.25, 0.1), steps=2000, long_s
             fcn_Ts=(8, 16, 32, 64, 128), tf_Ts=(8, 16, 32, 64, 128), long_Ts=(8, 16, 32, 64, 128),
             family_qs=(2, 3, 4), family_Ts=(8, 16, 32, 64, 128, 256, 512, 1024, 2048, 4096),
             mc_seeds=3, mc_budget=2 ** 20, n_mc_max=16384, family_max_width=1024,
-            max_width_fcn=2048, long_max_width=512, fcn_span=4, n_boot=2000)
+            max_width_fcn=2048, long_max_width=512, fcn_span=4, n_boot=2000,
+            extra_long=((3, 256, (512,)),))
 QUICK = dict(qs=(2,), d=1, target=0.25, targets=(0.25,), steps=300, long_steps=600,
              batch=64, n_val=256, seeds=3, lrs=(3e-3, 1e-2), lr_extra=(1e-3, 3e-2),
              fcn_Ts=(4, 8), tf_Ts=(4, 8),
              long_Ts=(8,), family_qs=(2,), family_Ts=(4, 8, 16, 32, 64), mc_seeds=2,
              mc_budget=2 ** 13, n_mc_max=512, family_max_width=256, max_width_fcn=64,
-             long_max_width=32, fcn_span=2, n_boot=200)
+             long_max_width=32, fcn_span=2, n_boot=200, extra_long=())
 
 
 def width_grid(max_width: int, min_width: int = 1) -> list:
@@ -178,7 +179,11 @@ def _fcn_widths(T, cfg, long=False):
 
 def cells(cfg, family_widths=None):
     """Every trained cell: dicts ``arch, q, T, width, steps, budgets`` (FCN widths fixed; the
-    transformer's around ``family_widths[(q, T)]`` = the family's smallest d_e)."""
+    transformer's around ``family_widths[(q, T)]`` = the family's smallest d_e). The
+    ``extra_long`` entries ``(q, T, widths)`` add FCN cells trained and read at the long
+    budget only (full design: q = 3, T = 256, width 512 = 2T, the 8000-step width at
+    T = 128: reaching it bounds the threshold to ``(0, 2T]``, missing it censors it above
+    ``2T``)."""
     out = []
     b = str(cfg["steps"])
     for q in cfg["qs"]:
@@ -194,6 +199,10 @@ def cells(cfg, family_widths=None):
                 else:
                     out.append(dict(arch="fcn", q=q, T=T, width=w, steps=cfg["steps"],
                                     budgets=b))
+        for qq, T, ws in cfg.get("extra_long", ()):
+            if qq == q and T > q:
+                out += [dict(arch="fcn", q=q, T=T, width=w, steps=cfg["long_steps"],
+                             budgets=str(cfg["long_steps"])) for w in sorted(ws)]
         for T in cfg["tf_Ts"]:
             if T <= q:
                 continue
@@ -314,6 +323,13 @@ def check(cfg):
               "fcn_span", "n_mc_max", "family_max_width", "max_width_fcn", "long_max_width",
               "n_boot"):
         check_int(k, cfg[k], 1)
+    for e in cfg.get("extra_long", ()):
+        if len(e) != 3 or not e[2]:
+            raise ValueError(f"extra_long entries must be (q, T, widths), got {e!r}")
+        check_int("q", e[0], 1)
+        check_int("T", e[1], 2)
+        for w in e[2]:
+            check_int("width", w, 1)
     if cfg["long_steps"] % cfg["steps"]:
         raise ValueError(f"long_steps must be a multiple of steps={cfg['steps']}")
     for t in (cfg["target"],) + tuple(cfg["targets"]):

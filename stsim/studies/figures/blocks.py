@@ -1,0 +1,320 @@
+r"""The evaluation block means of every run, committed beside ``figures.json``, and the
+recomputation of the figures' numbers from them.
+
+Every final loss of the figures is a mean over large fresh sets drawn in blocks
+(:mod:`.evaluate`); its standard error is the batch-means one, and the bootstrap of a
+check (:mod:`.verdicts`) resamples those blocks beside the seeds. The block means live in
+the runs' ``.npz`` files, which are not committed; :func:`write_blocks` writes them to
+``<out>/blocks.csv`` (atomically, by :func:`stsim.util.io.write_csv`; :func:`.study.report`
+calls it beside ``figures.json``), one row per run and evaluation set:
+
+``run, set, kind, value, block, n_blocks, final, initial``
+
+``set``: the history key (``val``, ``val/T=250``, ``val/q=4``); ``kind``, ``value``: the
+evaluation stream (``Streams(seed).evaluation(kind, value)``); ``block``: points per
+block; ``final``: the ``n_blocks`` block means of the final parameters, space-separated,
+each written with ``repr`` (round-trip exact); ``initial``: those of the initial
+parameters on the same blocks (random initialisation only; empty from zero
+initialisation, whose initial loss is the exact ``d / (2q)``). A run that diverged has no
+row (it was not evaluated).
+
+:func:`read_blocks` returns them in the form :func:`.evaluate.evaluate_run` produced them
+(the mean and SE by :func:`.evaluate.block_estimate`, the one formula of the study), and
+:func:`recheck` recomputes from ``blocks.csv`` and the committed ``<fig>.json`` /
+``<fig>.csv`` alone: ``figures.json``'s ``evaluation`` summary, and every measured number
+and check (measured value, SE, raw bootstrap SE, margin, critical value) of the figures
+whose numbers need no trained parameter beyond the one-hot runs' reduced state ``(a, γ)``
+(recorded in their ``measured``): :data:`REPLAYED`. Figs. 1 and 3 and the claims map also
+read the trained ``W`` and ``V`` (cosines, block masses), which are not committed; their
+evaluation sets enter the summary check. The histories in ``<fig>.csv`` have six
+significant digits, so a check that reads the validation curves (``tail of training``)
+is compared to :data:`HISTORY_RTOL`; everything else to :data:`RTOL`.
+
+Command line: ``python -m stsim.studies.figures.blocks <out>`` writes ``<out>/blocks.csv``
+from ``<out>/runs`` (the runs of a finished ``stsim figures``) and rechecks ``<out>``.
+"""
+from __future__ import annotations
+
+import json
+import math
+import os
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from stsim.studies.figures.evaluate import block_estimate, evaluation_stats, set_keys
+from stsim.util.io import read_csv, to_jsonable, write_csv
+
+__all__ = ["FILE", "COLUMNS", "REPLAYED", "RTOL", "HISTORY_RTOL", "block_rows",
+           "write_blocks", "read_blocks", "ReplayResult", "replay_results", "recheck"]
+
+FILE = "blocks.csv"
+COLUMNS = ("run", "set", "kind", "value", "block", "n_blocks", "final", "initial")
+#: the figures whose every number is recomputed from the committed files (module docstring)
+REPLAYED = ("fig2", "fig4", "fig5", "beyond")
+RTOL = 1e-9            # recomputed from the block means: equal up to rounding
+HISTORY_RTOL = 2e-5    # read off 6-significant-digit histories (<fig>.csv)
+
+
+def _join(xs) -> str:
+    return " ".join(repr(float(x)) for x in xs)
+
+
+def _split(text) -> np.ndarray | None:
+    if text is None or str(text).strip() == "":
+        return None
+    return np.array([float(x) for x in str(text).split()], dtype=float)
+
+
+def block_rows(results) -> list:
+    """The rows of ``blocks.csv`` (module docstring) of ``results`` (``{run name:
+    Result}``), sorted by run, in each run the order of :func:`.evaluate.set_keys`."""
+    from stsim.core.config import Config
+    rows = []
+    for name in sorted(results):
+        r = results[name]
+        sets = r.info.get("evaluation", {}).get("sets", {})
+        if not sets:
+            continue
+        keys = {k: (kind, value) for k, kind, value, _, _ in
+                set_keys(Config.from_options(**r.config))}
+        for key, e in sets.items():
+            kind, value = keys[key]
+            fin = np.asarray(e["final"], dtype=float)
+            if e["n"] % fin.size:
+                raise ValueError(f"{name} {key}: {e['n']} points in {fin.size} blocks")
+            rows.append({"run": name, "set": key, "kind": kind, "value": value,
+                         "block": e["n"] // fin.size, "n_blocks": fin.size,
+                         "final": _join(fin),
+                         "initial": None if e.get("initial") is None else _join(e["initial"])})
+    return rows
+
+
+def write_blocks(out, results) -> str:
+    """Write ``<out>/blocks.csv`` (atomically) from ``results``; returns its path."""
+    return write_csv(os.path.join(out, FILE), COLUMNS, block_rows(results))
+
+
+def read_blocks(path) -> dict:
+    """``{run: {set: {"final", "initial", "n", "mean", "se", "kind", "value"}}}`` from
+    ``blocks.csv``: the block means and the estimate :func:`.evaluate.evaluate_run`
+    computed from them (:func:`.evaluate.block_estimate`). ``ValueError`` if a row's
+    block count does not match its block means."""
+    out = {}
+    for row in read_csv(path):
+        fin = _split(row["final"])
+        ini = _split(row["initial"])
+        if fin is None or fin.size != int(row["n_blocks"]) or (
+                ini is not None and ini.size != fin.size):
+            raise ValueError(f"{path}: run {row['run']} set {row['set']}: the block means do "
+                             f"not match n_blocks = {row['n_blocks']}")
+        mean, se = block_estimate(fin)
+        out.setdefault(row["run"], {})[row["set"]] = {
+            "final": fin.tolist(), "initial": None if ini is None else ini.tolist(),
+            "n": int(row["block"]) * fin.size, "mean": mean, "se": se,
+            "kind": row["kind"], "value": row["value"]}
+    return out
+
+
+# --------------------------------------------------------------------------------------
+# the figures recomputed from the committed files
+# --------------------------------------------------------------------------------------
+@dataclass
+class ReplayResult:
+    """A run as the committed files hold it: ``config``, ``status`` and ``wall_time_s``
+    (``<fig>.json``), ``history`` (``<fig>.csv``, 6 significant digits), its evaluation
+    (``blocks.csv``) and, for a fixed one-hot run, the reduced state ``(a, γ)`` read off
+    its trained ``W``, ``V`` (``<fig>.json`` → ``measured``): :attr:`W`, :attr:`V` are
+    the matrices of that state, ``W_ee = a (I − J/T)``, ``V_x = γ I`` (zero elsewhere),
+    which give the same ``(a, γ)`` back (:func:`.ood.reduced_state_onehot`)."""
+
+    config: dict
+    history: dict
+    status: str = "completed"
+    info: dict = field(default_factory=dict)
+    state: tuple | None = None
+
+    @property
+    def success(self) -> bool:
+        return self.status == "completed"
+
+    def _matrices(self):
+        if self.state is None:
+            raise AttributeError("the trained W and V are not committed (only the fixed "
+                                 "one-hot runs' reduced state (a, γ) is)")
+        c, (a, g) = self.config, self.state
+        d, T = int(c["d"]), int(c["T"])
+        D = d + int(c["d_e"])
+        W = np.zeros((D, D))
+        W[d:d + T, d:d + T] = a * (np.eye(T) - np.full((T, T), 1.0 / T))
+        V = np.zeros((d, D))
+        V[:, :d] = g * np.eye(d)
+        return W, V
+
+    @property
+    def W(self):
+        return self._matrices()[0]
+
+    @property
+    def V(self):
+        return self._matrices()[1]
+
+
+def _histories(path) -> dict:
+    """``{run: {key: array}}`` from a ``<fig>.csv`` (:func:`.common.write_histories_csv`)."""
+    import csv
+    out = {}
+    with open(path, newline="", encoding="utf-8") as fh:
+        rd = csv.reader(fh)
+        head = next(rd)
+        for row in rd:
+            out.setdefault(row[0], []).append([float(x) if x != "" else math.nan
+                                               for x in row[2:]])
+    res = {}
+    for run, rows in out.items():
+        a = np.array(rows, dtype=float)
+        h = {k: a[:, i] for i, k in enumerate(head[2:])}
+        h["step"] = h["step"].astype(int)
+        res[run] = h
+    return res
+
+
+def _states(summary) -> dict:
+    """``{run: (a, γ)}`` of the fixed one-hot runs recorded in ``summary["measured"]``."""
+    from stsim.studies.figures.ood import names_by_pe
+    m = summary["measured"].get("fixed_reduced_state_a_gamma")
+    if not m:
+        return {}
+    names = names_by_pe(summary["settings"])["onehot"]
+    return {n: tuple(v) for n, v in zip(names, m)}
+
+
+def replay_results(out, name, blocks=None) -> dict:
+    """``{run: ReplayResult}`` of figure ``name`` from ``<out>/<name>.json``,
+    ``<out>/<name>.csv`` and ``<out>/blocks.csv`` (or ``blocks``, :func:`read_blocks`)."""
+    with open(os.path.join(out, f"{name}.json")) as fh:
+        summary = json.load(fh)
+    blocks = read_blocks(os.path.join(out, FILE)) if blocks is None else blocks
+    hist = _histories(os.path.join(out, f"{name}.csv"))
+    states = _states(summary)
+    res = {}
+    for run, r in summary["runs"].items():
+        ev = {"sets": blocks.get(run, {})}
+        res[run] = ReplayResult(config=r["config"], history=hist.get(run, {}),
+                                status=r["status"],
+                                info={"evaluation": ev, "wall_time_s": r.get("wall_time_s")},
+                                state=states.get(run))
+    return res
+
+
+def _compare(where, a, b, rtol, bad):
+    """Append to ``bad`` every number of ``a`` (committed) that ``b`` (recomputed) does
+    not reproduce to ``rtol`` (relative; NaN equals NaN; strings and booleans exactly)."""
+    if isinstance(a, dict) and isinstance(b, dict):
+        for k in set(a) | set(b):
+            if k not in a or k not in b:
+                bad.append((where + "." + str(k), a.get(k, "<absent>"), b.get(k, "<absent>")))
+            else:
+                _compare(f"{where}.{k}", a[k], b[k], rtol, bad)
+    elif isinstance(a, (list, tuple)) and isinstance(b, (list, tuple)):
+        if len(a) != len(b):
+            bad.append((where, f"{len(a)} items", f"{len(b)} items"))
+        for i, (x, y) in enumerate(zip(a, b)):
+            _compare(f"{where}[{i}]", x, y, rtol, bad)
+    elif isinstance(a, bool) or isinstance(b, bool) or isinstance(a, str) or a is None:
+        if a != b:
+            bad.append((where, a, b))
+    elif isinstance(a, (int, float)) and isinstance(b, (int, float)):
+        x, y = float(a), float(b)
+        if not ((math.isnan(x) and math.isnan(y)) or x == y
+                or abs(x - y) <= rtol * max(abs(x), abs(y))):
+            bad.append((where, a, b))
+    else:
+        bad.append((where, a, b))
+
+
+def recheck(out, figures=REPLAYED, blocks=None) -> list:
+    """Recompute from the committed files in ``out`` (module docstring) and return every
+    number that does not reproduce, as ``(where, committed, recomputed)`` (empty: all
+    reproduce). Checked: ``figures.json``'s ``evaluation`` summary over every run of
+    every ``<fig>.json`` (:func:`.evaluate.evaluation_stats` on the block means), every
+    run with a completed status having its blocks, and for each figure of ``figures``
+    its ``measured`` numbers and its checks' ``measured``, ``se``, ``se_bootstrap``,
+    ``margin_se``, ``critical`` (``measure`` of the figure's module on
+    :func:`replay_results`; the stability label is not replayed: it needs the twins'
+    trained parameters)."""
+    from stsim.studies.figures.study import _module
+    blocks = read_blocks(os.path.join(out, FILE)) if blocks is None else blocks
+    bad = []
+    with open(os.path.join(out, "figures.json")) as fh:
+        overview = json.load(fh)
+    runs = {}
+    for f in sorted(overview["checks"]):
+        with open(os.path.join(out, f"{f}.json")) as fh:
+            runs.update(json.load(fh)["runs"])
+    for run, r in runs.items():
+        if (r["status"] == "completed") != (run in blocks):
+            bad.append((f"blocks.csv {run}", r["status"], "rows" if run in blocks else "none"))
+    stats = evaluation_stats({n: {"sets": s} for n, s in blocks.items() if n in runs})
+    _compare("figures.json evaluation", overview["evaluation"], stats, RTOL, bad)
+    for f in figures:
+        with open(os.path.join(out, f"{f}.json")) as fh:
+            summary = json.load(fh)
+        res = replay_results(out, f, blocks)
+        measured, checks = _module(f).measure(summary["settings"], res)
+        measured, checks = to_jsonable(measured), to_jsonable(checks)
+        _compare(f"{f}.json measured", _drop_history(summary["measured"]),
+                 _drop_history(measured), HISTORY_RTOL, bad)
+        committed = {c["claim"]: c for c in summary["checks"]}
+        if len(committed) != len(checks):
+            bad.append((f"{f}.json checks", f"{len(committed)} checks", f"{len(checks)}"))
+        for c in checks:
+            k = committed.get(c["claim"])
+            if k is None:
+                bad.append((f"{f}.json check", "<absent>", c["claim"]))
+                continue
+            tol = HISTORY_RTOL if "tail of training" in c["claim"] else RTOL
+            for key in ("measured", "se", "se_bootstrap", "margin_se", "critical", "df", "op",
+                        "threshold"):
+                if key in k or key in c:
+                    _compare(f"{f}.json check {c['claim']!r} {key}", k.get(key),
+                             c.get(key), tol, bad)
+    return bad
+
+
+def _drop_history(measured):
+    """``measured`` without the entries read off trained parameters or timings that the
+    replay takes from the summary itself (``fixed_reduced_state_a_gamma``,
+    ``sphere_wall_time_s``)."""
+    return {k: v for k, v in measured.items()
+            if k not in ("fixed_reduced_state_a_gamma", "sphere_wall_time_s")}
+
+
+def main(argv=None) -> int:
+    """``python -m stsim.studies.figures.blocks OUT``: write ``OUT/blocks.csv`` from the
+    runs in ``OUT/runs`` and recheck ``OUT`` (exit 1 if a number does not reproduce)."""
+    import argparse
+    from stsim.studies.figures.study import _load, runs_dir, unique_jobs
+    p = argparse.ArgumentParser(prog="python -m stsim.studies.figures.blocks",
+                                description=main.__doc__)
+    p.add_argument("out", help="the output folder of a finished `stsim figures` run")
+    p.add_argument("--mode", default=None, help="the preset (default: figures.json's mode)")
+    a = p.parse_args(argv)
+    if not os.path.isdir(runs_dir(a.out)):
+        raise SystemExit(f"out: no runs folder {runs_dir(a.out)!r}")
+    with open(os.path.join(a.out, "figures.json")) as fh:
+        mode = a.mode or json.load(fh)["mode"]
+    from stsim.studies.contract import resolve_config
+    from stsim.studies import figures as study
+    cfg = resolve_config(study, mode, {})
+    results = _load(a.out, unique_jobs(cfg))
+    print(write_blocks(a.out, results), f"({len(results)} runs)")
+    bad = recheck(a.out)
+    for where, x, y in bad[:50]:
+        print(f"differs: {where}: committed {x!r}, recomputed {y!r}")
+    print(f"{len(bad)} numbers differ" if bad else "every number reproduces")
+    return 1 if bad else 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
