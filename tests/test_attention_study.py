@@ -107,3 +107,14 @@ def test_width_law_checks_compare_exponents():
     bad = _width_checks({"linear": fit(0.5, 0.48, 0.52)})
     assert bad[0]["verdict"] == "failed"
     assert judged(1.0, 0.0, 0.0, "<=", 0.5, "x")["verdict"] == "failed"
+
+
+def test_family_rows_take_the_median_replicate():
+    from stsim.studies.attention.widths import family_rows
+    rows = [{"mechanism": "m", "T": 8, "width": w, "below": b, "censored": c}
+            for w, b, c in ((16, 11, 0), (0, 64, 1), (23, 16, 0))]
+    rows += [{"mechanism": "s", "T": 8, "width": 0, "below": 64, "censored": 1}] * 3
+    got = {r["series"]: r for r in family_rows(rows)}
+    assert (got["m"]["width"], got["m"]["below"], got["m"]["censored"]) == (23, 16, False)
+    assert got["m"]["replicates"] == "16 23 c"
+    assert got["s"]["censored"] and got["s"]["width"] == 64     # all censored: the cap

@@ -51,7 +51,8 @@ def _widths(cfg, out, results):
         cen = np.array([p["censored"] for p in pts], bool)
         col = f"C{k % 10}"
         mk = "s" if "exact" in series else "o"
-        ax.plot(T[~cen], w[~cen], mk, color=col, ms=4, label=series)
+        if (~cen).any():
+            ax.plot(T[~cen], w[~cen], mk, color=col, ms=4, label=series)
         if cen.any():
             ax.plot(T[cen], w[cen], "^", color=col, ms=6, mfc="none",
                     label=f"{series}: above the largest width tried")

@@ -44,7 +44,8 @@ def family_rows(table) -> list:
         groups.setdefault((r["mechanism"], int(r["T"])), []).append(r)
     out = []
     for (mech, T), rows in sorted(groups.items()):
-        vals = sorted((math.inf if int(r["censored"]) else int(r["width"]), r) for r in rows)
+        vals = sorted(((math.inf if int(r["censored"]) else int(r["width"]), r) for r in rows),
+                      key=lambda v: v[0])
         med = vals[(len(vals) - 1) // 2]
         cens = not math.isfinite(med[0])
         out.append({"series": mech, "T": T, "width": int(med[1]["below"] if cens else
