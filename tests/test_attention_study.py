@@ -14,7 +14,8 @@ SMALL = {"mechanisms": ["softmax", "linear", "rank=2"], "seeds": 2, "steps": 40,
          "T_test": [10], "tune_steps": 10, "tune_mults": [1.0, 0.1], "rank_T": [6],
          "rank_r": [2, 12], "rank_steps": 30, "width_T": [8, 16, 32, 64, 128],
          "width_mechs": ["softmax", "linear", "sigmoid"], "n_mc_max": 128, "width_max": 256,
-         "taus": [0.5, 1.0], "tau_T": 20}
+         "taus": [0.5, 1.0], "tau_T": 20, "train_T": 8, "train_widths": [16, 23],
+         "train_steps": 20}
 
 
 def test_quick_study_writes_every_check_with_se_critical_verdict(tmp_path):
@@ -30,6 +31,8 @@ def test_quick_study_writes_every_check_with_se_critical_verdict(tmp_path):
     assert sum(c.startswith("temperature") for c in claims) == 2
     assert any("linear (exact): the width grows linearly" in c for c in claims)
     assert any(c.startswith("sigmoid: the family reaches") for c in claims)
+    assert sum(c.startswith("linear trained on the sphere") for c in claims) == 2
+    assert any(c.startswith("linear: the smallest trained width") for c in claims)
     assert set(data["mechanisms"]["rank=2"]["tuning"]) == {"1.0", "0.1"}
     for c in data["checks"]:
         assert {"se", "critical", "verdict", "n", "threshold"} <= set(c)
@@ -38,7 +41,7 @@ def test_quick_study_writes_every_check_with_se_critical_verdict(tmp_path):
             assert c["critical"] == pytest.approx(12.706, abs=1e-3)   # t(0.975, 1 df)
     for name in ("report.md", "width.csv", "rank.csv", "temperature.csv", "curves.csv",
                  "curves.png", "width.png", "raw/runs.csv", "raw/tune.csv", "raw/rank.csv",
-                 "raw/width.csv"):
+                 "raw/width.csv", "raw/trained.csv", "trained.csv"):
         assert (tmp_path / "a" / name).exists(), name
     temp = [c for c in data["checks"] if c["claim"].startswith("temperature")]
     assert all(c["verdict"] == "held" and c["se"] == 0 for c in temp)

@@ -28,7 +28,11 @@ HELP = {"T": "training length", "q": "subset size", "d": "token dimension",
         "width_mechs": "mechanisms of the width law", "mc_seeds": "Monte-Carlo replicates "
         "of each family width", "mc_budget": "Monte-Carlo samples x T per evaluation",
         "n_mc_max": "most Monte-Carlo samples per evaluation",
-        "width_max": "largest d_e of the width grid"}
+        "width_max": "largest d_e of the width grid",
+        "train_mechs": "mechanisms trained on the sphere against d_e",
+        "train_T": "length of the trained width check",
+        "train_widths": "d_e of the trained width check",
+        "train_steps": "steps of a trained width run (0: its default)"}
 
 
 def add_arguments(p) -> None:

@@ -90,6 +90,11 @@ def _markdown(cfg, results):
     for r in results["rank"]:
         lines.append(f"| {r['T']} | {r['q']} | {r['d_e']} | {r['smallest_r_learns']} | "
                      f"{r[loose]} |")
+    lines += ["", "| trained on the sphere | T | smallest d_e <= width target | family cell |",
+              "|---|---|---|---|"]
+    for r in results.get("trained", []):
+        lines.append(f"| {r['mechanism']} | {r['T']} | {r['smallest_trained']} | "
+                     f"{r['family']} |")
     return "\n".join(lines) + "\n"
 
 
@@ -104,6 +109,10 @@ def write_outputs(cfg, out, results) -> dict:
                                               "critical", "verdict"],
               [[r["T"], r["q"], r["d_e"], c["r"], c["measured"], c["se"], c["critical"],
                 c["verdict"]] for r in results["rank"] for c in r["cells"]])
+    write_csv(os.path.join(out, "trained.csv"), ["mechanism", "T", "d_e", "measured", "se",
+                                                 "critical", "verdict"],
+              [[r["mechanism"], r["T"], c["d_e"], c["measured"], c["se"], c["critical"],
+                c["verdict"]] for r in results.get("trained", []) for c in r["cells"]])
     _curves(cfg, out, read_table(os.path.join(out, "raw", "runs.csv")))
     _widths(cfg, out, results)
     with open(os.path.join(out, "report.md"), "w") as f:

@@ -22,7 +22,7 @@ from stsim.core.attention import ATTENTIONS
 from stsim.util.validate import check_int, check_real
 
 __all__ = ["parse_mechanism", "base_schedule", "mechanism_options", "run_one", "choose",
-           "rank_one"]
+           "rank_one", "sphere_one"]
 
 TUNE_ROOT = 1        # root seed of the tuning replicate (the reported seeds use root 0)
 
@@ -124,3 +124,18 @@ def rank_one(T, q, rank, d, batch, steps, seed):
             "lr": float(res.config["lr"]) if not isinstance(res.config["lr"], dict)
             else math.nan, "d_e": int(res.config["d_e"]),
             "rel": res.final("val") / (0.5 * d / q) if ok else math.inf}
+
+
+def sphere_one(mechanism, T, q, d_e, d, steps, seed):
+    """One run of ``mechanism`` on stochastic sphere encodings of width ``d_e`` (theory
+    model, sum query: the family's setting, docs/attention.md §8) with its default step and
+    initialisation, ``steps`` steps (0: its default count): the final validation loss over
+    L(0) and the status."""
+    import stsim
+    res = stsim.run(T=T, q=q, d=d, d_e=d_e, pe="stochastic", sampler="sphere",
+                    model="theory", query="sum", attention=mechanism, seed=seed,
+                    progress=False, **({"steps": steps} if steps else {}))
+    ok = res.status == "completed"
+    return {"run_status": res.status, "steps": int(res.config["steps"]),
+            "lr": float(res.config["lr"]) if not isinstance(res.config["lr"], dict)
+            else math.nan, "rel": res.final("val") / (0.5 * d / q) if ok else math.inf}

@@ -1,7 +1,7 @@
 r"""``stsim attention``: which attention mechanisms learn sparse token selection, and at
 what width (docs/attention.md).
 
-Four parts, each check carrying its standard error, the critical value right for its
+Five parts, each check carrying its standard error, the critical value right for its
 sample size and a verdict (:func:`verdict`):
 
 * **runs** (:mod:`.runs`) — every mechanism of ``mechanisms`` (names of
@@ -18,6 +18,10 @@ sample size and a verdict (:func:`verdict`):
 * **width** (:mod:`.widths`) — the smallest ``d_e`` of each mechanism's sphere family
   reaching ``width_target`` · L(0) against T, fitted with the interval-censored growth laws
   of docs/separation.md; linear attention's Monte-Carlo family against its exact law.
+* **trained widths** — ``train_mechs`` trained on stochastic sphere encodings (theory
+  model, sum query, their default runs) at ``T = train_T`` and each ``d_e`` of
+  ``train_widths``: the smallest ``d_e`` held below ``width_target`` · L(0), against the
+  family's width there (within one √2 grid step).
 * **temperature** — the reduced softmax map's step to 2% of L(0) against τ at one step
   ``η``, and the same map at τ = 1 with step ``η/τ²`` on W and ``η`` on V (the derived
   equivalence; deterministic, ``se = 0``).
@@ -39,7 +43,8 @@ import numpy as np
 from scipy.stats import t as student_t
 
 from stsim.core.attention import ATTENTIONS
-from stsim.studies.attention.runs import TUNE_ROOT, choose, parse_mechanism, rank_one, run_one
+from stsim.studies.attention.runs import (TUNE_ROOT, choose, parse_mechanism, rank_one,
+                                          run_one, sphere_one)
 from stsim.util.io import write_json
 from stsim.util.validate import check_int, check_real
 
@@ -56,7 +61,9 @@ PRESETS = {
               "rank_T": [8], "rank_q": [2], "rank_r": [4, 16], "rank_steps": 300,
               "width_mechs": WIDTH_MECHS, "width_target": 0.25, "width_T": [8, 16, 32, 64, 128],
               "mc_seeds": 1, "mc_budget": 2 ** 13, "n_mc_max": 512, "width_max": 1024,
-              "taus": [0.5, 1.0, 2.0], "tau_T": 50},
+              "taus": [0.5, 1.0, 2.0], "tau_T": 50,
+              "train_mechs": ["linear"], "train_T": 8, "train_widths": [16, 23, 32],
+              "train_steps": 300},
     "full": {"mode": "full", "T": 200, "q": 3, "d": 5, "seeds": 3, "mechanisms": MECHS,
              "steps": 1500, "batch": 256, "T_test": [250, 300, 350, 400], "target": 0.02,
              "ood_target": 0.05, "tune_steps": 500,
@@ -66,7 +73,9 @@ PRESETS = {
              "width_mechs": WIDTH_MECHS, "width_target": 0.25,
              "width_T": [8, 16, 32, 64, 128, 256, 512, 1024, 2048, 4096],
              "mc_seeds": 3, "mc_budget": 2 ** 18, "n_mc_max": 4096, "width_max": 32768,
-             "taus": [0.25, 0.5, 1.0, 2.0, 4.0], "tau_T": 200},
+             "taus": [0.25, 0.5, 1.0, 2.0, 4.0], "tau_T": 200,
+             "train_mechs": ["linear", "relu"], "train_T": 16,
+             "train_widths": [23, 32, 45, 64, 91], "train_steps": 0},
 }
 
 
@@ -97,6 +106,12 @@ def check(cfg: dict) -> dict:
     cfg["tune_mults"] = [check_real("tune_mults", m, lo=0.0, lo_open=True)
                          for m in cfg["tune_mults"]]
     cfg["taus"] = [check_real("taus", t, lo=0.0, lo_open=True) for t in cfg["taus"]]
+    cfg["train_T"] = check_int("train_T", cfg["train_T"], 4)
+    cfg["train_steps"] = check_int("train_steps", cfg["train_steps"], 0)
+    cfg["train_widths"] = sorted(check_int("train_widths", w, 1) for w in cfg["train_widths"])
+    for m in cfg["train_mechs"]:
+        if m not in ATTENTIONS:
+            raise ValueError(f"train_mechs must hold names of {ATTENTIONS}, got {m!r}")
     return cfg
 
 
@@ -150,6 +165,12 @@ def run(cfg, out, executor, log):
         wpts, seeds=cfg["mc_seeds"], root_seed=2, executor=executor,
         out=_raw(out, "width.csv"))
     walls["width"] = time.time() - t
+    t = time.time()
+    tpts = [{"mechanism": m, "d_e": w} for m in cfg["train_mechs"] for w in cfg["train_widths"]]
+    sweep(lambda mechanism, d_e, seed: sphere_one(mechanism, cfg["train_T"], cfg["q"], d_e,
+                                                  cfg["d"], cfg["train_steps"], seed),
+          tpts, seeds=cfg["seeds"], executor=executor, out=_raw(out, "trained.csv"))
+    walls["trained"] = time.time() - t
     write_json(_raw(out, "run.json"), {"wall_time_s": time.time() - t0,
                                        "wall_time_parts_s": walls, "mults": mults})
 
@@ -234,6 +255,38 @@ def _rank(cfg, table):
                 v["claim"] = (f"rank {r} learns at T={T}, q={q}: final loss <= "
                               f"{cfg['target']:g} L(0)")
                 checks.append(v)
+    return out, checks
+
+
+def _trained(cfg, table, width_rows):
+    """Per trained mechanism: each width's seed mean with its verdict against
+    ``width_target``, the smallest width held below it, and the check that it is within one
+    grid step of the family's width at ``train_T`` (the family's replicates)."""
+    out, checks = [], []
+    T, eps = cfg["train_T"], cfg["width_target"]
+    for m in cfg["train_mechs"]:
+        cells = []
+        for w in cfg["train_widths"]:
+            vals = [float(r["rel"]) if r["run_status"] == "completed" else math.nan
+                    for r in table if r["mechanism"] == m and int(r["d_e"]) == w]
+            if vals:
+                cells.append((w, verdict(vals, "<=", eps, f"{m} trained on the sphere at "
+                                         f"T={T}, d_e={w}: final loss <= {eps:g} L(0)")))
+        checks += [v for _, v in cells]
+        small = next((w for w, v in cells if v["verdict"] == "held"), None)
+        fam = next((r for r in width_rows if r["series"] == m and r["T"] == T), None)
+        out.append({"mechanism": m, "T": T, "smallest_trained": small,
+                    "family": None if fam is None else [fam["below"], fam["width"]],
+                    "cells": [{"d_e": w, "measured": v["measured"], "se": v["se"],
+                               "critical": v["critical"], "verdict": v["verdict"]}
+                              for w, v in cells]})
+        if fam is not None and not fam["censored"]:
+            ok = small is not None and (fam["below"] / 2 ** 0.5 < small
+                                        <= fam["width"] * 2 ** 0.5 + 1)
+            checks.append(verdict([1.0 if ok else 0.0], ">=", 1.0, f"{m}: the smallest trained "
+                                  f"width at T={T} is within one grid step of the family's",
+                                  note=f"trained {small}, family ({fam['below']}, "
+                                       f"{fam['width']}]"))
     return out, checks
 
 
@@ -330,7 +383,12 @@ def analyse(cfg, out) -> dict:
             checks.append(verdict([float(len(cens))], "<=", 0.0, f"{m}: the family reaches "
                                   f"{eps:g} L(0) within d_e <= {cfg['width_max']} at every T",
                                   note=f"censored at T = {cens}"))
+    trained = []
+    if os.path.exists(_raw(out, "trained.csv")):
+        trained, tchecks = _trained(cfg, read_table(_raw(out, "trained.csv")), width_rows)
+        checks += tchecks
     return {"config": cfg, "mechanisms": per, "checks": checks, "temperature": temp,
+            "trained": trained,
             "rank": rank_rows, "width": width_rows + exact, "fits": fits}
 
 
