@@ -6,27 +6,42 @@ import json
 import pytest
 
 from stsim.studies import attention
-from stsim.studies.attention.study import parse_mechanism, verdict
+from stsim.studies.attention.runs import choose, mechanism_options
+from stsim.studies.attention.study import _width_checks, judged, parse_mechanism, verdict
 from stsim.studies.contract import check_study, run_study
 
 SMALL = {"mechanisms": ["softmax", "linear", "rank=2"], "seeds": 2, "steps": 40, "T": 8,
-         "T_test": [10], "width_T": [8, 64, 512], "taus": [0.5, 1.0], "tau_T": 20}
+         "T_test": [10], "tune_steps": 10, "tune_mults": [1.0, 0.1], "rank_T": [6],
+         "rank_r": [2, 12], "rank_steps": 30, "width_T": [8, 16, 32, 64, 128],
+         "width_mechs": ["softmax", "linear", "sigmoid"], "n_mc_max": 128, "width_max": 256,
+         "taus": [0.5, 1.0], "tau_T": 20, "train_T": 8, "train_widths": [16, 23],
+         "train_steps": 20}
 
 
-@pytest.mark.slow
 def test_quick_study_writes_every_check_with_se_critical_verdict(tmp_path):
     check_study(attention)
     out = str(tmp_path / "a")
     res = run_study(attention, out, mode="quick", overrides=SMALL)
     data = json.loads((tmp_path / "a" / "attention.json").read_text())
-    assert res["checks"] == len(data["checks"]) == 3 * 2 + 2 + 1
+    assert res["checks"] == len(data["checks"])
+    claims = [c["claim"] for c in data["checks"]]
+    assert sum(" learns: " in c for c in claims) == 3          # one per mechanism
+    assert sum(" generalises to " in c for c in claims) == 3
+    assert sum(c.startswith("rank ") for c in claims) == 2     # r = 2, 12 at T = 6
+    assert sum(c.startswith("temperature") for c in claims) == 2
+    assert any("linear (exact): the width grows linearly" in c for c in claims)
+    assert any(c.startswith("sigmoid: the family reaches") for c in claims)
+    assert sum(c.startswith("linear trained on the sphere") for c in claims) == 2
+    assert any(c.startswith("linear: the smallest trained width") for c in claims)
+    assert set(data["mechanisms"]["rank=2"]["tuning"]) == {"1.0", "0.1"}
     for c in data["checks"]:
         assert {"se", "critical", "verdict", "n", "threshold"} <= set(c)
         assert c["verdict"] in ("held", "failed", "inconclusive")
         if c["n"] == 2:
             assert c["critical"] == pytest.approx(12.706, abs=1e-3)   # t(0.975, 1 df)
-    for name in ("report.md", "width.csv", "temperature.csv", "curves.csv", "curves.png",
-                 "width.png", "raw/runs.csv"):
+    for name in ("report.md", "width.csv", "rank.csv", "temperature.csv", "curves.csv",
+                 "curves.png", "width.png", "raw/runs.csv", "raw/tune.csv", "raw/rank.csv",
+                 "raw/width.csv", "raw/trained.csv", "trained.csv"):
         assert (tmp_path / "a" / name).exists(), name
     temp = [c for c in data["checks"] if c["claim"].startswith("temperature")]
     assert all(c["verdict"] == "held" and c["se"] == 0 for c in temp)
@@ -64,3 +79,45 @@ def test_parse_mechanism():
     assert parse_mechanism("tau=0.5") == {"temperature": 0.5}
     with pytest.raises(ValueError, match="mechanisms must hold"):
         parse_mechanism("rank=0")
+
+
+def test_equal_tuning_choice_and_options():
+    rows = [{"mechanism": "a", "mult": 1.0, "rel": "inf", "run_status": "diverged"},
+            {"mechanism": "a", "mult": 0.1, "rel": 0.5, "run_status": "completed"},
+            {"mechanism": "a", "mult": 0.01, "rel": 0.2, "run_status": "completed"},
+            {"mechanism": "b", "mult": 1.0, "rel": 0.3, "run_status": "completed"},
+            {"mechanism": "b", "mult": 0.1, "rel": 0.3, "run_status": "completed"}]
+    assert choose(rows) == {"a": 0.01, "b": 1.0}      # lowest loss; a tie to the larger step
+    base = {"W": 80.0, "V": 2.0}
+    o = mechanism_options("linear", base, ("W_xx", "W_xe"), 0.5)
+    assert o == {"attention": "linear", "lr": {"W": 40.0, "V": 1.0},
+                 "freeze": ("W_xx", "W_xe")}
+    o = mechanism_options("rank=4", base, ("W_xx", "W_xe"), 0.5)
+    assert o == {"rank": 4, "lr": {"W_K": 40.0, "W_Q": 40.0, "V": 1.0}}   # no token rows
+    assert mechanism_options("tau=0.5", 1.5, (), 2.0) == {"temperature": 0.5, "lr": 3.0}
+
+
+def test_width_law_checks_compare_exponents():
+    def fit(a, lo, hi):
+        return {"ranking": ["power"], "fits": {"power": {"a": a, "a_ci": [lo, hi]}}}
+    got = _width_checks({"softmax": fit(0.4, 0.35, 0.45), "linear": fit(1.0, 0.98, 1.02),
+                         "relu": fit(0.42, 0.3, 0.54)})
+    faster = [c for c in got if "faster" in c["claim"]]
+    assert [c["verdict"] for c in faster] == ["held", "inconclusive"]    # linear, relu
+    lin = [c for c in got if "linearly" in c["claim"]][0]
+    assert lin["verdict"] == "held" and lin["critical"] == pytest.approx(1.96, abs=1e-3)
+    # the seeded fault: a linear series whose exponent is 0.5 fails the linear-law check
+    bad = _width_checks({"linear": fit(0.5, 0.48, 0.52)})
+    assert bad[0]["verdict"] == "failed"
+    assert judged(1.0, 0.0, 0.0, "<=", 0.5, "x")["verdict"] == "failed"
+
+
+def test_family_rows_take_the_median_replicate():
+    from stsim.studies.attention.widths import family_rows
+    rows = [{"mechanism": "m", "T": 8, "width": w, "below": b, "censored": c}
+            for w, b, c in ((16, 11, 0), (0, 64, 1), (23, 16, 0))]
+    rows += [{"mechanism": "s", "T": 8, "width": 0, "below": 64, "censored": 1}] * 3
+    got = {r["series"]: r for r in family_rows(rows)}
+    assert (got["m"]["width"], got["m"]["below"], got["m"]["censored"]) == (23, 16, False)
+    assert got["m"]["replicates"] == "16 23 c"
+    assert got["s"]["censored"] and got["s"]["width"] == 64     # all censored: the cap

@@ -190,3 +190,30 @@ def test_reduced_zero_is_stationary_and_small_init_learns(name):
     assert float(da) == float(db) == float(dg) == 0.0
     tr = reduced_mechanism_gd(name, 20, 2, 3, 0.5, 20, 4000, a0=0.05, gamma0=0.05)
     assert tr["loss"][-1] < 0.02 * tr["loss"][0]
+
+
+def test_mechanism_family_of_linear_attention_is_its_exact_law():
+    """The Monte-Carlo sphere family of linear attention (any mechanism's family code)
+    against the exact (T − 1)/(d_e + T − 1): within 3 SE over 8 replicates; ReLU's is
+    lower (it cuts the negative leaks) and the sigmoid's stays above its d_e → ∞ bound;
+    the seeded fault (softmax's weights in place of linear ones) is far off."""
+    from stsim.theory.attention import (best_mechanism_family_loss, linear_sphere_best,
+                                        mechanism_family_rel, mechanism_family_width,
+                                        sigmoid_family_bound)
+    from stsim.theory.family import sample_scores
+    T, q, d_e = 40, 3, 64
+    exact = float(linear_sphere_best(T, q, d_e)[2])
+    reps = np.array([best_mechanism_family_loss("linear", T, q, d_e, n_mc=2000, rng=s)["rel"]
+                     for s in range(8)])
+    se = reps.std(ddof=1) / np.sqrt(reps.size)
+    assert abs(reps.mean() - exact) < 3 * se + 1e-12, (reps.mean(), exact, se)
+    g = sample_scores(T, q, d_e, 2000, 0)
+    fault = min(mechanism_family_rel("softmax", a, g, q) for a in (0.5, 1.0, 2.0))
+    assert abs(fault - exact) > 30 * se
+    relu = best_mechanism_family_loss("relu", T, q, d_e, n_mc=2000, rng=0)["rel"]
+    assert relu < exact - 0.05
+    sig = best_mechanism_family_loss("sigmoid", T, q, 4 * d_e, n_mc=500, rng=0)["rel"]
+    assert sig >= float(sigmoid_family_bound(T, q)) - 0.01
+    w, below, probes = mechanism_family_width("linear", T, q, 0.25, [32, 64, 128, 256], 2000, 0)
+    assert (below, w) == (64, 128) and probes[128] <= 0.25 < probes[64]   # exact: 117
+    assert mechanism_family_width("sigmoid", T, q, 0.25, [32, 64], 200, 0)[0] is None

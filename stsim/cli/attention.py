@@ -6,20 +6,33 @@ from stsim.cli.common import add_contract_options, run_contract
 
 __all__ = ["add_arguments", "main"]
 
-EPILOG = ("writes raw/runs.csv (a rerun with the same --out resumes) and raw/run.json, then\n"
-          "attention.json (every check with se, critical, verdict), report.md, width.csv,\n"
-          "temperature.csv, curves.csv, curves.png, width.png (--analyse-only: from raw/)\n"
+EPILOG = ("writes raw/tune.csv, raw/runs.csv, raw/rank.csv, raw/width.csv (a rerun with the\n"
+          "same --out resumes) and raw/run.json, then attention.json (every check with se,\n"
+          "critical, verdict), report.md, width.csv, rank.csv, temperature.csv, curves.csv,\n"
+          "curves.png, width.png (--analyse-only: from raw/)\n"
           "examples: stsim attention                       # quick, T = 12\n"
           "          stsim attention --full --out docs/figures/attention")
 
 HELP = {"T": "training length", "q": "subset size", "d": "token dimension",
         "seeds": "seeds per mechanism", "mechanisms": "names, rank=r, tau=t",
-        "steps": "steps per run (0: the default schedule)", "batch": "batch size",
+        "steps": "the budget: steps of every reported run", "batch": "batch size",
         "T_test": "out-of-distribution lengths", "target": "learns: loss <= target L(0)",
         "ood_target": "generalises: loss <= ood_target L(0)",
         "width_target": "width law: loss <= width_target L(0)",
         "width_T": "lengths of the width law", "taus": "temperatures of the reduced map",
-        "tau_T": "length of the reduced map"}
+        "tau_T": "length of the reduced map",
+        "tune_steps": "steps of a tuning run", "tune_mults": "multipliers of the paper "
+        "model's step tried per mechanism", "rank_T": "lengths of the rank grid",
+        "rank_q": "subset sizes of the rank grid", "rank_r": "ranks of the rank grid",
+        "rank_steps": "steps of a rank run (0: its default)",
+        "width_mechs": "mechanisms of the width law", "mc_seeds": "Monte-Carlo replicates "
+        "of each family width", "mc_budget": "Monte-Carlo samples x T per evaluation",
+        "n_mc_max": "most Monte-Carlo samples per evaluation",
+        "width_max": "largest d_e of the width grid",
+        "train_mechs": "mechanisms trained on the sphere against d_e",
+        "train_T": "length of the trained width check",
+        "train_widths": "d_e of the trained width check",
+        "train_steps": "steps of a trained width run (0: its default)"}
 
 
 def add_arguments(p) -> None:

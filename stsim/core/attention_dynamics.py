@@ -157,10 +157,11 @@ def softmax_eta_max(q, d, n, c, temperature):
 def softmax_reduced_steps(T, q, d, lr, n, *, c=1.0, practical=False, temperature=1.0,
                           max_steps=100_000, levels=(0.5, 0.02)):
     """First steps of the reduced softmax map at temperature ``τ`` (step ``lr`` on both
-    blocks) with ``L <= level · L(0)``, each None when not within ``max_steps``: the map of
-    :func:`stsim.core.reduced.reduced_map` on ``(a/τ, b/τ)`` with its a- and b-gradients
-    divided by ``τ``, in Python floats."""
+    blocks, or a step per block ``{"W": η_W, "V": η_V}``) with ``L <= level · L(0)``, each
+    None when not within ``max_steps``: the map of :func:`stsim.core.reduced.reduced_map`
+    on ``(a/τ, b/τ)`` with its a- and b-gradients divided by ``τ``, in Python floats."""
     from stsim.core.reduced import loss_grad_scalar
+    lr, lr_g = (lr["W"], lr["V"]) if isinstance(lr, dict) else (lr, lr)
     tau = float(temperature)
     a = b = g = 0.0
     L0 = 0.5 * d / q
@@ -176,7 +177,7 @@ def softmax_reduced_steps(T, q, d, lr, n, *, c=1.0, practical=False, temperature
         beta = (-db / n - da / n) / (n - 1)
         a -= lr * (da / n - beta)
         b += lr * beta
-        g -= lr / d * dg
+        g -= lr_g / d * dg
     return out
 
 

@@ -39,6 +39,18 @@ leak in with weights of variance ``q/d_e`` each (``T − q`` of them) and the ot
 tokens add ``q − 1``. Reaching ``ε L₀`` needs ``d_e ≥ (T − 1)(1/ε − 1)``: linear in T
 (:func:`linear_sphere_best`, :func:`linear_sphere_width`).
 
+**Every mechanism on the sphere family** (:func:`mechanism_family_rel`,
+:func:`best_mechanism_family_loss`, :func:`mechanism_family_width`). With ``W_xe = 0`` and
+``x_q = 0`` the weights ``s`` do not depend on X, so the derivation of
+:mod:`stsim.theory.family` holds for any mechanism: on ``W_ee = a I``, ``V_x = γ I`` the
+best γ gives ``L/L₀ = 1 − q E[s·u]² / E[|s|²]`` with ``s_i = φ(a g_i/τ)``,
+``g_i = p_iᵀ p_q`` (a constant normalisation of s cancels). For ``φ`` positively
+homogeneous (linear, ReLU and their normalised forms) the ratio does not depend on
+``a > 0``; for linear attention it is the law above, ``(T − 1)/(d_e + T − 1)``. For the
+sigmoid (no bias on this family) at ``d_e → ∞`` (``g = 1`` on the selected tokens, 0 on
+the others) ``s₋ = ½`` and ``L/L₀ = 1 − q σ(a)²/(q σ(a)² + (T − q)/4) ≥ (T − q)/(T + 3q)``:
+above 0.25 for every ``T ≥ 8`` at ``q = 3``.
+
 **Reduced dynamics of every mechanism**: :func:`reduced_mechanism_loss_grad` and
 :func:`reduced_mechanism_gd`, re-exported from :mod:`stsim.core.attention_dynamics` (their
 derivation is there; the run's default schedule uses them).
@@ -53,7 +65,9 @@ from stsim.core.model import QUERIES, query_coef
 from stsim.util.validate import check_choice, check_int, check_real
 
 __all__ = ["linear_loss_given", "linear_population_loss", "linear_sphere_best",
-           "linear_sphere_width", "reduced_mechanism_loss_grad", "reduced_mechanism_gd"]
+           "linear_sphere_width", "reduced_mechanism_loss_grad", "reduced_mechanism_gd",
+           "mechanism_family_rel", "best_mechanism_family_loss", "mechanism_family_width",
+           "sigmoid_family_bound"]
 
 
 def _blocks(W, V, d):
@@ -199,3 +213,78 @@ def linear_sphere_width(T, target=0.25):
     target = check_real("target", target, lo=0.0, hi=1.0, lo_open=True, hi_open=True)
     T = np.asarray(T, dtype=np.float64)
     return np.ceil((T - 1) * (1 / target - 1) - 1e-9).astype(int)
+
+
+def mechanism_family_rel(attention, a, g, q):
+    """``L/L₀ = 1 − q E[s·u]²/E[|s|²]`` of the sphere family ``W_ee = aI``, ``V_x = γ*I``
+    for a mechanism (module docstring), on scores ``g`` ``(n_mc, T)`` of
+    :func:`stsim.theory.family.sample_scores` (the ``q`` selected tokens first)."""
+    from stsim.core.attention import Softmax, make_attention
+    from stsim.theory.family import family_rel
+    att = make_attention(attention)
+    if isinstance(att, Softmax):
+        return family_rel(a / att.temperature, g, q)
+    s = att.phi(a * g / att.temperature)
+    S2 = np.einsum("nt,nt->n", s, s).mean()
+    su = s[:, :q].sum(axis=1).mean() / q
+    return 1.0 - q * su * su / S2 if S2 > 0 else 1.0
+
+
+def _homogeneous(att) -> bool:
+    return att.name in ("linear", "relu", "relu-norm")
+
+
+def best_mechanism_family_loss(attention, T, q, d_e, n_mc=4096, rng=0, bounds=(-2.0, 3.0)):
+    """The family's best ``L/L₀`` over ``a > 0`` for a mechanism, on one draw of sphere
+    encodings (``rng``): softmax through :func:`stsim.theory.family.best_family_loss`; a
+    positively homogeneous mechanism at ``a = 1`` (the ratio does not depend on a); else a
+    grid of ``log10 a`` in ``bounds`` refined by bounded Brent. Returns ``{"rel", "a"}``."""
+    from scipy.optimize import minimize_scalar
+
+    from stsim.core.attention import Softmax, make_attention
+    from stsim.theory.family import best_family_loss, sample_scores
+    att = make_attention(attention)
+    if isinstance(att, Softmax):
+        r = best_family_loss(T, q, 1, d_e, n_mc=n_mc, rng=rng)
+        return {"rel": r["rel"], "a": r["a"] * att.temperature}
+    g = sample_scores(T, q, d_e, n_mc, rng)
+    if _homogeneous(att):
+        return {"rel": float(mechanism_family_rel(att, 1.0, g, q)), "a": 1.0}
+    f = lambda la: mechanism_family_rel(att, 10.0 ** la, g, q)
+    grid = np.linspace(bounds[0], bounds[1], 21)
+    vals = np.array([f(x) for x in grid])
+    k = int(np.argmin(vals))
+    res = minimize_scalar(f, bounds=(grid[max(k - 1, 0)], grid[min(k + 1, 20)]),
+                          method="bounded", options={"xatol": 2e-3})
+    la = res.x if res.fun <= vals[k] else grid[k]
+    return {"rel": float(min(res.fun, vals[k])), "a": float(10.0 ** la)}
+
+
+def mechanism_family_width(attention, T, q, target, grid, n_mc, seed):
+    """Smallest ``d_e`` of ``grid`` (increasing) whose family best ``L/L₀`` is
+    ``<= target``, by bisection (the loss falls with ``d_e``); ``(width, below, probes)``
+    with ``below`` the grid width under it (0 for the first), ``width = None`` when the
+    largest fails (censored there); ``probes`` the ``{d_e: rel}`` evaluated."""
+    grid = sorted(int(w) for w in grid)
+    probes = {}
+
+    def rel(i):
+        if grid[i] not in probes:
+            probes[grid[i]] = best_mechanism_family_loss(attention, T, q, grid[i], n_mc=n_mc,
+                                                         rng=seed)["rel"]
+        return probes[grid[i]]
+
+    lo, hi = -1, len(grid) - 1
+    if rel(hi) > target:
+        return None, grid[hi], probes
+    while hi - lo > 1:
+        mid = (lo + hi) // 2
+        lo, hi = (lo, mid) if rel(mid) <= target else (mid, hi)
+    return grid[hi], (grid[lo] if lo >= 0 else 0), probes
+
+
+def sigmoid_family_bound(T, q):
+    """``(T − q)/(T + 3q)``: the sigmoid family's ``L/L₀`` at ``d_e → ∞`` and ``a → ∞``
+    (module docstring), its infimum over a there."""
+    T, q = (np.asarray(x, dtype=np.float64) for x in (T, q))
+    return (T - q) / (T + 3 * q)

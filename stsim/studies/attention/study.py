@@ -1,19 +1,27 @@
 r"""``stsim attention``: which attention mechanisms learn sparse token selection, and at
 what width (docs/attention.md).
 
-Three parts, each check carrying its standard error, the critical value right for its
-sample size and a verdict (:func:`check`):
+Five parts, each check carrying its standard error, the critical value right for its
+sample size and a verdict (:func:`verdict`):
 
-* **runs** — every mechanism of ``mechanisms`` (names of :data:`stsim.core.attention.
-  ATTENTIONS`, ``rank=r`` for the key/query pair, ``tau=τ`` for softmax at a temperature)
-  trained by :func:`stsim.run` with its default schedule and initialisation, ``seeds``
-  seeds; per mechanism: **learns** (the final validation loss ≤ ``target`` · L(0)) and
-  **length generalisation** (the loss at each ``T_test`` ≤ ``ood_target`` · L(0), slots
-  encodings, so that the longer sequences use slots seen in training).
-* **width** — the smallest ``d_e`` reaching ``width_target`` · L(0) against T with sphere
-  encodings: linear attention's exact law ``⌈(T − 1)(1/ε − 1)⌉`` (docs/attention.md §5)
-  and softmax's family widths (the committed docs/figures/separation/summary.json, q = 3),
-  each fitted with the interval-censored growth laws of docs/separation.md.
+* **runs** (:mod:`.runs`) — every mechanism of ``mechanisms`` (names of
+  :data:`stsim.core.attention.ATTENTIONS`, ``rank=r`` for the key/query pair, ``tau=τ``
+  for softmax at a temperature), from its default initialisation, with equal tuning (the
+  paper model's default step times one multiplier of ``tune_mults`` chosen on a tuning
+  replicate, the same held blocks, the same budget of ``steps`` steps), ``seeds`` seeds,
+  stochastic slots encodings (``d_e = 2 max(T, T_test)``); per mechanism: **learns** (the
+  final validation loss ≤ ``target`` · L(0)) and **length generalisation** (the loss at
+  each ``T_test`` ≤ ``ood_target`` · L(0)).
+* **rank** — the key/query pair of rank r with its default run at every ``(T, q)`` of
+  ``rank_T`` × ``rank_q`` and r of ``rank_r`` (``≤ 2T``): the smallest r whose seed mean is
+  held below ``target`` · L(0) (and below ``width_target`` · L(0)).
+* **width** (:mod:`.widths`) — the smallest ``d_e`` of each mechanism's sphere family
+  reaching ``width_target`` · L(0) against T, fitted with the interval-censored growth laws
+  of docs/separation.md; linear attention's Monte-Carlo family against its exact law.
+* **trained widths** — ``train_mechs`` trained on stochastic sphere encodings (theory
+  model, sum query, their default runs) at ``T = train_T`` and each ``d_e`` of
+  ``train_widths``: the smallest ``d_e`` held below ``width_target`` · L(0), against the
+  family's width there (within one √2 grid step).
 * **temperature** — the reduced softmax map's step to 2% of L(0) against τ at one step
   ``η``, and the same map at τ = 1 with step ``η/τ²`` on W and ``η`` on V (the derived
   equivalence; deterministic, ``se = 0``).
@@ -35,7 +43,9 @@ import numpy as np
 from scipy.stats import t as student_t
 
 from stsim.core.attention import ATTENTIONS
-from stsim.util.io import write_csv, write_json
+from stsim.studies.attention.runs import (TUNE_ROOT, choose, parse_mechanism, rank_one,
+                                          run_one, sphere_one)
+from stsim.util.io import write_json
 from stsim.util.validate import check_int, check_real
 
 __all__ = ["NAME", "PRESETS", "check", "run", "analyse", "report", "verdict",
@@ -43,96 +53,126 @@ __all__ = ["NAME", "PRESETS", "check", "run", "analyse", "report", "verdict",
 
 NAME = "attention"
 MECHS = list(ATTENTIONS) + ["rank=4", "tau=0.5"]
+WIDTH_MECHS = ["softmax", "linear", "relu", "sigmoid"]
 PRESETS = {
     "quick": {"mode": "quick", "T": 12, "q": 2, "d": 5, "seeds": 3, "mechanisms": MECHS,
               "steps": 300, "batch": 64, "T_test": [16, 20], "target": 0.02,
-              "ood_target": 0.05, "width_target": 0.25, "width_T": [8, 64, 512, 4096],
-              "taus": [0.5, 1.0, 2.0], "tau_T": 50},
+              "ood_target": 0.05, "tune_steps": 100, "tune_mults": [1.0, 0.125],
+              "rank_T": [8], "rank_q": [2], "rank_r": [4, 16], "rank_steps": 300,
+              "width_mechs": WIDTH_MECHS, "width_target": 0.25, "width_T": [8, 16, 32, 64, 128],
+              "mc_seeds": 1, "mc_budget": 2 ** 13, "n_mc_max": 512, "width_max": 1024,
+              "taus": [0.5, 1.0, 2.0], "tau_T": 50,
+              "train_mechs": ["linear"], "train_T": 8, "train_widths": [16, 23, 32],
+              "train_steps": 300},
     "full": {"mode": "full", "T": 200, "q": 3, "d": 5, "seeds": 3, "mechanisms": MECHS,
-             "steps": 0, "batch": 256, "T_test": [250, 300, 400], "target": 0.02,
-             "ood_target": 0.05, "width_target": 0.25,
+             "steps": 1500, "batch": 256, "T_test": [250, 300, 350, 400], "target": 0.02,
+             "ood_target": 0.05, "tune_steps": 500,
+             "tune_mults": [1.0, 0.125, 0.015625, 0.001953125],
+             "rank_T": [8, 16, 32], "rank_q": [2, 3], "rank_r": [4, 8, 16, 32, 64],
+             "rank_steps": 0,
+             "width_mechs": WIDTH_MECHS, "width_target": 0.25,
              "width_T": [8, 16, 32, 64, 128, 256, 512, 1024, 2048, 4096],
-             "taus": [0.25, 0.5, 1.0, 2.0, 4.0], "tau_T": 200},
+             "mc_seeds": 3, "mc_budget": 2 ** 18, "n_mc_max": 4096, "width_max": 32768,
+             "taus": [0.25, 0.5, 1.0, 2.0, 4.0], "tau_T": 200,
+             "train_mechs": ["linear", "relu"], "train_T": 16,
+             "train_widths": [23, 32, 45, 64, 91], "train_steps": 0},
 }
-SEPARATION = os.path.join(os.path.dirname(__file__), "..", "..", "..", "docs", "figures",
-                          "separation", "summary.json")
-
-
-def parse_mechanism(label: str) -> dict:
-    """``"linear"`` -> ``{"attention": "linear"}``, ``"rank=4"`` -> ``{"rank": 4}``,
-    ``"tau=0.5"`` -> ``{"temperature": 0.5}``; ``ValueError`` naming ``mechanisms``."""
-    if label in ATTENTIONS:
-        return {"attention": label}
-    key, _, val = str(label).partition("=")
-    try:
-        if key == "rank":
-            return {"rank": check_int("rank", int(val), 1)}
-        if key == "tau":
-            return {"temperature": check_real("tau", float(val), lo=0.0, lo_open=True)}
-    except ValueError:
-        pass
-    raise ValueError(f"mechanisms must hold names of {ATTENTIONS}, rank=r or tau=t, got "
-                     f"{label!r}")
 
 
 def check(cfg: dict) -> dict:
     """Validate every setting (``ValueError`` naming it) before any work."""
     cfg = dict(cfg)
-    cfg["T"] = check_int("T", cfg["T"], 2)
+    for name, lo in (("T", 2), ("d", 1), ("seeds", 2), ("steps", 1), ("batch", 1),
+                     ("tune_steps", 1), ("rank_steps", 0), ("tau_T", 3), ("mc_seeds", 1),
+                     ("mc_budget", 1), ("n_mc_max", 1), ("width_max", 2)):
+        cfg[name] = check_int(name, cfg[name], lo)
     cfg["q"] = check_int("q", cfg["q"], 1, cfg["T"] - 1)
-    cfg["d"] = check_int("d", cfg["d"], 1)
-    cfg["seeds"] = check_int("seeds", cfg["seeds"], 2)
-    cfg["steps"] = check_int("steps", cfg["steps"], 0)
-    cfg["batch"] = check_int("batch", cfg["batch"], 1)
-    cfg["tau_T"] = check_int("tau_T", cfg["tau_T"], 3)
-    if not cfg["mechanisms"]:
-        raise ValueError("mechanisms must hold at least one mechanism, got []")
+    for key in ("mechanisms", "tune_mults", "width_mechs"):
+        if not cfg[key]:
+            raise ValueError(f"{key} must hold at least one value, got []")
     for m in cfg["mechanisms"]:
         parse_mechanism(m)
+    for m in cfg["width_mechs"]:
+        if m not in ATTENTIONS:
+            raise ValueError(f"width_mechs must hold names of {ATTENTIONS}, got {m!r}")
     for name in ("target", "ood_target", "width_target"):
         cfg[name] = check_real(name, cfg[name], lo=0.0, hi=1.0, lo_open=True, hi_open=True)
     cfg["T_test"] = [check_int("T_test", t, cfg["T"] + 1) for t in cfg["T_test"]]
-    cfg["width_T"] = [check_int("width_T", t, 2) for t in cfg["width_T"]]
+    cfg["width_T"] = [check_int("width_T", t, 4) for t in cfg["width_T"]]
+    cfg["rank_T"] = [check_int("rank_T", t, 3) for t in cfg["rank_T"]]
+    cfg["rank_q"] = [check_int("rank_q", t, 1, min(cfg["rank_T"] or [3]) - 1)
+                     for t in cfg["rank_q"]]
+    cfg["rank_r"] = [check_int("rank_r", t, 1) for t in cfg["rank_r"]]
+    cfg["tune_mults"] = [check_real("tune_mults", m, lo=0.0, lo_open=True)
+                         for m in cfg["tune_mults"]]
     cfg["taus"] = [check_real("taus", t, lo=0.0, lo_open=True) for t in cfg["taus"]]
+    cfg["train_T"] = check_int("train_T", cfg["train_T"], 4)
+    cfg["train_steps"] = check_int("train_steps", cfg["train_steps"], 0)
+    cfg["train_widths"] = sorted(check_int("train_widths", w, 1) for w in cfg["train_widths"])
+    for m in cfg["train_mechs"]:
+        if m not in ATTENTIONS:
+            raise ValueError(f"train_mechs must hold names of {ATTENTIONS}, got {m!r}")
     return cfg
 
 
-def run_one(mechanism, T, q, d, steps, batch, T_test, seed):
-    """One training run (a row of ``raw/runs.csv``): the final validation losses over L(0),
-    the run's status, lr, steps, CPU time and its validation curve (JSON)."""
-    opts = dict(T=T, q=q, d=d, batch=batch, T_test=tuple(T_test), seed=seed,
-                **parse_mechanism(mechanism))
-    if steps:
-        opts["steps"] = steps
-    import stsim
-    t0 = time.process_time()
-    res = stsim.run(**opts)
-    L0 = 0.5 * d / q
-    h = res.history
-    row = {"run_status": res.status, "lr": float(res.config["lr"]) if not isinstance(
-        res.config["lr"], dict) else float("nan"), "steps": int(res.config["steps"]),
-        "init": res.config["init"], "rel": res.final("val") / L0,
-        "cpu_time_s": time.process_time() - t0,
-        "curve": json.dumps({"step": [int(s) for s in h["step"]],
-                             "rel": [float(v) / L0 for v in h["val"]]})}
-    for Tt in T_test:
-        row[f"rel_T{Tt}"] = res.final(f"val/T={Tt}") / L0
-    return row
+def _raw(out, name):
+    return os.path.join(out, "raw", name)
 
 
 def run(cfg, out, executor, log):
-    """The training runs, through :func:`stsim.sweep` into ``raw/runs.csv`` (resumable)."""
-    from stsim.sweep import sweep
+    """The tuning runs, the reported runs, the rank grid and the width replicates, each
+    through :func:`stsim.sweep` into its table under ``raw/`` (resumable)."""
+    from stsim.studies.attention.runs import base_schedule
+    from stsim.studies.attention.widths import width_point
+    from stsim.studies.separation.design import n_mc
+    from stsim.sweep import read_table, sweep
     os.makedirs(os.path.join(out, "raw"), exist_ok=True)
     t0 = time.time()
+    c = {k: cfg[k] for k in ("T", "q", "d", "batch")}
+    base = base_schedule(T_test=cfg["T_test"], **c)
+    walls = {}
 
-    def fn(mechanism, seed):
-        return run_one(mechanism, cfg["T"], cfg["q"], cfg["d"], cfg["steps"], cfg["batch"],
-                       cfg["T_test"], seed)
+    def tune(mechanism, mult, seed):
+        return run_one(mechanism, steps=cfg["tune_steps"], T_test=cfg["T_test"], seed=seed,
+                       mult=mult, base=base, **c)
 
-    sweep(fn, {"mechanism": cfg["mechanisms"]}, seeds=cfg["seeds"], executor=executor,
-          out=os.path.join(out, "raw", "runs.csv"))
-    write_json(os.path.join(out, "raw", "run.json"), {"wall_time_s": time.time() - t0})
+    t = time.time()
+    sweep(tune, {"mechanism": cfg["mechanisms"], "mult": cfg["tune_mults"]}, seeds=1,
+          root_seed=TUNE_ROOT, executor=executor, out=_raw(out, "tune.csv"))
+    walls["tune"] = time.time() - t
+    mults = choose(read_table(_raw(out, "tune.csv")))
+
+    def main(mechanism, seed):
+        return run_one(mechanism, steps=cfg["steps"], T_test=cfg["T_test"], seed=seed,
+                       mult=mults[mechanism], base=base, **c)
+
+    t = time.time()
+    sweep(main, {"mechanism": cfg["mechanisms"]}, seeds=cfg["seeds"], executor=executor,
+          out=_raw(out, "runs.csv"))
+    walls["runs"] = time.time() - t
+    t = time.time()
+    pts = [{"T": T, "q": q, "rank": r} for T in cfg["rank_T"] for q in cfg["rank_q"]
+           for r in cfg["rank_r"] if q < T and r <= 2 * T]
+    sweep(lambda T, q, rank, seed: rank_one(T, q, rank, cfg["d"], cfg["batch"],
+                                                  cfg["rank_steps"], seed), pts,
+          seeds=cfg["seeds"], executor=executor, out=_raw(out, "rank.csv"))
+    walls["rank"] = time.time() - t
+    t = time.time()
+    wpts = [{"mechanism": m, "T": T} for m in cfg["width_mechs"] for T in cfg["width_T"]]
+    sweep(lambda mechanism, T, seed: width_point(
+        mechanism, T, cfg["q"], cfg["width_target"], n_mc(T, cfg),
+        min(cfg["width_max"], max(64, 8 * T)), seed),
+        wpts, seeds=cfg["mc_seeds"], root_seed=2, executor=executor,
+        out=_raw(out, "width.csv"))
+    walls["width"] = time.time() - t
+    t = time.time()
+    tpts = [{"mechanism": m, "d_e": w} for m in cfg["train_mechs"] for w in cfg["train_widths"]]
+    sweep(lambda mechanism, d_e, seed: sphere_one(mechanism, cfg["train_T"], cfg["q"], d_e,
+                                                  cfg["d"], cfg["train_steps"], seed),
+          tpts, seeds=cfg["seeds"], executor=executor, out=_raw(out, "trained.csv"))
+    walls["trained"] = time.time() - t
+    write_json(_raw(out, "run.json"), {"wall_time_s": time.time() - t0,
+                                       "wall_time_parts_s": walls, "mults": mults})
 
 
 def verdict(values, op, threshold, claim, note=""):
@@ -144,6 +184,12 @@ def verdict(values, op, threshold, claim, note=""):
     m = float(np.mean(v)) if n else float("nan")
     se = float(np.std(v, ddof=1) / math.sqrt(n)) if n > 1 else 0.0
     crit = float(student_t.ppf(0.975, n - 1)) if n > 1 else 0.0
+    return judged(m, se, crit, op, threshold, claim, note, n)
+
+
+def judged(m, se, crit, op, threshold, claim, note="", n=1):
+    """The verdict of a measured value ``m`` with standard error ``se`` and critical value
+    ``crit`` against ``threshold`` (``op``: the claimed side), as :func:`verdict`."""
     diff = (m - threshold) if op in (">=", ">") else (threshold - m)
     if not np.isfinite(m):
         verd = "inconclusive"
@@ -151,8 +197,9 @@ def verdict(values, op, threshold, claim, note=""):
         verd = "held" if diff >= 0 else "failed"
     else:
         verd = "held" if diff > crit * se else "failed" if diff < -crit * se else "inconclusive"
-    return {"claim": claim, "measured": m, "se": se, "n": n, "critical": crit, "op": op,
-            "threshold": float(threshold), "verdict": verd, "note": note}
+    return {"claim": claim, "measured": float(m), "se": float(se), "n": int(n),
+            "critical": float(crit), "op": op, "threshold": float(threshold), "verdict": verd,
+            "note": note}
 
 
 def _temperature(cfg):
@@ -180,57 +227,132 @@ def _temperature(cfg):
     return rows
 
 
-def _width(cfg):
-    """Linear attention's exact smallest d_e and softmax's family widths (q = 3), with the
-    interval-censored fits."""
-    from stsim.theory.attention import linear_sphere_width
-    from stsim.util.stats import compare_growth
-    eps = cfg["width_target"]
-    Ts = cfg["width_T"]
-    lin = [int(w) for w in linear_sphere_width(Ts, eps)]
-    rows = [{"series": "linear (exact)", "T": T, "width": w, "below": w - 1}
-            for T, w in zip(Ts, lin)]
-    fam = []
-    if os.path.exists(SEPARATION) and eps == 0.25:
-        with open(SEPARATION) as f:
-            fam = [e for e in json.load(f)["family"] if e["q"] == 3 and e["target"] == 0.25]
-        rows += [{"series": "softmax (family, q=3)", "T": e["T"], "width": e["width"],
-                  "below": e["below"]} for e in fam]
-    fits = {}
-    for series in sorted({r["series"] for r in rows}):
-        pts = [r for r in rows if r["series"] == series]
-        if len(pts) >= 3:
-            c = compare_growth([p["T"] for p in pts], [p["width"] for p in pts],
-                               lower=[p["below"] for p in pts], min_points=3, what="d_e")
-            fits[series] = {"ranking": c.get("ranking", []),
-                            "fits": {k: {kk: v for kk, v in f.items()
-                                         if isinstance(v, (int, float, str, list))}
-                                     for k, f in c.get("fits", {}).items()}}
-    return rows, fits
+def _rank(cfg, table):
+    """Per (T, q): the seed mean, se and verdict of each r, and the smallest r held below
+    ``target`` and below ``width_target`` (None: none in the grid)."""
+    out, checks = [], []
+    for T in cfg["rank_T"]:
+        for q in cfg["rank_q"]:
+            cells = []
+            for r in cfg["rank_r"]:
+                rows = [x for x in table if int(x["T"]) == T and int(x["q"]) == q
+                        and int(x["rank"]) == r]
+                if rows:
+                    vals = [float(x["rel"]) if x["run_status"] == "completed" else math.nan
+                            for x in rows]
+                    cells.append((r, verdict(vals, "<=", cfg["target"], ""),
+                                  verdict(vals, "<=", cfg["width_target"], "")))
+            if not cells:
+                continue
+            small = next((r for r, v, _ in cells if v["verdict"] == "held"), None)
+            loose = next((r for r, _, v in cells if v["verdict"] == "held"), None)
+            out.append({"T": T, "q": q, "d_e": 2 * T, "smallest_r_learns": small,
+                        f"smallest_r_{cfg['width_target']:g}": loose,
+                        "cells": [{"r": r, "measured": v["measured"], "se": v["se"],
+                                   "critical": v["critical"], "verdict": v["verdict"]}
+                                  for r, v, _ in cells]})
+            for r, v, _ in cells:
+                v["claim"] = (f"rank {r} learns at T={T}, q={q}: final loss <= "
+                              f"{cfg['target']:g} L(0)")
+                checks.append(v)
+    return out, checks
+
+
+def _trained(cfg, table, width_rows):
+    """Per trained mechanism: each width's seed mean with its verdict against
+    ``width_target``, the smallest width held below it, and the check that it is within one
+    grid step of the family's width at ``train_T`` (the family's replicates)."""
+    out, checks = [], []
+    T, eps = cfg["train_T"], cfg["width_target"]
+    for m in cfg["train_mechs"]:
+        cells = []
+        for w in cfg["train_widths"]:
+            vals = [float(r["rel"]) if r["run_status"] == "completed" else math.nan
+                    for r in table if r["mechanism"] == m and int(r["d_e"]) == w]
+            if vals:
+                cells.append((w, verdict(vals, "<=", eps, f"{m} trained on the sphere at "
+                                         f"T={T}, d_e={w}: final loss <= {eps:g} L(0)")))
+        checks += [v for _, v in cells]
+        small = next((w for w, v in cells if v["verdict"] == "held"), None)
+        fam = next((r for r in width_rows if r["series"] == m and r["T"] == T), None)
+        out.append({"mechanism": m, "T": T, "smallest_trained": small,
+                    "family": None if fam is None else [fam["below"], fam["width"]],
+                    "cells": [{"d_e": w, "measured": v["measured"], "se": v["se"],
+                               "critical": v["critical"], "verdict": v["verdict"]}
+                              for w, v in cells]})
+        if fam is not None and not fam["censored"]:
+            ok = small is not None and (fam["below"] / 2 ** 0.5 < small
+                                        <= fam["width"] * 2 ** 0.5 + 1)
+            checks.append(verdict([1.0 if ok else 0.0], ">=", 1.0, f"{m}: the smallest trained "
+                                  f"width at T={T} is within one grid step of the family's",
+                                  note=f"trained {small}, family ({fam['below']}, "
+                                       f"{fam['width']}]"))
+    return out, checks
+
+
+def _exponent(f):
+    """The power law's exponent and its se (the 95% interval's half-width / 1.96)."""
+    p = f["fits"].get("power")
+    if not p or p.get("a_ci") is None:
+        return None
+    lo, hi = p["a_ci"]
+    return float(p["a"]), (float(hi) - float(lo)) / (2 * 1.959964)
+
+
+def _width_checks(fits):
+    """Each series' power-law exponent against softmax's family (the difference, se of
+    both, normal critical 1.96: the fits are maximum likelihood) and linear attention's
+    exponent against 1."""
+    out = []
+    soft = _exponent(fits["softmax"]) if "softmax" in fits else None
+    for series, f in fits.items():
+        e = _exponent(f)
+        if e is None:
+            continue
+        note = f"ranking {f['ranking']}; power exponent {e[0]:.3g} +- {e[1]:.2g}"
+        if series.startswith("linear"):
+            out.append(judged(abs(e[0] - 1.0), e[1], 1.959964, "<=", 0.1, f"{series}: the "
+                              "width grows linearly in T (power exponent within 0.1 of 1)",
+                              note))
+        if soft is not None and series != "softmax":
+            out.append(judged(e[0] - soft[0], math.hypot(e[1], soft[1]), 1.959964, ">=", 0.0,
+                              f"{series}: the width grows faster than softmax's (power "
+                              f"exponent minus softmax's {soft[0]:.3g})", note))
+    return out
 
 
 def analyse(cfg, out) -> dict:
-    """Every check, from ``raw/runs.csv`` and the exact computations."""
+    """Every check, from the tables under ``raw/`` and the exact computations."""
+    from stsim.studies.attention.widths import family_rows, width_fits
     from stsim.sweep import read_table
-    table = read_table(os.path.join(out, "raw", "runs.csv"))
+    from stsim.theory.attention import linear_sphere_width
+    table = read_table(_raw(out, "runs.csv"))
+    tune = read_table(_raw(out, "tune.csv")) if os.path.exists(_raw(out, "tune.csv")) else []
+    mults = choose(tune)
     checks, per = [], {}
     for mech in cfg["mechanisms"]:
         rows = [r for r in table if r["mechanism"] == mech]
         ok = [r for r in rows if r["run_status"] == "completed"]
-        per[mech] = {"runs": len(rows), "completed": len(ok),
-                     "lr": rows[0]["lr"] if rows else None,
+        per[mech] = {"runs": len(rows), "completed": len(ok), "mult": mults.get(mech),
+                     "lr_W": rows[0]["lr_W"] if rows else None,
+                     "lr_V": rows[0]["lr_V"] if rows else None,
+                     "freeze": rows[0]["freeze"] if rows else None,
                      "steps": rows[0]["steps"] if rows else None,
-                     "init": rows[0]["init"] if rows else None}
-        rel = [float(r["rel"]) if r["run_status"] == "completed" else float("nan")
-               for r in rows]
+                     "init": rows[0]["init"] if rows else None,
+                     "tuning": {str(r["mult"]): r["rel"] for r in tune if r["mechanism"] == mech}}
+        rel = [float(r["rel"]) if r["run_status"] == "completed" else math.nan for r in rows]
         checks.append(verdict(rel, "<=", cfg["target"], f"{mech} learns: final loss <= "
-                              f"{cfg['target']:g} L(0) (T={cfg['T']}, q={cfg['q']})",
-                              note=f"{len(ok)}/{len(rows)} runs completed"))
+                              f"{cfg['target']:g} L(0) in {cfg['steps']} steps (T={cfg['T']}, "
+                              f"q={cfg['q']})", note=f"{len(ok)}/{len(rows)} runs completed; "
+                              f"step x {mults.get(mech)} of the paper model's"))
         for Tt in cfg["T_test"]:
             vals = [float(r[f"rel_T{Tt}"]) if r["run_status"] == "completed"
-                    else float("nan") for r in rows]
+                    else math.nan for r in rows]
             checks.append(verdict(vals, "<=", cfg["ood_target"], f"{mech} generalises to "
                                   f"T_test={Tt}: loss <= {cfg['ood_target']:g} L(0)"))
+    rank_rows, rank_checks = ([], []) if not os.path.exists(_raw(out, "rank.csv")) else \
+        _rank(cfg, read_table(_raw(out, "rank.csv")))
+    checks += rank_checks
     temp = _temperature(cfg)
     for r in temp:
         same = r["t2_tau"] == r["t2_equivalent"] and r["max_rel_diff"] < 1e-9
@@ -238,61 +360,39 @@ def analyse(cfg, out) -> dict:
                               f"equals W step / tau^2 (reduced map, T={cfg['tau_T']})",
                               note=f"steps to {cfg['target']:g} L(0): {r['t2_tau']} at tau, "
                                    f"{r['t2_equivalent']} equivalent; same: {same}"))
-    width_rows, fits = _width(cfg)
-    lin = fits.get("linear (exact)", {})
-    if lin.get("ranking"):
-        checks.append(verdict([1.0 if lin["ranking"][0] == "linear" else 0.0], ">=", 1.0,
-                              "linear attention's width law is linear in T (best-ranked law)",
-                              note=f"ranking {lin['ranking']}"))
+    wtab = read_table(_raw(out, "width.csv")) if os.path.exists(_raw(out, "width.csv")) else []
+    width_rows = family_rows(wtab)
+    eps = cfg["width_target"]
+    exact = [{"series": "linear (exact)", "T": T, "width": int(w), "below": int(w) - 1,
+              "censored": False, "replicates": "exact"}
+             for T, w in zip(cfg["width_T"], linear_sphere_width(cfg["width_T"], eps))]
+    for r in width_rows:
+        if r["series"] == "linear" and not r["censored"]:
+            w = int(linear_sphere_width(r["T"], eps))
+            inside = r["below"] / 2 ** 0.5 < w <= r["width"] * 2 ** 0.5 + 1
+            checks.append(verdict([1.0 if inside else 0.0], ">=", 1.0,
+                                  f"linear attention's Monte-Carlo family width at T="
+                                  f"{r['T']} is within one grid step of the exact {w}",
+                                  note=f"grid cell ({r['below']}, {r['width']}], median of "
+                                       f"{cfg['mc_seeds']} replicate(s)"))
+    fits = width_fits(width_rows + exact)
+    checks += _width_checks(fits)
+    for m in cfg["width_mechs"]:
+        cens = [r["T"] for r in width_rows if r["series"] == m and r["censored"]]
+        if cens:
+            checks.append(verdict([float(len(cens))], "<=", 0.0, f"{m}: the family reaches "
+                                  f"{eps:g} L(0) within d_e <= {cfg['width_max']} at every T",
+                                  note=f"censored at T = {cens}"))
+    trained = []
+    if os.path.exists(_raw(out, "trained.csv")):
+        trained, tchecks = _trained(cfg, read_table(_raw(out, "trained.csv")), width_rows)
+        checks += tchecks
     return {"config": cfg, "mechanisms": per, "checks": checks, "temperature": temp,
-            "width": width_rows, "fits": fits}
+            "trained": trained,
+            "rank": rank_rows, "width": width_rows + exact, "fits": fits}
 
 
 def report(cfg, out, results) -> dict:
-    """``attention.json`` (every check), ``width.csv``, ``temperature.csv``,
-    ``curves.png`` (loss curves per mechanism, CSV beside), ``width.png`` and
-    ``report.md``."""
-    from stsim.sweep import read_table
-    from stsim.util.plotting import plt, savefig
-    write_json(os.path.join(out, "attention.json"), results)
-    write_csv(os.path.join(out, "width.csv"), ["series", "T", "width", "below"],
-              [[r["series"], r["T"], r["width"], r["below"]] for r in results["width"]])
-    temp = results["temperature"]
-    write_csv(os.path.join(out, "temperature.csv"), list(temp[0]) if temp else ["tau"],
-              [list(r.values()) for r in temp])
-    table = read_table(os.path.join(out, "raw", "runs.csv"))
-    fig, ax = plt.subplots(1, 1, figsize=(6, 4))
-    curve_rows = []
-    for mech in cfg["mechanisms"]:
-        rows = [r for r in table if r["mechanism"] == mech]
-        if not rows:
-            continue
-        c = json.loads(rows[0]["curve"])
-        ax.plot(c["step"], c["rel"], label=mech)
-        curve_rows += [[mech, s, v] for s, v in zip(c["step"], c["rel"])]
-    write_csv(os.path.join(out, "curves.csv"), ["mechanism", "step", "rel"], curve_rows)
-    ax.set_yscale("log")
-    ax.set_xlabel("step")
-    ax.set_ylabel("validation loss / L(0) (first seed)")
-    ax.legend(fontsize=7)
-    savefig(fig, os.path.join(out, "curves.png"))
-    fig, ax = plt.subplots(1, 1, figsize=(6, 4))
-    for series in sorted({r["series"] for r in results["width"]}):
-        pts = [r for r in results["width"] if r["series"] == series]
-        ax.plot([p["T"] for p in pts], [p["width"] for p in pts], "o-", label=series)
-    ax.set_xscale("log")
-    ax.set_yscale("log")
-    ax.set_xlabel("T")
-    ax.set_ylabel(f"smallest d_e reaching {cfg['width_target']:g} L(0)")
-    ax.legend(fontsize=7)
-    savefig(fig, os.path.join(out, "width.png"))
-    lines = [f"# stsim attention ({cfg['mode']})", "",
-             "| check | measured | se | n | critical | verdict | note |", "|---|---|---|---|---|---|---|"]
-    for c in results["checks"]:
-        lines.append(f"| {c['claim']} | {c['measured']:.4g} | {c['se']:.2g} | {c['n']} | "
-                     f"{c['critical']:.3g} | {c['verdict']} | {c['note']} |")
-    with open(os.path.join(out, "report.md"), "w") as f:
-        f.write("\n".join(lines) + "\n")
-    counts = {v: sum(c["verdict"] == v for c in results["checks"])
-              for v in ("held", "failed", "inconclusive")}
-    return {"checks": len(results["checks"]), **counts, "out": out}
+    """Every output file (:func:`stsim.studies.attention.outputs.write_outputs`)."""
+    from stsim.studies.attention.outputs import write_outputs
+    return write_outputs(cfg, out, results)

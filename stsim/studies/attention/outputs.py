@@ -1,0 +1,122 @@
+"""The output files of ``stsim attention`` (:func:`write_outputs`): ``attention.json``
+(every check with se, critical and verdict), the CSVs beside each figure, ``curves.png``
+(validation loss per mechanism, every seed), ``width.png`` (width against T on log axes
+with the fitted laws), ``report.md``."""
+from __future__ import annotations
+
+import json
+import os
+
+import numpy as np
+
+from stsim.util.io import write_csv, write_json
+
+__all__ = ["write_outputs"]
+
+
+def _curves(cfg, out, table):
+    from stsim.util.plotting import plt, savefig
+    fig, ax = plt.subplots(1, 1, figsize=(7, 4.5))
+    rows = []
+    for k, mech in enumerate(cfg["mechanisms"]):
+        runs = [r for r in table if r["mechanism"] == mech]
+        for j, r in enumerate(runs):
+            c = json.loads(r["curve"])
+            ax.plot(c["step"], c["rel"], color=f"C{k % 10}", lw=1.2 if j == 0 else 0.6,
+                    alpha=1.0 if j == 0 else 0.5, label=mech if j == 0 else None)
+            rows += [[mech, r["seed"], s, v] for s, v in zip(c["step"], c["rel"])]
+    write_csv(os.path.join(out, "curves.csv"), ["mechanism", "seed", "step", "rel"], rows)
+    ax.axhline(cfg["target"], color="k", ls=":", lw=0.8)
+    ax.set_yscale("log")
+    ax.set_xlabel("step")
+    ax.set_ylabel("validation loss / L(0)")
+    ax.set_title(f"T = {cfg['T']}, q = {cfg['q']}: every seed (dotted: {cfg['target']:g})",
+                 fontsize=9)
+    ax.legend(fontsize=7, ncol=2)
+    savefig(fig, os.path.join(out, "curves.png"))
+
+
+def _widths(cfg, out, results):
+    from stsim.util.plotting import plt, savefig
+    rows = results["width"]
+    write_csv(os.path.join(out, "width.csv"),
+              ["series", "T", "width", "below", "censored", "replicates"],
+              [[r["series"], r["T"], r["width"], r["below"], int(r["censored"]),
+                r["replicates"]] for r in rows])
+    fig, ax = plt.subplots(1, 1, figsize=(7, 4.5))
+    for k, series in enumerate(sorted({r["series"] for r in rows})):
+        pts = [r for r in rows if r["series"] == series]
+        T = np.array([p["T"] for p in pts], float)
+        w = np.array([p["width"] for p in pts], float)
+        cen = np.array([p["censored"] for p in pts], bool)
+        col = f"C{k % 10}"
+        mk = "s" if "exact" in series else "o"
+        if (~cen).any():
+            ax.plot(T[~cen], w[~cen], mk, color=col, ms=4, label=series)
+        if cen.any():
+            ax.plot(T[cen], w[cen], "^", color=col, ms=6, mfc="none",
+                    label=f"{series}: above the largest width tried")
+        f = results["fits"].get(series)
+        if f and f["ranking"]:
+            law = f["ranking"][0]
+            fit = f["fits"][law]
+            x = np.geomspace(T.min(), T.max(), 50)
+            y = {"power": 2.0 ** fit["b"] * x ** fit["a"], "linear": fit["a"] * x + fit["b"],
+                 "log": fit["a"] * np.log2(x) + fit["b"]}[law]
+            ax.plot(x, y, "-", color=col, lw=0.8, alpha=0.7)
+    ax.set_xscale("log")
+    ax.set_yscale("log")
+    ax.set_xlabel("T")
+    ax.set_ylabel(f"smallest d_e reaching {cfg['width_target']:g} L(0) (sphere family)")
+    ax.set_title("lines: the best-ranked interval-censored law of each series", fontsize=9)
+    ax.legend(fontsize=7)
+    savefig(fig, os.path.join(out, "width.png"))
+
+
+def _markdown(cfg, results):
+    lines = [f"# stsim attention ({cfg['mode']})", "",
+             "| mechanism | step x | lr W | lr V | held | init |", "|---|---|---|---|---|---|"]
+    for m, p in results["mechanisms"].items():
+        lines.append(f"| {m} | {p['mult']} | {p['lr_W']} | {p['lr_V']} | {p['freeze']} | "
+                     f"{p['init']} |")
+    lines += ["", "| check | measured | se | n | critical | verdict | note |",
+              "|---|---|---|---|---|---|---|"]
+    for c in results["checks"]:
+        lines.append(f"| {c['claim']} | {c['measured']:.4g} | {c['se']:.2g} | {c['n']} | "
+                     f"{c['critical']:.3g} | {c['verdict']} | {c['note']} |")
+    lines += ["", "| T | q | d_e | smallest r <= target | smallest r <= width target |",
+              "|---|---|---|---|---|"]
+    loose = f"smallest_r_{cfg['width_target']:g}"
+    for r in results["rank"]:
+        lines.append(f"| {r['T']} | {r['q']} | {r['d_e']} | {r['smallest_r_learns']} | "
+                     f"{r[loose]} |")
+    lines += ["", "| trained on the sphere | T | smallest d_e <= width target | family cell |",
+              "|---|---|---|---|"]
+    for r in results.get("trained", []):
+        lines.append(f"| {r['mechanism']} | {r['T']} | {r['smallest_trained']} | "
+                     f"{r['family']} |")
+    return "\n".join(lines) + "\n"
+
+
+def write_outputs(cfg, out, results) -> dict:
+    """Write every output of the study into ``out``; the summary counts of the verdicts."""
+    from stsim.sweep import read_table
+    write_json(os.path.join(out, "attention.json"), results)
+    temp = results["temperature"]
+    write_csv(os.path.join(out, "temperature.csv"), list(temp[0]) if temp else ["tau"],
+              [list(r.values()) for r in temp])
+    write_csv(os.path.join(out, "rank.csv"), ["T", "q", "d_e", "r", "measured", "se",
+                                              "critical", "verdict"],
+              [[r["T"], r["q"], r["d_e"], c["r"], c["measured"], c["se"], c["critical"],
+                c["verdict"]] for r in results["rank"] for c in r["cells"]])
+    write_csv(os.path.join(out, "trained.csv"), ["mechanism", "T", "d_e", "measured", "se",
+                                                 "critical", "verdict"],
+              [[r["mechanism"], r["T"], c["d_e"], c["measured"], c["se"], c["critical"],
+                c["verdict"]] for r in results.get("trained", []) for c in r["cells"]])
+    _curves(cfg, out, read_table(os.path.join(out, "raw", "runs.csv")))
+    _widths(cfg, out, results)
+    with open(os.path.join(out, "report.md"), "w") as f:
+        f.write(_markdown(cfg, results))
+    counts = {v: sum(c["verdict"] == v for c in results["checks"])
+              for v in ("held", "failed", "inconclusive")}
+    return {"checks": len(results["checks"]), **counts, "out": out}

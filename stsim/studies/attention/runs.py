@@ -1,0 +1,141 @@
+r"""The training runs of ``stsim attention``: one run, the equal tuning of every mechanism,
+the rank grid.
+
+**Equal tuning.** Every mechanism gets the same procedure: the step of the paper's
+softmax model at this config (:func:`base_schedule`: its derived default — at the paper's
+scale a step per block ``{"W": η_W, "V": η_V}`` with W's token rows ``W_xx, W_xe`` held at
+their initial value) times one multiplier ``m`` of ``tune_mults``, the same ``freeze``;
+``m`` is chosen per mechanism on a tuning replicate (root seed 1, not a reported seed) as
+the lowest final validation loss after ``tune_steps`` steps (a diverged run counts as
+infinite; ties go to the larger m), then every reported run trains ``steps`` steps (the
+stated budget, the same for all). A key/query pair (``rank=r``) has no token rows to hold
+(``W_K``, ``W_Q`` mix them): it gets ``{"W_K": mη_W, "W_Q": mη_W, "V": mη_V}`` and no
+``freeze`` (a single base step is used for all three when the base is one step).
+"""
+from __future__ import annotations
+
+import json
+import math
+import time
+
+from stsim.core.attention import ATTENTIONS
+from stsim.util.validate import check_int, check_real
+
+__all__ = ["parse_mechanism", "base_schedule", "mechanism_options", "run_one", "choose",
+           "rank_one", "sphere_one"]
+
+TUNE_ROOT = 1        # root seed of the tuning replicate (the reported seeds use root 0)
+
+
+def parse_mechanism(label: str) -> dict:
+    """``"linear"`` -> ``{"attention": "linear"}``, ``"rank=4"`` -> ``{"rank": 4}``,
+    ``"tau=0.5"`` -> ``{"temperature": 0.5}``; ``ValueError`` naming ``mechanisms``."""
+    if label in ATTENTIONS:
+        return {"attention": label}
+    key, _, val = str(label).partition("=")
+    try:
+        if key == "rank":
+            return {"rank": check_int("rank", int(val), 1)}
+        if key == "tau":
+            return {"temperature": check_real("tau", float(val), lo=0.0, lo_open=True)}
+    except ValueError:
+        pass
+    raise ValueError(f"mechanisms must hold names of {ATTENTIONS}, rank=r or tau=t, got "
+                     f"{label!r}")
+
+
+def base_schedule(T, q, d, batch, T_test) -> tuple:
+    """``(lr, freeze)`` of the paper's softmax model's default at this config (lr a number
+    or ``{"W": η_W, "V": η_V}``)."""
+    from stsim.core.config import Config
+    c = Config(T=T, q=q, d=d, batch=batch, T_test=tuple(T_test)).resolve()
+    lr = dict(c.lr) if isinstance(c.lr, dict) else float(c.lr)
+    return lr, tuple(c.freeze or ())
+
+
+def mechanism_options(mechanism, base_lr, freeze, mult) -> dict:
+    """The run options of ``mechanism`` at multiplier ``mult`` of the base step (module
+    docstring)."""
+    opts = parse_mechanism(mechanism)
+    if isinstance(base_lr, dict):
+        w, v = mult * base_lr["W"], mult * base_lr["V"]
+    else:
+        w = v = mult * base_lr
+    if "rank" in opts:
+        opts["lr"] = {"W_K": w, "W_Q": w, "V": v}
+    else:
+        opts["lr"] = {"W": w, "V": v} if isinstance(base_lr, dict) else w
+        if freeze:
+            opts["freeze"] = tuple(freeze)
+    return opts
+
+
+def run_one(mechanism, T, q, d, steps, batch, T_test, seed, mult=1.0, base=None):
+    """One training run (a row of ``raw/tune.csv`` or ``raw/runs.csv``): the final
+    validation losses over L(0) (``inf`` when diverged), the status, the steps of W and V,
+    CPU time and the validation curve (JSON). ``base``: ``(lr, freeze)`` of
+    :func:`base_schedule` (computed when None)."""
+    import stsim
+    base_lr, freeze = base if base is not None else base_schedule(T, q, d, batch, T_test)
+    opts = dict(T=T, q=q, d=d, batch=batch, T_test=tuple(T_test), seed=seed, steps=steps,
+                progress=False, **mechanism_options(mechanism, base_lr, freeze, mult))
+    t0 = time.process_time()
+    res = stsim.run(**opts)
+    L0 = 0.5 * d / q
+    h = res.history
+    lr = res.config["lr"]
+    ok = res.status == "completed"
+    row = {"run_status": res.status, "mult": float(mult),
+           "lr_W": float(lr.get("W", lr.get("W_K", math.nan)) if isinstance(lr, dict) else lr),
+           "lr_V": float(lr["V"] if isinstance(lr, dict) else lr),
+           "freeze": "+".join(res.config.get("freeze", [])) or "none",
+           "steps": int(res.config["steps"]), "init": res.config["init"],
+           "rel": res.final("val") / L0 if ok else math.inf,
+           "cpu_time_s": time.process_time() - t0,
+           "curve": json.dumps({"step": [int(s) for s in h["step"]],
+                                "rel": [float(v) / L0 for v in h["val"]]})}
+    for Tt in T_test:
+        row[f"rel_T{Tt}"] = res.final(f"val/T={Tt}") / L0 if ok else math.inf
+    return row
+
+
+def choose(rows) -> dict:
+    """``{mechanism: multiplier}`` from the tuning rows: the lowest final ``rel`` (a
+    diverged or non-finite run is infinite), ties to the larger multiplier."""
+    best = {}
+    for r in rows:
+        v = float(r["rel"]) if r["run_status"] == "completed" else math.inf
+        v = v if math.isfinite(v) else math.inf
+        key = (v, -float(r["mult"]))
+        if r["mechanism"] not in best or key < best[r["mechanism"]][0]:
+            best[r["mechanism"]] = (key, float(r["mult"]))
+    return {m: b[1] for m, b in best.items()}
+
+
+def rank_one(T, q, rank, d, batch, steps, seed):
+    """One key/query pair of rank ``rank`` trained by :func:`stsim.run` with its default
+    step and initialisation (slots encodings, ``d_e = 2T``), ``steps`` steps (0: its
+    default count): the final validation loss over L(0) and the status."""
+    import stsim
+    res = stsim.run(T=T, q=q, d=d, rank=rank, batch=batch, seed=seed, progress=False,
+                    **({"steps": steps} if steps else {}))
+    ok = res.status == "completed"
+    return {"run_status": res.status, "steps": int(res.config["steps"]),
+            "lr": float(res.config["lr"]) if not isinstance(res.config["lr"], dict)
+            else math.nan, "d_e": int(res.config["d_e"]),
+            "rel": res.final("val") / (0.5 * d / q) if ok else math.inf}
+
+
+def sphere_one(mechanism, T, q, d_e, d, steps, seed):
+    """One run of ``mechanism`` on stochastic sphere encodings of width ``d_e`` (theory
+    model, sum query: the family's setting, docs/attention.md §8) with its default step and
+    initialisation, ``steps`` steps (0: its default count): the final validation loss over
+    L(0) and the status."""
+    import stsim
+    res = stsim.run(T=T, q=q, d=d, d_e=d_e, pe="stochastic", sampler="sphere",
+                    model="theory", query="sum", attention=mechanism, seed=seed,
+                    progress=False, **({"steps": steps} if steps else {}))
+    ok = res.status == "completed"
+    return {"run_status": res.status, "steps": int(res.config["steps"]),
+            "lr": float(res.config["lr"]) if not isinstance(res.config["lr"], dict)
+            else math.nan, "rel": res.final("val") / (0.5 * d / q) if ok else math.inf}

@@ -1,0 +1,77 @@
+r"""The width law of every mechanism in ``stsim attention``: the smallest ``d_e`` whose
+sphere family (``W_ee = aI``, ``V_x = γI``, the best a and γ; :func:`stsim.theory.
+attention.best_mechanism_family_loss`) reaches ``width_target`` · L(0), against T, by
+bisection on the √2 grid of docs/separation.md (one Monte-Carlo replicate per root seed,
+the median over ``mc_seeds`` replicates, as the separation study's family), fitted with
+the separation study's interval-censored growth laws
+(:func:`stsim.studies.separation.analysis._widths_fit`: each width is the grid cell
+``(below, width]``, or censored above the largest grid width).
+
+Linear attention's law is also exact (docs/attention.md §5), ``⌈(T − 1)(1/ε − 1)⌉``;
+the Monte-Carlo family of linear attention is checked against it. The normalised
+element-wise mechanisms and a temperature give the same family as their base mechanism
+(a constant scale of ``s`` and of ``a``), so they are not searched separately.
+"""
+from __future__ import annotations
+
+import math
+
+import numpy as np
+
+__all__ = ["width_point", "family_rows", "width_fits"]
+
+
+def width_point(mechanism, T, q, target, n_mc, max_width, seed):
+    """One replicate of the smallest family width (a row of ``raw/width.csv``):
+    ``width`` (0 when censored), ``below``, ``censored`` and the probes."""
+    from stsim.studies.separation.design import width_grid
+    from stsim.theory.attention import mechanism_family_width
+    w, below, probes = mechanism_family_width(mechanism, T, q, target,
+                                              width_grid(max_width, 2), n_mc, seed)
+    return {"width": 0 if w is None else int(w), "below": int(below),
+            "censored": int(w is None),
+            "probes": " ".join(f"{k}:{v:.4f}" for k, v in sorted(probes.items()))}
+
+
+def family_rows(table) -> list:
+    """Per (mechanism, T): the median width over the replicates, as the grid cell
+    ``(below, width]`` of the replicate at the median, or censored when the median is
+    (``width`` is then the largest grid width tried)."""
+    groups = {}
+    for r in table:
+        if r.get("status", "ok") != "ok":
+            continue
+        groups.setdefault((r["mechanism"], int(r["T"])), []).append(r)
+    out = []
+    for (mech, T), rows in sorted(groups.items()):
+        vals = sorted(((math.inf if int(r["censored"]) else int(r["width"]), r) for r in rows),
+                      key=lambda v: v[0])
+        med = vals[(len(vals) - 1) // 2]
+        cens = not math.isfinite(med[0])
+        out.append({"series": mech, "T": T, "width": int(med[1]["below"] if cens else
+                                                        med[1]["width"]),
+                    "below": int(med[1]["below"]), "censored": cens,
+                    "replicates": " ".join("c" if not math.isfinite(v) else str(v)
+                                           for v, _ in vals)})
+    return out
+
+
+def width_fits(rows) -> dict:
+    """The separation study's interval-censored growth-law fits of each series with at
+    least 5 points (3 bounded above): ``{series: {"ranking": [...], "fits": {...}}}``;
+    a series with fewer is left out (its rows are still published)."""
+    from stsim.studies.separation.analysis import _widths_fit
+    fits = {}
+    for series in sorted({r["series"] for r in rows}):
+        pts = [r for r in rows if r["series"] == series]
+        if sum(not p["censored"] for p in pts) < 3 or len(pts) < 5:
+            continue
+        c = _widths_fit(np.array([p["T"] for p in pts], float),
+                        np.array([p["width"] for p in pts], float),
+                        np.array([p["censored"] for p in pts], bool),
+                        np.array([p["below"] for p in pts], float))
+        fits[series] = {"ranking": list(c.get("ranking", [])),
+                        "fits": {k: {kk: (v.tolist() if isinstance(v, np.ndarray) else v)
+                                     for kk, v in f.items()}
+                                 for k, f in c.get("fits", {}).items()}}
+    return fits
