@@ -217,7 +217,7 @@ def run_contract(args, study) -> dict:
     (:func:`report_divergence`). Returns the summary, with ``exit_status`` 1 when something
     is unmeasured, else 0."""
     from stsim.studies.contract import resolve_config, run_study
-    from stsim.sweep.pool import make_executor, stop_on_interrupt
+    from stsim.sweep.pool import OneThreadProcessPool, make_executor, stop_on_interrupt
     from stsim.util.io import FileLock, OutputLocked, check_writable_folder
     overrides = contract_overrides(args, study)
     resolve_config(study, args.mode, overrides)      # bad input: refused before any work
@@ -244,6 +244,8 @@ def run_contract(args, study) -> dict:
                                     executor=ex, analyse_only=args.analyse_only,
                                     log=logger(args, f"[{study.NAME}] "))
             except KeyboardInterrupt:
+                if isinstance(ex, OneThreadProcessPool):     # whatever the route: the
+                    ex.kill()      # workers ignore SIGINT and would finish their runs first
                 raise KeyboardInterrupt(f"the finished runs are kept in {out}; rerun the "
                                         f"same command to resume") from None
             finally:

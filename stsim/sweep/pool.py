@@ -121,6 +121,19 @@ def worker_env(environ=None) -> dict:
 _PoolBase = (cf.Executor if loky is None else loky.ProcessPoolExecutor)   # the one process pool
 
 
+class _KillableFuture(cf.Future if loky is None else type(loky.Future())):
+    """loky's future, whose ``set_exception`` leaves a cancelled future alone: killing the
+    pool fails every pending future from loky's manager thread, and one the caller
+    cancelled meanwhile (an interrupted sweep cancels what it submitted) would otherwise
+    raise ``InvalidStateError`` there (a traceback on stderr)."""
+
+    def set_exception(self, exception):
+        with self._condition:                 # re-entrant: the state cannot change between
+            if self.cancelled():
+                return
+            super().set_exception(exception)
+
+
 class OneThreadProcessPool(_PoolBase):
     """A loky process pool whose workers all run single-threaded BLAS.
 
@@ -149,6 +162,12 @@ class OneThreadProcessPool(_PoolBase):
                          initializer=_init_worker, initargs=(os.getpid(),),
                          env=worker_env())
 
+    def submit(self, fn, /, *args, **kwargs):
+        """loky's ``submit``; the future tolerates a kill after its cancellation."""
+        fut = super().submit(fn, *args, **kwargs)
+        fut.__class__ = _KillableFuture
+        return fut
+
     def shutdown(self, wait=True, *, cancel_futures=False, kill_workers=False):
         """Stop the pool: ``wait`` for the running tasks (and, unless ``cancel_futures``,
         the queued ones); ``kill_workers`` ends the workers at once (their running and
@@ -157,14 +176,6 @@ class OneThreadProcessPool(_PoolBase):
             with contextlib.suppress(Exception):     # queued, not started: dropped
                 for item in list(self._pending_work_items.values()):
                     item.future.cancel()
-        if kill_workers:
-            # loky fails every pending item's future; one the caller cancelled already
-            # would raise InvalidStateError in loky's manager thread (a traceback on
-            # stderr), so those items are dropped first
-            with contextlib.suppress(Exception):
-                for key, item in list(self._pending_work_items.items()):
-                    if item.future.cancelled():
-                        self._pending_work_items.pop(key, None)
         super().shutdown(wait=wait, kill_workers=kill_workers)
 
     def kill(self) -> None:
@@ -226,6 +237,9 @@ def stop_on_interrupt(executor=None):
 
     main = threading.current_thread() is threading.main_thread()
     if main and signal.getsignal(signal.SIGINT) is signal.SIG_IGN:
+        if not isinstance(executor, OneThreadProcessPool):
+            yield False      # nothing to end here: a route of an outer caller stays
+            return
         from stsim.util.signals import route_termination
 
         def on_termination(signum, frame):
