@@ -5,8 +5,9 @@ Every final loss of the figures is a mean over large fresh sets drawn in blocks
 (:mod:`.evaluate`); its standard error is the batch-means one, and the bootstrap of a
 check (:mod:`.verdicts`) resamples those blocks beside the seeds. The block means live in
 the runs' ``.npz`` files, which are not committed; :func:`write_blocks` writes them to
-``<out>/blocks.csv`` (atomically, by :func:`stsim.util.io.write_csv`; :func:`.study.report`
-calls it beside ``figures.json``), one row per run and evaluation set:
+``<out>/blocks.csv`` (atomically, by :func:`stsim.util.io.write_csv`;
+:func:`stsim.studies.figures.study.report` calls it beside ``figures.json``), one row per
+run and evaluation set:
 
 ``run, set, kind, value, block, n_blocks, final, initial``
 
