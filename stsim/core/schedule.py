@@ -1,21 +1,13 @@
-r"""Default step size and step count of a run, derived from the reduced population dynamics,
-and the plateau diagnosis of a finished run.
+r"""Default step size and step count of a run, derived from the reduced population dynamics
+(the diagnosis of a finished run is :mod:`stsim.core.assessment`).
 
-Why this module exists: a call naming only the problem (``run(T=200, q=3)``) must learn.
-Softmax attention from zero initialisation sits on a long plateau (all logits equal, ``a``
-grows like ``η t/(n−1)`` times a small gradient) before a fast descent, so a fixed step count
-is either far too short or wasteful. The reduced dynamics (``docs/theory.md`` §3)
-give both numbers from the math.
-
-**The reduced map** (:mod:`stsim.core.reduced`: exact for the population loss with an
-encoding that has a two-scalar reduction — one-hot, stochastic/slots, or any family whose
-:meth:`~stsim.core.encodings.Encoding.reduced_n` says so — both models, both queries, from
-zero initialisation): ``W_ee = a I − b J`` (n×n, ``n = enc.reduced_n(T)``), ``V_x = γ I``;
-the 3-scalar GD map on ``(a, b, γ)``. The schedule asks the encoding (its
-:class:`~stsim.core.families.EncodingSpec`), the optimiser
-(:func:`~stsim.core.optim.register_optimizer`: its default-lr rule) and the architecture
-(:func:`~stsim.core.problem.register_arch`: whether the reduced dynamics describe it) —
-never their names.
+A call naming only the problem (``run(T=200, q=3)``) must learn: from zero initialisation
+softmax attention sits on a plateau before a fast descent, so a fixed step count is too short
+or wasteful; the reduced dynamics (``docs/theory.md`` §3) give both numbers. **The reduced
+map** (:mod:`stsim.core.reduced`; exact for the population loss with a two-scalar reduction,
+:meth:`~stsim.core.encodings.Encoding.reduced_n`): ``W_ee = a I − b J``, ``V_x = γ I``, the
+GD map on ``(a, b, γ)``. The schedule asks the encoding spec, the optimiser's default-lr rule
+and the architecture — never their names.
 
 **Largest stable step** (``η_max``), population. In the coordinates ``(θ, γ)`` the map's
 Jacobian is ``I − η diag(c²/(n−1), 1/d) H``; the γγ entry of the scaled Hessian is
