@@ -413,3 +413,20 @@ def test_every_replayed_number_recomputes_from_the_block_means(quick, tmp_path):
     (tmp_path / FILE).write_text("\n".join(text[:i] + [",".join(parts)] + text[i + 1:]) + "\n")
     with pytest.raises(ValueError, match="n_blocks"):
         read_blocks(tmp_path / FILE)
+
+
+def test_the_committed_figures_recompute_from_their_committed_block_means():
+    """docs/figures holds blocks.csv beside figures.json: every evaluation summary, measured
+    number and check SE of the committed figures recomputes from the repository alone, and
+    one committed block mean moved by 1 % (seeded fault) is caught."""
+    import pathlib
+    from stsim.studies.figures.blocks import FILE, read_blocks, recheck
+    out = pathlib.Path(__file__).resolve().parent.parent / "docs" / "figures"
+    blocks = read_blocks(out / FILE)
+    assert recheck(out, blocks=blocks) == []
+    name = next(n for n in sorted(blocks) if n.startswith("ood/") and "sgd-onehot" in n)
+    key = next(k for k in blocks[name] if k.startswith("val/T="))
+    blocks[name][key]["final"][0] *= 1.01
+    bad = recheck(out, blocks=blocks)
+    assert any(w.startswith("fig2.json") for w, _, _ in bad)
+    assert any(w.startswith("figures.json evaluation") for w, _, _ in bad)
