@@ -32,7 +32,8 @@ from dataclasses import dataclass, field
 import numpy as np
 
 __all__ = ["Z", "N_BOOT", "verdict", "make_check", "relabel", "Boot", "Sample",
-           "boot_check", "VERDICTS", "critical_value", "DF_WITHIN", "rejudge", "n_seeds"]
+           "boot_check", "VERDICTS", "critical_value", "DF_WITHIN", "rejudge", "n_seeds",
+           "verdict_counts"]
 
 Z = 2.0                 # the large-sample critical value (never below it)
 LEVEL = 0.975           # one-sided quantile of the two-sided 95% t critical value
@@ -108,6 +109,16 @@ def make_check(claim, measured, op, threshold, se, note="", runs=(), df=None,
            "runs": sorted(set(runs))}
     if se_bootstrap is not None:
         out["se_bootstrap"] = float(se_bootstrap)
+    return out
+
+
+def verdict_counts(checks) -> dict:
+    """``{verdict: count}`` over ``checks``, and the ``unstable`` and ``unmeasured`` ones."""
+    out = {"held": 0, "failed": 0, "inconclusive": 0, "unstable": 0, "unmeasured": 0}
+    for c in checks:
+        out[c["verdict"]] += 1
+        out["unstable"] += c["stability"] != "stable"
+        out["unmeasured"] += bool(c["unmeasured"])
     return out
 
 
