@@ -287,11 +287,8 @@ def sweep(fn, grid, *, seeds=1, root_seed=0, executor=None, out=None, max_worker
         Default: every finished row stands.
     timeout : float, optional
         Seconds one row may run (default ``None``: no limit). A row over it is recorded
-        as an error (``TimeoutError``) and the sweep goes on; a rerun tries it again.
-        In a process's main thread (the default pool's workers, an inline sweep) ``fn``
-        is stopped by a ``SIGALRM`` timer at its next Python instruction; in a thread
-        (Dask's workers) the row's thread is abandoned and finishes in the background
-        (:func:`stsim.sweep.rows.call_with_timeout`).
+        as an error (``TimeoutError``) and the sweep goes on; a rerun tries it again. How
+        ``fn`` is stopped: :func:`stsim.sweep.rows.call_with_timeout`.
 
     Returns
     -------

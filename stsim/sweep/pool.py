@@ -139,11 +139,11 @@ class OneThreadProcessPool(_PoolBase):
 
     Notes
     -----
-    Why one BLAS thread: the module docstring. The variables of :func:`worker_env` are set in each worker before it imports anything
-    (loky's ``env``), never in this process. Workers ignore SIGINT (the driver stops them,
+    Why one BLAS thread, and why loky: the module docstring. The variables of
+    :func:`worker_env` are set in each worker before it imports anything (loky's ``env``),
+    never in this process. Workers ignore SIGINT (the driver stops them,
     :func:`stop_on_interrupt`) and end by themselves within about a second if the driver
-    dies (:func:`_init_worker`). Tasks are pickled with cloudpickle: functions of
-    ``__main__`` (a script, stdin, a notebook) and lambdas run in the workers.
+    dies (:func:`_init_worker`).
     """
 
     def __init__(self, workers):

@@ -23,7 +23,7 @@ label (:mod:`.stability`: a cell above its step bound, or whose verdict changes 
 one-ulp change of the lr, is *unstable*, never held or failed); the reduced map's cells
 are exact (``se = 0``) and labelled the same way (bound ``2q``, oscillation, twin). The
 statements S1–S9 and their thresholds (the figure checks'):
-:data:`.claims_statements.STATEMENTS`.
+``STATEMENTS`` of :mod:`.claims_statements`.
 
 ``stsim figures`` includes it as the figure ``claims`` (``stsim figures --only claims``
 runs it alone; from Python :func:`run_claims`). It writes ``claims.png``,
