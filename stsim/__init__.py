@@ -2,16 +2,9 @@
 
 Wang, Wei, Hsu & Lee, *Transformers Provably Learn Sparse Token Selection While
 Fully-Connected Nets Cannot* (ICML 2024). The package is layered; data flows one way
-(``docs/architecture.md``)::
+(what each layer holds: ``docs/architecture.md``)::
 
     util  →  core  →  theory  →  baselines  →  sweep  →  studies  →  cli
-    (validation, io, stats, plotting)
-             (task → encodings → families → model → optim → reduced → problem → config
-              → result → session → run)
-                      (population, reduced dynamics, theorem checks)
-                                 (FCN)        (grid, journal, pool)
-                                                        (figures, separation,
-                                                         expressivity, sparse)
 
 >>> import stsim
 >>> res = stsim.run(T=20, q=2, pe="stochastic", steps=20, batch=16)

@@ -1,18 +1,7 @@
-"""What the study commands share: ``--quick`` | ``--full``, ``--out``, ``--workers``,
-``--quiet``; per-study options generated from the study's ``QUICK`` / ``FULL`` presets;
-``--set key=value`` parsing; printing claim checks.
-
-Convention (every study command):
-
-* ``--quick`` (default) — the seconds-long smoke version; ``--full`` — the documented
-  experiment (minutes);
-* ``--out DIR`` — default ``runs/<study>-quick`` or ``runs/<study>``;
-* ``--workers N`` — worker processes (one BLAS thread each), default 2; ``1`` (or ``0``)
-  runs everything in this process;
-* ``--scheduler ADDRESS`` — run on a Dask cluster instead (``tcp://host:8786``: the
-  address of its scheduler; the extra ``stsim[dask]``); ``--workers`` is then not used, and
-  ``--out`` (made absolute) must be a folder the cluster's workers reach at the same path;
-* ``--quiet`` — no progress lines on stderr.
+"""What the study commands share: ``--quick`` | ``--full``, ``--out``, ``--workers`` or
+``--scheduler`` (a Dask cluster), ``--quiet`` (:func:`add_study_arguments`, whose help
+texts state the convention); per-study options generated from the study's ``QUICK`` /
+``FULL`` presets; ``--set key=value`` parsing; printing claim checks.
 """
 from __future__ import annotations
 
@@ -21,12 +10,11 @@ import ast
 import os
 import sys
 
-__all__ = ["MODES", "DEFAULT_WORKERS", "add_study_arguments",
+__all__ = ["DEFAULT_WORKERS", "add_study_arguments",
            "add_contract_options", "contract_overrides", "run_contract",
            "out_dir", "workers", "scheduler_executor", "logger", "int_tuple", "parse_set",
            "print_checks", "report_divergence"]
 
-MODES = ("quick", "full")
 DEFAULT_WORKERS = 2
 
 

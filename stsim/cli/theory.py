@@ -13,7 +13,6 @@ machine has (refused before any work, with the estimate)."""
 from __future__ import annotations
 
 import json
-import os
 import sys
 
 from stsim.cli.common import int_tuple
@@ -84,16 +83,9 @@ def main(args) -> int:
     """Run :func:`check_theorem` from parsed arguments and print the report (or draw the
     figures with ``--figures``)."""
     if args.figures is not None:
-        out = args.figures
-        if not out or (os.path.exists(out) and not os.path.isdir(out)):
-            raise ValueError(f"--figures must name a folder (created if missing), got "
-                             f"{out!r}" + (": that is a file" if out else ""))
-        try:
-            os.makedirs(out, exist_ok=True)
-        except OSError as exc:
-            raise ValueError(f"--figures: cannot create the folder {out!r}: "
-                             f"{exc.strerror or exc}") from None
         from stsim.theory.figures import draw_theory_figures
+        from stsim.util.io import check_writable_folder
+        out = check_writable_folder(args.figures, "--figures")     # created if missing
         for path in draw_theory_figures(out, quick=args.mode == "quick"):
             print(path)
         return 0

@@ -1,48 +1,20 @@
 """The study contract: one shape for every study (figures, separation, expressivity, sparse).
 
-A *study* is a module (a subpackage of :mod:`stsim.studies`) with these members:
-
-``NAME`` : str
-    The command's name (``stsim <NAME>``) and the default output folder
-    (``runs/<NAME>-quick`` / ``runs/<NAME>``).
-``PRESETS`` : dict
-    ``{"quick": {...}, "full": {...}}``: the settings of the seconds-long smoke version and
-    of the documented experiment. Every key can be overridden (:func:`apply_overrides`:
-    ``key=value``, dotted ``group.key=value`` for nested settings) — except ``mode``: a
-    preset may name itself there (``"quick"`` / ``"full"``, to label its outputs), and
-    that key follows the preset chosen, never an override.
-``check(config) -> config``
-    Validate every option (``ValueError`` naming it and its allowed range) and refuse sizes
-    beyond the machine, before any work. Returns the config with derived fields filled
-    (e.g. settings one part takes from another).
-``run(config, out, executor, log) -> None``
-    The computations, through :func:`stsim.sweep` into raw tables under ``out`` (their
-    journals make a rerun resume where it stopped). ``executor`` is a
-    ``concurrent.futures.Executor`` built by the caller (:func:`stsim.sweep.make_executor`);
-    a study never builds a pool of its own. ``log`` is ``None`` or ``callable(str)``.
-    Rerun on the same ``out`` it computes only what is missing.
-``analyse(config, out) -> dict``
-    The results, from the raw tables in ``out`` alone (rerunnable without recomputation:
-    ``stsim <NAME> --analyse-only``). JSON-ready.
-``report(config, out, results) -> dict``
-    Write the figures, the derived CSV/JSON and ``report.md`` into ``out``; return the
-    summary (what the command line prints).
-
-**Diverged runs.** A study whose runs can diverge puts two entries in the summary that
-``report`` returns, made by :func:`divergence` from its raw tables: ``diverged`` (how many
-runs diverged, of how many, and where) and ``unmeasured`` (each reported quantity that
-could not be measured because of divergence, as text). :func:`run_study` adds both to
-``summary.json`` (or ``<NAME>.json``) and a section to ``report.md`` when either is
-non-empty (:func:`publish_divergence`); the command line prints them, one line each, and
-exits with status 1 when something is unmeasured (:func:`stsim.cli.common.run_contract`).
-A study without the entries reports none.
+A *study* is a module (a subpackage of :mod:`stsim.studies`) with the members ``NAME``,
+``PRESETS`` (``{"quick": {...}, "full": {...}}``; every key can be overridden,
+:func:`apply_overrides`, except the reserved ``mode``), ``check(config) -> config``
+(every ``ValueError`` and size refusal before any work), ``run(config, out, executor,
+log) -> None`` (through :func:`stsim.sweep` into resumable raw tables under ``out``, on
+the ``executor`` the caller built; ``log`` is ``None`` or ``callable(str)``),
+``analyse(config, out) -> dict`` (from the raw tables alone, JSON-ready) and
+``report(config, out, results) -> dict`` (the files; returns the summary). What each
+must do, how a study reports diverged runs (:func:`divergence`,
+:func:`publish_divergence`) and a complete toy study: docs/architecture.md, "The study
+contract".
 
 :func:`run_study` is the one driver: resolve the preset with the overrides, ``check``,
 ``run`` (unless ``analyse_only``), ``analyse``, ``report``; the command line
-(:mod:`stsim.cli.common`) builds the executor once and calls it. A study lives in
-``stsim/studies/<name>/`` (its ``__init__`` holds or re-exports the members), its command
-in ``stsim/cli/<name>.py`` (:func:`stsim.cli.common.add_contract_options`,
-:func:`stsim.cli.common.run_contract`); ``docs/architecture.md`` shows a complete toy study.
+(:mod:`stsim.cli.common`) builds the executor once and calls it.
 """
 from __future__ import annotations
 
@@ -155,8 +127,8 @@ def run_study(study, out: str, *, mode: str = "quick", overrides: dict | None = 
     """Run a study the one way: resolve and check its config, ``run`` it (unless
     ``analyse_only``) on ``executor`` (default: in this process), ``analyse`` the raw
     tables, ``report``. Returns the summary with ``mode``, ``analyse_only``,
-    ``wall_time_s``, ``diverged`` and ``unmeasured`` (module docstring; both also written
-    into the outputs when non-empty, :func:`publish_divergence`)."""
+    ``wall_time_s``, ``diverged`` and ``unmeasured`` (:func:`divergence`; both also written
+    into the outputs, :func:`publish_divergence`)."""
     from stsim.sweep.pool import InlineExecutor
     config = resolve_config(study, mode, overrides)
     t0 = time.perf_counter()
@@ -174,7 +146,8 @@ def run_study(study, out: str, *, mode: str = "quick", overrides: dict | None = 
 
 
 def divergence(where, total: int, unmeasured=(), examples: int = 8) -> dict:
-    """The summary entries of a study about diverged runs (module docstring).
+    """The summary entries of a study about diverged runs (docs/architecture.md, "The study
+    contract"; the command line prints them and exits 1 when something is unmeasured).
 
     Parameters
     ----------

@@ -42,32 +42,20 @@ Design
   the same ``out`` is refused with :class:`stsim.util.io.OutputLocked` (a ``RuntimeError``)
   while the first runs (``<out>.lock``, released by the kernel if the holder dies, removed
   when the sweep ends).
-* **Executors** — the default is :func:`stsim.sweep.pool.make_executor`: this process for
-  ``max_workers=1``, else a loky process pool (the extra ``pool``; without loky this
-  process, with a warning; one BLAS thread per worker) that runs
-  ``fn`` wherever it was defined — a module, a script without an
-  ``if __name__ == "__main__"`` guard, code on stdin, a notebook cell, a lambda — since
-  its tasks travel with cloudpickle and its workers never re-run the caller's script.
-  Before the first row, one task carrying ``fn`` is sent to the executor
-  (:func:`check_runs`): an ``fn`` the executor cannot run raises ``ValueError`` there,
-  never a table of error rows. A pool that breaks later (a worker killed, say by the
-  out-of-memory killer) raises :class:`ExecutorFailed` after saving the finished rows:
-  the lost rows are not recorded, and a rerun computes them.
+* **Executors** — the default is :func:`stsim.sweep.pool.make_executor` (this process for
+  ``max_workers=1``, else the loky pool of :mod:`stsim.sweep.pool`, which runs ``fn``
+  wherever it was defined). Before the first row, one task carrying ``fn`` is sent to the
+  executor (:func:`check_runs`): an ``fn`` the executor cannot run raises ``ValueError``
+  there, never a table of error rows. A pool that breaks later raises
+  :class:`ExecutorFailed` after saving the finished rows; a rerun computes the lost ones.
 * **Registrations** — the encodings, optimisers and architectures registered in the
   calling process (``stsim.register_encoding`` ...) travel with every task to the workers
   and are registered there before the row runs (:mod:`stsim.sweep.carry`).
-* **Progress** — ``progress=True`` draws a bar over the rows (what :func:`stsim.run`
-  takes; checked before any work).
 * **Tables** — :meth:`SweepResult.to_pandas` (pandas, the extra ``stsim[pandas]``); a
   notebook shows a :class:`SweepResult` as an HTML table.
-* **Ctrl-C** — in the main thread (Python's default SIGINT handler) Ctrl-C raises
-  ``KeyboardInterrupt`` from the sweep at once (:func:`stsim.sweep.pool.stop_on_interrupt`:
-  the default pool's workers are ended; a ``stsim.run`` inside a row raises rather than
-  returning a half-trained run as a finished row); the finished rows are in the journal.
-* **SIGTERM, SIGHUP** (``timeout``, a scheduler's preemption, a closed terminal) — the
-  Ctrl-C path: finished rows saved, table written, pool ended, lock released; then the
-  process ends by the signal as it would have (:func:`stsim.util.signals.end_like_interrupt`).
-  Under the ``stsim`` command: one line, exit 143 / 129.
+* **Ctrl-C, SIGTERM, SIGHUP** — the finished rows are saved, the table written, the pool
+  ended and the lock released (:func:`stsim.sweep.pool.stop_on_interrupt`; docs/model.md,
+  the table of faults).
 * **Dask** — pass ``client.get_executor(pure=False)``: Dask names a task by its function
   and arguments, so with ``pure=True`` the rerun of a row whose task an interrupted sweep
   cancelled gets the cancelled task back (``CancelledError``: :class:`ExecutorFailed`).
@@ -299,11 +287,8 @@ def sweep(fn, grid, *, seeds=1, root_seed=0, executor=None, out=None, max_worker
         Default: every finished row stands.
     timeout : float, optional
         Seconds one row may run (default ``None``: no limit). A row over it is recorded
-        as an error (``TimeoutError``) and the sweep goes on; a rerun tries it again.
-        In a process's main thread (the default pool's workers, an inline sweep) ``fn``
-        is stopped by a ``SIGALRM`` timer at its next Python instruction; in a thread
-        (Dask's workers) the row's thread is abandoned and finishes in the background
-        (:func:`stsim.sweep.rows.call_with_timeout`).
+        as an error (``TimeoutError``) and the sweep goes on; a rerun tries it again. How
+        ``fn`` is stopped: :func:`stsim.sweep.rows.call_with_timeout`.
 
     Returns
     -------

@@ -13,16 +13,11 @@
 * :func:`stop_on_interrupt`: Ctrl-C while a pool works stops its workers at once.
 
 Why loky rather than ``concurrent.futures.ProcessPoolExecutor``: a spawned stdlib pool
-re-runs the caller's main script in every worker (so a script without an
-``if __name__ == "__main__":`` guard breaks the pool, and code run from stdin or a
-notebook cell, whose ``__main__`` has no file, cannot start a worker at all), and it pickles
-functions by reference (a function defined in ``__main__`` does not exist in the worker).
-loky starts fresh interpreters that do not import ``__main__``, and pickles the tasks with
-cloudpickle (functions of ``__main__`` and lambdas travel by value), so a sweep runs the
-same from a module, an unguarded script, stdin and a notebook.
-
-Both executors carry ``workers``, the number of tasks they run at once (recorded by the
-studies).
+re-runs the caller's main script in every worker and pickles functions by reference, so
+an unguarded script, stdin or a notebook cell cannot use it; loky's fresh interpreters do
+not import ``__main__``, and cloudpickle sends functions of ``__main__`` and lambdas by
+value. Both executors carry ``workers``, the number of tasks they run at once (recorded
+by the studies).
 """
 from __future__ import annotations
 
@@ -144,13 +139,11 @@ class OneThreadProcessPool(_PoolBase):
 
     Notes
     -----
-    Two workers × default BLAS threads oversubscribe 2 cores, and a trial's last bits
-    depend on the BLAS thread count, so the table would depend on which worker ran it.
-    The variables of :func:`worker_env` are set in each worker before it imports anything
-    (loky's ``env``), never in this process. Workers ignore SIGINT (the driver stops them,
+    Why one BLAS thread, and why loky: the module docstring. The variables of
+    :func:`worker_env` are set in each worker before it imports anything (loky's ``env``),
+    never in this process. Workers ignore SIGINT (the driver stops them,
     :func:`stop_on_interrupt`) and end by themselves within about a second if the driver
-    dies (:func:`_init_worker`). Tasks are pickled with cloudpickle: functions of
-    ``__main__`` (a script, stdin, a notebook) and lambdas run in the workers.
+    dies (:func:`_init_worker`).
     """
 
     def __init__(self, workers):

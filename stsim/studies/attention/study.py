@@ -25,12 +25,6 @@ sample size and a verdict (:func:`verdict`):
 * **temperature** — the reduced softmax map's step to 2% of L(0) against τ at one step
   ``η``, and the same map at τ = 1 with step ``η/τ²`` on W and ``η`` on V (the derived
   equivalence; deterministic, ``se = 0``).
-
-Verdict: with ``n`` seeds, ``se`` the standard error of the seed mean and ``critical`` the
-0.975 quantile of Student's t with ``n − 1`` degrees of freedom (4.30 for 3 seeds),
-``held`` when the mean is on the claimed side of the threshold by more than
-``critical · se``, ``failed`` when on the other side by more, else ``inconclusive``; a
-deterministic value (``se = 0``, ``critical = 0``) is held or failed as written.
 """
 from __future__ import annotations
 
@@ -176,9 +170,12 @@ def run(cfg, out, executor, log):
 
 
 def verdict(values, op, threshold, claim, note=""):
-    """A check of the seed mean of ``values`` (module docstring): ``claim``, ``measured``,
-    ``se``, ``n``, ``critical``, ``op``, ``threshold``, ``verdict``, ``note``. One value or
-    all equal and exact: pass ``se`` 0 by giving one value."""
+    """A check of the seed mean of ``values`` (``n`` seeds, ``critical`` the 0.975 t quantile
+    with ``n − 1`` degrees of freedom): ``held`` when the mean is on the claimed side
+    (``op``) of ``threshold`` by more than ``critical · se``, ``failed`` when on the other
+    side by more, else ``inconclusive``. Returns ``claim``, ``measured``, ``se``, ``n``,
+    ``critical``, ``op``, ``threshold``, ``verdict``, ``note``. One value: ``se = 0``,
+    judged as written."""
     v = np.asarray(values, dtype=np.float64)
     n = int(v.size)
     m = float(np.mean(v)) if n else float("nan")

@@ -4,7 +4,7 @@ attention.best_mechanism_family_loss`) reaches ``width_target`` · L(0), against
 bisection on the √2 grid of docs/separation.md (one Monte-Carlo replicate per root seed,
 the median over ``mc_seeds`` replicates, as the separation study's family), fitted with
 the separation study's interval-censored growth laws
-(:func:`stsim.studies.separation.analysis._widths_fit`: each width is the grid cell
+(:func:`stsim.studies.separation.analysis.widths_fit`: each width is the grid cell
 ``(below, width]``, or censored above the largest grid width).
 
 Linear attention's law is also exact (docs/attention.md §5), ``⌈(T − 1)(1/ε − 1)⌉``;
@@ -60,13 +60,13 @@ def width_fits(rows) -> dict:
     """The separation study's interval-censored growth-law fits of each series with at
     least 5 points (3 bounded above): ``{series: {"ranking": [...], "fits": {...}}}``;
     a series with fewer is left out (its rows are still published)."""
-    from stsim.studies.separation.analysis import _widths_fit
+    from stsim.studies.separation.analysis import widths_fit
     fits = {}
     for series in sorted({r["series"] for r in rows}):
         pts = [r for r in rows if r["series"] == series]
         if sum(not p["censored"] for p in pts) < 3 or len(pts) < 5:
             continue
-        c = _widths_fit(np.array([p["T"] for p in pts], float),
+        c = widths_fit(np.array([p["T"] for p in pts], float),
                         np.array([p["width"] for p in pts], float),
                         np.array([p["censored"] for p in pts], bool),
                         np.array([p["below"] for p in pts], float))

@@ -15,21 +15,11 @@ on the support ``S_i`` of row ``i``:
 * ``"exact"`` ``q_i = R_{S_i}ᵀ (R_{S_i} R_{S_i}ᵀ)^{-1} c_i``: ``ℓ_ij = c_ij`` exactly on the
   support (ratios preserved to rounding), off-support ``ℓ_ij ≈ N(0, ‖q_i‖²/d)``.
 
-Approximation criteria per row (measured): log-ratio error
-``max_{j,j'∈S_i} |log(S_ij/S_ij') − log(A_ij/A_ij')| = max_j e_ij − min_j e_ij ≤ tol`` and
-off-support mass ``Σ_{j∉S_i} S_ij ≤ ε_off``. Since ``Σ_{S_i} e^{c_ij} ≥ e^τ``, the mass is at
-most ``(L − k) e^{o_i − τ}`` with ``o_i`` the largest off-support logit, so with the design
-``τ = 2 log(L/ε_off)`` it suffices that ``o_i ≤ τ/2`` (and, for ``jl``, ``e_ij`` small). With
-``‖q_i‖² ≈ Σ_j c_ij² ≲ k τ²`` the off-support logits are (sub-)Gaussian with variance
-``≲ kτ²/d``; summing their exponentials (Gaussian moment generating function),
-``E[off mass] ≲ (L/Σ_j a_ij) exp(kτ²/(2d) − τ)``, which is ``≤ ε_off`` once
-``kτ²/(2d) ≤ τ − log(L/ε_off) = τ/2``, i.e. ``d ≥ kτ = 2k log(L/ε_off)`` for ``exact``.
-``jl`` also needs the on-support errors small: ``e_ij − e_ij' = Σ_l c_il(ρ_lj − ρ_lj')``
-(``ρ`` = Gram of the keys) has standard deviation ``≈ τ √(2(k−2)/d)`` — the ``τ`` parts
-cancel only for ``k ≤ 2`` — so ``d ≳ C k τ² log(Lk)/tol²``: ``log L / tol²`` at fixed
-``τ``, and ``log³ L`` once ``τ`` grows with ``L`` as it must for a fixed ``ε_off``.
-Memory is ``O(L d + nnz)``: queries are solved in row blocks, and the ``L²`` logits are
-formed ``block × L`` at a time.
+The criteria (log-ratio error ``≤ tol`` and off-support mass ``≤ ε_off`` per row,
+:func:`pattern_errors`), the design ``τ = 2 log(L/ε_off)``, the width laws
+``d ≥ kτ = 2k log(L/ε_off)`` (exact) and ``d ≳ C k τ² log(Lk)/tol²`` (jl), and the memory
+``O(L d + nnz)`` (queries solved in row blocks, logits formed ``block × L`` at a time):
+docs/expressivity.md, §2.2–2.4.
 """
 from __future__ import annotations
 

@@ -11,46 +11,15 @@ i.i.d. entries ``±1/√m``). For a subset ``y`` (``|y| = q``) the query token i
 
     W = λ [[0, 0], [0, I_m]]        V = [I_d, 0]          (a_i = z_iᵀ W z_q = λ <u_i, w_y>)
 
-Two query vectors (:data:`QUERIES`):
+Two query vectors (:data:`QUERIES`, :func:`subset_queries`): ``"sum"``
+``w_y = Σ_{j∈y} u_j`` (the paper's ``p_query``) and ``"exact"``
+``w_y = U_yᵀ (U_y U_yᵀ)^{-1} 1_q``, the minimum-norm vector with ``<u_j, w_y> = 1`` on
+``y`` (its selected logits are exactly ``λ``; needs ``q ≤ m``).
 
-* ``"sum"``   ``w_y = Σ_{j∈y} u_j`` (the paper's ``p_query``). With ``g_i = <u_i, w_y>``:
-  ``g_i = 1 + Σ_{j∈y, j≠i} <u_i,u_j>`` for ``i ∈ y`` and ``g_i = Σ_{j∈y} <u_i,u_j>`` else,
-  so with coherence ``δ = max_{i≠j} |<u_i,u_j>|`` the selected logits lie in
-  ``λ[1 − (q−1)δ, 1 + (q−1)δ]`` and the others in ``λ[−qδ, qδ]``.
-* ``"exact"`` ``w_y = U_yᵀ (U_y U_yᵀ)^{-1} 1_q`` — the minimum-norm vector with
-  ``<u_j, w_y> = 1`` for every ``j ∈ y`` (needs ``q ≤ m``; the q×q Gram matrix of the
-  selected vectors is the only Gram block ever formed). The selected logits are then
-  *exactly* equal (``λ``), which is what makes the error vanish as ``λ → ∞``.
-
-Error bound (derived in ``docs/expressivity.md``). Let ``s = softmax(λ g)``,
-``u = 1_y / q``, margin ``Δ = min_{i∈y} g_i − max_{i∉y} g_i``, in-subset spread
-``σ = max_{i∈y} g_i − min_{i∈y} g_i``, leak ``ρ = Σ_{i∉y} s_i``. Then
-``f − STS_q = Σ_i (s_i − u_i) x_i``, so for tokens with ``‖x_i‖ ≤ B``::
-
-    ‖f − STS_q‖ ≤ B ‖s − u‖₁,      ‖s − u‖₁ ≤ 2ρ + (e^{λσ} − 1),     ρ ≤ ((N−q)/q) e^{−λΔ}
-
-and ``sup_{‖x_i‖≤1} ‖f − STS_q‖ = ‖s − u‖₁`` exactly (take ``x_i = sign(s_i−u_i) e_1``), so
-the *weight error* ``‖s − u‖₁`` is the worst-case error over unit-ball tokens. For the
-``exact`` query ``σ = 0`` and ``‖s − u‖₁ = 2ρ → 0`` as ``λ → ∞`` **iff** ``Δ > 0``; with
-``λ = log(2(N−q)/(qε))/γ`` the error is ``≤ ε`` whenever ``Δ ≥ γ``. Width law: for random
-position vectors and ``i ∉ y``, ``g_i = <u_i, w_y>`` is (sub-)Gaussian with variance
-``‖w_y‖²/m ≈ q/m``, so ``E e^{λ g_i} ≤ e^{λ² q/(2m)}`` and
-``E ρ ≤ ((N−q)/q) exp(−λ + λ² q/(2m))``. At the design λ this is ``≤ ε/2`` iff
-``m ≥ λq / (2(1−γ)) = q log(2(N−q)/(qε)) / (2γ(1−γ))`` — ``2 q log(2(N−q)/(qε))`` at
-``γ = ½``: the ``m = O(q log N)`` law (for the mean; the worst over sampled inputs needs
-a constant factor more).
-For the ``sum`` query ``g_i − g_j = Σ_{l∈y∖{i,j}} (<u_i,u_l> − <u_j,u_l>)`` (``i, j ∈ y``)
-has variance ``2(q−2)/m``: zero for ``q ≤ 2`` (the sum query is then exact too), otherwise
-``σ > 0`` does not vanish — at fixed ``m`` the error is U-shaped in ``λ`` (leak falls,
-spread grows), the hard-max limit is ``2(q−1)/q``, and reaching ``ε`` needs ``λσ ≲ ε``
-with ``λ ≳ log(N/(qε))``, i.e. ``m ≳ C (q−2) log²(2(N−q)/(qε))/ε²``.
-
-Structured computation: for one query only the ``N`` logits ``<u_i, w_y>`` and the q×q
-selected Gram block are needed; :class:`PositionTable` streams ``U`` in seeded row chunks
-so that ``N = 10⁴``-scale tables are never stored whole and no ``N×N`` Gram is built.
-The sequence-to-sequence qSA (every token ``i`` has its own subset ``y_i``) uses tokens
-``[x_i; u_i; w_{y_i}] ∈ R^{d+2m}`` and ``W = λ`` · (identity from the query block to the
-key block), computed in row blocks.
+The error bound (``‖s − u‖₁ ≤ 2ρ + (e^{λσ} − 1)``, ``ρ`` the leak), the design λ
+(:func:`design_lambda`), the width law ``m = O(q log N)`` of the exact query, the
+``log² N / ε²`` law of the sum query, the streamed :class:`PositionTable` (no ``N×N``
+Gram is built) and the sequence-to-sequence qSA: docs/expressivity.md, §1.2–1.5.
 """
 from __future__ import annotations
 

@@ -27,7 +27,7 @@ jl         the same with JL (sum) queries, where ratios are only approximate: ``
 
 The constructions are in :mod:`~stsim.studies.expressivity.qsa` and
 :mod:`~stsim.studies.expressivity.patterns`. A trained run that diverges leaves the
-trained part's numbers unmeasured (:mod:`stsim.studies.contract`, "Diverged runs").
+trained part's numbers unmeasured (:func:`stsim.studies.contract.divergence`).
 
 Every random number comes from ``SeedSequence((seed, …))`` keyed by the point's sizes,
 so a part's numbers do not depend on which other parts ran, nor on the executor or the

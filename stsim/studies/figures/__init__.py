@@ -16,13 +16,8 @@ claims    claims map: each statement of Figs. 1-5, where it holds and fails (red
           dynamics + simulations); also :func:`.claims.run_claims`
 ========  ==============================================================================
 
-All runs of all figures are the rows of one :func:`stsim.sweep` (shared runs are trained
-once, longest first; its journal makes a rerun train only what is missing); each figure is
-drawn as soon as its runs are in, so an interrupted ``--full`` run keeps the figures that
-finished. Every output folder gets ``<fig>.png``, ``<fig>.csv`` (all histories) and
-``<fig>.json`` (settings, resolved configs, measured numbers, claim checks), plus
-``figures.json`` (wall time, peak memory, all checks) and ``runs/`` (one ``.npz`` per run,
-the sweep table ``jobs.csv`` and its journal).
+All runs of all figures are the rows of one :func:`stsim.sweep` (shared runs trained
+once); how they are run, resumed and drawn, and the files written: :mod:`.study`.
 
 >>> from stsim.studies import figures
 >>> from stsim.studies.contract import resolve_config

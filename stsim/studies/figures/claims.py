@@ -18,27 +18,12 @@ Two sources, each used where it is exact or where nothing exact exists:
   A grid at ``T = 20`` (``T_test`` and ``q_test`` scaled as in the paper), plus the
   ``T = 200`` runs of Figs. 1, 2/4, 3 and 5 (linked, trained once).
 
-Every cell is a check (:mod:`.verdicts`): its value (on the final estimates on large fresh
-sets, :mod:`.evaluate`), a bootstrap standard error over seeds and evaluation points, and
-a verdict — held, failed, or inconclusive within 2 SE of the threshold — and a stability
-label (:mod:`.stability`): a cell whose setting is above its step bound or whose verdict
-changes under a one-ulp change of the lr is *unstable*, never held or failed. The reduced
-map's cells are exact (``se = 0``) and labelled the same way (bound ``2q``, oscillation,
-twin).
-
-Statements (their thresholds are the figure checks' thresholds):
-
-======  ==========================================================================
-S1      training loss converges: final <= 1 % of initial (Fig. 1)
-S2      O(1/t): 1/L linear over the second half, R² >= 0.99 (Fig. 1)
-S3      cos(W, W*) >= 0.99 and cos(V, V*) >= 0.99 (Fig. 1)
-S4      stochastic PE converges OOD: <= 2 % of initial at every T_test (Fig. 2)
-S5      fixed PE stays above a constant: OOD loss >= 0.15 at every T_test (Figs. 2, 4)
-S6      stochastic quicker on q_test: fixed / stochastic > 1 at every q_test (Fig. 4)
-S7      fixed PE worse as q_test grows: loss increasing over q_test (Fig. 4)
-S8      Adam keeps the length advantage: fixed / stochastic >= 2 at every T_test (Fig. 5)
-S9      heat maps block-diagonal: <= 5 % of W, V outside the PE / token block (Fig. 3)
-======  ==========================================================================
+Every cell is a check (:mod:`.verdicts`: value, bootstrap SE, verdict) with a stability
+label (:mod:`.stability`: a cell above its step bound, or whose verdict changes under a
+one-ulp change of the lr, is *unstable*, never held or failed); the reduced map's cells
+are exact (``se = 0``) and labelled the same way (bound ``2q``, oscillation, twin). The
+statements S1–S9 and their thresholds (the figure checks'):
+``STATEMENTS`` of :mod:`.claims_statements`.
 
 ``stsim figures`` includes it as the figure ``claims`` (``stsim figures --only claims``
 runs it alone; from Python :func:`run_claims`). It writes ``claims.png``,

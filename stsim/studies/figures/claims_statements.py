@@ -14,7 +14,7 @@ from stsim.studies.figures.evaluate import eval_sample, r2_sample, scalar_sample
 from stsim.studies.figures.ood import block_mass, is_fixed
 from stsim.studies.figures.verdicts import boot_check
 
-__all__ = ["STATEMENTS", "ood_statements", "fig1_statements", "statement_check"]
+__all__ = ["STATEMENTS", "ood_statements", "fig1_statements", "statement_check", "increasing"]
 
 STATEMENTS = {
     "S1": ("convergence (Fig. 1)", "worst seed: final loss / initial", "<=", 0.01),
@@ -58,7 +58,8 @@ def _min_ratio_means(k):
     return fn
 
 
-def _increasing(*xs):
+def increasing(*xs):
+    """Smallest ratio of consecutive seed means (last axis: seeds)."""
     m = [x.mean(-1) for x in xs]
     return np.minimum.reduce([b / a for a, b in zip(m[:-1], m[1:])])
 
@@ -81,7 +82,7 @@ def ood_statements(s, names, results, boot):
                  boot, results, names[k], "val", relative=True)]),
              "S5": statement_check("S5", _min_all, fx_T),
              "S6": statement_check("S6", _min_ratio_means(len(qs)), fx_q + st_q),
-             "S7": statement_check("S7", _increasing, fx_q)}
+             "S7": statement_check("S7", increasing, fx_q)}
         if s["optimizer"] == "adam":
             v["S8"] = statement_check("S8", _min_ratio_means(len(Ts)), fx_T + st_T)
         out[k] = v

@@ -2,11 +2,9 @@
 fresh sets drawn from its own evaluation streams, and every reported loss is the mean over
 such a set, with its standard error.
 
-Why: the paper's validation sets (128 points, drawn once, the curves of the figures) give
-a loss whose standard error is 7–9 % of it at T = 200 (the per-point losses have a
-coefficient of variation near 1), and a set drawn once biases a whole curve the same way
-(a statistical review found a committed value 3.8 SD above the mean over fresh sets).
-The checks therefore use a separate estimate at the end of training:
+The paper's 128-point validation sets, drawn once, only draw the curves (their standard
+error is 7–9 % of the loss at T = 200: docs/reproduction.md, "How every number is judged").
+The checks use a separate estimate at the end of training:
 
 * each set (in-distribution, each ``T_test``, each ``q_test``) is drawn from its own
   stream ``Streams(seed).evaluation(kind, value)`` (:mod:`stsim.core.seeds`), in blocks of

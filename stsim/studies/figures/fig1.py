@@ -5,17 +5,9 @@ Paper (Wang et al. 2024, Fig. 1): the loss of the one-layer transformer attendin
 ``[Z, z_query]`` with stochastic PE converges to 0, ``1/L`` grows linearly, and
 ``cos(W, W*)``, ``cos(V, V*)`` rise to 1.
 
-Setting: the practical model with ``query="mean"`` and plain SGD at lr 10.
-With the mean query the practical model reduces exactly to the two-scalar map with
-denominator ``(q+1)e^θ + r`` (the query token gets the selected tokens' logit): the γ step
-is stable only for ``lr < 2(q+1)²/q = 10.7`` (q = 3), and ``1/L ≈ 4 lr t/(q²(n−1))``, so
-at ``T = 200, d_e = 400`` the plateau ends near step 8 000 and ``1/L`` is linear over the
-second half only after ~20 000 steps. With ``query="sum"`` the query token's own logit is
-``q`` times a selected token's, attention collapses onto the query token (whose token part
-is 0) and SGD escapes only by growing the all-ones component of ``W_ee``, so
-``W ∝ W*`` is not what it learns (cos(W, W*) ≈ 0.63 measured). Adam (used in an
-earlier version) moves the zero-mean-gradient off-diagonal entries of ``W_ee`` by ~lr per step,
-so its cos(W, W*) stays near 0.83 and its 1/L is super-linear.
+Setting: the practical model with ``query="mean"`` and plain SGD (``SETTINGS``). Why the
+mean query, the step below its bound ``2(q+1)²/q`` and the budget, and why ``query="sum"``
+does not learn ``W ∝ W*``: docs/reproduction.md, "Settings", Fig. 1.
 The same runs also record OOD validation losses, used by :mod:`.beyond` (theory vs
 practical model).
 """

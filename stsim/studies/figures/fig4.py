@@ -21,6 +21,7 @@ import numpy as np
 from matplotlib.ticker import NullFormatter
 
 from stsim.util.plotting import plt, savefig
+from stsim.studies.figures.claims_statements import increasing
 from stsim.studies.figures.common import n_seeds, seed_band
 from stsim.studies.figures.evaluate import eval_sample
 from stsim.studies.figures.ood import (by_pe, final_estimates, floor, is_fixed, names_by_pe,
@@ -85,12 +86,6 @@ def draw_q_panels(axes, s, groups):
     axes[0].set_ylabel("validation loss")   # colours as in the legend of the panel above
 
 
-def _increasing(*xs):
-    """Smallest ratio of consecutive seed means (last axis: seeds)."""
-    m = [x.mean(-1) for x in xs]
-    return np.minimum.reduce([b / a for a, b in zip(m[:-1], m[1:])])
-
-
 def q_checks(s, names, results, tag="", boot=None):
     """Measured losses on the unseen ``q_test`` and the claims of Fig. 4 for every
     fixed reading in ``names`` (``{reading: [run names]}``) against the stochastic PE;
@@ -132,12 +127,12 @@ def q_checks(s, names, results, tag="", boot=None):
         if len(qs) > 1:
             checks.append(boot_check(f"{tag}{pe_label(pe)} worse as q_test grows: smallest "
                                      "ratio of consecutive q_test losses (seed means)",
-                                     _increasing, [smp[pe][qt] for qt in qs], ">", 1.0))
+                                     increasing, [smp[pe][qt] for qt in qs], ">", 1.0))
         big = [qt for qt in qs if qt >= s["q"] - 1]
         if 1 < len(big) < len(qs):
             checks.append(boot_check(f"{tag}{pe_label(pe)} worse as q_test grows, q_test >= "
                                      f"{s['q'] - 1} only: smallest consecutive ratio",
-                                     _increasing, [smp[pe][qt] for qt in big], ">", 1.0,
+                                     increasing, [smp[pe][qt] for qt in big], ">", 1.0,
                                      note="q_test = 1 left out: below the trained q every "
                                           "PE's worst case (γ overshoots 1; the target is "
                                           "one token)"))

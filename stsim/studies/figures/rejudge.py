@@ -14,20 +14,10 @@ import os
 import sys
 
 from stsim.studies.figures import FIGURES
-from stsim.studies.figures.verdicts import rejudge
+from stsim.studies.figures.verdicts import rejudge, verdict_counts
 from stsim.util.io import write_json
 
 __all__ = ["rejudge_folder", "main"]
-
-
-def _counts(figs) -> dict:
-    out = {"held": 0, "failed": 0, "inconclusive": 0, "unstable": 0, "unmeasured": 0}
-    for checks in figs.values():
-        for c in checks:
-            out[c["verdict"]] += 1
-            out["unstable"] += c["stability"] != "stable"
-            out["unmeasured"] += bool(c["unmeasured"])
-    return out
 
 
 #: the evaluation's stopping rule: every set stops once its SE <= rel_se of its mean
@@ -117,7 +107,8 @@ def rejudge_folder(folder) -> list:
         with open(path) as fh:
             overview = json.load(fh)
         overview["checks"] = {n: figs.get(n, c) for n, c in overview["checks"].items()}
-        overview["verdicts"] = _counts(overview["checks"])
+        overview["verdicts"] = verdict_counts(c for cs in overview["checks"].values()
+                                              for c in cs)
         write_json(path, overview)
     return changes
 

@@ -55,7 +55,7 @@ from stsim.studies.figures.common import (Job, load_current, npz_path, peak_rss_
 from stsim.studies.figures.blocks import COLUMNS as BLOCK_COLUMNS, FILE as BLOCKS, block_rows
 from stsim.studies.figures.evaluate import evaluation_stats
 from stsim.studies.figures.stability import above_bound, needs_twin
-from stsim.studies.figures.verdicts import relabel
+from stsim.studies.figures.verdicts import relabel, verdict_counts
 
 __all__ = ["NAME", "FIGURES", "PRESETS", "check", "run", "analyse", "report",
            "figure_jobs", "unique_jobs", "runs_dir"]
@@ -356,17 +356,6 @@ def _wall_of_runs(figures) -> float:
     return float(sum(seen.values()))
 
 
-def _verdict_counts(figures) -> dict:
-    """``{verdict: count}`` over every check of the figures, and ``unstable``."""
-    out = {"held": 0, "failed": 0, "inconclusive": 0, "unstable": 0, "unmeasured": 0}
-    for f in figures.values():
-        for c in f["checks"]:
-            out[c["verdict"]] += 1
-            out["unstable"] += c["stability"] != "stable"
-            out["unmeasured"] += bool(c["unmeasured"])
-    return out
-
-
 def report(config, out, results) -> dict:
     """Draw every analysed figure and write its files (module docstring) and
     ``figures.json``; return the overview with every summary under ``"summaries"``. A
@@ -395,7 +384,8 @@ def report(config, out, results) -> dict:
                              if s["diverged"]},
                 "unmeasured": {n: s["unmeasured"] for n, s in results["figures"].items()
                                if s["unmeasured"]},
-                "verdicts": _verdict_counts(results["figures"]),
+                "verdicts": verdict_counts(c for f in results["figures"].values()
+                                            for c in f["checks"]),
                 "evaluation": results["evaluation"],
                 "checks": {n: s["checks"] for n, s in results["figures"].items()}}
     write_json(os.path.join(out, "figures.json"), overview)

@@ -1,25 +1,13 @@
 r"""Verdicts that carry their uncertainty: every check of the figures has a measured value,
 its standard error ``se`` and a verdict.
 
-**The verdict.** With the margin ``m = (measured − threshold) / se`` signed so that a
-positive margin is on the side where the statement holds (``>=``, ``>``: as written;
-``<=``, ``<``: negated), and the critical value ``k`` right for the sample the standard
-error comes from (:func:`critical_value`), the verdict is
-
-* ``"inconclusive"`` if ``|m| < k`` (the value is within ``k`` SE of its threshold), or
-  the value could not be measured (a run diverged: ``unmeasured``), or the setting is
-  unstable (:mod:`.stability`: its value may change under a rounding-level perturbation);
-* ``"held"`` if ``m ≥ k``, ``"failed"`` if ``m ≤ −k``.
-
-``k = max(2, t_{0.975, df})``: the two-sided 95% Student-t quantile with the degrees of
-freedom of the estimate, never below the large-sample 2. A statistic over ``S`` seeds has
-``df = S − 1`` (three seeds: ``k = 4.30``); one seed of a quantity with sampling error
-within its run has ``df = DF_WITHIN = 31`` (at least 32 evaluation blocks: ``k = 2.04``);
-Monte-Carlo estimates over thousands of points keep ``k = 2``. Each check records
-``critical`` (and ``df``).
-
-A deterministic value (the exact reduced dynamics, a count) has ``se = 0``: it is held or
-failed as the comparison is written (``critical = 0``).
+**The verdict** (docs/reproduction.md, "Verdict", states it in full). With the margin
+``m = (measured − threshold) / se``, signed positive on the side where the statement
+holds, and the critical value ``k = max(2, t_{0.975, df})`` (:func:`critical_value`;
+``df = S − 1`` over ``S`` seeds, ``DF_WITHIN`` within one run, a large sample otherwise):
+``"held"`` if ``m ≥ k``, ``"failed"`` if ``m ≤ −k``, else ``"inconclusive"``, as is an
+unmeasured value (a run diverged) or an unstable setting (:mod:`.stability`). A
+deterministic value has ``se = 0`` and is judged as written (``critical = 0``).
 
 **The standard error** of a statistic of several runs (a worst seed, a ratio of seed
 means, an R², a cosine) is the bootstrap one: ``B`` replicates, each resampling the seeds
@@ -31,11 +19,9 @@ block mass) varies only with the seeds. The replicates are reproducible: the see
 resampling is drawn from a fixed seed, a run's blocks from a seed derived from the run's
 name (CRC-32) and the set.
 
-**Small-sample correction.** Resampling ``S`` seeds with replacement gives a bootstrap
-variance of a mean over seeds of ``(S − 1)/S · s²/S``: biased low by ``√((S−1)/S)`` (0.82
-at ``S = 3``). :func:`boot_check` multiplies the bootstrap SE by ``√(S/(S−1))`` (exact for
-a mean; the same factor is applied to the other statistics of the seeds, a worst seed or a
-ratio, for which it is the first-order correction) and records the raw one as
+**Small-sample correction.** The bootstrap SE of a mean over ``S`` seeds is biased low by
+``√((S−1)/S)``; :func:`boot_check` multiplies it by ``√(S/(S−1))`` (the first-order
+correction for the other statistics of the seeds) and records the raw one as
 ``se_bootstrap``.
 """
 from __future__ import annotations
@@ -46,7 +32,8 @@ from dataclasses import dataclass, field
 import numpy as np
 
 __all__ = ["Z", "N_BOOT", "verdict", "make_check", "relabel", "Boot", "Sample",
-           "boot_check", "VERDICTS", "critical_value", "DF_WITHIN", "rejudge", "n_seeds"]
+           "boot_check", "VERDICTS", "critical_value", "DF_WITHIN", "rejudge", "n_seeds",
+           "verdict_counts"]
 
 Z = 2.0                 # the large-sample critical value (never below it)
 LEVEL = 0.975           # one-sided quantile of the two-sided 95% t critical value
@@ -122,6 +109,16 @@ def make_check(claim, measured, op, threshold, se, note="", runs=(), df=None,
            "runs": sorted(set(runs))}
     if se_bootstrap is not None:
         out["se_bootstrap"] = float(se_bootstrap)
+    return out
+
+
+def verdict_counts(checks) -> dict:
+    """``{verdict: count}`` over ``checks``, and the ``unstable`` and ``unmeasured`` ones."""
+    out = {"held": 0, "failed": 0, "inconclusive": 0, "unstable": 0, "unmeasured": 0}
+    for c in checks:
+        out[c["verdict"]] += 1
+        out["unstable"] += c["stability"] != "stable"
+        out["unmeasured"] += bool(c["unmeasured"])
     return out
 
 

@@ -16,7 +16,7 @@ from stsim.sweep import read_table
 from stsim.sweep.journal import build_table, journal_path, load_journal
 from stsim.util.stats import bootstrap_threshold, compare_growth, threshold_width
 
-__all__ = ["analyse", "read_rows", "FIT_KEYS"]
+__all__ = ["analyse", "read_rows", "widths_fit", "FIT_KEYS"]
 
 # the fields of a growth-law fit in fits.json (y is published as "width": the smallest
 # passing grid width, or the cap where censored; the threshold lies in (lower, width])
@@ -36,7 +36,7 @@ def read_rows(path) -> list:
     return [r for r in rows if r["status"] == "ok"]
 
 
-def _widths_fit(T, w, censored, lower):
+def widths_fit(T, w, censored, lower):
     """:func:`stsim.util.stats.compare_growth` as the study publishes it: each smallest
     width is a grid cell ``(lower, width]`` (``lower`` = the grid width below, 0 where the
     smallest grid width passes) or censored above its cap; interval-censored maximum
@@ -160,13 +160,13 @@ def analyse(config, out):
         for name, arch, b in series(cfg):
             ws = [w for w in widths if w["q"] == q and w["series"] == name]
             if ws:
-                e[name] = _widths_fit([w["T"] for w in ws],
+                e[name] = widths_fit([w["T"] for w in ws],
                                       [w["grid"][-1] if w["censored"] else w["width"] for w in ws],
                                       [w["censored"] for w in ws], [w["below"] for w in ws])
         for t in cfg["targets"]:
             fs = [f for f in family if f["q"] == q and f["target"] == t]
             if fs:
-                e[f"family@{t:g}"] = _widths_fit(
+                e[f"family@{t:g}"] = widths_fit(
                     [f["T"] for f in fs], [f["cap"] if f["censored"] else f["width"] for f in fs],
                     [f["censored"] for f in fs], [f["below"] for f in fs])
     # agreement: trained transformer (median over seeds, chosen lr) vs family at (q, T, d_e)

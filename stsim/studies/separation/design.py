@@ -3,9 +3,7 @@ r"""The separation study's design: presets, one training run, the trained cells,
 A training run is one row of a sweep table (:func:`train_point`); the cells
 (:func:`cells`) are the ``(arch, q, T, width, steps, budgets)`` trained, the transformer's
 placed around the family's smallest ``d_e``; :func:`check` validates a config before any
-work. Parameter counts: FCN :func:`stsim.baselines.fcn.fcn_param_count`
-(``w(Td + T) + w + dw + d``), transformer (theory model) :func:`tf_params`
-(``(d + d_e)² + d (d + d_e)``).
+work. Parameter counts: :func:`params_of`.
 """
 from __future__ import annotations
 

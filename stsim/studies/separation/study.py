@@ -5,33 +5,19 @@ any fully-connected net needs first-layer width ``Ω(T d)``. For each ``q`` (d =
 default) this study measures, against the same target ``target · L0`` (``L0 = d/(2q)``,
 the loss of the zero function both models start from):
 
-* **trained, both arms, equal tuning** — for every cell ``(arch, q, T, width)`` of a fixed
-  width grid, the learning rate is picked from the same log-spaced grid ``lrs`` (extended
-  by ``lr_extra``, see below) on a tuning seed (``SeedSequence(tune_root)``, never
-  reported), separately for each step budget; then ``seeds`` reported seeds
-  (``SeedSequence(0)``) are trained at the chosen rate. Both arms get the same budget
-  ``steps`` (Adam, batch ``batch``, fresh samples); the FCN gets a second budget
-  ``long_steps`` at ``T ∈ long_Ts`` (every T of the full design). A run with budgets (2000, 8000) is one 8000-step run evaluated at both
-  (constant learning rate: its first 2000 steps are the 2000-step run).
-* **the transformer's family** — the best population loss of ``W_ee = aI, V_x = γI`` (the
-  family zero-initialised training converges to; :mod:`stsim.theory.family`), Monte
-  Carlo over the sphere encodings, for ``T`` up to ``family_Ts[-1]``; the smallest grid
-  ``d_e`` reaching each target (bisection, ``mc_seeds`` replicates). Where the
-  transformer is also trained, the trained loss is set beside the family's at the same
-  ``(T, d_e)`` (the agreement check).
+* **trained, both arms, equal tuning** — every cell ``(arch, q, T, width)`` of a fixed
+  width grid gets its learning rate from the same grid ``lrs`` (extended past an end by
+  ``lr_extra`` while the chosen rate sits on it) on a tuning seed, per step budget
+  (``steps``; the FCN also ``long_steps`` at ``long_Ts``), then ``seeds`` reported seeds;
+* **the transformer's family** (:mod:`stsim.theory.family`) — the smallest grid ``d_e``
+  whose best population loss reaches each target (``mc_seeds`` Monte-Carlo replicates), set
+  beside the trained loss at the same ``(T, d_e)``;
 * **the FCN's construction** — ``2Td`` (:func:`stsim.baselines.fcn.fcn_construction`).
 
-Widths: the smallest grid width whose median over seeds reaches the target and above
-which every grid width does too, with a paired percentile bootstrap over seeds — a grid
-cell (the grid width below, this width]; a width whose largest grid value fails is
-*censored* (above the cap). Fits (:func:`stsim.util.stats.compare_growth` with
-``lower=``): ``log2 T``, ``T`` and a power law fitted to the cells by interval-censored
-maximum likelihood, censored points entering as censored, on ≥ 5 T values, with profile
-CIs never narrower than the grid and residuals to each cell. The learning rate of a cell
-is tuned on ``lrs`` extended past an end by ``lr_extra`` while the chosen rate sits on it
-(the same rule for both arms). Parameter counts:
-FCN ``w(Td + T) + w + d w + d`` (:func:`stsim.baselines.fcn.fcn_param_count`); transformer
-(theory model) ``(d + d_e)² + d (d + d_e)``.
+The smallest width is a grid cell (the grid width below, this width] with a paired
+bootstrap over seeds, or censored above the cap; its growth laws are interval-censored
+fits (:func:`stsim.util.stats.compare_growth` with ``lower=``). Every rule, with the
+parameter counts: docs/separation.md, "Design".
 
 The study follows :mod:`stsim.studies.contract`: ``PRESETS`` (``QUICK`` / ``FULL``),
 :func:`check` and the design (:mod:`~stsim.studies.separation.design`), :func:`run`

@@ -49,7 +49,9 @@ def cell_stats(rows, seeds=None) -> dict:
 
 
 def _crossing(ms, rates, target):
-    """(m*, first grid m at target, censored) by the module's crossing rule."""
+    """(m*, first grid m at target, censored): m* interpolated linearly in ``log m`` between
+    the last grid size below ``target`` and the first at or above it; censored ``"above"``
+    if none reaches it, ``"below"`` if the smallest already does."""
     first = next((i for i, r in enumerate(rates) if r >= target), None)
     if first is None:
         return None, None, "above"
@@ -62,7 +64,7 @@ def _crossing(ms, rates, target):
 
 def estimate_mstar(stats: dict, grid, target: float = 0.9, *, n_boot: int = 2000,
                    seed: int = 0) -> list:
-    """m* per (fn, s, model, T) from the per-cell success rates (module docstring).
+    """m* per (fn, s, model, T) from the per-cell success rates (:func:`_crossing`).
 
     ``m_star_lo`` / ``m_star_hi``: a 95% percentile-bootstrap interval of m* — each cell's
     count is redrawn ``Binomial(n, rate)`` (``n_boot`` times, generator seeded by
@@ -192,4 +194,4 @@ def divergence_of(rows, panels) -> dict:
     return divergence(where, len(rows), unmeasured)
 
 
-crossing = _crossing   # the crossing rule of m* (module docstring of the study)
+crossing = _crossing   # the crossing rule of m*, public

@@ -7,27 +7,11 @@ the task, the explicit head (:func:`construct`) and one training trial; the two 
 analytic gradients are in :mod:`stsim.studies.sparse.models`; the (T, m) grid, fits and
 figures are the study (:mod:`stsim.studies.sparse.study`).
 
-Task
-----
-``b ∈ {±1}^T`` with i.i.d. coordinates, ``P(b_t = +1) = p``; ``S = (i_1 < … < i_s)`` hidden
-positions drawn uniformly per trial; label ``y = g(b_{i_1}, …, b_{i_s}) ∈ {±1}`` for
-
-* ``and``      — ``+1`` iff every relevant bit is ``+1``; ``p = 2^{-1/s}`` by default, so
-  ``P(y = +1) = p^s = 1/2`` (balanced classes);
-* ``parity``   — ``∏_j b_{i_j}``; ``p = 1/2`` (balanced);
-* ``majority`` — ``sign(Σ_j b_{i_j})``, ``s`` odd; ``p = 1/2`` (balanced by symmetry);
-* ``table``    — any ``g`` given as a truth table of ``2^s`` entries in ``{±1}`` (or
-  ``{0, 1}``, read as ``0 → −1``), indexed by ``Σ_j [b_{i_j} = +1] 2^{s-1-j}`` (the first
-  relevant position is the most significant bit); ``p = 1/2`` by default.
-
-Training (one trial, :func:`train_trial`)
------------------------------------------
-Full-batch Adam on the fixed sample of ``m`` points. Norm control (the bounded-norm
-regime of the claim): after every step each parameter block is projected onto the
-Frobenius ball ``‖θ‖ ≤ max_norm``; optional weight decay ``λ``. Stopping rule: stop at the
-first step where every training margin ``y_n f_n ≥ margin`` (the sample is fitted), or
-after ``max_steps``; a non-finite loss stops the trial as ``diverged``. Success: accuracy
-on ``n_test`` fresh samples ≥ ``threshold``.
+Task: ``b ∈ {±1}^T`` with i.i.d. coordinates, ``P(b_t = +1) = p``; ``s`` hidden positions
+drawn uniformly per trial; the label ``y = g(b_{i_1}, …, b_{i_s})`` for ``g`` one of
+:data:`FUNCTIONS` (:class:`SparseFunction`; each with its class-balancing default ``p``,
+docs/sparse-functions.md, "What is simulated"). Training and its norm control:
+:func:`train_trial`.
 """
 from __future__ import annotations
 
