@@ -15,9 +15,10 @@ allocated, with one ``ValueError`` naming the parameter (:func:`check_cost`).
 from __future__ import annotations
 
 import math
-import os
 
-__all__ = ["plateau_steps", "step_budget", "estimate_cost", "check_cost", "memory_limit"]
+from stsim.util.validate import MEMORY_FRACTION, physical_memory
+
+__all__ = ["plateau_steps", "step_budget", "estimate_cost", "check_cost"]
 
 SECONDS_PER_REDUCED_STEP = 1.0e-6   # reduced_gd_scalar: 0.35–0.8 µs here, ~1.7x on main (core/reduced)
 SECONDS_PER_ENUM_UNIT = 5.0e-8      # full-matrix population GD, per configuration·T·q·step
@@ -49,14 +50,6 @@ def step_budget(t_pred, t_plat) -> int:
     ``OverflowError``-free huge int via the float)."""
     total = 2.0 * (t_pred + t_plat)
     return int(math.ceil(total)) + 10 if math.isfinite(total) and total < 1e300 else 10 ** 300
-
-
-def memory_limit() -> float:
-    """80% of this machine's physical memory, in bytes (16 GiB assumed where unknown)."""
-    try:
-        return 0.8 * float(os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES"))
-    except (ValueError, OSError, AttributeError):  # pragma: no cover - non-POSIX
-        return 0.8 * 16.0 * 2 ** 30
 
 
 def estimate_cost(*, T, q, d, d_e_train, d_e_test, steps, steps_small, T_test, n_mc,
@@ -120,13 +113,14 @@ def _amount(seconds) -> str:
 
 def check_cost(est, *, sizes, max_seconds, max_bytes=None) -> None:
     """Raise one ``ValueError`` when ``est`` (:func:`estimate_cost`) exceeds
-    ``max_seconds`` of CPU or ``max_bytes`` of memory (default :func:`memory_limit`).
+    ``max_seconds`` of CPU or ``max_bytes`` of memory (default 80% of this machine's:
+    :func:`stsim.util.validate.physical_memory`).
 
     The message names the parameter that drives the largest part first (``sizes``: the
     ``{name: value}`` of the settings, largest size first), both estimates itemised, the
     limits and what to change.
     """
-    limit = memory_limit() if max_bytes is None else float(max_bytes)
+    limit = MEMORY_FRACTION * physical_memory() if max_bytes is None else float(max_bytes)
     over_t = est["total_seconds"] > max_seconds
     over_m = est["peak_bytes"] > limit
     if not (over_t or over_m):

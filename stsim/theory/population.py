@@ -59,19 +59,11 @@ from stsim.core.seeds import Streams
 from stsim.core.task import sample_subsets
 from stsim.util.validate import as_rng, check_int
 
-__all__ = ["PopulationObjective", "make_population_objective", "count_configurations",
-           "METHODS", "MAX_ENUM"]
+__all__ = ["PopulationObjective", "make_population_objective", "METHODS", "MAX_ENUM"]
 
 METHODS = ("auto", "enumerate", "mc")
 MAX_ENUM = 10 ** 7
 _CHUNK_ELEMS = 2 ** 21          # configurations per chunk ≈ _CHUNK_ELEMS / (T · q)
-
-
-def count_configurations(enc: Encoding, T: int, q: int) -> int | None:
-    """Number of equally likely configurations the exact expectation enumerates for the
-    encoding ``enc`` at length ``T``, or None when there is none (sphere); see
-    :meth:`stsim.core.encodings.Encoding.n_configurations`."""
-    return enc.n_configurations(T, q)
 
 
 def _combos(n, k):
@@ -88,12 +80,6 @@ def _with_complement(sel, T):
     np.put_along_axis(mask, sel, False, axis=1)
     rest = np.broadcast_to(np.arange(T), (n, T))[mask].reshape(n, T - sel.shape[1])
     return np.concatenate([sel, rest], axis=1)
-
-
-def _selected_first(tok, y):
-    """Reorder token rows (n, T) so that the selected positions y (n, q) come first."""
-    T = tok.shape[1]
-    return np.take_along_axis(tok, _with_complement(y, T), axis=1)
 
 
 class PopulationObjective:
@@ -367,7 +353,7 @@ def make_population_objective(cfg, enc: Encoding | None = None, *, method="auto"
     # the slots law), a fixed dense table's subsets when few; Monte-Carlo otherwise
     family, d_e, span_n = enc.label, enc.d_e, enc.reduced_n(T)
     enc.check_length(T)
-    count = count_configurations(enc, T, q)
+    count = enc.n_configurations(T, q)
     if method == "auto":
         enumerable = count is not None and (enc.index or (enc.fixed and count <= 10 ** 5))
         method = "enumerate" if enumerable else "mc"
@@ -412,7 +398,7 @@ def make_population_objective(cfg, enc: Encoding | None = None, *, method="auto"
         pe = sample_checked(enc, rng, n_mc, T)
         base = np.broadcast_to(pe.idx, (n_mc, T)) if pe.is_index else \
             np.broadcast_to(np.arange(T), (n_mc, T))
-        tok = _selected_first(np.ascontiguousarray(base), y)
+        tok = np.take_along_axis(np.ascontiguousarray(base), _with_complement(y, T), axis=1)
     table = None
     if not enc.index:      # fixed dense: positions into its table, gathered per chunk
         table = sample_checked(enc, None, 1, T).P
