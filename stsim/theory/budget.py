@@ -2,10 +2,8 @@ r"""What a theorem check costs, known before it runs (:func:`stsim.theory.checks
 
 **Step budget.** The reduced map is run ``steps = ⌈2 (t_pred + t_plat)⌉ + 10`` steps:
 ``t_pred = (n−1)/(4ηc²ε)`` is the rate law (``docs/theory.md`` §4) and ``t_plat`` the
-initial plateau, which the rate law leaves out (:func:`plateau_steps`). Without it the
-budget ran out on the plateau: ``stsim theory --T 1000`` (q = 2, d = 3, η = 1/180, ε = 0.0075)
-stopped after ``2 t_pred = 1.2·10⁷`` steps at ``L = 0.7475`` — the reduced map leaves the
-plateau (``L <= L(0)/2``) only at step ``3.12·10⁷`` (measured), 5.2 ``t_pred``.
+initial plateau, which the rate law leaves out (:func:`plateau_steps`; without it the
+budget ran out on the plateau at T = 1000: docs/theory.md §6, "The step budget").
 
 **Cost.** CPU seconds and bytes of every part, from the sizes alone (rough constants,
 measured on the project machine, 2 cores shared; a bound on the order of magnitude, not

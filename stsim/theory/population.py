@@ -20,25 +20,17 @@ Gradients of one configuration (``‖u‖² = 1/q``; ``s_i`` only over tokens)::
     δ   = s ⊙ (g − (sᵀg) 1)                            (softmax Jacobian)
     ∂/∂W_ee = Σ_i δ_i p_i p_qᵀ  (+ δ_q p_q p_qᵀ, practical)
 
-The invariant blocks' population gradients vanish: ``∂/∂W_xe = E[(X δ) p_qᵀ]`` and
-``∂/∂V_e = E[r h_eᵀ]`` are odd in X (δ is quadratic in X, r linear, h_e free of X). This
-is checked against the Monte-Carlo average of :func:`stsim.forward_backward` in
-``tests/test_population.py``.
+The invariant blocks' population gradients vanish (odd moments in X: docs/theory.md §2;
+checked against the Monte-Carlo average of :func:`stsim.forward_backward` in
+``tests/test_population.py``).
 
 The remaining expectation — over the subset y and, for stochastic families, the
-encodings — is taken by
-
-* ``"enumerate"`` (exact): ``onehot`` — all ``C(T, q)`` subsets; ``stochastic/slots`` —
-  all pairs (selected slots S, unselected slots U), ``|S| = q``, ``|U| = T − q``,
-  disjoint in ``[d_e]``, ``C(d_e, q) C(d_e − q, T − q)`` of them, equally likely (tokens
-  are exchangeable, so the order of the slots does not matter); ``near-orthogonal`` — all
-  subsets of the fixed table. More than ``max_enum`` (default 10⁷) configurations raises.
-* ``"mc"`` (estimator): the sample average over ``n_mc`` configurations (y, encodings)
-  drawn ONCE, when the objective is built, from an explicit ``numpy.random.Generator``
-  (common random numbers: the objective is a deterministic function of (W, V), an
-  unbiased estimate of the population loss for every (W, V), and its gradient is the
-  exact gradient of that estimate). For ``stochastic/sphere`` the encodings are i.i.d., so
-  the selected tokens are taken to be the first q without loss of generality.
+encodings — is taken by ``"enumerate"`` (exact: every equally likely configuration, at
+most ``max_enum``; docs/theory.md §1 lists them per family) or ``"mc"``: the sample average
+over ``n_mc`` configurations drawn ONCE, when the objective is built, from an explicit
+``numpy.random.Generator`` (common random numbers: a deterministic function of (W, V), an
+unbiased estimate of the population loss, with the exact gradient of that estimate; for
+``stochastic/sphere`` the selected tokens are the first q, the encodings being i.i.d.).
 
 Built by :func:`make_population_objective` (used by ``stsim.run(objective="population")``).
 """

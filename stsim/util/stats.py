@@ -12,10 +12,8 @@ and the one bootstrap threshold estimator.
   out), or thresholds known only to lie in an interval of a grid, with censored points
   (``lower=``: interval-censored maximum likelihood on ``log2 y``, profile-likelihood CIs
   that are never narrower than the grid resolves; every point enters).
-* :func:`threshold_width`, :func:`bootstrap_threshold` (the smallest passing grid width
-  over seeds and its bootstrap interval) — :mod:`stsim.util.thresholds`.
-* :class:`WidthSearch` / :func:`smallest_passing`, :func:`wilson_interval` (a grid cell's
-  success probability) — :mod:`stsim.util.thresholds`.
+* :func:`threshold_width`, :func:`bootstrap_threshold`, :class:`WidthSearch` /
+  :func:`smallest_passing`, :func:`wilson_interval` — :mod:`stsim.util.thresholds`.
 """
 from __future__ import annotations
 
