@@ -14,7 +14,7 @@ from stsim.studies.separation.study import (cells, check, tf_params, train_point
                                             FULL, QUICK)
 from stsim.sweep import read_table
 from stsim.theory.family import (best_family_loss, family_loss_at, family_rel, family_search,
-                                 sample_scores, sample_scores_dense)
+                                 sample_scores)
 from stsim.util.stats import bootstrap_threshold, compare_growth, fit_growth_law, threshold_width
 
 
@@ -96,6 +96,15 @@ def test_compare_growth_laws_leaves_censored_points_out():
 
 
 # ---- the transformer family ---------------------------------------------------------------
+def sample_scores_dense(T, q, d_e, n_mc, rng):
+    """Reference sampler: explicit sphere encodings (as the population objective and the
+    trainer draw them), sum query."""
+    rng = np.random.default_rng(rng)
+    P = rng.standard_normal((n_mc, T, d_e))
+    P /= np.linalg.norm(P, axis=2, keepdims=True)
+    return np.einsum("nte,ne->nt", P, P[:, :q].sum(axis=1))
+
+
 def test_fast_sampler_matches_the_dense_sphere_sampler():
     T, q, d_e, n = 24, 3, 12, 6000
     g1 = sample_scores(T, q, d_e, n, 1)

@@ -32,7 +32,7 @@ def test_block_gradient_z_scores_are_those_of_a_standard_error():
     enc = make_encoding("onehot", T_max=T, d_e=T)
     tr = reduced_gd_scalar(T, q, d, 1 / 180, 20000)
     pts = [2000, 20000]
-    bg = block_gradients(T, q, d, 1 / 180, enc, "sum", pts,
+    bg = block_gradients(T, q, d, enc, "sum", pts,
                          [(tr.a[0, p], tr.gamma[0, p]) for p in pts], n_samples=8000)
     assert 1.5 < bg["max_z_onset"] <= bg["k"] and 1.5 < bg["max_z_offset"] <= bg["k"], bg
     for block, rms in bg["rms_z"].items():           # ≈ 1.03 each; 0.16 for the SD

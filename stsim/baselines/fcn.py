@@ -51,10 +51,7 @@ __all__ = ["fcn_input", "fcn_forward_backward", "mlp_forward", "mlp_backward", "
 def param_names(depth: int) -> list:
     """Names of the parameters, in order: ``W1, b1, ..., WL, bL, A, c``."""
     depth = check_int("depth", depth, 1)
-    names = []
-    for l in range(1, depth + 1):
-        names += [f"W{l}", f"b{l}"]
-    return names + ["A", "c"]
+    return [f"{p}{l}" for l in range(1, depth + 1) for p in "Wb"] + ["A", "c"]
 
 
 def fcn_param_count(T: int, d: int, width: int, depth: int = 1) -> int:
@@ -262,9 +259,8 @@ class FCNProblem(Problem):
     def info(self):
         """For :attr:`Result.info`: ``arch``, ``n_in``, ``width``, ``depth``, ``n_params``."""
         c = self.cfg
-        n_params = fcn_param_count(c.T, c.d, c.width, c.depth)
         return {"arch": "fcn", "n_in": self.n_in, "width": c.width, "depth": c.depth,
-                "n_params": n_params}
+                "n_params": fcn_param_count(c.T, c.d, c.width, c.depth)}
 
 
 #: the transformer's options and their defaults: an FCN run refuses other values, which

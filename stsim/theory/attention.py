@@ -30,26 +30,11 @@ trained positions)::
 
 (:func:`linear_population_loss`; a polynomial of degree 4 in (W, V)).
 
-**Linear attention with sphere encodings.** On the isotropic family ``W_ee = κ I``,
-``V_x = γ I`` (other blocks 0) only ``λ = κγ`` (sum query) enters; with
-``E(p_iᵀp_j)² = 1/d_e`` for independent uniform unit vectors,
-``L(λ) = (d/2)(λ² S − 2λ + 1/q)``, ``S = q + q(T − 1)/d_e``, so the best loss is
-``L* = L₀ (T − 1)/(d_e + T − 1)`` (``L₀ = d/(2q)``) at ``λ = 1/S``: the unselected tokens
-leak in with weights of variance ``q/d_e`` each (``T − q`` of them) and the other selected
-tokens add ``q − 1``. Reaching ``ε L₀`` needs ``d_e ≥ (T − 1)(1/ε − 1)``: linear in T
-(:func:`linear_sphere_best`, :func:`linear_sphere_width`).
-
-**Every mechanism on the sphere family** (:func:`mechanism_family_rel`,
-:func:`best_mechanism_family_loss`, :func:`mechanism_family_width`). With ``W_xe = 0`` and
-``x_q = 0`` the weights ``s`` do not depend on X, so the derivation of
-:mod:`stsim.theory.family` holds for any mechanism: on ``W_ee = a I``, ``V_x = γ I`` the
-best γ gives ``L/L₀ = 1 − q E[s·u]² / E[|s|²]`` with ``s_i = φ(a g_i/τ)``,
-``g_i = p_iᵀ p_q`` (a constant normalisation of s cancels). For ``φ`` positively
-homogeneous (linear, ReLU and their normalised forms) the ratio does not depend on
-``a > 0``; for linear attention it is the law above, ``(T − 1)/(d_e + T − 1)``. For the
-sigmoid (no bias on this family) at ``d_e → ∞`` (``g = 1`` on the selected tokens, 0 on
-the others) ``s₋ = ½`` and ``L/L₀ = 1 − q σ(a)²/(q σ(a)² + (T − q)/4) ≥ (T − q)/(T + 3q)``:
-above 0.25 for every ``T ≥ 8`` at ``q = 3``.
+**Linear attention with sphere encodings** (:func:`linear_sphere_best`,
+:func:`linear_sphere_width`: the width is linear in T) and **every mechanism on the sphere
+family** (:func:`mechanism_family_rel`, :func:`best_mechanism_family_loss`,
+:func:`mechanism_family_width`, :func:`sigmoid_family_bound`): derived in
+docs/attention.md, §5 and §8.
 
 **Reduced dynamics of every mechanism**: :func:`reduced_mechanism_loss_grad` and
 :func:`reduced_mechanism_gd`, re-exported from :mod:`stsim.core.attention_dynamics` (their
@@ -216,9 +201,9 @@ def linear_sphere_width(T, target=0.25):
 
 
 def mechanism_family_rel(attention, a, g, q):
-    """``L/L₀ = 1 − q E[s·u]²/E[|s|²]`` of the sphere family ``W_ee = aI``, ``V_x = γ*I``
-    for a mechanism (module docstring), on scores ``g`` ``(n_mc, T)`` of
-    :func:`stsim.theory.family.sample_scores` (the ``q`` selected tokens first)."""
+    """``L/L₀ = 1 − q E[s·u]²/E[|s|²]``, ``s_i = φ(a g_i/τ)``, of the sphere family
+    ``W_ee = aI``, ``V_x = γ*I`` for a mechanism (docs/attention.md, §8), on scores ``g``
+    ``(n_mc, T)`` of :func:`stsim.theory.family.sample_scores` (the q selected first)."""
     from stsim.core.attention import Softmax, make_attention
     from stsim.theory.family import family_rel
     att = make_attention(attention)
@@ -285,6 +270,6 @@ def mechanism_family_width(attention, T, q, target, grid, n_mc, seed):
 
 def sigmoid_family_bound(T, q):
     """``(T − q)/(T + 3q)``: the sigmoid family's ``L/L₀`` at ``d_e → ∞`` and ``a → ∞``
-    (module docstring), its infimum over a there."""
+    (docs/attention.md, §8), its infimum over a there."""
     T, q = (np.asarray(x, dtype=np.float64) for x in (T, q))
     return (T - q) / (T + 3 * q)

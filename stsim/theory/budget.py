@@ -2,10 +2,8 @@ r"""What a theorem check costs, known before it runs (:func:`stsim.theory.checks
 
 **Step budget.** The reduced map is run ``steps = ⌈2 (t_pred + t_plat)⌉ + 10`` steps:
 ``t_pred = (n−1)/(4ηc²ε)`` is the rate law (``docs/theory.md`` §4) and ``t_plat`` the
-initial plateau, which the rate law leaves out (:func:`plateau_steps`). Without it the
-budget ran out on the plateau: ``stsim theory --T 1000`` (q = 2, d = 3, η = 1/180, ε = 0.0075)
-stopped after ``2 t_pred = 1.2·10⁷`` steps at ``L = 0.7475`` — the reduced map leaves the
-plateau (``L <= L(0)/2``) only at step ``3.12·10⁷`` (measured), 5.2 ``t_pred``.
+initial plateau, which the rate law leaves out (:func:`plateau_steps`; without it the
+budget ran out on the plateau at T = 1000: docs/theory.md §6, "The step budget").
 
 **Cost.** CPU seconds and bytes of every part, from the sizes alone (rough constants,
 measured on the project machine, 2 cores shared; a bound on the order of magnitude, not
@@ -15,9 +13,10 @@ allocated, with one ``ValueError`` naming the parameter (:func:`check_cost`).
 from __future__ import annotations
 
 import math
-import os
 
-__all__ = ["plateau_steps", "step_budget", "estimate_cost", "check_cost", "memory_limit"]
+from stsim.util.validate import MEMORY_FRACTION, physical_memory
+
+__all__ = ["plateau_steps", "step_budget", "estimate_cost", "check_cost"]
 
 SECONDS_PER_REDUCED_STEP = 1.0e-6   # reduced_gd_scalar: 0.35–0.8 µs here, ~1.7x on main (core/reduced)
 SECONDS_PER_ENUM_UNIT = 5.0e-8      # full-matrix population GD, per configuration·T·q·step
@@ -49,14 +48,6 @@ def step_budget(t_pred, t_plat) -> int:
     ``OverflowError``-free huge int via the float)."""
     total = 2.0 * (t_pred + t_plat)
     return int(math.ceil(total)) + 10 if math.isfinite(total) and total < 1e300 else 10 ** 300
-
-
-def memory_limit() -> float:
-    """80% of this machine's physical memory, in bytes (16 GiB assumed where unknown)."""
-    try:
-        return 0.8 * float(os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES"))
-    except (ValueError, OSError, AttributeError):  # pragma: no cover - non-POSIX
-        return 0.8 * 16.0 * 2 ** 30
 
 
 def estimate_cost(*, T, q, d, d_e_train, d_e_test, steps, steps_small, T_test, n_mc,
@@ -120,13 +111,14 @@ def _amount(seconds) -> str:
 
 def check_cost(est, *, sizes, max_seconds, max_bytes=None) -> None:
     """Raise one ``ValueError`` when ``est`` (:func:`estimate_cost`) exceeds
-    ``max_seconds`` of CPU or ``max_bytes`` of memory (default :func:`memory_limit`).
+    ``max_seconds`` of CPU or ``max_bytes`` of memory (default 80% of this machine's:
+    :func:`stsim.util.validate.physical_memory`).
 
     The message names the parameter that drives the largest part first (``sizes``: the
     ``{name: value}`` of the settings, largest size first), both estimates itemised, the
     limits and what to change.
     """
-    limit = memory_limit() if max_bytes is None else float(max_bytes)
+    limit = MEMORY_FRACTION * physical_memory() if max_bytes is None else float(max_bytes)
     over_t = est["total_seconds"] > max_seconds
     over_m = est["peak_bytes"] > limit
     if not (over_t or over_m):

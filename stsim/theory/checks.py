@@ -1,30 +1,15 @@
-r"""Numerical checks of Theorems 1–3 (docs/theory.md §6) on the population dynamics, and the
-``stsim theory`` command (:mod:`stsim.cli.theory`).
+r"""Numerical checks of Theorems 1–3 on the population dynamics, and the ``stsim theory``
+command (:mod:`stsim.cli.theory`); docs/theory.md §6 gives every check with its tolerance.
 
 :func:`check_theorem` takes ``(T, q, d, η, ε)`` and measures, on the exact reduced GD map
 (:mod:`stsim.theory.reduced`, equal to full-matrix population GD — tested), in named steps:
-
-* :func:`theorem1_conditions` (and :func:`theorem2_conditions` for a stochastic PE): the
-  hypotheses ``2 <= q < T/4``, ``ε < dT/(100(T−q)q)``, ``η <= 1/(20 d²)``, ``x_query = 0``,
-  ``W(0) = V(0) = 0`` — each reported as holding or failing; the run goes ahead either
-  way. (The seeds do not state Theorem 2's conditions for the stochastic encoding, nor
-  either theorem's iteration bound or constants: the report says so rather than invent
-  them.)
-* the reduced trajectory: whether the loss reaches ε, the step ``t_ε``; the loss
-  non-increasing and ``a`` non-decreasing at EVERY step;
-* the rate law: ``t_ε`` against ``(n−1)/(4ηc²ε)`` and the slope of ``1/L(t)`` against
-  ``4ηc²/(n−1)``, at ε and at ε/8 (``n = T`` one-hot, ``d_e`` slots; ``c = 1/q`` for
-  ``query="mean"``);
-* the full-matrix invariants over a population GD run (``stsim.run(objective="population")``)
-  of ``full_steps`` steps when enumeration is affordable: the blocks that stay 0, the
-  distances from the spans, the deviation from the reduced map;
-* the population gradient of every block at points of the trajectory
-  (:func:`block_gradients`);
-* the out-of-distribution length (Theorem 3, :mod:`stsim.theory.ood`): closed forms beside
-  Monte-Carlo estimates of the trained model, and the length-generalisation statement of
-  the encoding — ``ood_to_zero`` (stochastic: the OOD loss goes to 0 with the in-distribution
-  loss, along the derived law) or ``fixed_ood_floor`` (fixed: it stays above the derived
-  floor while the in-distribution loss goes to 0).
+the hypotheses (:mod:`stsim.theory.conditions`: reported as holding or failing, the run
+goes ahead either way); the reduced trajectory (``t_ε``; the loss non-increasing, ``a``
+non-decreasing and ``0 <= γ <= Γ`` at EVERY step); the derived rate law
+``t_ε ≈ (n−1)/(4ηc²ε)`` and the slope of ``1/L``, at ε and at ε/8 (``n = T`` one-hot,
+``d_e`` slots; ``c = 1/q`` for ``query="mean"``); the invariants of full-matrix population
+GD (:mod:`stsim.theory.full_matrix`); the population gradient of every block
+(:func:`block_gradients`); the out-of-distribution length (:mod:`stsim.theory.ood`).
 
 Everything is validated, and the CPU time and memory estimated (:mod:`stsim.theory.budget`),
 before any work: what this machine cannot do is refused with one ``ValueError``.
@@ -50,11 +35,6 @@ from stsim.util.validate import check_choice, check_int, check_lr, check_real, i
 
 __all__ = ["theorem1_conditions", "theorem2_conditions", "check_theorem", "TheoremReport",
            "embed_reduced", "block_gradients", "theorem_defaults", "gamma_bound"]
-
-_check = make_check
-
-
-
 
 # ---- step 0: the settings, validated, and the encodings asked ---------------------------
 @dataclass
@@ -219,13 +199,13 @@ def _monotone(tr, t_eps, steps, checks) -> dict:
          "a_non_decreasing": bool(tr.min_a_increment[0] >= 0)}
     if not math.isfinite(m["max_loss_increase"]) or not np.all(np.isfinite(L)):
         m["loss_non_increasing"] = False
-    checks.append(_check("loss reaches eps", f"t_eps = {t_eps}" if t_eps is not None else
-                         f"not within {steps} steps (L = {L[-1]:.4g})",
-                         f"within max_steps = {steps}", t_eps is not None, source="P"))
-    checks.append(_check(
+    checks.append(make_check("loss reaches eps", f"t_eps = {t_eps}" if t_eps is not None else
+                             f"not within {steps} steps (L = {L[-1]:.4g})",
+                             f"within max_steps = {steps}", t_eps is not None, source="P"))
+    checks.append(make_check(
         "loss non-increasing at every step", f"max L(t+1)-L(t) = {m['max_loss_increase']:.3g}",
         "<= 1e-14 L(0) (rounding)", m["loss_non_increasing"]))
-    checks.append(_check(
+    checks.append(make_check(
         "a non-decreasing at every step", f"min a(t+1)-a(t) = {m['min_a_increment']:.3g}",
         ">= 0", m["a_non_decreasing"] and math.isfinite(m["min_a_increment"])))
     return m
@@ -255,9 +235,9 @@ def _every_step(s, checks) -> dict:
         a_min = min(a_min, float(np.min(tr.a[0])))
         a, g, done = float(tr.a[0, -1]), float(tr.gamma[0, -1]), done + k
     ok = bool(g_min >= 0.0 and g_max <= G * (1 + 1e-12) and a_min >= 0.0)
-    checks.append(_check(name, f"gamma in [{g_min:.6g}, {g_max:.6g}], min a = {a_min:.3g} "
-                         f"over {s.steps} steps", f"gamma in [0, Gamma = {G:.6g}], a >= 0",
-                         ok))
+    checks.append(make_check(name, f"gamma in [{g_min:.6g}, {g_max:.6g}], min a = {a_min:.3g} "
+                             f"over {s.steps} steps", f"gamma in [0, Gamma = {G:.6g}], a >= 0",
+                             ok))
     return {"gamma_bound": G, "every_step_ran": True, "gamma_min": g_min, "gamma_max": g_max,
             "a_min": a_min}
 
@@ -278,14 +258,14 @@ def _rate_law(s, tr, t_eps, checks):
     slope_ratio = _slope(tr) / s.slope_pred
     slope_small = _slope(tr_s) / s.slope_pred
     tol = max(abs(ratio - 1) / 4, 0.02)
-    checks.append(_check(
+    checks.append(make_check(
         "derived rate law: t_eps / ((n-1)/(4 lr c^2 eps)) -> 1",
         f"{ratio:.4f} at eps, {ratio_small if ratio_small is None else round(ratio_small, 4)}"
         f" at eps/8", f"|ratio(eps/8) - 1| <= max(|ratio(eps) - 1|/4, 0.02) = {tol:.3g} "
         "(the excess is an additive plateau transient, O(eps): /8 expected, /4 required)",
         ratio_small is not None and abs(ratio_small - 1) <= tol))
     stol = max(abs(slope_ratio - 1) / 2, 0.01)
-    checks.append(_check(
+    checks.append(make_check(
         "derived rate law: slope of 1/L (2nd half) / (4 lr c^2/(n-1)) -> 1",
         f"{slope_ratio:.4f} to the budget at eps, {slope_small:.4f} to the budget at eps/8",
         f"|ratio(eps/8) - 1| <= max(|ratio(eps) - 1|/2, 0.01) = {stol:.3g} (the fit window "
@@ -347,22 +327,22 @@ def _block_gradient_checks(s, tr, t_eps, grad_points, grad_samples, checks) -> d
     if not np.all(np.isfinite(states)):
         checks.append(not_run(name, "the trajectory is not finite", on="model"))
         return {"ran": False, "reason": "the trajectory is not finite"}
-    bg = block_gradients(s.T, s.q, s.d, s.lr, s.enc, s.query, pts, states,
+    bg = block_gradients(s.T, s.q, s.d, s.enc, s.query, pts, states,
                          n_samples=grad_samples, seed=s.seed)
-    checks.append(_check("gradient of W_xx, W_ex (every batch)",
-                         f"max |entry| {bg['max_W_xx_W_ex']:.3g}", "== 0 (x_query = 0)",
-                         bg["max_W_xx_W_ex"] == 0.0, on="model"))
-    checks.append(_check(
+    checks.append(make_check("gradient of W_xx, W_ex (every batch)",
+                             f"max |entry| {bg['max_W_xx_W_ex']:.3g}", "== 0 (x_query = 0)",
+                             bg["max_W_xx_W_ex"] == 0.0, on="model"))
+    checks.append(make_check(
         "population gradient of W_xe, V_e (off-set blocks) = 0",
         f"max |mean|/s.e. {bg['max_z_offset']:.3g} over {bg['entries']} entries",
         f"<= k = {bg['k']:.3g} s.e. (t, {bg['n_batches'] - 1} d.o.f., Bonferroni, "
         f"family-wise {bg['alpha']:g})", bg["max_z_offset"] <= bg["k"], on="model"))
-    checks.append(_check(
+    checks.append(make_check(
         "population gradient of W_ee, V_x = closed form",
         f"max |mean - exact|/s.e. {bg['max_z_onset']:.3g} (live gradient "
         f"{bg['live_over_se']:.3g} s.e.)", f"<= k = {bg['k']:.3g} s.e.",
         bg["max_z_onset"] <= bg["k"], on="model"))
-    checks.append(_check(
+    checks.append(make_check(
         "Monte-Carlo power: the live gradient is resolved",
         f"max |exact W_ee, V_x gradient|/s.e. = {bg['live_over_se']:.3g}",
         f">= 2k = {2 * bg['k']:.3g} (an off-set gradient of the live size would be "

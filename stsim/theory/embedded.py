@@ -39,7 +39,7 @@ def mc_ood(a, gamma, n, enc, T_test, q, d, n_mc, rng, query):
     return float(np.mean(vals)), float(np.std(vals, ddof=1) / math.sqrt(len(vals)))
 
 
-def block_gradients(T, q, d, lr, enc, query, points, traj, *, n_samples=20000, n_batches=40,
+def block_gradients(T, q, d, enc, query, points, traj, *, n_samples=20000, n_batches=40,
                     alpha=1e-3, seed=0):
     r"""The population gradient of EVERY block at points of the trajectory.
 
@@ -50,7 +50,7 @@ def block_gradients(T, q, d, lr, enc, query, points, traj, *, n_samples=20000, n
     :func:`stsim.forward_backward` (an independent code path) on ``n_samples`` fresh samples
     of X, y and the encoding, in ``n_batches`` batches; the batch means give a mean and a
     standard error per entry (accumulated batch by batch, Welford: a few ``(d + d_e)²``
-    arrays, whatever ``n_batches``). ``lr`` is not used (kept for the call's shape).
+    arrays, whatever ``n_batches``).
 
     * ``W_xx``, ``W_ex``: exactly 0 for every sample (``x_query = 0``) — checked ``== 0``.
     * ``W_xe``, ``V_e`` (the off-set blocks; no closed form is used, their expectation is

@@ -31,7 +31,7 @@ from scipy.optimize import minimize_scalar
 
 from stsim.theory.family_asymptotic import family_mc_moments
 
-__all__ = ["sample_scores", "sample_scores_dense", "family_stats", "family_rel",
+__all__ = ["sample_scores", "family_stats", "family_rel",
            "best_family_loss", "family_loss_at", "family_point"]
 
 
@@ -50,16 +50,6 @@ def sample_scores(T, q, d_e, n_mc, rng, query="sum"):
         t = 2.0 * rng.beta(h, h, size=(n_mc, T - q)) - 1.0
     gun = np.linalg.norm(pq, axis=1)[:, None] * t
     return np.concatenate([gsel, gun], axis=1)
-
-
-def sample_scores_dense(T, q, d_e, n_mc, rng, query="sum"):
-    """Reference sampler: explicit sphere encodings (as population.py / the trainer)."""
-    rng = np.random.default_rng(rng)
-    c = 1.0 if query == "sum" else 1.0 / q
-    P = rng.standard_normal((n_mc, T, d_e))
-    P /= np.linalg.norm(P, axis=2, keepdims=True)
-    pq = c * P[:, :q].sum(axis=1)
-    return np.einsum("nte,ne->nt", P, pq)
 
 
 def family_stats(a, g, q):

@@ -1,79 +1,32 @@
-r"""The (a, γ) family's loss at large T for the sphere PE: an exact T-free reduction, the
-mean-field (concentration) approximation, where it holds, and the smallest width.
+r"""The (a, γ) family's loss at large T for the sphere PE: an exact T-free reduction and the
+mean-field (concentration) approximation with its two conditions — derived, with the width
+laws they imply and their checks, in docs/separation.md, "The family at large T".
 
-Setting (:mod:`stsim.theory.family`): theory model, ``W_ee = a I``, ``V_x = γ I``
-(``W_xe = V_e = 0``, ``x_query = 0``), stochastic sphere PE (i.i.d. uniform unit vectors
-in ``R^{d_e}``, redrawn per sample), sum query ``p_q = Σ_{j∈y} p_j`` (the mean query
-``p_q/q`` only rescales ``a`` to ``a/q``: same best loss, optimum ``a`` times q).  With
-``s = softmax(a g)``, ``g_i = <p_i, p_q>``, ``S = Σ_{i∈y} s_i`` and the best ``γ* = E S /
-(q E|s|²)``, the loss relative to ``L0 = d/(2q)`` is (``E_X ℓ`` is d times a d-free
-expression, so the ratio is d-free)
+Setting (:mod:`stsim.theory.family`): theory model, ``W_ee = a I``, ``V_x = γ I``, sphere
+PE, sum query (the mean query rescales ``a`` to ``a/q``).  With ``s = softmax(a g)``,
+``g_i = <p_i, p_q>``, ``S = Σ_{i∈y} s_i`` and the best ``γ* = E S/(q E|s|²)``,
 
     L/L0 = 1 − (E S)² / (q E|s|²).
 
-**Exact structure.** Condition on the q selected encodings, i.e. on their Gram matrix
-``G`` (``G_ii = 1``).  The selected logits are ``a g_i``, ``g_i = Σ_j G_ij = 1 + Σ_{j≠i}
-ε_ij``; ``r = |p_q| = (Σ_ij G_ij)^{1/2}``; each unselected token, independent of ``p_q``,
-has ``g_k = r t_k`` with ``t_k`` i.i.d., density ∝ ``(1 − t²)^{(d_e−3)/2}`` on (−1, 1)
-(``(1+t)/2 ~ Beta((d_e−1)/2, (d_e−1)/2)``, mean 0, variance ``1/d_e``).  With
-``A = Σ_{i∈y} e^{a g_i}``, ``A₂ = Σ_{i∈y} e^{2a g_i}``, ``λ = a r``, ``X_k = e^{λ t_k}``,
-``N = T − q``, ``R = Σ_k X_k``, ``R₂ = Σ_k X_k²``::
+Given the selected encodings' Gram matrix ``G``: the selected ``g_i = Σ_j G_ij``;
+``r = (Σ_ij G_ij)^{1/2}``; each of the ``N = T − q`` unselected tokens has ``g_k = r t_k``,
+``t_k`` i.i.d. with the law of :mod:`stsim.theory.sphere_law`.  With ``A = Σ_{i∈y} e^{a g_i}``,
+``A₂ = Σ_{i∈y} e^{2a g_i}``, ``λ = a r``, ``X_k = e^{λ t_k}``, ``R = Σ_k X_k``,
+``R₂ = Σ_k X_k²``::
 
     S = A/(A + R),      |s|² = (A₂ + R₂)/(A + R)².
 
-**Exact, T-free (Laplace).** ``1/(A+R) = ∫₀^∞ e^{−σ(A+R)} dσ``, ``1/(A+R)² = ∫₀^∞ σ
-e^{−σ(A+R)} dσ`` and ``E e^{−σR} = φ(σ)^N`` give (with ``φ(σ) = E e^{−σX}``,
-``ψ(σ) = E[X² e^{−σX}]``)::
+**Exact** (``method="exact"``: Laplace, ``φ(σ) = E e^{−σX}``, ``ψ(σ) = E[X² e^{−σX}]``; a
+Gauss rule for t and a trapezoid rule in ``ln σ``, a cost that does not depend on T)::
 
     E[S | G]   = ∫₀^∞ A e^{−σA} φ(σ)^N dσ,
     E[|s|²| G] = ∫₀^∞ σ e^{−σA} [A₂ φ(σ)^N + N ψ(σ) φ(σ)^{N−1}] dσ.
 
-T enters only as an exponent: a Gauss rule for the law of t and a trapezoid rule in
-``ln σ`` cost ``O(n_G n_σ n_t)`` for any T.  The average over G
-(:func:`stsim.theory.sphere_law.gram_rule`): q = 2, ``G_12 = ε`` has the law of t (the
-same Gauss rule, no Monte Carlo); q ≥ 3, Monte Carlo, exact draws in O(q²) each.
-
-**Mean field (the large-T approximation).** ``R → N M(λ)``, ``R₂ → N M(2λ)`` with
-
-    M(λ) = E e^{λt} = ₀F₁(; d_e/2; λ²/4),   ln M(λ) = λ²/(2d_e) − λ⁴/(4d_e²(d_e+2)) + …
-
-(:func:`stsim.theory.sphere_law.log_sphere_mgf`): ``E[S|G] ≈ A/(A + N M(λ))``,
-``E[|s|²|G] ≈ (A₂ + N M(2λ))/(A + N M(λ))²``, closed form, O(n_G q²).  The Gaussian
-``M ≈ e^{λ²/(2d_e)}`` (η = r t of variance ≈ q/d_e) needs ``4λ⁴ ≪ d_e³`` for ``M(2λ)``;
-t is bounded (lighter tails), so the exact form is the default.  It holds when
-
-1. R concentrates: ``Var R/(E R)² ≈ e^{−rem}``, ``rem = ln N − ln M(2λ) + 2 ln M(λ)
-   ≈ ln N − λ²/d_e ≫ 0`` (the random-energy model's second-moment condition), and
-2. no single unselected token rivals the denominator ``D = A + N M(λ)``: the tokens that
-   carry ``E X²`` sit at ``ln X ≈ λ m₁(2λ)`` (``m₁ = (ln M)'``, Gaussian ``2λ²/d_e``) with
-   spread ``λ m₂^{1/2}`` (``m₂ = (ln M)''``), and ``margin μ = [ln D − λ m₁(2λ)] /
-   (λ m₂(2λ)^{1/2}) ≫ 1``.  Condition 1 is not enough: with γ optimal the O(R/A) leak
-   cancels, the loss is carried by ``E[R₂/(A+R)²]``, and for μ ≲ 1 (the frozen side of the
-   transition, for the second moment; Gaussian with D ≈ q e^a: ``a ≳ d_e/(2q)``) the mean
-   field overestimates the loss, ``E[X²/(D+X)²] < E X²/D²``.
-
-**Where the loss comes from** (:func:`mean_field_terms`, an identity of the mean field).
-With ``Y = A/(A + N M(λ))``, ``σ = q A₂/A²``, ``κ = q N M(2λ)/A²``,
-
-    L/L0 = [Var_G Y + E[Y²(σ − 1)] + E[Y² κ]] / E[Y²(σ + κ)]
-
-— the leak's variation over the selected configurations, the spread of the selected
-logits (σ = 1 iff they are equal: q ≤ 2), the unselected tokens' second moment.
-
-**Consequences for the width** (the benchmark ``benchmarks/family_large_T.py`` checks them).
-q ≥ 3: the spread is ``F_q(β)``, ``β = a/√d_e`` (:func:`spread_loss`: the loss of
-``softmax(β Z)``, ``Z ~ N(0, (q−2)I + J)``; ``≈ β²(q−1)(q−2)/q`` for small β); the leak
-term is ``≈ ℓ̄² Var(ln ℓ)``, ``ℓ = N M(λ)/A ≈ (N/q) e^{−a + qβ²/2}``, ``Var ln ℓ = O(β²)``,
-so it needs ``a ≈ ln N + O(1)``; κ ≈ ``(N/q) e^{−2a+2qβ²}`` then vanishes.  Hence
-``β → β*`` with ``F_q(β*) = target`` and ``d_e = a²/β² ≈ (ln T)²/β*²``: a (log T)² law;
-rem ≈ ln N − qβ² and μ ∝ √d_e grow, so the mean field becomes exact as T grows.
-q = 2: σ = 1, no spread; the optimum sits at μ < 0 and rem < 0 (frozen side): the loss is
-carried by rare selected configurations in which an unselected token rivals the selected
-ones, ``r t > 1 + ε``, i.e. ``t > θ = ((1+ε)/2)^{1/2}``, ``P(t > θ) ≈ ((1−ε)/2)^{d_e/2}``.
-Rivals are expected when ``ε < ε*`` with ``N ((1−ε*)/2)^{d_e/2} ≈ 1``; that has probability
-``≈ e^{−d_e ε*²/2}``, so a target τ needs ``|ε*| ≈ (2 ln(c/τ)/d_e)^{1/2}`` and
-``d_e ≈ 2 log₂ T + C √d_e`` (C grows as τ falls): the q log₂ T law (q = 2) with an
-O((log T)^{1/2}) correction.
+**Mean field** (``method="mean"``): ``R → N M(λ)``, ``R₂ → N M(2λ)``, ``M(λ) = E e^{λt}``
+(:func:`~stsim.theory.sphere_law.log_sphere_mgf`; ``mgf="gauss"``: ``e^{λ²/(2d_e)}``).  It
+holds where ``rem = ln N − ln M(2λ) + 2 ln M(λ) ≫ 0`` (R concentrates) and the margin
+``μ = [ln D − λ m₁(2λ)] / (λ m₂(2λ)^{1/2}) ≫ 1`` (no single unselected token rivals
+``D = A + N M(λ)``; ``m₁``, ``m₂``: the first two derivatives of ``ln M``).
 """
 from __future__ import annotations
 
@@ -196,7 +149,7 @@ def _laplace(la, la2, lam, lD, N, t, w, du):
 
 
 def mean_field_terms(a, T, d_e, G, w, query="sum"):
-    """The mean-field loss split into its three sources (an identity, module docstring).
+    """The mean-field loss split into its three sources (an identity of the mean field).
 
     With ``Y = A/(A + N M(λ))``, ``σ = q A₂/A²`` and ``κ = q N M(2λ)/A²`` (per Gram
     sample), ``E S = E Y`` and ``q E|s|² = E[Y²(σ + κ)]``, so

@@ -1,26 +1,11 @@
 r"""The (a, γ) family's best loss, smallest width and asymptotic width law at large T (sphere
-PE), from :mod:`stsim.theory.family_asymptotic` (whose docstring has the derivation).
+PE), from :mod:`stsim.theory.family_asymptotic`; the width laws are derived in
+docs/separation.md, "The width laws".
 
 * :func:`best_large_T_loss` — the best ``L/L0`` over ``(a, γ)`` at ``(q, T, d_e)``, any T;
 * :func:`large_T_width` — the smallest integer ``d_e`` reaching a target (bisection);
-* :func:`spread_loss`, :func:`asymptotic_coefficients` — the constants of the width law.
-
-**The width law for q ≥ 3** (large T, large d_e, ``β = a/√d_e`` fixed).  The selected
-logits are ``a + β Z_i`` with ``Z ~ N(0, (q−2)I + J)``, and ``ln M(λ) → qβ²/2`` does not
-depend on Z.  Two branches minimise the mean-field loss (module
-:mod:`~stsim.theory.family_asymptotic`, :func:`~stsim.theory.family_asymptotic.mean_field_terms`):
-
-* *selected* (``A ≫ N M(λ)``): the spread costs ``F_q(β)`` (:func:`spread_loss`), the leak
-  ``Var Y ≈ ℓ̄² Var ln ℓ`` (``ℓ = N M(λ)/A``) needs ``a = ln N + O(1)``: ``d_e ≈
-  (ln T)²/β_s²`` with ``F_q(β_s) = target``;
-* *bulk* (``A ≪ N M(λ)``, a large γ amplifies ``S ≈ A/(N M(λ))``): ``Y ∝ Σ_i e^{β Z_i}``,
-  and the loss is ``1 − (E Σe^{βZ})²/(q E Σe^{2βZ}) = 1 − e^{−(q−1)β²}``; the single-token
-  term ``(N/q) e^{−2a + 2qβ²}`` needs ``a = ½ ln N + O(1)``: ``d_e ≈ (ln T)²/(4β_b²)``
-  with ``β_b² = −ln(1 − target)/(q − 1)``.
-
-Either way ``d_e ∝ (ln T)²`` (the constant is the smaller of the two); the O(1) terms in
-``a`` make the approach slow (relative corrections O(1/ln T)).  For q = 2 (no spread) the
-law is ``d_e ≈ 2 log₂ T + C √d_e`` (module docstring of ``family_asymptotic``).
+* :func:`spread_loss`, :func:`asymptotic_coefficients` — the constants of the width laws
+  ``d_e ≈ c (ln T)²`` (q ≥ 3) and ``d_e ≈ 2 log₂ T + C √d_e`` (q = 2).
 """
 from __future__ import annotations
 
@@ -206,9 +191,12 @@ def spread_loss(beta, q, n=200000, rng=0):
 
 
 def asymptotic_coefficients(q, target, n=400000, rng=0):
-    """Leading-order width laws (module docstring): ``{"log2T": 2}`` for q = 2
-    (``d_e ≈ 2 log₂ T``); for q ≥ 3 ``{"selected": 1/β_s², "bulk": 1/(4β_b²), "beta_s",
-    "beta_b"}`` (``d_e ≈ c (ln T)²``; β_s by bisection on the Monte-Carlo :func:`spread_loss`).
+    """Leading-order width laws (docs/separation.md, "The width laws"): ``{"log2T": 2}``
+    for q = 2 (``d_e ≈ 2 log₂ T``); for q ≥ 3 ``{"selected": 1/β_s², "bulk": 1/(4β_b²),
+    "beta_s", "beta_b"}`` (``d_e ≈ c (ln T)²``, the smaller ``c`` wins) of the two branches
+    of the mean-field loss: *selected*, ``a ≈ ln N``, the selected logits' spread costs
+    ``F_q(β_s) = target`` (β_s by root finding on the Monte-Carlo :func:`spread_loss`);
+    *bulk*, ``a ≈ ½ ln N``, the loss ``1 − e^{−(q−1)β_b²} = target``.
 
     Parameters
     ----------

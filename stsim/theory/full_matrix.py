@@ -14,9 +14,6 @@ from stsim.theory.report import make_check, not_run
 
 __all__ = ["gamma_bound", "full_plan", "full_matrix", "MAX_CONFIGURATIONS"]
 
-_check = make_check
-
-
 def gamma_bound(T, q) -> float:
     r"""``Γ``: the bound ``0 <= γ(t) <= Γ`` along population GD from zero (docs/theory.md §6).
 
@@ -105,23 +102,22 @@ def full_matrix(s, full_steps, max_full_work, checks) -> dict:
         full[f"rel_dev_{k}"] = float(rel.max()) if rel.size else 0.0
     dev = max(full["rel_dev_loss"], full["rel_dev_a"], full["rel_dev_gamma"])
     at = f" (at d_e = {enc.d_e})" if why_smaller else ""
-    checks.append(_check("full-matrix population GD completed", res.status, "completed",
-                         res.status == "completed", on="model"))
-    checks.append(_check("full-matrix GD = reduced map",
-                         f"max relative deviation {dev:.3g}{at}",
-                         "<= 1e-9 (rounding)", res.status == "completed" and dev <= 1e-9,
-                         on="model"))
+    checks.append(make_check("full-matrix population GD completed", res.status, "completed",
+                             res.status == "completed", on="model"))
+    checks.append(make_check("full-matrix GD = reduced map",
+                             f"max relative deviation {dev:.3g}{at}",
+                             "<= 1e-9 (rounding)", res.status == "completed" and dev <= 1e-9,
+                             on="model"))
     G = gamma_bound(T, q)
     gam = np.asarray(h["gamma"], dtype=float)
     full["gamma_min"], full["gamma_max"] = float(gam.min()), float(gam.max())
-    checks.append(_check("W, V: a non-decreasing and 0 <= gamma <= Gamma at every step",
-                         f"gamma in [{gam.min():.6g}, {gam.max():.6g}]; a non-decreasing: "
-                         f"{full['a_non_decreasing']}{at}",
-                         f"gamma in [0, Gamma = {G:.6g}] (derived bound), every a(t+1) >= a(t)",
-                         bool(full["a_non_decreasing"] and gam.min() >= 0
-                              and gam.max() <= G * (1 + 1e-12)), on="model"))
+    ok = bool(full["a_non_decreasing"] and gam.min() >= 0 and gam.max() <= G * (1 + 1e-12))
+    checks.append(make_check("W, V: a non-decreasing and 0 <= gamma <= Gamma at every step",
+                             f"gamma in [{gam.min():.6g}, {gam.max():.6g}]; a non-decreasing: "
+                             f"{full['a_non_decreasing']}{at}", f"gamma in [0, Gamma = "
+                             f"{G:.6g}] (derived bound), every a(t+1) >= a(t)", ok, on="model"))
     off = max(full["inv/W_ee_offspan"], full["inv/V_x_offspan"])
-    checks.append(_check("W_ee = a(I - J/n), V_x = gamma I along the run",
-                         f"max off-span distance {off:.3g}{at}", "<= 1e-10 (rounding)",
-                         off <= 1e-10, on="model"))
+    checks.append(make_check("W_ee = a(I - J/n), V_x = gamma I along the run",
+                             f"max off-span distance {off:.3g}{at}", "<= 1e-10 (rounding)",
+                             off <= 1e-10, on="model"))
     return full

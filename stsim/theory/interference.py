@@ -37,16 +37,10 @@ __all__ = ["interference_floor_approx", "interference_loss_mc",
            "interference_floor_mc", "random_table"]
 
 
-def _AB(T, q, d_e):
-    A = (q - 1) * (q - 2) / (q * q * d_e)
-    B = (T - q) / (q * q)
-    return A, B
-
-
 def interference_floor_approx(T, q, d, d_e):
     """``(c*, L*)`` of the first-order law: ``c* = ½ W₀(2B/A)``, ``L* = (d/2) A c*(c*+1)``;
     ``(inf, 0)`` for ``q <= 2``."""
-    A, B = _AB(T, q, d_e)
+    A, B = (q - 1) * (q - 2) / (q * q * d_e), (T - q) / (q * q)
     if A == 0:
         return float("inf"), 0.0
     c = 0.5 * float(np.real(lambertw(2.0 * B / A)))

@@ -1,43 +1,24 @@
-r"""Length generalisation on the reduced dynamics (docs/theory.md §5; the project's Theorem 3): the
+r"""Length generalisation on the reduced dynamics (the project's Theorem 3): the
 out-of-distribution (OOD) loss, at test lengths ``T' = T_test > T``, of the model that
-population GD trains at length ``T`` — and the two statements :func:`check_theorem
-<stsim.theory.checks.check_theorem>` gates on (derived in ``docs/theory.md`` §5).
+population GD trains at length ``T``, and the two statements :func:`check_theorem
+<stsim.theory.checks.check_theorem>` gates on — derived in docs/theory.md, §5.
 
 Notation: ``r = T − q``, ``r' = T' − q``, ``Δ = T' − T``, ``θ = c a`` (``c = 1`` for
-``query="sum"``, ``1/q`` for ``"mean"``), ``ξ = e^{−θ}``, ``τ = η · step``.
+``query="sum"``, ``1/q`` for ``"mean"``), ``ξ = e^{−θ}``.
 
-**Stochastic/slots** (every slot of ``d_e >= T'`` is trained, ``W_ee = a(I − J/d_e)``): a
-test sequence is the training problem at length ``T'``, so with ``s₊ = 1/(q + r'ξ)``,
-``s₋ = ξ/(q + r'ξ)``::
-
-    OOD(a, γ) = L(a, γ; T') = (d/2) [(q(γ − 1) − r'ξ)²/q + r' γ² ξ²] / (q + r'ξ)².
-
-Along the trajectory γ follows the in-distribution optimum ``γ*(ξ) = s₊/S₂ =
-(q + rξ)/(q + rξ²)``, where ``ID = (d/2) r ξ²/(q (q + rξ²))``; the ratio there is
-(:func:`ood_ratio_law`)::
+**Stochastic/slots** (``ood_to_zero``): every slot of ``d_e >= T'`` is trained, so the OOD
+loss is :func:`~stsim.theory.reduced.reduced_loss` at ``T'``. Along the trajectory γ
+follows the in-distribution optimum ``γ*(ξ) = (q + rξ)/(q + rξ²)``, where the ratio OOD/ID
+is (:func:`ood_ratio_law`)::
 
     R*(ξ) = q (q + rξ²) [(q r (1 − ξ)/(q + rξ²) − r')²/q + r' γ*²] / (r (q + r'ξ)²),
-    R*(ξ) → ρ = (r' + Δ²/q)/r   as ξ → 0,      R*(ξ)/ρ = 1 − κ ξ + O(ξ²),
-    κ = 2 Δ² (q + r') / (q (Δ² + q r')).
 
-So ``OOD = R* · ID → 0`` with ``ID`` (``ξ ∝ √ID``): the statement ``ood_to_zero``. ``Δ²/q``
-is the price of γ: it is tuned to length ``T``, so at ``T'`` the selected tokens' weight
-``γ s₊`` misses ``1/q`` by ``≈ Δξ/q²``. The approach to ρ is slow (``κ ξ`` is 0.2–3 at
-the default ε), which is why the check compares with the law ``R*(ξ)`` rather than with
-ρ alone. The trajectory's γ lags ``γ*`` by ``δγ ≈ r ξ/(2τ)`` (γ relaxes at rate
-``S₂ ≈ 1/q`` towards ``γ*``, which falls as ``ξ ∝ τ^{−1/2}``); ``ID`` is minimal in γ at
-``γ*`` so only the OOD loss moves, by the relative amount ``≈ −Δ r/(τ (Δ²/q + r'))``: a
-deviation from the law that decays like ``1/t``.
+which tends to ``ρ = (r' + Δ²/q)/r`` as ``ξ → 0``: ``OOD = R* · ID → 0`` with ``ID``. The
+trajectory's γ lags ``γ*``, which moves the ratio off the law by a relative ``O(1/t)``.
 
-**Fixed one-hot** (trained block: the first T positions; positions ``>= T`` keep logit
-0): the exact finite-(a, γ) loss is :func:`~stsim.theory.reduced.ood_loss_onehot`; it
-tends to ``L_∞`` (:func:`~stsim.theory.reduced.ood_floor_onehot`) as ``a → ∞, γ → 1`` —
-from below, so ``L_∞`` is a limit, not a bound. The bound is the infimum over the whole
-reduced family, :func:`ood_min_onehot`: ``L`` is quadratic in γ, ``(d/2)(A(a) γ² −
-2 B(a) γ + 1/q)`` (``A = E_m |s|²``, ``B = E_m s·u``), so ``min_γ L = (d/2)(1/q −
-B²/A)`` and ``F = inf_{a >= 0} (d/2)(1/q − B(a)²/A(a)) > 0``. Population GD from zero
-stays in the family with ``a >= 0`` (``a`` is non-decreasing from 0 — checked), so every
-step has ``OOD >= F`` while ``ID → 0``: the statement ``fixed_ood_floor``.
+**Fixed one-hot** (``fixed_ood_floor``): positions ``>= T`` are never trained; the exact
+loss is :func:`~stsim.theory.reduced.ood_loss_onehot`, and every state population GD
+reaches (``a >= 0``, any γ) has ``OOD >= F`` (:func:`ood_min_onehot`) while ``ID → 0``.
 """
 from __future__ import annotations
 
@@ -106,12 +87,11 @@ def ood_min_onehot(T, T_test, q, d) -> tuple:
     OOD loss (:func:`~stsim.theory.reduced.ood_loss_onehot`), and where it is attained
     (``inf`` when at ``a → ∞``).
 
-    ``min_γ L = (d/2)(1/q − B(θ)²/A(θ))`` (module docstring) is minimised over θ on a
-    grid (0 and 4000 geometric points in [1e-3, 200]) refined by bounded Brent, and
-    compared with its ``θ → ∞`` limit ``(d/2)(1/q − B∞²/A∞)``, ``A∞ = Σ_{m>=1} P(m)/m +
-    P(0)/T'``, ``B∞ = Σ_{m>=1} P(m)/q + P(0)/T'`` (attention uniform on the m trained
-    selected tokens; for m = 0 on all T' tokens). ``F <= L_∞`` (the floor of docs/theory.md §5, reached at
-    γ = 1 rather than the best γ).
+    L is quadratic in γ, ``(d/2)(A(θ) γ² − 2 B(θ) γ + 1/q)`` (:func:`_gamma_quadratic`),
+    so ``min_γ L = (d/2)(1/q − B(θ)²/A(θ))``; it is minimised over θ on a grid (0 and 4000
+    geometric points in [1e-3, 200]) refined by bounded Brent, and compared with its
+    ``θ → ∞`` limit (:func:`ood_min_limit`). ``F <= L_∞`` (the limit of docs/theory.md §5,
+    reached at γ = 1 rather than the best γ).
 
     >>> F, _ = ood_min_onehot(12, 16, 2, 3)
     >>> 0 < F < 0.3328                                # below L_inf = ood_floor_onehot

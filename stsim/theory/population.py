@@ -20,25 +20,17 @@ Gradients of one configuration (``‖u‖² = 1/q``; ``s_i`` only over tokens)::
     δ   = s ⊙ (g − (sᵀg) 1)                            (softmax Jacobian)
     ∂/∂W_ee = Σ_i δ_i p_i p_qᵀ  (+ δ_q p_q p_qᵀ, practical)
 
-The invariant blocks' population gradients vanish: ``∂/∂W_xe = E[(X δ) p_qᵀ]`` and
-``∂/∂V_e = E[r h_eᵀ]`` are odd in X (δ is quadratic in X, r linear, h_e free of X). This
-is checked against the Monte-Carlo average of :func:`stsim.forward_backward` in
-``tests/test_population.py``.
+The invariant blocks' population gradients vanish (odd moments in X: docs/theory.md §2;
+checked against the Monte-Carlo average of :func:`stsim.forward_backward` in
+``tests/test_population.py``).
 
 The remaining expectation — over the subset y and, for stochastic families, the
-encodings — is taken by
-
-* ``"enumerate"`` (exact): ``onehot`` — all ``C(T, q)`` subsets; ``stochastic/slots`` —
-  all pairs (selected slots S, unselected slots U), ``|S| = q``, ``|U| = T − q``,
-  disjoint in ``[d_e]``, ``C(d_e, q) C(d_e − q, T − q)`` of them, equally likely (tokens
-  are exchangeable, so the order of the slots does not matter); ``near-orthogonal`` — all
-  subsets of the fixed table. More than ``max_enum`` (default 10⁷) configurations raises.
-* ``"mc"`` (estimator): the sample average over ``n_mc`` configurations (y, encodings)
-  drawn ONCE, when the objective is built, from an explicit ``numpy.random.Generator``
-  (common random numbers: the objective is a deterministic function of (W, V), an
-  unbiased estimate of the population loss for every (W, V), and its gradient is the
-  exact gradient of that estimate). For ``stochastic/sphere`` the encodings are i.i.d., so
-  the selected tokens are taken to be the first q without loss of generality.
+encodings — is taken by ``"enumerate"`` (exact: every equally likely configuration, at
+most ``max_enum``; docs/theory.md §1 lists them per family) or ``"mc"``: the sample average
+over ``n_mc`` configurations drawn ONCE, when the objective is built, from an explicit
+``numpy.random.Generator`` (common random numbers: a deterministic function of (W, V), an
+unbiased estimate of the population loss, with the exact gradient of that estimate; for
+``stochastic/sphere`` the selected tokens are the first q, the encodings being i.i.d.).
 
 Built by :func:`make_population_objective` (used by ``stsim.run(objective="population")``).
 """
@@ -59,19 +51,11 @@ from stsim.core.seeds import Streams
 from stsim.core.task import sample_subsets
 from stsim.util.validate import as_rng, check_int
 
-__all__ = ["PopulationObjective", "make_population_objective", "count_configurations",
-           "METHODS", "MAX_ENUM"]
+__all__ = ["PopulationObjective", "make_population_objective", "METHODS", "MAX_ENUM"]
 
 METHODS = ("auto", "enumerate", "mc")
 MAX_ENUM = 10 ** 7
 _CHUNK_ELEMS = 2 ** 21          # configurations per chunk ≈ _CHUNK_ELEMS / (T · q)
-
-
-def count_configurations(enc: Encoding, T: int, q: int) -> int | None:
-    """Number of equally likely configurations the exact expectation enumerates for the
-    encoding ``enc`` at length ``T``, or None when there is none (sphere); see
-    :meth:`stsim.core.encodings.Encoding.n_configurations`."""
-    return enc.n_configurations(T, q)
 
 
 def _combos(n, k):
@@ -88,12 +72,6 @@ def _with_complement(sel, T):
     np.put_along_axis(mask, sel, False, axis=1)
     rest = np.broadcast_to(np.arange(T), (n, T))[mask].reshape(n, T - sel.shape[1])
     return np.concatenate([sel, rest], axis=1)
-
-
-def _selected_first(tok, y):
-    """Reorder token rows (n, T) so that the selected positions y (n, q) come first."""
-    T = tok.shape[1]
-    return np.take_along_axis(tok, _with_complement(y, T), axis=1)
 
 
 class PopulationObjective:
@@ -367,7 +345,7 @@ def make_population_objective(cfg, enc: Encoding | None = None, *, method="auto"
     # the slots law), a fixed dense table's subsets when few; Monte-Carlo otherwise
     family, d_e, span_n = enc.label, enc.d_e, enc.reduced_n(T)
     enc.check_length(T)
-    count = count_configurations(enc, T, q)
+    count = enc.n_configurations(T, q)
     if method == "auto":
         enumerable = count is not None and (enc.index or (enc.fixed and count <= 10 ** 5))
         method = "enumerate" if enumerable else "mc"
@@ -412,7 +390,7 @@ def make_population_objective(cfg, enc: Encoding | None = None, *, method="auto"
         pe = sample_checked(enc, rng, n_mc, T)
         base = np.broadcast_to(pe.idx, (n_mc, T)) if pe.is_index else \
             np.broadcast_to(np.arange(T), (n_mc, T))
-        tok = _selected_first(np.ascontiguousarray(base), y)
+        tok = np.take_along_axis(np.ascontiguousarray(base), _with_complement(y, T), axis=1)
     table = None
     if not enc.index:      # fixed dense: positions into its table, gathered per chunk
         table = sample_checked(enc, None, 1, T).P

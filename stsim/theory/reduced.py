@@ -331,7 +331,7 @@ def gradient_flow(T, q, d, t_eval, *, pe="onehot", d_e=None, query="sum", a0=0.0
 def _check_ood(T, T_test, q, d):
     T = check_int("T", T, 2)
     q = check_int("q", q, 1, T - 1)
-    T_test = check_int("T_test", T_test, q)
+    T_test = check_int("T_test", T_test, T)        # the one-hot formulas need T_test >= T
     d = check_int("d", d, 1)
     return T, T_test, q, d
 
@@ -348,12 +348,9 @@ def ood_loss_onehot(a, gamma, T, T_test, q, d, *, query="sum"):
         L = Σ_m P(m) (d/2) (‖s‖² γ² − 2 γ s·u + 1/q),
         s·u = (m s_ts + (q − m) s_un)/q.
 
-    For ``T_test <= T`` it equals :func:`reduced_loss` at ``T_test`` only when
-    ``T_test = T``; shorter test lengths are handled by the same formula with no untrained
-    positions. ``a``, ``gamma`` broadcast; ``T, T_test, q, d`` are scalars.
+    At ``T_test = T`` it equals :func:`reduced_loss`. ``a``, ``gamma`` broadcast;
+    ``T, T_test, q, d`` are scalars.
     """
-    if T_test < T:
-        raise ValueError(f"T_test must be >= T={T} for the one-hot OOD formula, got {T_test}")
     T, T_test, q, d = _check_ood(T, T_test, q, d)
     c = float(query_coef(query, q))
     a = np.asarray(a, dtype=np.float64)[..., None]
@@ -395,8 +392,6 @@ def ood_floor_onehot(T, T_test, q, d) -> float:
     (0.3261, 0.5864)
     """
     T, T_test, q, d = _check_ood(T, T_test, q, d)
-    if T_test < T:
-        raise ValueError(f"T_test must be >= T={T}, got {T_test}")
     m = np.arange(1, q + 1)
     pm = hypergeom(T_test, T, q).pmf(m)
     p0 = float(hypergeom(T_test, T, q).pmf(0))

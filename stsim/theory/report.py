@@ -214,7 +214,7 @@ class TheoremReport:
 
 def _length_lines(rows) -> list:
     """The length-generalisation statement per ``T_test`` (the rows of
-    :func:`stsim.theory.ood.length_rows`), as report lines."""
+    :func:`stsim.theory.ood.length_step`), as report lines."""
     out = []
     zero = [r for r in rows if "ratio_limit" in r]
     floor = [r for r in rows if "floor_inf" in r]

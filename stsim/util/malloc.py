@@ -1,14 +1,11 @@
 """Keep the memory a training step frees, instead of handing it back to the kernel.
 
-A step of online SGD allocates and frees the same large arrays every step: the minibatch
-(tokens ``(B, T, d)``, slot indices or dense encodings ``(B, T, d_e)``) and the
-forward/backward temporaries, 10–100 MB in all at T = 200, batch 256. With glibc's
+A step of online SGD allocates and frees the same large arrays every step (the minibatch
+and the forward/backward temporaries, 10–100 MB at T = 200, batch 256). With glibc's
 defaults a freed block above ``M_MMAP_THRESHOLD`` is unmapped at once, and free memory at
 the top of the heap beyond ``M_TRIM_THRESHOLD`` is returned to the kernel; the next step
-then faults the same amount of fresh, zero-filled pages back in. On the 2-core machine that
-page-fault work cost more than the arithmetic: the stochastic/slots step (T = 200,
-d_e = 400, batch 256, one thread, no prefetch) took 12.1 ms with glibc's defaults and
-6.6 ms with the thresholds below (``benchmarks/bench_step.py``).
+then faults fresh, zero-filled pages back in, which cost more than the arithmetic
+(docs/model.md, "What moved the slots step from 7.40 to 3.90 ms": 12.1 against 6.6 ms).
 
 :func:`keep_freed_memory` raises both thresholds once per process, through glibc's
 ``mallopt``: blocks up to 32 MiB (the largest threshold glibc accepts on 64-bit) come from

@@ -14,17 +14,15 @@ if "matplotlib.pyplot" not in sys.modules and not os.environ.get("MPLBACKEND"):
     matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
 
-from stsim.util.figure import history_figure  # noqa: E402
-from stsim.util.io import atomic_write  # noqa: E402
+from stsim.util.figure import history_figure, save_figure  # noqa: E402
 
 __all__ = ["history_figure", "plot_history", "savefig"]
 
 
 def savefig(fig, path, dpi=120):
-    """Save a figure atomically (PNG by the file's extension) and close it."""
-    ext = os.path.splitext(path)[1].lstrip(".") or "png"
-    with atomic_write(path, "wb") as fh:
-        fig.savefig(fh, format=ext, dpi=dpi, bbox_inches="tight")
+    """:func:`~stsim.util.figure.save_figure` (atomic; PNG by the file's extension), then
+    close the figure."""
+    save_figure(fig, path, dpi)
     plt.close(fig)
     return path
 

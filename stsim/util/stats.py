@@ -12,10 +12,8 @@ and the one bootstrap threshold estimator.
   out), or thresholds known only to lie in an interval of a grid, with censored points
   (``lower=``: interval-censored maximum likelihood on ``log2 y``, profile-likelihood CIs
   that are never narrower than the grid resolves; every point enters).
-* :func:`threshold_width`, :func:`bootstrap_threshold` (the smallest passing grid width
-  over seeds and its bootstrap interval) — :mod:`stsim.util.thresholds`.
-* :class:`WidthSearch` / :func:`smallest_passing`, :func:`wilson_interval` (a grid cell's
-  success probability) — :mod:`stsim.util.thresholds`.
+* :func:`threshold_width`, :func:`bootstrap_threshold`, :class:`WidthSearch` /
+  :func:`smallest_passing`, :func:`wilson_interval` — :mod:`stsim.util.thresholds`.
 """
 from __future__ import annotations
 
@@ -72,8 +70,6 @@ def fit_linear(x, y, level: float = 0.95, weights=None) -> LinearFit:
     ``Σ (w_i r_i)²``; the covariance is ``s² (AᵀA)⁻¹`` with ``A = w ⊙ [x, 1]`` and
     ``s² = Σ (w r)² / (n − 2)``; ``residuals`` and ``R²`` stay unweighted.
     """
-    if weights is not None:
-        return _fit_weighted(x, y, weights, level)
     x = np.asarray(x, dtype=np.float64).ravel()
     y = np.asarray(y, dtype=np.float64).ravel()
     if x.shape != y.shape:
@@ -83,46 +79,27 @@ def fit_linear(x, y, level: float = 0.95, weights=None) -> LinearFit:
         raise ValueError(f"need at least 2 points to fit a line, got {n}")
     if np.ptp(x) == 0:
         raise ValueError("x must not be constant (the slope is undetermined)")
-    M = np.stack([x, np.ones_like(x)], axis=1)
-    (a, b), *_ = np.linalg.lstsq(M, y, rcond=None)
+    w = np.ones_like(x) if weights is None else \
+        np.broadcast_to(np.asarray(weights, dtype=np.float64), x.shape)
+    A = np.stack([x, np.ones_like(x)], axis=1) * w[:, None]
+    coef, *_ = np.linalg.lstsq(A, y * w, rcond=None)
+    a, b = float(coef[0]), float(coef[1])
     res = y - (a * x + b)
     ss_res = float(np.sum(res ** 2))
     ss_tot = float(np.sum((y - y.mean()) ** 2))
     r2 = 1.0 - ss_res / ss_tot if ss_tot > 0 else 1.0
-    if n > 2:
+    if n > 2 and weights is None:
         s2 = ss_res / (n - 2)
         sxx = float(np.sum((x - x.mean()) ** 2))
         se_a = math.sqrt(s2 / sxx)
         se_b = math.sqrt(s2 * (1.0 / n + x.mean() ** 2 / sxx))
-        t = float(_st.t.ppf(0.5 + level / 2, n - 2))
-    else:
-        se_a = se_b = t = math.nan
-    return LinearFit(slope=float(a), intercept=float(b), slope_se=se_a, intercept_se=se_b,
-                     slope_ci=(float(a) - t * se_a, float(a) + t * se_a),
-                     intercept_ci=(float(b) - t * se_b, float(b) + t * se_b),
-                     residuals=res, r2=r2, n=n)
-
-
-def _fit_weighted(x, y, w, level):
-    x = np.asarray(x, dtype=np.float64).ravel()
-    y = np.asarray(y, dtype=np.float64).ravel()
-    w = np.broadcast_to(np.asarray(w, dtype=np.float64), x.shape)
-    n = x.size
-    if n < 2 or np.ptp(x) == 0:
-        raise ValueError("need at least 2 points and a non-constant x to fit a line")
-    A = np.stack([x, np.ones_like(x)], axis=1) * w[:, None]
-    coef, *_ = np.linalg.lstsq(A, y * w, rcond=None)
-    a, b = float(coef[0]), float(coef[1])
-    rw = y * w - A @ coef
-    res = y - (a * x + b)
-    ss_tot = float(np.sum((y - y.mean()) ** 2))
-    r2 = 1.0 - float(np.sum(res ** 2)) / ss_tot if ss_tot > 0 else 1.0
-    if n > 2:
+    elif n > 2:
+        rw = y * w - A @ coef
         cov = float(rw @ rw) / (n - 2) * np.linalg.inv(A.T @ A)
         se_a, se_b = (float(v) for v in np.sqrt(np.diag(cov)))
-        t = float(_st.t.ppf(0.5 + level / 2, n - 2))
     else:
-        se_a = se_b = t = math.nan
+        se_a = se_b = math.nan
+    t = float(_st.t.ppf(0.5 + level / 2, n - 2)) if n > 2 else math.nan
     return LinearFit(slope=a, intercept=b, slope_se=se_a, intercept_se=se_b,
                      slope_ci=(a - t * se_a, a + t * se_a),
                      intercept_ci=(b - t * se_b, b + t * se_b), residuals=res, r2=r2, n=n)

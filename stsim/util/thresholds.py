@@ -1,6 +1,5 @@
 """Thresholds on a grid: finding one, the smallest width passing over seeds, and its
-bootstrap interval. Re-exported by :mod:`stsim.util.stats` (their home before the
-interval-censored growth-law fits made that module too long; import them from there).
+bootstrap interval; re-exported by :mod:`stsim.util.stats` (import them from there).
 
 * :class:`WidthSearch` / :func:`smallest_passing` — the smallest grid value passing a
   monotone predicate: from a start, step up (down) until a failure and a pass bracket the
@@ -62,16 +61,13 @@ class WidthSearch:
         self.stride = stride
         self.rel = float(rel)
         if isinstance(self.grid, range):
-            self.start = self._index(min(max(start or self.grid[0], self.grid[0]),
-                                         self.grid[-1]))
+            self.start = self.grid.index(min(max(start or self.grid[0], self.grid[0]),
+                                             self.grid[-1]))
         else:
             self.start = int(np.argmin([abs(math.log(g / max(start, 1))) for g in self.grid]))
         self.lo = None   # largest failing index
         self.hi = None   # smallest passing index
         self.probes = []
-
-    def _index(self, value):
-        return self.grid.index(value)
 
     def _step(self, i, up: bool):
         n = len(self.grid)
@@ -104,7 +100,7 @@ class WidthSearch:
     def update(self, value, passed: bool):
         """Record the outcome of testing ``value`` (``RuntimeError`` if it contradicts
         monotonicity)."""
-        i = self._index(value)
+        i = self.grid.index(value)
         self.probes.append((value, bool(passed)))
         if passed:
             self.hi = i if self.hi is None else min(self.hi, i)
@@ -208,24 +204,19 @@ def bootstrap_threshold(statistic, data, *, resample: str = "paired", n=None,
         raise ValueError(f"level must lie in (0, 1), got {level}")
     g = np.random.default_rng(rng)
     est = statistic(data)
-    draws = np.empty(n_boot)
     if resample == "paired":
         V = np.asarray(data, float)
         if V.ndim != 2:
             raise ValueError(f"data must have shape (n_grid, n_rep) for resample='paired', "
                              f"got shape {V.shape}")
         m = V.shape[1]
-        for i in range(n_boot):
-            s = statistic(V[:, g.integers(0, m, m)])
-            draws[i] = math.inf if s is None else s
+        samples = (V[:, g.integers(0, m, m)] for _ in range(n_boot))     # drawn one by one
     else:
         if n is None:
             raise ValueError("resample='binomial' needs n, the trials per cell")
         n = np.asarray(n)
-        R = g.binomial(n, np.asarray(data, float), size=(n_boot, len(n))) / n
-        for i, r in enumerate(R):
-            s = statistic(r)
-            draws[i] = math.inf if s is None else s
+        samples = g.binomial(n, np.asarray(data, float), size=(n_boot, len(n))) / n
+    draws = np.array([math.inf if (s := statistic(x)) is None else s for x in samples], float)
     # (1 - level)/2 rounded: 0.025 itself, not 0.025000000000000022 (which would take the
     # 51st of 2000 draws instead of the 50th)
     q = round((1 - level) / 2, 12)

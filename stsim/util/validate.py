@@ -20,8 +20,7 @@ import os
 import numpy as np
 
 __all__ = ["check_int", "check_real", "check_lr", "lr_text", "check_choice", "as_rng", "int_tuple",
-           "parse_int_list", "physical_memory", "check_memory",
-           "check_state_dict"]
+           "physical_memory", "check_memory", "check_state_dict"]
 
 MEMORY_FRACTION = 0.8      # of physical memory: the most one computation may plan to use
 
@@ -144,9 +143,7 @@ def check_choice(name: str, value, allowed, *, ignore_case: bool = False):
 def int_tuple(name: str, values, lo: int = 1, hi: int | None = None) -> tuple:
     """A tuple of validated integers ``lo <= v <= hi`` (each by :func:`check_int`: an
     integral ``30.0`` is 30) from ``None`` (empty), one integer, or a sequence of integers.
-    A string is refused here (``T_test="30"`` is more likely a slip than a list); text
-    from the command line goes through :func:`parse_int_list`, which splits it and
-    applies these same rules."""
+    A string is refused (``T_test="30"`` is more likely a slip than a list)."""
     if values is None:
         return ()
     if isinstance(values, (str, bytes, dict, set, frozenset)):    # a dict's keys, a set's
@@ -159,29 +156,6 @@ def int_tuple(name: str, values, lo: int = 1, hi: int | None = None) -> tuple:
         raise ValueError(f"{name} must be an integer or a sequence of integers, "
                          f"got {values!r}") from None
     return tuple(check_int(name, v, lo, hi) for v in items)
-
-
-def parse_int_list(name: str, text, lo: int = 1, hi: int | None = None) -> tuple:
-    """The one list parser of the command line: ``"8,16,32"`` → ``(8, 16, 32)``, each item
-    checked by :func:`int_tuple`'s rules (``lo <= v <= hi``). Spaces and empty items (a
-    trailing comma, an empty text: ``()``) are ignored; ``ValueError`` names ``name``.
-
-    >>> parse_int_list("T_test", "60, 80,"), parse_int_list("T_test", "")
-    ((60, 80), ())
-    """
-    items = []
-    for v in (v.strip() for v in str(text).split(",")):
-        if not v:
-            continue
-        try:
-            items.append(int(v))
-        except ValueError:
-            try:
-                items.append(float(v))
-            except ValueError:
-                raise ValueError(f"{name} must be a comma-separated list of integers "
-                                 f"{_range_text(lo, hi)}, got {text!r}") from None
-    return int_tuple(name, items, lo, hi)
 
 
 def physical_memory() -> float:
