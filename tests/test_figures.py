@@ -428,5 +428,5 @@ def test_the_committed_figures_recompute_from_their_committed_block_means():
     key = next(k for k in blocks[name] if k.startswith("val/T="))
     blocks[name][key]["final"][0] *= 1.01
     bad = recheck(out, blocks=blocks)
-    assert any(w.startswith("fig2.json") for w, _, _ in bad)
-    assert any(w.startswith("figures.json evaluation") for w, _, _ in bad)
+    assert any(w.startswith("fig2.json check") and w.endswith(" se") for w, _, _ in bad)
+    assert any(w.startswith(f"fig2.json measured.{key}") for w, _, _ in bad)
