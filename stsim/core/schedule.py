@@ -99,14 +99,14 @@ import math
 from dataclasses import asdict, dataclass
 
 from stsim.core.attention_dynamics import is_default, mechanism_schedule
-from stsim.core.optim import ADAM_LR, ADAM_STEPS_PER_T, REDUCED, adam_steps
-from stsim.core.reduced import MAX_STEPS, TARGET, reduced_map_steps
+from stsim.core.optim import REDUCED
+from stsim.core.reduced import MAX_STEPS, reduced_map_steps
 from stsim.util.validate import lr_text
 
-__all__ = ["Schedule", "eta_max", "eta_V_max", "eta_xe_max", "sample_curvature", "eta_W_block", "derived_steps",
-           "FROZEN", "NOISE_W", "KAPPA_W", "kappa_W", "estimated_seconds", "default_schedule", "predict", "SGD_ESCAPE_LAG",
-           "adam_steps", "fallback_note", "TARGET", "SAFETY",
-           "MARGIN", "ADAM_LR", "ADAM_STEPS_PER_T", "FALLBACK_STEPS", "LongRunWarning", "wall_seconds", "beyond_note"]
+__all__ = ["Schedule", "eta_max", "eta_V_max", "eta_xe_max", "sample_curvature", "eta_W_block",
+           "derived_steps", "FROZEN", "NOISE_W", "KAPPA_W", "kappa_W", "estimated_seconds",
+           "default_schedule", "predict", "SGD_ESCAPE_LAG", "fallback_note", "SAFETY", "MARGIN",
+           "FALLBACK_STEPS", "LongRunWarning", "wall_seconds", "beyond_note"]
 
 SAFETY = 0.5           # lr = SAFETY * eta_max
 #: W's step per unit of B n/(c² q d) with its token rows held (eta_W_block): MEASURED
