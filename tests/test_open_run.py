@@ -147,6 +147,14 @@ def test_callback_true_at_step_100_stops_there():
     assert (cw, cv) == (res.history["cos_W"][-1], res.history["cos_V"][-1])
 
 
+def test_a_stopped_result_saves_and_loads(tmp_path):
+    """A stopped run's result file loads as written (its status was refused before)."""
+    res = stsim.run(callback=lambda row: row["step"] >= 20, **dict(RUN, steps=60))
+    back = stsim.load(res.save(tmp_path / "stopped.npz"))
+    assert back.status == "stopped" and back.message == res.message
+    np.testing.assert_array_equal(back.W, res.W)
+
+
 @pytest.mark.parametrize("where", ["callback", "progress"])
 def test_an_exception_in_the_callback_keeps_the_run(tmp_path, where):
     class Boom(RuntimeError):

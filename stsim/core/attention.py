@@ -284,16 +284,11 @@ def resolve_mechanism(c, objects: dict, inits) -> Attention:
     att = c.attention
     if isinstance(att, Attention):
         builtin = att.name in ATTENTIONS and type(make_attention(att.name)) is type(att)
-        t = check_real("temperature", c.temperature, lo=0.0, lo_open=True)
-        if t != 1.0 and t != att.temperature:
-            raise ValueError(f"temperature={t:g} given with an attention object of "
-                             f"temperature {att.temperature:g}; set it on the object")
+        make_attention(att, c.temperature)      # a temperature given beside it: 1 or its own
         c.temperature = att.temperature
-        if builtin:
-            c.attention = att.name
-        else:
+        if not builtin:
             objects["attention"] = att
-            c.attention = att.name
+        c.attention = att.name
     else:
         if not isinstance(att, str):
             raise ValueError(f"attention must be one of {ATTENTIONS} or an Attention object "

@@ -16,10 +16,8 @@ The query token of the practical model has value ``V_e p_q = 0``, so for an elem
 mechanism it changes only ``n_N`` (``T + 1`` for the normalised ones). Full-matrix GD is
 the 3-scalar map of :func:`stsim.core.reduced.reduced_map` (:func:`reduced_gd`).
 
-**Defaults of a run** (:func:`mechanism_schedule`): softmax at temperature ``τ`` with the
-merged W has derived ones (the bound ``η_max`` with the W curvatures scaled by ``1/τ²``;
-twice the reduced map's step to 2% of L(0)); the other mechanisms and any rank have
-measured ones (:data:`MEASURED_LR`, docs/attention.md).
+**Defaults of a run** with another mechanism (derived for softmax at a temperature,
+measured for the others): :func:`mechanism_schedule`.
 """
 from __future__ import annotations
 
@@ -47,22 +45,8 @@ def reduced_loss_grad(attention, a, b, gamma, T, q, d, *, c=1.0, practical=False
     ----------
     attention : str or Attention
         The mechanism (with its temperature).
-    a : array_like
-        Coefficient of ``I``.
-    b : array_like
-        Coefficient of ``−J``.
-    gamma : array_like
-        ``V_x = γ I``.
-    T : array_like
-        Tokens attended to (besides the query token).
-    q : array_like
-        Subset size.
-    d : array_like
-        Token dimension.
-    c : array_like
-        Query coefficient (1 sum, ``1/q`` mean).
-    practical : bool
-        The practical model.
+    a, b, gamma, T, q, d, c, practical
+        As for :func:`stsim.core.reduced.loss_grad` (the softmax case).
 
     Returns
     -------
@@ -126,13 +110,10 @@ def reduced_gd(attention, T, q, d, lr, n, steps, *, c=1.0, practical=False,
 # --------------------------------------------------------------------------------------
 # default step size and step count of a run with another mechanism
 # --------------------------------------------------------------------------------------
-#: the measured default-lr rules of the mechanisms without a derived one (online SGD, slots
-#: d_e = 2T, d = 5, q = 2, seed 0, 400 steps; docs/attention.md, "Defaults of a run"):
-#: ``lr = min(cap, k/T)`` for the unnormalised element-wise ones (their weights do not shrink
-#: with T, so the curvature in V grows with T); ``{name: (k, cap)}``. Linear attention
-#: diverged at lr 0.44 (T = 8, 12; batch 64 and 256) and not at 0.31, 0.29; ReLU at 0.63
-#: (T = 8, batch 64); sigmoid at 0.4 (T = 20) and 0.16 (T = 50), not at 0.5 (T = 8). The
-#: normalised element-wise ones and any rank take the paper model's derived lr
+#: the measured default-lr rules of the mechanisms without a derived one (the measurements:
+#: docs/attention.md, "Defaults of a run"): ``lr = min(cap, k/T)`` for the unnormalised
+#: element-wise ones (their weights do not shrink with T, so the curvature in V grows with
+#: T); ``{name: (k, cap)}``. The normalised ones and any rank take the paper model's lr
 MEASURED_LR = {"linear": (5.0, 0.3), "relu": (5.0, 0.3), "sigmoid": (4.0, math.inf)}
 #: the fewest steps of a mechanism without derived ones (``max(2000, 30 T)`` in all)
 MEASURED_STEPS = 2000
@@ -182,11 +163,9 @@ def softmax_reduced_steps(T, q, d, lr, n, *, c=1.0, practical=False, temperature
 
 
 #: dense encodings (sphere, near-orthogonal) with an unnormalised element-wise mechanism:
-#: the lr above times ``min(DENSE_CAP, d_e/(4T))`` — MEASURED (linear attention, 300 steps,
-#: batch 256, q = 2: near-orthogonal diverged at lr 0.3 (T = 12, d_e = 16 and 64) and at
-#: 0.15 (T = 20, d_e = 16), not at 0.15 (T = 12) or 0.075 (T = 20, d_e = 16); sphere at 0.3
-#: (T = 20, d_e = 16)); their encodings are not orthogonal, so the tokens' positions leak
-#: into every logit
+#: the lr above times ``min(DENSE_CAP, d_e/(4T))`` — MEASURED (docs/attention.md, "Defaults
+#: of a run"; linear attention with near-orthogonal encodings, d_e = 16, was stable at 0.15
+#: at T = 12 and 0.075 at T = 20): the tokens' positions leak into every logit
 DENSE_CAP = 0.5
 
 

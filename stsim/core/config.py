@@ -343,11 +343,9 @@ def _check_mechanism(c, att, arch):
 
 def _object_name(name: str, obj) -> str:
     """The name a config records for the object given as its field ``name``."""
-    if name in ("pe", "attention"):
-        return str(obj.name)
-    if name == "arch":
-        return obj.name
-    return object_spec(obj).name
+    if name == "optimizer":
+        return object_spec(obj).name
+    return obj.name if name == "arch" else str(obj.name)
 
 
 def _take_object_settings(c, opt) -> None:

@@ -1,18 +1,8 @@
 """Positional encodings (docs/model.md, 'Positional encodings').
 
-Each token is ``z_i = [x_i; p_i] ∈ R^D``, ``D = d + d_e``. Four families:
-
-=====================  ===========  ==================================================
-name                   form         law
-=====================  ===========  ==================================================
-``onehot``             index        ``p_i = e_i``; needs ``d_e >= T`` (fixed)
-``near-orthogonal``    dense        unit vectors drawn once from a seed, reused; report
-                                    ``δ = max_{i≠j} |<p_i, p_j>|`` (fixed)
-``stochastic/slots``   index        per sample, the T positions go to T distinct random
-                                    coordinates of ``R^{d_e}`` kept in increasing order
-                                    (Ruoss et al. 2023); needs ``d_e >= T``
-``stochastic/sphere``  dense        per sample, i.i.d. uniform unit vectors in R^{d_e}
-=====================  ===========  ==================================================
+Each token is ``z_i = [x_i; p_i] ∈ R^D``, ``D = d + d_e``. Four families, one class each
+(:class:`OneHot`, :class:`NearOrthogonal`, :class:`StochasticSlots`,
+:class:`StochasticSphere`; their table: docs/model.md, "Positional encodings").
 
 *Index* families are one-hot vectors at integer slots; they are carried as the slot
 array ``idx`` ((T,) shared or (B, T) per sample) and never as a dense ``d_e × T`` matrix:
@@ -168,18 +158,14 @@ def _unit_rows(rng: np.random.Generator, shape) -> np.ndarray:
     """I.i.d. uniform unit vectors along the last axis (normalised Gaussians).
 
     A table (``shape`` of one sample, ``(n, m)`` or ``(1, n, m)``) and any draw of up to
-    ``_BLOCK`` (2^18) elements: drawn from ``rng`` itself, in C order — the numbers of one
-    ``rng.standard_normal(shape)`` call normalised at once. A larger batch of per-sample
-    encodings (``(B, T, m)`` with ``B >= 2``: a training batch of the sphere encodings,
-    256 × 200 × 64 = 3.3 M normals, 36 ms from one generator, drawn every step) is cut
-    into blocks of ``⌊_BLOCK / m⌋`` whole rows of the ``(B·T, m)`` array; ``rng`` gives
-    four 63-bit words, a :class:`numpy.random.SeedSequence` built from them spawns one
-    child per block, and each block is filled from its own generator (``rng``'s
-    bit-generator type) — on two threads when :func:`stsim.util.threads.parallel_default`
-    allows. The split depends only on ``shape``, so the numbers are the same on one thread
-    or two, and ``rng`` moves by exactly four words however large the draw (a checkpoint
-    of its state resumes exactly). The law is the same: the blocks' streams are
-    independent (NumPy's recommended way of seeding parallel streams)."""
+    ``_BLOCK`` (2^18) elements: the numbers of one ``rng.standard_normal(shape)`` call
+    normalised at once. A larger batch (``(B, T, m)``, ``B >= 2``; a training batch of the
+    sphere encodings, 256 × 200 × 64 normals, took 36 ms from one generator) is cut into
+    blocks of ``⌊_BLOCK / m⌋`` whole rows, each filled from its own child of a
+    :class:`numpy.random.SeedSequence` built from four 63-bit words of ``rng`` (``rng``'s
+    bit-generator type), on two threads when :func:`stsim.util.threads.parallel_default`
+    allows: the same numbers on one thread or two, and ``rng`` moves by four words
+    (docs/model.md, "Large sphere batches on two threads")."""
     G = np.empty(shape)
     m = shape[-1]
     rows = G.reshape(-1, m)
@@ -274,6 +260,13 @@ def _sparse_subsets(rng: np.random.Generator, B: int, n: int, k: int) -> np.ndar
     return out
 
 
+def _check_width(d_e: int, label: str, T: int) -> None:
+    """``ValueError`` unless an index family of width ``d_e`` can encode length ``T``."""
+    if T > d_e:
+        raise ValueError(f"d_e={d_e} is too small for the {label} encoding at sequence length "
+                         f"T={T}: one-hot families need d_e >= T (the largest T or T_test used)")
+
+
 class Encoding:
     """Base class: a family of positional encodings of width ``d_e``.
 
@@ -293,11 +286,8 @@ class Encoding:
 
     def check_length(self, T: int) -> None:
         """Raise ``ValueError`` if sequences of length ``T`` cannot be encoded."""
-        if self.index and T > self.d_e:
-            raise ValueError(
-                f"d_e={self.d_e} is too small for the {self.label} encoding at sequence length "
-                f"T={T}: one-hot families need d_e >= T (the largest T or T_test used)"
-            )
+        if self.index:
+            _check_width(self.d_e, self.label, T)
 
     @property
     def label(self) -> str:

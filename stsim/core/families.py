@@ -3,10 +3,8 @@ family's name is resolved (:func:`encoding_spec` → :class:`EncodingSpec`, noth
 and the one builder (:func:`make_encoding`). The families themselves are the classes of
 :mod:`stsim.core.encodings` (where these names can also be imported from).
 
-Callers ask the spec or the built :class:`~stsim.core.encodings.Encoding`, never the name:
-``spec.index`` / ``spec.dense``, ``spec.fixed``, ``spec.label``, ``spec.reduced_n(T)``
-(exact two-scalar reduction, or None), ``spec.approx_reduced_n(T)`` (what the default
-schedule runs), ``spec.n_configurations(T, q)``.
+Callers ask the spec (its attributes and methods) or the built
+:class:`~stsim.core.encodings.Encoding`, never the name.
 """
 from __future__ import annotations
 
@@ -15,7 +13,8 @@ import inspect
 import numpy as np
 
 from stsim.core.encodings import (_ALIASES, PE_NAMES, SAMPLERS, Encoding, NearOrthogonal,
-                                  OneHot, PEBatch, StochasticSlots, StochasticSphere)
+                                  OneHot, PEBatch, StochasticSlots, StochasticSphere,
+                                  _check_width)
 from stsim.util.validate import check_int
 
 __all__ = ["register_encoding", "canonical_pe", "encoding_spec", "EncodingSpec", "is_dense",
@@ -250,10 +249,8 @@ def encoding_spec(pe, *, T_max: int, d_e: int | None = None, sampler: str = "slo
     if default is None:
         default = DEFAULT_DENSE_D_E if not index else T_max * (1 if fixed else slots_factor)
     d_e = check_int("d_e", default if d_e is None else d_e, 1)
-    if index and d_e < T_max:
-        raise ValueError(
-            f"d_e={d_e} is too small for the {label} encoding at sequence length T={T_max}: "
-            f"one-hot families need d_e >= T (the largest T or T_test used)")
+    if index:
+        _check_width(d_e, label, T_max)
     return EncodingSpec(key, d_e=d_e, sampler=sampler, kind=kind, index=index, fixed=fixed,
                         label=label, factory=factory, T_max=T_max)
 
@@ -310,14 +307,8 @@ def make_encoding(pe: str, *, T_max: int, d_e: int | None = None, sampler: str =
 
     Parameters
     ----------
-    pe : {"onehot", "near-orthogonal", "stochastic"}, a name added by
-        :func:`register_encoding`, or an :class:`Encoding` object (returned as it is)
-    T_max : int
-        Largest sequence length that will be encoded (training and test).
-    d_e : int, optional
-        Width. Default: ``T_max`` for index families, 64 for dense ones.
-    sampler : {"slots", "sphere"}
-        Law of the stochastic family (ignored otherwise).
+    pe, T_max, d_e, sampler
+        As for :func:`encoding_spec` (an :class:`Encoding` object is returned as it is).
     rng : Generator
         Needed to draw the fixed near-orthogonal table.
     """

@@ -35,20 +35,17 @@ ReLU and sigmoid attention, a temperature, a key/query pair of rank r) replace `
 and its Jacobian by their own map and vector-Jacobian product (:mod:`stsim.core.attention`;
 ``attention=``, ``temperature=``, ``rank=`` below).
 
-Two implementations of the same formulas:
-
-* :func:`loss_and_grad` — the public reference, dense encodings ``P`` of shape (T, d_e)
-  or (B, T, d_e). Also the production path for the dense (sphere / near-orthogonal)
-  families. Block-wise (``X`` and ``P`` are never concatenated into ``Z``).
-* the *index* path (one-hot, stochastic/slots; :mod:`stsim.core.index_form`) — ``p_i = e_{k_i}``: every product
-  ``p_iᵀ m`` is a gather ``m[k_i]`` and every sum ``Σ_i s_i p_i`` is a write of ``s_i``
-  at slot ``k_i`` (slots are distinct within a sample), so no ``d_e × T`` matrix is ever
-  built. It agrees with the reference to ~1e-15.
-
-Both are one function, :func:`_forward_backward`; the encodings enter it only through
-the maps ``take`` (``m ↦ [p_iᵀ m]_i``), its adjoint ``put`` (``s ↦ Σ_i s_i p_i``), the
-query encoding ``p_q`` and the query-side products ``W_xe p_q``, ``p_iᵀ W_ee p_q``,
-``p_qᵀ W_ee p_q`` (gathers of ``W_ee[k_i, k_j]`` in the index form).
+Two implementations of the same formulas, sharing the logits, the softmax and its Jacobian
+(:mod:`stsim.core.kernels`): :func:`loss_and_grad`, the public reference, with dense
+encodings ``P`` of shape (T, d_e) or (B, T, d_e) (also the production path of the dense
+families, ``_DenseOps``), and the *index* path (one-hot, stochastic/slots;
+:mod:`stsim.core.index_form`), where ``p_i = e_{k_i}`` makes every ``p_iᵀ m`` a gather
+``m[k_i]`` and ``Σ_i s_i p_i`` a write of ``s_i`` at slot ``k_i``, so that no ``d_e × T``,
+(B, d_e) or (D, D) array is built: its cost is linear in B·T. The encodings enter only
+through the maps ``take`` (``m ↦ [p_iᵀ m]_i``), its adjoint ``put`` (``s ↦ Σ_i s_i p_i``),
+the query encoding ``p_q`` and the query-side products ``W_xe p_q``, ``p_iᵀ W_ee p_q``,
+``p_qᵀ W_ee p_q`` (docs/model.md, "Two forms of the same formulas"; how closely the two
+agree: "What changed in the numbers").
 """
 from __future__ import annotations
 
@@ -124,17 +121,10 @@ def _prepare(X, y, target, x_query):
     return target, x_query
 
 
-# --------------------------------------------------------------------------------------
-# The encodings enter only through the maps below (_DenseOps here, _IndexOps in
-# stsim.core.index_form); everything else (logits, softmax, the softmax Jacobian:
-# stsim.core.kernels) is shared by the two forms. Each form keeps the mixtures
-# ``h = Z s`` and ``u = Z δ`` in its own layout: a (B, D) array for dense encodings, the
-# token part (B, d) and the weights at the tokens' slots (B, T) for index encodings
-# (``Σ_i s_i e_{k_i}`` is ``s`` itself, read at the slots), so that the index form never
-# builds a (B, d_e) or (D, D) array: its cost is linear in B·T.
-# --------------------------------------------------------------------------------------
 class _DenseOps:
-    """``P`` (T, d_e) shared or (B, T, d_e) per sample; mixtures as (B, D) arrays."""
+    """The encoding maps of the dense form (module docstring; the index form's:
+    ``stsim.core.index_form._IndexOps``): ``P`` (T, d_e) shared or (B, T, d_e) per sample;
+    the mixtures ``h = Z s`` and ``u = Z δ`` as (B, D) arrays."""
 
     def __init__(self, P, y, c, d, practical, xq):
         self.P, self.shared, self.d = P, P.ndim == 2, d

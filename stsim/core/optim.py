@@ -31,7 +31,7 @@ import numpy as np
 
 from stsim.util.validate import check_choice, check_int, check_lr, check_real
 
-__all__ = ["SGD", "Adam", "make_optimizer", "all_finite", "OPTIMIZERS", "LR_DECAYS",
+__all__ = ["SGD", "Adam", "make_optimizer", "all_finite", "LR_DECAYS",
            "check_step", "block_lr", "register_optimizer", "optimizer_spec",
            "resolve_optimizer", "OptimizerSpec", "object_spec", "REDUCED", "ALIASES",
            "adam_steps"]
@@ -334,5 +334,3 @@ register_optimizer(
     note=f"adam: scale-free step; default lr {ADAM_LR} held for half of the steps, then "
          f"decayed linearly to 0 (when the lr is derived); max(2000, {ADAM_STEPS_PER_T} T) "
          "steps (measured at T = 50, 100, 200, not derived)")
-#: the built-in names (the registry may hold more: :func:`optimizer_names`)
-OPTIMIZERS = optimizer_names()

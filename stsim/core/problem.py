@@ -13,14 +13,11 @@ A *problem* is the model plus its data. It exposes
 * ``evaluate(params) -> {metric: value}`` (validation sets drawn once, cosines, ...),
 * ``info() -> dict`` (encoding description, parameter count, ...).
 
-:class:`Problem` is the skeleton they share (validation sets, the data regime of
-``objective``: fresh minibatches, a fixed sample of ``n_train`` points, or a registered
-objective such as the population); a subclass supplies the model (``_draw``,
-``batch_loss_grad``, ``init_params``). :class:`TransformerProblem` is the attention model
-(docs/model.md). Other layers add architectures and gradient sources without the core importing
-them: the FCN baseline registers ``arch="fcn"`` (:func:`register_arch`) and the theory
-registers ``objective="population"`` (:func:`register_objective`); importing :mod:`stsim`
-does both.
+:class:`Problem` is the skeleton they share, :class:`TransformerProblem` the attention
+model (docs/model.md). Other layers add architectures and gradient sources without the core
+importing them: the FCN baseline registers ``arch="fcn"`` (:func:`register_arch`) and the
+theory registers ``objective="population"`` (:func:`register_objective`); importing
+:mod:`stsim` does both.
 """
 from __future__ import annotations
 
@@ -190,8 +187,6 @@ class Problem:
 
     def __init__(self, cfg, streams: Streams):
         self.cfg = cfg
-        # validation sets, drawn once before training, each from its own stream
-        # (stsim.core.seeds): adding a T_test or q_test leaves the other sets unchanged
         self.val = {"val": self._draw(streams.validation(), cfg.n_val, cfg.T, cfg.q)}
         for Tt in cfg.T_test:
             self.val[val_key("T", Tt)] = self._draw(streams.validation("T", Tt), cfg.n_val,
@@ -282,34 +277,29 @@ class TransformerProblem(Problem):
         ``W`` column by column (:mod:`stsim.core.sparse_grad`). With ``rank = r``:
         ``{"W_K": (r, D), "W_Q": (r, D), "V": (d, D)}``, drawn in that order."""
         c, D = self.cfg, self.D
+
+        def draw(shape, order="C"):
+            return np.zeros(shape, order=order) if c.init == "zero" else \
+                np.asarray(c.init_scale * rng.standard_normal(shape), order=order)
         if self.rank is not None:
-            def draw(shape):
-                return np.zeros(shape) if c.init == "zero" else \
-                    c.init_scale * rng.standard_normal(shape)
             return {"W_K": draw((self.rank, D)), "W_Q": draw((self.rank, D)),
                     "V": draw((c.d, D))}
-        if c.init == "zero":
-            return {"W": np.zeros((D, D), order="F"), "V": np.zeros((c.d, D))}
-        return {"W": np.asfortranarray(c.init_scale * rng.standard_normal((D, D))),
-                "V": c.init_scale * rng.standard_normal((c.d, D))}
+        return {"W": draw((D, D), order="F"), "V": draw((c.d, D))}
 
     def batch_loss_grad(self, params, data, need_grad=True):
         """``(loss, {"W": dW, "V": dV})`` of :func:`stsim.core.model.forward_backward` on
         ``data = (Batch, PEBatch)``."""
         b, pe = data
-        if self.rank is not None:       # W = W_Kᵀ W_Q (stsim.core.attention)
-            loss, dKQ, dV = forward_backward((params["W_K"], params["W_Q"]), params["V"], b.X,
-                                             b.y, pe, model=self.cfg.model,
-                                             query=self.cfg.query, target=b.target,
-                                             need_grad=need_grad, attention=self.att,
-                                             rank=self.rank)
-            dK, dQ = (None, None) if dKQ is None else dKQ
-            return loss, {"W_K": dK, "W_Q": dQ, "V": dV}
-        loss, dW, dV = forward_backward(params["W"], params["V"], b.X, b.y, pe,
-                                        model=self.cfg.model, query=self.cfg.query,
-                                        target=b.target, need_grad=need_grad,
-                                        sparse_grad=True, attention=self.att)
-        return loss, {"W": dW, "V": dV}
+        pair = self.rank is not None        # W = W_Kᵀ W_Q (stsim.core.attention)
+        loss, dW, dV = forward_backward((params["W_K"], params["W_Q"]) if pair else params["W"],
+                                        params["V"], b.X, b.y, pe, model=self.cfg.model,
+                                        query=self.cfg.query, target=b.target,
+                                        need_grad=need_grad, sparse_grad=True,
+                                        attention=self.att, rank=self.rank)
+        if not pair:
+            return loss, {"W": dW, "V": dV}
+        dK, dQ = (None, None) if dW is None else dW
+        return loss, {"W_K": dK, "W_Q": dQ, "V": dV}
 
     def population_loss_grad(self, params):
         loss, dW, dV = self.population.loss_grad(params["W"], params["V"])

@@ -75,13 +75,19 @@ class LinePrinter:
         self.dead = False
 
     def __call__(self, step, steps, row):
+        self.line(step in (0, steps), lambda: f"step {step:>7d}/{steps}  "
+                                              f"loss={row['loss']:.4g}  {_extra(row)}")
+
+    def line(self, always: bool, text) -> None:
+        """Print ``[elapsed] text()`` unless a line was printed within ``every`` seconds
+        (printed ``always`` then) or the stream is closed."""
         now = time.perf_counter()
-        if self.dead or (now - self.last < self.every and step not in (0, steps)):
+        if self.dead or (now - self.last < self.every and not always):
             return
         self.last = now
         try:
-            print(f"[{now - self.start:6.1f}s] step {step:>7d}/{steps}  loss={row['loss']:.4g}  "
-                  f"{_extra(row)}", file=self.file or sys.stderr, flush=True)
+            print(f"[{now - self.start:6.1f}s] {text()}", file=self.file or sys.stderr,
+                  flush=True)
         except (OSError, ValueError):   # a closed pipe or stream: the run goes on
             self.dead = True
 
@@ -145,17 +151,8 @@ class CountPrinter:
 
     def __call__(self, done, total, row):
         self.failed += row.get("status", "ok") != "ok"
-        lp = self.lines
-        now = time.perf_counter()
-        if lp.dead or (now - lp.last < lp.every and done not in (1, total)):
-            return
-        lp.last = now
         bad = f" ({self.failed} error{'s' if self.failed != 1 else ''})" if self.failed else ""
-        try:
-            print(f"[{now - lp.start:6.1f}s] {self.desc} {done}/{total} rows{bad}",
-                  file=lp.file or sys.stderr, flush=True)
-        except (OSError, ValueError):
-            lp.dead = True
+        self.lines.line(done in (1, total), lambda: f"{self.desc} {done}/{total} rows{bad}")
 
     def close(self):
         """Nothing to release."""

@@ -14,9 +14,10 @@ import math
 import numbers
 import os
 
-__all__ = ["check_result_records"]
+__all__ = ["check_result_records", "STATUSES"]
 
-_STATUSES = ("completed", "diverged", "interrupted", "checkpoint")
+#: a Result's status: how the run ended ("checkpoint": read from a checkpoint, unfinished)
+STATUSES = ("completed", "diverged", "interrupted", "stopped", "checkpoint")
 
 
 def _bad(path, defect):
@@ -76,8 +77,8 @@ def check_result_records(path, meta: dict, arrays: dict) -> dict:
         raise ValueError(f"result file {os.fspath(path)!r} lacks {missing}{why}: not a "
                          f"complete stsim result")
     status, message = meta["status"], meta["message"]
-    if status not in _STATUSES or not isinstance(status, str):
-        raise _bad(path, f"its status is {status!r}, not one of {_STATUSES}")
+    if status not in STATUSES or not isinstance(status, str):
+        raise _bad(path, f"its status is {status!r}, not one of {STATUSES}")
     if not isinstance(message, str):
         raise _bad(path, f"its message is {message!r}, not text")
     if "info" in meta and not isinstance(meta["info"], dict):

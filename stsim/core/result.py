@@ -8,16 +8,13 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from stsim.core.config import recorded_shapes
-from stsim.core.records import check_result_records
+from stsim.core.records import STATUSES, check_result_records
 from stsim.core.state import check_history, check_params
 from stsim.util.io import load_npz, save_npz, write_csv
 from stsim.util.validate import lr_text
 from stsim.util.manifest import check_manifest
 
 __all__ = ["Result", "load", "STATUSES"]
-
-#: a Result's status: how the run ended ("checkpoint": read from a checkpoint, unfinished)
-STATUSES = ("completed", "diverged", "interrupted", "stopped", "checkpoint")
 
 
 @dataclass
@@ -247,15 +244,12 @@ class Result:
         "checkpoint"``; resume it with ``stsim.run(config=res.config, checkpoint=path)``).
 
         ``ValueError`` naming the file and the defect when it is incomplete or
-        inconsistent: a missing record or array, parameters missing or not of the shapes
-        its config gives (``W`` (D, D), ``V`` (d, D) for the transformer), history arrays
-        of unequal lengths; a status, message or config no run writes, an architecture
-        not registered here, history arrays ``history_keys`` does not name
-        (:func:`stsim.core.records.check_result_records`); a CSV or other text file is
-        named as such. ``path`` may be a
-        run's output folder (its ``result.npz`` is read); when that folder has a
-        ``manifest.json`` the file must be the one it records
-        (:func:`stsim.util.manifest.check_manifest`: never a folder mixing two runs).
+        inconsistent (its records: :mod:`stsim.core.records`; its parameters and history:
+        :func:`~stsim.core.state.check_params`, :func:`~stsim.core.state.check_history`);
+        a CSV or other text file is named as such. ``path`` may be a run's output folder
+        (its ``result.npz`` is read); when that folder has a ``manifest.json`` the file
+        must be the one it records (:func:`stsim.util.manifest.check_manifest`: never a
+        folder mixing two runs).
         """
         if os.path.isdir(path) and os.path.isfile(os.path.join(path, "result.npz")):
             path = os.path.join(path, "result.npz")      # a run's output folder
@@ -279,15 +273,10 @@ class Result:
     def _from_checkpoint(cls, path, arrays, meta) -> "Result":
         from stsim.core.config import upgrade_config
         from stsim.core.state import RunState
-        for key in ("config", "history_keys"):
-            if key not in meta:
-                raise ValueError(f"checkpoint {os.fspath(path)!r} lacks its {key!r} record: not "
-                                 f"a complete stsim checkpoint")
-        cfg = upgrade_config(meta["config"]) if isinstance(meta["config"], dict) else None
-        if cfg is None:
-            raise ValueError(f"checkpoint {os.fspath(path)!r} is corrupt: its config record "
-                             f"is not a JSON object")
-        params = RunState.read_checked(path, arrays, meta, recorded_shapes(cfg))
+        cfg = meta.get("config")        # read_checked refuses a missing or non-dict one
+        cfg = upgrade_config(cfg) if isinstance(cfg, dict) else None
+        params = RunState.read_checked(path, arrays, meta,
+                                     None if cfg is None else recorded_shapes(cfg))
         history = {k: arrays[f"history/{k}"] for k in meta["history_keys"]}
         step, steps = meta["step"], cfg.get("steps")
         return cls(config=cfg, params=params, history=_int_steps(history), status="checkpoint",
@@ -297,11 +286,9 @@ class Result:
 
     @property
     def assessment(self) -> str:
-        """``"learned"`` (validation loss <= 2% of its initial value), ``"overfitting"``
-        (training loss down, validation far above it), ``"diverging"`` (the loss rose
-        above twice its initial value), ``"plateau"`` (still > 90%: the run ended on the
-        initial plateau), ``"not converged"``, or ``"unknown"`` (diverged, or nothing
-        recorded); see :func:`stsim.core.assessment.plateau_status`."""
+        """``"learned"``, ``"overfitting"``, ``"diverging"``, ``"plateau"``, ``"not
+        converged"`` or ``"unknown"`` (diverged, or nothing recorded): the diagnosis of
+        :func:`stsim.core.assessment.plateau_status`."""
         if "assessment" in self.info:
             return self.info["assessment"]
         from stsim.core.assessment import plateau_status

@@ -3,17 +3,9 @@
 ``run(T=200, q=3, pe="stochastic", **options)`` trains one model and returns a
 :class:`Result` (config, final parameters, history), in the spirit of
 ``scipy.integrate.solve_ivp``: one call, one rich result with ``status`` and ``message``.
-
-Data flow: a *problem* (the model plus where its gradients come from) exposes
-``init_params(rng)``, ``loss_grad(params, rng) -> (loss, grads)`` and
-``evaluate(params) -> {metric: value}``; the loop steps an optimiser on it, records
-metrics every ``eval_every`` steps, stops on divergence or when the ``callback`` asks, and
-checkpoints. The pieces — setup, advance, finish — are :class:`stsim.core.session.Session`.
-
-Random streams: :class:`stsim.core.seeds.Streams` (the encoding table, validation sets,
-initialisation and training stream each have their own child of ``SeedSequence(seed)``).
-
-Units: a *step* is one optimiser update; gradient-flow time is ``η · step``.
+The pieces — setup, advance, finish — are :class:`stsim.core.session.Session`; the
+problem a run trains is :mod:`stsim.core.problem`, its random streams
+:class:`stsim.core.seeds.Streams`.
 """
 from __future__ import annotations
 

@@ -1,5 +1,7 @@
 r"""Default step size and step count of a run, derived from the reduced population dynamics
-(the diagnosis of a finished run is :mod:`stsim.core.assessment`).
+(the diagnosis of a finished run is :mod:`stsim.core.assessment`; the measurements behind
+the rules are in docs/theory.md, section 9, and docs/model.md, "Where the plateau ends",
+"Stability with a batch" and "A step per block").
 
 A call naming only the problem (``run(T=200, q=3)``) must learn: from zero initialisation
 softmax attention sits on a plateau before a fast descent, so a fixed step count is too short
@@ -40,48 +42,37 @@ So with ``κ`` their sum (:func:`sample_curvature`) the single step is stable fo
     η < η_max(B) = 2 / (max(1/q, λ_xe) + κ/B),
 
 which is ``min(2q, 2n/(c²(q−1)(q+d)))`` as ``B → ∞`` and falls to about ``2/κ`` at
-``B = 1`` (0.27 at q = 2, d = 5: the default ``run(T=10, q=2, batch=1)`` at half the
-population bound diverged). The default ``lr = η_max(B)/2`` (half, for the fluctuation of
-``γ`` around 1 and of the curvature beyond its mean square). For the practical model with
+``B = 1``. The default ``lr = η_max(B)/2`` (half, for the fluctuation of ``γ`` around 1
+and of the curvature beyond its mean square). For the practical model with
 ``query="sum"`` a further factor 1/2 is applied: MEASURED, not derived (lr = q diverged at
-T=50, q=3; the query token's own logit grows like ``c² q a``). Tested on a grid of
-``T ≤ 200``, q, B ∈ {1, 2, 8, 32, 256} and both models and queries (no default diverges;
-``tests/test_schedule.py``).
+T=50, q=3; the query token's own logit grows like ``c² q a``).
 
 **A step per block** (the default for SGD with minibatches when it helps,
 :func:`derived_steps`). The bound ``2q`` is V's; W's own reduced direction is stable to
-``η_W ≈ 2(n−1)/(c² sup L_θθ)``, of order n (the map converges at ``η_W = n`` for
-T = 50 to 1000). Three things keep SGD from using it. (i) ``W_xe``: its population gradient
-vanishes from zero init, but its minibatch gradient makes it diffuse, which tilts the
-attention towards the tokens along ``W_xe p_q`` and holds ``γ`` and the escape back (the
-lag below), and its bound ``η_xe(B)`` is small: holding W's token rows ``W_xx, W_xe`` at
-their population value 0 removes both. (ii) The additive noise in ``W_ee`` on the plateau:
-a sample's gradient has variance ``c² γ² d/(q T²)`` on each of its ``T q`` of the ``n²``
+``η_W ≈ 2(n−1)/(c² sup L_θθ)``, of order n. Three things keep SGD from using it. (i)
+``W_xe``: its minibatch gradient makes it diffuse from zero, which holds the escape back,
+and its bound ``η_xe(B)`` is small: holding W's token rows ``W_xx, W_xe`` at their
+population value 0 removes both. (ii) The additive noise in ``W_ee`` on the plateau: a
+sample's gradient has variance ``c² γ² d/(q T²)`` on each of its ``T q`` of the ``n²``
 entries; over a plateau of ``∝ T n/(c² η_W)`` steps a token's logit noise grows to
 ``σ² ∝ c² q d η_W/(B n)`` (T cancels), and ``σ²`` among the selected logits costs ``≈ σ² L(0)``:
 reaching 2% of L(0) caps ``η_W ∝ B n/(c² q d)`` (the constant :data:`NOISE_W` MEASURED).
-(iii) Where T enters: the mean-square bound of *Stability with a batch* on ``W_ee``'s own
-directions, ``η_W < 2B/κ_W``, ``κ_W = c² q γ² tr Σ_s²`` (:func:`kappa_W`) the curvature one
-sample puts on its output through ``W_ee``. It is ``c²(q−1)/q`` at the solution, but γ
-overshoots while the attention concentrates (γ ≈ 5.8 on the map at T = 2000) and ``κ_W``
-peaks near ``c²`` (the limit of a diffuse attention with γ at its optimum ``s₊/S₂``;
-0.66–0.99 c² along the map, q = 2–5, T = 20–2000). As (ii) makes ``η_W ∝ n``, the peak
-``ρ = η_W sup κ_W/B`` grows with T: at ``η_W = n/10`` (q = 3, B = 256) 0.14, 0.36, 0.72, 1.45
-at T = 200, 500, 1000, 2000, where SGD reached 2% at 1.03, 1.06, 1.10 times the map's step
-and not at all. Half the bound, as for the single step, with ``κ_W ≤ c²`` (:data:`KAPPA_W`):
+(iii) The mean-square bound of *Stability with a batch* on ``W_ee``'s own directions,
+``η_W < 2B/κ_W``, ``κ_W = c² q γ² tr Σ_s²`` (:func:`kappa_W`): ``c²(q−1)/q`` at the
+solution, but γ overshoots while the attention concentrates and ``κ_W`` peaks near ``c²``
+(the limit of a diffuse attention with γ at its optimum ``s₊/S₂``); as (ii) makes
+``η_W ∝ n``, this bound binds at large T. Half the bound, as for the single step, with
+``κ_W ≤ c²`` (:data:`KAPPA_W`):
 
     η_W = min(NOISE_W · B n/(c² q d), B/c²),     η_V = η_max(B)/2 without the W_xe term,
 
 the second binding for ``n > q d/NOISE_W`` (2 560 at q = 3, d = 5; any B, c). Used, with
-``freeze = ("W_xx", "W_xe")``, when ``η_W`` exceeds the single step (docs/model.md, "A step
-per block", has the measurements).
+``freeze = ("W_xx", "W_xe")``, when ``η_W`` exceeds the single step.
 
 **Step count.** The reduced map is run at the chosen lr from zero; ``t_2%`` is its first step
-with ``L ≤ 2% · L(0)``; the default ``steps = 2 · t_2%`` (rounded up to 100). Online SGD
-lags the population map: with W's token rows free by 1.3–2.2× at batch 256 up to T = 200
-(:data:`SGD_ESCAPE_LAG`, ``benchmarks/bench_sgd_lag.py``; the noise in ``W_xe``), with
-them held (the step per block) by 1.03–1.13× at the derived η_W (docs/model.md, "A step
-per block"); the margin 2 covers both. For sphere / near-orthogonal encodings there is no
+with ``L ≤ 2% · L(0)``; the default ``steps = 2 · t_2%`` (rounded up to 100): the margin
+covers online SGD's lag behind the population map (:data:`SGD_ESCAPE_LAG` with W's token
+rows free; 1.03–1.13× with them held). For sphere / near-orthogonal encodings there is no
 exact reduction; the slots map with ``n = d_e`` is used as an approximation (their
 ``approx_reduced_n``) and the margin is 3.
 
@@ -92,11 +83,11 @@ one (the FCN's: :func:`stsim.baselines.fcn.fcn_default_lr`, the same mean-square
 its read-out at initialisation), else the optimiser's fixed default lr (``fixed_lr``:
 SGD 1.0, Adam 0.01); the explanation, and a completed run's message, say so.
 
-**Adam** has a scale-free step, but at a constant step it settles on a noise floor (at
-T = 200, lr 0.02: 14% of L(0) from step 1000 to 4000). The default anneals: lr 0.02 for
-the first half of the steps, then linearly to 0 (``lr_decay="linear"``, when the lr is
-derived), ``max(2000, 30 T)`` steps — MEASURED, not derived (seed 0, batch 256; at the end
-0.10% of L(0) at T = 50, 0.13% at T = 100, 0.77% at T = 200, cos(V, V*) ≥ 0.994).
+**Adam** has a scale-free step, but at a constant step it settles on a noise floor. The
+default anneals: lr 0.02 for the first half of the steps, then linearly to 0
+(``lr_decay="linear"``, when the lr is derived), ``max(2000, 30 T)`` steps — MEASURED, not
+derived (seed 0, batch 256; at the end 0.10% of L(0) at T = 50, 0.13% at T = 100, 0.77% at
+T = 200, cos(V, V*) ≥ 0.994).
 
 A learning rate or a step count given by the user is always obeyed exactly; the reduced
 dynamics are then used only to predict, for the status message, where the plateau ends at
@@ -108,14 +99,14 @@ import math
 from dataclasses import asdict, dataclass
 
 from stsim.core.attention_dynamics import is_default, mechanism_schedule
-from stsim.core.optim import ADAM_LR, ADAM_STEPS_PER_T, REDUCED, adam_steps
-from stsim.core.reduced import MAX_STEPS, TARGET, reduced_map_steps
+from stsim.core.optim import REDUCED
+from stsim.core.reduced import MAX_STEPS, reduced_map_steps
 from stsim.util.validate import lr_text
 
-__all__ = ["Schedule", "eta_max", "eta_V_max", "eta_xe_max", "sample_curvature", "eta_W_block", "derived_steps",
-           "FROZEN", "NOISE_W", "KAPPA_W", "kappa_W", "estimated_seconds", "default_schedule", "predict", "SGD_ESCAPE_LAG",
-           "adam_steps", "fallback_note", "TARGET", "SAFETY",
-           "MARGIN", "ADAM_LR", "ADAM_STEPS_PER_T", "FALLBACK_STEPS", "LongRunWarning", "wall_seconds", "beyond_note"]
+__all__ = ["Schedule", "eta_max", "eta_V_max", "eta_xe_max", "sample_curvature", "eta_W_block",
+           "derived_steps", "FROZEN", "NOISE_W", "KAPPA_W", "kappa_W", "estimated_seconds",
+           "default_schedule", "predict", "SGD_ESCAPE_LAG", "fallback_note", "SAFETY", "MARGIN",
+           "FALLBACK_STEPS", "LongRunWarning", "wall_seconds", "beyond_note"]
 
 SAFETY = 0.5           # lr = SAFETY * eta_max
 #: W's step per unit of B n/(c² q d) with its token rows held (eta_W_block): MEASURED
@@ -135,7 +126,7 @@ SECONDS_PER_TOKEN_AHEAD = 1.6e-7
 START_S = 2.0          # import excluded: building the problem, validation sets, saving
 RECORD_COST = 0.5      # a validation pass over one batch's tokens, in steps (forward only)
 #: online SGD's escape step over the reduced map's (population GD), MEASURED at batch 256
-#: (benchmarks/bench_sgd_lag.py; module docstring)
+#: (benchmarks/bench_sgd_lag.py; docs/model.md, "Where the plateau ends")
 SGD_ESCAPE_LAG = ("1.3-1.4x at T <= 50, 1.6x at T = 100, 2.2x at T = 200 (batch 256); "
                   "more than 2.33x at T = 1000, where the single-step schedule ended on "
                   "the plateau")
@@ -312,12 +303,15 @@ def _long_run_warning(what, estimated_s):
 
 
 def _fallback_lr(cfg):
-    """The step where nothing is derived from the reduced dynamics: the architecture's own
-    rule for SGD (:func:`~stsim.core.problem.register_arch`'s ``lr``: the FCN's), else the
-    optimiser's fixed default."""
-    opt = cfg.resolved.optimizer
-    own = cfg.resolved.arch.lr
-    return own(cfg) if own is not None and opt.lr == REDUCED else opt.fixed_lr
+    """``(lr, words)``: the step where nothing is derived from the reduced dynamics, and
+    what it is: the architecture's own rule for SGD
+    (:func:`~stsim.core.problem.register_arch`'s ``lr``: the FCN's), else the optimiser's
+    fixed default."""
+    opt, own = cfg.resolved.optimizer, cfg.resolved.arch.lr
+    if own is not None and opt.lr == REDUCED:
+        lr = own(cfg)
+        return lr, f"default lr {lr:.4g} (the {cfg.arch} architecture's own stability rule)"
+    return opt.fixed_lr, f"default lr {opt.fixed_lr:g} ({opt.name}'s fixed default)"
 
 
 def beyond_note(cfg) -> str:
@@ -343,13 +337,8 @@ def fallback_note(cfg) -> str:
     n, _, why = _reduction(cfg)
     if n is not None:
         return beyond_note(cfg)
-    opt = cfg.resolved.optimizer
-    own = cfg.resolved.arch.lr
-    if own is not None and opt.lr == REDUCED:
-        what = f"default lr {own(cfg):.4g} (the {cfg.arch} architecture's own stability rule)"
-    else:
-        what = f"default lr {opt.fixed_lr:g} ({opt.name}'s fixed default)"
-    return f"no reduced dynamics for {why}: {what} and {FALLBACK_STEPS} steps, not derived"
+    return (f"no reduced dynamics for {why}: {_fallback_lr(cfg)[1]} and {FALLBACK_STEPS} "
+            f"steps, not derived")
 
 
 def _batch(cfg):
@@ -387,8 +376,6 @@ def derived_steps(cfg, n, blocks=True):
         f"{'+'.join(FROZEN)} held at 0, V {lr_V:.4g} = eta_V/2" + (" x 1/2" if half else ""))
 
 
-
-
 def predict(cfg, lr=None, steps=None, blocks=False) -> Schedule:
     """The :class:`Schedule` of a config whose ``T, q, d, pe, d_e, sampler, model, query,
     optimizer, arch, batch, objective`` are resolved; ``lr`` / ``steps``: the user's values
@@ -401,14 +388,12 @@ def predict(cfg, lr=None, steps=None, blocks=False) -> Schedule:
             raise ValueError(f"lr={lr!r} (a step per parameter) needs steps: the default "
                              f"step count is derived for one step on every parameter, or "
                              f"for a step per block {{'W': ..., 'V': ...}}")
-        s = Schedule(lr=lr, steps=steps, exact=False, explanation=(
-            f"lr = user, a step per parameter {lr}; steps = {steps} (user); no reduced "
-            f"prediction for a step per parameter"))
-        s.estimated_s = wall_seconds(cfg, steps)
-        return s
+        return Schedule(lr=lr, steps=steps, exact=False, estimated_s=wall_seconds(cfg, steps),
+                        explanation=f"lr = user, a step per parameter {lr}; steps = {steps} "
+                                    f"(user); no reduced prediction for a step per parameter")
     n, exact, why = _reduction(cfg)
     if n is None:
-        return Schedule(lr=_fallback_lr(cfg) if lr is None else lr,
+        return Schedule(lr=_fallback_lr(cfg)[0] if lr is None else lr,
                         steps=FALLBACK_STEPS if steps is None else steps, lr_derived=lr is None,
                         steps_derived=steps is None, exact=False,
                         explanation=fallback_note(cfg))
@@ -432,10 +417,9 @@ def predict(cfg, lr=None, steps=None, blocks=False) -> Schedule:
         use_lr, d_steps, expl = mechanism_schedule(
             att, cfg.rank, cfg.T, cfg.q, cfg.d, n, c, cfg.model == "practical",
             d_lr, lr=lr, steps=steps, dense=cfg.resolved.encoding.dense, d_e=cfg.d_e)
-        s = Schedule(lr=use_lr, steps=d_steps, lr_derived=lr is None,
-                     steps_derived=steps is None, exact=False, explanation=expl)
-        s.estimated_s = estimated_seconds(cfg, d_steps)
-        return s
+        return Schedule(lr=use_lr, steps=d_steps, lr_derived=lr is None,
+                        steps_derived=steps is None, exact=False, explanation=expl,
+                        estimated_s=estimated_seconds(cfg, d_steps))
     freeze = ()
     if opt.lr == REDUCED:
         d_lr, freeze, note = derived_steps(cfg, n, blocks=blocks and lr is None)

@@ -141,10 +141,11 @@ class Streams:
         self.seed = seed_record(seed)
         self._root = seed_sequence(self.seed)
 
-    def child(self, key: int) -> np.random.SeedSequence:
-        """The ``SeedSequence`` of stream ``key`` (the seed's ``spawn_key + (key,)``)."""
+    def child(self, *key: int) -> np.random.SeedSequence:
+        """The ``SeedSequence`` of stream ``key``: the seed's ``spawn_key`` extended by
+        ``key`` (``child(1)``: stream 1; ``child(1, 1, T)``: a set of stream 1)."""
         r = self._root
-        return np.random.SeedSequence(r.entropy, spawn_key=tuple(r.spawn_key) + (key,),
+        return np.random.SeedSequence(r.entropy, spawn_key=tuple(r.spawn_key) + key,
                                       pool_size=r.pool_size)
 
     def _rng(self, key):
@@ -159,10 +160,7 @@ class Streams:
             return self.child(key)
         if kind not in KINDS:
             raise ValueError(f"kind must be 'val', 'T' or 'q', got {kind!r}")
-        value = check_int(kind, value, 1)
-        r = self._root
-        return np.random.SeedSequence(r.entropy, spawn_key=tuple(r.spawn_key) + (
-            key, KINDS[kind], value), pool_size=r.pool_size)
+        return self.child(key, KINDS[kind], check_int(kind, value, 1))
 
     def validation(self, kind=None, value=None) -> np.random.Generator:
         """Generator of one validation set (module docstring): the in-distribution set
@@ -175,10 +173,7 @@ class Streams:
         """Generator of one large evaluation set drawn after training (module
         docstring): child ``(5, 0)`` in distribution, ``(5, 1, T)``, ``(5, 2, q)``."""
         if kind in (None, "val"):
-            r = self._root
-            return np.random.default_rng(np.random.SeedSequence(
-                r.entropy, spawn_key=tuple(r.spawn_key) + (EVALUATION, 0),
-                pool_size=r.pool_size))
+            return np.random.default_rng(self.child(EVALUATION, 0))
         return np.random.default_rng(self._set(EVALUATION, kind, value))
 
     def init(self) -> np.random.Generator:

@@ -61,11 +61,8 @@ class _DivergenceRule:
         self.why = ""
 
     def __call__(self, loss, grads):
-        if not math.isfinite(loss):
-            self.why = f"non-finite loss ({loss})"
-            return False
-        if not all(all_finite(g) for g in grads.values()):
-            self.why = "non-finite gradient"
+        if not _finite(loss, grads):
+            self.why = "non-finite gradient" if math.isfinite(loss) else f"non-finite loss ({loss})"
             return False
         if self.first is None:
             self.first = abs(loss)
@@ -163,11 +160,8 @@ def frozen_blocks(blocks: dict, names, init: dict) -> list:
     writes back after every optimiser step, so a frozen block keeps exactly its initial
     value under any optimiser and gradient form (a sparse gradient included), and a
     resumed run, which rebuilds ``init`` from the seed, keeps the same."""
-    out = []
-    for name in names:
-        param, index = blocks[name]
-        out.append((param, index, np.array(init[param][index])))
-    return out
+    return [(param, index, np.array(init[param][index]))
+            for param, index in (blocks[name] for name in names)]
 
 
 class Session:
@@ -177,16 +171,8 @@ class Session:
     ----------
     cfg : Config
         The resolved configuration (:meth:`Config.resolve`).
-    checkpoint : str, optional
-        As for :func:`stsim.run` (checked there), as are the next four.
-    checkpoint_every : int, optional
-        Steps between checkpoints.
-    progress : bool or callable, optional
-        The progress display.
-    prefetch : bool, optional
-        Draw ahead (None: :func:`stsim.util.prefetch.prefetch_default`).
-    callback : callable, optional
-        ``callback(row)`` at every record; a true value stops the run.
+    checkpoint, checkpoint_every, progress, prefetch, callback
+        As for :func:`stsim.run` (checked there).
     eval_given : bool
         Whether the caller gave ``eval_every`` (else a resumed run keeps its checkpoint's).
     defaults_noted : bool

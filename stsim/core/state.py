@@ -1,11 +1,8 @@
 """The state of a run between two steps — what a checkpoint saves and restores.
 
-:class:`RunState` holds everything :func:`stsim.core.run.run` carries from one step to the
-next: the parameters, the optimiser (its state), the training generator (its state: where
-the next minibatch comes from, also while a :class:`~stsim.util.prefetch.Prefetch` draws
-ahead), the recorded history, the training-loss accumulator since the last record, and
-the step. :meth:`RunState.save` writes it at the top of a step (before the step's batch is
-drawn), so a run resumed by :meth:`RunState.load` continues bit-for-bit like an
+:class:`RunState` holds everything a run carries from one step to the next (its
+attributes). :meth:`RunState.save` writes it at the top of a step (before the step's batch
+is drawn), so a run resumed by :meth:`RunState.load` continues bit-for-bit like an
 uninterrupted one.
 
 The checkpoint file (``stsim.util.io.save_npz``): arrays ``param/<name>``, ``opt/<name>``
@@ -14,10 +11,6 @@ config), ``step``, ``rng`` (the bit generator's state), ``acc`` (``[loss sum, co
 ``history_keys`` (their order). :meth:`RunState.load` checks all of it before anything is
 changed or written (:func:`check_params`, :func:`check_history`): a corrupt checkpoint is
 refused with a ``ValueError`` naming the file and the defect, never trained on.
-
-Ctrl-C: inside :meth:`RunState.catch_interrupt` the first SIGINT only sets
-:attr:`RunState.interrupted`; the loop stops at the next step boundary
-(:func:`stsim.core.run.run`).
 """
 from __future__ import annotations
 
@@ -324,8 +317,7 @@ class RunState:
                                  f"different config (differs in {diff}: {what}); remove it "
                                  f"or use another checkpoint path")
         shapes = None if template is None else {k: v.shape for k, v in template.items()}
-        params = cls.read_checked(path, arrays, meta, shapes)
-        old = upgrade_config(meta["config"])
+        params = cls.read_checked(path, arrays, meta, shapes)   # a dict config: old set above
         kind = meta["rng"].get("bit_generator")
         if kind != type(rng.bit_generator).__name__:
             raise ValueError(f"checkpoint {os.fspath(path)!r} holds a {kind} generator state; "
