@@ -9,7 +9,7 @@ import os
 
 import numpy as np
 
-from stsim.util.io import write_csv, write_json
+from stsim.util.io import atomic_write, write_csv, write_json
 
 __all__ = ["write_outputs"]
 
@@ -115,7 +115,7 @@ def write_outputs(cfg, out, results) -> dict:
                 c["verdict"]] for r in results.get("trained", []) for c in r["cells"]])
     _curves(cfg, out, read_table(os.path.join(out, "raw", "runs.csv")))
     _widths(cfg, out, results)
-    with open(os.path.join(out, "report.md"), "w") as f:
+    with atomic_write(os.path.join(out, "report.md"), "w") as f:
         f.write(_markdown(cfg, results))
     counts = {v: sum(c["verdict"] == v for c in results["checks"])
               for v in ("held", "failed", "inconclusive")}

@@ -38,7 +38,7 @@ import os
 
 import numpy as np
 
-from stsim.util.io import write_csv
+from stsim.util.io import atomic_write, write_csv
 from stsim.studies.figures.common import Job
 from stsim.studies.figures.evaluate import EVALUATE, QUICK_EVALUATE
 from stsim.studies.figures.ood import long_jobs, names_by_pe, ood_jobs, pe_label, variants
@@ -313,7 +313,7 @@ def draw(s, results, measured, out):
     draw_map(s, cols, cells, lrs, budgets, rok, runs, os.path.join(out, f"{NAME}.png"))
     write_csv(os.path.join(out, f"{NAME}_map.csv"), MAP_COLUMNS,
               map_rows(s, cells, lrs, budgets, rok, runs, rval), float_format=".6g")
-    with open(os.path.join(out, f"{NAME}.md"), "w") as fh:
+    with atomic_write(os.path.join(out, f"{NAME}.md"), "w") as fh:
         fh.write(claims_markdown(s, measured) + "\n")
 
 
