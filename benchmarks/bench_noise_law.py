@@ -42,7 +42,8 @@ import numpy as np
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
 
 from stsim.core.config import Config  # noqa: E402
-from stsim.core.reduced import block_lr, reduced_map  # noqa: E402
+from stsim.core.reduced import reduced_map  # noqa: E402
+from stsim.util.steps import Steps  # noqa: E402
 from stsim.core.schedule import kappa_W  # noqa: E402
 from stsim.core.session import Session  # noqa: E402
 from stsim.util.io import read_csv, write_csv  # noqa: E402
@@ -78,7 +79,7 @@ def measure(T, steps, every, ratio=None, q=3, d=5, seed=0, n=None, lr_W=None, sa
         cfg = Config.from_options(lr=lr, freeze=base.freeze, **opts)
     n, B = cfg.d_e, cfg.batch
     c = 1.0 if cfg.query == "sum" else 1.0 / q
-    lr_W, lr_V = block_lr(cfg.lr)
+    lr_W, lr_V = Steps(cfg.lr).pair()
     maps = reduced_map(T, q, d, cfg.lr, n, c=c)
     L0 = 0.5 * d / q
     rng = np.random.default_rng(12345)

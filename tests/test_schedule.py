@@ -127,9 +127,24 @@ def test_eta_max_formula_and_values():
     assert cfg.freeze == FROZEN == ("W_xx", "W_xe")
     assert cfg.lr == {"W": pytest.approx(NOISE_W * 256 * 400 / 15),
                       "V": pytest.approx(0.5 * 2 / (1 / 3 + 3 / 256))}
-    assert "held at their initial value" in stsim.core.schedule.fallback_note(cfg)
+    assert "held at their initial value" in cfg.plan.note
     # a given number is the plain single step on every parameter
     assert Config.from_options(T=200, q=3, lr=1.0).freeze == ()
+
+
+@pytest.mark.parametrize("lr", [None, 1.0, {"W": 20.0, "V": 2.0}], ids=str)
+def test_a_given_freeze_is_kept_beside_the_default_one(lr):
+    """The plan merges the caller's freeze with the default's (W's token rows, held by
+    the derived step per block): a block the caller holds stays held, with the default lr
+    and with a given one (the seeded fault: the default's freeze in place of the
+    caller's dropped V_e)."""
+    given = ("W_xx", "W_xe", "V_e")
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        cfg = Config.from_options(T=200, q=3, freeze=given, lr=lr)
+    assert cfg.freeze == cfg.plan.freeze == given and cfg.to_dict()["freeze"] == list(given)
+    assert cfg.plan.lr.names == (("W", "V") if lr is None else cfg.plan.lr.names)
+    assert Config.from_options(T=200, q=3, freeze=("V_e",), steps=100).freeze == ("V_e",)
 
 
 @pytest.mark.parametrize("kw", [dict(T=10, q=2, batch=8), dict(T=20, q=3, batch=8),

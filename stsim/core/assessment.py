@@ -8,7 +8,6 @@ import math
 
 from stsim.core.reduced import TARGET
 from stsim.core.schedule import PLATEAU_DOC, Schedule, predict
-from stsim.util.validate import lr_text
 
 __all__ = ["plateau_status", "assess_run", "DIVERGING", "OVERFIT_TRAIN", "OVERFIT_GAP"]
 
@@ -63,15 +62,15 @@ def plateau_status(history: dict, schedule: Schedule | None, online: bool = True
         # two lines: the prediction, then what to do and where the measurements are
         pred = (f"; the reduced dynamics (population gradient descent) predict the escape "
                 f"near step {schedule.escape_step}, 2% of initial near step "
-                f"{schedule.target_step} at lr {lr_text(schedule.lr)}")
+                f"{schedule.target_step} at lr {schedule.lr}")
         then = ["online SGD escapes later"] if online else []
         if schedule.target_step > schedule.steps:
             then.append(f"that is beyond steps={schedule.steps}: give more steps, or omit "
                         f"steps for the default")
         pred += "\n  " + "; ".join(then + [f"details: {PLATEAU_DOC}"])
     elif (schedule is not None and schedule.eta_max is not None
-          and not isinstance(schedule.lr, dict) and schedule.lr > schedule.eta_max):
-        pred = f"; lr {schedule.lr:.4g} exceeds the stability bound eta_max = {schedule.eta_max:.4g}"
+          and (schedule.lr.uniform or 0.0) > schedule.eta_max):
+        pred = f"; lr {schedule.lr} exceeds the stability bound eta_max = {schedule.eta_max:.4g}"
     if ratio > 0.9:
         return "plateau", f"still on the initial plateau: loss {ratio:.1%} of initial{pred}"
     return "not converged", f"escaped the plateau but not converged: loss {ratio:.1%} of initial{pred}"
@@ -83,6 +82,6 @@ def assess_run(cfg, history: dict):
     run did not learn, to say where the plateau ends."""
     assessment, text = plateau_status(history, None)
     if assessment in ("plateau", "not converged"):   # where the reduced dynamics escape
-        assessment, text = plateau_status(history, predict(cfg, lr=cfg.lr, steps=cfg.steps),
+        assessment, text = plateau_status(history, predict(cfg, cfg.plan.lr, cfg.plan.steps),
                                           online=cfg.objective == "online")
     return assessment, text

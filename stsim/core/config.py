@@ -14,13 +14,14 @@ from dataclasses import dataclass, field
 from stsim.core.attention import resolve_mechanism
 from stsim.core.families import SAMPLERS, encoding_spec
 from stsim.core.model import MODELS, QUERIES
-from stsim.core.optim import (LR_DECAYS, check_step, object_spec, optimizer_names,
-                              optimizer_spec, resolve_optimizer)
+from stsim.core.optim import (LR_DECAYS, object_spec, optimizer_names, optimizer_spec,
+                              resolve_optimizer)
 from stsim.core.problem import (ArchSpec, TransformerProblem, arch_names, arch_spec,
                                 check_objective)
-from stsim.core.schedule import FROZEN, default_schedule
+from stsim.core.schedule import plan
 from stsim.core.seeds import seed_record
 from stsim.core.memory import run_memory
+from stsim.util.steps import Steps
 from stsim.util.validate import check_choice, check_int, check_memory, check_real, int_tuple
 
 __all__ = ["Config", "Resolved", "OBJECTIVES", "INITS", "OBJECT_FIELDS", "field_help",
@@ -160,95 +161,32 @@ class Config:
         return cls(**options).resolve()
 
     def resolve(self) -> "Config":
-        """Validate every field (``ValueError`` naming the parameter) and fill defaults."""
+        """Validate every field (``ValueError`` naming the parameter), resolve the names
+        once (:attr:`resolved`), refuse a run too large for memory, and fill ``lr``,
+        ``steps``, ``freeze``, ``lr_decay`` and ``eval_every`` from the run's plan
+        (:func:`stsim.core.schedule.plan`, kept as :attr:`plan`)."""
         c = dataclasses.replace(self)
         prev = self.__dict__.get("_resolved")
         for name, obj in (prev.objects.items() if prev is not None else ()):
             if getattr(c, name) == _object_name(name, obj):     # resolved again: the object
                 setattr(c, name, obj)
         objects = {k: getattr(c, k) for k in OBJECT_FIELDS if not isinstance(getattr(c, k), str)}
-        for name in ("lr", "init_scale", "temperature"):   # numbers as numbers (int fields too)
-            if isinstance(getattr(c, name), (str, bytes)):
-                raise ValueError(f"{name} must be a number, got the string "
-                                 f"{getattr(c, name)!r}")
-        if isinstance(c.lr, dict):      # a copy: the caller's dict is not the config's
-            c.lr = dict(c.lr)
-        c.T = check_int("T", c.T, 1)
-        c.q = check_int("q", c.q, 1, c.T)
-        c.d = check_int("d", c.d, 1)
-        c.T_test = int_tuple("T_test", c.T_test, c.q)
-        c.q_test = int_tuple("q_test", c.q_test, 1, c.T)
-        c.objective = check_choice("objective", c.objective, OBJECTIVES, ignore_case=True)
-        if "optimizer" in objects:      # an object: its step and schedule are the run's
-            opt = object_spec(c.optimizer)
-            c.optimizer = opt.name
-            _take_object_settings(c, objects["optimizer"])
-        else:
-            c.optimizer = check_choice("optimizer", c.optimizer, optimizer_names(),
-                                       ignore_case=True)
-            c.optimizer, c.objective = resolve_optimizer(c.optimizer, c.objective)  # "gd"
-            opt = optimizer_spec(c.optimizer)
-        c.model = check_choice("model", c.model, MODELS, ignore_case=True)
-        c.query = check_choice("query", c.query, QUERIES, ignore_case=True)
-        att = resolve_mechanism(c, objects, INITS)
-        c.sampler = check_choice("sampler", c.sampler, SAMPLERS, ignore_case=True)
-        if "arch" in objects:
-            arch = objects["arch"]
-            if not isinstance(arch, ArchSpec):
-                raise ValueError(f"arch must be a name {arch_names()} or an ArchSpec "
-                                 f"(stsim.core.problem), got {arch!r}")
-            c.arch = arch.name
-        else:
-            c.arch = check_choice("arch", c.arch, arch_names(), ignore_case=True)
-            arch = arch_spec(c.arch)
-        lr_given = c.lr is not None
-        if c.lr is not None:
-            c.lr = check_step(c.lr)
-        if c.steps is not None:
-            c.steps = check_int("steps", c.steps, 0)
-        c.batch = check_int("batch", c.batch, 1)
-        c.n_train = check_int("n_train", c.batch if c.n_train is None else c.n_train, 1)
-        c.n_val = check_int("n_val", c.n_val, 1)
-        c.seed = seed_record(c.seed)
-        c.init_scale = check_real("init_scale", c.init_scale, lo=0.0)
-        c.depth = check_int("depth", c.depth, 1)
-        if arch.resolve is not None:
-            arch.resolve(c)
-        elif c.width is not None or c.depth != 1:
-            raise ValueError(f"width and depth are options of the FCN (arch='fcn'); "
-                             f"arch={c.arch!r} has none: got width={c.width!r}, "
-                             f"depth={c.depth!r}")
-        spec = None
-        if arch.encoding:     # really stochastic slots: each slot used w.p. T/d_e <= 1/2
-            spec = encoding_spec(c.pe, T_max=c.T_max, d_e=c.d_e, sampler=c.sampler,
-                                 slots_factor=2)
-            c.pe, c.d_e, c.sampler = spec.name, spec.d_e, spec.sampler
-        elif "pe" in objects:
-            raise ValueError(f"pe: arch={c.arch!r} takes no positional encoding, got an "
-                             f"encoding object")
-        if isinstance(c.lr, dict) and arch.shapes is not None:  # one step per parameter
-            c.lr = check_step(c.lr, names=tuple(arch.shapes(c)))
-        _check_mechanism(c, att, arch)
-        freeze_given = c.freeze is not None
-        c.freeze = check_freeze(c.freeze, arch, c)
-        c._resolved = Resolved(spec, arch, opt, objects, att)
+        _check_fields(c)
+        c._resolved = _look_up(c, objects)
         check_objective(c)      # e.g. a population too large to enumerate: before any work
-        if c.lr is None or c.steps is None:     # derived from the reduced dynamics
-            # a derived step may be a step per block with W's token rows held, unless the
-            # caller chose what is frozen otherwise (stsim.core.schedule.derived_steps)
-            held = set(arch.blocks(c)) if arch.blocks is not None else set()
-            blocks = set(FROZEN) <= held and (not freeze_given or set(FROZEN) <= set(c.freeze))
-            sched = default_schedule(c, blocks=c.lr is None and blocks)
-            c.lr, c.steps = check_step(sched.lr), check_int("steps", sched.steps, 0)
-            if sched.freeze and not freeze_given:
-                c.freeze = check_freeze(sched.freeze, arch, c)
-        if c.lr_decay is None:      # e.g. Adam's derived schedule anneals (stsim.core.schedule)
-            c.lr_decay = opt.decay if not lr_given else "none"
-        c.lr_decay = check_choice("lr_decay", c.lr_decay, LR_DECAYS, ignore_case=True)
-        c.eval_every = check_int("eval_every", max(1, c.steps // 100) if c.eval_every is None
-                                 else c.eval_every, 1)
         c.check_memory()
+        c._plan = p = plan(c, noted=self.lr is None or self.steps is None)
+        c.lr, c.steps, c.freeze, c.lr_decay = p.lr.record(), p.steps, p.freeze, p.lr_decay
+        c.eval_every = c.eval_every or max(1, c.steps // 100)
         return c
+
+    @property
+    def plan(self):
+        """What a run of this resolved config will do (:class:`~stsim.core.schedule.Plan`:
+        the step per parameter, steps, held blocks, the estimate and its explanation);
+        ``ValueError`` for a config that was not resolved."""
+        self.resolved      # noqa: B018 - refuses an unresolved config
+        return self._plan
 
     @property
     def resolved(self) -> Resolved:
@@ -274,13 +212,15 @@ class Config:
         """A copy with ``changes`` to fields that no resolved object depends on (such as
         ``eval_every``), keeping :attr:`resolved` (and so the objects given)."""
         new = dataclasses.replace(self, **changes)
-        if "_resolved" in self.__dict__:
-            new._resolved = self._resolved
+        for name in ("_resolved", "_plan"):
+            if name in self.__dict__:
+                setattr(new, name, self.__dict__[name])
         return new
 
     def __getstate__(self):     # pickled (a pool's task) as its fields: the specs hold
         state = dict(self.__dict__)     # factories that need not pickle
         state.pop("_resolved", None)
+        state.pop("_plan", None)
         return state
 
     def memory_estimate(self) -> dict:
@@ -328,6 +268,79 @@ class Config:
 MECHANISM_DEFAULTS = {"attention": "softmax", "rank": None, "temperature": 1.0}
 
 
+def _check_fields(c) -> None:
+    """The fields that need no registry, checked and converted in place (``ValueError``
+    naming the field): numbers given as numbers, integers in their range, a choice in its
+    registered spelling."""
+    for name in ("init_scale", "temperature"):   # numbers as numbers (int fields too)
+        if isinstance(getattr(c, name), (str, bytes)):
+            raise ValueError(f"{name} must be a number, got the string "
+                             f"{getattr(c, name)!r}")
+    c.T = check_int("T", c.T, 1)
+    c.q = check_int("q", c.q, 1, c.T)
+    c.d = check_int("d", c.d, 1)
+    c.T_test = int_tuple("T_test", c.T_test, c.q)
+    c.q_test = int_tuple("q_test", c.q_test, 1, c.T)
+    for name, allowed in (("objective", OBJECTIVES), ("model", MODELS), ("query", QUERIES),
+                          ("sampler", SAMPLERS), ("lr_decay", LR_DECAYS)):
+        if getattr(c, name) is not None:
+            setattr(c, name, check_choice(name, getattr(c, name), allowed, ignore_case=True))
+    for name, lo in (("steps", 0), ("eval_every", 1)):
+        if getattr(c, name) is not None:
+            setattr(c, name, check_int(name, getattr(c, name), lo))
+    c.batch = check_int("batch", c.batch, 1)
+    c.n_train = check_int("n_train", c.batch if c.n_train is None else c.n_train, 1)
+    c.n_val = check_int("n_val", c.n_val, 1)
+    c.seed = seed_record(c.seed)
+    c.init_scale = check_real("init_scale", c.init_scale, lo=0.0)
+    c.depth = check_int("depth", c.depth, 1)
+
+
+def _look_up(c, objects) -> Resolved:
+    """The names of ``c`` resolved once — the optimiser (an object's settings taken), the
+    mechanism, the architecture (its own fields resolved), the encoding — and what they
+    decide of the other fields: the parameters a step per parameter must cover, ``rank``,
+    the blocks ``freeze`` may name."""
+    if "optimizer" in objects:      # an object: its step and schedule are the run's
+        opt = object_spec(c.optimizer)
+        c.optimizer = opt.name
+        _take_object_settings(c, objects["optimizer"])
+    else:
+        c.optimizer = check_choice("optimizer", c.optimizer, optimizer_names(),
+                                   ignore_case=True)
+        c.optimizer, c.objective = resolve_optimizer(c.optimizer, c.objective)  # "gd"
+        opt = optimizer_spec(c.optimizer)
+    att = resolve_mechanism(c, objects, INITS)
+    if "arch" in objects:
+        arch = objects["arch"]
+        if not isinstance(arch, ArchSpec):
+            raise ValueError(f"arch must be a name {arch_names()} or an ArchSpec "
+                             f"(stsim.core.problem), got {arch!r}")
+        c.arch = arch.name
+    else:
+        c.arch = check_choice("arch", c.arch, arch_names(), ignore_case=True)
+        arch = arch_spec(c.arch)
+    if arch.resolve is not None:
+        arch.resolve(c)
+    elif c.width is not None or c.depth != 1:
+        raise ValueError(f"width and depth are options of the FCN (arch='fcn'); "
+                         f"arch={c.arch!r} has none: got width={c.width!r}, "
+                         f"depth={c.depth!r}")
+    spec = None
+    if arch.encoding:     # really stochastic slots: each slot used w.p. T/d_e <= 1/2
+        spec = encoding_spec(c.pe, T_max=c.T_max, d_e=c.d_e, sampler=c.sampler,
+                             slots_factor=2)
+        c.pe, c.d_e, c.sampler = spec.name, spec.d_e, spec.sampler
+    elif "pe" in objects:
+        raise ValueError(f"pe: arch={c.arch!r} takes no positional encoding, got an "
+                         f"encoding object")
+    if c.lr is not None:            # one step, or one per parameter of the architecture
+        c.lr = Steps(c.lr, names=None if arch.shapes is None else tuple(arch.shapes(c)))
+    _check_mechanism(c, att, arch)
+    c.freeze = check_freeze(c.freeze, arch, c)
+    return Resolved(spec, arch, opt, objects, att)
+
+
 def _check_mechanism(c, att, arch):
     """The mechanism options belong to the transformer; ``rank <= D``."""
     fac = arch.factory
@@ -353,12 +366,12 @@ def _take_object_settings(c, opt) -> None:
     from the optimiser object ``opt`` (its ``base_lr``, ``decay``, ``total``): the object
     is what runs, so the config records its settings. A value also given to the config
     must agree (``ValueError`` naming it)."""
-    own = {"lr": check_step(opt.base_lr), "lr_decay": getattr(opt, "decay", "none")}
+    own = {"lr": Steps(opt.base_lr).record(), "lr_decay": getattr(opt, "decay", "none")}
     if own["lr_decay"] != "none":
         own["steps"] = getattr(opt, "total", None)
     for key, value in own.items():
         given = getattr(c, key)
-        if given is not None and (check_step(given) if key == "lr" else given) != value:
+        if given is not None and (Steps(given).record() if key == "lr" else given) != value:
             raise ValueError(f"{key}={given!r} differs from the optimizer object's {value!r}; "
                              f"give it once (the object's)")
         setattr(c, key, value)
@@ -402,13 +415,13 @@ def recorded_shapes(record: dict):
         return None
 
 
-def check_freeze(freeze, arch, cfg) -> tuple:
-    """``freeze`` of a config being resolved: None (the default: nothing, for now) or a
-    block name or a sequence of them, of the architecture's blocks
-    (:func:`stsim.core.problem.transformer_blocks`); returned as a tuple in the blocks'
-    order. ``ValueError`` naming ``freeze`` and the allowed names."""
+def check_freeze(freeze, arch, cfg) -> tuple | None:
+    """``freeze`` of a config being resolved: None (not given: the plan decides,
+    :func:`stsim.core.schedule.plan`) or a block name or a sequence of them, of the
+    architecture's blocks (:func:`stsim.core.problem.transformer_blocks`); returned as a
+    tuple in the blocks' order. ``ValueError`` naming ``freeze`` and the allowed names."""
     if freeze is None:
-        return ()
+        return None
     names = (freeze,) if isinstance(freeze, str) else freeze
     try:
         names = tuple(names)

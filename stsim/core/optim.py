@@ -29,10 +29,11 @@ from typing import Callable
 
 import numpy as np
 
-from stsim.util.validate import check_choice, check_int, check_lr, check_real
+from stsim.util.steps import Steps
+from stsim.util.validate import check_choice, check_int, check_lr
 
 __all__ = ["SGD", "Adam", "make_optimizer", "all_finite", "LR_DECAYS",
-           "check_step", "block_lr", "register_optimizer", "optimizer_spec",
+           "register_optimizer", "optimizer_spec",
            "resolve_optimizer", "OptimizerSpec", "object_spec", "REDUCED", "ALIASES",
            "adam_steps"]
 
@@ -50,48 +51,16 @@ def all_finite(g) -> bool:
     return bool(check()) if check is not None else bool(np.all(np.isfinite(g)))
 
 
-def check_step(lr, names=None):
-    """A step size: one number (> 0, finite; returned as a float) for every parameter, or a
-    dict ``{parameter: step}`` giving one per parameter (e.g. ``{"W": 200, "V": 5.5}``;
-    returned as a dict of floats, keys as str). ``names``: the parameters a dict must
-    cover, exactly. ``ValueError`` naming ``lr`` otherwise.
-
-    >>> check_step(0.5), check_step({"W": 200, "V": 5.5}, names=("W", "V"))
-    (0.5, {'W': 200.0, 'V': 5.5})
-    """
-    if isinstance(lr, dict):
-        if not lr:
-            raise ValueError("lr must be a number > 0 or a dict {parameter: step > 0}, got {}")
-        out = {str(k): check_lr(v, f"lr[{k!r}]") for k, v in lr.items()}
-        if names is not None and set(out) != set(names):
-            raise ValueError(f"lr as a dict must give one step for each parameter "
-                             f"{sorted(names)}, got {sorted(out)}")
-        return out
-    if isinstance(lr, (str, bytes)):
-        raise ValueError(f"lr must be a number, got the string {lr!r}")
-    return check_real("lr", lr, lo=0.0, lo_open=True)   # one number, not a list
-
-
-def block_lr(lr, name: str) -> float:
-    """The step of parameter ``name`` under ``lr`` (a number, or a dict of
-    :func:`check_step`); ``ValueError`` naming ``lr`` when the dict has none for it."""
-    if not isinstance(lr, dict):
-        return lr
-    if name not in lr:
-        raise ValueError(f"lr gives no step for the parameter {name!r} (it gives "
-                         f"{sorted(lr)})")
-    return lr[name]
-
-
 class SGD:
     """Plain (stochastic) gradient descent ``θ ← θ − η_k g`` (``η_k``: module docstring).
 
     ``lr``: one step for every parameter, or a dict with a step per parameter
-    (``SGD(lr={"W": 200, "V": 5.5})``, :func:`check_step`); the schedule ``decay`` scales
-    each alike."""
+    (``SGD(lr={"W": 200, "V": 5.5})``; :class:`~stsim.util.steps.Steps`, kept as
+    ``step_size``; ``base_lr`` is its record); the schedule ``decay`` scales each alike."""
 
     def __init__(self, lr, decay="none", total=None):
-        self.base_lr = check_step(lr)
+        self.step_size = Steps(lr)
+        self.base_lr = self.step_size.record()
         self.decay = check_choice("decay", decay, LR_DECAYS)
         if self.decay != "none":
             if total is None or int(total) < 1:
@@ -104,20 +73,21 @@ class SGD:
     def lr(self):
         """The step size of the next update (update number ``self.t``): a number, or a dict
         with one per parameter."""
+        return self._next().record()
+
+    def _next(self) -> Steps:
+        """The :class:`~stsim.util.steps.Steps` of update number ``self.t``."""
         if self.decay == "none":
-            return self.base_lr
+            return self.step_size
         start = self.total // 2
-        f = min(1.0, max(self.total - self.t, 0) / (self.total - start))
-        if isinstance(self.base_lr, dict):
-            return {k: v * f for k, v in self.base_lr.items()}
-        return self.base_lr * f
+        return self.step_size.scaled(min(1.0, max(self.total - self.t, 0) / (self.total - start)))
 
     def step(self, params: dict, grads: dict) -> None:
         """Update ``params`` in place: ``p ← p − lr · g`` for every ``grads`` entry."""
-        steps = self.lr
+        steps = self._next()
         self.t += 1
         for k, g in grads.items():
-            lr = block_lr(steps, k)
+            lr = steps.block(k)
             if hasattr(g, "axpy"):         # a sparse gradient: only its support moves
                 g.axpy(params[k], -lr)     # p + (−lr)·g: the roundings of p − lr·g
             else:
@@ -145,12 +115,12 @@ class Adam(SGD):
         self.v: dict = {}
 
     def step(self, params, grads):
-        steps = self.lr
+        steps = self._next()
         self.t += 1
         c1 = 1 - self.b1 ** self.t
         c2 = 1 - self.b2 ** self.t
         for k, g in grads.items():
-            lr = block_lr(steps, k)
+            lr = steps.block(k)
             p = params[k]
             if k not in self.m:
                 self.m[k] = np.zeros_like(p)           # the parameter's memory order

@@ -38,7 +38,9 @@ import math
 
 import numpy as np
 
-__all__ = ["loss_grad", "loss_grad_scalar", "reduced_map", "block_lr", "reduced_map_steps",
+from stsim.util.steps import Steps
+
+__all__ = ["loss_grad", "loss_grad_scalar", "reduced_map", "reduced_map_steps",
            "reduced_map_losses", "reduced_map_record", "ESCAPE", "TARGET", "MAX_STEPS"]
 
 TARGET = 0.02          # "learned": loss <= 2% of its initial value L(0) = d/(2q)
@@ -117,32 +119,22 @@ def loss_grad(a, b, gamma, T, q, d, *, c=1.0, practical=False):
     return L, da, (db if practical else np.zeros(np.shape(L))), dg
 
 
-def block_lr(lr):
-    """``(η_W, η_V)`` of ``lr``: one step for both blocks (a number, or an array of
-    settings), or a step per block, ``{"W": η_W, "V": η_V}``."""
-    if isinstance(lr, dict):
-        unknown = sorted(set(lr) - {"W", "V"})
-        if unknown or len(lr) != 2:
-            raise ValueError(f"lr per block must have the keys 'W' and 'V', got {sorted(lr)}")
-        return lr["W"], lr["V"]
-    return lr, lr
-
-
 def reduced_map(T, q, d, lr, n, *, c=1.0, practical=False, a0=0.0, b0=0.0, gamma0=0.0):
     """The GD map of the module docstring from ``(a0, b0, γ0)`` — the one reduced update
     (every trajectory, schedule and benchmark iterates it): an endless iterator of
     ``(L, a, b, γ)``, the loss at each state before its update.
 
-    ``lr``: one step η, or a step per block ``{"W": η_W, "V": η_V}`` (η_W moves ``a, b``,
-    η_V moves ``γ``). ``n``: the encoding's ``reduced_n(T)``. Python floats run the map for
-    one setting (fast: about 0.6 µs a step); NumPy arrays of ``T, q, d, lr, n, c`` and the
-    initial values run a grid of settings at once (everything broadcasts).
+    ``lr``: one step η, or a step per block ``{"W": η_W, "V": η_V}`` or its
+    :class:`~stsim.util.steps.Steps` (η_W moves ``a, b``, η_V moves ``γ``). ``n``: the
+    encoding's ``reduced_n(T)``. Python floats run the map for one setting (fast: about
+    0.6 µs a step); NumPy arrays of ``T, q, d, lr, n, c`` and the initial values run a grid
+    of settings at once (everything broadcasts).
 
     The update: theory model ``a ← a − (η_W/(n−1)) ∂L/∂a`` (``b`` only follows the ``J``
     part of the gradient, ``b ← b − η_W ∂L/∂a/(n(n−1))``, which no loss sees);
     practical model ``a ← a − η_W α``, ``b ← b + η_W β`` with ``β = (−∂L/∂b/n −
     ∂L/∂a/n)/(n−1)``, ``α = ∂L/∂a/n − β``; both ``γ ← γ − (η_V/d) ∂L/∂γ``."""
-    lr_W, lr_V = block_lr(lr)
+    lr_W, lr_V = Steps(lr, check=False).pair()
     arrays = any(isinstance(v, np.ndarray) for v in (T, q, d, lr_W, lr_V, n, c, a0, b0, gamma0))
     if arrays:
         f = np.float64
@@ -187,7 +179,7 @@ def reduced_map_steps(T, q, d, lr, n, *, c=1.0, practical=False, max_steps=MAX_S
             break
         if t == max_steps and extrapolate and L < ESCAPE * L0:
             for i in todo[k:]:
-                out[i] = int(t + (n - 1) / (4.0 * block_lr(lr)[0] * c * c)
+                out[i] = int(t + (n - 1) / (4.0 * Steps(lr, check=False).pair()[0] * c * c)
                              * (1.0 / (levels[i] * L0) - 1.0 / L))
     return out
 

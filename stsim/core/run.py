@@ -173,8 +173,7 @@ def run(T=None, q=None, pe=None, *, config=None, checkpoint=None, checkpoint_eve
                               "the folder of checkpoint")
     session = Session(cfg, checkpoint=checkpoint, checkpoint_every=checkpoint_every,
                       progress=progress, prefetch=prefetch, callback=callback,
-                      eval_given=opts.get("eval_every") is not None,
-                      defaults_noted=opts.get("lr") is None or opts.get("steps") is None)
+                      eval_given=opts.get("eval_every") is not None)
     try:
         session.advance()
     finally:

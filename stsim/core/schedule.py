@@ -99,14 +99,16 @@ import math
 from dataclasses import asdict, dataclass
 
 from stsim.core.attention_dynamics import is_default, mechanism_schedule
+from stsim.core.model import query_coef
 from stsim.core.optim import REDUCED
 from stsim.core.reduced import MAX_STEPS, reduced_map_steps
-from stsim.util.validate import lr_text
+from stsim.util.steps import Steps
+from stsim.util.validate import check_int
 
-__all__ = ["Schedule", "eta_max", "eta_V_max", "eta_xe_max", "sample_curvature", "eta_W_block",
-           "derived_steps", "FROZEN", "NOISE_W", "KAPPA_W", "kappa_W", "estimated_seconds",
-           "default_schedule", "predict", "SGD_ESCAPE_LAG", "fallback_note", "SAFETY", "MARGIN",
-           "FALLBACK_STEPS", "LongRunWarning", "wall_seconds", "beyond_note"]
+__all__ = ["Schedule", "Plan", "plan", "eta_max", "eta_V_max", "eta_xe_max", "sample_curvature",
+           "eta_W_block", "derived_steps", "FROZEN", "NOISE_W", "KAPPA_W", "kappa_W",
+           "estimated_seconds", "predict", "SGD_ESCAPE_LAG", "SAFETY", "MARGIN",
+           "FALLBACK_STEPS", "LongRunWarning", "wall_seconds"]
 
 SAFETY = 0.5           # lr = SAFETY * eta_max
 #: W's step per unit of B n/(c² q d) with its token rows held (eta_W_block): MEASURED
@@ -136,8 +138,8 @@ SGD_ESCAPE_LAG = ("1.3-1.4x at T <= 50, 1.6x at T = 100, 2.2x at T = 200 (batch 
 class Schedule:
     """What the reduced dynamics say about a run.
 
-    lr, steps : the values the run uses (the user's when given; ``lr`` a number, or a
-    step per block ``{"W": η_W, "V": η_V}``);  freeze : the blocks a derived step per
+    lr, steps : the values the run uses (the user's when given; ``lr`` a
+    :class:`~stsim.util.steps.Steps`: one step, or a step per block);  freeze : the blocks a derived step per
     block holds at 0 (``()``: none);  lr_derived /
     steps_derived : whether each was derived here;  eta_max : the stability bound (None for
     Adam);  escape_step / target_step : first step of the reduced map at ``lr`` with loss
@@ -147,7 +149,7 @@ class Schedule:
     one line;  warning : set when the default run is expected to be long.
     """
 
-    lr: float | dict
+    lr: Steps
     steps: int
     lr_derived: bool = False
     steps_derived: bool = False
@@ -161,7 +163,24 @@ class Schedule:
     freeze: tuple = ()
 
     def to_dict(self) -> dict:
-        return asdict(self)
+        return {**asdict(self), "lr": self.lr.record()}
+
+
+@dataclass(frozen=True)
+class Plan:
+    """What a run will do (:func:`plan`; a resolved config's ``cfg.plan``): ``lr``, its
+    step (:class:`~stsim.util.steps.Steps`), ``steps``, ``freeze`` (the blocks held at
+    their initial value), ``lr_decay``, ``estimated_s`` (the expected wall time in s, where
+    the schedule has one: :class:`Schedule`), ``explanation`` (the sentence that says
+    why) and ``note`` (what a completed run's message adds: ``""`` for nothing)."""
+
+    lr: Steps
+    steps: int
+    freeze: tuple
+    lr_decay: str
+    estimated_s: float | None = None
+    explanation: str = ""
+    note: str = ""
 
 
 def _reduction(cfg):
@@ -314,31 +333,19 @@ def _fallback_lr(cfg):
     return opt.fixed_lr, f"default lr {opt.fixed_lr:g} ({opt.name}'s fixed default)"
 
 
-def beyond_note(cfg) -> str:
-    """What a run of ``cfg`` does beyond the paper's single SGD step on every parameter (a
-    step per block, held blocks), in words, or ``""``: a completed default run's message
-    says it."""
-    parts = []
-    if isinstance(cfg.lr, dict):
-        parts.append("a step per block (" + ", ".join(f"{k} {v:.4g}" for k, v in
-                                                      cfg.lr.items()) + ")")
-    if cfg.freeze:
-        parts.append(f"{', '.join(cfg.freeze)} held at their initial value")
-    if not parts:
-        return ""
-    return ("beyond the paper's single step on every parameter: " + " and ".join(parts)
-            + " (stsim.core.schedule; lr=<number> runs the plain single step)")
-
-
-def fallback_note(cfg) -> str:
-    """What a run of ``cfg`` whose lr or steps were not given is told: where nothing could
-    be derived, the fallback (module docstring, *Fallback*); else what its step does
-    beyond the paper's (:func:`beyond_note`); or ``""``."""
+def _note(cfg, lr, freeze) -> str:
+    """What a run of ``cfg`` at the step ``lr`` (a Steps) holding ``freeze`` is told when
+    its lr or steps were not given: where nothing could be derived, the fallback (module
+    docstring, *Fallback*); else what it does beyond the paper's single SGD step on every
+    parameter (a step per block, held blocks); or ``""``."""
     n, _, why = _reduction(cfg)
-    if n is not None:
-        return beyond_note(cfg)
-    return (f"no reduced dynamics for {why}: {_fallback_lr(cfg)[1]} and {FALLBACK_STEPS} "
-            f"steps, not derived")
+    if n is None:
+        return (f"no reduced dynamics for {why}: {_fallback_lr(cfg)[1]} and {FALLBACK_STEPS} "
+                f"steps, not derived")
+    parts = ([f"a step per block ({lr})"] if lr is not None and lr.names else []) + (
+        [f"{', '.join(freeze)} held at their initial value"] if freeze else [])
+    return ("beyond the paper's single step on every parameter: " + " and ".join(parts)
+            + " (stsim.core.schedule; lr=<number> runs the plain single step)") if parts else ""
 
 
 def _batch(cfg):
@@ -358,7 +365,7 @@ def derived_steps(cfg, n, blocks=True):
     ``n``: with ``blocks`` and minibatches, a step per block ``{"W": η_W, "V": η_V}`` and
     ``freeze = FROZEN`` when it lets W take a larger step than the single one; else the
     single step ``SAFETY · eta_max`` (module docstring)."""
-    c = 1.0 if cfg.query == "sum" else 1.0 / cfg.q
+    c = query_coef(cfg.query, cfg.q)
     B = _batch(cfg)
     half = cfg.model == "practical" and cfg.query == "sum"
     single = SAFETY * eta_max(cfg.q, cfg.d, n, c, B) * (0.5 if half else 1.0)
@@ -379,28 +386,32 @@ def derived_steps(cfg, n, blocks=True):
 def predict(cfg, lr=None, steps=None, blocks=False) -> Schedule:
     """The :class:`Schedule` of a config whose ``T, q, d, pe, d_e, sampler, model, query,
     optimizer, arch, batch, objective`` are resolved; ``lr`` / ``steps``: the user's values
-    (None: derive; ``lr`` a number, or a step per parameter: ``{"W": η_W, "V": η_V}``
-    follows the reduced map with a step per block); ``blocks``: a derived SGD step may be
-    a step per block with W's token rows held (:func:`derived_steps`)."""
+    (None: derive; ``lr`` a number, or a step per parameter, or their
+    :class:`~stsim.util.steps.Steps`: ``{"W": η_W, "V": η_V}`` follows the reduced map
+    with a step per block); ``blocks``: a derived SGD step may be a step per block with W's
+    token rows held (:func:`derived_steps`)."""
     opt = cfg.resolved.optimizer
-    if isinstance(lr, dict) and (set(lr) != {"W", "V"} or _reduction(cfg)[0] is None):
+    lr = None if lr is None else Steps(lr)
+    if lr is not None and lr.names and (set(lr.names) != {"W", "V"} or _reduction(cfg)[0] is None):
         if steps is None:               # a step per parameter the map does not describe
-            raise ValueError(f"lr={lr!r} (a step per parameter) needs steps: the default "
-                             f"step count is derived for one step on every parameter, or "
-                             f"for a step per block {{'W': ..., 'V': ...}}")
+            raise ValueError(f"lr={lr.record()!r} (a step per parameter) needs steps: the "
+                             f"default step count is derived for one step on every "
+                             f"parameter, or for a step per block {{'W': ..., 'V': ...}}")
         return Schedule(lr=lr, steps=steps, exact=False, estimated_s=wall_seconds(cfg, steps),
-                        explanation=f"lr = user, a step per parameter {lr}; steps = {steps} "
-                                    f"(user); no reduced prediction for a step per parameter")
+                        explanation=f"lr = user, a step per parameter {lr.record()}; steps = "
+                                    f"{steps} (user); no reduced prediction for a step per "
+                                    f"parameter")
     n, exact, why = _reduction(cfg)
     if n is None:
-        return Schedule(lr=_fallback_lr(cfg)[0] if lr is None else lr,
+        return Schedule(lr=Steps(_fallback_lr(cfg)[0]) if lr is None else lr,
                         steps=FALLBACK_STEPS if steps is None else steps, lr_derived=lr is None,
                         steps_derived=steps is None, exact=False,
-                        explanation=fallback_note(cfg))
-    c = 1.0 if cfg.query == "sum" else 1.0 / cfg.q
+                        explanation=_note(cfg, lr, ()))
+    c = query_coef(cfg.query, cfg.q)
     if opt.lr != REDUCED and opt.steps is not None:     # the optimiser's own defaults
         d_steps = opt.steps(cfg)
-        s = Schedule(lr=opt.lr if lr is None else lr, steps=d_steps if steps is None else steps,
+        s = Schedule(lr=Steps(opt.lr) if lr is None else lr,
+                     steps=d_steps if steps is None else steps,
                      lr_derived=lr is None, steps_derived=steps is None, exact=False,
                      explanation=opt.note or f"{opt.name}: its own default lr {opt.lr:g} and "
                                              f"{d_steps} steps (registered)")
@@ -416,8 +427,9 @@ def predict(cfg, lr=None, steps=None, blocks=False) -> Schedule:
         d_lr = SAFETY * em if opt.lr == REDUCED else opt.lr
         use_lr, d_steps, expl = mechanism_schedule(
             att, cfg.rank, cfg.T, cfg.q, cfg.d, n, c, cfg.model == "practical",
-            d_lr, lr=lr, steps=steps, dense=cfg.resolved.encoding.dense, d_e=cfg.d_e)
-        return Schedule(lr=use_lr, steps=d_steps, lr_derived=lr is None,
+            d_lr, lr=None if lr is None else lr.record(), steps=steps,
+            dense=cfg.resolved.encoding.dense, d_e=cfg.d_e)
+        return Schedule(lr=Steps(use_lr), steps=d_steps, lr_derived=lr is None,
                         steps_derived=steps is None, exact=False, explanation=expl,
                         estimated_s=estimated_seconds(cfg, d_steps))
     freeze = ()
@@ -425,7 +437,7 @@ def predict(cfg, lr=None, steps=None, blocks=False) -> Schedule:
         d_lr, freeze, note = derived_steps(cfg, n, blocks=blocks and lr is None)
     else:
         d_lr, note = opt.lr, opt.name
-    use_lr = d_lr if lr is None else lr
+    use_lr = Steps(d_lr) if lr is None else lr
     practical = cfg.model == "practical"
     horizon = MAX_STEPS
     esc, tgt = reduced_map_steps(cfg.T, cfg.q, cfg.d, use_lr, n, c=c, practical=practical,
@@ -438,7 +450,7 @@ def predict(cfg, lr=None, steps=None, blocks=False) -> Schedule:
     kind = "exact" if exact else f"approximate (slots map with n=d_e={n})"
     bound = ("min(2q, 2n/(c^2(q-1)(q+d)))" if B is None else
              f"2/(max(1/q, c^2(q-1)(q+d)/n) + kappa/B), B={B}")
-    expl = (f"lr = {'user' if lr is not None else note} = {lr_text(use_lr)} "
+    expl = (f"lr = {'user' if lr is not None else note} = {use_lr} "
             f"(eta_max = {bound} = {em:.4g}, n={n}); the {kind} reduced "
             f"{cfg.model}/{cfg.query} dynamics reach 50% of L(0) at step {esc} and 2% at step "
             f"{tgt}; steps = " + (f"{margin:g} x {tgt} -> {d_steps}" if steps is None
@@ -453,7 +465,7 @@ def predict(cfg, lr=None, steps=None, blocks=False) -> Schedule:
                                       s.estimated_s)
     if steps is None and tgt is None:
         s.warning = (f"the reduced dynamics do not reach 2% of L(0) within {horizon} steps at lr "
-                     f"{lr_text(use_lr)}; running {d_steps} steps")
+                     f"{use_lr}; running {d_steps} steps")
     return s
 
 
@@ -467,18 +479,38 @@ def _escape_words(cfg, esc, lr, freeze=()) -> str:
     """Where the plateau ends: the reduced map's step (population gradient descent) and,
     for online SGD with W's token rows free, that it lags it (:data:`SGD_ESCAPE_LAG`)."""
     words = (f"population gradient descent, i.e. the reduced dynamics, leaves the plateau "
-             f"near step {esc} at lr {lr_text(lr)}")
+             f"near step {esc} at lr {lr}")
     if cfg.objective == "online" and not freeze:
         words += "; online SGD leaves it later"
     return words
 
 
-def default_schedule(cfg, blocks=False) -> Schedule:
-    """The schedule :meth:`Config.resolve` uses when ``lr`` and/or ``steps`` are None
-    (``blocks``: as for :func:`predict`); a :class:`LongRunWarning`, attributed to the
-    caller's line, says so when the default run is expected to be long."""
-    s = predict(cfg, lr=cfg.lr, steps=cfg.steps, blocks=blocks)
-    if s.warning:
-        from stsim.util.warn import warn
-        warn(f"stsim: {s.warning}", LongRunWarning)
-    return s
+def plan(cfg, noted=False) -> Plan:
+    """What a run of ``cfg`` will do (:class:`Plan`): the one place its step, step count,
+    held blocks and step-size schedule are decided. ``cfg``: validated, its names resolved
+    (:meth:`Config.resolve <stsim.core.config.Config.resolve>`); its ``lr``, ``steps``,
+    ``lr_decay``, ``freeze`` are the caller's, None where left to the default.
+
+    ``lr`` and ``steps`` given are obeyed; else they are derived (:func:`predict`), and an
+    SGD step may be a step per block holding W's token rows :data:`FROZEN`
+    (:func:`derived_steps`) — unless the caller's ``freeze`` leaves them free. The blocks
+    held are the caller's and the default's, merged. ``lr_decay``: the optimiser's
+    (Adam: linear) with a derived lr, else none. ``noted``: the caller left ``lr`` or
+    ``steps`` to the default, so a completed run's message says what its step does beyond
+    the paper's, or what could not be derived. A default schedule expected to be long
+    warns (:class:`LongRunWarning`, attributed to the caller's line)."""
+    arch, given = cfg.resolved.arch, cfg.freeze
+    blocks = tuple(arch.blocks(cfg)) if arch.blocks is not None else ()
+    s, default = Schedule(lr=Steps(cfg.lr) if cfg.lr is not None else None, steps=cfg.steps), ()
+    if cfg.lr is None or cfg.steps is None:     # derived from the reduced dynamics
+        holds = set(FROZEN) <= set(blocks) and (given is None or set(FROZEN) <= set(given))
+        s = predict(cfg, lr=cfg.lr, steps=cfg.steps, blocks=cfg.lr is None and holds)
+        s.steps, default = check_int("steps", s.steps, 0), s.freeze
+        if s.warning:
+            from stsim.util.warn import warn
+            warn(f"stsim: {s.warning}", LongRunWarning)
+    held = set(given or ()) | set(default)
+    freeze = tuple(b for b in blocks if b in held)
+    decay = cfg.lr_decay or (cfg.resolved.optimizer.decay if cfg.lr is None else "none")
+    return Plan(s.lr, s.steps, freeze, decay, s.estimated_s, s.explanation,
+                _note(cfg, s.lr, freeze) if noted else "")

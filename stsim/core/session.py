@@ -30,7 +30,7 @@ from stsim.core.problem import make_problem
 from stsim.core.progress import make_progress
 from stsim.core.result import Result
 from stsim.core.assessment import assess_run
-from stsim.core.schedule import estimated_seconds, fallback_note
+from stsim.core.schedule import estimated_seconds
 from stsim.core.seeds import Streams
 from stsim.core.state import RunState
 from stsim.util.malloc import keep_freed_memory, release_freed_memory
@@ -175,9 +175,9 @@ class Session:
         As for :func:`stsim.run` (checked there).
     eval_given : bool
         Whether the caller gave ``eval_every`` (else a resumed run keeps its checkpoint's).
-    defaults_noted : bool
-        Whether a completed run's message says what could not be derived (the caller left
-        ``lr`` or ``steps`` to their defaults).
+        What the run does — its step, steps and held blocks, and what a completed run's
+        message says of them — is the config's plan (``cfg.plan``,
+        :func:`stsim.core.schedule.plan`).
 
     Attributes
     ----------
@@ -192,10 +192,11 @@ class Session:
     """
 
     def __init__(self, cfg, *, checkpoint=None, checkpoint_every=None, progress=None,
-                 prefetch=None, callback=None, eval_given=True, defaults_noted=False):
-        streams = Streams(cfg.seed)
+                 prefetch=None, callback=None, eval_given=True):
+        streams, plan = Streams(cfg.seed), cfg.plan
         self.problem = problem = make_problem(cfg, streams)
-        self.opt = cfg.resolved.optimizer.factory(cfg.lr, decay=cfg.lr_decay, total=cfg.steps)
+        self.opt = cfg.resolved.optimizer.factory(plan.lr.record(), decay=plan.lr_decay,
+                                                  total=plan.steps)
         if checkpoint is not None:      # an optimiser whose state no checkpoint can hold
             check_state_dict(self.opt, self.opt.state_dict())
         rng = streams.train()
@@ -206,10 +207,10 @@ class Session:
         else:
             self.state = RunState(init, self.opt, rng)
         self.cfg = cfg
-        self._frozen = frozen_blocks(cfg.resolved.arch.blocks(cfg), cfg.freeze, init) \
-            if cfg.freeze else []
+        self._frozen = frozen_blocks(cfg.resolved.arch.blocks(cfg), plan.freeze, init) \
+            if plan.freeze else []
         self.checkpoint, self.checkpoint_every = checkpoint, checkpoint_every
-        self.callback, self.defaults_noted = callback, defaults_noted
+        self.callback = callback
         self.start = self.state.step
         self.rule = _DivergenceRule(self.state.first_loss)
         self.t0 = time.perf_counter()
@@ -367,9 +368,8 @@ class Session:
                    for k, v in state.history.items()}
         if status in ("completed", "interrupted", "stopped"):
             if status == "completed":
-                message = f"completed {steps} steps"
-                note = fallback_note(cfg) if self.defaults_noted else ""
-                message += f"; {note}" if note else ""
+                message = f"completed {steps} steps" + (f"; {cfg.plan.note}" if cfg.plan.note
+                                                         else "")
             info["assessment"], note = assess_run(cfg, history)   # plateau diagnosis
             message += f"; {note}" if note else ""
         res = Result(config=cfg.to_dict(), params=state.params, history=history,

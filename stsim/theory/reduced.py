@@ -29,7 +29,8 @@ from scipy.stats import hypergeom
 from stsim.core.encodings import Encoding
 from stsim.core.families import family_reduced_n
 from stsim.core.model import query_coef  # noqa: F401  (re-exported: part of this API)
-from stsim.core.reduced import block_lr, loss_grad, reduced_map_record
+from stsim.core.reduced import loss_grad, reduced_map_record
+from stsim.util.steps import Steps
 from stsim.util.validate import check_int, check_lr
 
 __all__ = [
@@ -255,7 +256,7 @@ def reduced_gd_scalar(T, q, d, lr, steps, *, pe="onehot", d_e=None, query="sum",
 def _gd(T, q, d, lr, steps, pe, d_e, query, a0, gamma0, record_every, scalar):
     steps = check_int("steps", steps, 0)
     record_every = check_int("record_every", record_every, 1)
-    lr_W, lr_V = block_lr(lr)
+    lr_W, lr_V = Steps(lr, check=False).pair()
     check_lr(lr_V, "lr")
     T, q, d, lr_W, nm1, c, a, g, lr_V = _settings(T, q, d, lr_W, pe, d_e, a0, gamma0, query,
                                                   lr_V)

@@ -19,7 +19,7 @@ import os
 
 import numpy as np
 
-__all__ = ["check_int", "check_real", "check_lr", "lr_text", "check_choice", "as_rng", "int_tuple",
+__all__ = ["check_int", "check_real", "check_lr", "check_choice", "as_rng", "int_tuple",
            "physical_memory", "check_memory", "check_state_dict"]
 
 MEMORY_FRACTION = 0.8      # of physical memory: the most one computation may plan to use
@@ -94,18 +94,6 @@ def check_real(name: str, value, *, lo: float | None = None, hi: float | None = 
         rng = (" " + " and ".join(parts)) if parts else ""
         raise ValueError(f"{name} must be a finite number{rng}, got {value!r}")
     return val
-
-
-def lr_text(lr) -> str:
-    """A step size as people read it: one number to 4 digits, or one per parameter
-    (``lr={"W": 10.0011, "V": 2.898}`` -> ``"W 10, V 2.898"``).
-
-    >>> lr_text(0.5), lr_text({"W": 10.001066, "V": 2.8981132})
-    ('0.5', 'W 10, V 2.898')
-    """
-    if isinstance(lr, dict):
-        return ", ".join(f"{k} {v:.4g}" for k, v in lr.items())
-    return f"{lr:.4g}" if isinstance(lr, (int, float)) else str(lr)
 
 
 def check_lr(lr, name: str = "lr"):
