@@ -14,7 +14,7 @@ For each T (stochastic/slots, q = 3, d = 5, batch 256, seed 0):
 Per run: the step of the first record with validation loss <= 2% of the record at step 0,
 the wall time from the call to that record (the callback's clock), the whole call's wall
 and CPU time (``resource``: both threads), the up-front estimate the schedule makes
-(``Schedule.estimated_s``, the number the long-run warning quotes), the final validation
+(``Plan.estimated_s``, the number the long-run warning quotes), the final validation
 loss over L(0), ``cos(V, V*)`` and the load average at the start and end. Other jobs on
 the machine change the times: read them with the load.
 

@@ -127,7 +127,7 @@ def test_eta_max_formula_and_values():
     assert cfg.freeze == FROZEN == ("W_xx", "W_xe")
     assert cfg.lr == {"W": pytest.approx(NOISE_W * 256 * 400 / 15),
                       "V": pytest.approx(0.5 * 2 / (1 / 3 + 3 / 256))}
-    assert "held at their initial value" in cfg.plan.note
+    assert "held at their initial value" in cfg.resolved.plan.note
     # a given number is the plain single step on every parameter
     assert Config.from_options(T=200, q=3, lr=1.0).freeze == ()
 
@@ -142,8 +142,9 @@ def test_a_given_freeze_is_kept_beside_the_default_one(lr):
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
         cfg = Config.from_options(T=200, q=3, freeze=given, lr=lr)
-    assert cfg.freeze == cfg.plan.freeze == given and cfg.to_dict()["freeze"] == list(given)
-    assert cfg.plan.lr.names == (("W", "V") if lr is None else cfg.plan.lr.names)
+    plan = cfg.resolved.plan
+    assert cfg.freeze == plan.freeze == given and cfg.to_dict()["freeze"] == list(given)
+    assert plan.lr.names == (("W", "V") if lr is None else plan.lr.names)
     assert Config.from_options(T=200, q=3, freeze=("V_e",), steps=100).freeze == ("V_e",)
 
 

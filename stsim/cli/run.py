@@ -36,15 +36,16 @@ _TYPES = {"int": int, "float": float, "str": str}
 
 def step_arg(text):
     """``--lr``: one number (``"2.5"``) or one step per parameter (``"W=200,V=5.5"`` →
-    ``{"W": 200.0, "V": 5.5}``); the values are checked by :class:`Config`."""
+    ``{"W": 200.0, "V": 5.5}``, each parameter once); the values are checked by
+    :class:`Config`."""
     if "=" not in text:
         return float(text)
     out = {}
     for item in text.split(","):
         name, sep, value = item.partition("=")
-        if not sep or not name.strip():
+        if not sep or not name.strip() or name.strip() in out:
             raise argparse.ArgumentTypeError(f"give one number or NAME=STEP pairs such as "
-                                             f"W=200,V=5.5, got {text!r}")
+                                             f"W=200,V=5.5, each name once, got {text!r}")
         try:
             out[name.strip()] = float(value)
         except ValueError:

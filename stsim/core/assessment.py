@@ -7,7 +7,7 @@ from __future__ import annotations
 import math
 
 from stsim.core.reduced import TARGET
-from stsim.core.schedule import PLATEAU_DOC, Schedule, predict
+from stsim.core.schedule import PLATEAU_DOC, Plan, predict
 
 __all__ = ["plateau_status", "assess_run", "DIVERGING", "OVERFIT_TRAIN", "OVERFIT_GAP"]
 
@@ -27,7 +27,7 @@ def _ratio(history, key):
     return r if math.isfinite(r) else None
 
 
-def plateau_status(history: dict, schedule: Schedule | None, online: bool = True):
+def plateau_status(history: dict, schedule: Plan | None, online: bool = True):
     """``(assessment, text)`` of a finished run from its recorded validation loss
     (``val``, else ``loss``), relative to its first record, ``r``:
 
@@ -82,6 +82,7 @@ def assess_run(cfg, history: dict):
     run did not learn, to say where the plateau ends."""
     assessment, text = plateau_status(history, None)
     if assessment in ("plateau", "not converged"):   # where the reduced dynamics escape
-        assessment, text = plateau_status(history, predict(cfg, cfg.plan.lr, cfg.plan.steps),
+        plan = cfg.resolved.plan
+        assessment, text = plateau_status(history, predict(cfg, plan.lr, plan.steps),
                                           online=cfg.objective == "online")
     return assessment, text

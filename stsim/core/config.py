@@ -43,15 +43,18 @@ class Resolved:
     (:class:`~stsim.core.families.EncodingSpec`; None for an architecture without one),
     the architecture (:class:`~stsim.core.problem.ArchSpec`) and the optimiser
     (:class:`~stsim.core.optim.OptimizerSpec`), ``objects``, the objects given in
-    place of names (``{"pe": <Encoding>, ...}``), and the attention mechanism
-    (:class:`~stsim.core.attention.Attention`, with its temperature). Every later stage asks
-    these (``cfg.resolved``), never the names."""
+    place of names (``{"pe": <Encoding>, ...}``), the attention mechanism
+    (:class:`~stsim.core.attention.Attention`, with its temperature) and the ``plan``, what
+    the run will do (:func:`stsim.core.schedule.plan`: its step per parameter, steps, held
+    blocks, estimate and explanation). Every later stage asks these (``cfg.resolved``),
+    never the names."""
 
     encoding: object
     arch: object
     optimizer: object
     objects: dict = field(default_factory=dict)
     attention: object = None
+    plan: object = None
 
 
 def _field(default, help, default_text=None):
@@ -164,7 +167,7 @@ class Config:
         """Validate every field (``ValueError`` naming the parameter), resolve the names
         once (:attr:`resolved`), refuse a run too large for memory, and fill ``lr``,
         ``steps``, ``freeze``, ``lr_decay`` and ``eval_every`` from the run's plan
-        (:func:`stsim.core.schedule.plan`, kept as :attr:`plan`)."""
+        (:func:`stsim.core.schedule.plan`, kept in :attr:`resolved`)."""
         c = dataclasses.replace(self)
         prev = self.__dict__.get("_resolved")
         for name, obj in (prev.objects.items() if prev is not None else ()):
@@ -175,18 +178,11 @@ class Config:
         c._resolved = _look_up(c, objects)
         check_objective(c)      # e.g. a population too large to enumerate: before any work
         c.check_memory()
-        c._plan = p = plan(c, noted=self.lr is None or self.steps is None)
+        p = plan(c, noted=self.lr is None or self.steps is None)
+        c._resolved = dataclasses.replace(c._resolved, plan=p)
         c.lr, c.steps, c.freeze, c.lr_decay = p.lr.record(), p.steps, p.freeze, p.lr_decay
         c.eval_every = c.eval_every or max(1, c.steps // 100)
         return c
-
-    @property
-    def plan(self):
-        """What a run of this resolved config will do (:class:`~stsim.core.schedule.Plan`:
-        the step per parameter, steps, held blocks, the estimate and its explanation);
-        ``ValueError`` for a config that was not resolved."""
-        self.resolved      # noqa: B018 - refuses an unresolved config
-        return self._plan
 
     @property
     def resolved(self) -> Resolved:
@@ -212,15 +208,13 @@ class Config:
         """A copy with ``changes`` to fields that no resolved object depends on (such as
         ``eval_every``), keeping :attr:`resolved` (and so the objects given)."""
         new = dataclasses.replace(self, **changes)
-        for name in ("_resolved", "_plan"):
-            if name in self.__dict__:
-                setattr(new, name, self.__dict__[name])
+        if "_resolved" in self.__dict__:
+            new._resolved = self._resolved
         return new
 
     def __getstate__(self):     # pickled (a pool's task) as its fields: the specs hold
         state = dict(self.__dict__)     # factories that need not pickle
         state.pop("_resolved", None)
-        state.pop("_plan", None)
         return state
 
     def memory_estimate(self) -> dict:
@@ -269,9 +263,7 @@ MECHANISM_DEFAULTS = {"attention": "softmax", "rank": None, "temperature": 1.0}
 
 
 def _check_fields(c) -> None:
-    """The fields that need no registry, checked and converted in place (``ValueError``
-    naming the field): numbers given as numbers, integers in their range, a choice in its
-    registered spelling."""
+    """The fields that need no registry, checked in place (``ValueError`` naming the field)."""
     for name in ("init_scale", "temperature"):   # numbers as numbers (int fields too)
         if isinstance(getattr(c, name), (str, bytes)):
             raise ValueError(f"{name} must be a number, got the string "
@@ -297,10 +289,8 @@ def _check_fields(c) -> None:
 
 
 def _look_up(c, objects) -> Resolved:
-    """The names of ``c`` resolved once — the optimiser (an object's settings taken), the
-    mechanism, the architecture (its own fields resolved), the encoding — and what they
-    decide of the other fields: the parameters a step per parameter must cover, ``rank``,
-    the blocks ``freeze`` may name."""
+    """The names of ``c`` resolved once (optimiser, mechanism, architecture, encoding), and
+    what they decide: an object's settings, lr's parameters, ``rank``, ``freeze``'s blocks."""
     if "optimizer" in objects:      # an object: its step and schedule are the run's
         opt = object_spec(c.optimizer)
         c.optimizer = opt.name

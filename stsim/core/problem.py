@@ -34,7 +34,7 @@ from stsim.core.task import sample_batch
 
 __all__ = ["Problem", "TransformerProblem", "make_problem", "register_arch", "arch_spec",
            "arch_names", "ArchSpec", "register_objective", "val_key", "transformer_shapes",
-           "transformer_blocks", "BLOCKS"]
+           "transformer_blocks"]
 
 
 @dataclass(frozen=True)
@@ -334,17 +334,12 @@ def transformer_shapes(cfg) -> dict:
     return {"W": (D, D), "V": (int(cfg.d), D)}
 
 
-#: the transformer's blocks, in order (docs/model.md): W's rows are the key side, its
-#: columns the query side, the first d of each the token part; V's columns likewise
-BLOCKS = ("W_xx", "W_xe", "W_ex", "W_ee", "V_x", "V_e")
-
-
 def transformer_blocks(cfg) -> dict:
-    """``{block: (parameter, index)}`` of the transformer, :data:`BLOCKS`:
-    ``W = [[W_xx, W_xe], [W_ex, W_ee]]`` (``W_xx = W[:d, :d]``, ``W_xe = W[:d, d:]`` — the
-    token rows —, ``W_ex = W[d:, :d]``, ``W_ee = W[d:, d:]``) and ``V = [V_x, V_e]``
-    (``V_x = V[:, :d]``, ``V_e = V[:, d:]``); with ``rank``, ``W_K`` and ``W_Q`` whole in
-    place of the W blocks."""
+    """``{block: (parameter, index)}`` of the transformer, in order (docs/model.md; W's
+    rows are the key side): ``W = [[W_xx, W_xe], [W_ex, W_ee]]`` (``W_xx = W[:d, :d]``,
+    ``W_xe = W[:d, d:]`` — the token rows —, ``W_ex = W[d:, :d]``, ``W_ee = W[d:, d:]``)
+    and ``V = [V_x, V_e]`` (``V_x = V[:, :d]``, ``V_e = V[:, d:]``); with ``rank``,
+    ``W_K`` and ``W_Q`` whole in place of the W blocks."""
     d = int(cfg.d)
     x, e = slice(0, d), slice(d, None)
     if getattr(cfg, "rank", None) is not None:     # a key/query pair: each factor whole

@@ -10,9 +10,10 @@ would be dropped silently), or history arrays it does not name.
 """
 from __future__ import annotations
 
-import math
 import numbers
 import os
+
+from stsim.util.steps import Steps
 
 __all__ = ["check_result_records", "STATUSES"]
 
@@ -47,12 +48,11 @@ def check_config_record(path, config) -> dict:
             raise _bad(path, f"its config has {key}={cfg[key]!r}, not a whole number >= {lo}")
     if cfg["q"] > cfg["T"]:
         raise _bad(path, f"its config has q={cfg['q']} > T={cfg['T']}")
-    lr = cfg["lr"]
-    steps = list(lr.values()) if isinstance(lr, dict) and lr else [lr]   # one per parameter
-    if any(isinstance(v, bool) or not isinstance(v, numbers.Real) or not math.isfinite(v)
-           or v <= 0 for v in steps):
-        raise _bad(path, f"its config has lr={lr!r}, not a finite number > 0 (or a dict "
-                         f"of them, one per parameter)")
+    try:
+        Steps(cfg["lr"])
+    except ValueError:
+        raise _bad(path, f"its config has lr={cfg['lr']!r}, not a finite number > 0 (or a "
+                         f"dict of them, one per parameter)") from None
     if cfg["arch"] not in arch_names():
         raise ValueError(f"result file {os.fspath(path)!r} is of arch={cfg['arch']!r}, which "
                          f"is not registered in this process (registered: {arch_names()}): "

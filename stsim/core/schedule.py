@@ -96,7 +96,7 @@ the user's lr.
 from __future__ import annotations
 
 import math
-from dataclasses import asdict, dataclass
+from dataclasses import dataclass
 
 from stsim.core.attention_dynamics import is_default, mechanism_schedule
 from stsim.core.model import query_coef
@@ -104,8 +104,9 @@ from stsim.core.optim import REDUCED
 from stsim.core.reduced import MAX_STEPS, reduced_map_steps
 from stsim.util.steps import Steps
 from stsim.util.validate import check_int
+from stsim.util.warn import warn
 
-__all__ = ["Schedule", "Plan", "plan", "eta_max", "eta_V_max", "eta_xe_max", "sample_curvature",
+__all__ = ["Plan", "plan", "eta_max", "eta_V_max", "eta_xe_max", "sample_curvature",
            "eta_W_block", "derived_steps", "FROZEN", "NOISE_W", "KAPPA_W", "kappa_W",
            "estimated_seconds", "predict", "SGD_ESCAPE_LAG", "SAFETY", "MARGIN",
            "FALLBACK_STEPS", "LongRunWarning", "wall_seconds"]
@@ -135,51 +136,28 @@ SGD_ESCAPE_LAG = ("1.3-1.4x at T <= 50, 1.6x at T = 100, 2.2x at T = 200 (batch 
 
 
 @dataclass
-class Schedule:
-    """What the reduced dynamics say about a run.
-
-    lr, steps : the values the run uses (the user's when given; ``lr`` a
-    :class:`~stsim.util.steps.Steps`: one step, or a step per block);  freeze : the blocks a derived step per
-    block holds at 0 (``()``: none);  lr_derived /
-    steps_derived : whether each was derived here;  eta_max : the stability bound (None for
-    Adam);  escape_step / target_step : first step of the reduced map at ``lr`` with loss
-    <= 50% / 2% of L(0) (None: not within the horizon, or no reduction);  exact : whether
-    the reduction is exact for this encoding;  estimated_s : expected wall time on an idle
-    machine (:func:`wall_seconds`);  explanation :
-    one line;  warning : set when the default run is expected to be long.
+class Plan:
+    """What a run will do (:func:`plan`, kept as ``cfg.resolved.plan``), or what the
+    reduced dynamics say of one (:func:`predict`). lr, steps : the values the run uses (the
+    user's when given; ``lr`` a :class:`~stsim.util.steps.Steps`);  freeze : the blocks
+    held at their initial value (:func:`predict`: by its step per block);  lr_decay : the
+    step-size schedule;  eta_max : the stability bound (None for Adam);  escape_step / target_step :
+    first step of the reduced map at ``lr`` with loss <= 50% / 2% of L(0) (None: not within
+    the horizon, or no reduction);  estimated_s : expected wall time (s) on an idle machine
+    (:func:`wall_seconds`);  explanation : one line;  warning : set when the default run is
+    expected to be long;  note : what a completed run's message adds (``""``: nothing).
     """
 
     lr: Steps
     steps: int
-    lr_derived: bool = False
-    steps_derived: bool = False
     eta_max: float | None = None
     escape_step: int | None = None
     target_step: int | None = None
-    exact: bool = True
     estimated_s: float | None = None
     explanation: str = ""
     warning: str | None = None
     freeze: tuple = ()
-
-    def to_dict(self) -> dict:
-        return {**asdict(self), "lr": self.lr.record()}
-
-
-@dataclass(frozen=True)
-class Plan:
-    """What a run will do (:func:`plan`; a resolved config's ``cfg.plan``): ``lr``, its
-    step (:class:`~stsim.util.steps.Steps`), ``steps``, ``freeze`` (the blocks held at
-    their initial value), ``lr_decay``, ``estimated_s`` (the expected wall time in s, where
-    the schedule has one: :class:`Schedule`), ``explanation`` (the sentence that says
-    why) and ``note`` (what a completed run's message adds: ``""`` for nothing)."""
-
-    lr: Steps
-    steps: int
-    freeze: tuple
-    lr_decay: str
-    estimated_s: float | None = None
-    explanation: str = ""
+    lr_decay: str = "none"
     note: str = ""
 
 
@@ -334,10 +312,9 @@ def _fallback_lr(cfg):
 
 
 def _note(cfg, lr, freeze) -> str:
-    """What a run of ``cfg`` at the step ``lr`` (a Steps) holding ``freeze`` is told when
-    its lr or steps were not given: where nothing could be derived, the fallback (module
-    docstring, *Fallback*); else what it does beyond the paper's single SGD step on every
-    parameter (a step per block, held blocks); or ``""``."""
+    """What a run of ``cfg`` at the step ``lr`` holding ``freeze`` is told of its default:
+    the fallback where nothing is derived (module docstring, *Fallback*); else what it does
+    beyond the paper's single SGD step on every parameter; or ``""``."""
     n, _, why = _reduction(cfg)
     if n is None:
         return (f"no reduced dynamics for {why}: {_fallback_lr(cfg)[1]} and {FALLBACK_STEPS} "
@@ -383,8 +360,8 @@ def derived_steps(cfg, n, blocks=True):
         f"{'+'.join(FROZEN)} held at 0, V {lr_V:.4g} = eta_V/2" + (" x 1/2" if half else ""))
 
 
-def predict(cfg, lr=None, steps=None, blocks=False) -> Schedule:
-    """The :class:`Schedule` of a config whose ``T, q, d, pe, d_e, sampler, model, query,
+def predict(cfg, lr=None, steps=None, blocks=False) -> Plan:
+    """The :class:`Plan` of a config whose ``T, q, d, pe, d_e, sampler, model, query,
     optimizer, arch, batch, objective`` are resolved; ``lr`` / ``steps``: the user's values
     (None: derive; ``lr`` a number, or a step per parameter, or their
     :class:`~stsim.util.steps.Steps`: ``{"W": η_W, "V": η_V}`` follows the reduced map
@@ -397,24 +374,20 @@ def predict(cfg, lr=None, steps=None, blocks=False) -> Schedule:
             raise ValueError(f"lr={lr.record()!r} (a step per parameter) needs steps: the "
                              f"default step count is derived for one step on every "
                              f"parameter, or for a step per block {{'W': ..., 'V': ...}}")
-        return Schedule(lr=lr, steps=steps, exact=False, estimated_s=wall_seconds(cfg, steps),
+        return Plan(lr=lr, steps=steps, estimated_s=wall_seconds(cfg, steps),
                         explanation=f"lr = user, a step per parameter {lr.record()}; steps = "
                                     f"{steps} (user); no reduced prediction for a step per "
                                     f"parameter")
     n, exact, why = _reduction(cfg)
     if n is None:
-        return Schedule(lr=Steps(_fallback_lr(cfg)[0]) if lr is None else lr,
-                        steps=FALLBACK_STEPS if steps is None else steps, lr_derived=lr is None,
-                        steps_derived=steps is None, exact=False,
-                        explanation=_note(cfg, lr, ()))
+        return Plan(lr=Steps(_fallback_lr(cfg)[0]) if lr is None else lr, explanation=_note(
+            cfg, lr, ()), steps=FALLBACK_STEPS if steps is None else steps)
     c = query_coef(cfg.query, cfg.q)
     if opt.lr != REDUCED and opt.steps is not None:     # the optimiser's own defaults
         d_steps = opt.steps(cfg)
-        s = Schedule(lr=Steps(opt.lr) if lr is None else lr,
-                     steps=d_steps if steps is None else steps,
-                     lr_derived=lr is None, steps_derived=steps is None, exact=False,
-                     explanation=opt.note or f"{opt.name}: its own default lr {opt.lr:g} and "
-                                             f"{d_steps} steps (registered)")
+        s = Plan(lr=Steps(opt.lr) if lr is None else lr, steps=d_steps if steps is None else steps,
+                 explanation=opt.note or f"{opt.name}: its own default lr {opt.lr:g} and "
+                                         f"{d_steps} steps (registered)")
         s.estimated_s = wall_seconds(cfg, s.steps)
         if steps is None and s.estimated_s > LONG_RUN_S:
             s.warning = _long_run_warning(f"the default {opt.name} schedule needs {d_steps} "
@@ -429,9 +402,8 @@ def predict(cfg, lr=None, steps=None, blocks=False) -> Schedule:
             att, cfg.rank, cfg.T, cfg.q, cfg.d, n, c, cfg.model == "practical",
             d_lr, lr=None if lr is None else lr.record(), steps=steps,
             dense=cfg.resolved.encoding.dense, d_e=cfg.d_e)
-        return Schedule(lr=Steps(use_lr), steps=d_steps, lr_derived=lr is None,
-                        steps_derived=steps is None, exact=False, explanation=expl,
-                        estimated_s=estimated_seconds(cfg, d_steps))
+        return Plan(lr=Steps(use_lr), steps=d_steps, explanation=expl,
+                    estimated_s=estimated_seconds(cfg, d_steps))
     freeze = ()
     if opt.lr == REDUCED:
         d_lr, freeze, note = derived_steps(cfg, n, blocks=blocks and lr is None)
@@ -455,9 +427,8 @@ def predict(cfg, lr=None, steps=None, blocks=False) -> Schedule:
             f"{cfg.model}/{cfg.query} dynamics reach 50% of L(0) at step {esc} and 2% at step "
             f"{tgt}; steps = " + (f"{margin:g} x {tgt} -> {d_steps}" if steps is None
                                   else f"{steps} (user)"))
-    s = Schedule(lr=use_lr, steps=d_steps, lr_derived=lr is None, steps_derived=steps is None,
-                 eta_max=em, escape_step=esc, target_step=tgt, exact=exact, explanation=expl,
-                 freeze=freeze)
+    s = Plan(lr=use_lr, steps=d_steps, eta_max=em, escape_step=esc, target_step=tgt,
+             explanation=expl, freeze=freeze)
     s.estimated_s = wall_seconds(cfg, d_steps)
     if steps is None and s.estimated_s > LONG_RUN_S:
         s.warning = _long_run_warning(f"the default schedule needs {d_steps} steps ("
@@ -486,31 +457,24 @@ def _escape_words(cfg, esc, lr, freeze=()) -> str:
 
 
 def plan(cfg, noted=False) -> Plan:
-    """What a run of ``cfg`` will do (:class:`Plan`): the one place its step, step count,
-    held blocks and step-size schedule are decided. ``cfg``: validated, its names resolved
-    (:meth:`Config.resolve <stsim.core.config.Config.resolve>`); its ``lr``, ``steps``,
-    ``lr_decay``, ``freeze`` are the caller's, None where left to the default.
-
-    ``lr`` and ``steps`` given are obeyed; else they are derived (:func:`predict`), and an
-    SGD step may be a step per block holding W's token rows :data:`FROZEN`
-    (:func:`derived_steps`) — unless the caller's ``freeze`` leaves them free. The blocks
-    held are the caller's and the default's, merged. ``lr_decay``: the optimiser's
+    """What a run of ``cfg`` (checked, names resolved; ``lr``, ``steps``, ``lr_decay``,
+    ``freeze`` the caller's or None) will do: the one place they are decided. Given values
+    are obeyed; else derived (:func:`predict`): an SGD step may be a step per block holding
+    W's token rows :data:`FROZEN` unless the caller's ``freeze`` leaves them free, and the
+    blocks held are the caller's and the default's, merged; ``lr_decay`` is the optimiser's
     (Adam: linear) with a derived lr, else none. ``noted``: the caller left ``lr`` or
-    ``steps`` to the default, so a completed run's message says what its step does beyond
-    the paper's, or what could not be derived. A default schedule expected to be long
-    warns (:class:`LongRunWarning`, attributed to the caller's line)."""
+    ``steps`` to the default (the run's message then says what its step does beyond the
+    paper's). A long default schedule warns (:class:`LongRunWarning`)."""
     arch, given = cfg.resolved.arch, cfg.freeze
     blocks = tuple(arch.blocks(cfg)) if arch.blocks is not None else ()
-    s, default = Schedule(lr=Steps(cfg.lr) if cfg.lr is not None else None, steps=cfg.steps), ()
+    s, default = Plan(Steps(cfg.lr) if cfg.lr is not None else None, cfg.steps), ()
     if cfg.lr is None or cfg.steps is None:     # derived from the reduced dynamics
         holds = set(FROZEN) <= set(blocks) and (given is None or set(FROZEN) <= set(given))
         s = predict(cfg, lr=cfg.lr, steps=cfg.steps, blocks=cfg.lr is None and holds)
         s.steps, default = check_int("steps", s.steps, 0), s.freeze
         if s.warning:
-            from stsim.util.warn import warn
             warn(f"stsim: {s.warning}", LongRunWarning)
-    held = set(given or ()) | set(default)
-    freeze = tuple(b for b in blocks if b in held)
-    decay = cfg.lr_decay or (cfg.resolved.optimizer.decay if cfg.lr is None else "none")
-    return Plan(s.lr, s.steps, freeze, decay, s.estimated_s, s.explanation,
-                _note(cfg, s.lr, freeze) if noted else "")
+    s.freeze = tuple(b for b in blocks if b in set(given or ()) | set(default))   # merged
+    s.lr_decay = cfg.lr_decay or (cfg.resolved.optimizer.decay if cfg.lr is None else "none")
+    s.note = _note(cfg, s.lr, s.freeze) if noted else ""
+    return s

@@ -41,7 +41,7 @@ from stsim.util.validate import check_int, check_state_dict
 from stsim.util.warn import warn
 
 __all__ = ["Session", "train_loop", "LoopEnd", "DIVERGENCE_FACTOR", "RunInterrupted",
-           "uses_second_thread", "frozen_blocks"]
+           "uses_second_thread"]
 
 #: a run has diverged when its loss or a gradient entry is not finite, or when its loss
 #: exceeds DIVERGENCE_FACTOR times the loss at its first step (4e126 is not "completed")
@@ -153,17 +153,6 @@ class _Interrupt(Exception):
     """Raised at a step boundary after Ctrl-C (:meth:`RunState.catch_interrupt`)."""
 
 
-def frozen_blocks(blocks: dict, names, init: dict) -> list:
-    """``[(parameter, index, values)]``: the blocks ``names`` of ``blocks`` (an
-    architecture's ``blocks(cfg)``, :func:`stsim.core.problem.transformer_blocks`) with
-    their values in the initial parameters ``init`` (copies) — what :class:`Session`
-    writes back after every optimiser step, so a frozen block keeps exactly its initial
-    value under any optimiser and gradient form (a sparse gradient included), and a
-    resumed run, which rebuilds ``init`` from the seed, keeps the same."""
-    return [(param, index, np.array(init[param][index]))
-            for param, index in (blocks[name] for name in names)]
-
-
 class Session:
     """A run of a resolved :class:`~stsim.core.config.Config` (module docstring).
 
@@ -176,7 +165,7 @@ class Session:
     eval_given : bool
         Whether the caller gave ``eval_every`` (else a resumed run keeps its checkpoint's).
         What the run does — its step, steps and held blocks, and what a completed run's
-        message says of them — is the config's plan (``cfg.plan``,
+        message says of them — is the config's plan (``cfg.resolved.plan``,
         :func:`stsim.core.schedule.plan`).
 
     Attributes
@@ -193,7 +182,7 @@ class Session:
 
     def __init__(self, cfg, *, checkpoint=None, checkpoint_every=None, progress=None,
                  prefetch=None, callback=None, eval_given=True):
-        streams, plan = Streams(cfg.seed), cfg.plan
+        streams, plan = Streams(cfg.seed), cfg.resolved.plan
         self.problem = problem = make_problem(cfg, streams)
         self.opt = cfg.resolved.optimizer.factory(plan.lr.record(), decay=plan.lr_decay,
                                                   total=plan.steps)
@@ -207,8 +196,12 @@ class Session:
         else:
             self.state = RunState(init, self.opt, rng)
         self.cfg = cfg
-        self._frozen = frozen_blocks(cfg.resolved.arch.blocks(cfg), plan.freeze, init) \
-            if plan.freeze else []
+        # the blocks held (plan.freeze; the architecture's blocks(cfg), e.g. transformer_blocks)
+        # with their initial values, written back after every optimiser step: a frozen block
+        # keeps exactly its initial value under any optimiser and gradient (sparse included),
+        # and a resumed run, which rebuilds init from the seed, keeps the same
+        blocks = cfg.resolved.arch.blocks(cfg) if plan.freeze else {}
+        self._frozen = [(p, i, np.array(init[p][i])) for p, i in map(blocks.get, plan.freeze)]
         self.checkpoint, self.checkpoint_every = checkpoint, checkpoint_every
         self.callback = callback
         self.start = self.state.step
@@ -368,8 +361,8 @@ class Session:
                    for k, v in state.history.items()}
         if status in ("completed", "interrupted", "stopped"):
             if status == "completed":
-                message = f"completed {steps} steps" + (f"; {cfg.plan.note}" if cfg.plan.note
-                                                         else "")
+                note = cfg.resolved.plan.note       # what the run does beyond the paper
+                message = f"completed {steps} steps" + (f"; {note}" if note else "")
             info["assessment"], note = assess_run(cfg, history)   # plateau diagnosis
             message += f"; {note}" if note else ""
         res = Result(config=cfg.to_dict(), params=state.params, history=history,

@@ -19,6 +19,7 @@ import math
 import time
 
 from stsim.core.attention import ATTENTIONS
+from stsim.util.steps import Steps
 from stsim.util.validate import check_int, check_real
 
 __all__ = ["parse_mechanism", "base_schedule", "mechanism_options", "run_one", "choose",
@@ -48,23 +49,20 @@ def base_schedule(T, q, d, batch, T_test) -> tuple:
     """``(lr, freeze)`` of the paper's softmax model's default at this config (lr a number
     or ``{"W": η_W, "V": η_V}``)."""
     from stsim.core.config import Config
-    c = Config(T=T, q=q, d=d, batch=batch, T_test=tuple(T_test)).resolve()
-    lr = dict(c.lr) if isinstance(c.lr, dict) else float(c.lr)
-    return lr, tuple(c.freeze or ())
+    plan = Config(T=T, q=q, d=d, batch=batch, T_test=tuple(T_test)).resolve().resolved.plan
+    return plan.lr.record(), plan.freeze
 
 
 def mechanism_options(mechanism, base_lr, freeze, mult) -> dict:
     """The run options of ``mechanism`` at multiplier ``mult`` of the base step (module
     docstring)."""
     opts = parse_mechanism(mechanism)
-    if isinstance(base_lr, dict):
-        w, v = mult * base_lr["W"], mult * base_lr["V"]
-    else:
-        w = v = mult * base_lr
+    step = Steps(base_lr).scaled(mult)
     if "rank" in opts:
+        w, v = step.pair()
         opts["lr"] = {"W_K": w, "W_Q": w, "V": v}
     else:
-        opts["lr"] = {"W": w, "V": v} if isinstance(base_lr, dict) else w
+        opts["lr"] = step.record()
         if freeze:
             opts["freeze"] = tuple(freeze)
     return opts
@@ -83,11 +81,11 @@ def run_one(mechanism, T, q, d, steps, batch, T_test, seed, mult=1.0, base=None)
     res = stsim.run(**opts)
     L0 = 0.5 * d / q
     h = res.history
-    lr = res.config["lr"]
+    lr = Steps(res.config["lr"])
     ok = res.status == "completed"
     row = {"run_status": res.status, "mult": float(mult),
-           "lr_W": float(lr.get("W", lr.get("W_K", math.nan)) if isinstance(lr, dict) else lr),
-           "lr_V": float(lr["V"] if isinstance(lr, dict) else lr),
+           "lr_W": float(lr.block("W_K" if "W_K" in (lr.names or ()) else "W")),
+           "lr_V": float(lr.block("V")),
            "freeze": "+".join(res.config.get("freeze", [])) or "none",
            "steps": int(res.config["steps"]), "init": res.config["init"],
            "rel": res.final("val") / L0 if ok else math.inf,
@@ -121,8 +119,7 @@ def rank_one(T, q, rank, d, batch, steps, seed):
                     **({"steps": steps} if steps else {}))
     ok = res.status == "completed"
     return {"run_status": res.status, "steps": int(res.config["steps"]),
-            "lr": float(res.config["lr"]) if not isinstance(res.config["lr"], dict)
-            else math.nan, "d_e": int(res.config["d_e"]),
+            "lr": float(Steps(res.config["lr"]).uniform or math.nan), "d_e": int(res.config["d_e"]),
             "rel": res.final("val") / (0.5 * d / q) if ok else math.inf}
 
 
@@ -137,5 +134,5 @@ def sphere_one(mechanism, T, q, d_e, d, steps, seed):
                     progress=False, **({"steps": steps} if steps else {}))
     ok = res.status == "completed"
     return {"run_status": res.status, "steps": int(res.config["steps"]),
-            "lr": float(res.config["lr"]) if not isinstance(res.config["lr"], dict)
-            else math.nan, "rel": res.final("val") / (0.5 * d / q) if ok else math.inf}
+            "lr": float(Steps(res.config["lr"]).uniform or math.nan),
+            "rel": res.final("val") / (0.5 * d / q) if ok else math.inf}
