@@ -43,7 +43,7 @@ sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."
 
 from stsim.core.config import Config  # noqa: E402
 from stsim.core.reduced import reduced_map  # noqa: E402
-from stsim.util.steps import Steps  # noqa: E402
+from stsim.util.validate import Steps  # noqa: E402
 from stsim.core.schedule import kappa_W  # noqa: E402
 from stsim.core.session import Session  # noqa: E402
 from stsim.util.io import read_csv, write_csv  # noqa: E402

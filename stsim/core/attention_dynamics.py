@@ -27,8 +27,7 @@ import numpy as np
 
 from stsim.core.attention import Attention, Softmax, make_attention
 from stsim.core.reduced import loss_grad as _softmax_reduced
-from stsim.util.steps import lr_text
-from stsim.util.validate import check_int, check_real
+from stsim.util.validate import check_int, check_real, lr_text
 
 __all__ = ["reduced_loss_grad", "reduced_gd", "MEASURED_LR", "MEASURED_STEPS",
            "MEASURED_STEPS_PER_T", "DENSE_CAP", "is_default", "softmax_eta_max", "softmax_reduced_steps",

@@ -14,15 +14,15 @@ from dataclasses import dataclass, field
 from stsim.core.attention import resolve_mechanism
 from stsim.core.families import SAMPLERS, encoding_spec
 from stsim.core.model import MODELS, QUERIES
-from stsim.core.optim import (LR_DECAYS, object_spec, optimizer_names, optimizer_spec,
-                              resolve_optimizer)
+from stsim.core.optim import (ADAM_LR, ADAM_STEPS_PER_T, LR_DECAYS, object_spec,
+                              optimizer_names, optimizer_spec, resolve_optimizer)
 from stsim.core.problem import (ArchSpec, TransformerProblem, arch_names, arch_spec,
                                 check_objective)
-from stsim.core.schedule import plan
+from stsim.core.schedule import FROZEN, MARGIN, NOISE_W, plan
 from stsim.core.seeds import seed_record
 from stsim.core.memory import run_memory
-from stsim.util.steps import Steps
-from stsim.util.validate import check_choice, check_int, check_memory, check_real, int_tuple
+from stsim.util.validate import (Steps, check_choice, check_int, check_memory, check_real,
+                                 int_tuple)
 
 __all__ = ["Config", "Resolved", "OBJECTIVES", "INITS", "OBJECT_FIELDS", "field_help",
            "upgrade_config", "check_freeze", "options_from_record", "recorded_shapes"]
@@ -44,10 +44,8 @@ class Resolved:
     the architecture (:class:`~stsim.core.problem.ArchSpec`) and the optimiser
     (:class:`~stsim.core.optim.OptimizerSpec`), ``objects``, the objects given in
     place of names (``{"pe": <Encoding>, ...}``), the attention mechanism
-    (:class:`~stsim.core.attention.Attention`, with its temperature) and the ``plan``, what
-    the run will do (:func:`stsim.core.schedule.plan`: its step per parameter, steps, held
-    blocks, estimate and explanation). Every later stage asks these (``cfg.resolved``),
-    never the names."""
+    (:class:`~stsim.core.attention.Attention`, with its temperature) and the run's ``plan``
+    (:func:`stsim.core.schedule.plan`). Every later stage asks these, never the names."""
 
     encoding: object
     arch: object
@@ -112,12 +110,11 @@ class Config:
     lr: float | dict | None = _field(
         None, "learning rate (a given value is obeyed exactly): one number for every "
         "parameter, or one per parameter (Python: a dict {'W': 200, 'V': 5.5}; command line: "
-        "W=200,V=5.5)", "derived for SGD from the reduced dynamics and the batch B: a step "
-        "per block W=min(0.00586 B n/(c^2 q d), B/c^2), V=half V's stability bound "
-        "2/(1/q + kappa/B), "
-        "with W's token rows W_xx,W_xe held at 0 (freeze) - beyond the paper's single step "
-        "on every parameter; else (or when freeze is given without them) the single step "
-        "eta_max/2; adam 0.02; see stsim.core.schedule")
+        "W=200,V=5.5)", f"the plan's (stsim.core.schedule.plan): for SGD with batch B a step "
+        f"per block W=min({NOISE_W:g} B n/(c^2 q d), B/c^2), V=half V's stability bound "
+        f"2/(1/q + kappa/B), with W's token rows {','.join(FROZEN)} held at 0 (freeze) - "
+        f"beyond the paper's single step on every parameter; else (or when freeze is given "
+        f"without them) the single step eta_max/2; adam {ADAM_LR:g}")
     lr_decay: str | None = _field(None, "step-size schedule: none (constant) | linear (constant "
                                   "for the first half of the steps, then linearly towards 0)",
                                   "linear for adam with a derived lr, else none")
@@ -125,10 +122,11 @@ class Config:
                                   "list of W_xx, W_xe, W_ex, W_ee, V_x, V_e: W = [[W_xx, "
                                   "W_xe], [W_ex, W_ee]], rows the key side, the first d rows "
                                   "and columns the token part; V = [V_x, V_e]; docs/model.md)",
-                                  "none; W_xx,W_xe with the derived step per block")
+                                  f"none; {','.join(FROZEN)} with the derived step per block")
     steps: int | None = _field(None, "optimiser steps (a given value is obeyed exactly)",
-                               "derived: 2x the step where the reduced dynamics reach 2 percent of "
-                               "the initial loss; adam max(2000, 30 T); see stsim.core.schedule")
+                               f"the plan's: {MARGIN:g}x the step where the reduced dynamics "
+                               f"reach 2 percent of the initial loss; adam max(2000, "
+                               f"{ADAM_STEPS_PER_T} T); see stsim.core.schedule")
     batch: int = _field(256, "batch size")
     n_train: int | None = _field(None, "size of the fixed sample (objective sample)", "batch")
     init: str | None = _field(None, "initialisation: zero | random (i.i.d. N(0, "
@@ -240,17 +238,13 @@ class Config:
         return max((self.T,) + tuple(self.T_test))
 
     def to_dict(self) -> dict:
-        """The fields as a JSON-ready dict (``T_test``, ``q_test`` and ``freeze`` as lists;
-        ``freeze`` only when something is frozen, so that a config of a run without it
-        reads as one written before the field existed)."""
+        """The fields as a JSON-ready dict (tuples as lists); a field added later is left
+        out at the value it stands for where it is absent (:data:`ADDED_LATER`), so that
+        such a config reads as one written before the field existed."""
         d = {f.name: copy.deepcopy(getattr(self, f.name)) for f in dataclasses.fields(self)}
-        d["T_test"], d["q_test"] = list(self.T_test), list(self.q_test)
-        if self.freeze:
-            d["freeze"] = list(self.freeze)
-        else:
-            d.pop("freeze")
-        for name, default in MECHANISM_DEFAULTS.items():     # the paper's model: as before
-            if d.get(name) == default:                         # the fields existed
+        d.update((k, list(v)) for k, v in d.items() if isinstance(v, tuple))
+        for name, default in ADDED_LATER.items():
+            if d.get(name) == default:
                 d.pop(name)
         r = self.__dict__.get("_resolved")
         for name, obj in (r.objects.items() if r is not None else ()):
@@ -258,8 +252,11 @@ class Config:
         return d
 
 
-#: the mechanism fields at the paper's model (omitted from :meth:`Config.to_dict` there)
+#: the mechanism fields at the paper's model
 MECHANISM_DEFAULTS = {"attention": "softmax", "rank": None, "temperature": 1.0}
+#: fields added later, at the value a config written before them means (left out by
+#: :meth:`Config.to_dict`): the paper's model, nothing frozen
+ADDED_LATER = {**MECHANISM_DEFAULTS, "freeze": []}
 
 
 def _check_fields(c) -> None:

@@ -29,8 +29,7 @@ from typing import Callable
 
 import numpy as np
 
-from stsim.util.steps import Steps
-from stsim.util.validate import check_choice, check_int, check_lr
+from stsim.util.validate import Steps, check_choice, check_int, check_lr
 
 __all__ = ["SGD", "Adam", "make_optimizer", "all_finite", "LR_DECAYS",
            "register_optimizer", "optimizer_spec",
@@ -55,7 +54,7 @@ class SGD:
     """Plain (stochastic) gradient descent ``θ ← θ − η_k g`` (``η_k``: module docstring).
 
     ``lr``: one step for every parameter, or a dict with a step per parameter
-    (``SGD(lr={"W": 200, "V": 5.5})``; :class:`~stsim.util.steps.Steps`, kept as
+    (``SGD(lr={"W": 200, "V": 5.5})``; :class:`~stsim.util.validate.Steps`, kept as
     ``step_size``; ``base_lr`` is its record); the schedule ``decay`` scales each alike."""
 
     def __init__(self, lr, decay="none", total=None):
@@ -76,7 +75,7 @@ class SGD:
         return self._next().record()
 
     def _next(self) -> Steps:
-        """The :class:`~stsim.util.steps.Steps` of update number ``self.t``."""
+        """The :class:`~stsim.util.validate.Steps` of update number ``self.t``."""
         if self.decay == "none":
             return self.step_size
         start = self.total // 2

@@ -13,7 +13,7 @@ from __future__ import annotations
 import numbers
 import os
 
-from stsim.util.steps import Steps
+from stsim.util.validate import Steps
 
 __all__ = ["check_result_records", "STATUSES"]
 

@@ -38,7 +38,7 @@ import math
 
 import numpy as np
 
-from stsim.util.steps import Steps
+from stsim.util.validate import Steps
 
 __all__ = ["loss_grad", "loss_grad_scalar", "reduced_map", "reduced_map_steps",
            "reduced_map_losses", "reduced_map_record", "ESCAPE", "TARGET", "MAX_STEPS"]
@@ -125,7 +125,7 @@ def reduced_map(T, q, d, lr, n, *, c=1.0, practical=False, a0=0.0, b0=0.0, gamma
     ``(L, a, b, γ)``, the loss at each state before its update.
 
     ``lr``: one step η, or a step per block ``{"W": η_W, "V": η_V}`` or its
-    :class:`~stsim.util.steps.Steps` (η_W moves ``a, b``, η_V moves ``γ``). ``n``: the
+    :class:`~stsim.util.validate.Steps` (η_W moves ``a, b``, η_V moves ``γ``). ``n``: the
     encoding's ``reduced_n(T)``. Python floats run the map for one setting (fast: about
     0.6 µs a step); NumPy arrays of ``T, q, d, lr, n, c`` and the initial values run a grid
     of settings at once (everything broadcasts).

@@ -11,7 +11,7 @@ from stsim.core.config import recorded_shapes
 from stsim.core.records import STATUSES, check_result_records
 from stsim.core.state import check_history, check_params
 from stsim.util.io import load_npz, save_npz, write_csv
-from stsim.util.steps import lr_text
+from stsim.util.validate import lr_text
 from stsim.util.manifest import check_manifest
 
 __all__ = ["Result", "load", "STATUSES"]

@@ -102,8 +102,7 @@ from stsim.core.attention_dynamics import is_default, mechanism_schedule
 from stsim.core.model import query_coef
 from stsim.core.optim import REDUCED
 from stsim.core.reduced import MAX_STEPS, reduced_map_steps
-from stsim.util.steps import Steps
-from stsim.util.validate import check_int
+from stsim.util.validate import Steps, check_int
 from stsim.util.warn import warn
 
 __all__ = ["Plan", "plan", "eta_max", "eta_V_max", "eta_xe_max", "sample_curvature",
@@ -139,7 +138,7 @@ SGD_ESCAPE_LAG = ("1.3-1.4x at T <= 50, 1.6x at T = 100, 2.2x at T = 200 (batch 
 class Plan:
     """What a run will do (:func:`plan`, kept as ``cfg.resolved.plan``), or what the
     reduced dynamics say of one (:func:`predict`). lr, steps : the values the run uses (the
-    user's when given; ``lr`` a :class:`~stsim.util.steps.Steps`);  freeze : the blocks
+    user's when given; ``lr`` a :class:`~stsim.util.validate.Steps`);  freeze : the blocks
     held at their initial value (:func:`predict`: by its step per block);  lr_decay : the
     step-size schedule;  eta_max : the stability bound (None for Adam);  escape_step / target_step :
     first step of the reduced map at ``lr`` with loss <= 50% / 2% of L(0) (None: not within
@@ -364,7 +363,7 @@ def predict(cfg, lr=None, steps=None, blocks=False) -> Plan:
     """The :class:`Plan` of a config whose ``T, q, d, pe, d_e, sampler, model, query,
     optimizer, arch, batch, objective`` are resolved; ``lr`` / ``steps``: the user's values
     (None: derive; ``lr`` a number, or a step per parameter, or their
-    :class:`~stsim.util.steps.Steps`: ``{"W": η_W, "V": η_V}`` follows the reduced map
+    :class:`~stsim.util.validate.Steps`: ``{"W": η_W, "V": η_V}`` follows the reduced map
     with a step per block); ``blocks``: a derived SGD step may be a step per block with W's
     token rows held (:func:`derived_steps`)."""
     opt = cfg.resolved.optimizer
@@ -431,8 +430,11 @@ def predict(cfg, lr=None, steps=None, blocks=False) -> Plan:
              explanation=expl, freeze=freeze)
     s.estimated_s = wall_seconds(cfg, d_steps)
     if steps is None and s.estimated_s > LONG_RUN_S:
-        s.warning = _long_run_warning(f"the default schedule needs {d_steps} steps ("
-                                      f"{_escape_words(cfg, esc, use_lr, freeze)})",
+        # where the plateau ends, and that online SGD with W's token rows free lags it
+        lag = "; online SGD leaves it later" if cfg.objective == "online" and not freeze else ""
+        s.warning = _long_run_warning(f"the default schedule needs {d_steps} steps (population "
+                                      f"gradient descent, i.e. the reduced dynamics, leaves the "
+                                      f"plateau near step {esc} at lr {use_lr}{lag})",
                                       s.estimated_s)
     if steps is None and tgt is None:
         s.warning = (f"the reduced dynamics do not reach 2% of L(0) within {horizon} steps at lr "
@@ -444,16 +446,6 @@ class LongRunWarning(UserWarning):
     """A default schedule expected to take long, or one the reduced dynamics cannot
     bound (``stsim run --quiet`` hides it; ``warnings.simplefilter("ignore",
     LongRunWarning)`` does in Python)."""
-
-
-def _escape_words(cfg, esc, lr, freeze=()) -> str:
-    """Where the plateau ends: the reduced map's step (population gradient descent) and,
-    for online SGD with W's token rows free, that it lags it (:data:`SGD_ESCAPE_LAG`)."""
-    words = (f"population gradient descent, i.e. the reduced dynamics, leaves the plateau "
-             f"near step {esc} at lr {lr}")
-    if cfg.objective == "online" and not freeze:
-        words += "; online SGD leaves it later"
-    return words
 
 
 def plan(cfg, noted=False) -> Plan:

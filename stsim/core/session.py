@@ -164,9 +164,7 @@ class Session:
         As for :func:`stsim.run` (checked there).
     eval_given : bool
         Whether the caller gave ``eval_every`` (else a resumed run keeps its checkpoint's).
-        What the run does — its step, steps and held blocks, and what a completed run's
-        message says of them — is the config's plan (``cfg.resolved.plan``,
-        :func:`stsim.core.schedule.plan`).
+        The step, steps, held blocks and message note are ``cfg.resolved.plan``'s.
 
     Attributes
     ----------
@@ -196,10 +194,8 @@ class Session:
         else:
             self.state = RunState(init, self.opt, rng)
         self.cfg = cfg
-        # the blocks held (plan.freeze; the architecture's blocks(cfg), e.g. transformer_blocks)
-        # with their initial values, written back after every optimiser step: a frozen block
-        # keeps exactly its initial value under any optimiser and gradient (sparse included),
-        # and a resumed run, which rebuilds init from the seed, keeps the same
+        # the blocks held, with their initial values (a resumed run rebuilds init from the
+        # seed), written back after every step: exact under any optimiser and gradient
         blocks = cfg.resolved.arch.blocks(cfg) if plan.freeze else {}
         self._frozen = [(p, i, np.array(init[p][i])) for p, i in map(blocks.get, plan.freeze)]
         self.checkpoint, self.checkpoint_every = checkpoint, checkpoint_every

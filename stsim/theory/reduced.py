@@ -30,8 +30,7 @@ from stsim.core.encodings import Encoding
 from stsim.core.families import family_reduced_n
 from stsim.core.model import query_coef  # noqa: F401  (re-exported: part of this API)
 from stsim.core.reduced import loss_grad, reduced_map_record
-from stsim.util.steps import Steps
-from stsim.util.validate import check_int, check_lr
+from stsim.util.validate import Steps, check_int, check_lr
 
 __all__ = [
     "reduced_loss",

@@ -11,7 +11,7 @@ import numpy as np
 from matplotlib.figure import Figure
 
 from stsim.util.io import atomic_write
-from stsim.util.steps import lr_text
+from stsim.util.validate import lr_text
 
 __all__ = ["HistoryFigure", "history_figure", "png_bytes", "save_figure"]
 

@@ -19,8 +19,7 @@ import math
 import time
 
 from stsim.core.attention import ATTENTIONS
-from stsim.util.steps import Steps
-from stsim.util.validate import check_int, check_real
+from stsim.util.validate import Steps, check_int, check_real
 
 __all__ = ["parse_mechanism", "base_schedule", "mechanism_options", "run_one", "choose",
            "rank_one", "sphere_one"]
