@@ -45,6 +45,8 @@ def test_a_dict_lr_must_cover_every_parameter():
         stsim.run(lr={"W": 1.0}, **RUN)
     with pytest.raises(ValueError, match=r"lr\['V'\] must be"):
         stsim.run(lr={"W": 1.0, "V": -1}, **RUN)
+    with pytest.raises(ValueError, match=r"lr\['W'\] must be a number, got the string '1'"):
+        stsim.run(lr={"W": "1", "V": 1.0}, **RUN)       # as lr="1" is
     with pytest.raises(ValueError, match="gives no step for the parameter 'V'"):
         SGD(lr={"W": 1.0}).step({"V": np.zeros(2)}, {"V": np.ones(2)})
 
@@ -221,6 +223,10 @@ def test_cli_step_per_parameter_and_freeze(tmp_path, capsys):
         cli_main(["run", "--T", "10", "--q", "2", "--lr", "W=x", "--out",
                   str(tmp_path / "never")])
     assert ex.value.code == 2 and "the step of W must be a number" in capsys.readouterr().err
+    with pytest.raises(SystemExit) as ex:       # W twice: refused, not the last one kept
+        cli_main(["run", "--T", "10", "--q", "2", "--lr", "W=1,W=2,V=1", "--out",
+                  str(tmp_path / "never")])
+    assert ex.value.code == 2 and "argument --lr" in capsys.readouterr().err
     assert cli_main(["run", "--T", "10", "--q", "2", "--steps", "5", "--freeze", "W_q",
                      "--out", str(tmp_path / "never")]) == 2
     assert "freeze must name blocks of" in capsys.readouterr().err
