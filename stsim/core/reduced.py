@@ -39,11 +39,13 @@ import math
 import numpy as np
 
 __all__ = ["loss_grad", "loss_grad_scalar", "reduced_map", "block_lr", "reduced_map_steps",
-           "reduced_map_losses", "reduced_map_record", "ESCAPE", "TARGET", "MAX_STEPS"]
+           "reduced_map_losses", "reduced_map_record", "step_count", "ESCAPE", "TARGET",
+           "MAX_STEPS", "MARGIN"]
 
 TARGET = 0.02          # "learned": loss <= 2% of its initial value L(0) = d/(2q)
 ESCAPE = 0.5           # "escaped the plateau": loss <= 50% of L(0)
 MAX_STEPS = 100_000    # the map is run this far by reduced_map_steps, then extrapolated
+MARGIN = 2.0           # steps = MARGIN * t_TARGET of the reduced map (3 without exact reduction)
 
 
 def loss_grad_scalar(a, b, gamma, T, q, d, c=1.0, practical=False, exp=math.exp,
@@ -128,10 +130,15 @@ def block_lr(lr):
     return lr, lr
 
 
-def reduced_map(T, q, d, lr, n, *, c=1.0, practical=False, a0=0.0, b0=0.0, gamma0=0.0):
+def reduced_map(T, q, d, lr, n, *, c=1.0, practical=False, a0=0.0, b0=0.0, gamma0=0.0,
+                loss_grad=None):
     """The GD map of the module docstring from ``(a0, b0, γ0)`` — the one reduced update
-    (every trajectory, schedule and benchmark iterates it): an endless iterator of
-    ``(L, a, b, γ)``, the loss at each state before its update.
+    (every trajectory, schedule and benchmark iterates it, for every mechanism): an
+    endless iterator of ``(L, a, b, γ)``, the loss at each state before its update.
+    ``loss_grad``: another mechanism's ``(a, b, γ) -> (L, ∂L/∂a, ∂L/∂b, ∂L/∂γ)``
+    (:func:`stsim.core.attention_dynamics.reduced_gd`; default softmax's, above), with
+    which ``b`` takes the practical model's update in both models (its ``∂L/∂b`` need not
+    vanish).
 
     ``lr``: one step η, or a step per block ``{"W": η_W, "V": η_V}`` (η_W moves ``a, b``,
     η_V moves ``γ``). ``n``: the encoding's ``reduced_n(T)``. Python floats run the map for
@@ -154,9 +161,12 @@ def reduced_map(T, q, d, lr, n, *, c=1.0, practical=False, a0=0.0, b0=0.0, gamma
         fns = (math.exp, max)
     ka, kg = lr_W / (n - 1), lr_V / d
     while True:
-        L, da, db, dg = loss_grad_scalar(a, b, g, T, q, d, c, practical, *fns)
+        if loss_grad is None:
+            L, da, db, dg = loss_grad_scalar(a, b, g, T, q, d, c, practical, *fns)
+        else:
+            L, da, db, dg = loss_grad(a, b, g)
         yield L, a, b, g
-        if practical:
+        if practical or loss_grad is not None:
             beta = (-db / n - da / n) / (n - 1)
             a = a - lr_W * (da / n - beta)
             b = b + lr_W * beta
@@ -190,6 +200,13 @@ def reduced_map_steps(T, q, d, lr, n, *, c=1.0, practical=False, max_steps=MAX_S
                 out[i] = int(t + (n - 1) / (4.0 * block_lr(lr)[0] * c * c)
                              * (1.0 / (levels[i] * L0) - 1.0 / L))
     return out
+
+
+def step_count(tgt, margin=MARGIN) -> int:
+    """The default step count of a run from the reduced map's first step ``tgt`` with
+    ``L <= TARGET · L(0)``: ``margin · tgt`` rounded up to a multiple of 100 (at least 100);
+    ``MAX_STEPS`` when the map did not get there (``tgt`` None)."""
+    return MAX_STEPS if tgt is None else max(100, int(math.ceil(margin * tgt / 100.0)) * 100)
 
 
 def reduced_map_losses(T, q, d, lr, n, steps, *, c=1.0, practical=False):

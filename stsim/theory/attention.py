@@ -215,10 +215,6 @@ def mechanism_family_rel(attention, a, g, q):
     return 1.0 - q * su * su / S2 if S2 > 0 else 1.0
 
 
-def _homogeneous(att) -> bool:
-    return att.name in ("linear", "relu", "relu-norm")
-
-
 def best_mechanism_family_loss(attention, T, q, d_e, n_mc=4096, rng=0, bounds=(-2.0, 3.0)):
     """The family's best ``L/L₀`` over ``a > 0`` for a mechanism, on one draw of sphere
     encodings (``rng``): softmax through :func:`stsim.theory.family.best_family_loss`; a
@@ -233,7 +229,7 @@ def best_mechanism_family_loss(attention, T, q, d_e, n_mc=4096, rng=0, bounds=(-
         r = best_family_loss(T, q, 1, d_e, n_mc=n_mc, rng=rng)
         return {"rel": r["rel"], "a": r["a"] * att.temperature}
     g = sample_scores(T, q, d_e, n_mc, rng)
-    if _homogeneous(att):
+    if att.homogeneous:
         return {"rel": float(mechanism_family_rel(att, 1.0, g, q)), "a": 1.0}
     f = lambda la: mechanism_family_rel(att, 10.0 ** la, g, q)
     grid = np.linspace(bounds[0], bounds[1], 21)
