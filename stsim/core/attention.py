@@ -40,12 +40,9 @@ Softmax and sigmoid give ``s ≠ 0`` at zero (uniform; ``1/2``), so ``V`` gets a
 
 so ``W_K = W_Q = 0`` is stationary for every mechanism (both gradients vanish).
 
-**A mechanism is one class**: its map and derivative, and what the schedule, the reduced
-dynamics, the theory and the studies ask of it — :attr:`~Attention.zero_saddle`,
-:attr:`~Attention.homogeneous`, :attr:`~Attention.paper`, :meth:`~Attention.default_lr`,
-:meth:`~Attention.map_step`, :meth:`~Attention.reduced`, :attr:`~Attention.label`. A
-built-in one is a row of :data:`MECHANISMS`; one's own is an object passed in
-(docs/attention.md, "A mechanism of one's own").
+**A mechanism is one class**: its map and derivative and all the schedule, the reduced
+dynamics, the theory and the studies ask of it (:class:`Attention`). A built-in one is a
+row of :data:`MECHANISMS`; one's own is an object passed in (docs/attention.md).
 """
 from __future__ import annotations
 
@@ -104,13 +101,11 @@ class Attention:
 
     # -- what the schedule and the reduced dynamics ask ----------------------------------
     def default_lr(self, T, q, d, n, c, paper_lr, rank=None, dense=False, d_e=None):
-        """``(lr, words)``: the default SGD step of a run (``paper_lr``: the paper model's
-        derived one; ``n``, ``c``: the reduced map's n and the query coefficient; ``dense``:
-        dense encodings of width ``d_e``). Here MEASURED rules (docs/attention.md,
-        "Defaults of a run"): :attr:`measured_lr` when unnormalised, times
-        ``min(DENSE_CAP, d_e/(4T))`` with dense encodings; ``paper_lr`` for a normalised
-        element-wise mechanism; else ``ValueError`` naming ``lr`` (a subclass declares one of
-        these, or overrides this method)."""
+        """``(lr, words)``: the default SGD step of a run (``n``, ``c``: the reduced map's;
+        ``paper_lr``: the paper model's derived step; ``dense``: dense encodings of width
+        ``d_e``). Here MEASURED (docs/attention.md, "Defaults of a run"): ``paper_lr`` when
+        normalised, else :attr:`measured_lr`, times ``min(DENSE_CAP, d_e/(4T))`` when
+        ``dense``; ``ValueError`` naming ``lr`` for a subclass that declares neither."""
         if self.elementwise and self.normalised:
             return paper_lr, _PAPER_LR
         if self.measured_lr is None:
@@ -165,16 +160,13 @@ class Attention:
     def __hash__(self):
         return hash((type(self).__name__, self.temperature, self.normalised))
 
-    # -- scaled logits --------------------------------------------------------------
+    # -- scaled logits (a/τ), and the backward's 1/τ, in place ------------------------
     def _scale(self, a):
         if self.temperature != 1.0:
             a /= self.temperature
         return a
 
-    def _unscale(self, delta):
-        if self.temperature != 1.0:
-            delta /= self.temperature
-        return delta
+    _unscale = _scale
 
     # -- the map, for subclasses ----------------------------------------------------
     def phi(self, l, n=1):
@@ -267,9 +259,6 @@ class Linear(Attention):
 
     def dphi_from_s(self, s, n=1):
         return np.ones_like(s)
-
-    def dphi(self, l, n=1):
-        return np.ones_like(np.asarray(l, dtype=np.float64))
 
     def backward(self, g, s):
         return self._unscale(g)
@@ -374,12 +363,10 @@ def lowrank_grad(W_K, W_Q, dW):
 def resolve_mechanism(c, objects: dict, inits) -> Attention:
     """For :meth:`stsim.Config.resolve` (``c``: the config being resolved; ``objects``: its
     objects given in place of names; ``inits``: the allowed ``init`` values): resolve
-    ``attention`` and ``temperature`` (a built-in :class:`Attention` object is
-    recorded as its name and temperature, another one kept in ``objects``), ``rank`` and
-    ``init``
-    (None: ``"random"`` where zero is a stationary point — linear, relu, relu-norm, a
-    key/query pair of any rank — else ``"zero"``; an explicit ``"zero"`` there is refused).
-    Returns the :class:`Attention`."""
+    ``attention`` and ``temperature`` (a built-in object is recorded as its name and
+    temperature, another one kept in ``objects``), ``rank`` and ``init`` (None:
+    ``"random"`` where zero is stationary, :attr:`Attention.zero_saddle` or any rank, where
+    an explicit ``"zero"`` is refused; else ``"zero"``). Returns the :class:`Attention`."""
     att = c.attention
     if not isinstance(att, (Attention, str)):
         raise ValueError(f"attention must be one of {ATTENTIONS} or an Attention object "

@@ -47,8 +47,7 @@ def reduced_loss_grad(attention, a, b, gamma, T, q, d, *, c=1.0, practical=False
     :func:`stsim.core.reduced.loss_grad`."""
     att = make_attention(attention)
     tau = att.temperature
-    f = np.float64
-    a, b, g, T, q, d, c = (np.asarray(x, f) for x in (a, b, gamma, T, q, d, c))
+    a, b, g, T, q, d, c = (np.asarray(x, np.float64) for x in (a, b, gamma, T, q, d, c))
     L, da, db, dg = att.reduced(a / tau, b / tau, g, T, q, d, c=c, practical=practical)
     return L, da / tau, db / tau, dg
 
@@ -58,14 +57,9 @@ def reduced_gd(attention, T, q, d, lr, n, steps, *, c=1.0, practical=False,
     """Full-matrix GD on the reduced set, ``steps`` times: the map of
     :func:`stsim.core.reduced.reduced_map` with :func:`reduced_loss_grad` (the temperature
     in the logits; ``n``: the encoding's ``reduced_n(T)``; ``lr`` the step of W,
-    ``lr_gamma`` that of V, default ``lr``). One setting, scalars.
-
-    Returns
-    -------
-    dict
-        ``loss, a, b, gamma``: arrays of ``steps + 1`` values, the loss at each state
-        before its update (NaN after a non-finite loss).
-    """
+    ``lr_gamma`` that of V, default ``lr``), one setting: ``{"loss", "a", "b", "gamma"}``,
+    arrays of ``steps + 1`` values, the loss at each state before its update (NaN after a
+    non-finite loss)."""
     att = make_attention(attention)
     steps = check_int("steps", steps, 0)
     lr = check_real("lr", lr, lo=0.0, lo_open=True)

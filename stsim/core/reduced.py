@@ -135,10 +135,8 @@ def reduced_map(T, q, d, lr, n, *, c=1.0, practical=False, a0=0.0, b0=0.0, gamma
     """The GD map of the module docstring from ``(a0, b0, γ0)`` — the one reduced update
     (every trajectory, schedule and benchmark iterates it, for every mechanism): an
     endless iterator of ``(L, a, b, γ)``, the loss at each state before its update.
-    ``loss_grad``: another mechanism's ``(a, b, γ) -> (L, ∂L/∂a, ∂L/∂b, ∂L/∂γ)``
-    (:func:`stsim.core.attention_dynamics.reduced_gd`; default softmax's, above), with
-    which ``b`` takes the practical model's update in both models (its ``∂L/∂b`` need not
-    vanish).
+    ``loss_grad``: another mechanism's ``(a, b, γ) -> (L, ∂L/∂a, ∂L/∂b, ∂L/∂γ)`` (default
+    softmax's, above); ``b`` then takes the practical model's update in both models.
 
     ``lr``: one step η, or a step per block ``{"W": η_W, "V": η_V}`` (η_W moves ``a, b``,
     η_V moves ``γ``). ``n``: the encoding's ``reduced_n(T)``. Python floats run the map for

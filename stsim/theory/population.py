@@ -121,9 +121,8 @@ class PopulationObjective:
         self.c = 1.0 if query == "sum" else 1.0 / q
         self.N = sum(len(ch[1]) for ch in source)
         # None: softmax, as scipy computes it (the numbers of before mechanisms existed)
-        self.att = None if attention is None else make_attention(attention)
-        if self.att is not None and self.att.paper:
-            self.att = None
+        att = None if attention is None else make_attention(attention)
+        self.att = None if att is None or att.paper else att
         # span of the W_ee structure the dynamics keeps from zero init (see metrics)
         self.span_n = span_n
 

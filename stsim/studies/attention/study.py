@@ -91,9 +91,10 @@ def check(cfg: dict) -> dict:
     labels = [mechanism_label(m) for m in cfg["mechanisms"]]
     if len(set(labels)) != len(labels):
         raise ValueError(f"mechanisms must have distinct labels, got {labels}")
-    for m in cfg["width_mechs"]:
-        if m not in ATTENTIONS:
-            raise ValueError(f"width_mechs must hold names of {ATTENTIONS}, got {m!r}")
+    for key in ("width_mechs", "train_mechs"):
+        for m in cfg[key]:
+            if m not in ATTENTIONS:
+                raise ValueError(f"{key} must hold names of {ATTENTIONS}, got {m!r}")
     for name in ("target", "ood_target", "width_target"):
         cfg[name] = check_real(name, cfg[name], lo=0.0, hi=1.0, lo_open=True, hi_open=True)
     cfg["T_test"] = [check_int("T_test", t, cfg["T"] + 1) for t in cfg["T_test"]]
@@ -108,9 +109,6 @@ def check(cfg: dict) -> dict:
     cfg["train_T"] = check_int("train_T", cfg["train_T"], 4)
     cfg["train_steps"] = check_int("train_steps", cfg["train_steps"], 0)
     cfg["train_widths"] = sorted(check_int("train_widths", w, 1) for w in cfg["train_widths"])
-    for m in cfg["train_mechs"]:
-        if m not in ATTENTIONS:
-            raise ValueError(f"train_mechs must hold names of {ATTENTIONS}, got {m!r}")
     return cfg
 
 
