@@ -59,6 +59,8 @@ def test_run_asks_for_lr_before_any_work(tmp_path):
                     progress=False)       # measured: 0.78 of the initial loss (as a sigmoid,
     assert res.status == "completed" and res.config["attention_object"] == "Softplus"
     assert res.history["val"][-1] < 0.85 * res.history["val"][0]   # every token weighs in)
+    declared = type("Measured", (Softplus,), {"measured_lr": (2.0, 0.1)})()   # min(0.1, 2/T)
+    assert stsim.Config.from_options(T=12, q=2, attention=declared).lr == 0.1
     cfg = stsim.Config.from_options(T=12, q=2, attention=SoftplusNorm())
     assert cfg.lr == stsim.Config.from_options(T=12, q=2, attention="relu-norm").lr
     res = stsim.run(config=cfg, steps=300, batch=64, progress=False)

@@ -72,7 +72,9 @@ class Attention:
 
     Subclasses implement :meth:`phi` (the weights of scaled logits, vectorised, for the
     reduced dynamics too) and :meth:`dphi_from_s`; :meth:`weights` and :meth:`backward`
-    apply them to a batch of logits ``(B, N)``.
+    apply them to a batch of logits ``(B, N)``. They declare the class attributes below
+    (what the run, the theory and the studies read) and may override :meth:`default_lr`,
+    :meth:`map_step`, :meth:`reduced`.
 
     Parameters
     ----------
