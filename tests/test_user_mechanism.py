@@ -85,7 +85,8 @@ def test_reduced_loss_grad_by_finite_differences(att, practical):
 @pytest.mark.parametrize("att", [Softplus(), SoftplusNorm(0.6)])
 def test_reduced_dynamics_equal_full_matrix_population_gd(att):
     T, q, d, lr, steps = 6, 2, 3, 0.4, 150
-    obj = stsim.make_population_objective(dict(T=T, q=q, d=d, d_e=T, pe="onehot", sampler="slots", query="sum",
+    obj = stsim.make_population_objective(dict(T=T, q=q, d=d, d_e=T, pe="onehot",
+                                               sampler="slots", query="sum",
                                                model="practical", attention=att))
     W, V = np.zeros((d + T,) * 2), np.zeros((d, d + T))
     full = []

@@ -111,10 +111,9 @@ class Attention:
         if self.elementwise and self.normalised:
             return paper_lr, _PAPER_LR
         if self.measured_lr is None:
-            raise ValueError(f"no default lr is known for the {self.label} mechanism: give lr "
-                             f"(a number, or a step per block), or declare a rule on its "
-                             f"class (measured_lr = (k, cap), normalised = True, or a "
-                             f"default_lr method; docs/attention.md)")
+            raise ValueError(f"no default lr is known for the {self.label} mechanism: give lr, "
+                             f"or declare a rule on its class (measured_lr = (k, cap), "
+                             f"normalised = True or a default_lr method; docs/attention.md)")
         k, cap = self.measured_lr
         lr, why = min(cap, k / T), f"min({cap:g}, {k:g}/T) (measured)"
         if dense:

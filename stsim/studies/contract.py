@@ -80,7 +80,7 @@ def _coerce(name, value, like):
             raise ValueError(f"{name} must be a dict like {like!r}, got {value!r}")
         return value
     if isinstance(like, str) and isinstance(value, (bool, int, float, list, tuple, dict)):
-        raise ValueError(f"{name} must be text, got {value!r}")   # an object: the study's
+        raise ValueError(f"{name} must be text, got {value!r}")  # an object: study.check's
     return value
 
 

@@ -46,8 +46,8 @@ from stsim.core.model import QUERIES, query_coef
 from stsim.util.validate import check_choice, check_int, check_real
 
 __all__ = ["linear_loss_given", "linear_population_loss", "linear_sphere_best",
-           "linear_sphere_width", "mechanism_family_rel", "best_mechanism_family_loss", "mechanism_family_width",
-           "sigmoid_family_bound"]
+           "linear_sphere_width", "mechanism_family_rel", "best_mechanism_family_loss",
+           "mechanism_family_width", "sigmoid_family_bound"]
 
 
 def _blocks(W, V, d):

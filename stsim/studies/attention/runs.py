@@ -21,8 +21,8 @@ import time
 from stsim.core.attention import ATTENTIONS, Attention
 from stsim.util.validate import check_int, check_real
 
-__all__ = ["parse_mechanism", "mechanism_label", "base_schedule", "mechanism_options", "run_one", "choose",
-           "rank_one", "sphere_one"]
+__all__ = ["parse_mechanism", "mechanism_label", "base_schedule", "mechanism_options",
+           "run_one", "choose", "rank_one", "sphere_one"]
 
 TUNE_ROOT = 1        # root seed of the tuning replicate (the reported seeds use root 0)
 
