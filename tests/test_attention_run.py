@@ -124,17 +124,21 @@ def test_temperature_equals_a_step_per_block_through_run():
 
 def test_temperature_with_a_step_per_block_and_default_steps():
     """Softmax at a temperature with a step per block, W's token rows held and the default
-    step count (the study's equal tuning): the reduced map takes the two steps; the
-    default count is that of τ = 1 with the W step divided by τ² (docs §3)."""
-    from stsim.core.attention_dynamics import softmax_reduced_steps
+    step count (the study's equal tuning): the count is that of the τ = 1 reduced map with
+    the W step divided by τ² and V's unchanged (docs §3); the seeded fault (V's step
+    divided too) gives another count."""
+    from stsim.core.attention import Softmax
+    from stsim.core.reduced import reduced_map_steps, step_count
     lr = {"W": 4.0, "V": 0.5}
     res = stsim.run(T=12, q=2, temperature=0.5, lr=lr, freeze=("W_xx", "W_xe"), batch=64,
                     seed=0, progress=False)
     assert res.status == "completed" and res.config["lr"] == lr
-    hot = softmax_reduced_steps(12, 2, 5, lr, 24, temperature=0.5)
-    cold = softmax_reduced_steps(12, 2, 5, {"W": 16.0, "V": 0.5}, 24)
-    assert hot == cold and None not in hot
-    assert softmax_reduced_steps(12, 2, 5, {"W": 4.0, "V": 4.0}, 24, temperature=0.5) != hot
+    assert Softmax(0.5).map_step(lr) == {"W": 16.0, "V": 0.5}
+
+    def count(step):
+        return step_count(reduced_map_steps(12, 2, 5, step, 24, extrapolate=False)[1])
+    assert res.config["steps"] == count({"W": 16.0, "V": 0.5})
+    assert count({"W": 16.0, "V": 0.125}) != res.config["steps"]
 
 
 @pytest.mark.parametrize("kw", [{"rank": 3, "attention": "sigmoid"},

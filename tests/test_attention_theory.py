@@ -9,11 +9,12 @@ import pytest
 
 import stsim
 from stsim.core.attention import ATTENTIONS, make_attention
+from stsim.core.attention_dynamics import reduced_gd as reduced_mechanism_gd
+from stsim.core.attention_dynamics import reduced_loss_grad as reduced_mechanism_loss_grad
 from stsim.core.encodings import PEBatch
 from stsim.core.families import make_encoding
 from stsim.theory.attention import (linear_loss_given, linear_population_loss,
-                                    linear_sphere_best, linear_sphere_width,
-                                    reduced_mechanism_gd, reduced_mechanism_loss_grad)
+                                    linear_sphere_best, linear_sphere_width)
 from stsim.theory.population import make_population_objective
 
 T, q, d = 6, 2, 3

@@ -39,17 +39,32 @@ Softmax and sigmoid give ``s ≠ 0`` at zero (uniform; ``1/2``), so ``V`` gets a
     ∂ℓ/∂W_K = W_Q Gᵀ          ∂ℓ/∂W_Q = W_K G
 
 so ``W_K = W_Q = 0`` is stationary for every mechanism (both gradients vanish).
+
+**A mechanism is one class**: its map and derivative and all the schedule, the reduced
+dynamics, the theory and the studies ask of it (:class:`Attention`). A built-in one is a
+row of :data:`MECHANISMS`; one's own is an object passed in (docs/attention.md).
 """
 from __future__ import annotations
+
+import copy
 
 import numpy as np
 from scipy.special import expit
 
 from stsim.core.kernels import _jacobian, _softmax_rows
-from stsim.util.validate import check_choice, check_int, check_real
+from stsim.core.reduced import loss_grad
+from stsim.util.validate import Steps, check_choice, check_int, check_real
 
-__all__ = ["Attention", "Softmax", "Linear", "ReLU", "Sigmoid", "ATTENTIONS", "make_attention",
+__all__ = ["Attention", "Softmax", "Linear", "ReLU", "Sigmoid", "MECHANISMS", "ATTENTIONS",
+           "make_attention", "DENSE_CAP",
            "lowrank_W", "lowrank_grad", "check_rank", "resolve_mechanism"]
+
+#: dense encodings (sphere, near-orthogonal) with a measured rule: lr times
+#: ``min(DENSE_CAP, d_e/(4T))`` — MEASURED (docs/attention.md, "Defaults of a run"; linear
+#: attention with near-orthogonal encodings, d_e = 16, was stable at 0.15 at T = 12 and
+#: 0.075 at T = 20): the tokens' positions leak into every logit
+DENSE_CAP = 0.5
+_PAPER_LR = "the paper model's derived lr (measured to be stable)"
 
 
 class Attention:
@@ -57,7 +72,9 @@ class Attention:
 
     Subclasses implement :meth:`phi` (the weights of scaled logits, vectorised, for the
     reduced dynamics too) and :meth:`dphi_from_s`; :meth:`weights` and :meth:`backward`
-    apply them to a batch of logits ``(B, N)``.
+    apply them to a batch of logits ``(B, N)``. They declare the class attributes below
+    (what the run, the theory and the studies read) and may override :meth:`default_lr`,
+    :meth:`map_step`, :meth:`reduced`.
 
     Parameters
     ----------
@@ -68,10 +85,64 @@ class Attention:
     name = "attention"
     zero_saddle = False      # W = 0, V = 0 is a stationary point (module docstring)
     elementwise = True       # s_i depends on l_i only (and the constant n)
-    normalised = False
+    normalised = False       # divided by n = N, the number of attended tokens
+    homogeneous = False      # φ(kl) = kφ(l) for k > 0: the sphere family's ratio is scale-free
+    paper = False            # the paper's model (softmax at τ = 1)
+    #: ``(k, cap)``: the MEASURED default step ``lr = min(cap, k/T)`` of an unnormalised
+    #: element-wise mechanism (:meth:`default_lr`); None: none measured
+    measured_lr = None
 
     def __init__(self, temperature: float = 1.0):
         self.temperature = check_real("temperature", temperature, lo=0.0, lo_open=True)
+
+    def at(self, temperature):
+        """This mechanism at ``temperature`` (a copy)."""
+        new = copy.copy(self)
+        new.temperature = check_real("temperature", temperature, lo=0.0, lo_open=True)
+        return new
+
+    # -- what the schedule and the reduced dynamics ask ----------------------------------
+    def default_lr(self, T, q, d, n, c, paper_lr, rank=None, dense=False, d_e=None):
+        """``(lr, words)``: the default SGD step of a run (``n``, ``c``: the reduced map's;
+        ``paper_lr``: the paper model's derived step; ``dense``: dense encodings of width
+        ``d_e``). Here MEASURED (docs/attention.md, "Defaults of a run"): ``paper_lr`` when
+        normalised, else :attr:`measured_lr`, times ``min(DENSE_CAP, d_e/(4T))`` when
+        ``dense``; ``ValueError`` naming ``lr`` for a subclass that declares neither."""
+        if self.elementwise and self.normalised:
+            return paper_lr, _PAPER_LR
+        if self.measured_lr is None:
+            raise ValueError(f"no default lr is known for the {self.label} mechanism: give lr, "
+                             f"or declare a rule on its class (measured_lr = (k, cap), "
+                             f"normalised = True or a default_lr method; docs/attention.md)")
+        k, cap = self.measured_lr
+        lr, why = min(cap, k / T), f"min({cap:g}, {k:g}/T) (measured)"
+        if dense:
+            lr *= min(DENSE_CAP, d_e / (4.0 * T))
+            why += f" x min({DENSE_CAP:g}, d_e/(4T)) (dense encodings, measured)"
+        return lr, why
+
+    def map_step(self, lr):
+        """The step of :func:`stsim.core.reduced.reduced_map` (softmax at τ = 1) that this
+        mechanism's reduced GD at step ``lr`` is, or None when it is none: the default step
+        count is then measured (:func:`stsim.core.attention_dynamics.mechanism_schedule`)."""
+        return None
+
+    def reduced(self, a, b, g, T, q, d, c=1.0, practical=False):
+        """``L`` and ``(∂L/∂a, ∂L/∂b, ∂L/∂γ)`` on ``W_ee = aI − bJ``, ``V_x = γI`` at
+        ``τ = 1`` (arrays): for an element-wise mechanism the formula of
+        :mod:`stsim.core.attention_dynamics` with ``l₊ = c(a − bq)``, ``l₋ = −cbq`` (the
+        temperature enters there, :func:`~stsim.core.attention_dynamics.reduced_loss_grad`)."""
+        if not self.elementwise:
+            raise ValueError(f"no reduced dynamics for the {self.label} mechanism")
+        r = T - q
+        nN = (T + 1 if practical else T) if self.normalised else 1.0
+        lp, lm = c * (a - b * q), -c * b * q
+        sp, sm = self.phi(lp) / nN, self.phi(lm) / nN
+        S2 = q * sp * sp + r * sm * sm
+        L = 0.5 * d * (S2 * g * g - 2.0 * sp * g + 1.0 / q)
+        Dp = d * g * (q * g * sp - 1.0) * self.dphi(lp) / nN
+        Dm = d * g * g * r * sm * self.dphi(lm) / nN
+        return L, c * Dp, -c * q * (Dp + Dm), d * (S2 * g - sp)
 
     @property
     def label(self) -> str:
@@ -80,7 +151,8 @@ class Attention:
         return self.name if t == 1.0 else f"{self.name}(temperature={t:g})"
 
     def __repr__(self):
-        return f"{type(self).__name__}(temperature={self.temperature!r})"
+        norm = f", normalised={self.normalised}" if "normalised" in vars(self) else ""
+        return f"{type(self).__name__}(temperature={self.temperature!r}{norm})"
 
     def __eq__(self, other):
         return type(self) is type(other) and self.temperature == other.temperature \
@@ -89,16 +161,13 @@ class Attention:
     def __hash__(self):
         return hash((type(self).__name__, self.temperature, self.normalised))
 
-    # -- scaled logits --------------------------------------------------------------
+    # -- scaled logits (a/τ), and the backward's 1/τ, in place ------------------------
     def _scale(self, a):
         if self.temperature != 1.0:
             a /= self.temperature
         return a
 
-    def _unscale(self, delta):
-        if self.temperature != 1.0:
-            delta /= self.temperature
-        return delta
+    _unscale = _scale
 
     # -- the map, for subclasses ----------------------------------------------------
     def phi(self, l, n=1):
@@ -140,6 +209,37 @@ class Softmax(Attention):
     elementwise = False
     normalised = True
 
+    @property
+    def paper(self):
+        """The paper's model: softmax itself (not a subclass) at ``τ = 1``."""
+        return type(self) is Softmax and self.temperature == 1.0
+
+    def eta_max(self, q, d, n, c):
+        """``min(2q, τ² · 2n/(c²(q−1)(q+d)))``: the population bound of
+        :func:`stsim.core.schedule.eta_max` at temperature ``τ`` — the W directions'
+        curvature scales as ``1/τ²``, V's does not (docs/attention.md §3)."""
+        lam = c * c * (q - 1) * (q + d) / n / self.temperature ** 2
+        return 2.0 * q if lam <= 0 else min(2.0 * q, 2.0 / lam)
+
+    def default_lr(self, T, q, d, n, c, paper_lr, rank=None, dense=False, d_e=None):
+        """DERIVED with the merged W: ``η_max(τ)/2`` (:meth:`eta_max`); with a rank the
+        paper model's lr (measured to be stable)."""
+        if rank is not None:
+            return paper_lr, _PAPER_LR
+        em = self.eta_max(q, d, n, c)
+        return 0.5 * em, (f"eta_max(tau)/2 (eta_max(tau) = min(2q, tau^2 2n/(c^2(q-1)(q+d)))"
+                          f" = {em:.4g}, n={n})")
+
+    def map_step(self, lr):
+        """``{"W": η_W/τ², "V": η_V}``: GD at temperature τ is GD at τ = 1 on ``W/τ`` with
+        the W step divided by ``τ²`` (module docstring)."""
+        lr_W, lr_V = Steps(lr, check=False).pair()
+        return {"W": lr_W / self.temperature ** 2, "V": lr_V}
+
+    def reduced(self, a, b, g, T, q, d, c=1.0, practical=False):
+        """:func:`stsim.core.reduced.loss_grad` (only ``l₊ − l₋ = ca`` matters)."""
+        return loss_grad(a, b, g, T, q, d, c=c, practical=practical)
+
     def weights(self, a):
         return _softmax_rows(self._scale(a))
 
@@ -152,6 +252,8 @@ class Linear(Attention):
 
     name = "linear"
     zero_saddle = True
+    homogeneous = True
+    measured_lr = (5.0, 0.3)      # MEASURED: docs/attention.md, "Defaults of a run"
 
     def phi(self, l, n=1):
         return l
@@ -159,28 +261,28 @@ class Linear(Attention):
     def dphi_from_s(self, s, n=1):
         return np.ones_like(s)
 
-    def dphi(self, l, n=1):
-        return np.ones_like(np.asarray(l, dtype=np.float64))
-
     def backward(self, g, s):
         return self._unscale(g)
 
 
-class ReLU(Attention):
-    """``s = max(a/τ, 0)/n``; ``δ = g 1[s > 0]/(n τ)`` (``n = 1``, or the number of attended
-    tokens when ``normalised``)."""
-
-    name = "relu"
-    zero_saddle = True
+class _Normalisable(Attention):
+    """An element-wise mechanism divided by ``n = N`` when ``normalised`` (name ``-norm``)."""
 
     def __init__(self, temperature: float = 1.0, normalised: bool = False):
         super().__init__(temperature)
         self.normalised = bool(normalised)
         if self.normalised:
-            self.name = "relu-norm"
+            self.name += "-norm"
 
-    def __repr__(self):
-        return f"ReLU(temperature={self.temperature!r}, normalised={self.normalised})"
+
+class ReLU(_Normalisable):
+    """``s = max(a/τ, 0)/n``; ``δ = g 1[s > 0]/(n τ)`` (``n = 1``, or the number of attended
+    tokens when ``normalised``)."""
+
+    name = "relu"
+    zero_saddle = True
+    homogeneous = True
+    measured_lr = (5.0, 0.3)      # unnormalised; MEASURED: docs/attention.md
 
     def phi(self, l, n=1):
         s = np.maximum(l, 0.0)
@@ -190,20 +292,12 @@ class ReLU(Attention):
         return (s > 0) / float(n)
 
 
-class Sigmoid(Attention):
+class Sigmoid(_Normalisable):
     """``s = σ(a/τ)/n``; ``δ = g s (1 − n s)/τ`` (``n = 1``, or the number of attended
     tokens when ``normalised``); ``σ`` overflow-safe (``scipy.special.expit``)."""
 
     name = "sigmoid"
-
-    def __init__(self, temperature: float = 1.0, normalised: bool = False):
-        super().__init__(temperature)
-        self.normalised = bool(normalised)
-        if self.normalised:
-            self.name = "sigmoid-norm"
-
-    def __repr__(self):
-        return f"Sigmoid(temperature={self.temperature!r}, normalised={self.normalised})"
+    measured_lr = (4.0, np.inf)   # unnormalised; MEASURED: docs/attention.md
 
     def phi(self, l, n=1):
         s = expit(l)
@@ -213,16 +307,11 @@ class Sigmoid(Attention):
         return s * (1.0 - n * s)
 
 
-_MAKERS = {
-    "softmax": lambda t: Softmax(t),
-    "linear": lambda t: Linear(t),
-    "relu": lambda t: ReLU(t),
-    "sigmoid": lambda t: Sigmoid(t),
-    "relu-norm": lambda t: ReLU(t, normalised=True),
-    "sigmoid-norm": lambda t: Sigmoid(t, normalised=True),
-}
-#: the mechanisms by name (``attention=`` of :func:`stsim.run` and the model functions)
-ATTENTIONS = tuple(_MAKERS)
+#: the built-in mechanisms by name, at τ = 1 (``attention=`` of :func:`stsim.run` and the
+#: model functions; :func:`make_attention` builds one at a temperature)
+MECHANISMS = {m.name: m for m in (Softmax(), Linear(), ReLU(), Sigmoid(),
+                                  ReLU(normalised=True), Sigmoid(normalised=True))}
+ATTENTIONS = tuple(MECHANISMS)
 
 
 def make_attention(attention="softmax", temperature=1.0) -> Attention:
@@ -242,7 +331,7 @@ def make_attention(attention="softmax", temperature=1.0) -> Attention:
                              f"{attention.temperature:g}; set it on the object")
         return attention
     name = check_choice("attention", attention, ATTENTIONS, ignore_case=True)
-    return _MAKERS[name](temperature)
+    return MECHANISMS[name].at(temperature)
 
 
 # --------------------------------------------------------------------------------------
@@ -275,27 +364,18 @@ def lowrank_grad(W_K, W_Q, dW):
 def resolve_mechanism(c, objects: dict, inits) -> Attention:
     """For :meth:`stsim.Config.resolve` (``c``: the config being resolved; ``objects``: its
     objects given in place of names; ``inits``: the allowed ``init`` values): resolve
-    ``attention`` and ``temperature`` (a built-in :class:`Attention` object is
-    recorded as its name and temperature, another one kept in ``objects``), ``rank`` and
-    ``init``
-    (None: ``"random"`` where zero is a stationary point — linear, relu, relu-norm, a
-    key/query pair of any rank — else ``"zero"``; an explicit ``"zero"`` there is refused).
-    Returns the :class:`Attention`."""
+    ``attention`` and ``temperature`` (a built-in object is recorded as its name and
+    temperature, another one kept in ``objects``), ``rank`` and ``init`` (None:
+    ``"random"`` where zero is stationary, :attr:`Attention.zero_saddle` or any rank, where
+    an explicit ``"zero"`` is refused; else ``"zero"``). Returns the :class:`Attention`."""
     att = c.attention
-    if isinstance(att, Attention):
-        builtin = att.name in ATTENTIONS and type(make_attention(att.name)) is type(att)
-        make_attention(att, c.temperature)      # a temperature given beside it: 1 or its own
-        c.temperature = att.temperature
-        if not builtin:
-            objects["attention"] = att
-        c.attention = att.name
-    else:
-        if not isinstance(att, str):
-            raise ValueError(f"attention must be one of {ATTENTIONS} or an Attention object "
-                             f"(stsim.core.attention), got {att!r}")
-        c.attention = check_choice("attention", att, ATTENTIONS, ignore_case=True)
-        att = make_attention(c.attention, c.temperature)
-        c.temperature = att.temperature
+    if not isinstance(att, (Attention, str)):
+        raise ValueError(f"attention must be one of {ATTENTIONS} or an Attention object "
+                         f"(stsim.core.attention), got {att!r}")
+    if isinstance(att, Attention) and type(MECHANISMS.get(att.name)) is not type(att):
+        objects["attention"] = att              # not a built-in one: kept as the object
+    att = make_attention(att, c.temperature)    # an object's temperature: 1 or its own
+    c.attention, c.temperature = att.name, att.temperature
     if c.rank is not None:
         c.rank = check_int("rank", c.rank, 1)
     saddle = att.zero_saddle or c.rank is not None

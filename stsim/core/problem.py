@@ -26,7 +26,6 @@ from typing import Callable
 
 import numpy as np
 
-from stsim.core.attention_dynamics import is_default
 from stsim.core.encodings import sample_checked
 from stsim.core.model import cosine_to_target, forward_backward
 from stsim.core.seeds import Streams
@@ -259,7 +258,7 @@ class TransformerProblem(Problem):
         self.enc = cfg.resolved.encoding.build(streams.encoding())
         # the mechanism (stsim.core.attention); None: the paper's softmax, its own numbers
         att = cfg.resolved.attention
-        self.att = None if att is None or is_default(att, 1.0, None) else att
+        self.att = None if att is None or att.paper else att
         self.rank = getattr(cfg, "rank", None)
         super().__init__(cfg, streams)
 

@@ -41,11 +41,13 @@ import numpy as np
 from stsim.util.validate import Steps
 
 __all__ = ["loss_grad", "loss_grad_scalar", "reduced_map", "reduced_map_steps",
-           "reduced_map_losses", "reduced_map_record", "ESCAPE", "TARGET", "MAX_STEPS"]
+           "reduced_map_losses", "reduced_map_record", "step_count", "ESCAPE", "TARGET",
+           "MAX_STEPS", "MARGIN"]
 
 TARGET = 0.02          # "learned": loss <= 2% of its initial value L(0) = d/(2q)
 ESCAPE = 0.5           # "escaped the plateau": loss <= 50% of L(0)
 MAX_STEPS = 100_000    # the map is run this far by reduced_map_steps, then extrapolated
+MARGIN = 2.0           # steps = MARGIN * t_TARGET of the reduced map (3 without exact reduction)
 
 
 def loss_grad_scalar(a, b, gamma, T, q, d, c=1.0, practical=False, exp=math.exp,
@@ -119,10 +121,13 @@ def loss_grad(a, b, gamma, T, q, d, *, c=1.0, practical=False):
     return L, da, (db if practical else np.zeros(np.shape(L))), dg
 
 
-def reduced_map(T, q, d, lr, n, *, c=1.0, practical=False, a0=0.0, b0=0.0, gamma0=0.0):
+def reduced_map(T, q, d, lr, n, *, c=1.0, practical=False, a0=0.0, b0=0.0, gamma0=0.0,
+                loss_grad=None):
     """The GD map of the module docstring from ``(a0, b0, γ0)`` — the one reduced update
-    (every trajectory, schedule and benchmark iterates it): an endless iterator of
-    ``(L, a, b, γ)``, the loss at each state before its update.
+    (every trajectory, schedule and benchmark iterates it, for every mechanism): an
+    endless iterator of ``(L, a, b, γ)``, the loss at each state before its update.
+    ``loss_grad``: another mechanism's ``(a, b, γ) -> (L, ∂L/∂a, ∂L/∂b, ∂L/∂γ)`` (default
+    softmax's, above); ``b`` then takes the practical model's update in both models.
 
     ``lr``: one step η, or a step per block ``{"W": η_W, "V": η_V}`` or its
     :class:`~stsim.util.validate.Steps` (η_W moves ``a, b``, η_V moves ``γ``). ``n``: the
@@ -146,9 +151,12 @@ def reduced_map(T, q, d, lr, n, *, c=1.0, practical=False, a0=0.0, b0=0.0, gamma
         fns = (math.exp, max)
     ka, kg = lr_W / (n - 1), lr_V / d
     while True:
-        L, da, db, dg = loss_grad_scalar(a, b, g, T, q, d, c, practical, *fns)
+        if loss_grad is None:
+            L, da, db, dg = loss_grad_scalar(a, b, g, T, q, d, c, practical, *fns)
+        else:
+            L, da, db, dg = loss_grad(a, b, g)
         yield L, a, b, g
-        if practical:
+        if practical or loss_grad is not None:
             beta = (-db / n - da / n) / (n - 1)
             a = a - lr_W * (da / n - beta)
             b = b + lr_W * beta
@@ -182,6 +190,13 @@ def reduced_map_steps(T, q, d, lr, n, *, c=1.0, practical=False, max_steps=MAX_S
                 out[i] = int(t + (n - 1) / (4.0 * Steps(lr, check=False).pair()[0] * c * c)
                              * (1.0 / (levels[i] * L0) - 1.0 / L))
     return out
+
+
+def step_count(tgt, margin=MARGIN) -> int:
+    """The default step count of a run from the reduced map's first step ``tgt`` with
+    ``L <= TARGET · L(0)``: ``margin · tgt`` rounded up to a multiple of 100 (at least 100);
+    ``MAX_STEPS`` when the map did not get there (``tgt`` None)."""
+    return MAX_STEPS if tgt is None else max(100, int(math.ceil(margin * tgt / 100.0)) * 100)
 
 
 def reduced_map_losses(T, q, d, lr, n, steps, *, c=1.0, practical=False):

@@ -98,10 +98,10 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 
-from stsim.core.attention_dynamics import is_default, mechanism_schedule
+from stsim.core.attention_dynamics import mechanism_schedule
 from stsim.core.model import query_coef
 from stsim.core.optim import REDUCED
-from stsim.core.reduced import MAX_STEPS, reduced_map_steps
+from stsim.core.reduced import MARGIN, MAX_STEPS, reduced_map_steps, step_count
 from stsim.util.validate import Steps, check_int
 from stsim.util.warn import warn
 
@@ -117,7 +117,6 @@ NOISE_W = 0.00586
 #: the bound on κ_W/c² along the descent (kappa_W; module docstring, *A step per block*):
 #: DERIVED, the limit of a diffuse attention with γ at its optimum (map: 0.66-0.99)
 KAPPA_W = 1.0
-MARGIN = 2.0           # steps = MARGIN * t_TARGET of the reduced map (3 without exact reduction)
 FALLBACK_STEPS = 1000  # steps where nothing is derived
 SECONDS_PER_TOKEN = 1.8e-7   # rough cost of one sample-token of one SGD step (measured, 1 core)
 LONG_RUN_S = 90.0
@@ -395,7 +394,7 @@ def predict(cfg, lr=None, steps=None, blocks=False) -> Plan:
     B = _batch(cfg)
     em = eta_max(cfg.q, cfg.d, n, c, B)
     att = cfg.resolved.attention
-    if att is not None and not is_default(att, 1.0, cfg.rank):   # another mechanism
+    if att is not None and not (att.paper and cfg.rank is None):   # another mechanism
         d_lr = SAFETY * em if opt.lr == REDUCED else opt.lr
         use_lr, d_steps, expl = mechanism_schedule(
             att, cfg.rank, cfg.T, cfg.q, cfg.d, n, c, cfg.model == "practical",
@@ -414,10 +413,7 @@ def predict(cfg, lr=None, steps=None, blocks=False) -> Plan:
     esc, tgt = reduced_map_steps(cfg.T, cfg.q, cfg.d, use_lr, n, c=c, practical=practical,
                                  max_steps=horizon) if n >= 2 else (None, None)
     margin = MARGIN if exact else 1.5 * MARGIN
-    if steps is None:
-        d_steps = MAX_STEPS if tgt is None else max(100, int(math.ceil(margin * tgt / 100.0)) * 100)
-    else:
-        d_steps = steps
+    d_steps = step_count(tgt, margin) if steps is None else steps
     kind = "exact" if exact else f"approximate (slots map with n=d_e={n})"
     bound = ("min(2q, 2n/(c^2(q-1)(q+d)))" if B is None else
              f"2/(max(1/q, c^2(q-1)(q+d)/n) + kappa/B), B={B}")

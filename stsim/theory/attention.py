@@ -34,25 +34,20 @@ trained positions)::
 :func:`linear_sphere_width`: the width is linear in T) and **every mechanism on the sphere
 family** (:func:`mechanism_family_rel`, :func:`best_mechanism_family_loss`,
 :func:`mechanism_family_width`, :func:`sigmoid_family_bound`): derived in
-docs/attention.md, §5 and §8.
-
-**Reduced dynamics of every mechanism**: :func:`reduced_mechanism_loss_grad` and
-:func:`reduced_mechanism_gd`, re-exported from :mod:`stsim.core.attention_dynamics` (their
-derivation is there; the run's default schedule uses them).
+docs/attention.md, §5 and §8. The reduced dynamics of every mechanism:
+:mod:`stsim.core.attention_dynamics`.
 """
 from __future__ import annotations
 
 import numpy as np
 
-from stsim.core.attention_dynamics import reduced_gd as reduced_mechanism_gd
-from stsim.core.attention_dynamics import reduced_loss_grad as reduced_mechanism_loss_grad
+from stsim.core.attention import Softmax, make_attention
 from stsim.core.model import QUERIES, query_coef
 from stsim.util.validate import check_choice, check_int, check_real
 
 __all__ = ["linear_loss_given", "linear_population_loss", "linear_sphere_best",
-           "linear_sphere_width", "reduced_mechanism_loss_grad", "reduced_mechanism_gd",
-           "mechanism_family_rel", "best_mechanism_family_loss", "mechanism_family_width",
-           "sigmoid_family_bound"]
+           "linear_sphere_width", "mechanism_family_rel", "best_mechanism_family_loss",
+           "mechanism_family_width", "sigmoid_family_bound"]
 
 
 def _blocks(W, V, d):
@@ -204,7 +199,6 @@ def mechanism_family_rel(attention, a, g, q):
     """``L/L₀ = 1 − q E[s·u]²/E[|s|²]``, ``s_i = φ(a g_i/τ)``, of the sphere family
     ``W_ee = aI``, ``V_x = γ*I`` for a mechanism (docs/attention.md, §8), on scores ``g``
     ``(n_mc, T)`` of :func:`stsim.theory.family.sample_scores` (the q selected first)."""
-    from stsim.core.attention import Softmax, make_attention
     from stsim.theory.family import family_rel
     att = make_attention(attention)
     if isinstance(att, Softmax):
@@ -215,10 +209,6 @@ def mechanism_family_rel(attention, a, g, q):
     return 1.0 - q * su * su / S2 if S2 > 0 else 1.0
 
 
-def _homogeneous(att) -> bool:
-    return att.name in ("linear", "relu", "relu-norm")
-
-
 def best_mechanism_family_loss(attention, T, q, d_e, n_mc=4096, rng=0, bounds=(-2.0, 3.0)):
     """The family's best ``L/L₀`` over ``a > 0`` for a mechanism, on one draw of sphere
     encodings (``rng``): softmax through :func:`stsim.theory.family.best_family_loss`; a
@@ -226,14 +216,13 @@ def best_mechanism_family_loss(attention, T, q, d_e, n_mc=4096, rng=0, bounds=(-
     grid of ``log10 a`` in ``bounds`` refined by bounded Brent. Returns ``{"rel", "a"}``."""
     from scipy.optimize import minimize_scalar
 
-    from stsim.core.attention import Softmax, make_attention
     from stsim.theory.family import best_family_loss, sample_scores
     att = make_attention(attention)
     if isinstance(att, Softmax):
         r = best_family_loss(T, q, 1, d_e, n_mc=n_mc, rng=rng)
         return {"rel": r["rel"], "a": r["a"] * att.temperature}
     g = sample_scores(T, q, d_e, n_mc, rng)
-    if _homogeneous(att):
+    if att.homogeneous:
         return {"rel": float(mechanism_family_rel(att, 1.0, g, q)), "a": 1.0}
     f = lambda la: mechanism_family_rel(att, 10.0 ** la, g, q)
     grid = np.linspace(bounds[0], bounds[1], 21)

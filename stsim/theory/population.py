@@ -42,7 +42,7 @@ import math
 import numpy as np
 from scipy.special import softmax
 
-from stsim.core.attention import Softmax, make_attention
+from stsim.core.attention import make_attention
 from stsim.core.encodings import Encoding, sample_checked
 from stsim.core.families import make_encoding
 from stsim.core.model import MODELS, QUERIES
@@ -121,9 +121,8 @@ class PopulationObjective:
         self.c = 1.0 if query == "sum" else 1.0 / q
         self.N = sum(len(ch[1]) for ch in source)
         # None: softmax, as scipy computes it (the numbers of before mechanisms existed)
-        self.att = None if attention is None else make_attention(attention)
-        if self.att is not None and self.att == Softmax():
-            self.att = None
+        att = None if attention is None else make_attention(attention)
+        self.att = None if att is None or att.paper else att
         # span of the W_ee structure the dynamics keeps from zero init (see metrics)
         self.span_n = span_n
 

@@ -18,19 +18,21 @@ import json
 import math
 import time
 
-from stsim.core.attention import ATTENTIONS
+from stsim.core.attention import ATTENTIONS, Attention
 from stsim.util.validate import Steps, check_int, check_real
 
-__all__ = ["parse_mechanism", "base_schedule", "mechanism_options", "run_one", "choose",
-           "rank_one", "sphere_one"]
+__all__ = ["parse_mechanism", "mechanism_label", "base_schedule", "mechanism_options",
+           "run_one", "choose", "rank_one", "sphere_one"]
 
 TUNE_ROOT = 1        # root seed of the tuning replicate (the reported seeds use root 0)
 
 
-def parse_mechanism(label: str) -> dict:
+def parse_mechanism(label) -> dict:
     """``"linear"`` -> ``{"attention": "linear"}``, ``"rank=4"`` -> ``{"rank": 4}``,
-    ``"tau=0.5"`` -> ``{"temperature": 0.5}``; ``ValueError`` naming ``mechanisms``."""
-    if label in ATTENTIONS:
+    ``"tau=0.5"`` -> ``{"temperature": 0.5}``, an :class:`~stsim.core.attention.Attention`
+    object (one's own mechanism) -> ``{"attention": obj}``; ``ValueError`` naming
+    ``mechanisms``."""
+    if label in ATTENTIONS or isinstance(label, Attention):
         return {"attention": label}
     key, _, val = str(label).partition("=")
     try:
@@ -40,8 +42,14 @@ def parse_mechanism(label: str) -> dict:
             return {"temperature": check_real("tau", float(val), lo=0.0, lo_open=True)}
     except ValueError:
         pass
-    raise ValueError(f"mechanisms must hold names of {ATTENTIONS}, rank=r or tau=t, got "
-                     f"{label!r}")
+    raise ValueError(f"mechanisms must hold names of {ATTENTIONS}, rank=r, tau=t or "
+                     f"Attention objects, got {label!r}")
+
+
+def mechanism_label(mechanism) -> str:
+    """The name a mechanism of ``mechanisms`` has in the tables: its own, or an object's
+    :attr:`~stsim.core.attention.Attention.label`."""
+    return mechanism.label if isinstance(mechanism, Attention) else mechanism
 
 
 def base_schedule(T, q, d, batch, T_test) -> tuple:

@@ -6,7 +6,8 @@ sample size and a verdict (:func:`verdict`):
 
 * **runs** (:mod:`.runs`) — every mechanism of ``mechanisms`` (names of
   :data:`stsim.core.attention.ATTENTIONS`, ``rank=r`` for the key/query pair, ``tau=τ``
-  for softmax at a temperature), from its default initialisation, with equal tuning (the
+  for softmax at a temperature, or one's own :class:`~stsim.core.attention.Attention`
+  object, named by its label in the tables), from its default initialisation, with equal tuning (the
   paper model's default step times one multiplier of ``tune_mults`` chosen on a tuning
   replicate, the same held blocks, the same budget of ``steps`` steps), ``seeds`` seeds,
   stochastic slots encodings (``d_e = 2 max(T, T_test)``); per mechanism: **learns** (the
@@ -36,9 +37,9 @@ import time
 import numpy as np
 from scipy.stats import t as student_t
 
-from stsim.core.attention import ATTENTIONS
-from stsim.studies.attention.runs import (TUNE_ROOT, choose, parse_mechanism, rank_one,
-                                          run_one, sphere_one)
+from stsim.core.attention import ATTENTIONS, MECHANISMS, Softmax
+from stsim.studies.attention.runs import (TUNE_ROOT, choose, mechanism_label, parse_mechanism,
+                                          rank_one, run_one, sphere_one)
 from stsim.util.io import write_json
 from stsim.util.validate import check_int, check_real
 
@@ -47,7 +48,8 @@ __all__ = ["NAME", "PRESETS", "check", "run", "analyse", "report", "verdict",
 
 NAME = "attention"
 MECHS = list(ATTENTIONS) + ["rank=4", "tau=0.5"]
-WIDTH_MECHS = ["softmax", "linear", "relu", "sigmoid"]
+#: a normalised element-wise mechanism has the family of its base one (a constant scale)
+WIDTH_MECHS = [n for n, m in MECHANISMS.items() if not (m.elementwise and m.normalised)]
 PRESETS = {
     "quick": {"mode": "quick", "T": 12, "q": 2, "d": 5, "seeds": 3, "mechanisms": MECHS,
               "steps": 300, "batch": 64, "T_test": [16, 20], "target": 0.02,
@@ -86,9 +88,13 @@ def check(cfg: dict) -> dict:
             raise ValueError(f"{key} must hold at least one value, got []")
     for m in cfg["mechanisms"]:
         parse_mechanism(m)
-    for m in cfg["width_mechs"]:
-        if m not in ATTENTIONS:
-            raise ValueError(f"width_mechs must hold names of {ATTENTIONS}, got {m!r}")
+    labels = [mechanism_label(m) for m in cfg["mechanisms"]]
+    if len(set(labels)) != len(labels):
+        raise ValueError(f"mechanisms must have distinct labels, got {labels}")
+    for key in ("width_mechs", "train_mechs"):
+        for m in cfg[key]:
+            if m not in ATTENTIONS:
+                raise ValueError(f"{key} must hold names of {ATTENTIONS}, got {m!r}")
     for name in ("target", "ood_target", "width_target"):
         cfg[name] = check_real(name, cfg[name], lo=0.0, hi=1.0, lo_open=True, hi_open=True)
     cfg["T_test"] = [check_int("T_test", t, cfg["T"] + 1) for t in cfg["T_test"]]
@@ -103,14 +109,16 @@ def check(cfg: dict) -> dict:
     cfg["train_T"] = check_int("train_T", cfg["train_T"], 4)
     cfg["train_steps"] = check_int("train_steps", cfg["train_steps"], 0)
     cfg["train_widths"] = sorted(check_int("train_widths", w, 1) for w in cfg["train_widths"])
-    for m in cfg["train_mechs"]:
-        if m not in ATTENTIONS:
-            raise ValueError(f"train_mechs must hold names of {ATTENTIONS}, got {m!r}")
     return cfg
 
 
 def _raw(out, name):
     return os.path.join(out, "raw", name)
+
+
+def _named(cfg):
+    """``cfg`` with each mechanism by its label (the tables', JSON-ready)."""
+    return dict(cfg, mechanisms=[mechanism_label(m) for m in cfg["mechanisms"]])
 
 
 def run(cfg, out, executor, log):
@@ -125,23 +133,24 @@ def run(cfg, out, executor, log):
     c = {k: cfg[k] for k in ("T", "q", "d", "batch")}
     base = base_schedule(T_test=cfg["T_test"], **c)
     walls = {}
+    mechs = {mechanism_label(m): m for m in cfg["mechanisms"]}
 
     def tune(mechanism, mult, seed):
-        return run_one(mechanism, steps=cfg["tune_steps"], T_test=cfg["T_test"], seed=seed,
+        return run_one(mechs[mechanism], steps=cfg["tune_steps"], T_test=cfg["T_test"], seed=seed,
                        mult=mult, base=base, **c)
 
     t = time.time()
-    sweep(tune, {"mechanism": cfg["mechanisms"], "mult": cfg["tune_mults"]}, seeds=1,
+    sweep(tune, {"mechanism": list(mechs), "mult": cfg["tune_mults"]}, seeds=1,
           root_seed=TUNE_ROOT, executor=executor, out=_raw(out, "tune.csv"))
     walls["tune"] = time.time() - t
     mults = choose(read_table(_raw(out, "tune.csv")))
 
     def main(mechanism, seed):
-        return run_one(mechanism, steps=cfg["steps"], T_test=cfg["T_test"], seed=seed,
+        return run_one(mechs[mechanism], steps=cfg["steps"], T_test=cfg["T_test"], seed=seed,
                        mult=mults[mechanism], base=base, **c)
 
     t = time.time()
-    sweep(main, {"mechanism": cfg["mechanisms"]}, seeds=cfg["seeds"], executor=executor,
+    sweep(main, {"mechanism": list(mechs)}, seeds=cfg["seeds"], executor=executor,
           out=_raw(out, "runs.csv"))
     walls["runs"] = time.time() - t
     t = time.time()
@@ -202,15 +211,14 @@ def judged(m, se, crit, op, threshold, claim, note="", n=1):
 def _temperature(cfg):
     """Reduced softmax map at each τ (step η = the τ = 1 default) against the τ = 1 map with
     steps (η/τ², η): the step to 2% of L(0) of each."""
-    from stsim.core.attention_dynamics import reduced_gd, softmax_eta_max
+    from stsim.core.attention_dynamics import reduced_gd
     T, q, d = cfg["tau_T"], cfg["q"], cfg["d"]
     n = 2 * T
-    eta = 0.5 * softmax_eta_max(q, d, n, 1.0, 1.0)
+    eta = 0.5 * Softmax().eta_max(q, d, n, 1.0)
     horizon = 20 * T
     rows = []
     for tau in cfg["taus"]:
-        from stsim.core.attention import make_attention
-        hot = reduced_gd(make_attention("softmax", tau), T, q, d, eta, n, horizon)
+        hot = reduced_gd(Softmax(tau), T, q, d, eta, n, horizon)
         cold = reduced_gd("softmax", T, q, d, eta / tau ** 2, n, horizon, lr_gamma=eta)
         L0 = 0.5 * d / q
 
@@ -323,6 +331,7 @@ def analyse(cfg, out) -> dict:
     from stsim.studies.attention.widths import family_rows, width_fits
     from stsim.sweep import read_table
     from stsim.theory.attention import linear_sphere_width
+    cfg = _named(cfg)
     table = read_table(_raw(out, "runs.csv"))
     tune = read_table(_raw(out, "tune.csv")) if os.path.exists(_raw(out, "tune.csv")) else []
     mults = choose(tune)
@@ -392,4 +401,4 @@ def analyse(cfg, out) -> dict:
 def report(cfg, out, results) -> dict:
     """Every output file (:func:`stsim.studies.attention.outputs.write_outputs`)."""
     from stsim.studies.attention.outputs import write_outputs
-    return write_outputs(cfg, out, results)
+    return write_outputs(_named(cfg), out, results)
