@@ -78,11 +78,12 @@ def plateau_status(history: dict, schedule: Plan | None, online: bool = True):
 
 def assess_run(cfg, history: dict):
     """``(assessment, text)`` for a finished run of the resolved ``cfg`` (see
-    :func:`plateau_status`); the reduced dynamics are run (at the run's lr) only when the
-    run did not learn, to say where the plateau ends."""
+    :func:`plateau_status`); where the run did not learn, where its plateau ends: the
+    plan's prediction, or (lr and steps given) the reduced dynamics run at the run's lr."""
     assessment, text = plateau_status(history, None)
     if assessment in ("plateau", "not converged"):   # where the reduced dynamics escape
         plan = cfg.resolved.plan
-        assessment, text = plateau_status(history, predict(cfg, plan.lr, plan.steps),
-                                          online=cfg.objective == "online")
+        if plan.target_step is None:
+            plan = predict(cfg, plan.lr, plan.steps)
+        assessment, text = plateau_status(history, plan, online=cfg.objective == "online")
     return assessment, text

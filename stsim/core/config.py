@@ -254,8 +254,7 @@ class Config:
 
 #: the mechanism fields at the paper's model
 MECHANISM_DEFAULTS = {"attention": "softmax", "rank": None, "temperature": 1.0}
-#: fields added later, at the value a config written before them means (left out by
-#: :meth:`Config.to_dict`): the paper's model, nothing frozen
+#: fields added later, at the value meant where absent (:meth:`Config.to_dict` omits them)
 ADDED_LATER = {**MECHANISM_DEFAULTS, "freeze": []}
 
 
@@ -272,7 +271,7 @@ def _check_fields(c) -> None:
     c.q_test = int_tuple("q_test", c.q_test, 1, c.T)
     for name, allowed in (("objective", OBJECTIVES), ("model", MODELS), ("query", QUERIES),
                           ("sampler", SAMPLERS), ("lr_decay", LR_DECAYS)):
-        if getattr(c, name) is not None:
+        if name != "lr_decay" or c.lr_decay is not None:     # None: the plan's
             setattr(c, name, check_choice(name, getattr(c, name), allowed, ignore_case=True))
     for name, lo in (("steps", 0), ("eval_every", 1)):
         if getattr(c, name) is not None:

@@ -139,12 +139,11 @@ class Plan:
     reduced dynamics say of one (:func:`predict`). lr, steps : the values the run uses (the
     user's when given; ``lr`` a :class:`~stsim.util.validate.Steps`);  freeze : the blocks
     held at their initial value (:func:`predict`: by its step per block);  lr_decay : the
-    step-size schedule;  eta_max : the stability bound (None for Adam);  escape_step / target_step :
-    first step of the reduced map at ``lr`` with loss <= 50% / 2% of L(0) (None: not within
-    the horizon, or no reduction);  estimated_s : expected wall time (s) on an idle machine
-    (:func:`wall_seconds`);  explanation : one line;  warning : set when the default run is
-    expected to be long;  note : what a completed run's message adds (``""``: nothing).
-    """
+    step-size schedule;  eta_max : the stability bound (None for Adam);  escape_step /
+    target_step : first step of the reduced map at ``lr`` with loss <= 50% / 2% of L(0)
+    (None: not within the horizon, or no reduction);  estimated_s : expected wall time (s)
+    on an idle machine (:func:`wall_seconds`);  explanation : one line;  warning : set when
+    the default run is expected to be long;  note : what a completed run's message adds."""
 
     lr: Steps
     steps: int

@@ -194,8 +194,7 @@ class Session:
         else:
             self.state = RunState(init, self.opt, rng)
         self.cfg = cfg
-        # the blocks held, with their initial values (a resumed run rebuilds init from the
-        # seed), written back after every step: exact under any optimiser and gradient
+        # the blocks held, with their initial values: written back after every step (exact)
         blocks = cfg.resolved.arch.blocks(cfg) if plan.freeze else {}
         self._frozen = [(p, i, np.array(init[p][i])) for p, i in map(blocks.get, plan.freeze)]
         self.checkpoint, self.checkpoint_every = checkpoint, checkpoint_every

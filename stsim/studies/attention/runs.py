@@ -126,7 +126,8 @@ def rank_one(T, q, rank, d, batch, steps, seed):
                     **({"steps": steps} if steps else {}))
     ok = res.status == "completed"
     return {"run_status": res.status, "steps": int(res.config["steps"]),
-            "lr": float(Steps(res.config["lr"]).uniform or math.nan), "d_e": int(res.config["d_e"]),
+            "lr": float(Steps(res.config["lr"]).uniform or math.nan),
+            "d_e": int(res.config["d_e"]),
             "rel": res.final("val") / (0.5 * d / q) if ok else math.inf}
 
 
