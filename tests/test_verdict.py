@@ -40,3 +40,38 @@ def test_the_rule():
     assert (e["verdict"], e["exact"], e["critical"], e["margin_se"]) == ("held", True, 0.0, 0.0)
     assert V.judge("x", float("nan"), "<=", 3, 0.1)["verdict"] == "inconclusive"
     assert V.interval_se(-2.306, 2.306, 8) == pytest.approx(1.0, abs=1e-3)
+
+
+def test_every_committed_check_is_as_the_one_module_judges_it():
+    """The committed figures (checks and claims-map cells) and attention study: each
+    recorded verdict, critical value and margin is what the module gives on the recorded
+    evidence (a seeded fault — one attention check at the normal 1.96 — is caught)."""
+    import glob
+    import json
+    import math
+    import os
+
+    from stsim.studies.figures.verdicts import rejudge
+    docs = os.path.join(os.path.dirname(__file__), "..", "docs", "figures")
+
+    def same(c, new):
+        return (c["verdict"], c["critical"], c["exact"]) == \
+            (new["verdict"], new["critical"], new["exact"]) and (
+            c["margin_se"] == new["margin_se"] or math.isnan(c["margin_se"]))
+
+    n = 0
+    for path in glob.glob(os.path.join(docs, "*.json")):
+        with open(path) as fh:
+            d = json.load(fh)
+        checks = d["checks"] if isinstance(d.get("checks"), list) else []
+        for c in checks + (d.get("measured", {}).get("cells") or []):
+            assert same(c, rejudge(c)), (path, c["claim"])
+            n += 1
+    with open(os.path.join(docs, "attention", "attention.json")) as fh:
+        att = json.load(fh)["checks"]
+    keys = ("claim", "measured", "op", "threshold", "se", "df")
+    for c in att:
+        assert same(c, V.judge(*(c[k] for k in keys))), c["claim"]
+    assert n > 300 and len(att) > 90
+    bad = dict(next(c for c in att if c["df"] == 8), critical=1.959964)
+    assert not same(bad, V.judge(*(bad[k] for k in keys)))
