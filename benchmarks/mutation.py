@@ -83,8 +83,8 @@ MUTANTS = [
     ("stsim/theory/report.py", "not self.model_checked:", "False:", [T + "test_theory_gate.py", "-k", "failed_check_wins or did_not_run"]),
     # ---- verdicts and statistics ---------------------------------------------------------
     ("stsim/studies/figures/verdicts.py", "se = se * float(np.sqrt(S / (S - 1.0)))", "se = se", [T + "test_figure_verdicts.py"]),
-    ("stsim/studies/figures/verdicts.py", "return max(Z, float(student_t.ppf(LEVEL, df)))", "return Z", [T + "test_figure_verdicts.py"]),
-    ("stsim/studies/figures/verdicts.py", "    if abs(margin) < critical:", "    if abs(margin) < Z:", [T + "test_figure_verdicts.py"]),
+    ("stsim/util/verdict.py", "return max(Z, float(student_t.ppf(LEVEL, df)))", "return Z", [T + "test_figure_verdicts.py"]),
+    ("stsim/util/verdict.py", "    if abs(margin) < critical:", "    if abs(margin) < Z:", [T + "test_figure_verdicts.py"]),
     ("stsim/studies/figures/verdicts.py", "df=S - 1 if S > 1 else DF_WITHIN, se_bootstrap=raw)", "df=S if S > 1 else DF_WITHIN, se_bootstrap=raw)", [T + "test_figure_verdicts.py"]),
     ("stsim/studies/figures/fig2.py", "se = float(np.sqrt(np.sum(se_i ** 2)) / dev.size)", "se = float(np.sqrt(np.sum(se_i ** 2)))", [T + "test_figure_verdicts.py", "-k", "systematic"]),
     ("stsim/util/stats.py", "cov = float(rw @ rw) / (n - 2) * np.linalg.inv(A.T @ A)", "cov = float(rw @ rw) / n * np.linalg.inv(A.T @ A)", [T + "test_stats.py"]),

@@ -99,17 +99,20 @@ def test_equal_tuning_choice_and_options():
 
 def test_width_law_checks_compare_exponents():
     def fit(a, lo, hi):
-        return {"ranking": ["power"], "fits": {"power": {"a": a, "a_ci": [lo, hi]}}}
+        return {"ranking": ["power"], "fits": {"power": {"a": a, "a_ci": [lo, hi], "n": 10,
+                                                         "n_censored": 0, "level": 0.95}}}
     got = _width_checks({"softmax": fit(0.4, 0.35, 0.45), "linear": fit(1.0, 0.98, 1.02),
                          "relu": fit(0.42, 0.3, 0.54)})
     faster = [c for c in got if "faster" in c["claim"]]
     assert [c["verdict"] for c in faster] == ["held", "inconclusive"]    # linear, relu
     lin = [c for c in got if "linearly" in c["claim"]][0]
-    assert lin["verdict"] == "held" and lin["critical"] == pytest.approx(1.96, abs=1e-3)
+    # the profile interval is the t interval on 10 - 2 d.o.f.: se its width over 2 t_8
+    assert lin["critical"] == pytest.approx(2.306, abs=1e-3) and lin["df"] == 8
+    assert lin["verdict"] == "held" and lin["se"] == pytest.approx(0.04 / (2 * 2.306), rel=1e-3)
     # the seeded fault: a linear series whose exponent is 0.5 fails the linear-law check
     bad = _width_checks({"linear": fit(0.5, 0.48, 0.52)})
     assert bad[0]["verdict"] == "failed"
-    assert judged(1.0, 0.0, 0.0, "<=", 0.5, "x")["verdict"] == "failed"
+    assert judged(1.0, 0.0, None, "<=", 0.5, "x")["verdict"] == "failed"
 
 
 def test_family_rows_take_the_median_replicate():

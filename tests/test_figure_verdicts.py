@@ -9,7 +9,8 @@ from stsim.core.config import Config
 from stsim.studies.figures import evaluate as ev
 from stsim.studies.figures.stability import (above_bound, needs_twin, oscillating,
                                              reduced_stability, step_bound, twin_options)
-from stsim.studies.figures.verdicts import Boot, boot_check, make_check, relabel, verdict
+from stsim.studies.figures.verdicts import Boot, boot_check, make_check, relabel
+from stsim.util.verdict import verdict
 
 
 # --------------------------------------------------------------------------------------
@@ -246,7 +247,20 @@ def test_every_committed_check_has_its_standard_error_and_a_consistent_verdict()
 # --------------------------------------------------------------------------------------
 # small samples: the t critical value and the bias-corrected bootstrap
 # --------------------------------------------------------------------------------------
-from stsim.studies.figures.verdicts import critical_value, n_seeds, rejudge  # noqa: E402
+from stsim.studies.figures.verdicts import rejudge  # noqa: E402
+from stsim.util.verdict import critical_value  # noqa: E402
+
+
+def n_seeds(runs) -> int:
+    """The number of seeds of the setting with the fewest among ``runs`` (names holding a
+    ``-s<seed>`` part; a name without one counts as one seed)."""
+    import re
+    per = {}
+    for r in runs:
+        m = re.search(r"-s(\d+)(?=-|$)", r)
+        key, seed = (r[:m.start()] + r[m.end():], m.group(1)) if m else (r, "0")
+        per.setdefault(key, set()).add(seed)
+    return min((len(v) for v in per.values()), default=1)
 
 
 def test_three_seeds_are_judged_at_t_with_two_degrees_of_freedom():
@@ -274,16 +288,18 @@ def test_critical_value_by_degrees_of_freedom():
         critical_value(0)
 
 
-def test_rejudge_an_old_check():
+def test_rejudge_judges_again_from_the_recorded_evidence():
     old = {"claim": "x", "measured": 0.2, "se": 0.01, "op": ">=", "threshold": 0.15,
-           "verdict": "held", "margin_se": 5.0, "ok": True, "note": "", "unmeasured": False,
-           "stability": "stable", "runs": ["f/a-s0", "f/a-s1", "f/a-s2"]}
-    new = rejudge(old)
-    assert new["se"] == pytest.approx(0.01 * np.sqrt(1.5)) and new["se_bootstrap"] == 0.01
-    assert new["margin_se"] == pytest.approx(5 / np.sqrt(1.5)) and new["verdict"] == "inconclusive"
+           "verdict": "held", "margin_se": 5.0, "critical": 2.0, "df": 2, "ok": True,
+           "note": "", "unmeasured": False, "stability": "stable",
+           "runs": ["f/a-s0", "f/a-s1", "f/a-s2"], "se_bootstrap": 0.008}
+    new = rejudge(old)                       # a stale critical value (2 for 2 d.o.f.)
+    assert new["critical"] == pytest.approx(4.3027, abs=1e-4) and new["verdict"] == "held"
+    assert new["se"] == 0.01 and new["se_bootstrap"] == 0.008 and new["exact"] is False
+    assert rejudge(dict(old, measured=0.19))["verdict"] == "inconclusive"      # 4 SE < 4.30
     assert rejudge(new) == new                                          # idempotent
     exact = rejudge(dict(old, se=0.0))
-    assert exact["verdict"] == "held" and exact["critical"] == 0.0
+    assert exact["verdict"] == "held" and exact["critical"] == 0.0 and exact["exact"]
     assert rejudge(dict(old, stability="unstable: x"))["verdict"] == "inconclusive"
 
 

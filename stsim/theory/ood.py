@@ -237,7 +237,8 @@ def length_step(s, final, states, tr_s, n_mc, checks) -> list:
         checks.append(make_check(f"OOD T_test={Tt}: closed form = Monte-Carlo",
                              f"|{closed:.4g} - {mc:.4g}| = "
                              f"{abs(closed - mc) / max(se, 1e-300):.2f} s.e.",
-                             "<= 4 s.e.", abs(closed - mc) <= 4 * se, on="model"))
+                             "<= 4 s.e.", abs(closed - mc) / max(se, 1e-300), "<=", 4.0,
+                             on="model"))
     args = (s.T, s.T_test, s.q, s.d)
     if ood_statement(s.enc) == "ood_to_zero":
         check, extra = check_ood_to_zero(s.enc, states, *args, query=s.query)

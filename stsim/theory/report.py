@@ -2,7 +2,10 @@
 the shape of one gating check (:func:`make_check`)."""
 from __future__ import annotations
 
+import math
 from dataclasses import asdict, dataclass, field
+
+from stsim.util.verdict import judge
 
 __all__ = ["TheoremReport", "make_check", "not_run", "EXIT"]
 
@@ -14,27 +17,35 @@ SOURCES = ("P", "D")          # the paper's statement, or derived here
 EXIT = {"PASS": 0, "FAILED": 1, "HYPOTHESES FAIL": 3, "NOT VERIFIED": 4}
 
 
-def make_check(name, value, tolerance, passed, data=None, *, on="reduced", source="D",
-               ran=True) -> dict:
-    """One gating check: ``{"name", "value", "tolerance", "passed", "ran", "on",
-    "source"}`` (``value`` and ``tolerance`` are the printed texts; ``on``: ``"reduced"``
-    for a check of the two-scalar map, ``"model"`` for one of W and V themselves;
-    ``source``: ``"P"`` for a statement of the paper, ``"D"`` for one derived here), plus
-    ``"data"`` — the measured numbers, for ``--json`` readers — when given. A check that
-    did not run (``ran=False``) never passes."""
+def make_check(name, value, tolerance, measured, op=">=", threshold=1.0, data=None, *,
+               on="reduced", source="D", ran=True) -> dict:
+    """One gating check, exact (:func:`stsim.util.verdict.judge` with ``se = 0``: the
+    tolerance is the threshold, judged as written): ``{"name", "value", "tolerance",
+    "measured", "op", "threshold", "verdict", "passed", "ran", "on", "source"}``
+    (``value`` and ``tolerance`` are the printed texts; ``measured op threshold`` the
+    check, a boolean outcome ``ok`` being ``float(ok) >= 1``; ``measured`` None if not
+    finite; ``on``: ``"reduced"`` for a
+    check of the two-scalar map, ``"model"`` for one of W and V themselves; ``source``:
+    ``"P"`` for a statement of the paper, ``"D"`` for one derived here), plus ``"data"`` —
+    the measured numbers, for ``--json`` readers — when given. A check that did not run
+    (``ran=False``) never passes."""
     if on not in ON or source not in SOURCES:
         raise ValueError(f"on must be one of {ON} and source one of {SOURCES}, got "
                          f"{on!r}, {source!r}")
+    v = judge(name, float(measured), op, threshold)
     out = {"name": name, "value": value, "tolerance": tolerance,
-           "passed": bool(passed) and bool(ran), "ran": bool(ran), "on": on, "source": source}
+           "measured": v["measured"] if math.isfinite(v["measured"]) else None, "op": op, "threshold": v["threshold"], "verdict": v["verdict"],
+           "passed": v["verdict"] == "held" and bool(ran), "ran": bool(ran), "on": on,
+           "source": source}
     if data is not None:
         out["data"] = data
     return out
 
 
 def not_run(name, reason, *, on, source="D") -> dict:
-    """A check that did not run, and why: it makes the result "not verified"."""
-    return make_check(name, f"did not run: {reason}", "must run", False, on=on,
+    """A check that did not run, and why (unmeasured: inconclusive): it makes the result
+    "not verified"."""
+    return make_check(name, f"did not run: {reason}", "must run", math.nan, on=on,
                       source=source, ran=False)
 
 

@@ -35,13 +35,13 @@ import os
 import time
 
 import numpy as np
-from scipy.stats import t as student_t
 
 from stsim.core.attention import ATTENTIONS, MECHANISMS, Softmax
 from stsim.studies.attention.runs import (TUNE_ROOT, choose, mechanism_label, parse_mechanism,
                                           rank_one, run_one, sphere_one)
 from stsim.util.io import write_json
 from stsim.util.validate import check_int, check_real
+from stsim.util.verdict import interval_se, judge
 
 __all__ = ["NAME", "PRESETS", "check", "run", "analyse", "report", "verdict",
            "parse_mechanism", "run_one"]
@@ -179,33 +179,21 @@ def run(cfg, out, executor, log):
 
 
 def verdict(values, op, threshold, claim, note=""):
-    """A check of the seed mean of ``values`` (``n`` seeds, ``critical`` the 0.975 t quantile
-    with ``n − 1`` degrees of freedom): ``held`` when the mean is on the claimed side
-    (``op``) of ``threshold`` by more than ``critical · se``, ``failed`` when on the other
-    side by more, else ``inconclusive``. Returns ``claim``, ``measured``, ``se``, ``n``,
-    ``critical``, ``op``, ``threshold``, ``verdict``, ``note``. One value: ``se = 0``,
-    judged as written."""
+    """The check (:func:`judged`) of the seed mean of ``values`` against ``threshold``
+    (``op``: the claimed side): ``n`` values, ``se = s/√n`` on ``n − 1`` degrees of freedom;
+    one value: ``se = 0``, exact."""
     v = np.asarray(values, dtype=np.float64)
     n = int(v.size)
     m = float(np.mean(v)) if n else float("nan")
     se = float(np.std(v, ddof=1) / math.sqrt(n)) if n > 1 else 0.0
-    crit = float(student_t.ppf(0.975, n - 1)) if n > 1 else 0.0
-    return judged(m, se, crit, op, threshold, claim, note, n)
+    return judged(m, se, n - 1 if n > 1 else None, op, threshold, claim, note, n)
 
 
-def judged(m, se, crit, op, threshold, claim, note="", n=1):
-    """The verdict of a measured value ``m`` with standard error ``se`` and critical value
-    ``crit`` against ``threshold`` (``op``: the claimed side), as :func:`verdict`."""
-    diff = (m - threshold) if op in (">=", ">") else (threshold - m)
-    if not np.isfinite(m):
-        verd = "inconclusive"
-    elif se == 0:
-        verd = "held" if diff >= 0 else "failed"
-    else:
-        verd = "held" if diff > crit * se else "failed" if diff < -crit * se else "inconclusive"
-    return {"claim": claim, "measured": float(m), "se": float(se), "n": int(n),
-            "critical": float(crit), "op": op, "threshold": float(threshold), "verdict": verd,
-            "note": note}
+def judged(m, se, df, op, threshold, claim, note="", n=1):
+    """The check of a measured value ``m`` with standard error ``se`` on ``df`` degrees of
+    freedom (:func:`stsim.util.verdict.judge`: critical ``max(2, t_{0.975, df})``; 0 and
+    exact for ``se = 0``), with ``n``, the values it stands on."""
+    return {**judge(claim, m, op, threshold, se, df, note), "n": int(n)}
 
 
 def _temperature(cfg):
@@ -296,18 +284,20 @@ def _trained(cfg, table, width_rows):
 
 
 def _exponent(f):
-    """The power law's exponent and its se (the 95% interval's half-width / 1.96)."""
+    """The power law's exponent, its se and degrees of freedom: the fit's profile interval
+    is the Student-t interval on ``m − 2`` d.o.f. (``m`` points bounded above;
+    :func:`stsim.util.stats.fit_interval_law`), so ``se`` is its width over ``2 t``."""
     p = f["fits"].get("power")
-    if not p or p.get("a_ci") is None:
+    if not p or p.get("a_ci") is None or None in p["a_ci"]:
         return None
-    lo, hi = p["a_ci"]
-    return float(p["a"]), (float(hi) - float(lo)) / (2 * 1.959964)
+    df = p["n"] - p["n_censored"] - 2
+    return float(p["a"]), interval_se(*p["a_ci"], df, p["level"]), df
 
 
 def _width_checks(fits):
     """Each series' power-law exponent against softmax's family (the difference, se of
-    both, normal critical 1.96: the fits are maximum likelihood) and linear attention's
-    exponent against 1."""
+    both, on the fewer degrees of freedom of the two) and linear attention's exponent
+    against 1."""
     out = []
     soft = _exponent(fits["softmax"]) if "softmax" in fits else None
     for series, f in fits.items():
@@ -316,13 +306,14 @@ def _width_checks(fits):
             continue
         note = f"ranking {f['ranking']}; power exponent {e[0]:.3g} +- {e[1]:.2g}"
         if series.startswith("linear"):
-            out.append(judged(abs(e[0] - 1.0), e[1], 1.959964, "<=", 0.1, f"{series}: the "
+            out.append(judged(abs(e[0] - 1.0), e[1], e[2], "<=", 0.1, f"{series}: the "
                               "width grows linearly in T (power exponent within 0.1 of 1)",
-                              note))
+                              note, e[2] + 2))
         if soft is not None and series != "softmax":
-            out.append(judged(e[0] - soft[0], math.hypot(e[1], soft[1]), 1.959964, ">=", 0.0,
-                              f"{series}: the width grows faster than softmax's (power "
-                              f"exponent minus softmax's {soft[0]:.3g})", note))
+            out.append(judged(e[0] - soft[0], math.hypot(e[1], soft[1]), min(e[2], soft[2]),
+                              ">=", 0.0, f"{series}: the width grows faster than softmax's "
+                              f"(power exponent minus softmax's {soft[0]:.3g})", note,
+                              min(e[2], soft[2]) + 2))
     return out
 
 

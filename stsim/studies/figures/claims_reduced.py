@@ -16,7 +16,7 @@ import numpy as np
 from stsim.util.stats import fit_linear
 from stsim.studies.figures.claims_statements import STATEMENTS
 from stsim.studies.figures.stability import reduced_stability
-from stsim.studies.figures.verdicts import verdict
+from stsim.util.verdict import passes
 
 __all__ = ["reduced_map", "region_text", "interference_table", "fits_reduced",
            "REDUCED_STATEMENTS"]
@@ -59,7 +59,7 @@ def _values(r, lrs, budgets):
 
 def _held(S, v):
     _, _, op, thr = STATEMENTS[S]
-    return np.vectorize(lambda x: verdict(x, op, thr, 0.0)[0] == "held")(v)
+    return np.vectorize(lambda x: passes(x, op, thr))(v)
 
 
 @functools.lru_cache(maxsize=4)

@@ -1,13 +1,11 @@
 r"""Verdicts that carry their uncertainty: every check of the figures has a measured value,
 its standard error ``se`` and a verdict.
 
-**The verdict** (docs/reproduction.md, "Verdict", states it in full). With the margin
-``m = (measured − threshold) / se``, signed positive on the side where the statement
-holds, and the critical value ``k = max(2, t_{0.975, df})`` (:func:`critical_value`;
-``df = S − 1`` over ``S`` seeds, ``DF_WITHIN`` within one run, a large sample otherwise):
-``"held"`` if ``m ≥ k``, ``"failed"`` if ``m ≤ −k``, else ``"inconclusive"``, as is an
-unmeasured value (a run diverged) or an unstable setting (:mod:`.stability`). A
-deterministic value has ``se = 0`` and is judged as written (``critical = 0``).
+**The verdict** is :mod:`stsim.util.verdict`'s (docs/reproduction.md, "Verdict"): the
+margin in standard errors against ``k = max(2, t_{0.975, df})`` with ``df = S − 1`` over
+``S`` seeds, ``DF_WITHIN`` within one run, a large sample otherwise; a deterministic
+value has ``se = 0`` and is judged as written. An unstable setting (:mod:`.stability`) is
+inconclusive.
 
 **The standard error** of a statistic of several runs (a worst seed, a ratio of seed
 means, an R², a cosine) is the bootstrap one: ``B`` replicates, each resampling the seeds
@@ -31,82 +29,25 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-__all__ = ["Z", "N_BOOT", "verdict", "make_check", "relabel", "Boot", "Sample",
-           "boot_check", "VERDICTS", "critical_value", "DF_WITHIN", "rejudge", "n_seeds",
-           "verdict_counts"]
+from stsim.util.verdict import judge
 
-Z = 2.0                 # the large-sample critical value (never below it)
-LEVEL = 0.975           # one-sided quantile of the two-sided 95% t critical value
+__all__ = ["N_BOOT", "make_check", "relabel", "Boot", "Sample", "boot_check", "DF_WITHIN",
+           "rejudge", "verdict_counts"]
+
 DF_WITHIN = 31          # one run's own sampling error: at least 32 evaluation blocks
 N_BOOT = 1000           # bootstrap replicates
-VERDICTS = ("held", "failed", "inconclusive")
 _NO_SPREAD = 1e-12      # a bootstrap spread below this (relative): the replicates are equal
-
-
-def _signed(measured, op, threshold):
-    if op in (">=", ">"):
-        return measured - threshold
-    if op in ("<=", "<"):
-        return threshold - measured
-    raise ValueError(f"op must be one of '<=', '<', '>=', '>', got {op!r}")
-
-
-def critical_value(df=None) -> float:
-    """``max(Z, t_{0.975, df})``; ``Z`` for ``df=None`` (a large sample).
-
-    >>> round(critical_value(2), 3), critical_value(None), round(critical_value(31), 3)
-    (4.303, 2.0, 2.04)
-    """
-    if df is None or not np.isfinite(df):
-        return Z
-    if df < 1:
-        raise ValueError(f"df must be >= 1, got {df}")
-    from scipy.stats import t as student_t
-    return max(Z, float(student_t.ppf(LEVEL, df)))
-
-
-def verdict(measured, op, threshold, se, critical=Z) -> tuple:
-    """``(verdict, margin)``: the verdict of the module docstring at the critical value
-    ``critical`` and the margin in standard errors (positive on the side where the
-    statement holds; ±inf for ``se = 0`` and a value off its threshold; NaN when the value
-    is not finite).
-
-    >>> verdict(0.25, "<=", 0.5, 0.0625)
-    ('held', 4.0)
-    >>> verdict(0.25, "<=", 0.5, 0.0625, critical=4.303)[0]
-    'inconclusive'
-    >>> verdict(0.0195, "<=", 0.02, 0.0005)[0], verdict(1.0, ">=", 1.0, 0.0)[0]
-    ('inconclusive', 'held')
-    """
-    if not (np.isfinite(measured) and np.isfinite(se)):
-        return "inconclusive", float("nan")
-    diff = _signed(float(measured), op, float(threshold))
-    if se == 0:                 # exact: the comparison as written
-        ok = diff > 0 or (diff == 0 and op in ("<=", ">="))
-        return ("held" if ok else "failed"), (float(np.copysign(np.inf, diff)) if diff
-                                              else 0.0)
-    margin = diff / float(se)
-    if abs(margin) < critical:
-        return "inconclusive", float(margin)
-    return ("held" if margin > 0 else "failed"), float(margin)
 
 
 def make_check(claim, measured, op, threshold, se, note="", runs=(), df=None,
                se_bootstrap=None) -> dict:
-    """A claim with its measured value, standard error, verdict and margin (module
-    docstring). ``df``: the degrees of freedom of ``se`` (None: a large sample) — the
-    check records its ``critical`` value (0 for an exact value, ``se = 0``). ``ok`` is
-    ``verdict == "held"``; ``unmeasured``: the value is not finite (a run it needs
-    diverged); ``stability``: ``"stable"`` until :mod:`.stability` labels it; ``runs``: the
-    runs it was measured on."""
-    m, t, s = float(measured), float(threshold), float(se)
-    k = 0.0 if s == 0 else critical_value(df)
-    v, margin = verdict(m, op, t, s, k)
-    out = {"claim": claim, "measured": m, "se": s, "op": op, "threshold": t,
-           "verdict": v, "margin_se": margin, "critical": k,
-           "df": None if df is None else int(df), "ok": v == "held", "note": note,
-           "unmeasured": not np.isfinite(m), "stability": "stable",
-           "runs": sorted(set(runs))}
+    """A claim judged by :func:`stsim.util.verdict.judge` (``df``: the degrees of freedom
+    of ``se``, None: a large sample), with ``ok`` (``verdict == "held"``), ``unmeasured``
+    (the value is not finite: a run it needs diverged), ``stability`` (``"stable"`` until
+    :mod:`.stability` labels it) and ``runs`` (the runs it was measured on)."""
+    out = judge(claim, measured, op, threshold, se, df, note)
+    out.update(ok=out["verdict"] == "held", unmeasured=not np.isfinite(out["measured"]),
+               stability="stable", runs=sorted(set(runs)))
     if se_bootstrap is not None:
         out["se_bootstrap"] = float(se_bootstrap)
     return out
@@ -122,49 +63,13 @@ def verdict_counts(checks) -> dict:
     return out
 
 
-def n_seeds(runs) -> int:
-    """The number of seeds of the setting with the fewest among ``runs`` (names holding a
-    ``-s<seed>`` part, e.g. ``ood/…-stochastic-s2`` or ``claims/…-s1-lr2``; a name without
-    one counts as one seed).
-
-    >>> n_seeds(["a-s0", "a-s1", "a-s2", "b-s0-lr2", "b-s1-lr2", "b-s2-lr2"]), n_seeds(["x"])
-    (3, 1)
-    """
-    import re
-    per = {}
-    for r in runs:
-        m = re.search(r"-s(\d+)(?=-|$)", r)
-        key, seed = (r[:m.start()] + r[m.end():], m.group(1)) if m else (r, "0")
-        per.setdefault(key, set()).add(seed)
-    return min((len(v) for v in per.values()), default=1)
-
-
 def rejudge(check) -> dict:
-    """A check judged with the 2-SE rule and an uncorrected bootstrap SE (``se``; no
-    ``critical`` key), judged again as :func:`boot_check` now does: ``se`` times
-    ``√(S/(S−1))`` for ``S = n_seeds(runs) > 1`` seeds, ``df = S − 1`` (``DF_WITHIN`` for
-    one seed). An exact value (``se = 0``) and a check that already has ``critical`` are
-    returned unchanged; a large-sample Monte-Carlo check (no runs) keeps ``k = 2``. The
-    stability label and ``unmeasured`` are kept."""
-    if "critical" in check:
-        return dict(check)
-    se = float(check["se"])
-    if se == 0 or not np.isfinite(se):
-        c = make_check(check["claim"], check["measured"], check["op"], check["threshold"],
-                       se, check.get("note", ""), check.get("runs", ()))
-    elif not check.get("runs"):
-        c = make_check(check["claim"], check["measured"], check["op"], check["threshold"],
-                       se, check.get("note", ""), ())
-    else:
-        S = n_seeds(check["runs"])
-        corr = np.sqrt(S / (S - 1.0)) if S > 1 else 1.0
-        c = make_check(check["claim"], check["measured"], check["op"], check["threshold"],
-                       se * corr, check.get("note", ""), check["runs"],
-                       df=S - 1 if S > 1 else DF_WITHIN, se_bootstrap=se)
-    for k in check:
-        if k not in c:
-            c[k] = check[k]
-    return relabel(c, check.get("stability"))
+    """``check`` judged again by :func:`make_check` from its recorded ``measured``, ``op``,
+    ``threshold``, ``se`` and ``df``; every other key and the stability label kept."""
+    c = make_check(check["claim"], check["measured"], check["op"], check["threshold"],
+                   check["se"], check.get("note", ""), check.get("runs", ()),
+                   check.get("df"), check.get("se_bootstrap"))
+    return relabel({**check, **c}, check.get("stability"))
 
 
 def relabel(check, stability=None) -> dict:

@@ -1,0 +1,77 @@
+"""The one verdict (stsim.util.verdict): every study's checks and the theory report's go
+through it — a seeded fault in its critical value or its rule changes a figure verdict,
+an attention-study verdict and a theory-report check alike."""
+import pytest
+
+from stsim.studies.attention.study import verdict as attention_verdict
+from stsim.studies.figures.claims_reduced import _held
+from stsim.studies.figures.verdicts import make_check
+from stsim.theory.report import make_check as theory_check
+from stsim.util import verdict as V
+
+
+def _all():
+    return (make_check("f", 0.0, "<=", 1.0, 0.1, df=2)["verdict"],          # 10 SE, t_2
+            attention_verdict([0.009, 0.010, 0.011], "<=", 0.02, "a")["verdict"],
+            theory_check("t", "v", "<= 1e-14", 1e-15, "<=", 1e-14)["passed"],
+            bool(_held("S1", [0.0])[0]))
+
+
+def test_every_study_is_judged_by_the_one_module(monkeypatch):
+    assert _all() == ("held", "held", True, True)
+    monkeypatch.setattr(V, "critical_value", lambda df=None: 1e3)          # seeded fault
+    assert _all() == ("inconclusive", "inconclusive", True, True)         # exact: no k
+    monkeypatch.setattr(V, "verdict", lambda *a, **k: ("failed", -1.0))   # seeded fault
+    assert _all() == ("failed", "failed", False, False)
+
+
+def test_the_rule():
+    assert V.critical_value(None) == 2.0 and V.critical_value(1000) == 2.0   # never below 2
+    assert V.critical_value(2) == pytest.approx(4.3027, abs=1e-4)
+    with pytest.raises(ValueError, match="df"):
+        V.critical_value(0)
+    with pytest.raises(ValueError, match="op"):
+        V.judge("x", 1.0, "==", 1.0)
+    c = V.judge("x", 0.2, ">=", 0.15, 0.01, df=2)                          # 5 SE > 4.30
+    assert (c["verdict"], c["exact"], c["df"]) == ("held", False, 2)
+    assert V.judge("x", 0.19, ">=", 0.15, 0.01, df=2)["verdict"] == "inconclusive"
+    assert V.judge("x", 0.1, ">=", 0.15, 0.01)["verdict"] == "failed"       # -5 SE, k = 2
+    e = V.judge("x", 3, "<=", 3)
+    assert (e["verdict"], e["exact"], e["critical"], e["margin_se"]) == ("held", True, 0.0, 0.0)
+    assert V.judge("x", float("nan"), "<=", 3, 0.1)["verdict"] == "inconclusive"
+    assert V.interval_se(-2.306, 2.306, 8) == pytest.approx(1.0, abs=1e-3)
+
+
+def test_every_committed_check_is_as_the_one_module_judges_it():
+    """The committed figures (checks and claims-map cells) and attention study: each
+    recorded verdict, critical value and margin is what the module gives on the recorded
+    evidence (a seeded fault — one attention check at the normal 1.96 — is caught)."""
+    import glob
+    import json
+    import math
+    import os
+
+    from stsim.studies.figures.verdicts import rejudge
+    docs = os.path.join(os.path.dirname(__file__), "..", "docs", "figures")
+
+    def same(c, new):
+        return (c["verdict"], c["critical"], c["exact"]) == \
+            (new["verdict"], new["critical"], new["exact"]) and (
+            c["margin_se"] == new["margin_se"] or math.isnan(c["margin_se"]))
+
+    n = 0
+    for path in glob.glob(os.path.join(docs, "*.json")):
+        with open(path) as fh:
+            d = json.load(fh)
+        checks = d["checks"] if isinstance(d.get("checks"), list) else []
+        for c in checks + (d.get("measured", {}).get("cells") or []):
+            assert same(c, rejudge(c)), (path, c["claim"])
+            n += 1
+    with open(os.path.join(docs, "attention", "attention.json")) as fh:
+        att = json.load(fh)["checks"]
+    keys = ("claim", "measured", "op", "threshold", "se", "df")
+    for c in att:
+        assert same(c, V.judge(*(c[k] for k in keys))), c["claim"]
+    assert n > 300 and len(att) > 90
+    bad = dict(next(c for c in att if c["df"] == 8), critical=1.959964)
+    assert not same(bad, V.judge(*(bad[k] for k in keys)))
