@@ -152,6 +152,8 @@ READY = """
 import os, signal, sys
 import stsim.core.state as S
 signal.signal(signal.SIGINT, {sigint})
+for s in (signal.SIGTERM, signal.SIGHUP):  # the dispositions tested, not inherited (nohup)
+    signal.signal(s, signal.SIG_DFL)
 ready = sys.argv[1]
 record = S.RunState.record
 
@@ -231,12 +233,18 @@ def test_a_nested_route_gives_the_outer_route_back():
 
 def test_terminate_as_interrupt_restores_the_handlers():
     from stsim.util.signals import TerminateAsInterrupt
-    before = signal.getsignal(signal.SIGTERM)
-    with TerminateAsInterrupt() as term:
-        assert signal.getsignal(signal.SIGTERM) != before
-        with pytest.raises(KeyboardInterrupt):
-            signal.raise_signal(signal.SIGHUP)
-    assert signal.getsignal(signal.SIGTERM) == before and term.exit_status == 129
+    # the dispositions tested, set here rather than inherited (under nohup SIGHUP is ignored)
+    saved = {s: signal.signal(s, signal.SIG_DFL) for s in (signal.SIGTERM, signal.SIGHUP)}
+    try:
+        with TerminateAsInterrupt() as term:
+            assert signal.getsignal(signal.SIGTERM) != signal.SIG_DFL
+            with pytest.raises(KeyboardInterrupt):
+                signal.raise_signal(signal.SIGHUP)
+        assert signal.getsignal(signal.SIGTERM) == signal.SIG_DFL and term.exit_status == 129
+        assert signal.getsignal(signal.SIGHUP) == signal.SIG_DFL
+    finally:
+        for s, h in saved.items():
+            signal.signal(s, h)
 
 
 STUDY = ["separation", "--fcn_Ts", "4,8", "--tf_Ts", "4", "--family_Ts", "4,8",
