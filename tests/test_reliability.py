@@ -371,12 +371,13 @@ def test_sigterm_on_a_pool_sweep_ends_it_quietly(tmp_path):
     assert not (tmp_path / "t.csv.lock").exists()
 
 
-BACKGROUND_STUDIES = {
+BACKGROUND_STUDIES = {   # the command, and the lock its sweep of hours-long runs takes
     # its sweeps driven from threads: the driver waited in the thread pool's exit
-    "separation": ["separation", "--fcn_Ts", "4,8", "--tf_Ts", "4", "--family_Ts", "4,8",
-                   "--steps", "10000000", "--long_steps", "10000000", "--long_Ts", ""],
+    "separation": (["separation", "--fcn_Ts", "4,8", "--tf_Ts", "4", "--family_Ts", "4,8",
+                    "--steps", "10000000", "--long_steps", "10000000", "--long_Ts", ""],
+                   "tune.csv.lock"),
     # its sweeps in the main thread: the driver waited in the pool's shutdown
-    "attention": ["attention", "--quick", "--steps", "10000000"],
+    "attention": (["attention", "--quick", "--steps", "10000000"], "runs.csv.lock"),
 }
 
 
@@ -392,17 +393,18 @@ def test_sigterm_on_a_background_study_ends_its_running_workers(tmp_path, study)
     # running runs to finish (they ignore SIGINT; here hours of steps) before exiting, and
     # loky's kill printed an InvalidStateError traceback for the futures the sweep cancelled
     out = tmp_path / "o"
-    proc = subprocess.Popen([sys.executable, "-m", "stsim", *BACKGROUND_STUDIES[study],
+    argv, long_runs = BACKGROUND_STUDIES[study]
+    proc = subprocess.Popen([sys.executable, "-m", "stsim", *argv,
                              "--workers", "2", "--quiet", "--out", str(out)],
                             start_new_session=True, stdout=subprocess.PIPE,
                             stderr=subprocess.PIPE, text=True,
                             env=dict(os.environ, MPLBACKEND="Agg"),
                             preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_IGN))
     t0 = time.monotonic()
-    while not (out / "raw").exists():          # the study has begun its runs
+    while not (out / "raw" / long_runs).exists():    # the hours-long runs are submitted
         assert proc.poll() is None and time.monotonic() - t0 < 120, proc.communicate()
         time.sleep(0.1)
-    time.sleep(20)                             # the workers are inside their runs
+    time.sleep(3)                              # the workers are inside them
     os.kill(proc.pid, signal.SIGTERM)
     try:
         _, err = proc.communicate(timeout=90)  # a hang guard: the runs take hours
