@@ -32,7 +32,7 @@ def configurations(mode):
     """One representative job per distinct configuration (seed and PE kept, seed 0)."""
     from stsim.studies import figures
     from stsim.studies.contract import resolve_config
-    from stsim.studies.figures.study import figure_jobs
+    from stsim.studies.figures.common import figure_jobs
     seen, out = set(), []
     for name, jobs in figure_jobs(resolve_config(figures, mode)).items():
         for job in jobs:

@@ -1,4 +1,4 @@
-"""Two things for every test session.
+"""Three things for every test session.
 
 * Subprocesses (the CLI, scripts, pool workers) import the stsim of this checkout even when
   it is not installed: its root is put in front of ``PYTHONPATH`` (setup.cfg's
@@ -7,11 +7,16 @@
   the test extra installs); without loky they are skipped with a reason, rather than run
   on the inline executor that stands in for the pool (where a test that kills its worker
   would kill the test run).
+* ``small_setup``: the small problem of the gradient tests (test_model.py,
+  test_attention.py), of sizes ``B, T, q, d`` (imported from here).
 """
 import importlib.util
 import os
 
+import numpy as np
 import pytest
+
+B, T, q, d = 5, 9, 3, 4
 
 _ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 os.environ["PYTHONPATH"] = os.pathsep.join(
@@ -25,3 +30,25 @@ def pytest_collection_modifyitems(config, items):
     for item in items:
         if item.get_closest_marker("pool") is not None:
             item.add_marker(skip)
+
+
+def _small(pe, sampler, d_e, seed=0, scale=0.7):
+    from stsim.core.families import make_encoding
+    from stsim.core.task import sample_batch
+    rng = np.random.default_rng(seed)
+    enc = make_encoding(pe, T_max=T, d_e=d_e, sampler=sampler, rng=rng)
+    batch = sample_batch(rng, B, T, q, d)
+    peb = enc.sample(rng, B, T)
+    D = d + d_e
+    W = scale * rng.standard_normal((D, D))
+    V = scale * rng.standard_normal((d, D))
+    return rng, batch, peb, W, V
+
+
+@pytest.fixture
+def small_setup():
+    """``small_setup(pe, sampler, d_e, seed=0, scale=0.7) -> (rng, batch, peb, W, V)``: the
+    encoding ``pe`` (:func:`stsim.core.families.make_encoding`), a batch of the task, its
+    encodings and ``W`` (D, D), ``V`` (d, D) with N(0, scale²) entries, of sizes
+    ``B, T, q, d``, all drawn in that order from ``seed``."""
+    return _small

@@ -6,6 +6,7 @@ import numpy as np
 import pytest
 
 import stsim
+from conftest import B, T, d, q
 from stsim.core.attention import (ATTENTIONS, Sigmoid, Softmax, lowrank_grad, lowrank_W,
                                   make_attention)
 from stsim.core.encodings import PEBatch
@@ -14,16 +15,6 @@ from stsim.core.gradcheck import check_grad
 from stsim.core.model import forward_backward, loss_and_grad, target_params
 
 FAMILIES = [("onehot", "slots", 11), ("stochastic", "slots", 13), ("stochastic", "sphere", 6)]
-B, T, q, d = 5, 9, 3, 4
-
-
-def _setup(pe, sampler, d_e, seed=0, scale=0.7):
-    rng = np.random.default_rng(seed)
-    enc = make_encoding(pe, T_max=T, d_e=d_e, sampler=sampler, rng=rng)
-    batch = stsim.sample_batch(rng, B, T, q, d)
-    peb = enc.sample(rng, B, T)
-    D = d + d_e
-    return rng, batch, peb, scale * rng.standard_normal((D, D)), scale * rng.standard_normal((d, D))
 
 
 def _phi(name, l, n):
@@ -58,8 +49,9 @@ def _oracle_loss(W, V, X, y, P, model, query, name, tau):
 @pytest.mark.parametrize("pe,sampler,d_e", FAMILIES)
 @pytest.mark.parametrize("model,query,tau", [("theory", "sum", 1.0), ("practical", "mean", 1.0),
                                              ("theory", "mean", 0.6), ("practical", "sum", 1.7)])
-def test_finite_differences_every_mechanism(name, pe, sampler, d_e, model, query, tau):
-    rng, batch, peb, W, V = _setup(pe, sampler, d_e, seed=1)
+def test_finite_differences_every_mechanism(small_setup, name, pe, sampler, d_e, model, query,
+                                           tau):
+    rng, batch, peb, W, V = small_setup(pe, sampler, d_e, seed=1)
 
     def fg(params):
         loss, dW, dV = forward_backward(params[0], params[1], batch.X, batch.y, peb,
@@ -82,8 +74,8 @@ def test_finite_differences_every_mechanism(name, pe, sampler, d_e, model, query
 
 @pytest.mark.parametrize("name", ["softmax", "linear", "sigmoid"])
 @pytest.mark.parametrize("model", ["theory", "practical"])
-def test_finite_differences_rank(name, model):
-    rng, batch, peb, W, V = _setup("stochastic", "slots", 13, seed=2)
+def test_finite_differences_rank(small_setup, name, model):
+    rng, batch, peb, W, V = small_setup("stochastic", "slots", 13, seed=2)
     D, r = W.shape[0], 4
     WK, WQ = 0.5 * rng.standard_normal((r, D)), 0.5 * rng.standard_normal((r, D))
 
@@ -103,10 +95,10 @@ def test_finite_differences_rank(name, model):
     np.testing.assert_allclose(dW1[0], WQ @ G.T, rtol=1e-12, atol=1e-14)
 
 
-def test_a_wrong_backward_is_caught():
+def test_a_wrong_backward_is_caught(small_setup):
     """Seeded faults: the sigmoid's derivative without the normalisation, and the rank
     gradient with W_K and W_Q swapped, fail the finite-difference check."""
-    rng, batch, peb, W, V = _setup("stochastic", "sphere", 6, seed=3)
+    rng, batch, peb, W, V = small_setup("stochastic", "sphere", 6, seed=3)
 
     class Wrong(Sigmoid):
         def dphi_from_s(self, s, n=1):
@@ -133,8 +125,8 @@ def test_a_wrong_backward_is_caught():
         check_grad(swapped, [WK, WQ], rng)
 
 
-def test_softmax_is_bit_identical():
-    rng, batch, peb, W, V = _setup("stochastic", "slots", 13, seed=4)
+def test_softmax_is_bit_identical(small_setup):
+    rng, batch, peb, W, V = small_setup("stochastic", "slots", 13, seed=4)
     base = forward_backward(W, V, batch.X, batch.y, peb, model="practical")
     for kw in ({"attention": "softmax"}, {"attention": Softmax()}, {"temperature": 1.0}):
         other = forward_backward(W, V, batch.X, batch.y, peb, model="practical", **kw)
@@ -147,12 +139,12 @@ def test_softmax_is_bit_identical():
 @pytest.mark.parametrize("model", ["theory", "practical"])
 @pytest.mark.parametrize("pe", ["onehot", "stochastic"])
 @pytest.mark.parametrize("name", ["linear", "relu", "relu-norm"])
-def test_linear_attention_solves_sts_exactly(query, scale, model, pe, name):
+def test_linear_attention_solves_sts_exactly(small_setup, query, scale, model, pe, name):
     """W_ee = I/q (sum query) or I (mean query), V = [I 0]: loss 0 with one-hot / slots,
     for linear and ReLU attention (the logits are 1/q and 0); times N (the attended
     tokens) for the length-normalised ReLU."""
     d_e = 9 if pe == "onehot" else 20
-    rng, batch, peb, _, _ = _setup(pe, "slots", d_e, seed=5)
+    rng, batch, peb, _, _ = small_setup(pe, "slots", d_e, seed=5)
     Ws, Vs = target_params(d, d_e)
     N = (T + 1 if model == "practical" else T) if name == "relu-norm" else 1
     W = N * (Ws / q if scale is None else Ws * scale)
@@ -166,8 +158,8 @@ def test_linear_attention_solves_sts_exactly(query, scale, model, pe, name):
 
 
 @pytest.mark.parametrize("name", ["linear", "relu", "relu-norm"])
-def test_zero_init_is_stationary(name):
-    rng, batch, peb, W, V = _setup("stochastic", "sphere", 6, seed=6)
+def test_zero_init_is_stationary(small_setup, name):
+    rng, batch, peb, W, V = small_setup("stochastic", "sphere", 6, seed=6)
     assert make_attention(name).zero_saddle
     for model in ("theory", "practical"):
         loss, dW, dV = forward_backward(0 * W, 0 * V, batch.X, batch.y, peb, model=model,
@@ -176,8 +168,8 @@ def test_zero_init_is_stationary(name):
 
 
 @pytest.mark.parametrize("name", ["softmax", "linear", "sigmoid"])
-def test_rank_zero_init_is_stationary(name):
-    rng, batch, peb, W, V = _setup("stochastic", "slots", 13, seed=7)
+def test_rank_zero_init_is_stationary(small_setup, name):
+    rng, batch, peb, W, V = small_setup("stochastic", "slots", 13, seed=7)
     Z = np.zeros((3, W.shape[0]))
     _, (dK, dQ), dV = forward_backward((Z, Z), V, batch.X, batch.y, peb, attention=name, rank=3)
     assert not np.any(dK) and not np.any(dQ)                      # even with V ≠ 0
@@ -185,8 +177,8 @@ def test_rank_zero_init_is_stationary(name):
 
 
 @pytest.mark.parametrize("name", ["softmax", "sigmoid", "sigmoid-norm"])
-def test_uniform_at_zero_gives_V_a_gradient(name):
-    rng, batch, peb, W, V = _setup("stochastic", "sphere", 6, seed=8)
+def test_uniform_at_zero_gives_V_a_gradient(small_setup, name):
+    rng, batch, peb, W, V = small_setup("stochastic", "sphere", 6, seed=8)
     assert not make_attention(name).zero_saddle
     _, dW, dV = forward_backward(0 * W, 0 * V, batch.X, batch.y, peb, attention=name)
     assert np.abs(dV).max() > 1e-3 and not np.any(dW)
@@ -219,8 +211,8 @@ def test_temperature_is_a_step_scaling(name):
     assert np.abs(W / tau - Wbad).max() > 1e-3 * np.abs(Wbad).max()
 
 
-def test_bad_input():
-    rng, batch, peb, W, V = _setup("onehot", "slots", 11)
+def test_bad_input(small_setup):
+    rng, batch, peb, W, V = small_setup("onehot", "slots", 11)
     with pytest.raises(ValueError, match="attention must be one of"):
         forward_backward(W, V, batch.X, batch.y, peb, attention="tanh")
     with pytest.raises(ValueError, match="temperature must be a finite number > 0"):

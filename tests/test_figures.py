@@ -1,10 +1,13 @@
 """The figure experiments in --quick mode: every example runs, writes PNG/CSV/JSON with the
 resolved config, and each claim of the paper points the right way on the small problem.
 
-One ``stsim figures --quick`` run (module fixture, ~20 s) feeds the direction checks;
-``stsim figures --only <fig>`` then re-draws each figure from a copy of its runs, which
-also exercises the journal (nothing is trained again), ``--analyse-only`` redraws from the
-``.npz`` files alone, and a changed setting retrains exactly the runs it changes.
+One ``stsim figures --quick`` run of every figure (module fixture ``quick``, ~40 s: the
+tests that use it are ``slow``) feeds the direction checks; one of Figs. 1 and 3 only
+(``small``, ~7 s) feeds the machinery's tests in the default suite, which also run on
+``quick`` under ``-m slow`` (fixture ``made``): ``stsim figures --only <fig>`` re-draws
+each figure from a copy of its runs, which also exercises the journal (nothing is trained
+again), ``--analyse-only`` redraws from the ``.npz`` files alone, and a changed setting
+retrains exactly the runs it changes.
 """
 import json
 import shutil
@@ -20,17 +23,40 @@ from stsim.studies.figures import FIGURES
 from stsim.util.stats import fit_linear
 
 
+SMALL = ("fig1", "fig3")      # the figures of the fixture ``small``
+
+
+def _made(tmp_path_factory, only):
+    """``stsim figures --quick --only <only>`` into a new folder: ``(out, {fig: summary})``."""
+    out = tmp_path_factory.mktemp("figures")
+    assert cli_main(["figures", "--quick", "--only", ",".join(only), "--out", str(out),
+                     "--quiet"]) == 0
+    return out, {n: json.loads((out / f"{n}.json").read_text()) for n in only}
+
+
 @pytest.fixture(scope="module")
 def quick(tmp_path_factory):
-    out = tmp_path_factory.mktemp("figures")
-    assert cli_main(["figures", "--quick", "--out", str(out), "--quiet"]) == 0
-    summaries = {n: json.loads((out / f"{n}.json").read_text()) for n in FIGURES}
-    return out, summaries
+    return _made(tmp_path_factory, FIGURES)
 
 
-def test_outputs_written_with_resolved_config(quick):
-    out, summaries = quick
-    for n in FIGURES:
+@pytest.fixture(scope="module")
+def small(tmp_path_factory):
+    return _made(tmp_path_factory, SMALL)
+
+
+@pytest.fixture(params=["small", pytest.param("quick", marks=pytest.mark.slow)])
+def made(request):
+    """``small`` in the default suite, and ``quick`` (every figure) under ``-m slow``."""
+    return request.getfixturevalue(request.param)
+
+
+def _only(made):
+    return ["--only", ",".join(made[1])]
+
+
+def test_outputs_written_with_resolved_config(made):
+    out, summaries = made
+    for n in summaries:
         png = out / f"{n}.png"
         assert png.stat().st_size > 10_000 and png.read_bytes()[:4] == b"\x89PNG"
         header = (out / f"{n}.csv").read_text().splitlines()[0].split(",")
@@ -57,8 +83,8 @@ def test_outputs_written_with_resolved_config(quick):
     assert ev["n_sets"] > 0 and 0 < ev["rel_se_max"] and ev["points_min"] >= 512
 
 
-def test_fig1_loss_falls_inverse_loss_grows_cosines_rise(quick):
-    m = quick[1]["fig1"]["measured"]
+def test_fig1_loss_falls_inverse_loss_grows_cosines_rise(small):
+    m = small[1]["fig1"]["measured"]
     assert max(m["final_over_initial"]) < 0.5
     # cosines start at 0 (zero init) and rise; with Adam, W also collects off-diagonal
     # noise in its PE block, so cos(W, W*) stays well below 1 on the quick problem
@@ -66,6 +92,7 @@ def test_fig1_loss_falls_inverse_loss_grows_cosines_rise(quick):
     assert m["inverse_loss_slope_per_step"] > 0
 
 
+@pytest.mark.slow
 def test_fig2_stochastic_generalises_to_longer_sequences_fixed_does_not(quick):
     s = quick[1]["fig2"]
     for Tt in s["settings"]["T_test"]:
@@ -77,14 +104,15 @@ def test_fig2_stochastic_generalises_to_longer_sequences_fixed_does_not(quick):
         assert 0 < m["fixed_floor_analytic"] < 1
 
 
-def test_fig3_mass_concentrates_on_pe_and_token_blocks(quick):
-    m = quick[1]["fig3"]["measured"]
+def test_fig3_mass_concentrates_on_pe_and_token_blocks(small):
+    m = small[1]["fig3"]["measured"]
     for a, b in zip(m["block_mass_init"], m["block_mass_final"]):
         assert b["W_outside_pe_block"] < 0.5 * a["W_outside_pe_block"]
         assert b["V_outside_token_block"] < 0.5 * a["V_outside_token_block"]
     assert min(m["W_ee_diag_mean"]) > 0 and min(m["V_x_diag_mean"]) > 0
 
 
+@pytest.mark.slow
 def test_fig4_q_test_generalises_and_length_favours_stochastic(quick):
     s = quick[1]["fig4"]
     for qt in s["settings"]["q_test"]:
@@ -94,6 +122,7 @@ def test_fig4_q_test_generalises_and_length_favours_stochastic(quick):
     assert s["measured"]["fixed_min_final_ood"] > 0.15
 
 
+@pytest.mark.slow
 def test_fig5_adam_keeps_the_stochastic_advantage(quick):
     s = quick[1]["fig5"]
     for Tt in s["settings"]["T_test"]:
@@ -101,6 +130,7 @@ def test_fig5_adam_keeps_the_stochastic_advantage(quick):
         assert max(m["stochastic_final"]) < min(m["onehot_final"])
 
 
+@pytest.mark.slow
 def test_beyond_sphere_floor_falls_with_width(quick):
     s = quick[1]["beyond"]
     table = s["measured"]["sphere_final_val"]["val"]
@@ -120,9 +150,11 @@ def _mtimes(out):
     return {p: p.stat().st_mtime_ns for p in (out / "runs").rglob("*.npz")}
 
 
-@pytest.mark.parametrize("fig", FIGURES)
-def test_one_figure_redraws_from_cache(quick, fig, tmp_path):
-    cached = _runs_copy(quick, tmp_path)
+@pytest.mark.parametrize("fig", [*SMALL, *(pytest.param(f, marks=pytest.mark.slow)
+                                            for f in FIGURES if f not in SMALL)])
+def test_one_figure_redraws_from_cache(request, fig, tmp_path):
+    cached = _runs_copy(request.getfixturevalue("small" if fig in SMALL else "quick"),
+                        tmp_path)
     assert cli_main(["figures", "--only", fig, "--out", str(tmp_path), "--workers", "1",
                      "--quiet"]) == 0
     # reused, not re-trained: no saved result was rewritten
@@ -130,29 +162,32 @@ def test_one_figure_redraws_from_cache(quick, fig, tmp_path):
     assert (tmp_path / f"{fig}.png").exists() and (tmp_path / f"{fig}.json").exists()
 
 
-def test_a_rerun_of_a_finished_run_trains_nothing(quick, tmp_path):
-    cached = _runs_copy(quick, tmp_path)
-    assert cli_main(["figures", "--quick", "--out", str(tmp_path), "--quiet"]) == 0
+def test_a_rerun_of_a_finished_run_trains_nothing(made, tmp_path):
+    cached = _runs_copy(made, tmp_path)
+    assert cli_main(["figures", "--quick", *_only(made), "--out", str(tmp_path),
+                     "--quiet"]) == 0
     assert _mtimes(tmp_path) == cached                          # the journal: all done
     assert json.loads((tmp_path / "runs" / "run.json").read_text())["n_trained"] == 0
-    for n in FIGURES:        # the same numbers: every figure's files as the first run's
-        assert (tmp_path / f"{n}.csv").read_bytes() == (quick[0] / f"{n}.csv").read_bytes()
-        assert (tmp_path / f"{n}.json").read_bytes() == (quick[0] / f"{n}.json").read_bytes()
+    for n in made[1]:        # the same numbers: every figure's files as the first run's
+        assert (tmp_path / f"{n}.csv").read_bytes() == (made[0] / f"{n}.csv").read_bytes()
+        assert (tmp_path / f"{n}.json").read_bytes() == (made[0] / f"{n}.json").read_bytes()
 
 
-def test_analyse_only_redraws_from_the_npz_files_alone(quick, tmp_path, capsys):
-    cached = _runs_copy(quick, tmp_path, journal=False)         # no journal, no table
-    assert cli_main(["figures", "--out", str(tmp_path), "--analyse-only", "--quiet"]) == 0
+def test_analyse_only_redraws_from_the_npz_files_alone(made, tmp_path, capsys):
+    cached = _runs_copy(made, tmp_path, journal=False)          # no journal, no table
+    assert cli_main(["figures", *_only(made), "--out", str(tmp_path), "--analyse-only",
+                     "--quiet"]) == 0
     assert _mtimes(tmp_path) == cached                          # nothing trained
-    for n in FIGURES:
+    for n in made[1]:
         assert (tmp_path / f"{n}.png").stat().st_size > 10_000
-        assert (tmp_path / f"{n}.csv").read_bytes() == (quick[0] / f"{n}.csv").read_bytes()
-        assert (tmp_path / f"{n}.json").read_bytes() == (quick[0] / f"{n}.json").read_bytes()
-    assert (tmp_path / "claims_map.csv").read_bytes() == \
-        (quick[0] / "claims_map.csv").read_bytes()
+        assert (tmp_path / f"{n}.csv").read_bytes() == (made[0] / f"{n}.csv").read_bytes()
+        assert (tmp_path / f"{n}.json").read_bytes() == (made[0] / f"{n}.json").read_bytes()
+    if "claims" in made[1]:
+        assert (tmp_path / "claims_map.csv").read_bytes() == \
+            (made[0] / "claims_map.csv").read_bytes()
     # a figure whose run is missing is not drawn, and named; the others are
     part = tmp_path / "part"
-    _runs_copy(quick, part, journal=False)
+    _runs_copy(made, part, journal=False)
     for p in (part / "runs" / "fig3").glob("*-s1.npz"):
         p.unlink()
     assert cli_main(["figures", "--only", "fig1,fig3", "--out", str(part), "--analyse-only",
@@ -166,8 +201,8 @@ def test_analyse_only_redraws_from_the_npz_files_alone(quick, tmp_path, capsys):
     assert "without --analyse-only" in capsys.readouterr().err
 
 
-def test_a_changed_setting_retrains_its_runs_and_is_never_reused(quick, tmp_path):
-    cached = _runs_copy(quick, tmp_path)
+def test_a_changed_setting_retrains_its_runs_and_is_never_reused(small, tmp_path):
+    cached = _runs_copy(small, tmp_path)
     fig3 = sorted(p for p in cached if p.parent.name == "fig3")
     assert len(fig3) == 3                                       # two seeds and a twin
     args = ["figures", "--only", "fig3", "--out", str(tmp_path), "--workers", "1", "--quiet"]
@@ -181,13 +216,13 @@ def test_a_changed_setting_retrains_its_runs_and_is_never_reused(quick, tmp_path
     # hold the lr-4 runs, so they are trained again, not reused
     assert cli_main(args) == 0
     assert {round(stsim.load(p).config["lr"], 12) for p in fig3} == {5.0}
-    old = json.loads((quick[0] / "fig3.json").read_text())["measured"]
+    old = json.loads((small[0] / "fig3.json").read_text())["measured"]
     new = json.loads((tmp_path / "fig3.json").read_text())["measured"]
     np.testing.assert_allclose(new["final_loss"], old["final_loss"], rtol=1e-9)
 
 
-def test_a_figure_is_drawn_as_soon_as_its_runs_are_in(quick, tmp_path, capsys):
-    _runs_copy(quick, tmp_path)
+def test_a_figure_is_drawn_as_soon_as_its_runs_are_in(small, tmp_path, capsys):
+    _runs_copy(small, tmp_path)
     gone = [*(tmp_path / "runs" / "fig3").glob("*.npz"),
             *(tmp_path / "runs" / "fig1").glob("*-s1.npz")]
     for p in gone:
@@ -239,6 +274,7 @@ def test_r2_of_fit_linear():
     assert fit_linear(x, y).r2 == pytest.approx(np.corrcoef(x, y)[0, 1] ** 2)
 
 
+@pytest.mark.slow
 def test_near_orthogonal_reading_has_an_interference_floor(quick):
     # the fixed near-orthogonal table is dense and interferes: its in-distribution loss
     # stays far above the slots PE's, while one-hot does not interfere
@@ -253,6 +289,7 @@ def test_near_orthogonal_reading_has_an_interference_floor(quick):
             assert min(m[k]) > 3 * max(m["stochastic_final"])
 
 
+@pytest.mark.slow
 def test_fixed_onehot_matches_exact_ood_loss_at_its_own_state(quick):
     # SGD run: the measured OOD loss (large fresh sets) is the exact population OOD loss
     # at the run's own (a, γ) within the check's tolerance, or within 2 SE of it
@@ -273,14 +310,14 @@ def _rewrite(path, change):
     r.save(path)
 
 
-def test_a_verdict_changed_by_the_twin_is_labelled_unstable(quick, tmp_path):
+def test_a_verdict_changed_by_the_twin_is_labelled_unstable(small, tmp_path):
     # seeded fault: the twin of fig1's seed 0 (lr one ulp up) ends on the other side of the
     # threshold (a thousand times lower if the original fails, ten times higher if it
     # holds), as a run at the edge of stability may on another machine
-    base = next(c for c in quick[1]["fig1"]["checks"] if c["claim"].startswith("final loss"))
+    base = next(c for c in small[1]["fig1"]["checks"] if c["claim"].startswith("final loss"))
     assert base["stability"] == "stable" and base["verdict"] != "inconclusive"
     factor = 10.0 if base["verdict"] == "held" else 1e-3
-    _runs_copy(quick, tmp_path, journal=False)
+    _runs_copy(small, tmp_path, journal=False)
     twin = tmp_path / "runs" / "fig1" / "practical-mean-sgd-s0-ulp.npz"
 
     def moved(r):
@@ -295,8 +332,8 @@ def test_a_verdict_changed_by_the_twin_is_labelled_unstable(quick, tmp_path):
     assert c["verdict"] == "inconclusive" and s["twins"]
 
 
-def test_a_diverged_run_is_reported_and_its_checks_unmeasured(quick, tmp_path):
-    _runs_copy(quick, tmp_path, journal=False)
+def test_a_diverged_run_is_reported_and_its_checks_unmeasured(small, tmp_path):
+    _runs_copy(small, tmp_path, journal=False)
     path = tmp_path / "runs" / "fig1" / "practical-mean-sgd-s1.npz"
 
     def diverge(r):
@@ -316,6 +353,7 @@ def test_a_diverged_run_is_reported_and_its_checks_unmeasured(quick, tmp_path):
     assert overview["unmeasured"]["fig1"] == s["unmeasured"]
 
 
+@pytest.mark.slow
 def test_a_reading_that_does_not_fit_is_named_where_s6_holds(quick):
     md = (quick[0] / "claims.md").read_text()
     assert "### Fixed PEs that fit in distribution, and S6/S7" in md
@@ -332,6 +370,7 @@ def test_a_reading_that_does_not_fit_is_named_where_s6_holds(quick):
     assert all(k in line for k in held_s6)
 
 
+@pytest.mark.slow
 def test_claims_map_from_the_plain_function(quick, tmp_path):
     from stsim.studies.figures.claims import STATEMENTS, run_claims
     cached = _runs_copy(quick, tmp_path)
@@ -360,23 +399,24 @@ def test_claims_map_from_the_plain_function(quick, tmp_path):
     assert (tmp_path / "claims.png").stat().st_size > 10_000
 
 
-def test_quick_ends_with_what_quick_scale_decides(quick, tmp_path, capsys):
+def test_quick_ends_with_what_quick_scale_decides(made, tmp_path, capsys):
     """``stsim figures --quick``'s last line says that its [NOT] lines are expected and
     that --full decides the claims; a --full analysis does not print it."""
     from stsim.cli.figures import QUICK_SCOPE
-    _runs_copy(quick, tmp_path)
+    _runs_copy(made, tmp_path)
     capsys.readouterr()
-    assert cli_main(["figures", "--quick", "--out", str(tmp_path), "--quiet"]) == 0
+    assert cli_main(["figures", "--quick", *_only(made), "--out", str(tmp_path),
+                     "--quiet"]) == 0
     lines = capsys.readouterr().out.strip().splitlines()
     assert lines[-1] == QUICK_SCOPE and "stsim figures --full" in lines[-1]
     assert "[NOT]" in QUICK_SCOPE and "\n" not in QUICK_SCOPE
 
 
-def test_blocks_csv_holds_every_evaluation_exactly(quick):
+def test_blocks_csv_holds_every_evaluation_exactly(made):
     """``blocks.csv`` holds the block means of every evaluation set of every run, round-trip
     exact: read back, each set's mean and SE equal those the run stored in its ``.npz``."""
     from stsim.studies.figures.blocks import FILE, read_blocks
-    out = quick[0]
+    out = made[0]
     blocks = read_blocks(out / FILE)
     npz = sorted((out / "runs").rglob("*.npz"))
     assert npz and len(blocks) == len(npz)
@@ -391,6 +431,18 @@ def test_blocks_csv_holds_every_evaluation_exactly(quick):
             assert (b["mean"], b["se"]) == (e["mean"], e["se"])      # the same formula
 
 
+def test_a_row_with_a_block_dropped_is_refused_when_read(made, tmp_path):
+    """(Also below, on a Fig. 2 row, under ``-m slow``.)"""
+    from stsim.studies.figures.blocks import FILE, read_blocks
+    text = (made[0] / FILE).read_text().splitlines()
+    parts = text[1].split(",")
+    parts[6] = " ".join(parts[6].split()[1:])
+    (tmp_path / FILE).write_text("\n".join(text[:1] + [",".join(parts)] + text[2:]) + "\n")
+    with pytest.raises(ValueError, match="n_blocks"):
+        read_blocks(tmp_path / FILE)
+
+
+@pytest.mark.slow
 def test_every_replayed_number_recomputes_from_the_block_means(quick, tmp_path):
     """From blocks.csv and the committed <fig>.json/.csv alone, the evaluation summary of
     figures.json and every measured number and check SE of Figs. 2, 4, 5 and beyond are

@@ -7,25 +7,13 @@ import numpy as np
 import pytest
 
 import stsim
+from conftest import B, T, d, q
 from stsim.core.encodings import PEBatch
-from stsim.core.families import make_encoding
 from stsim.core.gradcheck import check_grad
 from stsim.core.model import cosine_to_target, forward_backward, loss_and_grad, target_params
 
 FAMILIES = [("onehot", "slots", 11), ("near-orthogonal", "slots", 7),
             ("stochastic", "slots", 13), ("stochastic", "sphere", 6)]
-B, T, q, d = 5, 9, 3, 4
-
-
-def _setup(pe, sampler, d_e, seed=0, scale=0.7):
-    rng = np.random.default_rng(seed)
-    enc = make_encoding(pe, T_max=T, d_e=d_e, sampler=sampler, rng=rng)
-    batch = stsim.sample_batch(rng, B, T, q, d)
-    peb = enc.sample(rng, B, T)
-    D = d + d_e
-    W = scale * rng.standard_normal((D, D))
-    V = scale * rng.standard_normal((d, D))
-    return rng, batch, peb, W, V
 
 
 def _oracle(W, V, X, y, P, model, query, x_query=None):
@@ -57,8 +45,8 @@ def _oracle(W, V, X, y, P, model, query, x_query=None):
 @pytest.mark.parametrize("pe,sampler,d_e", FAMILIES)
 @pytest.mark.parametrize("model", ["theory", "practical"])
 @pytest.mark.parametrize("query", ["sum", "mean"])
-def test_finite_differences(pe, sampler, d_e, model, query):
-    rng, batch, peb, W, V = _setup(pe, sampler, d_e)
+def test_finite_differences(small_setup, pe, sampler, d_e, model, query):
+    rng, batch, peb, W, V = small_setup(pe, sampler, d_e)
 
     def fg(params):
         loss, dW, dV = forward_backward(params[0], params[1], batch.X, batch.y, peb,
@@ -75,8 +63,9 @@ def test_finite_differences(pe, sampler, d_e, model, query):
 @pytest.mark.parametrize("model,query", list(itertools.product(["theory", "practical"],
                                                                 ["sum", "mean"])))
 @pytest.mark.parametrize("with_xq", [False, True])
-def test_paths_agree_with_reference_and_oracle(pe, sampler, d_e, model, query, with_xq):
-    rng, batch, peb, W, V = _setup(pe, sampler, d_e, seed=3)
+def test_paths_agree_with_reference_and_oracle(small_setup, pe, sampler, d_e, model, query,
+                                               with_xq):
+    rng, batch, peb, W, V = small_setup(pe, sampler, d_e, seed=3)
     xq = rng.standard_normal((B, d)) if with_xq else None
     fast = forward_backward(W, V, batch.X, batch.y, peb, model=model, query=query, x_query=xq)
     ref = loss_and_grad(W, V, batch.X, batch.y, peb.dense(), model=model, query=query,
@@ -87,8 +76,8 @@ def test_paths_agree_with_reference_and_oracle(pe, sampler, d_e, model, query, w
         np.testing.assert_allclose(b_, c, rtol=1e-10, atol=1e-12)
 
 
-def test_x_query_gradients():
-    rng, batch, peb, W, V = _setup("stochastic", "slots", 13, seed=5)
+def test_x_query_gradients(small_setup):
+    rng, batch, peb, W, V = small_setup("stochastic", "slots", 13, seed=5)
     xq = rng.standard_normal((B, d))
 
     def fg(params):
@@ -99,9 +88,9 @@ def test_x_query_gradients():
     check_grad(fg, [W, V], rng, rtol=1e-6)
 
 
-def test_index_path_builds_no_dense_encoding(monkeypatch):
+def test_index_path_builds_no_dense_encoding(small_setup, monkeypatch):
     """The one-hot families must never materialise a d_e × T matrix."""
-    rng, batch, peb, W, V = _setup("stochastic", "slots", 13)
+    rng, batch, peb, W, V = small_setup("stochastic", "slots", 13)
 
     def boom(self):
         raise AssertionError("dense() called on the hot path")
@@ -112,9 +101,9 @@ def test_index_path_builds_no_dense_encoding(monkeypatch):
 
 
 @pytest.mark.parametrize("big", [1e4, -1e4, 1e300])
-def test_softmax_extreme_logits(big):
+def test_softmax_extreme_logits(small_setup, big):
     """Logits of ±1e4 (and beyond) give finite losses and gradients, and no warnings."""
-    rng, batch, peb, W, V = _setup("onehot", "slots", 11)
+    rng, batch, peb, W, V = small_setup("onehot", "slots", 11)
     W2 = np.zeros_like(W)
     W2[d:, d:] = big * np.eye(11)
     with warnings.catch_warnings():
@@ -124,10 +113,10 @@ def test_softmax_extreme_logits(big):
             assert np.isfinite(loss) and np.all(np.isfinite(dW)) and np.all(np.isfinite(dV))
 
 
-def test_hard_attention_limit_is_exact():
+def test_hard_attention_limit_is_exact(small_setup):
     """With W_ee = c I, c → ∞, and V = V*, the theory model outputs the mean of the
     selected tokens: loss → 0."""
-    rng, batch, peb, W, V = _setup("onehot", "slots", 11)
+    rng, batch, peb, W, V = small_setup("onehot", "slots", 11)
     Ws, Vs = target_params(d, 11)
     loss, _, _ = forward_backward(1e3 * Ws, Vs, batch.X, batch.y, peb)
     assert loss < 1e-20
@@ -159,8 +148,8 @@ def test_cosine_to_target():
     (dict(model="big"), "model must be one of"),
     (dict(query="max"), "query must be one of"),
 ])
-def test_bad_input(bad, match):
-    rng, batch, peb, W, V = _setup("onehot", "slots", 11)
+def test_bad_input(small_setup, bad, match):
+    rng, batch, peb, W, V = small_setup("onehot", "slots", 11)
     args = dict(W=W, V=V, X=batch.X, y=batch.y, P=peb.dense())
     kw = {}
     for k, v in bad.items():

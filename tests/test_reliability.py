@@ -152,6 +152,8 @@ READY = """
 import os, signal, sys
 import stsim.core.state as S
 signal.signal(signal.SIGINT, {sigint})
+for s in (signal.SIGTERM, signal.SIGHUP):  # the dispositions tested, not inherited (nohup)
+    signal.signal(s, signal.SIG_DFL)
 ready = sys.argv[1]
 record = S.RunState.record
 
@@ -231,12 +233,18 @@ def test_a_nested_route_gives_the_outer_route_back():
 
 def test_terminate_as_interrupt_restores_the_handlers():
     from stsim.util.signals import TerminateAsInterrupt
-    before = signal.getsignal(signal.SIGTERM)
-    with TerminateAsInterrupt() as term:
-        assert signal.getsignal(signal.SIGTERM) != before
-        with pytest.raises(KeyboardInterrupt):
-            signal.raise_signal(signal.SIGHUP)
-    assert signal.getsignal(signal.SIGTERM) == before and term.exit_status == 129
+    # the dispositions tested, set here rather than inherited (under nohup SIGHUP is ignored)
+    saved = {s: signal.signal(s, signal.SIG_DFL) for s in (signal.SIGTERM, signal.SIGHUP)}
+    try:
+        with TerminateAsInterrupt() as term:
+            assert signal.getsignal(signal.SIGTERM) != signal.SIG_DFL
+            with pytest.raises(KeyboardInterrupt):
+                signal.raise_signal(signal.SIGHUP)
+        assert signal.getsignal(signal.SIGTERM) == signal.SIG_DFL and term.exit_status == 129
+        assert signal.getsignal(signal.SIGHUP) == signal.SIG_DFL
+    finally:
+        for s, h in saved.items():
+            signal.signal(s, h)
 
 
 STUDY = ["separation", "--fcn_Ts", "4,8", "--tf_Ts", "4", "--family_Ts", "4,8",
@@ -363,12 +371,13 @@ def test_sigterm_on_a_pool_sweep_ends_it_quietly(tmp_path):
     assert not (tmp_path / "t.csv.lock").exists()
 
 
-BACKGROUND_STUDIES = {
+BACKGROUND_STUDIES = {   # the command, and the lock its sweep of hours-long runs takes
     # its sweeps driven from threads: the driver waited in the thread pool's exit
-    "separation": ["separation", "--fcn_Ts", "4,8", "--tf_Ts", "4", "--family_Ts", "4,8",
-                   "--steps", "10000000", "--long_steps", "10000000", "--long_Ts", ""],
+    "separation": (["separation", "--fcn_Ts", "4,8", "--tf_Ts", "4", "--family_Ts", "4,8",
+                    "--steps", "10000000", "--long_steps", "10000000", "--long_Ts", ""],
+                   "tune.csv.lock"),
     # its sweeps in the main thread: the driver waited in the pool's shutdown
-    "attention": ["attention", "--quick", "--steps", "10000000"],
+    "attention": (["attention", "--quick", "--steps", "10000000"], "runs.csv.lock"),
 }
 
 
@@ -384,17 +393,18 @@ def test_sigterm_on_a_background_study_ends_its_running_workers(tmp_path, study)
     # running runs to finish (they ignore SIGINT; here hours of steps) before exiting, and
     # loky's kill printed an InvalidStateError traceback for the futures the sweep cancelled
     out = tmp_path / "o"
-    proc = subprocess.Popen([sys.executable, "-m", "stsim", *BACKGROUND_STUDIES[study],
+    argv, long_runs = BACKGROUND_STUDIES[study]
+    proc = subprocess.Popen([sys.executable, "-m", "stsim", *argv,
                              "--workers", "2", "--quiet", "--out", str(out)],
                             start_new_session=True, stdout=subprocess.PIPE,
                             stderr=subprocess.PIPE, text=True,
                             env=dict(os.environ, MPLBACKEND="Agg"),
                             preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_IGN))
     t0 = time.monotonic()
-    while not (out / "raw").exists():          # the study has begun its runs
+    while not (out / "raw" / long_runs).exists():    # the hours-long runs are submitted
         assert proc.poll() is None and time.monotonic() - t0 < 120, proc.communicate()
         time.sleep(0.1)
-    time.sleep(20)                             # the workers are inside their runs
+    time.sleep(3)                              # the workers are inside them
     os.kill(proc.pid, signal.SIGTERM)
     try:
         _, err = proc.communicate(timeout=90)  # a hang guard: the runs take hours

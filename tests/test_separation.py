@@ -268,9 +268,21 @@ def test_design_of_the_full_run():
 
 
 # ---- the quick run end to end ---------------------------------------------------------------
-def test_quick_study_end_to_end(tmp_path):
+# the quick run made smaller (~8 s instead of ~22 s) for the default suite; the quick run
+# itself under -m slow
+SMALLER = dict(fcn_Ts=(4,), tf_Ts=(4,), long_Ts=(4,), family_Ts=(4, 8), seeds=2, steps=150,
+               long_steps=300)
+
+
+@pytest.mark.parametrize("over", [SMALLER, pytest.param({}, marks=pytest.mark.slow)],
+                         ids=["smaller", "quick"])
+def test_quick_study_end_to_end(tmp_path, over):
+    S = dict(QUICK, **over)
+    given = [a for k, v in over.items() for a in (f"--{k}", ",".join(map(str, v))
+                                                 if isinstance(v, tuple) else str(v))]
     out = str(tmp_path / "sep")
-    assert cli_main(["separation", "--quick", "--workers", "1", "--out", out, "--quiet"]) == 0
+    assert cli_main(["separation", "--quick", *given, "--workers", "1", "--out", out,
+                     "--quiet"]) == 0
     for f in ("points.csv", "fits.json", "summary.json", "separation.png", "agreement.png",
               "report.md"):
         assert os.path.getsize(os.path.join(out, f)) > 0
@@ -280,23 +292,24 @@ def test_quick_study_end_to_end(tmp_path):
     tune_seeds = {p["seed"] for p in pts if p["role"] == "tune"}
     rep = [p for p in pts if p["role"] == "report"]
     assert len(tune_seeds) == 1 and not tune_seeds & {p["seed"] for p in rep}
-    assert {p["seed_index"] for p in rep} == set(range(QUICK["seeds"]))
+    assert {p["seed_index"] for p in rep} == set(range(S["seeds"]))
     # reported runs are at the rate the tuning seed chose, from the same grid for both arms,
     # extended past an end while the chosen rate sits on it (the same rule for both arms)
     # (a run serving two budgets may be at the rate only one of them chose)
     chosen = {(p["arch"], p["T"], p["width"], p["lr"]) for p in rep if p["lr_chosen"]}
     assert all((p["arch"], p["T"], p["width"], p["lr"]) in chosen for p in rep)
-    ladder = set(QUICK["lrs"]) | set(QUICK["lr_extra"])
+    ladder = set(S["lrs"]) | set(S["lr_extra"])
     for cell in {(p["arch"], p["T"], p["width"]) for p in pts}:
         tried = {p["lr"] for p in pts if p["role"] == "tune" and (p["arch"], p["T"], p["width"])
                  == cell}
-        assert set(QUICK["lrs"]) <= tried <= ladder
-    assert {p["lr"] for p in pts if p["role"] == "tune"} > set(QUICK["lrs"])   # it extended
+        assert set(S["lrs"]) <= tried <= ladder
+    assert {p["lr"] for p in pts if p["role"] == "tune"} > set(S["lrs"])       # it extended
     summary = json.load(open(os.path.join(out, "summary.json")))
     for w in summary["widths"]:         # every chosen rate is interior or at the ladder's end
         assert set(w["lr_edge"]) <= {"", "low-end", "high-end"}, w
     ws = {(w["series"], w["T"]): w for w in summary["widths"]}
-    assert ("fcn", 8) in ws and ("transformer", 8) in ws and ("fcn@600", 8) in ws
+    assert ("fcn", max(S["fcn_Ts"])) in ws and ("transformer", max(S["tf_Ts"])) in ws
+    assert (f"fcn@{S['long_steps']}", max(S["long_Ts"])) in ws
     for w in ws.values():
         assert w["censored"] or w["lo"] <= w["width"]
     assert summary["agreement"] and summary["family"] and summary["incomplete"] == []
@@ -312,21 +325,23 @@ def test_quick_study_end_to_end(tmp_path):
     journals = [os.path.join(out, "raw", f"{t}.csv.journal.jsonl")
                 for t in ("family", "family_cells", "tune", "runs")]
     n = [len(open(j).readlines()) for j in journals]
-    assert cli_main(["separation", "--quick", "--workers", "1", "--out", out, "--quiet"]) == 0
+    assert cli_main(["separation", "--quick", *given, "--workers", "1", "--out", out,
+                     "--quiet"]) == 0
     assert [len(open(j).readlines()) for j in journals] == n
     assert json.load(open(os.path.join(out, "summary.json")))["widths"] == summary["widths"]
     # seeded fault: read as if the ladder went further (the extension not run), the edges
     # are open ("low"/"high") and the check above fails
     from stsim.studies.separation.analysis import analyse
     from stsim.studies.separation.design import check
-    wider = analyse(check(dict(QUICK, lr_extra=(1e-4, 1e-3, 3e-2, 1e-1))), out)
+    wider = analyse(check(dict(S, lr_extra=(1e-4, 1e-3, 3e-2, 1e-1))), out)
     assert any(set(w["lr_edge"]) - {"", "low-end", "high-end"} for w in wider["widths"])
     # analyse-only reproduces every output file from the raw tables, byte for byte
     files = ("points.csv", "fits.json", "summary.json", "report.md")
     before = {f: open(os.path.join(out, f), "rb").read() for f in files}
     for f in files + ("separation.png", "agreement.png"):
         os.remove(os.path.join(out, f))
-    assert cli_main(["separation", "--quick", "--out", out, "--quiet", "--analyse-only"]) == 0
+    assert cli_main(["separation", "--quick", *given, "--out", out, "--quiet",
+                     "--analyse-only"]) == 0
     assert {f: open(os.path.join(out, f), "rb").read() for f in files} == before
     assert os.path.getsize(os.path.join(out, "separation.png")) > 0
 

@@ -260,13 +260,14 @@ def test_run_equals_run_with_dense_gradient_and_C_order(monkeypatch, opts, fault
             setattr(self, "rows2", np.arange(0)) or np.zeros((self.c2.size, 0))))
     a = stsim.run(**kw)
     monkeypatch.undo()
-    real_fb, real_init = problem_mod.forward_backward, problem_mod.TransformerProblem.init_params
+    real_fb = problem_mod.forward_backward_unchecked
+    real_init = problem_mod.TransformerProblem.init_params
 
     def dense_fb(*args, **kwargs):
         loss, dW, dV = real_fb(*args, **kwargs)
         return loss, (dW.todense() if isinstance(dW, SparseGradW) else dW), dV
 
-    monkeypatch.setattr(problem_mod, "forward_backward", dense_fb)
+    monkeypatch.setattr(problem_mod, "forward_backward_unchecked", dense_fb)
     monkeypatch.setattr(problem_mod.TransformerProblem, "init_params",
                         lambda self, rng: {k: np.ascontiguousarray(v)
                                            for k, v in real_init(self, rng).items()})

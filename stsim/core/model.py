@@ -63,6 +63,7 @@ __all__ = [
     "query_coef",
     "loss_and_grad",
     "forward_backward",
+    "forward_backward_unchecked",
     "target_params",
     "cosine_to_target",
     "attention_weights",
@@ -102,7 +103,10 @@ def query_coef(query: str, q):
     """The query coefficient ``c`` of ``p_query = c Σ_{j∈y} p_j``: 1 for ``query="sum"``,
     ``1/q`` for ``"mean"``. A float for an integer ``q``, an array (same shape) for an
     array ``q`` (the closed forms of :mod:`stsim.theory.reduced` are vectorised in q)."""
-    check_choice("query", query, QUERIES)
+    return _coef(check_choice("query", query, QUERIES), q)
+
+
+def _coef(query, q):
     if isinstance(q, (int, np.integer)):
         return 1.0 if query == "sum" else 1.0 / q
     qa = np.asarray(q, dtype=np.float64)
@@ -277,22 +281,35 @@ def forward_backward(W, V, X, y, pe: PEBatch, *, model="theory", query="sum", x_
         Its gradient in ``V``.
     """
     check_choice("model", model, MODELS)
+    check_choice("query", query, QUERIES)
     att = _SOFTMAX if attention is None and temperature == 1.0 else \
         make_attention(attention, temperature)
     if rank is not None:
-        W_K, W_Q = W
+        W_K, _ = W
         check_rank(rank, np.shape(W_K)[-1])
         if np.shape(W_K)[0] != rank:
             raise ValueError(f"W_K and W_Q must have shape (rank, D) = ({rank}, D), got "
                              f"{np.shape(W_K)}")
-        loss, G, dV = forward_backward(lowrank_W(W_K, W_Q), V, X, y, pe, model=model,
-                                       query=query, x_query=x_query, target=target,
-                                       need_grad=need_grad, attention=att)
+    return forward_backward_unchecked(W, V, X, y, pe, model == "practical", query, x_query,
+                                      target, need_grad, sparse_grad, att, rank is not None)
+
+
+def forward_backward_unchecked(W, V, X, y, pe, practical, query, x_query, target, need_grad,
+                               sparse_grad, att, pair):
+    """:func:`forward_backward` without its checks, for a run's step (its config checked
+    the options once): ``practical`` a bool, ``query`` ``"sum"`` or ``"mean"``, ``att`` an
+    :class:`~stsim.core.attention.Attention` or None (softmax), ``pair``: ``W`` is the pair
+    ``(W_K, W_Q)``."""
+    att = _SOFTMAX if att is None else att
+    if pair:
+        W_K, W_Q = W
+        loss, G, dV = forward_backward_unchecked(lowrank_W(W_K, W_Q), V, X, y, pe, practical,
+                                                 query, x_query, target, need_grad, False, att,
+                                                 False)
         return loss, (None if G is None else lowrank_grad(W_K, W_Q, G)), dV
-    c = query_coef(query, y.shape[1])
+    c = _coef(query, y.shape[1])
     target, xq = _prepare(X, y, target, x_query)
     d = X.shape[2]
-    practical = model == "practical"
     if pe.is_index:
         ops = _IndexOps(pe.idx, pe.d_e, y, c, d, practical, xq)
         return _index_forward_backward(W, V, X, ops, target, need_grad, sparse_grad, att)

@@ -27,9 +27,9 @@ from typing import Callable
 import numpy as np
 
 from stsim.core.encodings import sample_checked
-from stsim.core.model import cosine_to_target, forward_backward
+from stsim.core.model import cosine_to_target, forward_backward_unchecked
 from stsim.core.seeds import Streams
-from stsim.core.task import sample_batch
+from stsim.core.task import draw_batch
 
 __all__ = ["Problem", "TransformerProblem", "make_problem", "register_arch", "arch_spec",
            "arch_names", "ArchSpec", "register_objective", "val_key", "transformer_shapes",
@@ -263,7 +263,7 @@ class TransformerProblem(Problem):
         super().__init__(cfg, streams)
 
     def _draw(self, rng, B, T, q):
-        return sample_batch(rng, B, T, q, self.cfg.d), sample_checked(self.enc, rng, B, T)
+        return draw_batch(rng, B, T, q, self.cfg.d), sample_checked(self.enc, rng, B, T)
 
     @property
     def D(self):
@@ -290,11 +290,10 @@ class TransformerProblem(Problem):
         ``data = (Batch, PEBatch)``."""
         b, pe = data
         pair = self.rank is not None        # W = W_Kᵀ W_Q (stsim.core.attention)
-        loss, dW, dV = forward_backward((params["W_K"], params["W_Q"]) if pair else params["W"],
-                                        params["V"], b.X, b.y, pe, model=self.cfg.model,
-                                        query=self.cfg.query, target=b.target,
-                                        need_grad=need_grad, sparse_grad=True,
-                                        attention=self.att, rank=self.rank)
+        loss, dW, dV = forward_backward_unchecked(
+            (params["W_K"], params["W_Q"]) if pair else params["W"], params["V"], b.X, b.y, pe,
+            self.cfg.model == "practical", self.cfg.query, None, b.target, need_grad, True,
+            self.att, pair)
         if not pair:
             return loss, {"W": dW, "V": dV}
         dK, dQ = (None, None) if dW is None else dW

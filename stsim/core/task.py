@@ -14,7 +14,7 @@ import numpy as np
 
 from stsim.util.validate import check_int
 
-__all__ = ["Batch", "sample_batch", "sample_subsets", "sts_target"]
+__all__ = ["Batch", "sample_batch", "sample_subsets", "sts_target", "draw_batch", "draw_subsets"]
 
 
 def sample_subsets(rng: np.random.Generator, B: int, T: int, q: int) -> np.ndarray:
@@ -24,9 +24,13 @@ def sample_subsets(rng: np.random.Generator, B: int, T: int, q: int) -> np.ndarr
     or ``j`` if ``t`` is already taken. Each set is uniform over the C(T, q) subsets
     (Floyd 1987); the order inside a row carries no meaning. Cost O(B q²).
     """
-    B = check_int("B", B, 1)
-    T = check_int("T", T, 1)
-    q = check_int("q", q, 1, T)
+    B, T = check_int("B", B, 1), check_int("T", T, 1)
+    return draw_subsets(rng, B, T, check_int("q", q, 1, T))
+
+
+def draw_subsets(rng: np.random.Generator, B: int, T: int, q: int) -> np.ndarray:
+    """:func:`sample_subsets` without its checks (ints, ``1 <= q <= T``): for the callers
+    that checked the sizes once, as a run's config does."""
     out = np.empty((B, q), dtype=np.int64)
     for col, j in enumerate(range(T - q, T)):
         t = rng.integers(0, j + 1, size=B)
@@ -81,10 +85,13 @@ def sample_batch(rng: np.random.Generator, B: int, T: int, q: int, d: int) -> Ba
     >>> b.X.shape, b.y.shape, b.target.shape
     ((4, 10, 5), (4, 3), (4, 5))
     """
-    B = check_int("B", B, 1)
-    T = check_int("T", T, 1)
-    q = check_int("q", q, 1, T)
-    d = check_int("d", d, 1)
+    B, T = check_int("B", B, 1), check_int("T", T, 1)
+    return draw_batch(rng, B, T, check_int("q", q, 1, T), check_int("d", d, 1))
+
+
+def draw_batch(rng: np.random.Generator, B: int, T: int, q: int, d: int) -> Batch:
+    """:func:`sample_batch` without its checks (ints, ``1 <= q <= T``): a run's step, whose
+    sizes its config checked once."""
     X = rng.standard_normal((B, T, d))
-    y = sample_subsets(rng, B, T, q)
+    y = draw_subsets(rng, B, T, q)
     return Batch(X=X, y=y, target=sts_target(X, y))

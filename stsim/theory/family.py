@@ -29,6 +29,7 @@ from __future__ import annotations
 import numpy as np
 from scipy.optimize import minimize_scalar
 
+from stsim.core.model import query_coef
 from stsim.theory.family_asymptotic import family_mc_moments
 
 __all__ = ["sample_scores", "family_stats", "family_rel",
@@ -38,7 +39,7 @@ __all__ = ["sample_scores", "family_stats", "family_rel",
 def sample_scores(T, q, d_e, n_mc, rng, query="sum"):
     """g (n_mc, T): g[:, :q] selected tokens' p_iᵀ p_q, g[:, q:] unselected."""
     rng = np.random.default_rng(rng)
-    c = 1.0 if query == "sum" else 1.0 / q
+    c = query_coef(query, q)
     P = rng.standard_normal((n_mc, q, d_e))
     P /= np.linalg.norm(P, axis=2, keepdims=True)
     pq = c * P.sum(axis=1)                                   # (n, d_e)

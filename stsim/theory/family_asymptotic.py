@@ -34,6 +34,7 @@ import math
 
 import numpy as np
 
+from stsim.core.model import query_coef
 from stsim.theory.sphere_law import log_gauss_mgf, log_sphere_mgf, sphere_nodes
 
 __all__ = ["conditional_moments", "mean_field_terms", "family_mc_moments", "rel_and_se",
@@ -99,7 +100,7 @@ def conditional_moments(a, T, d_e, G, *, method="exact", mgf="exact", query="sum
     """
     q = G.shape[1]
     _check(q, T, d_e, method, mgf, query)
-    c = 1.0 if query == "sum" else 1.0 / q
+    c = query_coef(query, q)
     lA, lA2, lam = _selected(float(a), G, c)
     lN = math.log(T - q)
     lm1 = log_sphere_mgf(lam, d_e)
@@ -171,7 +172,7 @@ def mean_field_terms(a, T, d_e, G, w, query="sum"):
     """
     q = G.shape[1]
     _check(q, T, d_e, query=query)
-    c = 1.0 if query == "sum" else 1.0 / q
+    c = query_coef(query, q)
     lA, lA2, lam = _selected(float(a), G, c)
     lN = math.log(T - q)
     Y = 1.0 / (1.0 + np.exp(lN + log_sphere_mgf(lam, d_e) - lA))

@@ -45,7 +45,7 @@ from scipy.special import softmax
 from stsim.core.attention import make_attention
 from stsim.core.encodings import Encoding, sample_checked
 from stsim.core.families import make_encoding
-from stsim.core.model import MODELS, QUERIES
+from stsim.core.model import MODELS, QUERIES, query_coef
 from stsim.core.problem import register_objective
 from stsim.core.seeds import Streams
 from stsim.core.task import sample_subsets
@@ -118,7 +118,7 @@ class PopulationObjective:
         self.d, self.d_e, self.T, self.q = d, d_e, T, q
         self.family, self.source, self.query, self.model = family, source, query, model
         self.method, self.table = method, table
-        self.c = 1.0 if query == "sum" else 1.0 / q
+        self.c = query_coef(query, q)
         self.N = sum(len(ch[1]) for ch in source)
         # None: softmax, as scipy computes it (the numbers of before mechanisms existed)
         att = None if attention is None else make_attention(attention)

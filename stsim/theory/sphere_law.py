@@ -15,6 +15,8 @@ import numpy as np
 from scipy.linalg import eigh_tridiagonal
 from scipy.special import gammaln, hyp0f1, ive
 
+from stsim.core.model import query_coef
+
 __all__ = ["log_sphere_mgf", "log_gauss_mgf", "sphere_nodes", "selected_gram", "gram_rule",
            "draw_scores"]
 
@@ -175,7 +177,7 @@ def draw_scores(T, d_e, G, rng, query="sum"):
     """
     rng = np.random.default_rng(rng)
     n, q = G.shape[:2]
-    c = 1.0 if query == "sum" else 1.0 / q
+    c = query_coef(query, q)
     h = 0.5 * (d_e - 1)
     tk = 2.0 * rng.beta(h, h, size=(n, T - q)) - 1.0
     r = c * np.sqrt(G.sum(axis=(1, 2)))

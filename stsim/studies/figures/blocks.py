@@ -43,6 +43,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+from stsim.studies.figures.common import figure_module, load_runs, runs_dir, unique_jobs
 from stsim.studies.figures.evaluate import block_estimate, evaluation_stats, set_keys
 from stsim.util.io import read_csv, to_jsonable, write_csv
 
@@ -244,7 +245,6 @@ def recheck(out, figures=REPLAYED, blocks=None) -> list:
     ``margin_se``, ``critical`` (``measure`` of the figure's module on
     :func:`replay_results`; the stability label is not replayed: it needs the twins'
     trained parameters)."""
-    from stsim.studies.figures.study import _module
     blocks = read_blocks(os.path.join(out, FILE)) if blocks is None else blocks
     bad = []
     with open(os.path.join(out, "figures.json")) as fh:
@@ -262,7 +262,7 @@ def recheck(out, figures=REPLAYED, blocks=None) -> list:
         with open(os.path.join(out, f"{f}.json")) as fh:
             summary = json.load(fh)
         res = replay_results(out, f, blocks)
-        measured, checks = _module(f).measure(summary["settings"], res)
+        measured, checks = figure_module(f).measure(summary["settings"], res)
         measured, checks = to_jsonable(measured), to_jsonable(checks)
         _compare(f"{f}.json measured", _drop_history(summary["measured"]),
                  _drop_history(measured), HISTORY_RTOL, bad)
@@ -309,7 +309,6 @@ def main(argv=None) -> int:
     """``python -m stsim.studies.figures.blocks OUT``: write ``OUT/blocks.csv`` from the
     runs in ``OUT/runs`` and recheck ``OUT`` (exit 1 if a number does not reproduce)."""
     import argparse
-    from stsim.studies.figures.study import _load, runs_dir, unique_jobs
     p = argparse.ArgumentParser(prog="python -m stsim.studies.figures.blocks",
                                 description=main.__doc__)
     p.add_argument("out", help="the output folder of a finished `stsim figures` run")
@@ -322,7 +321,7 @@ def main(argv=None) -> int:
     from stsim.studies.contract import resolve_config
     from stsim.studies import figures as study
     cfg = resolve_config(study, mode, {})
-    results = _load(a.out, unique_jobs(cfg))
+    results = load_runs(a.out, unique_jobs(cfg))
     print(write_blocks(a.out, results), f"({len(results)} runs)")
     bad = recheck(a.out)
     for where, x, y in bad[:50]:

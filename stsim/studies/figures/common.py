@@ -22,6 +22,7 @@ saved as ``<out>/runs/<job name>.npz``).
 """
 from __future__ import annotations
 
+import importlib
 import json
 import os
 import sys
@@ -35,8 +36,10 @@ from stsim.core.config import Config
 from stsim.core.result import Result
 from stsim.core.run import run
 from stsim.core.schedule import estimated_seconds
+from stsim.studies.figures.stability import needs_twin
 
-__all__ = ["Job", "train_job", "npz_path", "load_current", "write_histories_csv",
+__all__ = ["Job", "train_job", "npz_path", "load_current", "runs_dir", "load_runs",
+           "figure_module", "figure_jobs", "unique_jobs", "write_histories_csv",
            "seed_values", "seed_band", "n_seeds", "summarise", "MODES", "peak_rss_mb"]
 
 MODES = ("quick", "full")
@@ -132,6 +135,46 @@ def load_current(runs, job: Job):
         return None
     ev = res.info.get("evaluation", {}).get("settings")
     return res if ev == (None if job.evaluate is None else to_jsonable(job.evaluate)) else None
+
+
+def runs_dir(out) -> str:
+    """The folder of the runs' ``.npz`` files and their sweep table: ``<out>/runs``."""
+    return os.path.join(out, "runs")
+
+
+def load_runs(out, jobs) -> dict:
+    """``{name: Result}`` of the ``jobs`` whose current result is in ``<out>/runs``
+    (:func:`load_current`)."""
+    runs = runs_dir(out)
+    return {j.name: r for j in jobs if (r := load_current(runs, j)) is not None}
+
+
+def figure_module(name):
+    """The module of figure ``name`` (``fig1`` … ``claims``), imported on first use."""
+    return importlib.import_module(f"stsim.studies.figures.{name}")
+
+
+def figure_jobs(config) -> dict:
+    """``{figure: [Job]}`` for the selected figures (``config["only"]``), in that order;
+    each figure's jobs followed by the twins its jobs get (:func:`.stability.needs_twin`)."""
+    out = {}
+    for n in config["only"]:
+        js = figure_module(n).jobs(config[n])
+        out[n] = js + [j.twin() for j in js if needs_twin(j.options, j.estimated_seconds())]
+    return out
+
+
+def unique_jobs(config) -> list:
+    """Every run of the selected figures once (first-seen order); ``ValueError`` if two
+    runs share a name but not their options."""
+    unique: dict = {}
+    for js in figure_jobs(config).values():
+        for j in js:
+            if j.name in unique and (unique[j.name].options, unique[j.name].evaluate) != (
+                    j.options, j.evaluate):
+                raise ValueError(f"two runs named {j.name!r} with different options")
+            unique[j.name] = j
+    return list(unique.values())
 
 
 # --------------------------------------------------------------------------------------

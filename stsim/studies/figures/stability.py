@@ -44,6 +44,7 @@ def step_bound(options) -> tuple:
     """``(bound, why)`` of a run's options (module docstring, test 1); ``bound`` is None
     where nothing is derived (Adam; an encoding without a reduction)."""
     from stsim.core.config import Config
+    from stsim.core.model import query_coef
     from stsim.core.schedule import eta_max
     cfg = Config.from_options(**options)
     if cfg.optimizer != "sgd":
@@ -53,7 +54,7 @@ def step_bound(options) -> tuple:
     if n is None:
         return None, f"the {spec.label} encoding: no reduced dynamics"
     q, d = cfg.q, cfg.d
-    c = 1.0 if cfg.query == "sum" else 1.0 / q
+    c = query_coef(cfg.query, q)
     approx = "" if spec.reduced_n(cfg.T) else f" (approximate: the slots map with n = {n})"
     if cfg.model == "practical" and cfg.query == "mean":
         transverse = 2.0 * n / (c * c * (q - 1) * (q + d))

@@ -36,7 +36,6 @@ from __future__ import annotations
 
 import copy
 import functools
-import importlib
 import json
 import os
 import time
@@ -50,15 +49,16 @@ from stsim.sweep.grid import point_key
 from stsim.sweep.journal import journal_path, load_journal
 from stsim.studies.contract import MODES
 from stsim.studies.figures import FIGURES, NAME
-from stsim.studies.figures.common import (Job, load_current, npz_path, peak_rss_mb,
-                                          summarise, train_job, write_histories_csv)
+from stsim.studies.figures.common import (Job, figure_jobs, figure_module, load_current,
+                                          load_runs, npz_path, peak_rss_mb, runs_dir,
+                                          summarise, train_job, unique_jobs,
+                                          write_histories_csv)
 from stsim.studies.figures.blocks import COLUMNS as BLOCK_COLUMNS, FILE as BLOCKS, block_rows
 from stsim.studies.figures.evaluate import evaluation_stats
-from stsim.studies.figures.stability import above_bound, needs_twin
+from stsim.studies.figures.stability import above_bound
 from stsim.studies.figures.verdicts import relabel, verdict_counts
 
-__all__ = ["NAME", "FIGURES", "PRESETS", "check", "run", "analyse", "report",
-           "figure_jobs", "unique_jobs", "runs_dir"]
+__all__ = ["NAME", "FIGURES", "PRESETS", "check", "run", "analyse", "report"]
 
 TABLE = "jobs.csv"          # the sweep table of the runs, in <out>/runs
 SESSION = "run.json"        # workers and wall time of the last run step, in <out>/runs
@@ -67,14 +67,10 @@ SESSION = "run.json"        # workers and wall time of the last run step, in <ou
 _WRITTEN: dict = {}
 
 
-def _module(name):
-    return importlib.import_module(f"stsim.studies.figures.{name}")
-
-
 def _preset(mode) -> dict:
     cfg = {"mode": mode, "only": list(FIGURES)}
     for n in FIGURES:
-        mod = _module(n)
+        mod = figure_module(n)
         if hasattr(mod, "GROUP"):          # fig4: fig2's settings, filled by check
             continue
         s = copy.deepcopy(mod.SETTINGS[mode])
@@ -85,11 +81,6 @@ def _preset(mode) -> dict:
 
 
 PRESETS = {m: _preset(m) for m in MODES}
-
-
-def runs_dir(out) -> str:
-    """The folder of the runs' ``.npz`` files and their sweep table: ``<out>/runs``."""
-    return os.path.join(out, "runs")
 
 
 def _link(cfg, fig, key, src):
@@ -134,53 +125,25 @@ def check(config) -> dict:
             raise ValueError(f"only: unknown figure {n!r}; choose from {FIGURES}")
     cfg["only"] = list(dict.fromkeys(only))
     for n in FIGURES:
-        group = getattr(_module(n), "GROUP", None)
+        group = getattr(figure_module(n), "GROUP", None)
         if group is not None:
             _link(cfg, n, None, group)
         elif not isinstance(cfg.get(n), dict):
             raise ValueError(f"the settings of {n} are missing (a dict under {n!r})")
     for n in FIGURES:
-        for key, src in getattr(_module(n), "LINKS", {}).items():
+        for key, src in getattr(figure_module(n), "LINKS", {}).items():
             _link(cfg, n, key, src)
     for n in cfg["only"]:
         _check_seeds(n, cfg[n])
-        if not _module(n).jobs(cfg[n]):
+        if not figure_module(n).jobs(cfg[n]):
             raise ValueError(f"{n}: its settings give no runs; a figure needs at least one")
-        for j in _module(n).jobs(cfg[n]):      # before their twins: a bound needs a config
+        for j in figure_module(n).jobs(cfg[n]):  # before their twins: a bound needs a config
             try:
                 j.estimated_seconds()                # Config.from_options: validates
             except ValueError as exc:
                 raise ValueError(f"{n}: run {j.name}: {exc}") from None
     unique_jobs(cfg)
     return cfg
-
-
-def figure_jobs(config) -> dict:
-    """``{figure: [Job]}`` for the selected figures (``config["only"]``), in that order;
-    each figure's jobs followed by the twins its jobs get (:func:`.stability.needs_twin`)."""
-    out = {}
-    for n in config["only"]:
-        js = _module(n).jobs(config[n])
-        out[n] = js + twins(js)
-    return out
-
-
-def twins(jobs) -> list:
-    """The twins (:meth:`.common.Job.twin`) of the ``jobs`` that get one."""
-    return [j.twin() for j in jobs if needs_twin(j.options, j.estimated_seconds())]
-
-
-def unique_jobs(config) -> list:
-    """Every run of the selected figures once (first-seen order); ``ValueError`` if two
-    runs share a name but not their options."""
-    unique: dict = {}
-    for js in figure_jobs(config).values():
-        for j in js:
-            if j.name in unique and (unique[j.name].options, unique[j.name].evaluate) != (
-                    j.options, j.evaluate):
-                raise ValueError(f"two runs named {j.name!r} with different options")
-            unique[j.name] = j
-    return list(unique.values())
 
 
 def _still_current(rec, runs):
@@ -225,7 +188,7 @@ def _figure(config, name, results):
     checks (and the claims map's cells) labelled for stability (:func:`_label`; the
     figure is measured again with each twin in place of its original), its diverged runs
     and its unmeasured checks."""
-    mod, s = _module(name), config[name]
+    mod, s = figure_module(name), config[name]
     js = mod.jobs(s)
     measured, checks = mod.measure(s, results)
     pairs = {j.name: t.name for j, t in ((j, j.twin()) for j in js) if t.name in results}
@@ -249,17 +212,12 @@ def _figure(config, name, results):
 
 def _write(config, out, name, results, summary):
     """Draw figure ``name`` and write its ``.csv`` (histories) and ``.json`` (summary)."""
-    mod, s = _module(name), config[name]
+    mod, s = figure_module(name), config[name]
     os.makedirs(out, exist_ok=True)
     mod.draw(s, results, summary["measured"], out)
     runs = {j.name: results[j.name] for j in mod.jobs(s) if j.name in results}
     write_histories_csv(os.path.join(out, f"{name}.csv"), runs)
     write_json(os.path.join(out, f"{name}.json"), summary)
-
-
-def _load(out, jobs) -> dict:
-    runs = runs_dir(out)
-    return {j.name: r for j in jobs if (r := load_current(runs, j)) is not None}
 
 
 def run(config, out, executor, log=None) -> None:
@@ -292,7 +250,7 @@ def run(config, out, executor, log=None) -> None:
         for n, names in needs.items():
             if n not in drawn and names <= done:
                 drawn.add(n)
-                results = _load(out, per_fig[n])
+                results = load_runs(out, per_fig[n])
                 summary = _figure(config, n, results)
                 _write(config, out, n, results, summary)
                 _WRITTEN[(os.path.abspath(out), n)] = json.dumps(summary, sort_keys=True)
@@ -323,7 +281,7 @@ def analyse(config, out) -> dict:
     no figure can be analysed."""
     t0 = time.perf_counter()
     jobs = unique_jobs(config)
-    results = _load(out, jobs)
+    results = load_runs(out, jobs)
     records = load_journal(journal_path(os.path.join(runs_dir(out), TABLE)))
     figures, missing = {}, {}
     for n, js in figure_jobs(config).items():
@@ -367,7 +325,7 @@ def report(config, out, results) -> dict:
         if done == json.dumps(summary, sort_keys=True) and all(
                 os.path.exists(os.path.join(out, f"{n}.{ext}")) for ext in ("png", "json")):
             continue                  # drawn by run() in this process from the same numbers
-        _write(config, out, n, _load(out, _module(n).jobs(config[n])), summary)
+        _write(config, out, n, load_runs(out, figure_module(n).jobs(config[n])), summary)
     session = {}
     path = os.path.join(runs_dir(out), SESSION)
     if os.path.exists(path):
