@@ -59,7 +59,7 @@ __all__ = ["Attention", "Softmax", "Linear", "ReLU", "Sigmoid", "MECHANISMS", "A
            "make_attention", "DENSE_CAP",
            "lowrank_W", "lowrank_grad", "check_rank", "resolve_mechanism"]
 
-#: dense encodings (sphere, near-orthogonal) with a measured rule: lr times
+#: with dense encodings, sphere or near-orthogonal, a measured rule's lr is multiplied by
 #: ``min(DENSE_CAP, d_e/(4T))`` — MEASURED (docs/attention.md, "Defaults of a run"; linear
 #: attention with near-orthogonal encodings, d_e = 16, was stable at 0.15 at T = 12 and
 #: 0.075 at T = 20): the tokens' positions leak into every logit
