@@ -372,6 +372,13 @@ def resolve_mechanism(c, objects: dict, inits) -> Attention:
     if not isinstance(att, (Attention, str)):
         raise ValueError(f"attention must be one of {ATTENTIONS} or an Attention object "
                          f"(stsim.core.attention), got {att!r}")
+    kind, A = type(att), Attention
+    if isinstance(att, A) and not ((kind.weights is not A.weights or kind.phi is not A.phi) and
+                                   (kind.backward is not A.backward
+                                    or kind.dphi_from_s is not A.dphi_from_s)):
+        raise ValueError(f"attention: {att!r} defines no map: a subclass of Attention "
+                         f"implements phi and dphi_from_s (or weights and backward); "
+                         f"docs/attention.md")
     if isinstance(att, Attention) and type(MECHANISMS.get(att.name)) is not type(att):
         objects["attention"] = att              # not a built-in one: kept as the object
     att = make_attention(att, c.temperature)    # an object's temperature: 1 or its own

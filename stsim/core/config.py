@@ -78,8 +78,10 @@ class Config:
     ``pe``, ``optimizer`` and ``arch`` also take objects (an :class:`Encoding`, an optimiser
     such as ``SGD(lr=1.0)``, an :class:`~stsim.core.problem.ArchSpec`): resolving records
     their name and keeps the object in :attr:`resolved`; nothing is registered.
-    :meth:`to_dict` then adds ``<field>_object`` (the object's class), and a config dict
-    with it needs the object again (:func:`options_from_record`).
+    :meth:`to_dict` then adds ``<field>_object`` (the object's class) and, for an optimiser
+    with settings beyond its step and schedule (Adam's ``betas``, ``eps``),
+    ``optimizer_settings`` (``settings()`` of the object; a resume must match it like every
+    field); a config dict with them needs the object again (:func:`options_from_record`).
     """
 
     T: int = _field(200, "sequence length")
@@ -249,6 +251,9 @@ class Config:
         r = self.__dict__.get("_resolved")
         for name, obj in (r.objects.items() if r is not None else ()):
             d[f"{name}_object"] = type(obj).__name__     # given as an object (its class)
+        settings = _optimizer_settings(r)
+        if settings:
+            d["optimizer_settings"] = settings
         return d
 
 
@@ -340,6 +345,13 @@ def _check_mechanism(c, att, arch):
         c.rank = check_int("rank", c.rank, 1, c.d + c.d_e)
 
 
+def _optimizer_settings(r) -> dict:
+    """``settings()`` of the optimiser object of the resolved names ``r`` (None: not
+    resolved), ``{}`` for a name or an object without the method."""
+    opt = r.objects.get("optimizer") if r is not None else None
+    return dict(opt.settings()) if callable(getattr(opt, "settings", None)) else {}
+
+
 def _object_name(name: str, obj) -> str:
     """The name a config records for the object given as its field ``name``."""
     if name == "optimizer":
@@ -370,6 +382,7 @@ def options_from_record(record: dict, given: dict) -> dict:
     object's class) cannot be rebuilt from its name: it must be in ``given`` again
     (``run(config=res.config, pe=enc)``), else ``ValueError`` saying so."""
     out = upgrade_config(record)
+    out.pop("optimizer_settings", None)     # the optimiser object's, given again below
     for name in OBJECT_FIELDS:
         kind = out.pop(f"{name}_object", None)
         if kind is not None and (name not in given or isinstance(given[name], str)):

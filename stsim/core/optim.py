@@ -11,7 +11,9 @@ the first half of the ``total`` steps and then decays it linearly towards 0 (upd
 a stochastic optimiser settles into a stationary cloud whose spread grows with ``η``;
 annealing shrinks it (measured for Adam on STS: see :mod:`stsim.core.schedule`).
 
-Optimiser state is a dict of arrays plus a step count, so it can be checkpointed.
+Optimiser state is a dict of arrays plus a step count, so it can be checkpointed. An
+optimiser *object* given to a run is its settings (``lr``, ``decay``, ``total``,
+:meth:`SGD.settings`), never its state: the run steps :meth:`SGD.fresh` of it.
 
 **The registry.** ``optimizer=name`` (in :func:`stsim.run`, :class:`Config`) is looked up in
 the table :func:`register_optimizer` fills; each entry carries its own default-lr rule
@@ -61,12 +63,30 @@ class SGD:
         self.step_size = Steps(lr)
         self.base_lr = self.step_size.record()
         self.decay = check_choice("decay", decay, LR_DECAYS)
-        if self.decay != "none":
-            if total is None or int(total) < 1:
-                raise ValueError(f"decay={decay!r} needs total >= 1 steps, got {total!r}")
+        if self.decay != "none":       # total = 0: a run of no update (and so no step)
+            if total is None or int(total) < 0:
+                raise ValueError(f"decay={decay!r} needs total >= 0 steps, got {total!r}")
             total = int(total)
         self.total = total
+        self.reset_state()
+
+    def reset_state(self) -> None:
+        """Back to the state of no update (``t = 0``; Adam: no moments). A subclass with
+        state of its own extends it (:meth:`fresh` relies on it)."""
         self.t = 0
+
+    def fresh(self):
+        """A copy with this object's settings and a fresh state (:meth:`reset_state`): what
+        a run given this object steps (the object itself is not touched)."""
+        new = copy.copy(self)
+        new.reset_state()       # rebinds the state: the object's own arrays are not copied
+        return copy.deepcopy(new)
+
+    def settings(self) -> dict:
+        """The settings that change the numbers beyond ``lr``, ``decay`` and ``total``
+        (which a config records as ``lr``, ``lr_decay``, ``steps``), JSON-ready: none for
+        SGD."""
+        return {}
 
     @property
     def lr(self):
@@ -79,7 +99,8 @@ class SGD:
         if self.decay == "none":
             return self.step_size
         start = self.total // 2
-        return self.step_size.scaled(min(1.0, max(self.total - self.t, 0) / (self.total - start)))
+        return self.step_size.scaled(min(1.0, max(self.total - self.t, 0)
+                                         / max(self.total - start, 1)))
 
     def step(self, params: dict, grads: dict) -> None:
         """Update ``params`` in place: ``p ← p − lr · g`` for every ``grads`` entry."""
@@ -110,8 +131,14 @@ class Adam(SGD):
         if not (0 <= self.b1 < 1 and 0 <= self.b2 < 1):
             raise ValueError(f"betas must lie in [0, 1), got {betas!r}")
         self.eps = check_lr(eps, "eps")
-        self.m: dict = {}
-        self.v: dict = {}
+
+    def reset_state(self):
+        self.t = 0
+        self.m, self.v = {}, {}
+        self.__dict__.pop("_bufs", None)
+
+    def settings(self):
+        return {"betas": [self.b1, self.b2], "eps": self.eps}
 
     def step(self, params, grads):
         steps = self._next()
@@ -262,8 +289,9 @@ def resolve_optimizer(name: str, objective: str) -> tuple:
 
 def object_spec(opt) -> OptimizerSpec:
     """The :class:`OptimizerSpec` of an optimiser *object* passed as ``optimizer`` (e.g.
-    ``SGD(lr=1.0)``, ``Adam(0.02, betas=(0.8, 0.99))``): its factory returns a fresh copy
-    of the object (a run never steps the caller's object), its default-lr rules are those
+    ``SGD(lr=1.0)``, ``Adam(0.02, betas=(0.8, 0.99))``): its factory returns a copy of
+    the object with a fresh state (:meth:`SGD.fresh`, or a deep copy of an object of
+    another class: a run never steps the caller's object), its default-lr rules are those
     of the built-in class it derives from (SGD's otherwise); it is named after its class
     (``"sgd"``, ``"adam"``, or the lower-cased class name of another). Nothing is
     registered. ``ValueError`` naming ``optimizer`` for an object without ``step``,
@@ -277,7 +305,8 @@ def object_spec(opt) -> OptimizerSpec:
     base = _OPTIMIZERS["adam" if isinstance(opt, Adam) else "sgd"]
     name = base.name if type(opt) in (SGD, Adam) else type(opt).__name__.lower()
     return dataclasses.replace(base, name=name,
-                               factory=lambda *a, **k: copy.deepcopy(opt))
+                               factory=lambda *a, **k: (opt.fresh() if isinstance(opt, SGD)
+                                                        else copy.deepcopy(opt)))
 
 
 def make_optimizer(name: str, lr, decay="none", total=None):

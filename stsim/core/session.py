@@ -25,6 +25,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from stsim.core.config import Config, options_from_record
 from stsim.core.optim import all_finite
 from stsim.core.problem import make_problem
 from stsim.core.progress import make_progress
@@ -145,6 +146,16 @@ def uses_second_thread(enc, prefetch: bool) -> bool:
     return prefetch or (getattr(enc, "threaded", False) and parallel_default())
 
 
+def _config(cfg):
+    """The resolved :class:`~stsim.core.config.Config` of ``cfg`` of :class:`Session`."""
+    if isinstance(cfg, dict):
+        return Config.from_options(**options_from_record(cfg, cfg))
+    if not isinstance(cfg, Config):
+        raise ValueError(f"cfg must be a stsim.Config or a dict of its options (such as "
+                         f"{{'T': 10}} or a Result's config), got {type(cfg).__name__}")
+    return cfg if "_resolved" in cfg.__dict__ else cfg.resolve()
+
+
 class RunInterrupted(UserWarning):
     """:func:`stsim.run` was interrupted (Ctrl-C) and returns the result so far."""
 
@@ -158,8 +169,10 @@ class Session:
 
     Parameters
     ----------
-    cfg : Config
-        The resolved configuration (:meth:`Config.resolve`).
+    cfg : Config or dict
+        The configuration (resolved here if it is not: :meth:`Config.resolve`), or a dict
+        of its options (as ``config=`` of :func:`stsim.run`, e.g. ``{"T": 10}`` or a
+        ``Result.config``).
     checkpoint, checkpoint_every, progress, prefetch, callback
         As for :func:`stsim.run` (checked there).
     eval_given : bool
@@ -180,6 +193,7 @@ class Session:
 
     def __init__(self, cfg, *, checkpoint=None, checkpoint_every=None, progress=None,
                  prefetch=None, callback=None, eval_given=True):
+        cfg = _config(cfg)
         streams, plan = Streams(cfg.seed), cfg.resolved.plan
         self.problem = problem = make_problem(cfg, streams)
         self.opt = cfg.resolved.optimizer.factory(plan.lr.record(), decay=plan.lr_decay,
@@ -208,6 +222,7 @@ class Session:
         self.stop_step = None       # the record at which a callback asked to stop (or raised)
         self.error = None           # what the callback or the progress callable raised
         self.end = None             # the loop's LoopEnd, or "interrupted"
+        self.finished = False       # finish() has returned the result
         if prefetch is None:
             prefetch = prefetch_default()
         self.drawing_ahead = bool(prefetch and getattr(problem, "draws", False))
@@ -260,6 +275,12 @@ class Session:
         for param, index, values in self._frozen:
             params[param][index] = values
 
+    def _check_open(self):
+        if self.finished:
+            raise RuntimeError("this Session has finished: finish() returned its Result, whose "
+                               "parameters it would change; start a new Session (or resume "
+                               "from its checkpoint) to train on")
+
     # ---- the public pieces --------------------------------------------------------------
     @property
     def done(self) -> bool:
@@ -269,7 +290,9 @@ class Session:
     def advance(self, n: int | None = None) -> bool:
         """Train until the run ends — ``cfg.steps``, divergence, a stop by the callback,
         Ctrl-C — or, with ``n``, for at most ``n`` more steps. Returns :attr:`done`.
-        Advancing in pieces gives the same numbers as in one go."""
+        Advancing in pieces gives the same numbers as in one go. ``RuntimeError`` after
+        :meth:`finish` (its result holds the parameters: they train no more)."""
+        self._check_open()
         if self.done:
             return True
         state, cfg = self.state, self.cfg
@@ -312,7 +335,10 @@ class Session:
         """End the run and return its :class:`Result` (a run not advanced to its end ends
         as ``"stopped"`` where it is). When the callback or the progress callable raised,
         that exception is raised now, after the checkpoint (if any) is written, with the
-        result as its attribute ``result``."""
+        result as its attribute ``result``. Final: the session then refuses to advance or
+        finish again (``RuntimeError``), so that the result's arrays are no live state."""
+        self._check_open()
+        self.finished = True
         self.close()
         state, cfg, end = self.state, self.cfg, self.end
         steps = cfg.steps
