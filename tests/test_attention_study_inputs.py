@@ -9,12 +9,14 @@ from stsim.studies import attention
 from stsim.studies.contract import run_study
 
 #: the quick preset shrunk: every part, a few seconds
-TINY = ["--mechanisms", "linear,softmax", "--seeds", "2", "--steps", "20", "--T", "6",
-        "--T_test", "8", "--tune_steps", "5", "--tune_mults", "1.0", "--rank_T", "4",
-        "--rank_q", "1", "--rank_r", "2", "--rank_steps", "10", "--width_T", "4,8",
-        "--width_mechs", "linear,softmax", "--n_mc_max", "64", "--width_max", "64",
-        "--taus", "1.0", "--tau_T", "10", "--train_T", "8", "--train_widths", "8",
-        "--train_steps", "10", "--workers", "1", "--quiet"]
+TINY_CFG = {"mechanisms": ["linear", "softmax"], "seeds": 2, "steps": 20, "T": 6,
+            "T_test": [8], "tune_steps": 5, "tune_mults": [1.0], "rank_T": [4], "rank_q": [1],
+            "rank_r": [2], "rank_steps": 10, "width_T": [4, 8],
+            "width_mechs": ["linear", "softmax"], "n_mc_max": 64, "width_max": 64,
+            "taus": [1.0], "tau_T": 10, "train_T": 8, "train_widths": [8], "train_steps": 10}
+TINY = [a for k, v in TINY_CFG.items()
+        for a in (f"--{k}", ",".join(map(str, v)) if isinstance(v, list) else str(v))]
+TINY += ["--workers", "1", "--quiet"]
 
 
 @pytest.mark.parametrize("bad,match", [
@@ -95,3 +97,38 @@ def test_error_rows_are_reported_inconclusive_and_exit_1(tmp_path, capsys, monke
     assert "## Failed runs" in report and report.count("MemoryError") >= 2
     # the same from the raw tables alone
     assert main(["attention"] + TINY + ["--out", str(out), "--analyse-only"]) == 1
+
+
+@pytest.mark.parametrize("part,fn,claim", [
+    ("tune", "run_one", "linear learns: final loss <= 0.02 L(0) in 20 steps (T=6, q=2)"),
+    ("rank", "rank_one", "rank 2 learns at T=4, q=1: final loss <= 0.02 L(0)"),
+    ("trained", "sphere_one", "linear trained on the sphere at T=8, d_e=8: final loss <= "
+                              "0.25 L(0)"),
+    ("width", "width_point", "softmax: the family reaches 0.25 L(0) within d_e <= 64 at "
+                             "every T")])
+def test_a_failed_run_of_each_part_leaves_its_checks_inconclusive(tmp_path, monkeypatch,
+                                                                   part, fn, claim):
+    """One run of one part raises: it is named in attention.json, report.md and the
+    summary, and the check that needed it is inconclusive, not judged on the rest (before:
+    the width check 'at every T' judged on the other T, exit 0, nothing said)."""
+    from stsim.studies.attention import study, widths
+    owner = widths if fn == "width_point" else study
+    real, calls = getattr(owner, fn), []
+
+    def failing(*a, **k):
+        args = dict(zip(("mechanism", "T"), a)) | k
+        first = not calls and (part != "width" or (args["mechanism"], args["T"]) ==
+                               ("softmax", 8))
+        if first and (part != "tune" or k["steps"] == 5):
+            calls.append(1)
+            raise MemoryError("Unable to allocate 477 GiB")
+        return real(*a, **k)
+    monkeypatch.setattr(owner, fn, failing)
+    out = tmp_path / "o"
+    res = run_study(attention, str(out), mode="quick", overrides=TINY_CFG)
+    assert calls and len(res["errors"]) == 1 and res["errors"][0].startswith(f"raw/{part}.csv")
+    data = json.loads((out / "attention.json").read_text())
+    assert [e["table"] for e in data["errors"]] == [part]
+    check = {c["claim"]: c for c in data["checks"]}[claim]
+    assert check["verdict"] == "inconclusive" and "MemoryError" in check["note"]
+    assert "## Failed runs" in (out / "report.md").read_text()
