@@ -37,6 +37,7 @@ import time
 import numpy as np
 
 from stsim.core.attention import ATTENTIONS, MECHANISMS, Softmax
+from stsim.core.config import MECHANISM_DEFAULTS
 from stsim.studies.attention.runs import (TAU_RANGE, TUNE_ROOT, choose, mechanism_label,
                                           parse_mechanism, rank_one, run_one, sphere_one)
 from stsim.util.io import write_json
@@ -93,9 +94,10 @@ def check(cfg: dict) -> dict:
     for key in LISTS:
         if not cfg[key]:
             raise ValueError(f"{key} must hold at least one value, got []")
-    runs = [parse_mechanism(m) for m in cfg["mechanisms"]]
-    if any(runs.count(r) > 1 for r in runs):       # distinct labels: below
-        raise ValueError(f"mechanisms must be distinct runs, got {runs}")
+    runs = [{**MECHANISM_DEFAULTS, **parse_mechanism(m)} for m in cfg["mechanisms"]]
+    if any(runs.count(r) > 1 for r in runs):       # e.g. tau=1 is softmax; labels: below
+        raise ValueError(f"mechanisms must be distinct runs, got "
+                         f"{[mechanism_label(m) for m in cfg['mechanisms']]}")
     for key in ("width_mechs", "train_mechs"):
         for m in cfg[key]:
             if m not in ATTENTIONS:
@@ -109,11 +111,11 @@ def check(cfg: dict) -> dict:
     cfg["rank_T"] = [check_int("rank_T", t, 3) for t in cfg["rank_T"]]
     cfg["rank_q"] = [check_int("rank_q", t, 1, min(cfg["rank_T"]) - 1) for t in cfg["rank_q"]]
     lo_T, hi_T = min(cfg["rank_T"]), max(cfg["rank_T"])
-    cfg["rank_r"] = [check_int("rank_r", t, 1, 2 * hi_T) for t in cfg["rank_r"]]
-    if min(cfg["rank_r"]) > 2 * lo_T:
-        raise ValueError(f"rank_r must hold a rank <= 2 min(rank_T) = {2 * lo_T} (the "
-                         f"key/query pair's d_e = 2T: a rank above it is not run at "
-                         f"T={lo_T}), got {cfg['rank_r']}")
+    cfg["rank_r"] = [check_int("rank_r", t, 1) for t in cfg["rank_r"]]
+    if max(cfg["rank_r"]) > 2 * hi_T or min(cfg["rank_r"]) > 2 * lo_T:
+        raise ValueError(f"rank_r must hold ranks <= 2 max(rank_T) = {2 * hi_T}, one of them "
+                         f"<= 2 min(rank_T) = {2 * lo_T} (the key/query pair's d_e = 2T: a "
+                         f"rank above 2T is not run at T), got {cfg['rank_r']}")
     cfg["tune_mults"] = [check_real("tune_mults", m, lo=0.0, lo_open=True)
                          for m in cfg["tune_mults"]]
     cfg["taus"] = [check_real("taus", t, lo=TAU_RANGE[0], hi=TAU_RANGE[1]) for t in cfg["taus"]]
