@@ -14,16 +14,21 @@ EPILOG = ("writes raw/tune.csv, raw/runs.csv, raw/rank.csv, raw/width.csv (a rer
           "          stsim attention --full --out docs/figures/attention")
 
 HELP = {"T": "training length", "q": "subset size", "d": "token dimension",
-        "seeds": "seeds per mechanism", "mechanisms": "names, rank=r, tau=t",
+        "seeds": "seeds per mechanism", "mechanisms": "names, rank=r (r <= d + d_e), "
+        "tau=t (1e-100 <= t <= 1e100: tau^2 and 1/tau^2 scale the steps, and stay 1e108 "
+        "inside float64's range)",
         "steps": "the budget: steps of every reported run", "batch": "batch size",
         "T_test": "out-of-distribution lengths", "target": "learns: loss <= target L(0)",
         "ood_target": "generalises: loss <= ood_target L(0)",
         "width_target": "width law: loss <= width_target L(0)",
-        "width_T": "lengths of the width law", "taus": "temperatures of the reduced map",
-        "tau_T": "length of the reduced map",
+        "width_T": "lengths of the width law", "taus": "temperatures of the reduced "
+        "map (1e-100 ... 1e100, as tau=t)",
+        "tau_T": "length of the reduced map (q < "
+        "tau_T; 20 tau_T steps, within memory)",
         "tune_steps": "steps of a tuning run", "tune_mults": "multipliers of the paper "
         "model's step tried per mechanism", "rank_T": "lengths of the rank grid",
-        "rank_q": "subset sizes of the rank grid", "rank_r": "ranks of the rank grid",
+        "rank_q": "subset sizes of the rank grid", "rank_r": "ranks of the rank grid (each "
+        "<= 2 max(rank_T), one <= 2 min(rank_T): d_e = 2T)",
         "rank_steps": "steps of a rank run (0: its default)",
         "width_mechs": "mechanisms of the width law", "mc_seeds": "Monte-Carlo replicates "
         "of each family width", "mc_budget": "Monte-Carlo samples x T per evaluation",
@@ -42,9 +47,16 @@ def add_arguments(p) -> None:
 
 
 def main(args) -> int:
-    """Run the study and print every check."""
+    """Run the study and print the counts of its checks; each failed run on stderr, and
+    then exit status 1 (else that of :func:`~stsim.cli.common.run_contract`)."""
+    import sys
+
     from stsim.studies import attention
     res = run_contract(args, attention)
     print(f"{res['checks']} checks: {res['held']} held, {res['failed']} failed, "
           f"{res['inconclusive']} inconclusive; files in {res['out']}")
-    return res.get("exit_status", 0)
+    errors = res.get("errors", [])
+    if errors:
+        print(f"stsim: error: {len(errors)} run(s) failed (the checks that needed them are "
+              f"inconclusive; a rerun resumes): {'; '.join(errors[:3])}", file=sys.stderr)
+    return max(res.get("exit_status", 0), 1 if errors else 0)

@@ -1,7 +1,7 @@
 """The output files of ``stsim attention`` (:func:`write_outputs`): ``attention.json``
-(every check with se, critical and verdict), the CSVs beside each figure, ``curves.png``
-(validation loss per mechanism, every seed), ``width.png`` (width against T on log axes
-with the fitted laws), ``report.md``."""
+(every check with se, critical and verdict; ``errors``, the failed runs, when there are),
+the CSVs beside each figure, ``curves.png`` (validation loss per mechanism, every seed),
+``width.png`` (width against T on log axes with the fitted laws), ``report.md``."""
 from __future__ import annotations
 
 import json
@@ -19,7 +19,7 @@ def _curves(cfg, out, table):
     fig, ax = plt.subplots(1, 1, figsize=(7, 4.5))
     rows = []
     for k, mech in enumerate(cfg["mechanisms"]):
-        runs = [r for r in table if r["mechanism"] == mech]
+        runs = [r for r in table if r["mechanism"] == mech and r.get("curve")]
         for j, r in enumerate(runs):
             c = json.loads(r["curve"])
             ax.plot(c["step"], c["rel"], color=f"C{k % 10}", lw=1.2 if j == 0 else 0.6,
@@ -95,11 +95,17 @@ def _markdown(cfg, results):
     for r in results.get("trained", []):
         lines.append(f"| {r['mechanism']} | {r['T']} | {r['smallest_trained']} | "
                      f"{r['family']} |")
+    if results.get("errors"):
+        lines += ["", "## Failed runs", "", f"{len(results['errors'])} run(s) raised an "
+                  "error; the checks that needed them are inconclusive (a rerun with the same "
+                  "--out tries them again):", ""]
+        lines += [f"- raw/{e['table']}.csv, {e['run']}: {e['error']}" for e in results["errors"]]
     return "\n".join(lines) + "\n"
 
 
 def write_outputs(cfg, out, results) -> dict:
-    """Write every output of the study into ``out``; the summary counts of the verdicts."""
+    """Write every output of the study into ``out``; the summary: the counts of the
+    verdicts and, when runs failed, ``errors`` (``"raw/<table>.csv, <run>: <error>"``)."""
     from stsim.sweep import read_table
     write_json(os.path.join(out, "attention.json"), results)
     temp = results["temperature"]
@@ -119,4 +125,7 @@ def write_outputs(cfg, out, results) -> dict:
         f.write(_markdown(cfg, results))
     counts = {v: sum(c["verdict"] == v for c in results["checks"])
               for v in ("held", "failed", "inconclusive")}
-    return {"checks": len(results["checks"]), **counts, "out": out}
+    errors = [f"raw/{e['table']}.csv, {e['run']}: {e['error']}"
+              for e in results.get("errors", [])]
+    return {"checks": len(results["checks"]), **counts, "out": out,
+            **({"errors": errors} if errors else {})}

@@ -21,10 +21,16 @@ import time
 from stsim.core.attention import ATTENTIONS, Attention
 from stsim.util.validate import Steps, check_int, check_real
 
-__all__ = ["parse_mechanism", "mechanism_label", "base_schedule", "mechanism_options",
+__all__ = ["TAU_RANGE", "parse_mechanism", "mechanism_label", "base_schedule", "mechanism_options",
            "run_one", "choose", "rank_one", "sphere_one"]
 
 TUNE_ROOT = 1        # root seed of the tuning replicate (the reported seeds use root 0)
+#: the temperatures the study takes: τ enters as ``1/τ`` in the logits and as ``τ^±2`` in
+#: the steps (the equivalent W step ``η/τ²``, ``eta_max ∝ τ²``); within 1e-100 … 1e100 both
+#: ``τ^±2`` stay within 1e±200, leaving 1e108 before float64 overflow (1.8e308) or
+#: underflow (2.2e-308) for the steps and losses they multiply (beyond it, ``τ²`` is 0 or
+#: inf: a division by zero or an overflow). Runs at both ends complete like τ = 1.
+TAU_RANGE = (1e-100, 1e100)
 
 
 def parse_mechanism(label) -> dict:
@@ -39,11 +45,13 @@ def parse_mechanism(label) -> dict:
         if key == "rank":
             return {"rank": check_int("rank", int(val), 1)}
         if key == "tau":
-            return {"temperature": check_real("tau", float(val), lo=0.0, lo_open=True)}
+            lo, hi = TAU_RANGE
+            return {"temperature": check_real("tau", float(val), lo=lo, hi=hi)}
     except ValueError:
         pass
-    raise ValueError(f"mechanisms must hold names of {ATTENTIONS}, rank=r, tau=t or "
-                     f"Attention objects, got {label!r}")
+    raise ValueError(f"mechanisms must hold names of {ATTENTIONS}, rank=r (r >= 1), tau=t "
+                     f"({TAU_RANGE[0]:g} <= t <= {TAU_RANGE[1]:g}) or Attention objects, got "
+                     f"{label!r}")
 
 
 def mechanism_label(mechanism) -> str:
@@ -106,10 +114,10 @@ def run_one(mechanism, T, q, d, steps, batch, T_test, seed, mult=1.0, base=None)
 
 def choose(rows) -> dict:
     """``{mechanism: multiplier}`` from the tuning rows: the lowest final ``rel`` (a
-    diverged or non-finite run is infinite), ties to the larger multiplier."""
+    diverged, failed or non-finite run is infinite), ties to the larger multiplier."""
     best = {}
     for r in rows:
-        v = float(r["rel"]) if r["run_status"] == "completed" else math.inf
+        v = float(r["rel"]) if r.get("run_status") == "completed" else math.inf
         v = v if math.isfinite(v) else math.inf
         key = (v, -float(r["mult"]))
         if r["mechanism"] not in best or key < best[r["mechanism"]][0]:

@@ -37,8 +37,9 @@ import time
 import numpy as np
 
 from stsim.core.attention import ATTENTIONS, MECHANISMS, Softmax
-from stsim.studies.attention.runs import (TUNE_ROOT, choose, mechanism_label, parse_mechanism,
-                                          rank_one, run_one, sphere_one)
+from stsim.core.config import MECHANISM_DEFAULTS
+from stsim.studies.attention.runs import (TAU_RANGE, TUNE_ROOT, choose, mechanism_label,
+                                          parse_mechanism, rank_one, run_one, sphere_one)
 from stsim.util.io import write_json
 from stsim.util.validate import check_int, check_real
 from stsim.util.verdict import interval_se, judge
@@ -75,41 +76,97 @@ PRESETS = {
 }
 
 
+LISTS = ("mechanisms", "tune_mults", "width_mechs", "rank_T", "rank_q", "rank_r", "width_T",
+         "train_mechs", "train_widths")
+
+
 def check(cfg: dict) -> dict:
-    """Validate every setting (``ValueError`` naming it) before any work."""
+    """Validate every setting of every part (``ValueError`` naming it and its range) before
+    any work: each grid not empty and without repeats, the ranks usable at the rank grid's
+    lengths, temperatures in :data:`~.runs.TAU_RANGE`, and the largest run of each part
+    within memory (:func:`_check_sizes`)."""
     cfg = dict(cfg)
     for name, lo in (("T", 2), ("d", 1), ("seeds", 2), ("steps", 1), ("batch", 1),
-                     ("tune_steps", 1), ("rank_steps", 0), ("tau_T", 3), ("mc_seeds", 1),
+                     ("tune_steps", 1), ("rank_steps", 0), ("mc_seeds", 1),
                      ("mc_budget", 1), ("n_mc_max", 1), ("width_max", 2)):
         cfg[name] = check_int(name, cfg[name], lo)
     cfg["q"] = check_int("q", cfg["q"], 1, cfg["T"] - 1)
-    for key in ("mechanisms", "tune_mults", "width_mechs"):
+    for key in LISTS:
         if not cfg[key]:
             raise ValueError(f"{key} must hold at least one value, got []")
-    for m in cfg["mechanisms"]:
-        parse_mechanism(m)
-    labels = [mechanism_label(m) for m in cfg["mechanisms"]]
-    if len(set(labels)) != len(labels):
-        raise ValueError(f"mechanisms must have distinct labels, got {labels}")
+    runs = [{**MECHANISM_DEFAULTS, **parse_mechanism(m)} for m in cfg["mechanisms"]]
+    if any(runs.count(r) > 1 for r in runs):       # e.g. tau=1 is softmax; labels: below
+        raise ValueError(f"mechanisms must be distinct runs, got "
+                         f"{[mechanism_label(m) for m in cfg['mechanisms']]}")
     for key in ("width_mechs", "train_mechs"):
         for m in cfg[key]:
             if m not in ATTENTIONS:
                 raise ValueError(f"{key} must hold names of {ATTENTIONS}, got {m!r}")
     for name in ("target", "ood_target", "width_target"):
         cfg[name] = check_real(name, cfg[name], lo=0.0, hi=1.0, lo_open=True, hi_open=True)
+    q = cfg["q"]
     cfg["T_test"] = [check_int("T_test", t, cfg["T"] + 1) for t in cfg["T_test"]]
-    cfg["width_T"] = [check_int("width_T", t, 4) for t in cfg["width_T"]]
+    cfg["width_T"] = [check_int("width_T", t, max(4, q + 1)) for t in cfg["width_T"]]
+    cfg["tau_T"] = check_int("tau_T", cfg["tau_T"], max(3, q + 1))
     cfg["rank_T"] = [check_int("rank_T", t, 3) for t in cfg["rank_T"]]
-    cfg["rank_q"] = [check_int("rank_q", t, 1, min(cfg["rank_T"] or [3]) - 1)
-                     for t in cfg["rank_q"]]
+    cfg["rank_q"] = [check_int("rank_q", t, 1, min(cfg["rank_T"]) - 1) for t in cfg["rank_q"]]
+    lo_T, hi_T = min(cfg["rank_T"]), max(cfg["rank_T"])
     cfg["rank_r"] = [check_int("rank_r", t, 1) for t in cfg["rank_r"]]
+    if max(cfg["rank_r"]) > 2 * hi_T or min(cfg["rank_r"]) > 2 * lo_T:
+        raise ValueError(f"rank_r must hold ranks <= 2 max(rank_T) = {2 * hi_T}, one of them "
+                         f"<= 2 min(rank_T) = {2 * lo_T} (the key/query pair's d_e = 2T: a "
+                         f"rank above 2T is not run at T), got {cfg['rank_r']}")
     cfg["tune_mults"] = [check_real("tune_mults", m, lo=0.0, lo_open=True)
                          for m in cfg["tune_mults"]]
-    cfg["taus"] = [check_real("taus", t, lo=0.0, lo_open=True) for t in cfg["taus"]]
-    cfg["train_T"] = check_int("train_T", cfg["train_T"], 4)
+    cfg["taus"] = [check_real("taus", t, lo=TAU_RANGE[0], hi=TAU_RANGE[1]) for t in cfg["taus"]]
+    cfg["train_T"] = check_int("train_T", cfg["train_T"], max(4, q + 1))
     cfg["train_steps"] = check_int("train_steps", cfg["train_steps"], 0)
     cfg["train_widths"] = sorted(check_int("train_widths", w, 1) for w in cfg["train_widths"])
+    for key in LISTS + ("T_test", "taus"):
+        vals = [mechanism_label(v) for v in cfg[key]]
+        if len(set(vals)) != len(vals):
+            raise ValueError(f"{key} must hold distinct values, got {vals}")
+    _check_sizes(cfg)
     return cfg
+
+
+def _check_sizes(cfg) -> None:
+    """Refuse, before any work, a part whose largest run does not fit: each mechanism's run
+    (:meth:`stsim.core.config.Config.resolve`: its options, e.g. ``rank <= d + d_e``, and
+    its memory), the largest rank run, each trained mechanism at the largest width, the
+    family at each ``width_T`` (``n_mc × T`` scores, 5 arrays, and ``n_mc × q × d_e``
+    encodings, 2) and the reduced map (2 maps of 4 × (20 ``tau_T`` + 1) values, 3
+    temporaries of one); the message names the setting."""
+    from stsim.core.config import Config
+    from stsim.studies.separation.design import n_mc
+    from stsim.util.validate import check_memory
+    c = {k: cfg[k] for k in ("T", "q", "d", "batch")}
+
+    def fits(setting, **opts):
+        try:
+            Config(**opts).resolve()
+        except ValueError as exc:
+            raise ValueError(f"{setting}: {exc}") from None
+    for m in cfg["mechanisms"]:
+        fits(f"mechanisms ({mechanism_label(m)})", **c, T_test=tuple(cfg["T_test"]),
+             steps=cfg["steps"], **parse_mechanism(m))
+    T = max(cfg["rank_T"])
+    fits("rank_T, rank_q, rank_r", T=T, q=max(cfg["rank_q"]), d=cfg["d"], batch=cfg["batch"],
+         rank=max(r for r in cfg["rank_r"] if r <= 2 * T))
+    for m in cfg["train_mechs"]:
+        fits(f"train_T, train_widths ({m})", T=cfg["train_T"], q=cfg["q"], d=cfg["d"],
+             d_e=max(cfg["train_widths"]), pe="stochastic", sampler="sphere", model="theory",
+             query="sum", attention=m)
+    for T in cfg["width_T"]:
+        n, w = n_mc(T, cfg), min(cfg["width_max"], max(64, 8 * T))
+        check_memory({"scores (n_mc x T, x5)": 5 * n * T * 8,
+                      "encodings (n_mc x q x d_e, x2)": 2 * n * cfg["q"] * w * 8},
+                     f"attention: the family at T={T} (width_T), n_mc={n} (n_mc_max, "
+                     f"mc_budget), d_e up to {w} (width_max)")
+    n = 20 * cfg["tau_T"] + 1
+    check_memory({"reduced maps (2 x 4 x (20 tau_T + 1))": 8 * n * 8,
+                  "their comparison (3 x (20 tau_T + 1))": 3 * n * 8},
+                 f"attention: the reduced map at tau_T={cfg['tau_T']}")
 
 
 def _raw(out, name):
@@ -196,6 +253,28 @@ def judged(m, se, df, op, threshold, claim, note="", n=1):
     return {**judge(claim, m, op, threshold, se, df, note), "n": int(n)}
 
 
+def _failed(table, rows, keys) -> list:
+    """The error rows of ``raw/<table>.csv`` (a run that raised: ``status`` not ``ok``),
+    each as ``{"table", "run", "error"}`` (``run``: its ``keys``)."""
+    return [{"table": table, "run": ", ".join(f"{k}={r.get(k)}" for k in keys),
+             "error": r.get("error") or "?"} for r in rows if r.get("status", "ok") != "ok"]
+
+
+def _incomplete(check, errors):
+    """``check`` made inconclusive when it needed runs that failed (``errors``): it is not
+    judged on the remaining runs as if they were all."""
+    if errors:
+        check["verdict"] = "inconclusive"
+        why = f"{len(errors)} run(s) failed, e.g. {errors[0]['run']}: {errors[0]['error']}"
+        check["note"] = f"{check['note']}; {why}" if check.get("note") else why
+    return check
+
+
+def _value(r, key="rel"):
+    """A row's ``key`` when its run completed, else NaN (diverged, or an error row)."""
+    return float(r[key]) if r.get("run_status") == "completed" else math.nan
+
+
 def _temperature(cfg):
     """Reduced softmax map at each τ (step η = the τ = 1 default) against the τ = 1 map with
     steps (η/τ², η): the step to 2% of L(0) of each."""
@@ -221,8 +300,9 @@ def _temperature(cfg):
 
 
 def _rank(cfg, table):
-    """Per (T, q): the seed mean, se and verdict of each r, and the smallest r held below
-    ``target`` and below ``width_target`` (None: none in the grid)."""
+    """Per (T, q): the seed mean, se and verdict of each r (inconclusive when a run of it
+    failed), and the smallest r held below ``target`` and below ``width_target`` (None:
+    none in the grid, or a smaller r's runs failed)."""
     out, checks = [], []
     for T in cfg["rank_T"]:
         for q in cfg["rank_q"]:
@@ -231,55 +311,73 @@ def _rank(cfg, table):
                 rows = [x for x in table if int(x["T"]) == T and int(x["q"]) == q
                         and int(x["rank"]) == r]
                 if rows:
-                    vals = [float(x["rel"]) if x["run_status"] == "completed" else math.nan
-                            for x in rows]
-                    cells.append((r, verdict(vals, "<=", cfg["target"], ""),
-                                  verdict(vals, "<=", cfg["width_target"], "")))
+                    vals = [_value(x) for x in rows]
+                    errs = _failed("rank", rows, ("T", "q", "rank", "seed"))
+                    cells.append((r, _incomplete(verdict(vals, "<=", cfg["target"], ""), errs),
+                                  _incomplete(verdict(vals, "<=", cfg["width_target"], ""),
+                                              errs), errs))
             if not cells:
                 continue
-            small = next((r for r, v, _ in cells if v["verdict"] == "held"), None)
-            loose = next((r for r, _, v in cells if v["verdict"] == "held"), None)
+            small, loose = (_smallest([(r, v, e) for r, v, _, e in cells]),
+                            _smallest([(r, v, e) for r, _, v, e in cells]))
             out.append({"T": T, "q": q, "d_e": 2 * T, "smallest_r_learns": small,
                         f"smallest_r_{cfg['width_target']:g}": loose,
                         "cells": [{"r": r, "measured": v["measured"], "se": v["se"],
                                    "critical": v["critical"], "verdict": v["verdict"]}
-                                  for r, v, _ in cells]})
-            for r, v, _ in cells:
+                                  for r, v, _, _ in cells]})
+            for r, v, _, _ in cells:
                 v["claim"] = (f"rank {r} learns at T={T}, q={q}: final loss <= "
                               f"{cfg['target']:g} L(0)")
                 checks.append(v)
     return out, checks
 
 
-def _trained(cfg, table, width_rows):
+def _smallest(cells):
+    """The first ``x`` of ``(x, check, errors)`` (increasing x) whose check held; None when
+    none did or a cell before it (or it) has failed runs (the smallest is then unknown)."""
+    for x, v, errs in cells:
+        if errs:
+            return None
+        if v["verdict"] == "held":
+            return x
+    return None
+
+
+def _trained(cfg, table, width_rows, width_errors):
     """Per trained mechanism: each width's seed mean with its verdict against
     ``width_target``, the smallest width held below it, and the check that it is within one
-    grid step of the family's width at ``train_T`` (the family's replicates)."""
+    grid step of the family's width at ``train_T`` (the family's replicates); a cell or
+    family with failed runs (``width_errors``: per ``(mechanism, T)``) leaves them
+    inconclusive."""
     out, checks = [], []
     T, eps = cfg["train_T"], cfg["width_target"]
     for m in cfg["train_mechs"]:
         cells = []
         for w in cfg["train_widths"]:
-            vals = [float(r["rel"]) if r["run_status"] == "completed" else math.nan
-                    for r in table if r["mechanism"] == m and int(r["d_e"]) == w]
-            if vals:
-                cells.append((w, verdict(vals, "<=", eps, f"{m} trained on the sphere at "
-                                         f"T={T}, d_e={w}: final loss <= {eps:g} L(0)")))
-        checks += [v for _, v in cells]
-        small = next((w for w, v in cells if v["verdict"] == "held"), None)
+            rows = [r for r in table if r["mechanism"] == m and int(r["d_e"]) == w]
+            errs = _failed("trained", rows, ("mechanism", "d_e", "seed"))
+            if rows:
+                cells.append((w, _incomplete(verdict([_value(r) for r in rows], "<=", eps,
+                                                     f"{m} trained on the sphere at T={T}, "
+                                                     f"d_e={w}: final loss <= {eps:g} L(0)"),
+                                             errs), errs))
+        checks += [v for _, v, _ in cells]
+        small = _smallest(cells)
         fam = next((r for r in width_rows if r["series"] == m and r["T"] == T), None)
+        errs = [e for _, _, es in cells for e in es] + width_errors.get((m, T), [])
         out.append({"mechanism": m, "T": T, "smallest_trained": small,
                     "family": None if fam is None else [fam["below"], fam["width"]],
                     "cells": [{"d_e": w, "measured": v["measured"], "se": v["se"],
                                "critical": v["critical"], "verdict": v["verdict"]}
-                              for w, v in cells]})
-        if fam is not None and not fam["censored"]:
-            ok = small is not None and (fam["below"] / 2 ** 0.5 < small
-                                        <= fam["width"] * 2 ** 0.5 + 1)
-            checks.append(verdict([1.0 if ok else 0.0], ">=", 1.0, f"{m}: the smallest trained "
-                                  f"width at T={T} is within one grid step of the family's",
-                                  note=f"trained {small}, family ({fam['below']}, "
-                                       f"{fam['width']}]"))
+                              for w, v, _ in cells]})
+        if (fam is not None and not fam["censored"]) or errs:
+            ok = small is not None and fam is not None and (fam["below"] / 2 ** 0.5 < small
+                                                            <= fam["width"] * 2 ** 0.5 + 1)
+            cell = None if fam is None else f"({fam['below']}, {fam['width']}]"
+            checks.append(_incomplete(verdict(
+                [1.0 if ok else 0.0], ">=", 1.0, f"{m}: the smallest trained width at T={T} "
+                f"is within one grid step of the family's",
+                note=f"trained {small}, family {cell}"), errs))
     return out, checks
 
 
@@ -323,32 +421,37 @@ def analyse(cfg, out) -> dict:
     from stsim.sweep import read_table
     from stsim.theory.attention import linear_sphere_width
     cfg = _named(cfg)
-    table = read_table(_raw(out, "runs.csv"))
-    tune = read_table(_raw(out, "tune.csv")) if os.path.exists(_raw(out, "tune.csv")) else []
+
+    def table(name):
+        return read_table(_raw(out, name)) if os.path.exists(_raw(out, name)) else []
+    runs, tune = table("runs.csv"), table("tune.csv")
     mults = choose(tune)
+    errors = _failed("tune", tune, ("mechanism", "mult")) + \
+        _failed("runs", runs, ("mechanism", "seed"))
     checks, per = [], {}
     for mech in cfg["mechanisms"]:
-        rows = [r for r in table if r["mechanism"] == mech]
-        ok = [r for r in rows if r["run_status"] == "completed"]
+        rows = [r for r in runs if r["mechanism"] == mech]
+        ok = [r for r in rows if r.get("run_status") == "completed"]
+        # the tuning chose the step among these: a failed one leaves the choice open
+        errs = [e for e in errors if e["run"].startswith(f"mechanism={mech},")]
+        first = next((r for r in rows if r.get("status", "ok") == "ok"), {})
         per[mech] = {"runs": len(rows), "completed": len(ok), "mult": mults.get(mech),
-                     "lr_W": rows[0]["lr_W"] if rows else None,
-                     "lr_V": rows[0]["lr_V"] if rows else None,
-                     "freeze": rows[0]["freeze"] if rows else None,
-                     "steps": rows[0]["steps"] if rows else None,
-                     "init": rows[0]["init"] if rows else None,
-                     "tuning": {str(r["mult"]): r["rel"] for r in tune if r["mechanism"] == mech}}
-        rel = [float(r["rel"]) if r["run_status"] == "completed" else math.nan for r in rows]
-        checks.append(verdict(rel, "<=", cfg["target"], f"{mech} learns: final loss <= "
-                              f"{cfg['target']:g} L(0) in {cfg['steps']} steps (T={cfg['T']}, "
-                              f"q={cfg['q']})", note=f"{len(ok)}/{len(rows)} runs completed; "
-                              f"step x {mults.get(mech)} of the paper model's"))
+                     **{k: first.get(k) for k in ("lr_W", "lr_V", "freeze", "steps", "init")},
+                     "tuning": {str(r["mult"]): r.get("rel") for r in tune
+                                if r["mechanism"] == mech}}
+        checks.append(_incomplete(verdict(
+            [_value(r) for r in rows], "<=", cfg["target"], f"{mech} learns: final loss <= "
+            f"{cfg['target']:g} L(0) in {cfg['steps']} steps (T={cfg['T']}, q={cfg['q']})",
+            note=f"{len(ok)}/{len(rows)} runs completed; step x {mults.get(mech)} of the "
+                 f"paper model's"), errs))
         for Tt in cfg["T_test"]:
-            vals = [float(r[f"rel_T{Tt}"]) if r["run_status"] == "completed"
-                    else math.nan for r in rows]
-            checks.append(verdict(vals, "<=", cfg["ood_target"], f"{mech} generalises to "
-                                  f"T_test={Tt}: loss <= {cfg['ood_target']:g} L(0)"))
-    rank_rows, rank_checks = ([], []) if not os.path.exists(_raw(out, "rank.csv")) else \
-        _rank(cfg, read_table(_raw(out, "rank.csv")))
+            checks.append(_incomplete(verdict(
+                [_value(r, f"rel_T{Tt}") for r in rows], "<=", cfg["ood_target"],
+                f"{mech} generalises to T_test={Tt}: loss <= {cfg['ood_target']:g} L(0)"),
+                errs))
+    rank = table("rank.csv")
+    errors += _failed("rank", rank, ("T", "q", "rank", "seed"))
+    rank_rows, rank_checks = _rank(cfg, rank) if rank else ([], [])
     checks += rank_checks
     temp = _temperature(cfg)
     for r in temp:
@@ -357,8 +460,13 @@ def analyse(cfg, out) -> dict:
                               f"equals W step / tau^2 (reduced map, T={cfg['tau_T']})",
                               note=f"steps to {cfg['target']:g} L(0): {r['t2_tau']} at tau, "
                                    f"{r['t2_equivalent']} equivalent; same: {same}"))
-    wtab = read_table(_raw(out, "width.csv")) if os.path.exists(_raw(out, "width.csv")) else []
-    width_rows = family_rows(wtab)
+    wtab = table("width.csv")
+    werr = {}       # (mechanism, T): the failed replicates; the point is left out
+    for r in wtab:
+        for e in _failed("width", [r], ("mechanism", "T", "seed")):
+            werr.setdefault((r["mechanism"], int(r["T"])), []).append(e)
+    errors += [e for es in werr.values() for e in es]
+    width_rows = [r for r in family_rows(wtab) if (r["series"], r["T"]) not in werr]
     eps = cfg["width_target"]
     exact = [{"series": "linear (exact)", "T": T, "width": int(w), "below": int(w) - 1,
               "censored": False, "replicates": "exact"}
@@ -372,21 +480,33 @@ def analyse(cfg, out) -> dict:
                                   f"{r['T']} is within one grid step of the exact {w}",
                                   note=f"grid cell ({r['below']}, {r['width']}], median of "
                                        f"{cfg['mc_seeds']} replicate(s)"))
+    for (m, T), errs in sorted(werr.items()):
+        if m == "linear":
+            checks.append(_incomplete(verdict([math.nan], ">=", 1.0, f"linear attention's "
+                                              f"Monte-Carlo family width at T={T} is within "
+                                              f"one grid step of the exact"), errs))
     fits = width_fits(width_rows + exact)
-    checks += _width_checks(fits)
+    by = {m: [e for (s, _), es in werr.items() if s == m for e in es]
+          for m in cfg["width_mechs"]}
+    for c in _width_checks(fits):   # a fit on a series with failed points is incomplete
+        series = c["claim"].split(":")[0]
+        checks.append(_incomplete(c, by.get(series, []) + (
+            by.get("softmax", []) if "than softmax's" in c["claim"] else [])))
     for m in cfg["width_mechs"]:
         cens = [r["T"] for r in width_rows if r["series"] == m and r["censored"]]
-        if cens:
-            checks.append(verdict([float(len(cens))], "<=", 0.0, f"{m}: the family reaches "
-                                  f"{eps:g} L(0) within d_e <= {cfg['width_max']} at every T",
-                                  note=f"censored at T = {cens}"))
-    trained = []
-    if os.path.exists(_raw(out, "trained.csv")):
-        trained, tchecks = _trained(cfg, read_table(_raw(out, "trained.csv")), width_rows)
+        if cens or by[m]:
+            checks.append(_incomplete(verdict(
+                [float(len(cens))], "<=", 0.0, f"{m}: the family reaches {eps:g} L(0) within "
+                f"d_e <= {cfg['width_max']} at every T", note=f"censored at T = {cens}"),
+                by[m]))
+    trained, tab = [], table("trained.csv")
+    if tab:
+        errors += _failed("trained", tab, ("mechanism", "d_e", "seed"))
+        trained, tchecks = _trained(cfg, tab, width_rows, werr)
         checks += tchecks
     return {"config": cfg, "mechanisms": per, "checks": checks, "temperature": temp,
-            "trained": trained,
-            "rank": rank_rows, "width": width_rows + exact, "fits": fits}
+            "trained": trained, "rank": rank_rows, "width": width_rows + exact, "fits": fits,
+            **({"errors": errors} if errors else {})}
 
 
 def report(cfg, out, results) -> dict:
