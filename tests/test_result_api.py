@@ -127,3 +127,13 @@ def test_fcn_results_summarise_as_fcns_and_name_their_parameters():
             getattr(r, name)
     t = stsim.run(T=6, q=2, steps=2, batch=4).summary().splitlines()[0]
     assert "pe=stochastic" in t and "width" not in t
+
+
+def test_summary_names_the_mechanism_and_the_held_blocks():
+    """The first line of a summary names every setting that differs from the paper's model
+    (mechanism, temperature, held blocks); the paper's model prints none of them."""
+    head = stsim.run(T=12, q=2, attention="linear", temperature=0.5, freeze=("V_e",),
+                     steps=5, progress=False).summary().splitlines()[0]
+    assert "attention=linear" in head and "temperature=0.5" in head and "freeze=V_e" in head
+    plain = stsim.run(T=12, q=2, lr=1.0, steps=5, progress=False).summary().splitlines()[0]
+    assert "attention=" not in plain and "temperature=" not in plain and "freeze=" not in plain

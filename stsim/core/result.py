@@ -7,7 +7,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from stsim.core.config import recorded_shapes
+from stsim.core.config import ADDED_LATER, recorded_shapes
 from stsim.core.records import STATUSES, check_result_records
 from stsim.core.state import check_history, check_params
 from stsim.util.io import load_npz, save_npz, write_csv
@@ -308,7 +308,10 @@ class Result:
         if arch == "transformer":
             what = (f"stsim run: T={cfg.get('T')} q={cfg.get('q')} d={cfg.get('d')} "
                     f"pe={cfg.get('pe')} d_e={cfg.get('d_e')} model={cfg.get('model')} "
-                    f"query={cfg.get('query')} {common}")
+                    f"query={cfg.get('query')} "
+                    + "".join(f"{k}={','.join(map(str, v)) if isinstance(v, list) else v} "
+                              for k, v in cfg.items() if k in ADDED_LATER)
+                    + common)
         else:
             n = sum(int(np.size(v)) for v in self.params.values())
             what = (f"stsim run: arch={arch} T={cfg.get('T')} q={cfg.get('q')} "
