@@ -114,6 +114,6 @@ def test_the_attention_study_takes_it(tmp_path):
     assert data["config"]["mechanisms"] == ["softmax", "softplus"]
     assert data["mechanisms"]["softplus"]["runs"] == 2
     assert any(c["claim"].startswith("softplus learns") for c in data["checks"])
-    with pytest.raises(ValueError, match="distinct labels"):
+    with pytest.raises(ValueError, match="mechanisms must be distinct"):
         run_study(attention, str(tmp_path / "b"), mode="quick",
                   overrides=dict(small, mechanisms=[Softplus(), Softplus()]))

@@ -147,9 +147,9 @@ def _check_sizes(cfg) -> None:
             Config(**opts).resolve()
         except ValueError as exc:
             raise ValueError(f"{setting}: {exc}") from None
-    for m in cfg["mechanisms"]:
+    for m in cfg["mechanisms"]:     # the study gives each run its lr (mechanism_options)
         fits(f"mechanisms ({mechanism_label(m)})", **c, T_test=tuple(cfg["T_test"]),
-             steps=cfg["steps"], **parse_mechanism(m))
+             steps=cfg["steps"], lr=1.0, **parse_mechanism(m))
     T = max(cfg["rank_T"])
     fits("rank_T, rank_q, rank_r", T=T, q=max(cfg["rank_q"]), d=cfg["d"], batch=cfg["batch"],
          rank=max(r for r in cfg["rank_r"] if r <= 2 * T))
