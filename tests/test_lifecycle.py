@@ -5,6 +5,7 @@ checkpoint. docs/model.md, "Failure behaviour"."""
 import gc
 import os
 import threading
+import time
 
 import numpy as np
 import pytest
@@ -52,3 +53,43 @@ def test_a_folder_without_a_manifest_still_loads(two_folders, tmp_path):
     path = tmp_path / "r.npz"
     res.save(path)
     assert stsim.load(path).config["seed"] == 1
+
+
+# ---- a session dropped without finish() leaks no thread -----------------------------------
+def _threads_settle(target, timeout=5.0):
+    deadline = time.monotonic() + timeout
+    while threading.active_count() > target and time.monotonic() < deadline:
+        gc.collect()
+        time.sleep(0.02)
+    return threading.active_count()
+
+
+def _session(**kw):
+    from stsim.core.session import Session
+    return Session(stsim.Config.from_options(T=8, q=2, steps=50, batch=8), prefetch=True, **kw)
+
+
+def test_sessions_dropped_unfinished_leak_no_prefetch_thread():
+    start = _threads_settle(threading.active_count())
+    for _ in range(10):
+        s = _session()
+        assert s.state.source is not None          # it draws ahead on a thread
+        s.advance(3)
+        del s
+    gc.collect()
+    # before: one "stsim-prefetch" thread per dropped session, alive until exit
+    assert _threads_settle(start) == start
+    assert not [t for t in threading.enumerate() if t.name == "stsim-prefetch"]
+
+
+def test_a_session_as_context_manager_stops_its_thread_and_keeps_its_numbers():
+    start = threading.active_count()
+    with _session() as s:
+        s.advance(5)
+        assert threading.active_count() == start + 1
+    assert threading.active_count() == start
+    res = s.finish()          # the run so far, as if never drawn ahead
+    ref = _session()
+    ref.advance(5)
+    ref.close()
+    assert np.array_equal(res.params["W"], ref.finish().params["W"])

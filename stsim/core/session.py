@@ -320,7 +320,9 @@ class Session:
         return True
 
     def close(self) -> None:
-        """Stop the thread drawing ahead and the progress display (:meth:`finish` does)."""
+        """Stop the thread drawing ahead and the progress display (:meth:`finish` does; so
+        does leaving ``with Session(cfg) as s:``; a session dropped unclosed stops its thread
+        when it is garbage-collected)."""
         if self.state.source is not None:
             self.state.source.close()
             # the generator back at the top of the current step (the prefetcher drew ahead
@@ -330,6 +332,13 @@ class Session:
         if self.reporter is not None and hasattr(self.reporter, "close"):
             self.reporter.close()
             self.reporter = None
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        self.close()
+        return False
 
     def finish(self) -> Result:
         """End the run and return its :class:`Result` (a run not advanced to its end ends
