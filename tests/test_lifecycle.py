@@ -12,6 +12,7 @@ import pytest
 
 import stsim
 from stsim.cli import main as cli
+from stsim.core.session import RunInterrupted
 
 QUICK = ["--T", "8", "--q", "2", "--steps", "4", "--batch", "8", "--quiet"]
 
@@ -93,3 +94,72 @@ def test_a_session_as_context_manager_stops_its_thread_and_keeps_its_numbers():
     ref.advance(5)
     ref.close()
     assert np.array_equal(res.params["W"], ref.finish().params["W"])
+
+
+# ---- the callback: its return value checked, Ctrl-C and SystemExit keep the run -----------
+RUN = dict(T=10, q=2, d=3, batch=16, steps=120, eval_every=20, seed=3, prefetch=True)
+
+
+def _same(a, b):
+    assert set(a.params) == set(b.params) and set(a.history) == set(b.history)
+    for k in a.params:
+        np.testing.assert_array_equal(a.params[k], b.params[k], err_msg=k)
+    for k in a.history:
+        np.testing.assert_array_equal(a.history[k], b.history[k], err_msg=k)
+
+
+@pytest.fixture(scope="module")
+def whole():
+    return stsim.run(**RUN)
+
+
+@pytest.mark.parametrize("value", [np.array([1, 2]), "yes", 1.0, [True]])
+def test_a_callback_returning_neither_none_nor_a_bool_is_named(tmp_path, whole, value):
+    ck = tmp_path / "c.npz"
+    # before: an array gave numpy's "truth value ... is ambiguous", not naming the callback;
+    # a string, a float, a list were taken as "stop"
+    with pytest.raises(ValueError, match=r"callback must return None, True or False.*"
+                                         r"step 40") as info:
+        stsim.run(checkpoint=ck, callback=lambda row: value if row["step"] == 40 else None,
+                  **RUN)
+    assert repr(value)[:8] in str(info.value)
+    part = info.value.result                   # the run so far kept, and resumable
+    assert part.status == "stopped" and part.history["step"][-1] == 40
+    _same(whole, stsim.run(config=part.config, checkpoint=ck))
+
+
+def test_numpy_bools_and_none_are_accepted(whole):
+    res = stsim.run(callback=lambda row: np.bool_(row["step"] >= 60), **RUN)
+    assert res.status == "stopped" and res.history["step"][-1] == 60
+    _same(whole, stsim.run(callback=lambda row: None, **RUN))
+
+
+def _raise_at_40(exc):
+    def cb(row):
+        if row["step"] == 40:
+            raise exc
+    return cb
+
+
+def test_a_callback_raising_keyboardinterrupt_is_a_ctrl_c(tmp_path, whole):
+    ck = tmp_path / "c.npz"
+    # before: the KeyboardInterrupt went through run(): no result, no checkpoint
+    try:
+        with pytest.warns(RunInterrupted):
+            part = stsim.run(checkpoint=ck, callback=_raise_at_40(KeyboardInterrupt), **RUN)
+    except KeyboardInterrupt:               # not pytest's own: it would end the session
+        pytest.fail("the callback's KeyboardInterrupt went through run()")
+    assert part.status == "interrupted" and "Ctrl-C" in part.message
+    assert 40 <= part.info["interrupted_at_step"] <= 41 and ck.exists()
+    _same(whole, stsim.run(config=part.config, checkpoint=ck))
+
+
+def test_a_callback_raising_systemexit_keeps_the_run_then_exits(tmp_path, whole):
+    ck = tmp_path / "c.npz"
+    with pytest.raises(SystemExit) as info:       # before: no .result, no checkpoint
+        stsim.run(checkpoint=ck, callback=_raise_at_40(SystemExit(3)), **RUN)
+    assert info.value.code == 3
+    part = info.value.result
+    assert part.status == "stopped" and "SystemExit" in part.message
+    assert part.history["step"][-1] == 40 and ck.exists()
+    _same(whole, stsim.run(config=part.config, checkpoint=ck))
