@@ -108,13 +108,15 @@ def run(T=None, q=None, pe=None, *, config=None, checkpoint=None, checkpoint_eve
         (:func:`uses_second_thread`).
     callback : callable, optional
         ``callback(row)``, called at every record with that history row (a dict:
-        ``step``, ``loss``, ``val``, ..., the cosines). When it returns a true value the
-        run stops there: ``status="stopped"``, the message names the step; history,
-        parameters (those of that record) and the checkpoint are kept as for Ctrl-C, and
-        the checkpoint resumes the run bit for bit. An exception raised by ``callback``
-        (or by a ``progress`` callable) ends the run the same way and is then raised,
-        after the checkpoint is written, with the :class:`Result` as its ``result``
-        attribute.
+        ``step``, ``loss``, ``val``, ..., the cosines), returns None, True or False (a
+        NumPy bool too). When it returns True the run stops there: ``status="stopped"``,
+        the message names the step; history, parameters (those of that record) and the
+        checkpoint are kept as for Ctrl-C, and the checkpoint resumes the run bit for bit.
+        An exception raised by ``callback`` (or by a ``progress`` callable), also
+        ``SystemExit``, ends the run the same way and is then raised, after the checkpoint
+        is written, with the :class:`Result` as its ``result`` attribute; so is a
+        ``ValueError`` naming ``callback`` when it returns anything else (an array, a
+        string). A ``KeyboardInterrupt`` it raises is Ctrl-C (below).
     **options
         Any field of :class:`Config` (``d``, ``d_e``, ``sampler``, ``model``, ``query``,
         ``objective``, ``optimizer``, ``lr`` — a number, or a step per parameter such as

@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import math
 import os
+import signal
 import time
 from dataclasses import dataclass
 
@@ -241,9 +242,19 @@ class Session:
         try:                    # what the caller's code raises ends the run, not loses it
             if self.reporter is not None:
                 self.reporter(step, cfg.steps, row)
-            if self.callback is not None and self.callback(dict(row)):
-                self.stop_step = step
-        except Exception as exc:  # noqa: BLE001 - kept, raised by finish() with the result
+            if self.callback is not None:
+                stop = self.callback(dict(row))
+                if not (stop is None or isinstance(stop, (bool, np.bool_))):
+                    raise ValueError(f"callback must return None, True or False (True stops "
+                                     f"the run), got {type(stop).__name__} {stop!r} at its "
+                                     f"record of step {step}")
+                if stop:
+                    self.stop_step = step
+        except KeyboardInterrupt:   # as Ctrl-C: the loop stops at its next step boundary
+            if state.interrupted:   # a second Ctrl-C: at once, as usual
+                raise
+            state.interrupted, state.signal = True, signal.SIGINT
+        except (Exception, SystemExit) as exc:  # noqa: BLE001 - raised by finish(), result kept
             if self.error is None:
                 self.error, self.stop_step = exc, step
         # entries the loss never reaches can hold NaN while loss and gradients stay finite
@@ -320,7 +331,9 @@ class Session:
         return True
 
     def close(self) -> None:
-        """Stop the thread drawing ahead and the progress display (:meth:`finish` does)."""
+        """Stop the thread drawing ahead and the progress display (:meth:`finish` does; so
+        does leaving ``with Session(cfg) as s:``; a session dropped unclosed stops its thread
+        when it is garbage-collected)."""
         if self.state.source is not None:
             self.state.source.close()
             # the generator back at the top of the current step (the prefetcher drew ahead
@@ -330,6 +343,13 @@ class Session:
         if self.reporter is not None and hasattr(self.reporter, "close"):
             self.reporter.close()
             self.reporter = None
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        self.close()
+        return False
 
     def finish(self) -> Result:
         """End the run and return its :class:`Result` (a run not advanced to its end ends

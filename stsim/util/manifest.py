@@ -52,14 +52,16 @@ def check_manifest(path) -> None:
     """``ValueError`` naming ``path`` when the manifest of its folder says it cannot be
     trusted: the run writing the folder stopped before it finished (killed while
     writing: the files may belong to two runs), or ``path`` is not the file the manifest
-    records (another run replaced it, or it was edited). Nothing when the folder has no
+    records (another run replaced it, or it was edited); a ``manifest.json`` that exists
+    in any form but a readable manifest (a folder, a dangling symlink, an unreadable file)
+    is refused too, never read as absent. Nothing when the folder has no
     manifest, or ``path`` is neither listed nor one of :data:`OUTPUTS` (a checkpoint, a
     file of the user's)."""
     path = os.fspath(path)
     folder = os.path.dirname(os.path.abspath(path))
     name = os.path.basename(path)
     mpath = os.path.join(folder, MANIFEST)
-    if not os.path.isfile(mpath):
+    if not os.path.lexists(mpath):   # a folder, a symlink (dangling too) is a manifest to verify
         return
     try:
         with open(mpath, encoding="utf-8") as fh:
@@ -67,9 +69,11 @@ def check_manifest(path) -> None:
         complete, files = man["complete"], man["files"]
         if not isinstance(files, dict) or not isinstance(complete, bool):
             raise TypeError
-    except (OSError, ValueError, KeyError, TypeError):
-        raise ValueError(f"cannot trust {path!r}: its folder's {MANIFEST} is not a manifest "
-                         f"stsim wrote (garbled or edited); rerun the command that wrote the "
+    except (OSError, ValueError, KeyError, TypeError) as e:
+        why = (f"unreadable: {e.strerror}" if isinstance(e, OSError) and e.strerror
+               else "garbled or edited")
+        raise ValueError(f"cannot trust {path!r}: its folder's {mpath!r} is not a manifest "
+                         f"stsim wrote ({why}); rerun the command that wrote the "
                          f"folder") from None
     if name not in files and name not in OUTPUTS:
         return                    # a checkpoint, a file of the user's: not the run's outputs

@@ -25,6 +25,7 @@ from __future__ import annotations
 import os
 import queue
 import threading
+import weakref
 
 from stsim.util.threads import parallel_default
 
@@ -48,7 +49,8 @@ class Prefetch:
     ahead of the consumer; :meth:`next` returns them in order.
 
     An exception raised by ``draw`` is raised again by the :meth:`next` that would have
-    returned its result. Use as a context manager, or call :meth:`close`.
+    returned its result. Use as a context manager, or call :meth:`close`; a prefetcher
+    dropped unclosed stops its thread when it is garbage-collected.
 
     Parameters
     ----------
@@ -71,31 +73,15 @@ class Prefetch:
     """
 
     def __init__(self, draw, rng, depth: int = 2):
-        self._draw = draw
-        self._rng = rng
         self._state = rng.bit_generator.state
         self._queue: queue.Queue = queue.Queue(maxsize=max(1, int(depth)))
         self._stop = threading.Event()
-        self._thread = threading.Thread(target=self._work, name="stsim-prefetch", daemon=True)
+        # the thread holds no reference to self: a prefetcher dropped unclosed (its owner
+        # garbage-collected) is finalized, and that stops the thread
+        self._thread = threading.Thread(target=_work, name="stsim-prefetch", daemon=True,
+                                        args=(draw, rng, self._queue, self._stop))
         self._thread.start()
-
-    def _put(self, item) -> bool:
-        while not self._stop.is_set():
-            try:
-                self._queue.put(item, timeout=0.05)
-                return True
-            except queue.Full:
-                continue
-        return False
-
-    def _work(self):
-        try:
-            while not self._stop.is_set():
-                data = self._draw(self._rng)
-                if not self._put((data, self._rng.bit_generator.state, None)):
-                    return
-        except BaseException as exc:  # noqa: BLE001 - delivered to the consumer
-            self._put((None, None, exc))
+        weakref.finalize(self, self._stop.set)
 
     def next(self):
         """The next result of ``draw``, in the order drawn."""
@@ -123,3 +109,24 @@ class Prefetch:
     def __exit__(self, *exc):
         self.close()
         return False
+
+
+def _put(q, stop, item) -> bool:
+    while not stop.is_set():
+        try:
+            q.put(item, timeout=0.05)
+            return True
+        except queue.Full:
+            continue
+    return False
+
+
+def _work(draw, rng, q, stop):
+    """The thread of :class:`Prefetch`: ``draw(rng)`` in order into ``q`` until ``stop``."""
+    try:
+        while not stop.is_set():
+            data = draw(rng)
+            if not _put(q, stop, (data, rng.bit_generator.state, None)):
+                return
+    except BaseException as exc:  # noqa: BLE001 - delivered to the consumer
+        _put(q, stop, (None, None, exc))
