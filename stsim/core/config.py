@@ -11,7 +11,7 @@ import copy
 import dataclasses
 from dataclasses import dataclass, field
 
-from stsim.core.attention import resolve_mechanism
+from stsim.core.attention import TAU_RANGE, resolve_mechanism
 from stsim.core.families import SAMPLERS, encoding_spec
 from stsim.core.model import MODELS, QUERIES
 from stsim.core.optim import (ADAM_LR, ADAM_STEPS_PER_T, LR_DECAYS, object_spec,
@@ -102,7 +102,9 @@ class Config:
                             "docs/attention.md)")
     rank: int | None = _field(None, "rank r of a key/query pair W = W_K^T W_Q (W_K, W_Q of shape "
                               "(r, D)) in place of the merged W", "none: the merged W")
-    temperature: float = _field(1.0, "temperature tau > 0: the logits are divided by tau")
+    temperature: float = _field(1.0, f"temperature tau, {TAU_RANGE[0]:g} <= tau <= "
+                                f"{TAU_RANGE[1]:g} (tau^2 and 1/tau^2 scale the steps): the "
+                                f"logits are divided by tau")
     objective: str = _field("online", "the data: online (a fresh minibatch every step) | sample "
                             "(a fixed sample of n_train points: full-batch training) | "
                             "population (the exact population loss)")
