@@ -57,3 +57,52 @@ def test_temperature_range_is_one_and_runs_at_both_ends(recwarn):
                             progress=False)
             assert res.status == "completed"
     assert not [w for w in recwarn if issubclass(w.category, RuntimeWarning)]
+
+
+@pytest.mark.parametrize("freeze, init, rank, match", [
+    (("W_xx", "W_xe", "W_ex", "W_ee", "V_x", "V_e"), "zero", None, r"freeze holds every block"),
+    (("W_xx", "W_xe", "W_ex", "W_ee", "V_x", "V_e"), "random", None, r"freeze holds every "
+                                                                     r"block"),
+    (("W_K", "W_Q", "V_x", "V_e"), "random", 2, r"freeze holds every block"),
+    (("V_x", "V_e"), "zero", None, r"freeze holds V_x and V_e at their initial value 0 .*no "
+                                   r"gradient reaches W"),
+])
+def test_nothing_can_move_refused_before_any_work(tmp_path, freeze, init, rank, match):
+    """Every block held, or V held at 0 from zero init (V = 0: f = V Z s = 0 and
+    ∂ℓ/∂s = Zᵀ Vᵀ r = 0, so ∂ℓ/∂W = 0): nothing trains, refused before any work naming
+    ``freeze`` (before: "completed … still on the initial plateau … the reduced dynamics
+    predict the escape near step 15")."""
+    out = tmp_path / "c.npz"
+    with pytest.raises(ValueError, match=match):
+        stsim.run(T=10, q=2, freeze=freeze, init=init, rank=rank, checkpoint=out,
+                  progress=False)
+    assert not out.exists()
+
+
+def test_v_at_zero_really_gets_no_gradient():
+    """The derivation behind the refusal, on the model functions: with V = 0 the gradient
+    in W is exactly 0 for every mechanism (and in V it is not)."""
+    from stsim.core.attention import ATTENTIONS
+    rng = np.random.default_rng(0)
+    B, T, q, d = 4, 7, 2, 3
+    batch = stsim.sample_batch(rng, B, T, q, d)
+    P = rng.standard_normal((T, 9))
+    W, V = rng.standard_normal((d + 9,) * 2), np.zeros((d, d + 9))
+    for att in ATTENTIONS:
+        for model in ("theory", "practical"):
+            _, dW, dV = stsim.loss_and_grad(W, V, batch.X, batch.y, P, model=model,
+                                            attention=att)
+            assert not np.any(dW) and np.any(dV), (att, model)
+
+
+@pytest.mark.parametrize("freeze, init, held", [
+    (("V_x", "V_e"), "random", "V_x"),
+    (("W_xx", "W_xe", "W_ex", "W_ee"), "zero", "W_ee"),
+])
+def test_holding_a_block_the_reduced_dynamics_move_is_named(freeze, init, held):
+    """Blocks the reduced dynamics move (W_ee = aI − bJ, V_x = γI) held: the run did not
+    learn, and the diagnosis names the blocks held instead of predicting an escape."""
+    res = stsim.run(T=10, q=2, freeze=freeze, init=init, steps=60, progress=False)
+    assert res.status == "completed" and res.assessment in ("plateau", "not converged")
+    assert f"freeze holds {held} at the initial value" in res.message
+    assert "predict the escape" not in res.message

@@ -336,8 +336,7 @@ def _look_up(c, objects) -> Resolved:
 
 def _check_mechanism(c, att, arch):
     """The mechanism options belong to the transformer; ``rank <= D``."""
-    fac = arch.factory
-    if not (isinstance(fac, type) and issubclass(fac, TransformerProblem)):
+    if not _transformer(arch):
         given = {k: getattr(c, k) for k, v in MECHANISM_DEFAULTS.items() if getattr(c, k) != v}
         if given:
             raise ValueError(f"attention, rank and temperature are options of the transformer; "
@@ -345,6 +344,11 @@ def _check_mechanism(c, att, arch):
         return
     if c.rank is not None:
         c.rank = check_int("rank", c.rank, 1, c.d + c.d_e)
+
+
+def _transformer(arch) -> bool:
+    """Whether the architecture ``arch`` (an ArchSpec) is the transformer (or built on it)."""
+    return isinstance(arch.factory, type) and issubclass(arch.factory, TransformerProblem)
 
 
 def _optimizer_settings(r) -> dict:
@@ -420,7 +424,10 @@ def check_freeze(freeze, arch, cfg) -> tuple | None:
     """``freeze`` of a config being resolved: None (not given: the plan decides,
     :func:`stsim.core.schedule.plan`) or a block name or a sequence of them, of the
     architecture's blocks (:func:`stsim.core.problem.transformer_blocks`); returned as a
-    tuple in the blocks' order. ``ValueError`` naming ``freeze`` and the allowed names."""
+    tuple in the blocks' order. ``ValueError`` naming ``freeze`` and the allowed names, and
+    for a run where nothing could move (every block held; or, in the transformer, ``V_x``
+    and ``V_e`` held at 0 from ``init="zero"``: with ``V = 0``, ``f = V Z s = 0`` and
+    ``∂ℓ/∂s = Zᵀ Vᵀ r = 0``, so every mechanism's ``∂ℓ/∂W`` is 0 and W stays at 0 too)."""
     if freeze is None:
         return None
     names = (freeze,) if isinstance(freeze, str) else freeze
@@ -437,6 +444,14 @@ def check_freeze(freeze, arch, cfg) -> tuple | None:
     bad = [n for n in names if n not in allowed]
     if bad:
         raise ValueError(f"freeze must name blocks of {allowed}, got {bad!r}")
+    if set(names) == set(allowed):
+        raise ValueError(f"freeze holds every block {allowed}: nothing would train; leave "
+                         f"at least one free (steps=0 evaluates the initial state)")
+    if {"V_x", "V_e"} <= set(names) and cfg.init == "zero" and _transformer(arch):
+        raise ValueError("freeze holds V_x and V_e at their initial value 0 (init='zero'): "
+                         "with V = 0 no gradient reaches W (f = V Z s = 0 and dl/ds = Z^T "
+                         "V^T r = 0, so dl/dW = 0), so nothing would train; free V, or give "
+                         "init='random'")
     return tuple(n for n in allowed if n in names)
 
 
