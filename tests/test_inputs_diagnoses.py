@@ -6,6 +6,7 @@ import numpy as np
 import pytest
 
 import stsim
+from stsim.core.attention import Attention, Sigmoid
 
 
 @pytest.mark.parametrize("opts, name", [
@@ -106,3 +107,47 @@ def test_holding_a_block_the_reduced_dynamics_move_is_named(freeze, init, held):
     assert res.status == "completed" and res.assessment in ("plateau", "not converged")
     assert f"freeze holds {held} at the initial value" in res.message
     assert "predict the escape" not in res.message
+
+
+class Softplus(Attention):
+    """``s = log(1 + e^l)/n``, ``∂s/∂l = σ(l)/n = (1 − e^{−n s})/n``: one's own mechanism."""
+
+    name = "softplus"
+
+    def phi(self, l, n=1):
+        return np.logaddexp(0.0, l) / n
+
+    def dphi_from_s(self, s, n=1):
+        return -np.expm1(-n * s) / n
+
+
+def test_user_mechanism_round_trips_through_its_config(tmp_path):
+    """``attention`` given as one's own object is recorded like ``pe``, ``optimizer`` and
+    ``arch`` (``attention_object``): the config runs again with the object given again
+    (bit-identical), without it the message says to pass it."""
+    r = stsim.run(T=8, q=2, attention=Softplus(), init="random", lr=0.1, steps=20,
+                  batch=32, progress=False)
+    assert r.config["attention_object"] == "Softplus"
+    again = stsim.run(config=r.config, attention=Softplus(), progress=False)
+    assert again.config == r.config and np.array_equal(again.W, r.W)
+    with pytest.raises(ValueError, match=r"attention was an object \(Softplus.*pass the "
+                                         r"object again"):
+        stsim.run(config=r.config, progress=False)
+    builtin = stsim.run(T=8, q=2, attention=Sigmoid(), steps=2, progress=False)
+    assert "attention_object" not in builtin.config    # a built-in one: its name
+
+
+def test_result_attention_of_a_user_mechanism(tmp_path):
+    """``Result.attention`` uses the run's mechanism object (before: refused as not a
+    built-in name); a loaded result asks for it again (``mechanism=``) and then gives the
+    same weights."""
+    r = stsim.run(T=8, q=2, attention=Softplus(), init="random", lr=0.1, steps=20,
+                  batch=32, progress=False)
+    s, X, y = r.attention(n=2, return_inputs=True)
+    assert s.shape == (2, 8) and np.all(s > 0)
+    assert not np.allclose(s.sum(1), 1.0)        # not softmax: softplus of each logit
+    loaded = stsim.load(r.save(tmp_path / "r.npz"))
+    with pytest.raises(ValueError, match=r"mechanism was an object \(Softplus.*"
+                                         r"mechanism=<the Softplus>"):
+        loaded.attention(n=2)
+    assert np.array_equal(loaded.attention(n=2, mechanism=Softplus()), s)

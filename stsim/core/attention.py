@@ -390,8 +390,11 @@ def resolve_mechanism(c, objects: dict, inits) -> Attention:
         raise ValueError(f"attention: {att!r} defines no map: a subclass of Attention "
                          f"implements phi and dphi_from_s (or weights and backward); "
                          f"docs/attention.md")
-    if isinstance(att, Attention) and type(MECHANISMS.get(att.name)) is not type(att):
-        objects["attention"] = att              # not a built-in one: kept as the object
+    if isinstance(att, Attention):      # one's own kept as the object; a built-in one is
+        if type(MECHANISMS.get(att.name)) is type(att):     # its name and temperature
+            objects.pop("attention", None)
+        else:
+            objects["attention"] = att
     att = make_attention(att, c.temperature)    # an object's temperature: 1 or its own
     c.attention, c.temperature = att.name, att.temperature
     if c.rank is not None:

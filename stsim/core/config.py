@@ -33,8 +33,9 @@ OBJECTIVES = ("online", "sample", "population")
 INITS = ("zero", "random")
 
 
-#: the fields that also take an object (an Encoding, an optimiser, an ArchSpec)
-OBJECT_FIELDS = ("pe", "optimizer", "arch")
+#: the fields that also take an object (an Encoding, an optimiser, an ArchSpec, a mechanism
+#: of one's own: a built-in mechanism object is recorded as its name and temperature)
+OBJECT_FIELDS = ("pe", "optimizer", "arch", "attention")
 
 
 @dataclass(frozen=True)
@@ -75,9 +76,11 @@ class Config:
     registered spelling (``--optimizer SGD`` as ``--pe ONEHOT``); an option of another
     architecture is refused (``width``/``depth`` with the transformer).
 
-    ``pe``, ``optimizer`` and ``arch`` also take objects (an :class:`Encoding`, an optimiser
-    such as ``SGD(lr=1.0)``, an :class:`~stsim.core.problem.ArchSpec`): resolving records
-    their name and keeps the object in :attr:`resolved`; nothing is registered.
+    ``pe``, ``optimizer``, ``arch`` and ``attention`` also take objects (an
+    :class:`Encoding`, an optimiser such as ``SGD(lr=1.0)``, an
+    :class:`~stsim.core.problem.ArchSpec`, an :class:`~stsim.core.attention.Attention` of
+    one's own): resolving records their name and keeps the object in :attr:`resolved`;
+    nothing is registered.
     :meth:`to_dict` then adds ``<field>_object`` (the object's class) and, for an optimiser
     with settings beyond its step and schedule (Adam's ``betas``, ``eps``),
     ``optimizer_settings`` (``settings()`` of the object; a resume must match it like every
@@ -198,7 +201,7 @@ class Config:
 
     def as_options(self) -> dict:
         """The fields as options of :func:`stsim.run`, with the objects given in place of
-        names (``pe``, ``optimizer``, ``arch``) put back: running them again runs the same
+        names (``pe``, ``optimizer``, ``arch``, ``attention``) put back: running them again runs the same
         thing."""
         out = {f.name: getattr(self, f.name) for f in dataclasses.fields(self)}
         r = self.__dict__.get("_resolved")
