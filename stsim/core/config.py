@@ -201,8 +201,8 @@ class Config:
 
     def as_options(self) -> dict:
         """The fields as options of :func:`stsim.run`, with the objects given in place of
-        names (``pe``, ``optimizer``, ``arch``, ``attention``) put back: running them again runs the same
-        thing."""
+        names (``pe``, ``optimizer``, ``arch``, ``attention``) put back: running them again
+        runs the same thing."""
         out = {f.name: getattr(self, f.name) for f in dataclasses.fields(self)}
         r = self.__dict__.get("_resolved")
         if r is not None:
