@@ -215,7 +215,7 @@ def test_bad_input(small_setup):
     rng, batch, peb, W, V = small_setup("onehot", "slots", 11)
     with pytest.raises(ValueError, match="attention must be one of"):
         forward_backward(W, V, batch.X, batch.y, peb, attention="tanh")
-    with pytest.raises(ValueError, match="temperature must be a finite number > 0"):
+    with pytest.raises(ValueError, match="temperature must be a finite number >= 1e-100"):
         forward_backward(W, V, batch.X, batch.y, peb, temperature=0.0)
     with pytest.raises(ValueError, match="rank must be an integer"):
         loss_and_grad((W[:2], W[:2]), V, batch.X, batch.y, peb.dense(), rank=0)

@@ -9,7 +9,8 @@ import math
 from stsim.core.reduced import TARGET
 from stsim.core.schedule import PLATEAU_DOC, Plan, predict
 
-__all__ = ["plateau_status", "assess_run", "DIVERGING", "OVERFIT_TRAIN", "OVERFIT_GAP"]
+__all__ = ["plateau_status", "assess_run", "DIVERGING", "OVERFIT_TRAIN", "OVERFIT_GAP",
+           "REDUCED_BLOCKS"]
 
 
 #: a completed run is "diverging" when its last loss exceeds this multiple of its first
@@ -17,6 +18,10 @@ DIVERGING = 2.0
 #: "overfitting": training loss at most OVERFIT_TRAIN of its first value while validation,
 #: relative to its own first value, stays at least OVERFIT_GAP times higher
 OVERFIT_TRAIN, OVERFIT_GAP = 0.5, 5.0
+#: the blocks the reduced dynamics move (their invariant set, :mod:`stsim.core.reduced`:
+#: ``W_ee = aI − bJ``, ``V_x = γI``, every other block 0; with a rank ``W = W_Kᵀ W_Q``):
+#: a run holding one of them is not the run the prediction is about
+REDUCED_BLOCKS = ("W_ee", "V_x", "W_K", "W_Q")
 
 
 def _ratio(history, key):
@@ -79,10 +84,19 @@ def plateau_status(history: dict, schedule: Plan | None, online: bool = True):
 def assess_run(cfg, history: dict):
     """``(assessment, text)`` for a finished run of the resolved ``cfg`` (see
     :func:`plateau_status`); where the run did not learn, where its plateau ends: the
-    plan's prediction, or (lr and steps given) the reduced dynamics run at the run's lr."""
+    plan's prediction, or (lr and steps given) the reduced dynamics run at the run's lr —
+    unless the plan holds a block of :data:`REDUCED_BLOCKS` (then no escape is predicted:
+    the text names the blocks held)."""
     assessment, text = plateau_status(history, None)
     if assessment in ("plateau", "not converged"):   # where the reduced dynamics escape
         plan = cfg.resolved.plan
+        held = [b for b in plan.freeze or () if b in REDUCED_BLOCKS]
+        if held:
+            names = ", ".join(held)
+            return assessment, (
+                f"{text}; freeze holds {names} at the initial value, the block(s) the "
+                f"reduced dynamics move (W_ee = a I - b J, V_x = gamma I; with a rank, W = "
+                f"W_K^T W_Q): no escape is predicted with them held; free {names}")
         if plan.target_step is None:
             plan = predict(cfg, plan.lr, plan.steps)
         assessment, text = plateau_status(history, plan, online=cfg.objective == "online")

@@ -56,7 +56,7 @@ from stsim.core.reduced import loss_grad
 from stsim.util.validate import Steps, check_choice, check_int, check_real
 
 __all__ = ["Attention", "Softmax", "Linear", "ReLU", "Sigmoid", "MECHANISMS", "ATTENTIONS",
-           "make_attention", "DENSE_CAP",
+           "make_attention", "DENSE_CAP", "TAU_RANGE", "check_temperature",
            "lowrank_W", "lowrank_grad", "check_rank", "resolve_mechanism"]
 
 #: with dense encodings, sphere or near-orthogonal, a measured rule's lr is multiplied by
@@ -65,6 +65,17 @@ __all__ = ["Attention", "Softmax", "Linear", "ReLU", "Sigmoid", "MECHANISMS", "A
 #: 0.075 at T = 20): the tokens' positions leak into every logit
 DENSE_CAP = 0.5
 _PAPER_LR = "the paper model's derived lr (measured to be stable)"
+#: the temperatures a mechanism takes: τ enters as ``1/τ`` in the logits and as ``τ^±2`` in
+#: the steps (the equivalent W step ``η/τ²``, ``eta_max ∝ τ²``); within 1e-100 … 1e100 both
+#: ``τ^±2`` stay within 1e±200, leaving 1e108 before float64 overflow (1.8e308) or
+#: underflow (2.2e-308) for the steps and losses they multiply (beyond it, ``τ²`` is 0 or
+#: inf: a division by zero or an overflow). Runs at both ends complete like τ = 1.
+TAU_RANGE = (1e-100, 1e100)
+
+
+def check_temperature(temperature, name="temperature") -> float:
+    """``temperature`` as a float in :data:`TAU_RANGE` (``ValueError`` naming ``name``)."""
+    return check_real(name, temperature, lo=TAU_RANGE[0], hi=TAU_RANGE[1])
 
 
 class Attention:
@@ -79,7 +90,7 @@ class Attention:
     Parameters
     ----------
     temperature : float
-        ``τ > 0``: the logits are divided by ``τ`` before the map.
+        ``τ`` in :data:`TAU_RANGE`: the logits are divided by ``τ`` before the map.
     """
 
     name = "attention"
@@ -93,12 +104,12 @@ class Attention:
     measured_lr = None
 
     def __init__(self, temperature: float = 1.0):
-        self.temperature = check_real("temperature", temperature, lo=0.0, lo_open=True)
+        self.temperature = check_temperature(temperature)
 
     def at(self, temperature):
         """This mechanism at ``temperature`` (a copy)."""
         new = copy.copy(self)
-        new.temperature = check_real("temperature", temperature, lo=0.0, lo_open=True)
+        new.temperature = check_temperature(temperature)
         return new
 
     # -- what the schedule and the reduced dynamics ask ----------------------------------
@@ -325,7 +336,7 @@ def make_attention(attention="softmax", temperature=1.0) -> Attention:
     if attention is None:
         attention = "softmax"
     if isinstance(attention, Attention):
-        t = check_real("temperature", temperature, lo=0.0, lo_open=True)
+        t = check_temperature(temperature)
         if t != 1.0 and t != attention.temperature:
             raise ValueError(f"temperature={t:g} given with an attention object of temperature "
                              f"{attention.temperature:g}; set it on the object")
@@ -379,8 +390,11 @@ def resolve_mechanism(c, objects: dict, inits) -> Attention:
         raise ValueError(f"attention: {att!r} defines no map: a subclass of Attention "
                          f"implements phi and dphi_from_s (or weights and backward); "
                          f"docs/attention.md")
-    if isinstance(att, Attention) and type(MECHANISMS.get(att.name)) is not type(att):
-        objects["attention"] = att              # not a built-in one: kept as the object
+    if isinstance(att, Attention):      # one's own kept as the object; a built-in one is
+        if type(MECHANISMS.get(att.name)) is type(att):     # its name and temperature
+            objects.pop("attention", None)
+        else:
+            objects["attention"] = att
     att = make_attention(att, c.temperature)    # an object's temperature: 1 or its own
     c.attention, c.temperature = att.name, att.temperature
     if c.rank is not None:

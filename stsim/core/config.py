@@ -11,7 +11,7 @@ import copy
 import dataclasses
 from dataclasses import dataclass, field
 
-from stsim.core.attention import resolve_mechanism
+from stsim.core.attention import TAU_RANGE, resolve_mechanism
 from stsim.core.families import SAMPLERS, encoding_spec
 from stsim.core.model import MODELS, QUERIES
 from stsim.core.optim import (ADAM_LR, ADAM_STEPS_PER_T, LR_DECAYS, object_spec,
@@ -33,8 +33,9 @@ OBJECTIVES = ("online", "sample", "population")
 INITS = ("zero", "random")
 
 
-#: the fields that also take an object (an Encoding, an optimiser, an ArchSpec)
-OBJECT_FIELDS = ("pe", "optimizer", "arch")
+#: the fields that also take an object (an Encoding, an optimiser, an ArchSpec, a mechanism
+#: of one's own: a built-in mechanism object is recorded as its name and temperature)
+OBJECT_FIELDS = ("pe", "optimizer", "arch", "attention")
 
 
 @dataclass(frozen=True)
@@ -75,9 +76,11 @@ class Config:
     registered spelling (``--optimizer SGD`` as ``--pe ONEHOT``); an option of another
     architecture is refused (``width``/``depth`` with the transformer).
 
-    ``pe``, ``optimizer`` and ``arch`` also take objects (an :class:`Encoding`, an optimiser
-    such as ``SGD(lr=1.0)``, an :class:`~stsim.core.problem.ArchSpec`): resolving records
-    their name and keeps the object in :attr:`resolved`; nothing is registered.
+    ``pe``, ``optimizer``, ``arch`` and ``attention`` also take objects (an
+    :class:`Encoding`, an optimiser such as ``SGD(lr=1.0)``, an
+    :class:`~stsim.core.problem.ArchSpec`, an :class:`~stsim.core.attention.Attention` of
+    one's own): resolving records their name and keeps the object in :attr:`resolved`;
+    nothing is registered.
     :meth:`to_dict` then adds ``<field>_object`` (the object's class) and, for an optimiser
     with settings beyond its step and schedule (Adam's ``betas``, ``eps``),
     ``optimizer_settings`` (``settings()`` of the object; a resume must match it like every
@@ -102,7 +105,9 @@ class Config:
                             "docs/attention.md)")
     rank: int | None = _field(None, "rank r of a key/query pair W = W_K^T W_Q (W_K, W_Q of shape "
                               "(r, D)) in place of the merged W", "none: the merged W")
-    temperature: float = _field(1.0, "temperature tau > 0: the logits are divided by tau")
+    temperature: float = _field(1.0, f"temperature tau, {TAU_RANGE[0]:g} <= tau <= "
+                                f"{TAU_RANGE[1]:g} (tau^2 and 1/tau^2 scale the steps): the "
+                                f"logits are divided by tau")
     objective: str = _field("online", "the data: online (a fresh minibatch every step) | sample "
                             "(a fixed sample of n_train points: full-batch training) | "
                             "population (the exact population loss)")
@@ -196,8 +201,8 @@ class Config:
 
     def as_options(self) -> dict:
         """The fields as options of :func:`stsim.run`, with the objects given in place of
-        names (``pe``, ``optimizer``, ``arch``) put back: running them again runs the same
-        thing."""
+        names (``pe``, ``optimizer``, ``arch``, ``attention``) put back: running them again
+        runs the same thing."""
         out = {f.name: getattr(self, f.name) for f in dataclasses.fields(self)}
         r = self.__dict__.get("_resolved")
         if r is not None:
@@ -334,8 +339,7 @@ def _look_up(c, objects) -> Resolved:
 
 def _check_mechanism(c, att, arch):
     """The mechanism options belong to the transformer; ``rank <= D``."""
-    fac = arch.factory
-    if not (isinstance(fac, type) and issubclass(fac, TransformerProblem)):
+    if not _transformer(arch):
         given = {k: getattr(c, k) for k, v in MECHANISM_DEFAULTS.items() if getattr(c, k) != v}
         if given:
             raise ValueError(f"attention, rank and temperature are options of the transformer; "
@@ -343,6 +347,11 @@ def _check_mechanism(c, att, arch):
         return
     if c.rank is not None:
         c.rank = check_int("rank", c.rank, 1, c.d + c.d_e)
+
+
+def _transformer(arch) -> bool:
+    """Whether the architecture ``arch`` (an ArchSpec) is the transformer (or built on it)."""
+    return isinstance(arch.factory, type) and issubclass(arch.factory, TransformerProblem)
 
 
 def _optimizer_settings(r) -> dict:
@@ -418,7 +427,10 @@ def check_freeze(freeze, arch, cfg) -> tuple | None:
     """``freeze`` of a config being resolved: None (not given: the plan decides,
     :func:`stsim.core.schedule.plan`) or a block name or a sequence of them, of the
     architecture's blocks (:func:`stsim.core.problem.transformer_blocks`); returned as a
-    tuple in the blocks' order. ``ValueError`` naming ``freeze`` and the allowed names."""
+    tuple in the blocks' order. ``ValueError`` naming ``freeze`` and the allowed names, and
+    for a run where nothing could move (every block held; or, in the transformer, ``V_x``
+    and ``V_e`` held at 0 from ``init="zero"``: with ``V = 0``, ``f = V Z s = 0`` and
+    ``∂ℓ/∂s = Zᵀ Vᵀ r = 0``, so every mechanism's ``∂ℓ/∂W`` is 0 and W stays at 0 too)."""
     if freeze is None:
         return None
     names = (freeze,) if isinstance(freeze, str) else freeze
@@ -435,6 +447,14 @@ def check_freeze(freeze, arch, cfg) -> tuple | None:
     bad = [n for n in names if n not in allowed]
     if bad:
         raise ValueError(f"freeze must name blocks of {allowed}, got {bad!r}")
+    if set(names) == set(allowed):
+        raise ValueError(f"freeze holds every block {allowed}: nothing would train; leave "
+                         f"at least one free (steps=0 evaluates the initial state)")
+    if {"V_x", "V_e"} <= set(names) and cfg.init == "zero" and _transformer(arch):
+        raise ValueError("freeze holds V_x and V_e at their initial value 0 (init='zero'): "
+                         "with V = 0 no gradient reaches W (f = V Z s = 0 and dl/ds = Z^T "
+                         "V^T r = 0, so dl/dW = 0), so nothing would train; free V, or give "
+                         "init='random'")
     return tuple(n for n in allowed if n in names)
 
 

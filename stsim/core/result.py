@@ -151,14 +151,17 @@ class Result:
             save_figure(fig, path)
         return fig
 
-    def attention(self, X=None, y=None, *, n=4, seed=0, T=None, return_inputs=False):
+    def attention(self, X=None, y=None, *, n=4, seed=0, T=None, return_inputs=False,
+                  mechanism=None):
         """Attention weights of the trained transformer on given or fresh inputs.
 
-        The encoding is the run's own: the one it trained with (a result of
-        :func:`stsim.run` in this process, also when ``pe`` was an object), else rebuilt
-        from the config exactly as in the run (the fixed near-orthogonal table drawn from
-        its ``seed``; a config whose ``pe`` was an object cannot be rebuilt: ``ValueError``
-        saying so). Stochastic encodings are drawn for these samples from ``seed``.
+        The encoding and the mechanism are the run's own: those it trained with (a result
+        of :func:`stsim.run` in this process, also when ``pe`` or ``attention`` was an
+        object), else rebuilt from the config exactly as in the run (the fixed
+        near-orthogonal table drawn from its ``seed``; a config whose ``pe`` was an object
+        cannot be rebuilt: ``ValueError`` saying so; a mechanism of one's own is given
+        again as ``mechanism``). Stochastic encodings are drawn for these samples from
+        ``seed``.
 
         Parameters
         ----------
@@ -175,6 +178,9 @@ class Result:
             Length of the fresh samples (default the training length).
         return_inputs : bool
             Also return ``X`` and ``y``.
+        mechanism : Attention, optional
+            The run's mechanism object, for a loaded result whose ``attention`` was an
+            object of one's own (its config records only the name: ``attention_object``).
 
         Returns
         -------
@@ -204,9 +210,16 @@ class Result:
             missing = unregistered(self.config)
             if missing:
                 raise ValueError(f"attention weights need {_register_hint(missing)}")
+            kind = self.config.get("attention_object")
+            if kind is not None and mechanism is None:
+                raise ValueError(
+                    f"this result's mechanism was an object ({kind}, recorded as attention="
+                    f"{self.config.get('attention')!r}), which a config does not hold: pass "
+                    f"it again, res.attention(..., mechanism=<the {kind}>)")
+            given = {} if mechanism is None else {"attention": mechanism}
             names = {f.name for f in dataclasses.fields(Config)}
-            cfg = Config(**{k: v for k, v in options_from_record(self.config, {}).items()
-                            if k in names}).resolve()
+            opts = {**options_from_record(self.config, given), **given}
+            cfg = Config(**{k: v for k, v in opts.items() if k in names}).resolve()
         if cfg.arch != "transformer":
             raise ValueError(f"attention weights need a transformer run, this is arch={cfg.arch!r}")
         enc = cfg.resolved.encoding.build(Streams(cfg.seed).encoding())
@@ -224,8 +237,7 @@ class Result:
                              f"{X.shape} and {y.shape}")
         pe = sample_checked(enc, rng, X.shape[0], X.shape[1])
         s = attention_weights(self.W, X, y, pe, model=cfg.model, query=cfg.query,
-                              attention=getattr(cfg, "attention", None),
-                              temperature=getattr(cfg, "temperature", 1.0))
+                              attention=cfg.resolved.attention)    # at its temperature
         return (s, X, y) if return_inputs else s
 
     def save(self, path):

@@ -18,19 +18,13 @@ import json
 import math
 import time
 
-from stsim.core.attention import ATTENTIONS, Attention
-from stsim.util.validate import Steps, check_int, check_real
+from stsim.core.attention import ATTENTIONS, TAU_RANGE, Attention, check_temperature
+from stsim.util.validate import Steps, check_int
 
 __all__ = ["TAU_RANGE", "parse_mechanism", "mechanism_label", "base_schedule", "mechanism_options",
            "run_one", "choose", "rank_one", "sphere_one"]
 
 TUNE_ROOT = 1        # root seed of the tuning replicate (the reported seeds use root 0)
-#: the temperatures the study takes: τ enters as ``1/τ`` in the logits and as ``τ^±2`` in
-#: the steps (the equivalent W step ``η/τ²``, ``eta_max ∝ τ²``); within 1e-100 … 1e100 both
-#: ``τ^±2`` stay within 1e±200, leaving 1e108 before float64 overflow (1.8e308) or
-#: underflow (2.2e-308) for the steps and losses they multiply (beyond it, ``τ²`` is 0 or
-#: inf: a division by zero or an overflow). Runs at both ends complete like τ = 1.
-TAU_RANGE = (1e-100, 1e100)
 
 
 def parse_mechanism(label) -> dict:
@@ -45,8 +39,7 @@ def parse_mechanism(label) -> dict:
         if key == "rank":
             return {"rank": check_int("rank", int(val), 1)}
         if key == "tau":
-            lo, hi = TAU_RANGE
-            return {"temperature": check_real("tau", float(val), lo=lo, hi=hi)}
+            return {"temperature": check_temperature(float(val), "tau")}
     except ValueError:
         pass
     raise ValueError(f"mechanisms must hold names of {ATTENTIONS}, rank=r (r >= 1), tau=t "
