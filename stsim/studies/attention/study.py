@@ -83,7 +83,7 @@ LISTS = ("mechanisms", "tune_mults", "width_mechs", "rank_T", "rank_q", "rank_r"
 def check(cfg: dict) -> dict:
     """Validate every setting of every part (``ValueError`` naming it and its range) before
     any work: each grid not empty and without repeats, the ranks usable at the rank grid's
-    lengths, temperatures in :data:`~.runs.TAU_RANGE`, and the largest run of each part
+    lengths, temperatures in :data:`~stsim.core.attention.TAU_RANGE`, and the largest run of each part
     within memory (:func:`_check_sizes`)."""
     cfg = dict(cfg)
     for name, lo in (("T", 2), ("d", 1), ("seeds", 2), ("steps", 1), ("batch", 1),
