@@ -251,8 +251,8 @@ class Session:
                 if stop:
                     self.stop_step = step
         except KeyboardInterrupt:   # as Ctrl-C: the loop stops at its next step boundary
-            if state.interrupted:   # a second Ctrl-C: at once, as usual
-                raise
+            if state.interrupted or not getattr(self, "_catching", False):
+                raise               # a second Ctrl-C, or one the run does not catch (a sweep's)
             state.interrupted, state.signal = True, signal.SIGINT
         except (Exception, SystemExit) as exc:  # noqa: BLE001 - raised by finish(), result kept
             if self.error is None:
@@ -311,7 +311,7 @@ class Session:
         try:
             # BLAS is pinned by the run's setting, not by whether steps remain: a call resumed
             # at its last step re-records that step with the same threads, hence the same bits
-            with state.catch_interrupt(), one_blas_thread(uses_second_thread(
+            with state.catch_interrupt() as self._catching, one_blas_thread(uses_second_thread(
                     getattr(self.problem, "enc", None), self.drawing_ahead)):
                 end = train_loop(lambda p: state.loss_grad(self.problem, p), self.opt,
                                  state.params, cfg.steps, start=state.step,
