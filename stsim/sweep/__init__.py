@@ -286,9 +286,11 @@ def sweep(fn, grid, *, seeds=1, root_seed=0, executor=None, out=None, max_worker
         it no longer stands (say, the file it wrote is gone) and it is computed again.
         Default: every finished row stands.
     timeout : float, optional
-        Seconds one row may run (default ``None``: no limit). A row over it is recorded
-        as an error (``TimeoutError``) and the sweep goes on; a rerun tries it again. How
-        ``fn`` is stopped: :func:`stsim.sweep.rows.call_with_timeout`.
+        Seconds one row may run, at most :data:`stsim.sweep.rows.MAX_TIMEOUT` (default
+        ``None``: no limit). A row over it is recorded as an error (``TimeoutError``) and
+        the sweep goes on; a rerun tries it again. How ``fn`` is stopped, and how it
+        composes with a nested sweep's or the caller's own timer:
+        :func:`stsim.sweep.rows.call_with_timeout`.
 
     Returns
     -------

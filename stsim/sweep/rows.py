@@ -12,21 +12,34 @@ import math
 import numbers
 import signal
 import threading
+import time
 
 from stsim.util.io import to_jsonable
 
-__all__ = ["check_timeout", "call_with_timeout", "result_row"]
+__all__ = ["MAX_TIMEOUT", "check_timeout", "call_with_timeout", "result_row"]
+
+
+MAX_TIMEOUT = 1e8
+"""The largest ``timeout`` (seconds, about 3 years): ``signal.setitimer`` overflows past
+about 1e9 s here, and 2**31 - 1 s with a 32-bit ``time_t``."""
 
 
 def check_timeout(timeout):
-    """``timeout`` of :func:`stsim.sweep.sweep`: ``None`` (no limit) or seconds > 0,
-    finite; ``ValueError`` naming the parameter otherwise."""
+    """``timeout`` of :func:`stsim.sweep.sweep`: ``None`` (no limit) or seconds in
+    (0, :data:`MAX_TIMEOUT`]; ``ValueError`` naming the parameter otherwise (a larger
+    value is refused, not read as no limit: ``None`` says that)."""
     if timeout is None:
         return None
     if isinstance(timeout, bool) or not isinstance(timeout, numbers.Real) \
-            or not math.isfinite(timeout) or timeout <= 0:
-        raise ValueError(f"timeout must be None (no limit) or seconds > 0, got {timeout!r}")
+            or not 0 < timeout <= MAX_TIMEOUT:
+        raise ValueError(f"timeout must be None (no limit) or seconds in (0, {MAX_TIMEOUT:g}], "
+                         f"got {timeout!r}")
     return float(timeout)
+
+
+class _Expired(BaseException):
+    """A deadline of :func:`call_with_timeout` came (a ``BaseException``: the rows of a
+    sweep nested in ``fn`` do not catch the outer row's deadline as their own error)."""
 
 
 def call_with_timeout(fn, kwargs: dict, timeout):
@@ -34,25 +47,57 @@ def call_with_timeout(fn, kwargs: dict, timeout):
 
     In the main thread of a process (a pool's worker, an inline sweep) the limit is a
     ``SIGALRM`` timer: the exception is raised inside ``fn`` at its next Python
-    instruction (a long call into compiled code ends first), and the previous handler is
-    put back. Elsewhere (a thread: Dask's workers, a sweep run from a thread) ``fn`` runs
-    in a daemon thread that is abandoned at the limit: the row is recorded as an error
-    and the thread finishes in the background."""
+    instruction (a long call into compiled code ends first). A timer already running (a
+    caller's ``signal.alarm``/``setitimer``, or the row of an outer sweep that called
+    this one) keeps its deadline: the timer is armed for the earlier of the two, and
+    when that is the other's, its handler is called there (an outer row's deadline
+    ends the outer row, through any nested sweep; a caller's handler runs and ``fn``
+    goes on). Afterwards the previous handler is put back and its timer re-armed with
+    the time it has left (at once if it came due and was not yet delivered). Elsewhere
+    (a thread: Dask's workers, a sweep run from a thread) ``fn`` runs in a daemon thread
+    that is abandoned at the limit: the row is recorded as an error and the thread
+    finishes in the background."""
     if timeout is None:
         return fn(**kwargs)
     message = (f"fn ran longer than timeout={timeout:g} s; the row is recorded as an error "
                f"(rerun with a larger timeout to compute it)")
     if threading.current_thread() is threading.main_thread() and hasattr(signal, "setitimer"):
+        left, interval = signal.setitimer(signal.ITIMER_REAL, 0)   # the other timer, stopped
+        now = time.monotonic()
+        due = now + timeout
+        other = now + left if left > 0 else None                   # its deadline
+        mine = _Expired()
+
+        def arm():
+            first = due if other is None else min(due, other)
+            signal.setitimer(signal.ITIMER_REAL, max(first - time.monotonic(), 1e-6))
+
         def alarm(signum, frame):
-            raise TimeoutError(message)
+            nonlocal other
+            if other is None or due < other:
+                raise mine
+            other = other + interval if interval > 0 else None     # the other one is due
+            arm()
+            if callable(previous):
+                previous(signum, frame)
+            elif previous == signal.SIG_DFL:                       # ends the process
+                signal.signal(signal.SIGALRM, signal.SIG_DFL)
+                signal.raise_signal(signal.SIGALRM)
 
         previous = signal.signal(signal.SIGALRM, alarm)
-        signal.setitimer(signal.ITIMER_REAL, timeout)
+        arm()
         try:
             return fn(**kwargs)
+        except _Expired as exc:
+            if exc is mine:
+                raise TimeoutError(message) from None
+            raise
         finally:
             signal.setitimer(signal.ITIMER_REAL, 0)
             signal.signal(signal.SIGALRM, previous)
+            if other is not None:
+                signal.setitimer(signal.ITIMER_REAL, max(other - time.monotonic(), 1e-6),
+                                 interval)
     box = {}
 
     def target():
