@@ -6,7 +6,8 @@ import numpy as np
 import pytest
 
 import stsim
-from stsim.core.attention import Attention, Sigmoid
+from test_user_mechanism import Softplus     # one's own mechanism, defined once
+from stsim.core.attention import Sigmoid
 
 
 @pytest.mark.parametrize("opts, name", [
@@ -107,18 +108,6 @@ def test_holding_a_block_the_reduced_dynamics_move_is_named(freeze, init, held):
     assert res.status == "completed" and res.assessment in ("plateau", "not converged")
     assert f"freeze holds {held} at the initial value" in res.message
     assert "predict the escape" not in res.message
-
-
-class Softplus(Attention):
-    """``s = log(1 + e^l)/n``, ``∂s/∂l = σ(l)/n = (1 − e^{−n s})/n``: one's own mechanism."""
-
-    name = "softplus"
-
-    def phi(self, l, n=1):
-        return np.logaddexp(0.0, l) / n
-
-    def dphi_from_s(self, s, n=1):
-        return -np.expm1(-n * s) / n
 
 
 def test_user_mechanism_round_trips_through_its_config(tmp_path):

@@ -11,6 +11,7 @@ import numpy as np
 import pytest
 
 import stsim
+from test_open_run import _same     # bit for bit: parameters and every history entry
 from stsim.cli import main as cli
 from stsim.core.session import RunInterrupted
 
@@ -98,14 +99,6 @@ def test_a_session_as_context_manager_stops_its_thread_and_keeps_its_numbers():
 
 # ---- the callback: its return value checked, Ctrl-C and SystemExit keep the run -----------
 RUN = dict(T=10, q=2, d=3, batch=16, steps=120, eval_every=20, seed=3, prefetch=True)
-
-
-def _same(a, b):
-    assert set(a.params) == set(b.params) and set(a.history) == set(b.history)
-    for k in a.params:
-        np.testing.assert_array_equal(a.params[k], b.params[k], err_msg=k)
-    for k in a.history:
-        np.testing.assert_array_equal(a.history[k], b.history[k], err_msg=k)
 
 
 @pytest.fixture(scope="module")

@@ -38,6 +38,7 @@ import numpy as np
 
 from stsim.core.attention import ATTENTIONS, MECHANISMS, Softmax
 from stsim.core.config import MECHANISM_DEFAULTS
+from stsim.studies.attention.sizes import check_sizes
 from stsim.studies.attention.runs import (TAU_RANGE, TUNE_ROOT, choose, mechanism_label,
                                           parse_mechanism, rank_one, run_one, sphere_one)
 from stsim.util.io import write_json
@@ -84,7 +85,7 @@ def check(cfg: dict) -> dict:
     """Validate every setting of every part (``ValueError`` naming it and its range) before
     any work: each grid not empty and without repeats, the ranks usable at the rank grid's
     lengths, temperatures in :data:`~stsim.core.attention.TAU_RANGE`, and the largest run of each part
-    within memory (:func:`_check_sizes`)."""
+    within memory (:func:`~stsim.studies.attention.sizes.check_sizes`)."""
     cfg = dict(cfg)
     for name, lo in (("T", 2), ("d", 1), ("seeds", 2), ("steps", 1), ("batch", 1),
                      ("tune_steps", 1), ("rank_steps", 0), ("mc_seeds", 1),
@@ -126,47 +127,8 @@ def check(cfg: dict) -> dict:
         vals = [mechanism_label(v) for v in cfg[key]]
         if len(set(vals)) != len(vals):
             raise ValueError(f"{key} must hold distinct values, got {vals}")
-    _check_sizes(cfg)
+    check_sizes(cfg)
     return cfg
-
-
-def _check_sizes(cfg) -> None:
-    """Refuse, before any work, a part whose largest run does not fit: each mechanism's run
-    (:meth:`stsim.core.config.Config.resolve`: its options, e.g. ``rank <= d + d_e``, and
-    its memory), the largest rank run, each trained mechanism at the largest width, the
-    family at each ``width_T`` (``n_mc × T`` scores, 5 arrays, and ``n_mc × q × d_e``
-    encodings, 2) and the reduced map (2 maps of 4 × (20 ``tau_T`` + 1) values, 3
-    temporaries of one); the message names the setting."""
-    from stsim.core.config import Config
-    from stsim.studies.separation.design import n_mc
-    from stsim.util.validate import check_memory
-    c = {k: cfg[k] for k in ("T", "q", "d", "batch")}
-
-    def fits(setting, **opts):
-        try:
-            Config(**opts).resolve()
-        except ValueError as exc:
-            raise ValueError(f"{setting}: {exc}") from None
-    for m in cfg["mechanisms"]:     # the study gives each run its lr (mechanism_options)
-        fits(f"mechanisms ({mechanism_label(m)})", **c, T_test=tuple(cfg["T_test"]),
-             steps=cfg["steps"], lr=1.0, **parse_mechanism(m))
-    T = max(cfg["rank_T"])
-    fits("rank_T, rank_q, rank_r", T=T, q=max(cfg["rank_q"]), d=cfg["d"], batch=cfg["batch"],
-         rank=max(r for r in cfg["rank_r"] if r <= 2 * T))
-    for m in cfg["train_mechs"]:
-        fits(f"train_T, train_widths ({m})", T=cfg["train_T"], q=cfg["q"], d=cfg["d"],
-             d_e=max(cfg["train_widths"]), pe="stochastic", sampler="sphere", model="theory",
-             query="sum", attention=m)
-    for T in cfg["width_T"]:
-        n, w = n_mc(T, cfg), min(cfg["width_max"], max(64, 8 * T))
-        check_memory({"scores (n_mc x T, x5)": 5 * n * T * 8,
-                      "encodings (n_mc x q x d_e, x2)": 2 * n * cfg["q"] * w * 8},
-                     f"attention: the family at T={T} (width_T), n_mc={n} (n_mc_max, "
-                     f"mc_budget), d_e up to {w} (width_max)")
-    n = 20 * cfg["tau_T"] + 1
-    check_memory({"reduced maps (2 x 4 x (20 tau_T + 1))": 8 * n * 8,
-                  "their comparison (3 x (20 tau_T + 1))": 3 * n * 8},
-                 f"attention: the reduced map at tau_T={cfg['tau_T']}")
 
 
 def _raw(out, name):
