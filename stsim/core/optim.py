@@ -61,7 +61,6 @@ class SGD:
 
     def __init__(self, lr, decay="none", total=None):
         self.step_size = Steps(lr)
-        self.base_lr = self.step_size.record()
         self.decay = check_choice("decay", decay, LR_DECAYS)
         if self.decay != "none":       # total = 0: a run of no update (and so no step)
             if total is None or int(total) < 0:
@@ -69,6 +68,11 @@ class SGD:
             total = int(total)
         self.total = total
         self.reset_state()
+
+    @property
+    def base_lr(self):
+        """The step as a config records it (a number, or a dict with one per parameter)."""
+        return self.step_size.record()
 
     def reset_state(self) -> None:
         """Back to the state of no update (``t = 0``; Adam: no moments). A subclass with

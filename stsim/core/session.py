@@ -214,6 +214,7 @@ class Session:
         self._frozen = [(p, i, np.array(init[p][i])) for p, i in map(blocks.get, plan.freeze)]
         self.checkpoint, self.checkpoint_every = checkpoint, checkpoint_every
         self.callback = callback
+        self._catching = False      # whether advance() catches Ctrl-C itself (a sweep's does not)
         self.start = self.state.step
         self.rule = _DivergenceRule(self.state.first_loss)
         self.t0 = time.perf_counter()
@@ -251,7 +252,7 @@ class Session:
                 if stop:
                     self.stop_step = step
         except KeyboardInterrupt:   # as Ctrl-C: the loop stops at its next step boundary
-            if state.interrupted or not getattr(self, "_catching", False):
+            if state.interrupted or not self._catching:
                 raise               # a second Ctrl-C, or one the run does not catch (a sweep's)
             state.interrupted, state.signal = True, signal.SIGINT
         except (Exception, SystemExit) as exc:  # noqa: BLE001 - raised by finish(), result kept
