@@ -16,16 +16,16 @@ from stsim.core.families import SAMPLERS, encoding_spec
 from stsim.core.model import MODELS, QUERIES
 from stsim.core.optim import (ADAM_LR, ADAM_STEPS_PER_T, LR_DECAYS, object_spec,
                               optimizer_names, optimizer_spec, resolve_optimizer)
-from stsim.core.problem import (ArchSpec, TransformerProblem, arch_names, arch_spec,
+from stsim.core.problem import (ArchSpec, arch_names, arch_spec,
                                 check_objective)
-from stsim.core.schedule import FROZEN, MARGIN, NOISE_W, plan
+from stsim.core.schedule import FROZEN, MARGIN, NOISE_W, settle
 from stsim.core.seeds import seed_record
 from stsim.core.memory import run_memory
 from stsim.util.validate import (Steps, check_choice, check_int, check_memory, check_real,
                                  int_tuple)
 
 __all__ = ["Config", "Resolved", "OBJECTIVES", "INITS", "OBJECT_FIELDS", "field_help",
-           "upgrade_config", "check_freeze", "options_from_record", "recorded_shapes"]
+           "upgrade_config", "options_from_record", "recorded_shapes"]
 
 #: the data regimes: fresh minibatches, a fixed sample of n_train points (full batch), the
 #: exact population loss (registered by stsim.theory.population)
@@ -170,9 +170,9 @@ class Config:
 
     def resolve(self) -> "Config":
         """Validate every field (``ValueError`` naming the parameter), resolve the names
-        once (:attr:`resolved`), refuse a run too large for memory, and fill ``lr``,
-        ``steps``, ``freeze``, ``lr_decay`` and ``eval_every`` from the run's plan
-        (:func:`stsim.core.schedule.plan`, kept in :attr:`resolved`)."""
+        once (:attr:`resolved`), refuse a run too large for memory; the run's plan
+        (:func:`stsim.core.schedule.settle`, kept in :attr:`resolved`) checks and fills
+        ``lr``, ``steps``, ``freeze`` and ``lr_decay``; then ``eval_every``."""
         c = dataclasses.replace(self)
         prev = self.__dict__.get("_resolved")
         for name, obj in (prev.objects.items() if prev is not None else ()):
@@ -183,9 +183,7 @@ class Config:
         c._resolved = _look_up(c, objects)
         check_objective(c)      # e.g. a population too large to enumerate: before any work
         c.check_memory()
-        p = plan(c, noted=self.lr is None or self.steps is None)
-        c._resolved = dataclasses.replace(c._resolved, plan=p)
-        c.lr, c.steps, c.freeze, c.lr_decay = p.lr.record(), p.steps, p.freeze, p.lr_decay
+        c._resolved = dataclasses.replace(c._resolved, plan=settle(c))
         c.eval_every = c.eval_every or max(1, c.steps // 100)
         return c
 
@@ -330,16 +328,13 @@ def _look_up(c, objects) -> Resolved:
     elif "pe" in objects:
         raise ValueError(f"pe: arch={c.arch!r} takes no positional encoding, got an "
                          f"encoding object")
-    if c.lr is not None:            # one step, or one per parameter of the architecture
-        c.lr = Steps(c.lr, names=None if arch.shapes is None else tuple(arch.shapes(c)))
     _check_mechanism(c, att, arch)
-    c.freeze = check_freeze(c.freeze, arch, c)
     return Resolved(spec, arch, opt, objects, att)
 
 
 def _check_mechanism(c, att, arch):
     """The mechanism options belong to the transformer; ``rank <= D``."""
-    if not _transformer(arch):
+    if not arch.transformer:
         given = {k: getattr(c, k) for k, v in MECHANISM_DEFAULTS.items() if getattr(c, k) != v}
         if given:
             raise ValueError(f"attention, rank and temperature are options of the transformer; "
@@ -347,11 +342,6 @@ def _check_mechanism(c, att, arch):
         return
     if c.rank is not None:
         c.rank = check_int("rank", c.rank, 1, c.d + c.d_e)
-
-
-def _transformer(arch) -> bool:
-    """Whether the architecture ``arch`` (an ArchSpec) is the transformer (or built on it)."""
-    return isinstance(arch.factory, type) and issubclass(arch.factory, TransformerProblem)
 
 
 def _optimizer_settings(r) -> dict:
@@ -421,41 +411,6 @@ def recorded_shapes(record: dict):
         return {k: tuple(v) for k, v in spec.shapes(cfg).items()}
     except (TypeError, ValueError, KeyError):
         return None
-
-
-def check_freeze(freeze, arch, cfg) -> tuple | None:
-    """``freeze`` of a config being resolved: None (not given: the plan decides,
-    :func:`stsim.core.schedule.plan`) or a block name or a sequence of them, of the
-    architecture's blocks (:func:`stsim.core.problem.transformer_blocks`); returned as a
-    tuple in the blocks' order. ``ValueError`` naming ``freeze`` and the allowed names, and
-    for a run where nothing could move (every block held; or, in the transformer, ``V_x``
-    and ``V_e`` held at 0 from ``init="zero"``: with ``V = 0``, ``f = V Z s = 0`` and
-    ``∂ℓ/∂s = Zᵀ Vᵀ r = 0``, so every mechanism's ``∂ℓ/∂W`` is 0 and W stays at 0 too)."""
-    if freeze is None:
-        return None
-    names = (freeze,) if isinstance(freeze, str) else freeze
-    try:
-        names = tuple(names)
-    except TypeError:
-        raise ValueError(f"freeze must be a tuple of block names, got {freeze!r}") from None
-    if not names:
-        return ()
-    allowed = tuple(arch.blocks(cfg)) if arch.blocks is not None else ()
-    if not allowed:
-        raise ValueError(f"freeze: arch={arch.name!r} has no named blocks to freeze, got "
-                         f"{names!r}")
-    bad = [n for n in names if n not in allowed]
-    if bad:
-        raise ValueError(f"freeze must name blocks of {allowed}, got {bad!r}")
-    if set(names) == set(allowed):
-        raise ValueError(f"freeze holds every block {allowed}: nothing would train; leave "
-                         f"at least one free (steps=0 evaluates the initial state)")
-    if {"V_x", "V_e"} <= set(names) and cfg.init == "zero" and _transformer(arch):
-        raise ValueError("freeze holds V_x and V_e at their initial value 0 (init='zero'): "
-                         "with V = 0 no gradient reaches W (f = V Z s = 0 and dl/ds = Z^T "
-                         "V^T r = 0, so dl/dW = 0), so nothing would train; free V, or give "
-                         "init='random'")
-    return tuple(n for n in allowed if n in names)
 
 
 def upgrade_config(old: dict) -> dict:

@@ -111,11 +111,11 @@ class SGD:
         steps = self._next()
         self.t += 1
         for k, g in grads.items():
-            lr = steps.block(k)
+            eta = steps.block(k)
             if hasattr(g, "axpy"):         # a sparse gradient: only its support moves
-                g.axpy(params[k], -lr)     # p + (−lr)·g: the roundings of p − lr·g
+                g.axpy(params[k], -eta)    # p + (−η)·g: the roundings of p − η·g
             else:
-                params[k] -= lr * g
+                params[k] -= eta * g
 
     def state_dict(self) -> dict:
         """The optimiser's state as a dict of arrays (for checkpoints)."""

@@ -52,6 +52,12 @@ class ArchSpec:
     blocks: Callable | None = None
     lr: Callable | None = None
 
+    @property
+    def transformer(self) -> bool:
+        """It is the transformer, or built on it (its factory subclasses
+        :class:`TransformerProblem`)."""
+        return isinstance(self.factory, type) and issubclass(self.factory, TransformerProblem)
+
 
 _ARCHS: dict = {}
 _OBJECTIVES: dict = {}

@@ -121,7 +121,7 @@ def loss_grad(a, b, gamma, T, q, d, *, c=1.0, practical=False):
     return L, da, (db if practical else np.zeros(np.shape(L))), dg
 
 
-def reduced_map(T, q, d, lr, n, *, c=1.0, practical=False, a0=0.0, b0=0.0, gamma0=0.0,
+def reduced_map(T, q, d, eta, n, *, c=1.0, practical=False, a0=0.0, b0=0.0, gamma0=0.0,
                 loss_grad=None):
     """The GD map of the module docstring from ``(a0, b0, γ0)`` — the one reduced update
     (every trajectory, schedule and benchmark iterates it, for every mechanism): an
@@ -129,17 +129,17 @@ def reduced_map(T, q, d, lr, n, *, c=1.0, practical=False, a0=0.0, b0=0.0, gamma
     ``loss_grad``: another mechanism's ``(a, b, γ) -> (L, ∂L/∂a, ∂L/∂b, ∂L/∂γ)`` (default
     softmax's, above); ``b`` then takes the practical model's update in both models.
 
-    ``lr``: one step η, or a step per block ``{"W": η_W, "V": η_V}`` or its
+    ``eta``: one step η, or a step per block ``{"W": η_W, "V": η_V}`` or its
     :class:`~stsim.util.validate.Steps` (η_W moves ``a, b``, η_V moves ``γ``). ``n``: the
     encoding's ``reduced_n(T)``. Python floats run the map for one setting (fast: about
-    0.6 µs a step); NumPy arrays of ``T, q, d, lr, n, c`` and the initial values run a grid
+    0.6 µs a step); NumPy arrays of ``T, q, d, eta, n, c`` and the initial values run a grid
     of settings at once (everything broadcasts).
 
     The update: theory model ``a ← a − (η_W/(n−1)) ∂L/∂a`` (``b`` only follows the ``J``
     part of the gradient, ``b ← b − η_W ∂L/∂a/(n(n−1))``, which no loss sees);
     practical model ``a ← a − η_W α``, ``b ← b + η_W β`` with ``β = (−∂L/∂b/n −
     ∂L/∂a/n)/(n−1)``, ``α = ∂L/∂a/n − β``; both ``γ ← γ − (η_V/d) ∂L/∂γ``."""
-    lr_W, lr_V = Steps(lr, check=False).pair()
+    lr_W, lr_V = Steps(eta, check=False).pair()
     arrays = any(isinstance(v, np.ndarray) for v in (T, q, d, lr_W, lr_V, n, c, a0, b0, gamma0))
     if arrays:
         f = np.float64
@@ -166,19 +166,19 @@ def reduced_map(T, q, d, lr, n, *, c=1.0, practical=False, a0=0.0, b0=0.0, gamma
         g = g - kg * dg
 
 
-def reduced_map_steps(T, q, d, lr, n, *, c=1.0, practical=False, max_steps=MAX_STEPS,
+def reduced_map_steps(T, q, d, eta, n, *, c=1.0, practical=False, max_steps=MAX_STEPS,
                       levels=(ESCAPE, TARGET), a0=0.0, b0=0.0, gamma0=0.0, extrapolate=True):
     """For each level in ``levels``, the first step of :func:`reduced_map` with
     ``L <= level · L(0)``, ``L(0) = d/(2q)`` (None if not within ``max_steps``). With
     ``extrapolate``, a level not reached within ``max_steps`` after the escape
     (``L <= 50% L(0)``) is extrapolated with the rate law
-    ``1/L(t) ≈ 1/L(t_h) + 4η_Wc²(t − t_h)/(n−1)`` (docs/theory.md; ``lr`` as for
+    ``1/L(t) ≈ 1/L(t_h) + 4η_Wc²(t − t_h)/(n−1)`` (docs/theory.md; ``eta`` as for
     :func:`reduced_map`)."""
     L0 = 0.5 * d / q
     out = [None] * len(levels)
     todo = sorted(range(len(levels)), key=lambda i: -levels[i])
     k = 0
-    states = reduced_map(T, q, d, lr, n, c=c, practical=practical, a0=a0, b0=b0, gamma0=gamma0)
+    states = reduced_map(T, q, d, eta, n, c=c, practical=practical, a0=a0, b0=b0, gamma0=gamma0)
     for t, (L, *_) in zip(range(max_steps + 1), states):
         while k < len(todo) and L <= levels[todo[k]] * L0:
             out[todo[k]] = t
@@ -187,7 +187,7 @@ def reduced_map_steps(T, q, d, lr, n, *, c=1.0, practical=False, max_steps=MAX_S
             break
         if t == max_steps and extrapolate and L < ESCAPE * L0:
             for i in todo[k:]:
-                out[i] = int(t + (n - 1) / (4.0 * Steps(lr, check=False).pair()[0] * c * c)
+                out[i] = int(t + (n - 1) / (4.0 * Steps(eta, check=False).pair()[0] * c * c)
                              * (1.0 / (levels[i] * L0) - 1.0 / L))
     return out
 
@@ -199,14 +199,14 @@ def step_count(tgt, margin=MARGIN) -> int:
     return MAX_STEPS if tgt is None else max(100, int(math.ceil(margin * tgt / 100.0)) * 100)
 
 
-def reduced_map_losses(T, q, d, lr, n, steps, *, c=1.0, practical=False):
+def reduced_map_losses(T, q, d, eta, n, steps, *, c=1.0, practical=False):
     """The loss ``L(t)``, ``t = 0..steps``, of :func:`reduced_map` from zero (a list; for
     tests against full-matrix population GD)."""
-    states = reduced_map(T, q, d, lr, n, c=c, practical=practical)
+    states = reduced_map(T, q, d, eta, n, c=c, practical=practical)
     return [L for _, (L, *_) in zip(range(steps + 1), states)]
 
 
-def reduced_map_record(T, q, d, lr, n, steps, *, record_every=1, c=1.0, practical=False,
+def reduced_map_record(T, q, d, eta, n, steps, *, record_every=1, c=1.0, practical=False,
                        a0=0.0, b0=0.0, gamma0=0.0):
     """:func:`reduced_map` (same arguments) for ``steps`` updates, recorded: ``(step, a, γ,
     L, max_loss_increase, min_a_increment)`` — the recorded steps (every
@@ -215,7 +215,7 @@ def reduced_map_record(T, q, d, lr, n, steps, *, record_every=1, c=1.0, practica
     ``min_t (a(t+1) − a(t))`` (``-inf``/``inf`` with no step). Floats in, the bookkeeping
     in floats too: 1.4 µs a step in all (CPU time, 2·10⁵ steps, load 14)."""
     rec = np.unique(np.r_[np.arange(0, steps + 1, record_every), steps])
-    states = reduced_map(T, q, d, lr, n, c=c, practical=practical, a0=a0, b0=b0,
+    states = reduced_map(T, q, d, eta, n, c=c, practical=practical, a0=a0, b0=b0,
                          gamma0=gamma0)
     L_prev, a_prev, _, g = next(states)
     out, nxt, j = [(a_prev, g, L_prev)], (int(rec[1]) if rec.size > 1 else -1), 1

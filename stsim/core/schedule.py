@@ -105,7 +105,7 @@ from stsim.core.reduced import MARGIN, MAX_STEPS, reduced_map_steps, step_count
 from stsim.util.validate import Steps, check_int
 from stsim.util.warn import warn
 
-__all__ = ["Plan", "plan", "eta_max", "eta_V_max", "eta_xe_max", "sample_curvature",
+__all__ = ["Plan", "plan", "settle", "check_freeze", "eta_max", "eta_V_max", "eta_xe_max", "sample_curvature",
            "eta_W_block", "derived_steps", "FROZEN", "NOISE_W", "KAPPA_W", "kappa_W",
            "estimated_seconds", "predict", "SGD_ESCAPE_LAG", "SAFETY", "MARGIN",
            "FALLBACK_STEPS", "LongRunWarning", "wall_seconds"]
@@ -406,7 +406,7 @@ def predict(cfg, lr=None, steps=None, blocks=False) -> Plan:
         d_lr, freeze, note = derived_steps(cfg, n, blocks=blocks and lr is None)
     else:
         d_lr, note = opt.lr, opt.name
-    use_lr = Steps(d_lr) if lr is None else lr
+    use_lr = Steps(d_lr, check=False) if lr is None else lr     # derived: finite, > 0
     practical = cfg.model == "practical"
     horizon = MAX_STEPS
     esc, tgt = reduced_map_steps(cfg.T, cfg.q, cfg.d, use_lr, n, c=c, practical=practical,
@@ -443,15 +443,16 @@ class LongRunWarning(UserWarning):
     LongRunWarning)`` does in Python)."""
 
 
-def plan(cfg, noted=False) -> Plan:
+def plan(cfg) -> Plan:
     """What a run of ``cfg`` (checked, names resolved; ``lr``, ``steps``, ``lr_decay``,
     ``freeze`` the caller's or None) will do: the one place they are decided. Given values
     are obeyed; else derived (:func:`predict`): an SGD step may be a step per block holding
     W's token rows :data:`FROZEN` unless the caller's ``freeze`` leaves them free, and the
     blocks held are the caller's and the default's, merged; ``lr_decay`` is the optimiser's
-    (Adam: linear) with a derived lr, else none. ``noted``: the caller left ``lr`` or
-    ``steps`` to the default (the run's message then says what its step does beyond the
-    paper's). A long default schedule warns (:class:`LongRunWarning`)."""
+    (Adam: linear) with a derived lr, else none. Unless ``lr`` and ``steps`` are both given
+    (an optimiser object's step is not), the run's message says what its step does beyond
+    the paper's (``note``). A
+    long default schedule warns (:class:`LongRunWarning`)."""
     arch, given = cfg.resolved.arch, cfg.freeze
     blocks = tuple(arch.blocks(cfg)) if arch.blocks is not None else ()
     s, default = Plan(Steps(cfg.lr) if cfg.lr is not None else None, cfg.steps), ()
@@ -463,5 +464,59 @@ def plan(cfg, noted=False) -> Plan:
             warn(f"stsim: {s.warning}", LongRunWarning)
     s.freeze = tuple(b for b in blocks if b in set(given or ()) | set(default))   # merged
     s.lr_decay = cfg.lr_decay or (cfg.resolved.optimizer.decay if cfg.lr is None else "none")
-    s.note = _note(cfg, s.lr, s.freeze) if noted else ""
+    chosen = cfg.lr is not None and cfg.steps is not None   # both given, not by an object
+    s.note = "" if chosen and "optimizer" not in cfg.resolved.objects else _note(cfg, s.lr,
+                                                                                  s.freeze)
     return s
+
+
+def settle(cfg) -> Plan:
+    """The plan of the config ``cfg`` that :meth:`~stsim.core.config.Config.resolve` is
+    resolving (its private copy, names resolved): ``lr`` checked (one step, or one per
+    parameter of the architecture) and ``freeze`` (:func:`check_freeze`), the plan made
+    (:func:`plan`) and its decisions written into ``cfg.lr``, ``steps``, ``freeze`` and
+    ``lr_decay`` — where the run's step and held blocks are checked, decided and
+    recorded, once."""
+    arch = cfg.resolved.arch
+    if cfg.lr is not None:
+        cfg.lr = Steps(cfg.lr, names=None if arch.shapes is None else tuple(arch.shapes(cfg)))
+    cfg.freeze = check_freeze(cfg.freeze, arch, cfg)
+    p = plan(cfg)
+    cfg.lr, cfg.steps, cfg.freeze, cfg.lr_decay = p.lr.record(), p.steps, p.freeze, p.lr_decay
+    return p
+
+
+def check_freeze(freeze, arch, cfg) -> tuple | None:
+    """``freeze`` of a config being resolved: None (not given: the plan decides,
+    :func:`stsim.core.schedule.plan`) or a block name or a sequence of them, of the
+    architecture's blocks (:func:`stsim.core.problem.transformer_blocks`); returned as a
+    tuple in the blocks' order. ``ValueError`` naming ``freeze`` and the allowed names, and
+    for a run where nothing could move (every block held; or, in the transformer, ``V_x``
+    and ``V_e`` held at 0 from ``init="zero"``: with ``V = 0``, ``f = V Z s = 0`` and
+    ``∂ℓ/∂s = Zᵀ Vᵀ r = 0``, so every mechanism's ``∂ℓ/∂W`` is 0 and W stays at 0 too)."""
+    if freeze is None:
+        return None
+    names = (freeze,) if isinstance(freeze, str) else freeze
+    try:
+        names = tuple(names)
+    except TypeError:
+        raise ValueError(f"freeze must be a tuple of block names, got {freeze!r}") from None
+    if not names:
+        return ()
+    allowed = tuple(arch.blocks(cfg)) if arch.blocks is not None else ()
+    if not allowed:
+        raise ValueError(f"freeze: arch={arch.name!r} has no named blocks to freeze, got "
+                         f"{names!r}")
+    bad = [n for n in names if n not in allowed]
+    if bad:
+        raise ValueError(f"freeze must name blocks of {allowed}, got {bad!r}")
+    if set(names) == set(allowed):
+        raise ValueError(f"freeze holds every block {allowed}: nothing would train; leave "
+                         f"at least one free (steps=0 evaluates the initial state)")
+    if {"V_x", "V_e"} <= set(names) and cfg.init == "zero" and arch.transformer:
+        raise ValueError("freeze holds V_x and V_e at their initial value 0 (init='zero'): "
+                         "with V = 0 no gradient reaches W (f = V Z s = 0 and dl/ds = Z^T "
+                         "V^T r = 0, so dl/dW = 0), so nothing would train; free V, or give "
+                         "init='random'")
+    return tuple(n for n in allowed if n in names)
+

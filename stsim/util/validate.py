@@ -97,6 +97,19 @@ def check_real(name: str, value, *, lo: float | None = None, hi: float | None = 
     return val
 
 
+def _checked(v, names):
+    """The step size ``v`` of :class:`Steps`, checked (``ValueError`` naming ``lr``)."""
+    if not isinstance(v, dict):
+        return _step(v, "lr")
+    if not v:
+        raise ValueError("lr must be a number > 0 or a dict {parameter: step > 0}, got {}")
+    v = {str(k): _step(x, f"lr[{k!r}]") for k, x in v.items()}
+    if names is not None and set(v) != set(names):
+        raise ValueError(f"lr as a dict must give one step for each parameter "
+                         f"{sorted(names)}, got {sorted(v)}")
+    return v
+
+
 class Steps:
     """A step size ``lr``: one number for every parameter, or a dict with one per parameter
     (``{"W": 200, "V": 5.5}``, ``{"W_K": …, "W_Q": …, "V": …}``, ...), or a :class:`Steps`,
@@ -109,16 +122,10 @@ class Steps:
     (2.8981132, 10.001066, None, 'W 10, V 2.898', 0.25)
     """
 
-    def __init__(self, lr, names=None, check=True):
-        lr = lr._v if isinstance(lr, Steps) else lr
-        if check and isinstance(lr, dict):
-            if not lr:
-                raise ValueError("lr must be a number > 0 or a dict {parameter: step > 0}, got {}")
-            lr = {str(k): _step(v, f"lr[{k!r}]") for k, v in lr.items()}
-            if names is not None and set(lr) != set(names):
-                raise ValueError(f"lr as a dict must give one step for each parameter "
-                                 f"{sorted(names)}, got {sorted(lr)}")
-        self._v = _step(lr, "lr") if check and not isinstance(lr, dict) else lr
+    def __init__(self, value, names=None, check=True):
+        if isinstance(value, Steps):        # checked when it was made; again against names
+            value, check = value._v, check and names is not None
+        self._v = _checked(value, names) if check else value
 
     @property
     def uniform(self):
