@@ -77,10 +77,8 @@ def conditional_moments(a, T, d_e, G, *, method="exact", mgf="exact", query="sum
     ----------
     a : float
         ``W_ee = a I``.
-    T : int
-        Sequence length.
-    d_e : int
-        PE dimension.
+    T, d_e : int
+        Sequence length, PE dimension.
     G : ndarray
         Gram matrices ``(n, q, q)`` of the selected encodings.
     method : str
@@ -197,10 +195,8 @@ def family_mc_moments(a, g, q):
     ----------
     a : float
         ``W_ee = a I``.
-    g : ndarray
-        Scores ``(n, T)``.
-    q : int
-        Number of selected tokens.
+    g, q
+        Scores ``(n, T)``, number of selected tokens.
     """
     z = a * np.asarray(g, dtype=float)
     z = z - z.max(axis=1, keepdims=True)
@@ -214,10 +210,8 @@ def rel_and_se(S, Q, q, w=None, mc=True):
 
     Parameters
     ----------
-    S : ndarray
-        Per-sample ``S`` (or conditional expectations).
-    Q : ndarray
-        Per-sample ``|s|²``.
+    S, Q : ndarray
+        Per-sample ``S`` and ``|s|²`` (or conditional expectations).
     q : int
         Number of selected tokens.
     w : ndarray or None

@@ -49,7 +49,7 @@ from stsim.core.model import MODELS, QUERIES, query_coef
 from stsim.core.problem import register_objective
 from stsim.core.seeds import Streams
 from stsim.core.task import sample_subsets
-from stsim.util.validate import as_rng, check_int
+from stsim.util.validate import as_rng, check_choice, check_int
 
 __all__ = ["PopulationObjective", "make_population_objective", "METHODS", "MAX_ENUM"]
 
@@ -111,10 +111,8 @@ class PopulationObjective:
 
     def __init__(self, d, d_e, T, q, family, source, *, query="sum", model="theory",
                  method="enumerate", table=None, span_n=None, attention=None):
-        if query not in QUERIES:
-            raise ValueError(f"query must be one of {QUERIES}, got {query!r}")
-        if model not in MODELS:
-            raise ValueError(f"model must be one of {MODELS}, got {model!r}")
+        check_choice("query", query, QUERIES)
+        check_choice("model", model, MODELS)
         self.d, self.d_e, self.T, self.q = d, d_e, T, q
         self.family, self.source, self.query, self.model = family, source, query, model
         self.method, self.table = method, table
@@ -336,8 +334,7 @@ def make_population_objective(cfg, enc: Encoding | None = None, *, method="auto"
     if enc is None:
         enc = make_encoding(get("pe"), T_max=T, d_e=get("d_e"), sampler=get("sampler"),
                             rng=np.random.default_rng(0))
-    if method not in METHODS:
-        raise ValueError(f"method must be one of {METHODS}, got {method!r}")
+    check_choice("method", method, METHODS)
     n_mc = check_int("n_mc", n_mc, 1)
     # the encoding's facts decide (never its name): enumerate an index family's
     # configurations (a fixed one's C(T, q) subsets through its slots, a per-sample one's by
@@ -375,9 +372,7 @@ def make_population_objective(cfg, enc: Encoding | None = None, *, method="auto"
             tok = np.concatenate([np.repeat(S, len(pick), axis=0), U.reshape(-1, T - q)], axis=1)
     else:
         if rng is None:
-            seed = get("seed") if (isinstance(cfg, dict) and "seed" in cfg) or hasattr(cfg, "seed") \
-                else 0
-            rng = Streams(seed).population()
+            rng = Streams(opt("seed", 0)).population()
         rng = as_rng(rng)
         if not enc.index and not enc.fixed:      # per-sample dense (sphere)
             P = sample_checked(enc, rng, n_mc, T).P                              # selected = first q

@@ -34,9 +34,7 @@ __all__ = ["LinearFit", "fit_linear", "fit_growth_law", "compare_growth", "LAWS"
            "smallest_passing"]
 
 
-# --------------------------------------------------------------------------------------
-# the least-squares line
-# --------------------------------------------------------------------------------------
+# ---- the least-squares line ----------------------------------------------------------
 @dataclass(frozen=True)
 class LinearFit:
     """Result of :func:`fit_linear`. ``residuals = y − (slope · x + intercept)``;
@@ -105,9 +103,7 @@ def fit_linear(x, y, level: float = 0.95, weights=None) -> LinearFit:
                      intercept_ci=(b - t * se_b, b + t * se_b), residuals=res, r2=r2, n=n)
 
 
-# --------------------------------------------------------------------------------------
-# growth laws: one fitter, one comparison
-# --------------------------------------------------------------------------------------
+# ---- growth laws: one fitter, one comparison -----------------------------------------
 LAWS = ("log", "linear", "power")
 _LAW_TEXT = {"log": "a·log2 T + b", "linear": "a·T + b", "power": "2^b · T^a",
              "proportional": "a·T"}
@@ -248,9 +244,7 @@ def compare_growth(T, y, *, laws=LAWS, censored=None, min_points: int = 2, weigh
     return out
 
 
-# --------------------------------------------------------------------------------------
-# growth laws of grid thresholds: interval-censored maximum likelihood
-# --------------------------------------------------------------------------------------
+# ---- growth laws of grid thresholds: interval-censored maximum likelihood ------------
 SIGMA_MIN = 0.01      # floor of σ in log2 units (1/50 of a √2 grid step)
 
 
