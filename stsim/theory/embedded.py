@@ -93,8 +93,7 @@ def block_gradients(T, q, d, enc, query, points, traj, *, n_samples=20000, n_bat
                 delta = x - m
                 m += delta / (i + 1)
                 s += delta * (x - m)
-        sW = np.sqrt(sW / (n_batches - 1) / n_batches)
-        sV = np.sqrt(sV / (n_batches - 1) / n_batches)
+        sW, sV = (np.sqrt(x / (n_batches - 1) / n_batches) for x in (sW, sV))
         _, da, dg = reduced_loss_grad(a, g, T, q, d, query=query)
         exW = np.zeros((d_e, d_e))
         exW[:n, :n] = float(da) / (n - 1) * (np.eye(n) - 1.0 / n)

@@ -80,14 +80,8 @@ class PopulationObjective:
 
     Parameters
     ----------
-    d : int
-        Token dimension.
-    d_e : int
-        Encoding width.
-    T : int
-        Sequence length.
-    q : int
-        Subset size.
+    d, d_e, T, q : int
+        Token dimension, encoding width, sequence length, subset size.
     family : str
         Encoding label (``onehot``, ``stochastic/slots``, ``stochastic/sphere``,
         ``near-orthogonal``).

@@ -160,10 +160,10 @@ def fit_growth_law(T, y, law: str, *, weights=None, scale: float = 1.0,
            "T": T.tolist(), "y": y.tolist()}
     if law == "proportional":
         a = float(x @ y / (x @ x))
-        res = y - a * x
-        out.update(a=a, b=0.0, a_ci=[math.nan, math.nan], b_ci=[0.0, 0.0], fit=(a * x).tolist(),
-                   residuals=res.tolist(), r2=math.nan)
         fit = a * x
+        res = y - fit
+        out.update(a=a, b=0.0, a_ci=[math.nan, math.nan], b_ci=[0.0, 0.0], fit=fit.tolist(),
+                   residuals=res.tolist(), r2=math.nan)
     else:
         if law == "power":
             x, yy = np.log2(x), np.log2(y)
