@@ -273,8 +273,7 @@ def _rate_law(s, tr, t_eps, checks):
     return out, tr_s, state_s
 
 
-# ---- step 3: full-matrix population GD (stsim.theory.full_matrix) ---------------------------
-# ---- step 4: the gradient of every block at points along the trajectory -------------------
+# ---- step 3: full-matrix population GD (theory.full_matrix); step 4: every block's gradient
 def _states_at(s, tr, points) -> list:
     """``(a, γ)`` after each of the ``points`` steps: run from the last record of ``tr`` (the
     trajectory from zero, recorded every ``tr.step[1]`` steps) at or before the point —

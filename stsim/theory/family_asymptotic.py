@@ -87,12 +87,9 @@ def conditional_moments(a, T, d_e, G, *, method="exact", mgf="exact", query="sum
         ``"exact"`` or ``"gauss"`` MGF in the mean field.
     query : str
         ``"sum"`` or ``"mean"``.
-    n_nodes : int
-        Gauss nodes for t (exact method).
-    du : float
-        Trapezoid step in ``ln σ`` (exact method).
-    chunk : int
-        Gram samples per block (exact method; memory ``chunk · n_σ · n_nodes``).
+    n_nodes, du, chunk
+        Of the exact method: Gauss nodes for t (int), the trapezoid step in ``ln σ``
+        (float), Gram samples per block (int; memory ``chunk · n_σ · n_nodes``).
     diagnostics : bool
         Whether to compute ``margin`` and ``rem``.
     """

@@ -121,8 +121,7 @@ class PopulationObjective:
     # ----------------------------------------------------------------------------------
     def _check(self, W, V):
         d, D = self.d, self.d + self.d_e
-        W = np.asarray(W, dtype=np.float64)
-        V = np.asarray(V, dtype=np.float64)
+        W, V = np.asarray(W, dtype=np.float64), np.asarray(V, dtype=np.float64)
         if W.shape != (D, D) or V.shape != (d, D):
             raise ValueError(f"W must be ({D}, {D}) and V ({d}, {D}) (D = d + d_e = {d} + "
                              f"{self.d_e}), got {W.shape} and {V.shape}")
@@ -259,8 +258,7 @@ class PopulationObjective:
         tr V_x / d.
         """
         d = self.d
-        W = np.asarray(W, dtype=np.float64)
-        V = np.asarray(V, dtype=np.float64)
+        W, V = np.asarray(W, dtype=np.float64), np.asarray(V, dtype=np.float64)
         a, off = self.span_coefficient(W[d:, d:])
         Vx = V[:, :d]
         gamma = float(np.trace(Vx)) / d
@@ -317,10 +315,8 @@ def make_population_objective(cfg, enc: Encoding | None = None, *, method="auto"
         :mod:`stsim.theory.reduced` or ``method="mc"``); enumeration of the sphere family.
     """
     get = (lambda k: cfg[k]) if isinstance(cfg, dict) else (lambda k: getattr(cfg, k))
-    T, q, d = get("T"), get("q"), get("d")
-    query, model = get("query"), get("model")
-    opt = (lambda k, v: cfg.get(k, v)) if isinstance(cfg, dict) else \
-        (lambda k, v: getattr(cfg, k, v))
+    opt = cfg.get if isinstance(cfg, dict) else (lambda k, v: getattr(cfg, k, v))
+    T, q, d, query, model = (get(k) for k in ("T", "q", "d", "query", "model"))
     if opt("rank", None) is not None:
         raise ValueError("the population objective takes the merged W (rank=None); a key/query "
                          "pair of rank r starts off the invariant set W_xe = 0 it is exact on")

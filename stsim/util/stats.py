@@ -29,9 +29,8 @@ from stsim.util.thresholds import (RESAMPLES, WidthSearch, bootstrap_threshold, 
                                    smallest_passing, threshold_width, wilson_interval)
 
 __all__ = ["LinearFit", "fit_linear", "fit_growth_law", "compare_growth", "LAWS",
-           "fit_interval_law", "SIGMA_MIN",
-           "threshold_width", "bootstrap_threshold", "wilson_interval", "WidthSearch",
-           "smallest_passing"]
+           "fit_interval_law", "SIGMA_MIN", "threshold_width", "bootstrap_threshold",
+           "wilson_interval", "WidthSearch", "smallest_passing"]
 
 
 # ---- the least-squares line ----------------------------------------------------------
@@ -235,10 +234,8 @@ def compare_growth(T, y, *, laws=LAWS, censored=None, min_points: int = 2, weigh
         out["note"] = f"only {len(keep)} uncensored points (< {min_points}): not fitted"
         return out
     Tk, yk = [T[i] for i in keep], [y[i] for i in keep]
-    for law in laws:
-        f = fit_growth_law(Tk, yk, law, weights=weights, scale=scale, level=level)
-        if f is not None:
-            out["fits"][law] = f
+    out["fits"] = {law: f for law in laws if (f := fit_growth_law(
+        Tk, yk, law, weights=weights, scale=scale, level=level)) is not None}
     ranked = [k for k in out["fits"] if rank_by in out["fits"][k]]
     out["ranking"] = sorted(ranked, key=lambda k: out["fits"][k][rank_by])
     return out
@@ -458,10 +455,8 @@ def _compare_intervals(T, y, lower, censored, laws, min_points, scale, level, wh
         out["note"] = (f"{n} points, {n - sum(cen)} bounded above (need >= {min_points} "
                        f"and >= 3): not fitted")
         return out
-    for law in laws:
-        f = fit_interval_law(T, y, law, lower=lower, censored=cen, scale=scale, level=level)
-        if f is not None:
-            out["fits"][law] = f
+    out["fits"] = {law: f for law in laws if (f := fit_interval_law(
+        T, y, law, lower=lower, censored=cen, scale=scale, level=level)) is not None}
     # ties (e.g. several laws through every interval, ℓ = 0) keep the order of ``laws``
     out["ranking"] = sorted(out["fits"], key=lambda k: round(-out["fits"][k]["loglik"], 6))
     best = out["fits"][out["ranking"][0]]["loglik"] if out["ranking"] else 0.0
