@@ -67,18 +67,15 @@ def linear_loss_given(W, V, P, y, *, query="sum", model="theory", temperature=1.
 
     Parameters
     ----------
-    W : (D, D) array
-        Key-query matrix, ``D = d + d_e``.
-    V : (d, D) array
-        Value-output matrix.
+    W, V : arrays
+        Key-query matrix ``(D, D)``, ``D = d + d_e``, and value-output matrix ``(d, D)``.
     P : (T, d_e) or (B, T, d_e) array
         Encodings (shared or per sample).
     y : (B, q) int array
         Selected positions.
-    query : {"sum", "mean"}
-        The query convention.
-    model : {"theory", "practical"}
-        The practical model also attends over the query token.
+    query, model : str
+        The query convention (``"sum"``, ``"mean"``) and the model (``"theory"``, or
+        ``"practical"``, which also attends over the query token).
     temperature : float
         ``τ``: the weights are ``a/τ``.
 

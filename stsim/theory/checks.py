@@ -357,10 +357,8 @@ def check_theorem(T, q, d, lr, eps, *, pe="onehot", d_e=None, query="sum", max_s
     ----------
     T, q, d : int
         Sizes (``1 <= q < T``).
-    lr : float
-        GD step η (> 0).
-    eps : float
-        Target loss ε (> 0).
+    lr, eps : float
+        GD step η and target loss ε (each > 0).
     pe : str
         An encoding with an exact two-scalar reduction: ``"onehot"`` (fixed) or
         ``"stochastic"`` (slots), or a family registered with one.
@@ -377,15 +375,12 @@ def check_theorem(T, q, d, lr, eps, *, pe="onehot", d_e=None, query="sum", max_s
         enumeration work ``C · T · q · steps`` exceeds ``max_full_work``.
     T_test : sequence of int
         OOD lengths (each ``> T``).
-    n_mc : int
-        Monte-Carlo samples per OOD estimate.
-    seed : int
-        Seed of the Monte-Carlo samples.
+    n_mc, seed : int
+        Monte-Carlo samples per OOD estimate, and their seed.
     max_full_work : float
         Largest enumeration work of the full-matrix run.
-    grad_points : int
-        Points of the trajectory for the gradient of every block (0: skip).
-    grad_samples : int
+    grad_points, grad_samples : int
+        Points of the trajectory for the gradient of every block (0: skip), and
         Monte-Carlo samples per point (:func:`block_gradients`).
     max_seconds : float
         Refuse (``ValueError``) a check estimated to need more CPU seconds.

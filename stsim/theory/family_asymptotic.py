@@ -238,10 +238,8 @@ def large_T_rel(a, T, d_e, G, w, mc, *, method="exact", mgf="exact", query="sum"
     a, T, d_e, G, method, mgf, query, n_nodes
         As for :func:`conditional_moments` (``G`` from
         :func:`stsim.theory.sphere_law.gram_rule`).
-    w : ndarray
-        The weights of ``G``.
-    mc : bool
-        Whether ``G`` is a Monte-Carlo sample.
+    w, mc
+        The weights of ``G`` (ndarray), and whether ``G`` is a Monte-Carlo sample (bool).
     diagnostics : bool
         Whether to return ``margin`` and ``rem`` (else nan).
     """

@@ -39,10 +39,8 @@ def best_large_T_loss(q, T, d_e, *, method="exact", mgf="exact", query="sum", n_
         size: the cost does not depend on T).
     n_gram, rng
         As for :func:`stsim.theory.sphere_law.gram_rule` (one draw, common to every a).
-    bounds : tuple
-        ``log10 a`` range.
-    n_grid : int
-        Grid points in ``log10 a``.
+    bounds, n_grid
+        The ``log10 a`` range (tuple) and its number of grid points (int).
     """
     _check(q, T, d_e, method, mgf, query)
     G, w, mc = gram_rule(q, d_e, n_gram, rng, n_nodes)
@@ -153,10 +151,9 @@ def spread_loss(beta, q, n=200000, rng=0):
         Scale(s) β.
     q : int
         Number of selected tokens (≥ 2; F_2 = 0).
-    n : int
-        Monte-Carlo samples.
-    rng : numpy.random.Generator or int
-        Random source (common to every β).
+    n, rng
+        Monte-Carlo samples (int) and their random source (numpy.random.Generator or int;
+        common to every β).
     """
     if not isinstance(q, (int, np.integer)) or q < 2:
         raise ValueError(f"q must be an integer >= 2, got {q!r}")

@@ -90,10 +90,9 @@ class PopulationObjective:
         numbers, ``("table", pos)`` with ``pos`` (n, T) rows of ``table``, or
         ``("dense", P)`` with ``P`` (n, T, d_e) encodings; the q selected tokens come first
         in every row. Every configuration has weight ``1/N``.
-    query : {"sum", "mean"}
-        The query convention.
-    model : {"theory", "practical"}
-        The model.
+    query, model : str
+        The query convention (``"sum"``, ``"mean"``) and the model (``"theory"``,
+        ``"practical"``).
     method : {"enumerate", "mc"}
         How ``source`` was made (recorded for reporting).
     table : (n_positions, d_e) array, optional
@@ -191,10 +190,8 @@ class PopulationObjective:
 
         Parameters
         ----------
-        W : (D, D) array
-            With ``W_xe = 0`` (else ``ValueError``).
-        V : (d, D) array
-            With ``V_e = 0`` (else ``ValueError``).
+        W, V : arrays
+            ``(D, D)`` with ``W_xe = 0`` and ``(d, D)`` with ``V_e = 0`` (else ``ValueError``).
 
         Returns
         -------

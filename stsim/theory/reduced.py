@@ -53,10 +53,8 @@ def reduced_loss_grad(a, gamma, T, q, d, *, query="sum"):
 
     Parameters
     ----------
-    a : array_like
-        Coefficient of ``W_ee = a (I − J/n)``.
-    gamma : array_like
-        ``V_x = γ I``.
+    a, gamma : array_like
+        The coefficients of ``W_ee = a (I − J/n)`` and ``V_x = γ I``.
     T : array_like of int
         Sequence length (the number of tokens attended to). Everything broadcasts.
     q, d : array_like of int

@@ -338,10 +338,8 @@ def fit_interval_law(T, y, law: str, *, lower, censored=None, scale: float = 1.0
         ``0`` or ``None`` where the smallest grid width passes; ignored where censored.
     censored : array of bool, optional
         Right-censored points: no grid width passes, the threshold lies in ``(y, ∞)``.
-    scale : float
-        ``s`` in the laws.
-    level : float
-        Confidence level of the intervals.
+    scale, level : float
+        ``s`` in the laws, and the confidence level of the intervals.
     ci : tuple of str
         The parameters (``"a"``, ``"b"``) whose intervals are computed (the others ``None``).
 
