@@ -117,7 +117,6 @@ class PopulationObjective:
         # span of the W_ee structure the dynamics keeps from zero init (see metrics)
         self.span_n = span_n
 
-    # ----------------------------------------------------------------------------------
     def _check(self, W, V):
         d, D = self.d, self.d + self.d_e
         W, V = np.asarray(W, dtype=np.float64), np.asarray(V, dtype=np.float64)
@@ -229,7 +228,6 @@ class PopulationObjective:
         dV[:, :d] = S2 * Vx - su * np.eye(d)
         return float(L), dW, dV
 
-    # ----------------------------------------------------------------------------------
     def span_coefficient(self, Wee):
         """``(a, ‖W_ee − a B‖_F)`` for the structure ``B`` the dynamics keeps:
         ``B = I_T − J_T/T`` on the trained block (onehot), ``I − J/d_e`` (slots), ``I``
@@ -274,7 +272,6 @@ class PopulationObjective:
                 "query": self.query, "model": self.model}
 
 
-# --------------------------------------------------------------------------------------
 def _chunks(arr, per_row):
     """Split rows into chunks of about ``_CHUNK_ELEMS`` working elements."""
     step = max(1, _CHUNK_ELEMS // max(1, per_row))
