@@ -327,12 +327,9 @@ def fcn_shapes(cfg) -> dict:
     """``{name: shape}`` of the FCN's parameters (:func:`fcn_init`): ``W1`` (k, T d + T),
     ``b1`` (k,), ``Wl`` (k, k), ``bl`` (k,), ``A`` (d, k), ``c`` (d,), ``k = width``."""
     k, d, n_in = int(cfg.width), int(cfg.d), int(cfg.T) * (int(cfg.d) + 1)
-    out = {}
-    for name in param_names(cfg.depth):
-        l = name[1:]
-        out[name] = {"W": (k, n_in if l == "1" else k), "b": (k,), "A": (d, k),
-                     "c": (d,)}[name[0]]
-    return out
+    shape = {"W": (k, k), "b": (k,), "A": (d, k), "c": (d,)}
+    return {name: (k, n_in) if name == "W1" else shape[name[0]]
+            for name in param_names(cfg.depth)}
 
 
 def fcn_default_lr(cfg) -> float:

@@ -42,7 +42,7 @@ from __future__ import annotations
 import numpy as np
 
 from stsim.core.attention import Softmax, make_attention
-from stsim.core.model import QUERIES, query_coef
+from stsim.core.model import MODELS, QUERIES, query_coef
 from stsim.util.validate import check_choice, check_int, check_real
 
 __all__ = ["linear_loss_given", "linear_population_loss", "linear_sphere_best",
@@ -50,14 +50,15 @@ __all__ = ["linear_loss_given", "linear_population_loss", "linear_sphere_best",
            "mechanism_family_width", "sigmoid_family_bound"]
 
 
-def _blocks(W, V, d):
-    W = np.asarray(W, dtype=np.float64)
+def _blocks(W, V, tau):
+    """``d`` (read from V) and the blocks ``W_xe, W_ee, V_x, V_e`` of ``(W/τ, V)``."""
+    W = np.asarray(W, dtype=np.float64) / tau
     V = np.asarray(V, dtype=np.float64)
-    D = W.shape[0]
+    d, D = V.shape[0], W.shape[0]
     if W.shape != (D, D) or V.shape != (d, D) or D <= d:
         raise ValueError(f"W must be (D, D) and V (d, D) with D > d = {d}, got {W.shape}, "
                          f"{V.shape}")
-    return W[:d, d:], W[d:, d:], V[:, :d], V[:, d:]
+    return d, W[:d, d:], W[d:, d:], V[:, :d], V[:, d:]
 
 
 def linear_loss_given(W, V, P, y, *, query="sum", model="theory", temperature=1.0):
@@ -66,18 +67,15 @@ def linear_loss_given(W, V, P, y, *, query="sum", model="theory", temperature=1.
 
     Parameters
     ----------
-    W : (D, D) array
-        Key-query matrix, ``D = d + d_e``.
-    V : (d, D) array
-        Value-output matrix.
+    W, V : arrays
+        Key-query matrix ``(D, D)``, ``D = d + d_e``, and value-output matrix ``(d, D)``.
     P : (T, d_e) or (B, T, d_e) array
         Encodings (shared or per sample).
     y : (B, q) int array
         Selected positions.
-    query : {"sum", "mean"}
-        The query convention.
-    model : {"theory", "practical"}
-        The practical model also attends over the query token.
+    query, model : str
+        The query convention (``"sum"``, ``"mean"``) and the model (``"theory"``, or
+        ``"practical"``, which also attends over the query token).
     temperature : float
         ``τ``: the weights are ``a/τ``.
 
@@ -87,11 +85,9 @@ def linear_loss_given(W, V, P, y, *, query="sum", model="theory", temperature=1.
         The expected loss of each sample over its tokens X.
     """
     check_choice("query", query, QUERIES)
-    check_choice("model", model, ("theory", "practical"))
+    check_choice("model", model, MODELS)
     tau = check_real("temperature", temperature, lo=0.0, lo_open=True)
-    V = np.asarray(V, dtype=np.float64)
-    d = V.shape[0]
-    Wxe, Wee, Vx, Ve = _blocks(np.asarray(W, dtype=np.float64) / tau, V, d)
+    d, Wxe, Wee, Vx, Ve = _blocks(W, V, tau)
     y = np.asarray(y)
     B, q = y.shape
     P = np.broadcast_to(np.asarray(P, dtype=np.float64), (B,) + np.shape(P)[-2:])
@@ -128,18 +124,12 @@ def linear_population_loss(W, V, T, q, *, query="sum", temperature=1.0) -> float
 
     Parameters
     ----------
-    W : (D, D) array
-        Key-query matrix, ``D = d + d_e``.
-    V : (d, D) array
-        Value-output matrix (``d`` is read from it).
+    W, V, query, temperature
+        As for :func:`linear_loss_given` (``d`` is read from V).
     T : int
         Sequence length (``T <= d_e``).
     q : int
         Subset size, ``1 <= q <= T``.
-    query : {"sum", "mean"}
-        The query convention.
-    temperature : float
-        ``τ``: the weights are ``a/τ``.
 
     Returns
     -------
@@ -154,12 +144,10 @@ def linear_population_loss(W, V, T, q, *, query="sum", temperature=1.0) -> float
     True
     """
     check_choice("query", query, QUERIES)
-    V = np.asarray(V, dtype=np.float64)
-    d = V.shape[0]
-    T = check_int("T", T, 2, np.shape(W)[0] - d)
+    T = check_int("T", T, 2, np.shape(W)[0] - np.shape(V)[0])
     q = check_int("q", q, 1, T)
     tau = check_real("temperature", temperature, lo=0.0, lo_open=True)
-    Wxe, Wee, Vx, Ve = _blocks(np.asarray(W, dtype=np.float64) / tau, V, d)
+    d, Wxe, Wee, Vx, Ve = _blocks(W, V, tau)
     Wxe, Wee, Ve = Wxe[:, :T], Wee[:T, :T], Ve[:, :T]
     c = float(query_coef(query, q))
     nVx2, nVe2, trVx = float(np.sum(Vx * Vx)), float(np.sum(Ve * Ve)), float(np.trace(Vx))

@@ -73,6 +73,10 @@ class _Setup:
                                      record_every=record_every)
 
 
+_NO_REDUCTION = ("pe must be one of the encodings with an exact two-scalar reduction (onehot, "
+                 "stochastic with the slots sampler), got {!r}")
+
+
 def _reduction(enc, T) -> int:
     """``n`` of the encoding's exact reduction, checked against what the theory assumes of
     it: a fixed family trains the block of the first ``T`` positions (``n = T``); a
@@ -81,28 +85,23 @@ def _reduction(enc, T) -> int:
     n = enc.reduced_n(T)
     want = T if enc.fixed else enc.d_e
     if n is None or n != want:
-        raise ValueError(f"pe must be one of the encodings with an exact two-scalar reduction "
-                         f"(onehot, stochastic with the slots sampler), got {enc.label!r}")
+        raise ValueError(_NO_REDUCTION.format(enc.label))
     return n
 
 
 def _encodings(pe, T, T_max, d_e, seed):
-    """The encodings trained on and tested on, and the width reported, asked of the object:
-    a fixed family is trained on its first ``T`` slots and tested at width ``max T_test``; a
-    stochastic one uses width ``d_e`` (default ``max(T + ⌈T/3⌉, T_test)``) for both."""
+    """The encodings trained on and tested on, asked of the object: a fixed family is
+    trained on its first ``T`` slots and tested at width ``max T_test``; a stochastic one
+    uses width ``d_e`` (default ``max(T + ⌈T/3⌉, T_test)``) for both."""
     key, _ = resolve_encoding(pe, T_max=T_max)
     if is_dense(key):        # no slots, no exact reduction: refused before anything is drawn
-        raise ValueError(f"pe must be one of the encodings with an exact two-scalar reduction "
-                         f"(onehot, stochastic with the slots sampler), got {pe!r}")
+        raise ValueError(_NO_REDUCTION.format(pe))
     probe = make_encoding(key, T_max=T_max, rng=np.random.default_rng(seed))
     if probe.fixed:
-        enc = make_encoding(key, T_max=T, d_e=T)
-        _reduction(enc, T)
-        return enc, probe, T_max
+        return make_encoding(key, T_max=T, d_e=T), probe
     d_e = check_int("d_e", max(T + math.ceil(T / 3), T_max) if d_e is None else d_e, T_max)
     enc = make_encoding(key, T_max=T_max, d_e=d_e)
-    _reduction(enc, T)
-    return enc, enc, d_e
+    return enc, enc
 
 
 def theorem_defaults(pe="onehot", *, d=3, q=2, T=None, lr=None, eps=None) -> tuple:
@@ -130,7 +129,7 @@ def _setup(T, q, d, lr, eps, pe, d_e, query, max_steps, T_test, seed) -> _Setup:
     query = check_choice("query", query, QUERIES)
     T_test = int_tuple("T_test", T_test, T + 1)
     seed = check_int("seed", seed, 0)
-    enc, enc_test, _ = _encodings(pe, T, max((T,) + T_test), d_e, seed)
+    enc, enc_test = _encodings(pe, T, max((T,) + T_test), d_e, seed)
     n = _reduction(enc, T)
     nm1 = float(step_divisor(enc, T))
     c = float(query_coef(query, q))
@@ -274,8 +273,7 @@ def _rate_law(s, tr, t_eps, checks):
     return out, tr_s, state_s
 
 
-# ---- step 3: full-matrix population GD (stsim.theory.full_matrix) ---------------------------
-# ---- step 4: the gradient of every block at points along the trajectory -------------------
+# ---- step 3: full-matrix population GD (theory.full_matrix); step 4: every block's gradient
 def _states_at(s, tr, points) -> list:
     """``(a, γ)`` after each of the ``points`` steps: run from the last record of ``tr`` (the
     trajectory from zero, recorded every ``tr.step[1]`` steps) at or before the point —
@@ -359,10 +357,8 @@ def check_theorem(T, q, d, lr, eps, *, pe="onehot", d_e=None, query="sum", max_s
     ----------
     T, q, d : int
         Sizes (``1 <= q < T``).
-    lr : float
-        GD step η (> 0).
-    eps : float
-        Target loss ε (> 0).
+    lr, eps : float
+        GD step η and target loss ε (each > 0).
     pe : str
         An encoding with an exact two-scalar reduction: ``"onehot"`` (fixed) or
         ``"stochastic"`` (slots), or a family registered with one.
@@ -379,15 +375,12 @@ def check_theorem(T, q, d, lr, eps, *, pe="onehot", d_e=None, query="sum", max_s
         enumeration work ``C · T · q · steps`` exceeds ``max_full_work``.
     T_test : sequence of int
         OOD lengths (each ``> T``).
-    n_mc : int
-        Monte-Carlo samples per OOD estimate.
-    seed : int
-        Seed of the Monte-Carlo samples.
+    n_mc, seed : int
+        Monte-Carlo samples per OOD estimate, and their seed.
     max_full_work : float
         Largest enumeration work of the full-matrix run.
-    grad_points : int
-        Points of the trajectory for the gradient of every block (0: skip).
-    grad_samples : int
+    grad_points, grad_samples : int
+        Points of the trajectory for the gradient of every block (0: skip), and
         Monte-Carlo samples per point (:func:`block_gradients`).
     max_seconds : float
         Refuse (``ValueError``) a check estimated to need more CPU seconds.

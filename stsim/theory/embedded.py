@@ -10,7 +10,7 @@ import numpy as np
 
 from stsim.core.model import forward_backward
 from stsim.core.task import sample_batch
-from stsim.theory.reduced import ReducedTrajectory
+from stsim.theory.reduced import reduced_loss_grad
 
 __all__ = ["embed_reduced", "block_gradients", "mc_ood"]
 
@@ -44,8 +44,7 @@ def block_gradients(T, q, d, enc, query, points, traj, *, n_samples=20000, n_bat
     r"""The population gradient of EVERY block at points of the trajectory.
 
     At each step ``t`` in ``points`` the state ``(W, V)`` = ``embed_reduced(a(t), γ(t))`` of
-    the reduced trajectory (equal to full-matrix population GD; ``traj``: a
-    :class:`~stsim.theory.reduced.ReducedTrajectory` recorded at every step, or the states
+    the reduced trajectory (equal to full-matrix population GD; ``traj``: the states
     ``(a, γ)`` at the points, in order) is evaluated with the minibatch model
     :func:`stsim.forward_backward` (an independent code path) on ``n_samples`` fresh samples
     of X, y and the encoding, in ``n_batches`` batches; the batch means give a mean and a
@@ -68,15 +67,12 @@ def block_gradients(T, q, d, enc, query, points, traj, *, n_samples=20000, n_bat
     false-alarm ``alpha`` over all tested entries (Bonferroni).
     """
     from scipy.stats import t as student_t
-    from stsim.theory.reduced import reduced_loss_grad
     rng = np.random.default_rng(np.random.SeedSequence([seed, 13]))
     d_e = enc.d_e
     n = enc.reduced_n(T)
     B = max(1, n_samples // n_batches)
     n_entries = len(points) * (d * d_e + d * d_e + d_e * d_e + d * d)
     k = float(student_t.isf(alpha / (2 * n_entries), n_batches - 1))
-    if isinstance(traj, ReducedTrajectory):
-        traj = [(traj.a[0, t], traj.gamma[0, t]) for t in points]
     max_zero, z_off, z_on, live = 0.0, 0.0, 0.0, 0.0
     sq = {k: [0.0, 0] for k in ("W_xe", "V_e", "W_ee", "V_x")}    # Σ z², entries
     for a, g in traj:
@@ -93,8 +89,7 @@ def block_gradients(T, q, d, enc, query, points, traj, *, n_samples=20000, n_bat
                 delta = x - m
                 m += delta / (i + 1)
                 s += delta * (x - m)
-        sW = np.sqrt(sW / (n_batches - 1) / n_batches)
-        sV = np.sqrt(sV / (n_batches - 1) / n_batches)
+        sW, sV = (np.sqrt(x / (n_batches - 1) / n_batches) for x in (sW, sV))
         _, da, dg = reduced_loss_grad(a, g, T, q, d, query=query)
         exW = np.zeros((d_e, d_e))
         exW[:n, :n] = float(da) / (n - 1) * (np.eye(n) - 1.0 / n)

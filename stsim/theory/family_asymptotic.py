@@ -77,10 +77,8 @@ def conditional_moments(a, T, d_e, G, *, method="exact", mgf="exact", query="sum
     ----------
     a : float
         ``W_ee = a I``.
-    T : int
-        Sequence length.
-    d_e : int
-        PE dimension.
+    T, d_e : int
+        Sequence length, PE dimension.
     G : ndarray
         Gram matrices ``(n, q, q)`` of the selected encodings.
     method : str
@@ -89,12 +87,9 @@ def conditional_moments(a, T, d_e, G, *, method="exact", mgf="exact", query="sum
         ``"exact"`` or ``"gauss"`` MGF in the mean field.
     query : str
         ``"sum"`` or ``"mean"``.
-    n_nodes : int
-        Gauss nodes for t (exact method).
-    du : float
-        Trapezoid step in ``ln σ`` (exact method).
-    chunk : int
-        Gram samples per block (exact method; memory ``chunk · n_σ · n_nodes``).
+    n_nodes, du, chunk
+        Of the exact method: Gauss nodes for t (int), the trapezoid step in ``ln σ``
+        (float), Gram samples per block (int; memory ``chunk · n_σ · n_nodes``).
     diagnostics : bool
         Whether to compute ``margin`` and ``rem``.
     """
@@ -197,10 +192,8 @@ def family_mc_moments(a, g, q):
     ----------
     a : float
         ``W_ee = a I``.
-    g : ndarray
-        Scores ``(n, T)``.
-    q : int
-        Number of selected tokens.
+    g, q
+        Scores ``(n, T)``, number of selected tokens.
     """
     z = a * np.asarray(g, dtype=float)
     z = z - z.max(axis=1, keepdims=True)
@@ -214,10 +207,8 @@ def rel_and_se(S, Q, q, w=None, mc=True):
 
     Parameters
     ----------
-    S : ndarray
-        Per-sample ``S`` (or conditional expectations).
-    Q : ndarray
-        Per-sample ``|s|²``.
+    S, Q : ndarray
+        Per-sample ``S`` and ``|s|²`` (or conditional expectations).
     q : int
         Number of selected tokens.
     w : ndarray or None
@@ -247,10 +238,8 @@ def large_T_rel(a, T, d_e, G, w, mc, *, method="exact", mgf="exact", query="sum"
     a, T, d_e, G, method, mgf, query, n_nodes
         As for :func:`conditional_moments` (``G`` from
         :func:`stsim.theory.sphere_law.gram_rule`).
-    w : ndarray
-        The weights of ``G``.
-    mc : bool
-        Whether ``G`` is a Monte-Carlo sample.
+    w, mc
+        The weights of ``G`` (ndarray), and whether ``G`` is a Monte-Carlo sample (bool).
     diagnostics : bool
         Whether to return ``margin`` and ``rem`` (else nan).
     """

@@ -34,26 +34,13 @@ def best_large_T_loss(q, T, d_e, *, method="exact", mgf="exact", query="sum", n_
     ----------
     q : int
         Number of selected tokens.
-    T : int
-        Sequence length (any size: the cost does not depend on T).
-    d_e : int
-        PE dimension.
-    method : str
-        ``"exact"`` or ``"mean"``.
-    mgf : str
-        ``"exact"`` or ``"gauss"`` (mean field).
-    query : str
-        ``"sum"`` or ``"mean"``.
-    n_gram : int
-        Monte-Carlo Gram samples (q ≥ 3).
-    rng : numpy.random.Generator or int
-        Seed of the Gram samples (common to every a).
-    n_nodes : int
-        Gauss nodes.
-    bounds : tuple
-        ``log10 a`` range.
-    n_grid : int
-        Grid points in ``log10 a``.
+    T, d_e, method, mgf, query, n_nodes
+        As for :func:`stsim.theory.family_asymptotic.conditional_moments` (``T`` of any
+        size: the cost does not depend on T).
+    n_gram, rng
+        As for :func:`stsim.theory.sphere_law.gram_rule` (one draw, common to every a).
+    bounds, n_grid
+        The ``log10 a`` range (tuple) and its number of grid points (int).
     """
     _check(q, T, d_e, method, mgf, query)
     G, w, mc = gram_rule(q, d_e, n_gram, rng, n_nodes)
@@ -89,19 +76,14 @@ def large_T_width(q, T, target, *, method="exact", d_start=8, d_max=65536, step=
 
     Assumes the best loss falls with d_e (a probe that contradicts it by more than its
     4 SE + 1e-3 raises).  Returns ``dict(d_e, rel, se, a, gamma, margin, rel_below,
-    probes)``;
-    ``d_e = None`` if ``d_max`` fails; ``rel_below`` is the loss at ``d_e − 1``.
+    probes)``; ``d_e = None`` if ``d_max`` fails; ``rel_below`` is the loss at ``d_e − 1``.
 
     Parameters
     ----------
-    q : int
-        Number of selected tokens.
-    T : int
-        Sequence length.
+    q, T, method
+        As for :func:`best_large_T_loss`.
     target : float
         Target ``L/L0`` in (0, 1).
-    method : str
-        ``"exact"`` or ``"mean"``.
     d_start : int
         First probe (the bracket is found by steps of ``step`` from it).
     d_max : int
@@ -169,10 +151,9 @@ def spread_loss(beta, q, n=200000, rng=0):
         Scale(s) β.
     q : int
         Number of selected tokens (≥ 2; F_2 = 0).
-    n : int
-        Monte-Carlo samples.
-    rng : numpy.random.Generator or int
-        Random source (common to every β).
+    n, rng
+        Monte-Carlo samples (int) and their random source (numpy.random.Generator or int;
+        common to every β).
     """
     if not isinstance(q, (int, np.integer)) or q < 2:
         raise ValueError(f"q must be an integer >= 2, got {q!r}")
@@ -204,10 +185,8 @@ def asymptotic_coefficients(q, target, n=400000, rng=0):
         Number of selected tokens, ≥ 2.
     target : float
         Target ``L/L0`` in (0, 1).
-    n : int
-        Monte-Carlo samples of :func:`spread_loss`.
-    rng : numpy.random.Generator or int
-        Random source of :func:`spread_loss`.
+    n, rng
+        Of :func:`spread_loss`.
     """
     if not 0.0 < target < 1.0:
         raise ValueError(f"target must be in (0, 1), got {target!r}")

@@ -53,10 +53,6 @@ def random_table(rng, n, d_e):
     return G / np.linalg.norm(G, axis=1, keepdims=True)
 
 
-def _subsets(rng, n_mc, T, q):
-    return np.argsort(rng.random((n_mc, T)), axis=1)[:, :q]
-
-
 def interference_loss_mc(c, T, q, d, table=None, *, d_e=None, gamma=None, n_mc=4000,
                          rng=None):
     """Loss of ``W_ee = c I``, ``V_x = γ I`` (sum query, theory model), exact in X and
@@ -70,7 +66,7 @@ def interference_loss_mc(c, T, q, d, table=None, *, d_e=None, gamma=None, n_mc=4
     rng = np.random.default_rng(0) if rng is None else rng
     shape = np.shape(c)
     c = np.atleast_1d(np.asarray(c, dtype=float))
-    y = _subsets(rng, n_mc, T, q)
+    y = np.argsort(rng.random((n_mc, T)), axis=1)[:, :q]          # the subsets
     if table is not None:
         P = np.asarray(table, dtype=float)[:T]
         G = P @ P.T                                           # (T, T)

@@ -49,7 +49,7 @@ from stsim.core.model import MODELS, QUERIES, query_coef
 from stsim.core.problem import register_objective
 from stsim.core.seeds import Streams
 from stsim.core.task import sample_subsets
-from stsim.util.validate import as_rng, check_int
+from stsim.util.validate import as_rng, check_choice, check_int
 
 __all__ = ["PopulationObjective", "make_population_objective", "METHODS", "MAX_ENUM"]
 
@@ -80,14 +80,8 @@ class PopulationObjective:
 
     Parameters
     ----------
-    d : int
-        Token dimension.
-    d_e : int
-        Encoding width.
-    T : int
-        Sequence length.
-    q : int
-        Subset size.
+    d, d_e, T, q : int
+        Token dimension, encoding width, sequence length, subset size.
     family : str
         Encoding label (``onehot``, ``stochastic/slots``, ``stochastic/sphere``,
         ``near-orthogonal``).
@@ -96,10 +90,9 @@ class PopulationObjective:
         numbers, ``("table", pos)`` with ``pos`` (n, T) rows of ``table``, or
         ``("dense", P)`` with ``P`` (n, T, d_e) encodings; the q selected tokens come first
         in every row. Every configuration has weight ``1/N``.
-    query : {"sum", "mean"}
-        The query convention.
-    model : {"theory", "practical"}
-        The model.
+    query, model : str
+        The query convention (``"sum"``, ``"mean"``) and the model (``"theory"``,
+        ``"practical"``).
     method : {"enumerate", "mc"}
         How ``source`` was made (recorded for reporting).
     table : (n_positions, d_e) array, optional
@@ -111,10 +104,8 @@ class PopulationObjective:
 
     def __init__(self, d, d_e, T, q, family, source, *, query="sum", model="theory",
                  method="enumerate", table=None, span_n=None, attention=None):
-        if query not in QUERIES:
-            raise ValueError(f"query must be one of {QUERIES}, got {query!r}")
-        if model not in MODELS:
-            raise ValueError(f"model must be one of {MODELS}, got {model!r}")
+        check_choice("query", query, QUERIES)
+        check_choice("model", model, MODELS)
         self.d, self.d_e, self.T, self.q = d, d_e, T, q
         self.family, self.source, self.query, self.model = family, source, query, model
         self.method, self.table = method, table
@@ -126,11 +117,9 @@ class PopulationObjective:
         # span of the W_ee structure the dynamics keeps from zero init (see metrics)
         self.span_n = span_n
 
-    # ----------------------------------------------------------------------------------
     def _check(self, W, V):
         d, D = self.d, self.d + self.d_e
-        W = np.asarray(W, dtype=np.float64)
-        V = np.asarray(V, dtype=np.float64)
+        W, V = np.asarray(W, dtype=np.float64), np.asarray(V, dtype=np.float64)
         if W.shape != (D, D) or V.shape != (d, D):
             raise ValueError(f"W must be ({D}, {D}) and V ({d}, {D}) (D = d + d_e = {d} + "
                              f"{self.d_e}), got {W.shape} and {V.shape}")
@@ -200,10 +189,8 @@ class PopulationObjective:
 
         Parameters
         ----------
-        W : (D, D) array
-            With ``W_xe = 0`` (else ``ValueError``).
-        V : (d, D) array
-            With ``V_e = 0`` (else ``ValueError``).
+        W, V : arrays
+            ``(D, D)`` with ``W_xe = 0`` and ``(d, D)`` with ``V_e = 0`` (else ``ValueError``).
 
         Returns
         -------
@@ -241,7 +228,6 @@ class PopulationObjective:
         dV[:, :d] = S2 * Vx - su * np.eye(d)
         return float(L), dW, dV
 
-    # ----------------------------------------------------------------------------------
     def span_coefficient(self, Wee):
         """``(a, ‖W_ee − a B‖_F)`` for the structure ``B`` the dynamics keeps:
         ``B = I_T − J_T/T`` on the trained block (onehot), ``I − J/d_e`` (slots), ``I``
@@ -267,8 +253,7 @@ class PopulationObjective:
         tr V_x / d.
         """
         d = self.d
-        W = np.asarray(W, dtype=np.float64)
-        V = np.asarray(V, dtype=np.float64)
+        W, V = np.asarray(W, dtype=np.float64), np.asarray(V, dtype=np.float64)
         a, off = self.span_coefficient(W[d:, d:])
         Vx = V[:, :d]
         gamma = float(np.trace(Vx)) / d
@@ -287,7 +272,6 @@ class PopulationObjective:
                 "query": self.query, "model": self.model}
 
 
-# --------------------------------------------------------------------------------------
 def _chunks(arr, per_row):
     """Split rows into chunks of about ``_CHUNK_ELEMS`` working elements."""
     step = max(1, _CHUNK_ELEMS // max(1, per_row))
@@ -325,10 +309,8 @@ def make_population_objective(cfg, enc: Encoding | None = None, *, method="auto"
         :mod:`stsim.theory.reduced` or ``method="mc"``); enumeration of the sphere family.
     """
     get = (lambda k: cfg[k]) if isinstance(cfg, dict) else (lambda k: getattr(cfg, k))
-    T, q, d = get("T"), get("q"), get("d")
-    query, model = get("query"), get("model")
-    opt = (lambda k, v: cfg.get(k, v)) if isinstance(cfg, dict) else \
-        (lambda k, v: getattr(cfg, k, v))
+    opt = cfg.get if isinstance(cfg, dict) else (lambda k, v: getattr(cfg, k, v))
+    T, q, d, query, model = (get(k) for k in ("T", "q", "d", "query", "model"))
     if opt("rank", None) is not None:
         raise ValueError("the population objective takes the merged W (rank=None); a key/query "
                          "pair of rank r starts off the invariant set W_xe = 0 it is exact on")
@@ -336,8 +318,7 @@ def make_population_objective(cfg, enc: Encoding | None = None, *, method="auto"
     if enc is None:
         enc = make_encoding(get("pe"), T_max=T, d_e=get("d_e"), sampler=get("sampler"),
                             rng=np.random.default_rng(0))
-    if method not in METHODS:
-        raise ValueError(f"method must be one of {METHODS}, got {method!r}")
+    check_choice("method", method, METHODS)
     n_mc = check_int("n_mc", n_mc, 1)
     # the encoding's facts decide (never its name): enumerate an index family's
     # configurations (a fixed one's C(T, q) subsets through its slots, a per-sample one's by
@@ -375,9 +356,7 @@ def make_population_objective(cfg, enc: Encoding | None = None, *, method="auto"
             tok = np.concatenate([np.repeat(S, len(pick), axis=0), U.reshape(-1, T - q)], axis=1)
     else:
         if rng is None:
-            seed = get("seed") if (isinstance(cfg, dict) and "seed" in cfg) or hasattr(cfg, "seed") \
-                else 0
-            rng = Streams(seed).population()
+            rng = Streams(opt("seed", 0)).population()
         rng = as_rng(rng)
         if not enc.index and not enc.fixed:      # per-sample dense (sphere)
             P = sample_checked(enc, rng, n_mc, T).P                              # selected = first q

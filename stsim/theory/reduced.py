@@ -32,27 +32,13 @@ from stsim.core.model import query_coef  # noqa: F401  (re-exported: part of thi
 from stsim.core.reduced import loss_grad, reduced_map_record
 from stsim.util.validate import Steps, check_int, check_lr
 
-__all__ = [
-    "reduced_loss",
-    "reduced_loss_grad",
-    "reduced_gd",
-    "reduced_gd_scalar",
-    "gradient_flow",
-    "ReducedTrajectory",
-    "step_divisor",
-    "ood_floor_onehot",
-    "ood_loss_onehot",
-    "query_coef",
-]
+__all__ = ["reduced_loss", "reduced_loss_grad", "reduced_gd", "reduced_gd_scalar", "gradient_flow",
+           "ReducedTrajectory", "step_divisor", "ood_floor_onehot", "ood_loss_onehot", "query_coef"]
 
 
-# --------------------------------------------------------------------------------------
-# closed form
-# --------------------------------------------------------------------------------------
+# ---- closed form ---------------------------------------------------------------------
 def _check_sizes(T, q, d):
-    T = np.asarray(T)
-    q = np.asarray(q)
-    d = np.asarray(d)
+    T, q, d = np.asarray(T), np.asarray(q), np.asarray(d)
     for name, v, lo in (("T", T, 1), ("q", q, 1), ("d", d, 1)):
         if not np.all(np.isfinite(v)) or np.any(v < lo) or np.any(v != np.round(v)):
             raise ValueError(f"{name} must be integer(s) >= {lo}, got {v!r}")
@@ -67,16 +53,12 @@ def reduced_loss_grad(a, gamma, T, q, d, *, query="sum"):
 
     Parameters
     ----------
-    a : array_like
-        Coefficient of ``W_ee = a (I − J/n)``.
-    gamma : array_like
-        ``V_x = γ I``.
+    a, gamma : array_like
+        The coefficients of ``W_ee = a (I − J/n)`` and ``V_x = γ I``.
     T : array_like of int
         Sequence length (the number of tokens attended to). Everything broadcasts.
-    q : array_like of int
-        Subset size.
-    d : array_like of int
-        Token dimension.
+    q, d : array_like of int
+        Subset size, token dimension.
     query : {"sum", "mean"}
         The logit gap is ``θ = c a`` with ``c = 1`` or ``1/q``.
 
@@ -129,9 +111,7 @@ def step_divisor(pe, T, d_e=None):
     return n - 1.0
 
 
-# --------------------------------------------------------------------------------------
-# discrete GD map
-# --------------------------------------------------------------------------------------
+# ---- discrete GD map -----------------------------------------------------------------
 @dataclass(frozen=True)
 class ReducedTrajectory:
     """Recorded reduced trajectory of ``K`` settings.
@@ -206,12 +186,8 @@ def reduced_gd(T, q, d, lr, steps, *, pe="onehot", d_e=None, query="sum", a0=0.0
 
     Parameters
     ----------
-    T : int or array of int
-        Sequence length.
-    q : int or array of int
-        Subset size.
-    d : int or array of int
-        Token dimension.
+    T, q, d : int or array of int
+        Sequence length, subset size, token dimension.
     lr : float or array or dict
         Step size η, or a step per block ``{"W": η_W, "V": η_V}`` (each a float or array).
     steps : int
@@ -223,10 +199,8 @@ def reduced_gd(T, q, d, lr, steps, *, pe="onehot", d_e=None, query="sum", a0=0.0
         Slots width (default ``T``).
     query : {"sum", "mean"}
         The query convention.
-    a0 : float or array
-        Initial ``a``.
-    gamma0 : float or array
-        Initial ``γ``.
+    a0, gamma0 : float or array
+        Initial ``a`` and ``γ``.
     record_every : int
         Record every k steps (and the last step).
 
@@ -275,9 +249,7 @@ def _gd(T, q, d, lr, steps, pe, d_e, query, a0, gamma0, record_every, scalar):
                              min_a_increment=da, lr_V=lr_V)
 
 
-# --------------------------------------------------------------------------------------
-# gradient flow (η → 0), through scipy.integrate.solve_ivp
-# --------------------------------------------------------------------------------------
+# ---- gradient flow (η → 0), through scipy.integrate.solve_ivp ------------------------
 def gradient_flow(T, q, d, t_eval, *, pe="onehot", d_e=None, query="sum", a0=0.0, gamma0=0.0,
                   method="DOP853", rtol=1e-11, atol=1e-13):
     """Gradient flow ``da/dτ = −1/(n−1) ∂L/∂a``, ``dγ/dτ = −(1/d) ∂L/∂γ`` for K settings
@@ -325,9 +297,7 @@ def gradient_flow(T, q, d, t_eval, *, pe="onehot", d_e=None, query="sum", a0=0.0
                              lr=np.full(K, np.nan), n_minus_1=nm1, query=query)
 
 
-# --------------------------------------------------------------------------------------
-# out-of-distribution length, fixed one-hot
-# --------------------------------------------------------------------------------------
+# ---- out-of-distribution length, fixed one-hot ---------------------------------------
 def _check_ood(T, T_test, q, d):
     T = check_int("T", T, 2)
     q = check_int("q", q, 1, T - 1)

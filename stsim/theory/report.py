@@ -86,12 +86,11 @@ class TheoremReport:
         """``"FAILED"`` (a check that ran failed), else ``"HYPOTHESES FAIL"`` (a hypothesis
         of the theorem fails: it claims nothing here), else ``"NOT VERIFIED"`` (a check did
         not run, or none ran on the model), else ``"PASS"``."""
-        if any(c["ran"] and not c["passed"] for c in self.checks):
+        if self.failed():
             return "FAILED"
         if not self.conditions_hold:
             return "HYPOTHESES FAIL"
-        if not self.checks or not all(c["ran"] for c in self.checks) or \
-                not self.model_checked:
+        if not self.checks or self.not_run() or not self.model_checked:
             return "NOT VERIFIED"
         return "PASS"
 

@@ -47,15 +47,8 @@ def log_sphere_mgf(lam, d_e):
 
 
 def log_gauss_mgf(lam, d_e):
-    """``λ²/(2 d_e)``: the Gaussian form of :func:`log_sphere_mgf` (t of variance 1/d_e).
-
-    Parameters
-    ----------
-    lam : array_like
-        Exponents λ.
-    d_e : int
-        Dimension.
-    """
+    """``λ²/(2 d_e)``: the Gaussian form of :func:`log_sphere_mgf` (t of variance 1/d_e),
+    with the same parameters."""
     lam = np.asarray(lam, dtype=float)
     return lam * lam / (2.0 * d_e)
 
@@ -82,10 +75,8 @@ def sphere_nodes(d_e, n_nodes=64):
 
     Parameters
     ----------
-    d_e : int
-        Dimension, ≥ 2.
-    n_nodes : int
-        Number of nodes.
+    d_e, n_nodes : int
+        Dimension (≥ 2), number of nodes.
     """
     if not isinstance(d_e, (int, np.integer)) or d_e < 2:
         raise ValueError(f"d_e must be an integer >= 2, got {d_e!r}")
@@ -103,12 +94,8 @@ def selected_gram(q, d_e, n, rng):
 
     Parameters
     ----------
-    q : int
-        Number of vectors.
-    d_e : int
-        Dimension.
-    n : int
-        Number of samples.
+    q, d_e, n : int
+        Number of vectors, dimension, number of samples.
     rng : numpy.random.Generator or int
         Random source.
     """
@@ -136,14 +123,10 @@ def gram_rule(q, d_e, n_gram=8192, rng=0, n_nodes=64):
 
     Parameters
     ----------
-    q : int
-        Number of selected tokens.
-    d_e : int
-        Dimension.
-    n_gram : int
-        Monte-Carlo sample size (q ≥ 3).
-    rng : numpy.random.Generator or int
-        Random source (q ≥ 3).
+    q, d_e : int
+        Number of selected tokens, dimension.
+    n_gram, rng
+        Sample size and random source of :func:`selected_gram` (q ≥ 3).
     n_nodes : int
         Gauss nodes (q = 2).
     """
@@ -164,10 +147,8 @@ def draw_scores(T, d_e, G, rng, query="sum"):
 
     Parameters
     ----------
-    T : int
-        Sequence length.
-    d_e : int
-        Dimension, ≥ 2.
+    T, d_e : int
+        Sequence length, dimension (≥ 2).
     G : ndarray
         Gram matrices ``(n, q, q)``.
     rng : numpy.random.Generator or int

@@ -40,15 +40,12 @@ def atomic_write(path, mode="wb"):
             fh.flush()
             os.fsync(fh.fileno())
         os.replace(tmp, path)
-    except OSError as exc:
+    except BaseException as exc:
         with contextlib.suppress(FileNotFoundError):
             os.unlink(tmp)
-        if exc.filename in (None, tmp):     # name the file being written, not the temporary
+        # an OSError names the file being written, not the temporary
+        if isinstance(exc, OSError) and exc.filename in (None, tmp):
             raise type(exc)(exc.errno, exc.strerror or str(exc), path) from None
-        raise
-    except BaseException:
-        with contextlib.suppress(FileNotFoundError):
-            os.unlink(tmp)
         raise
 
 

@@ -74,9 +74,7 @@ def release_freed_memory() -> bool:
     """Hand the freed heap kept under the raised thresholds back to the kernel (glibc's
     ``malloc_trim(0)``); return whether anything was released. A no-op (False) where
     :func:`keep_freed_memory` did not act."""
-    if not _state.get("applied") or _state.get("libc") is None:
-        return False
-    trim = getattr(_state["libc"], "malloc_trim", None)
+    trim = getattr(_state.get("libc"), "malloc_trim", None) if _state.get("applied") else None
     if trim is None:
         return False
     trim.argtypes, trim.restype = (ctypes.c_size_t,), ctypes.c_int

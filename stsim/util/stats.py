@@ -29,14 +29,11 @@ from stsim.util.thresholds import (RESAMPLES, WidthSearch, bootstrap_threshold, 
                                    smallest_passing, threshold_width, wilson_interval)
 
 __all__ = ["LinearFit", "fit_linear", "fit_growth_law", "compare_growth", "LAWS",
-           "fit_interval_law", "SIGMA_MIN",
-           "threshold_width", "bootstrap_threshold", "wilson_interval", "WidthSearch",
-           "smallest_passing"]
+           "fit_interval_law", "SIGMA_MIN", "threshold_width", "bootstrap_threshold",
+           "wilson_interval", "WidthSearch", "smallest_passing"]
 
 
-# --------------------------------------------------------------------------------------
-# the least-squares line
-# --------------------------------------------------------------------------------------
+# ---- the least-squares line ----------------------------------------------------------
 @dataclass(frozen=True)
 class LinearFit:
     """Result of :func:`fit_linear`. ``residuals = y − (slope · x + intercept)``;
@@ -105,9 +102,7 @@ def fit_linear(x, y, level: float = 0.95, weights=None) -> LinearFit:
                      intercept_ci=(b - t * se_b, b + t * se_b), residuals=res, r2=r2, n=n)
 
 
-# --------------------------------------------------------------------------------------
-# growth laws: one fitter, one comparison
-# --------------------------------------------------------------------------------------
+# ---- growth laws: one fitter, one comparison -----------------------------------------
 LAWS = ("log", "linear", "power")
 _LAW_TEXT = {"log": "a·log2 T + b", "linear": "a·T + b", "power": "2^b · T^a",
              "proportional": "a·T"}
@@ -164,10 +159,10 @@ def fit_growth_law(T, y, law: str, *, weights=None, scale: float = 1.0,
            "T": T.tolist(), "y": y.tolist()}
     if law == "proportional":
         a = float(x @ y / (x @ x))
-        res = y - a * x
-        out.update(a=a, b=0.0, a_ci=[math.nan, math.nan], b_ci=[0.0, 0.0], fit=(a * x).tolist(),
-                   residuals=res.tolist(), r2=math.nan)
         fit = a * x
+        res = y - fit
+        out.update(a=a, b=0.0, a_ci=[math.nan, math.nan], b_ci=[0.0, 0.0], fit=fit.tolist(),
+                   residuals=res.tolist(), r2=math.nan)
     else:
         if law == "power":
             x, yy = np.log2(x), np.log2(y)
@@ -239,18 +234,14 @@ def compare_growth(T, y, *, laws=LAWS, censored=None, min_points: int = 2, weigh
         out["note"] = f"only {len(keep)} uncensored points (< {min_points}): not fitted"
         return out
     Tk, yk = [T[i] for i in keep], [y[i] for i in keep]
-    for law in laws:
-        f = fit_growth_law(Tk, yk, law, weights=weights, scale=scale, level=level)
-        if f is not None:
-            out["fits"][law] = f
+    out["fits"] = {law: f for law in laws if (f := fit_growth_law(
+        Tk, yk, law, weights=weights, scale=scale, level=level)) is not None}
     ranked = [k for k in out["fits"] if rank_by in out["fits"][k]]
     out["ranking"] = sorted(ranked, key=lambda k: out["fits"][k][rank_by])
     return out
 
 
-# --------------------------------------------------------------------------------------
-# growth laws of grid thresholds: interval-censored maximum likelihood
-# --------------------------------------------------------------------------------------
+# ---- growth laws of grid thresholds: interval-censored maximum likelihood ------------
 SIGMA_MIN = 0.01      # floor of σ in log2 units (1/50 of a √2 grid step)
 
 
@@ -347,10 +338,8 @@ def fit_interval_law(T, y, law: str, *, lower, censored=None, scale: float = 1.0
         ``0`` or ``None`` where the smallest grid width passes; ignored where censored.
     censored : array of bool, optional
         Right-censored points: no grid width passes, the threshold lies in ``(y, ∞)``.
-    scale : float
-        ``s`` in the laws.
-    level : float
-        Confidence level of the intervals.
+    scale, level : float
+        ``s`` in the laws, and the confidence level of the intervals.
     ci : tuple of str
         The parameters (``"a"``, ``"b"``) whose intervals are computed (the others ``None``).
 
@@ -464,10 +453,8 @@ def _compare_intervals(T, y, lower, censored, laws, min_points, scale, level, wh
         out["note"] = (f"{n} points, {n - sum(cen)} bounded above (need >= {min_points} "
                        f"and >= 3): not fitted")
         return out
-    for law in laws:
-        f = fit_interval_law(T, y, law, lower=lower, censored=cen, scale=scale, level=level)
-        if f is not None:
-            out["fits"][law] = f
+    out["fits"] = {law: f for law in laws if (f := fit_interval_law(
+        T, y, law, lower=lower, censored=cen, scale=scale, level=level)) is not None}
     # ties (e.g. several laws through every interval, ℓ = 0) keep the order of ``laws``
     out["ranking"] = sorted(out["fits"], key=lambda k: round(-out["fits"][k]["loglik"], 6))
     best = out["fits"][out["ranking"][0]]["loglik"] if out["ranking"] else 0.0

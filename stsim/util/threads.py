@@ -26,8 +26,7 @@ import os
 import threading
 from concurrent.futures import ThreadPoolExecutor
 
-__all__ = ["THREAD_VARS", "n_cpus", "parallel_default", "map_threads", "one_blas_thread",
-           "blas_pinning_available"]
+__all__ = ["THREAD_VARS", "n_cpus", "parallel_default", "map_threads", "one_blas_thread"]
 
 # the BLAS thread-count variables (set to 1 by stsim.sweep.pool's workers)
 THREAD_VARS = ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS")
@@ -77,11 +76,6 @@ def map_threads(fn, items) -> list:
     return list(pool.map(fn, items))
 
 
-def blas_pinning_available() -> bool:
-    """Whether :func:`one_blas_thread` can pin BLAS (``threadpoolctl`` is installed)."""
-    return importlib.util.find_spec("threadpoolctl") is not None
-
-
 @contextlib.contextmanager
 def one_blas_thread(enabled: bool = True):
     """Run the block with every loaded BLAS library limited to one thread (restored after).
@@ -91,7 +85,7 @@ def one_blas_thread(enabled: bool = True):
     pinned and one unpinned end with the same parameters and losses bit for bit, and the
     cosines with ``W*``, ``V*`` (a long BLAS dot product) differ in the last bits;
     OpenBLAS promises neither, so a checkpointed run is best resumed in the same mode."""
-    if not enabled or not blas_pinning_available():
+    if not enabled or importlib.util.find_spec("threadpoolctl") is None:
         yield False
         return
     from threadpoolctl import threadpool_limits

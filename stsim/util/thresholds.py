@@ -24,9 +24,7 @@ __all__ = ["WidthSearch", "smallest_passing", "threshold_width", "bootstrap_thre
            "RESAMPLES", "wilson_interval"]
 
 
-# --------------------------------------------------------------------------------------
-# the width search
-# --------------------------------------------------------------------------------------
+# ---- the width search ----------------------------------------------------------------
 class WidthSearch:
     """Smallest value of a sorted ``grid`` for which a monotone predicate passes.
 
@@ -138,9 +136,7 @@ def smallest_passing(passes, lo: int, hi: int, start: int | None = None, rel: fl
     return WidthSearch(range(lo, hi + 1), start, stride="double", rel=rel).run(passes)
 
 
-# --------------------------------------------------------------------------------------
-# a threshold on a grid, and its bootstrap interval
-# --------------------------------------------------------------------------------------
+# ---- a threshold on a grid, and its bootstrap interval -------------------------------
 def threshold_width(widths, values, threshold):
     """Smallest width whose median value is ≤ threshold *and* every larger width's is too.
 
@@ -228,9 +224,7 @@ def bootstrap_threshold(statistic, data, *, resample: str = "paired", n=None,
             "n_boot": n_boot}
 
 
-# --------------------------------------------------------------------------------------
-# success probabilities
-# --------------------------------------------------------------------------------------
+# ---- success probabilities -----------------------------------------------------------
 def wilson_interval(k: int, n: int, level: float = 0.95) -> tuple:
     """Wilson score interval ``(lo, hi)`` of a success probability from ``k`` successes
     in ``n`` trials (``scipy.stats.binomtest(k, n).proportion_ci(level, "wilson")``);

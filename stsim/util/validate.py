@@ -34,14 +34,11 @@ def as_rng(seed_or_rng) -> np.random.Generator:
     """
     if isinstance(seed_or_rng, np.random.Generator):
         return seed_or_rng
-    if isinstance(seed_or_rng, (np.random.SeedSequence, numbers.Integral)) and not isinstance(
-        seed_or_rng, bool
-    ):
+    if isinstance(seed_or_rng, (np.random.SeedSequence, numbers.Integral)) and \
+            not isinstance(seed_or_rng, bool):
         return np.random.default_rng(seed_or_rng)
-    raise ValueError(
-        f"rng must be a numpy.random.Generator, a SeedSequence or an integer seed, "
-        f"got {type(seed_or_rng).__name__}"
-    )
+    raise ValueError(f"rng must be a numpy.random.Generator, a SeedSequence or an integer seed, "
+                     f"got {type(seed_or_rng).__name__}")
 
 
 def _range_text(lo, hi):

@@ -17,10 +17,6 @@ __all__ = ["warn"]
 _PACKAGE = os.path.dirname(os.path.dirname(os.path.abspath(__file__))) + os.sep
 
 
-def _in_package(frame) -> bool:
-    return os.path.abspath(frame.f_code.co_filename).startswith(_PACKAGE)
-
-
 def warn(message: str, category=UserWarning) -> None:
     """``warnings.warn(message, category)`` attributed to the first caller outside stsim
     (the outermost frame if every frame is stsim's, e.g. the ``stsim`` command).
@@ -33,6 +29,7 @@ def warn(message: str, category=UserWarning) -> None:
     False
     """
     frame, level = sys._getframe(1), 2          # stacklevel 2: the caller of warn()
-    while frame.f_back is not None and _in_package(frame):
+    while frame.f_back is not None and \
+            os.path.abspath(frame.f_code.co_filename).startswith(_PACKAGE):
         frame, level = frame.f_back, level + 1
     warnings.warn(message, category, stacklevel=level)
