@@ -18,8 +18,9 @@ from stsim.core.optim import (ADAM_LR, ADAM_STEPS_PER_T, LR_DECAYS, object_spec,
                               optimizer_names, optimizer_spec, resolve_optimizer)
 from stsim.core.problem import (ArchSpec, TransformerProblem, arch_names, arch_spec,
                                 check_objective)
-from stsim.core.schedule import FROZEN, MARGIN, NOISE_W, plan
+from stsim.core.schedule import FROZEN, MARGIN, NOISE_W
 from stsim.core.seeds import seed_record
+from stsim.core.targets import resolve_target
 from stsim.core.memory import run_memory
 from stsim.util.validate import (Steps, check_choice, check_int, check_memory, check_real,
                                  int_tuple)
@@ -35,7 +36,7 @@ INITS = ("zero", "random")
 
 #: the fields that also take an object (an Encoding, an optimiser, an ArchSpec, a mechanism
 #: of one's own: a built-in mechanism object is recorded as its name and temperature)
-OBJECT_FIELDS = ("pe", "optimizer", "arch", "attention")
+OBJECT_FIELDS = ("pe", "optimizer", "arch", "attention", "target")
 
 
 @dataclass(frozen=True)
@@ -54,6 +55,7 @@ class Resolved:
     objects: dict = field(default_factory=dict)
     attention: object = None
     plan: object = None
+    target: object = None
 
 
 def _field(default, help, default_text=None):
@@ -154,6 +156,9 @@ class Config:
                        "stsim.baselines.fcn) | a registered name (Python: also an ArchSpec)")
     width: int | None = _field(None, "FCN hidden width", "64")
     depth: int = _field(1, "FCN number of hidden layers")
+    target: str = _field("mean", "what the task asks of the selected tokens: mean | moment:k "
+                         "(the mean of h_k = He_k/sqrt(k!), elementwise) | variance (Python: "
+                         "also a Target object; docs/targets.md)")
 
     @classmethod
     def from_options(cls, **options) -> "Config":
@@ -183,7 +188,7 @@ class Config:
         c._resolved = _look_up(c, objects)
         check_objective(c)      # e.g. a population too large to enumerate: before any work
         c.check_memory()
-        p = plan(c, noted=self.lr is None or self.steps is None)
+        p = c._resolved.target.plan(c, noted=self.lr is None or self.steps is None)
         c._resolved = dataclasses.replace(c._resolved, plan=p)
         c.lr, c.steps, c.freeze, c.lr_decay = p.lr.record(), p.steps, p.freeze, p.lr_decay
         c.eval_every = c.eval_every or max(1, c.steps // 100)
@@ -265,7 +270,7 @@ class Config:
 #: the mechanism fields at the paper's model
 MECHANISM_DEFAULTS = {"attention": "softmax", "rank": None, "temperature": 1.0}
 #: fields added later, at the value meant where absent (:meth:`Config.to_dict` omits them)
-ADDED_LATER = {**MECHANISM_DEFAULTS, "freeze": []}
+ADDED_LATER = {**MECHANISM_DEFAULTS, "freeze": [], "target": "mean"}
 
 
 def _check_fields(c) -> None:
@@ -307,6 +312,7 @@ def _look_up(c, objects) -> Resolved:
         c.optimizer, c.objective = resolve_optimizer(c.optimizer, c.objective)  # "gd"
         opt = optimizer_spec(c.optimizer)
     att = resolve_mechanism(c, objects, INITS)
+    tgt = c.target = resolve_target(c, objects)     # the object until the shapes are known
     if "arch" in objects:
         arch = objects["arch"]
         if not isinstance(arch, ArchSpec):
@@ -332,9 +338,10 @@ def _look_up(c, objects) -> Resolved:
                          f"encoding object")
     if c.lr is not None:            # one step, or one per parameter of the architecture
         c.lr = Steps(c.lr, names=None if arch.shapes is None else tuple(arch.shapes(c)))
+    c.target = tgt.label
     _check_mechanism(c, att, arch)
     c.freeze = check_freeze(c.freeze, arch, c)
-    return Resolved(spec, arch, opt, objects, att)
+    return Resolved(spec, arch, opt, objects, att, target=tgt)
 
 
 def _check_mechanism(c, att, arch):
@@ -365,7 +372,7 @@ def _object_name(name: str, obj) -> str:
     """The name a config records for the object given as its field ``name``."""
     if name == "optimizer":
         return object_spec(obj).name
-    return obj.name if name == "arch" else str(obj.name)
+    return obj.name if name == "arch" else obj.label if name == "target" else str(obj.name)
 
 
 def _take_object_settings(c, opt) -> None:
