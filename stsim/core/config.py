@@ -338,9 +338,9 @@ def _look_up(c, objects) -> Resolved:
                          f"encoding object")
     if c.lr is not None:            # one step, or one per parameter of the architecture
         c.lr = Steps(c.lr, names=None if arch.shapes is None else tuple(arch.shapes(c)))
-    c.target = tgt.label
     _check_mechanism(c, att, arch)
     c.freeze = check_freeze(c.freeze, arch, c)
+    c.target = tgt.label
     return Resolved(spec, arch, opt, objects, att, target=tgt)
 
 

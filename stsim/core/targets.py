@@ -34,7 +34,7 @@ import math
 
 import numpy as np
 
-from stsim.core.schedule import plan
+from stsim.core.schedule import FROZEN, plan
 from stsim.core.task import Batch, draw_subsets, sts_target
 from stsim.util.validate import Steps, check_int
 
@@ -127,30 +127,37 @@ class Target:
 
     def plan(self, cfg, noted: bool = False):
         """The run's :class:`~stsim.core.schedule.Plan` (a resolved ``cfg``). The mean, and
-        an architecture without reduced dynamics (the FCN), keep theirs. A separable target
-        with orthonormal features and the linear readout gets the mean task's, DERIVED, with
-        ``d`` replaced by ``dim φ`` (the population loss needs only ``E φ = 0`` and
-        ``E φφᵀ = I``; the batch terms keep the Gaussian fourth moment, an approximation).
-        With :attr:`measured`: that plan's steps times its factors, MEASURED. Else the
-        same plan, said to be neither. The run's message says which."""
-        m = self.feature_dim(cfg.d)
+        an architecture without reduced dynamics (the FCN), keep theirs. Else the mean
+        task's plan on the features with W's token rows ``W_xx, W_xe`` held at 0 (unless
+        ``freeze`` is given): DERIVED for a separable target with orthonormal features and
+        the linear readout, whose population loss with ``W_xe = 0`` needs only ``E φ = 0``
+        and ``E φφᵀ = I`` — the mean task's with ``d`` replaced by ``dim φ`` (the batch's
+        stability bounds keep the Gaussian fourth moment). With :attr:`measured`: that
+        plan's step and step count times its factors, MEASURED. Else the same plan, said to
+        be neither. The run's message says which."""
         if self.paper or not cfg.resolved.arch.reduced:
             return plan(cfg, noted)
-        p = plan(cfg if m == cfg.d else cfg.keeping_resolved(d=m), noted)
-        if self.measured is not None and cfg.lr is None:
-            factors, times, where = self.measured
-            base = p.lr.record()
-            lr = {k: (base[k if k in base else "V"] if isinstance(base, dict) else base) * f
-                  for k, f in factors.items()}
-            p.lr = Steps(lr)
+        m = self.feature_dim(cfg.d)
+        # W_xe = 0: the weights depend on the positions only (heavy-tailed features in
+        # the keys let W_xe diffuse: measured, moment:3 at T = 12, batch 64)
+        p = plan(cfg.keeping_resolved(d=m, freeze=FROZEN if cfg.freeze is None
+                                      else cfg.freeze), noted)
+        factors, times, where = self.measured or (Variance.measured[0], 1.0, None)
+        base = p.lr.record()
+        if cfg.lr is None and self.readout == "quadratic":      # b and Q: V's step x factor
+            p.lr = Steps({k: (base[k if k in base else "V"] if isinstance(base, dict)
+                              else base) * f for k, f in factors.items()})
+        if cfg.steps is None:
+            p.steps = max(100, int(math.ceil(p.steps * times / 100.0)) * 100)
+        if where is not None:
             how = f"lr {p.lr} and steps measured on {where}"
         elif self.separable and self.orthonormal and self.readout == "linear":
             how = f"lr and steps derived: the mean task's with d replaced by dim phi = {m}"
         else:
-            how = (f"lr and steps neither derived nor measured: the mean task's on dim phi = "
-                   f"{m} (give lr and steps)")
-        if self.measured is not None and cfg.steps is None:
-            p.steps = max(100, int(math.ceil(p.steps * self.measured[1] / 100.0)) * 100)
+            how = (f"lr {p.lr} and steps neither derived nor measured: the mean task's on dim "
+                   f"phi = {m}" + (", b and Q at the variance's measured factors"
+                                   if self.readout == "quadratic" else "") +
+                   " (give lr and steps)")
         if noted:
             p.note = (p.note + "; " if p.note else "") + f"target {self.label}: {how}"
         return p
@@ -202,10 +209,10 @@ class Variance(Target):
     name = "variance"
     readout = "quadratic"
     orthonormal = True
-    #: MEASURED at T = 50, q = 3, seed 0 (docs/targets.md): W and V at the mean plan's
-    #: steps on dim φ, b and Q at 1/20 of V's, the steps x 2
-    measured = ({"W": 1.0, "V": 1.0, "b": 0.05, "Q": 0.05}, 2.0,
-                "T=50, q=3, stochastic/slots, seed 0 (docs/targets.md)")
+    #: MEASURED at T = 50, q = 3, seeds 0 and 1 (docs/targets.md, "Default step"): W and V
+    #: at the mean plan's steps on dim φ, b and Q at 1/20 of V's, the plan's step count
+    measured = ({"W": 1.0, "V": 1.0, "b": 0.05, "Q": 0.05}, 1.0,
+                "T=50, q=3, seeds 0-1 (docs/targets.md)")
 
     def feature_dim(self, d):
         return 2 * d
