@@ -78,10 +78,10 @@ class Config:
     registered spelling (``--optimizer SGD`` as ``--pe ONEHOT``); an option of another
     architecture is refused (``width``/``depth`` with the transformer).
 
-    ``pe``, ``optimizer``, ``arch`` and ``attention`` also take objects (an
+    ``pe``, ``optimizer``, ``arch``, ``attention`` and ``target`` also take objects (an
     :class:`Encoding`, an optimiser such as ``SGD(lr=1.0)``, an
-    :class:`~stsim.core.problem.ArchSpec`, an :class:`~stsim.core.attention.Attention` of
-    one's own): resolving records their name and keeps the object in :attr:`resolved`;
+    :class:`~stsim.core.problem.ArchSpec`, an :class:`~stsim.core.attention.Attention` or a
+    :class:`~stsim.core.targets.Target` of one's own): resolving records their name and keeps the object in :attr:`resolved`;
     nothing is registered.
     :meth:`to_dict` then adds ``<field>_object`` (the object's class) and, for an optimiser
     with settings beyond its step and schedule (Adam's ``betas``, ``eps``),

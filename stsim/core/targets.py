@@ -243,21 +243,13 @@ def make_target(target="mean") -> Target:
     the allowed values otherwise."""
     if isinstance(target, Target):
         return target
-    allowed = f"'mean', 'moment:k' (1 <= k <= {MAX_ORDER}), 'variance' or a Target object"
-    if not isinstance(target, str):
-        raise ValueError(f"target must be {allowed}, got {target!r}")
-    name, _, arg = target.strip().lower().partition(":")
-    if name not in TARGETS or (name == "moment") != bool(arg):
-        raise ValueError(f"target must be {allowed}, got {target!r}")
-    if not arg:
-        return TARGETS[name]()
-    try:
-        k = int(arg)
-    except ValueError:
-        raise ValueError(f"target must be {allowed}, got {target!r}") from None
-    if not 1 <= k <= MAX_ORDER:
-        raise ValueError(f"target must be {allowed}, got {target!r}")
-    return Moment(k)
+    name, _, arg = target.strip().lower().partition(":") if isinstance(target, str) else \
+        ("", "", "")
+    if name in TARGETS and (name == "moment") == bool(arg) and (
+            not arg or arg.isdigit() and 1 <= int(arg) <= MAX_ORDER):
+        return Moment(int(arg)) if arg else TARGETS[name]()
+    raise ValueError(f"target must be 'mean', 'moment:k' (1 <= k <= {MAX_ORDER}), 'variance' "
+                     f"or a Target object, got {target!r}")
 
 
 def target_of(cfg) -> Target:
@@ -269,7 +261,7 @@ def target_of(cfg) -> Target:
 
 def resolve_target(c, objects: dict) -> Target:
     """For :meth:`stsim.Config.resolve`: the target object of ``c.target`` (one's own kept
-    in ``objects``; a built-in one recorded as its label), ``c.target`` set to its label.
+    in ``objects``; a built-in one recorded as its label).
     ``ValueError`` naming ``target`` for a bad value, an object of no class of its own
     that defines no value, or an objective that is the mean task's (``population``)."""
     t = make_target(c.target)
@@ -283,7 +275,6 @@ def resolve_target(c, objects: dict) -> Target:
     if c.objective == "population" and not t.paper:
         raise ValueError(f"target={t.label!r}: objective='population' is the mean task's "
                          f"exact population loss; use objective 'online' or 'sample'")
-    c.target = t.label
     return t
 
 
