@@ -87,27 +87,36 @@ def test_object_without_value_and_population_refused():
 
 
 # ---- the model's side: finite differences of every parameter, dense and index ----------
-@pytest.mark.parametrize("kind,d_e", [("onehot", T), ("slots", 2 * T), ("dense", 7)])
-@pytest.mark.parametrize("model", ["theory", "practical"])
+CASES = [(k, d_e, m, {}) for k, d_e in (("onehot", T), ("slots", 2 * T), ("slots", 80),
+                                         ("dense", 7)) for m in ("theory", "practical")] + [
+    ("slots", 2 * T, "practical", {"x_query": True}), ("slots", 2 * T, "practical", {"rank": 4})]
+
+
+@pytest.mark.parametrize("kind,d_e,model,extra", CASES)
 @pytest.mark.parametrize("target", ["variance", "moment:2"])
-def test_finite_differences(kind, d_e, model, target):
+def test_finite_differences(kind, d_e, model, target, extra):
     """float64 central differences against the analytic gradients of W, V (the target's
-    rows), b and Q of the quadratic readout (the moment: W and V on Hermite features)."""
+    rows), b and Q of the quadratic readout (the moment: W and V on Hermite features), on
+    both routes of the index form (d_e <= dim φ T: rows; 80: gathered columns), with a
+    query content part, and through a key/query pair of rank 4."""
     rng = np.random.default_rng(1)
     t = make_target(target)
     b = t.draw(rng, B, T, q, d, features=True)
     pe = _encodings(kind, rng, d_e)
     m, o = t.feature_dim(d), t.dim(d)
-    P = [0.5 * rng.standard_normal((m + d_e, m + d_e)), 0.5 * rng.standard_normal((o, m + d_e))]
+    r = extra.get("rank")
+    P = [0.5 * rng.standard_normal((m + d_e, m + d_e)) if r is None else
+         0.5 * rng.standard_normal((2, r, m + d_e)), 0.5 * rng.standard_normal((o, m + d_e))]
     if t.readout == "quadratic":
         P += [rng.standard_normal(o), 0.3 * rng.standard_normal((o, m, m))]
+    xq = rng.standard_normal((B, m)) if extra.get("x_query") else None
 
     def fg(p):
         head = None if len(p) == 2 else {"b": p[2], "Q": p[3]}
-        out = forward_backward(p[0], p[1], b.X, b.y, pe, model=model, target=b.target,
-                               readout=head)
-        return out[0], [np.asarray(out[1]), out[2]] + ([] if head is None else
-                                                         [out[3]["b"], out[3]["Q"]])
+        out = forward_backward(p[0] if r is None else tuple(p[0]), p[1], b.X, b.y, pe,
+                               model=model, target=b.target, readout=head, x_query=xq, rank=r)
+        dW = np.asarray(out[1]) if r is None else np.stack(out[1])
+        return out[0], [dW, out[2]] + ([] if head is None else [out[3]["b"], out[3]["Q"]])
 
     check_grad(fg, P, rng, rtol=1e-6)
     for i in range(len(P)):             # each parameter on its own

@@ -352,8 +352,8 @@ def _check_mechanism(c, att, arch):
             raise ValueError(f"attention, rank and temperature are options of the transformer; "
                              f"arch={c.arch!r} has none: got {given}")
         return
-    if c.rank is not None:
-        c.rank = check_int("rank", c.rank, 1, c.d + c.d_e)
+    if c.rank is not None:      # D = dim φ + d_e (the target's features)
+        c.rank = check_int("rank", c.rank, 1, c.target.feature_dim(c.d) + c.d_e)
 
 
 def _transformer(arch) -> bool:

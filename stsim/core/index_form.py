@@ -222,7 +222,7 @@ def _index_forward_backward(W, V, X, ops, target, need_grad, sparse_grad=False, 
     parts = ops.parts(X)
     one = len(parts) == 1
     s = None if one else np.empty((B, T + ops.practical))
-    h_x, r_e = np.empty((B, d)), np.empty((B, d))
+    h_x, r_e = np.empty((B, d)), np.empty((B, V.shape[0]))
     h_e = None if one or not ops.practical else np.empty((B, T))
     for sl, o in parts:
         s_c = att.weights(_logits(W, X[sl], o))
