@@ -250,3 +250,22 @@ def test_command_line(tmp_path):
                          capture_output=True, text=True)
     assert bad.returncode != 0 and "target must be" in bad.stderr
     assert not (tmp_path / "bad").exists()
+
+
+@pytest.mark.parametrize("d_e", [2 * T, 80])
+def test_parts_of_the_batch_change_no_bit_with_the_readout(monkeypatch, d_e):
+    rng = np.random.default_rng(4)
+    t = make_target("variance")
+    b = t.draw(rng, 40, T, q, d, features=True)
+    pe = PEBatch(d_e=d_e, idx=np.stack([rng.permutation(d_e)[:T] for _ in range(40)]))
+    m = t.feature_dim(d)
+    W, V = rng.standard_normal((m + d_e, m + d_e)), rng.standard_normal((d, m + d_e))
+    head = {"b": rng.standard_normal(d), "Q": rng.standard_normal((d, m, m))}
+    for model in ("theory", "practical"):
+        whole = forward_backward(W, V, b.X, b.y, pe, target=b.target, readout=head, model=model)
+        monkeypatch.setattr("stsim.core.index_form._PART", 32)      # one sample per part
+        parts = forward_backward(W, V, b.X, b.y, pe, target=b.target, readout=head, model=model)
+        monkeypatch.undo()
+        assert whole[0] == parts[0] and np.array_equal(np.asarray(whole[1]), np.asarray(parts[1]))
+        assert np.array_equal(whole[2], parts[2])
+        assert all(np.array_equal(whole[3][k], parts[3][k]) for k in "bQ")
