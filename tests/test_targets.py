@@ -269,3 +269,10 @@ def test_parts_of_the_batch_change_no_bit_with_the_readout(monkeypatch, d_e):
         assert whole[0] == parts[0] and np.array_equal(np.asarray(whole[1]), np.asarray(parts[1]))
         assert np.array_equal(whole[2], parts[2])
         assert all(np.array_equal(whole[3][k], parts[3][k]) for k in "bQ")
+
+
+def test_result_of_a_target_saves_loads_and_attends(tmp_path):
+    res = stsim.run(T=10, q=2, steps=20, batch=16, target="variance")
+    back = stsim.load(res.save(tmp_path / "r.npz"))
+    assert sorted(back.params) == ["Q", "V", "W", "b"] and back.config["target"] == "variance"
+    assert back.params["Q"].shape == (5, 10, 10) and back.attention(n=2).shape == (2, 10)
