@@ -17,6 +17,7 @@ from stsim.util.signals import guard_cli_imports as _guard_cli_imports
 _guard_cli_imports()    # the stsim command: Ctrl-C during these imports is one line, exit 130
 
 from stsim.core.task import Batch, sample_batch, sample_subsets, sts_target
+from stsim.core.targets import Target
 from stsim.core.encodings import (PEBatch, Encoding, OneHot, NearOrthogonal, StochasticSlots,
                                   StochasticSphere, coherence)
 from stsim.core.families import make_encoding, register_encoding
@@ -37,7 +38,7 @@ from stsim.baselines.fcn import FCNProblem  # registers arch="fcn"
 from stsim import sweep  # the module is callable: stsim.sweep(fn, grid, ...)
 
 __all__ = [
-    "__version__", "Batch", "sample_batch", "sample_subsets", "sts_target",
+    "__version__", "Batch", "sample_batch", "sample_subsets", "sts_target", "Target",
     "PEBatch", "Encoding", "OneHot", "NearOrthogonal", "StochasticSlots", "StochasticSphere",
     "make_encoding", "register_encoding", "coherence", "loss_and_grad", "forward_backward", "target_params",
     "cosine_to_target", "check_grad", "directional_check", "SGD", "Adam", "make_optimizer",

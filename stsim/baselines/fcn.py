@@ -16,7 +16,7 @@ Model (one sample; ``L = depth`` hidden layers of ``k = width`` units)::
     u   = [vec(X); 1_y] ∈ R^n,   n = T d + T       (X row-major: token after token)
     z_l = W_l h_{l-1} + b_l,     h_l = relu(z_l),    h_0 = u,   l = 1..L
     f   = A h_L + c ∈ R^d
-    r   = f − STS_q(X, y),       ℓ = ½ ‖r‖²
+    r   = f − STS_q(X, y),       ℓ = ½ ‖r‖²    (or another target: stsim.core.targets)
 
 Backward (beside the forward formulas; batch rows, every gradient is a batch mean)::
 
@@ -40,7 +40,7 @@ from __future__ import annotations
 import numpy as np
 
 from stsim.core.problem import Problem, register_arch
-from stsim.core.task import sample_batch
+from stsim.core.targets import target_of
 from stsim.util.validate import check_int
 
 __all__ = ["fcn_input", "fcn_forward_backward", "mlp_forward", "mlp_backward", "fcn_init",
@@ -234,10 +234,11 @@ class FCNProblem(Problem):
 
     def __init__(self, cfg, streams):
         _resolve_fcn(cfg)         # also for a config that was not resolved by Config
+        self.target = target_of(cfg)    # its output: the target's dimension
         super().__init__(cfg, streams)
 
     def _draw(self, rng, B, T, q):
-        b = sample_batch(rng, B, T, q, self.cfg.d)
+        b = self.target.draw(rng, B, T, q, self.cfg.d)
         return fcn_input(b.X, b.y), b.target
 
     @property
@@ -249,7 +250,8 @@ class FCNProblem(Problem):
     def init_params(self, rng):
         """Initial weights of the MLP (:func:`fcn_init`, drawn from ``rng``): dict of arrays."""
         c = self.cfg
-        return fcn_init(rng, self.n_in, c.d, c.width, c.depth, c.init, c.init_scale)
+        return fcn_init(rng, self.n_in, self.target.dim(c.d), c.width, c.depth, c.init,
+                        c.init_scale)
 
     def batch_loss_grad(self, params, data, need_grad=True):
         """``(loss, grads)`` of :func:`fcn_forward_backward` on ``data = (u, target)``."""
@@ -325,9 +327,11 @@ def fcn_seconds_per_step(cfg) -> float:
 
 def fcn_shapes(cfg) -> dict:
     """``{name: shape}`` of the FCN's parameters (:func:`fcn_init`): ``W1`` (k, T d + T),
-    ``b1`` (k,), ``Wl`` (k, k), ``bl`` (k,), ``A`` (d, k), ``c`` (d,), ``k = width``."""
-    k, d, n_in = int(cfg.width), int(cfg.d), int(cfg.T) * (int(cfg.d) + 1)
-    shape = {"W": (k, k), "b": (k,), "A": (d, k), "c": (d,)}
+    ``b1`` (k,), ``Wl`` (k, k), ``bl`` (k,), ``A`` (o, k), ``c`` (o,), ``k = width``, ``o``
+    the target's dimension (``d`` for the mean; :mod:`stsim.core.targets`)."""
+    k, n_in = int(cfg.width), int(cfg.T) * (int(cfg.d) + 1)
+    o = target_of(cfg).dim(int(cfg.d))
+    shape = {"W": (k, k), "b": (k,), "A": (o, k), "c": (o,)}
     return {name: (k, n_in) if name == "W1" else shape[name[0]]
             for name in param_names(cfg.depth)}
 

@@ -20,6 +20,7 @@ from stsim.core.problem import (ArchSpec, arch_names, arch_spec,
                                 check_objective)
 from stsim.core.schedule import FROZEN, MARGIN, NOISE_W, settle
 from stsim.core.seeds import seed_record
+from stsim.core.targets import resolve_target
 from stsim.core.memory import run_memory
 from stsim.util.validate import (Steps, check_choice, check_int, check_memory, check_real,
                                  int_tuple)
@@ -35,7 +36,7 @@ INITS = ("zero", "random")
 
 #: the fields that also take an object (an Encoding, an optimiser, an ArchSpec, a mechanism
 #: of one's own: a built-in mechanism object is recorded as its name and temperature)
-OBJECT_FIELDS = ("pe", "optimizer", "arch", "attention")
+OBJECT_FIELDS = ("pe", "optimizer", "arch", "attention", "target")
 
 
 @dataclass(frozen=True)
@@ -54,6 +55,7 @@ class Resolved:
     objects: dict = field(default_factory=dict)
     attention: object = None
     plan: object = None
+    target: object = None
 
 
 def _field(default, help, default_text=None):
@@ -76,11 +78,11 @@ class Config:
     registered spelling (``--optimizer SGD`` as ``--pe ONEHOT``); an option of another
     architecture is refused (``width``/``depth`` with the transformer).
 
-    ``pe``, ``optimizer``, ``arch`` and ``attention`` also take objects (an
+    ``pe``, ``optimizer``, ``arch``, ``attention`` and ``target`` also take objects (an
     :class:`Encoding`, an optimiser such as ``SGD(lr=1.0)``, an
-    :class:`~stsim.core.problem.ArchSpec`, an :class:`~stsim.core.attention.Attention` of
-    one's own): resolving records their name and keeps the object in :attr:`resolved`;
-    nothing is registered.
+    :class:`~stsim.core.problem.ArchSpec`, an :class:`~stsim.core.attention.Attention` or a
+    :class:`~stsim.core.targets.Target` of one's own): resolving records their name and
+    keeps the object in :attr:`resolved`; nothing is registered.
     :meth:`to_dict` then adds ``<field>_object`` (the object's class) and, for an optimiser
     with settings beyond its step and schedule (Adam's ``betas``, ``eps``),
     ``optimizer_settings`` (``settings()`` of the object; a resume must match it like every
@@ -154,6 +156,9 @@ class Config:
                        "stsim.baselines.fcn) | a registered name (Python: also an ArchSpec)")
     width: int | None = _field(None, "FCN hidden width", "64")
     depth: int = _field(1, "FCN number of hidden layers")
+    target: str = _field("mean", "what the task asks of the selected tokens: mean | moment:k "
+                         "(the mean of h_k = He_k/sqrt(k!), elementwise) | variance (Python: "
+                         "also a Target object; docs/targets.md)")
 
     @classmethod
     def from_options(cls, **options) -> "Config":
@@ -263,7 +268,7 @@ class Config:
 #: the mechanism fields at the paper's model
 MECHANISM_DEFAULTS = {"attention": "softmax", "rank": None, "temperature": 1.0}
 #: fields added later, at the value meant where absent (:meth:`Config.to_dict` omits them)
-ADDED_LATER = {**MECHANISM_DEFAULTS, "freeze": []}
+ADDED_LATER = {**MECHANISM_DEFAULTS, "freeze": [], "target": "mean"}
 
 
 def _check_fields(c) -> None:
@@ -305,6 +310,7 @@ def _look_up(c, objects) -> Resolved:
         c.optimizer, c.objective = resolve_optimizer(c.optimizer, c.objective)  # "gd"
         opt = optimizer_spec(c.optimizer)
     att = resolve_mechanism(c, objects, INITS)
+    tgt = c.target = resolve_target(c, objects)     # the object until the shapes are known
     if "arch" in objects:
         arch = objects["arch"]
         if not isinstance(arch, ArchSpec):
@@ -329,7 +335,8 @@ def _look_up(c, objects) -> Resolved:
         raise ValueError(f"pe: arch={c.arch!r} takes no positional encoding, got an "
                          f"encoding object")
     _check_mechanism(c, att, arch)
-    return Resolved(spec, arch, opt, objects, att)
+    c.target = tgt.label
+    return Resolved(spec, arch, opt, objects, att, target=tgt)
 
 
 def _check_mechanism(c, att, arch):
@@ -340,8 +347,8 @@ def _check_mechanism(c, att, arch):
             raise ValueError(f"attention, rank and temperature are options of the transformer; "
                              f"arch={c.arch!r} has none: got {given}")
         return
-    if c.rank is not None:
-        c.rank = check_int("rank", c.rank, 1, c.d + c.d_e)
+    if c.rank is not None:      # D = dim φ + d_e (the target's features)
+        c.rank = check_int("rank", c.rank, 1, c.target.feature_dim(c.d) + c.d_e)
 
 
 def _optimizer_settings(r) -> dict:
@@ -355,7 +362,7 @@ def _object_name(name: str, obj) -> str:
     """The name a config records for the object given as its field ``name``."""
     if name == "optimizer":
         return object_spec(obj).name
-    return obj.name if name == "arch" else str(obj.name)
+    return obj.name if name == "arch" else obj.label if name == "target" else str(obj.name)
 
 
 def _take_object_settings(c, opt) -> None:

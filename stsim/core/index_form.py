@@ -8,7 +8,7 @@ import numpy as np
 from scipy.sparse import csr_matrix
 
 from stsim.core.attention import Softmax
-from stsim.core.kernels import _bmv, _bvm, _logits, _loss
+from stsim.core.kernels import _bmv, _bvm, _logits, _loss, _quadratic, _quadratic_back
 from stsim.core.sparse_grad import SparseGradW, flat_view
 
 __all__ = []   # internal to stsim.core (model.forward_backward dispatches here)
@@ -145,7 +145,7 @@ class _IndexOps:
     def grad_V(self, r, h):
         h_x, h_e = h
         d = self.d
-        dV = np.empty((d, d + self.d_e))
+        dV = np.empty((r.shape[1], d + self.d_e))
         dV[:, :d] = r.T @ h_x
         dV[:, d:] = self.scatter(h_e, r).T
         return dV
@@ -206,21 +206,23 @@ class _IndexOps:
         return dW
 
 
-def _index_forward_backward(W, V, X, ops, target, need_grad, sparse_grad=False, att=None):
+def _index_forward_backward(W, V, X, ops, target, need_grad, sparse_grad=False, att=None,
+                            head=None):
     """The same formulas for index encodings, in token space and in parts of the batch
     (:meth:`_IndexOps.parts`): per part the logits, softmax, mixture (and ``V_e h_e`` on
     the gather route); then the products over the whole batch (``V h``, the loss, ``dV``,
     ``Vᵀ r``); then per part ``g``, ``δ`` and ``u = Z δ``. Every per-sample number is
     computed as on the whole batch and every product over the batch on the whole batch, so
     the parts change no bit. ``att``: the map from logits to weights
-    (:mod:`stsim.core.attention`; None: softmax)."""
+    (:mod:`stsim.core.attention`; None: softmax); ``head``: the quadratic readout's
+    parameters (then a fourth value, their gradients)."""
     if att is None:
         att = Softmax()
     B, T, d = X.shape
     parts = ops.parts(X)
     one = len(parts) == 1
     s = None if one else np.empty((B, T + ops.practical))
-    h_x, r_e = np.empty((B, d)), np.empty((B, d))
+    h_x, r_e = np.empty((B, d)), np.empty((B, V.shape[0]))
     h_e = None if one or not ops.practical else np.empty((B, T))
     for sl, o in parts:
         s_c = att.weights(_logits(W, X[sl], o))
@@ -242,10 +244,11 @@ def _index_forward_backward(W, V, X, ops, target, need_grad, sparse_grad=False, 
     else:
         r = h_x @ V[:, :d].T
         r += r_e
+    Qh = None if head is None else _quadratic(head, h_x, r)
     r -= target
     loss = _loss(r)
     if not need_grad:
-        return loss, None, None
+        return (loss, None, None) + ((None,) if head is not None else ())
     r /= B
     if ops.rows:
         dV = r.T @ h
@@ -254,6 +257,9 @@ def _index_forward_backward(W, V, X, ops, target, need_grad, sparse_grad=False, 
     else:
         dV = ops.grad_V(r, (h_x, h_e))
         v, v_x = None, r @ V[:, :d]                # V_xᵀ r, (B, d)
+    if head is not None:                           # the readout's term of ∂ℓ/∂h_x
+        dh, extra = _quadratic_back(head, h_x, r, Qh)
+        v_x += extra
     u_x = np.empty((B, d))
     u_e = None if one else np.empty((B, T))
     for sl, o in parts:
@@ -265,4 +271,5 @@ def _index_forward_backward(W, V, X, ops, target, need_grad, sparse_grad=False, 
             u_e = ue_c
         else:
             u_e[sl] = ue_c
-    return loss, ops.grad_W((u_x, u_e), sparse_grad), dV
+    out = (loss, ops.grad_W((u_x, u_e), sparse_grad), dV)
+    return out if head is None else out + (dh,)

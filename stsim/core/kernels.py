@@ -1,6 +1,6 @@
 """Batch kernels shared by the two forms of :mod:`stsim.core.model` (dense encodings and
 the index form of :mod:`stsim.core.index_form`): the logits, the row softmax, the softmax
-Jacobian, the loss and two batched matrix-vector products. The formulas are those of
+Jacobian, the loss, two batched matrix-vector products and the quadratic readout. The formulas are those of
 :mod:`stsim.core.model`'s docstring."""
 import numpy as np
 
@@ -55,3 +55,20 @@ def _jacobian(g, s):
 
 def _loss(r):
     return 0.5 * float(np.einsum("bd,bd->", r, r)) / r.shape[0]
+
+
+def _quadratic(head, h_x, r):
+    """``r += b + [h_φᵀ Q_o h_φ]_o`` in place (``head = {"b": (o,), "Q": (o, m, m)}``,
+    ``h_x``: ``h_φ`` (B, m)); returns ``Q h_φ`` (B, o, m) for :func:`_quadratic_back`."""
+    Qh = np.einsum("oij,bj->boi", head["Q"], h_x)
+    r += head["b"]
+    r += np.einsum("bi,boi->bo", h_x, Qh)
+    return Qh
+
+
+def _quadratic_back(head, h_x, r, Qh):
+    """``({"b": Σ_b r, "Q": Σ_b r_o h_φ h_φᵀ}, Σ_o r_o (Q_o + Q_oᵀ) h_φ)`` for the batch
+    rows ``r`` (the batch mean folded in): the quadratic readout's gradients and its term
+    of ``∂ℓ/∂h_φ`` (:mod:`stsim.core.model`'s docstring)."""
+    grads = {"b": r.sum(axis=0), "Q": np.einsum("bo,bi,bj->oij", r, h_x, h_x)}
+    return grads, np.einsum("bo,boi->bi", r, Qh) + np.einsum("bo,oji,bj->bi", r, head["Q"], h_x)

@@ -3,6 +3,7 @@
 :meth:`~stsim.core.config.Config.check_memory` checks against 80% of physical memory)."""
 from __future__ import annotations
 
+from stsim.core.targets import target_of
 from stsim.util.malloc import MMAP_THRESHOLD
 
 __all__ = ["run_memory"]
@@ -16,7 +17,7 @@ def run_memory(cfg) -> dict:
     to 2 more while one is computed, counted whenever each step draws a fresh batch),
     and the validation sets."""
     f8 = 8
-    B, T, d = cfg.batch, cfg.T, cfg.d
+    B, T, d = cfg.batch, cfg.T, target_of(cfg).feature_dim(cfg.d)   # a token's φ(x)
     val_T = [T] * (1 + len(cfg.q_test)) + list(cfg.T_test)
     nb = cfg.n_train if cfg.objective != "online" else B
     out = {}

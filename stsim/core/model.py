@@ -17,13 +17,29 @@ One sample, with token columns ``z_1..z_N`` (``N = T`` for the *theory* model; t
     \ell = \tfrac12 \lVert r \rVert^2 .
     \end{gathered}
 
+Another target (:mod:`stsim.core.targets`) replaces the token's content part ``x`` by fixed
+features ``φ(x)`` (``z_i = [φ(x_i); p_i]``, ``X`` holding them; the query's content part
+stays 0), ``V`` has the target's output dimension as its rows, and its readout may be
+quadratic in the feature part ``h_φ`` of ``h``, with parameters ``b`` and ``Q_o``
+(``readout=`` below):
+
+.. math::
+
+    f_o = (V h)_o + b_o + h_\varphi^\top Q_o h_\varphi, \qquad
+    \partial\ell/\partial b = r, \qquad \partial\ell/\partial Q_o = r_o h_\varphi h_\varphi^\top,
+    \qquad \partial\ell/\partial h_\varphi \mathrel{+}= \textstyle\sum_o r_o (Q_o + Q_o^\top) h_\varphi,
+
+the last term added to ``Vᵀ r`` in ``g`` below. Linear in ``(b, Q)``: zero is no
+stationary point of the readout (``∂ℓ/∂Q_o = −target_o h_φ h_φᵀ`` at zero).
+
 Backward (the derivative sits beside the forward formula):
 
 .. math::
 
     \begin{aligned}
     \partial\ell/\partial V &= r h^\top, \\
-    g_i &= \partial\ell/\partial s_i = z_i^\top V^\top r, \\
+    g_i &= \partial\ell/\partial s_i = z_i^\top \partial\ell/\partial h
+      = z_i^\top V^\top r, \\
     \delta_i &= \partial\ell/\partial a_i = s_i \big(g_i - \textstyle\sum_k s_k g_k\big)
       && \text{(softmax Jacobian)}, \\
     \partial\ell/\partial W &= \textstyle\sum_i \delta_i z_i z_q^\top = (Z\delta)\, z_q^\top
@@ -55,7 +71,7 @@ from scipy.special import softmax
 from stsim.core.attention import Softmax, check_rank, lowrank_W, lowrank_grad, make_attention
 from stsim.core.encodings import PEBatch
 from stsim.core.index_form import _index_forward_backward, _IndexOps
-from stsim.core.kernels import _bmv, _bvm, _logits, _loss
+from stsim.core.kernels import _bmv, _bvm, _logits, _loss, _quadratic, _quadratic_back
 from stsim.core.task import sts_target
 from stsim.util.validate import check_choice
 
@@ -85,16 +101,18 @@ def _check_shapes(W, V, X, y, d_e, target=None, x_query=None):
     if W.shape != (D, D):
         raise ValueError(f"W must have shape (D, D) = ({D}, {D}) with D = d + d_e = {d} + {d_e}, "
                          f"got {W.shape}")
-    if V.shape != (d, D):
-        raise ValueError(f"V must have shape (d, D) = ({d}, {D}), got {V.shape}")
+    if V.ndim != 2 or V.shape[1] != D or (target is None and V.shape[0] != d):
+        raise ValueError(f"V must have shape (o, D) with D = {D} (o = d = {d} for the default "
+                         f"target STS_q), got {V.shape}")
     if y.ndim != 2 or y.shape[0] != B:
         raise ValueError(f"y must have shape (B, q) = ({B}, q), got {y.shape}")
     if not np.issubdtype(y.dtype, np.integer):
         raise ValueError(f"y must hold integer positions, got dtype {y.dtype}")
     if y.size and (y.min() < 0 or y.max() >= T):
         raise ValueError(f"y must hold positions in [0, {T - 1}]")
-    if target is not None and target.shape != (B, d):
-        raise ValueError(f"target must have shape (B, d) = ({B}, {d}), got {target.shape}")
+    if target is not None and target.shape != (B, V.shape[0]):
+        raise ValueError(f"target must have shape (B, o) = ({B}, {V.shape[0]}) (o: V's rows), "
+                         f"got {target.shape}")
     if x_query is not None and np.shape(x_query) not in ((d,), (B, d)):
         raise ValueError(f"x_query must have shape (d,) or (B, d), got {np.shape(x_query)}")
 
@@ -193,9 +211,12 @@ class _DenseOps:
         """``Σ_b r_b h_bᵀ``, (d, D)."""
         return r.T @ h
 
-    def back(self, V, X, r):
-        """``g_i = z_iᵀ Vᵀ r`` (the practical model: also ``z_qᵀ Vᵀ r``), (B, N)."""
+    def back(self, V, X, r, extra=None):
+        """``g_i = z_iᵀ v``, ``v = Vᵀ r`` (+ ``extra`` in its token part: the quadratic
+        readout's) (the practical model: also ``z_qᵀ v``), (B, N)."""
         v = r @ V                                             # Vᵀ r, (B, D)
+        if extra is not None:
+            v[:, :self.d] += extra
         g = _bmv(X, v[:, :self.d])
         g += self.take_D(v)
         if self.practical:
@@ -207,22 +228,28 @@ class _DenseOps:
         return u.T @ self.zq
 
 
-def _forward_backward(W, V, X, ops, target, need_grad, sparse_grad=False, att=_SOFTMAX):
+def _forward_backward(W, V, X, ops, target, need_grad, sparse_grad=False, att=_SOFTMAX,
+                      head=None):
     """The formulas of the module docstring, dense encodings; ``Z = [X; P]`` is never
-    built. ``att``: the map from logits to weights (:mod:`stsim.core.attention`)."""
-    B = X.shape[0]
+    built. ``att``: the map from logits to weights (:mod:`stsim.core.attention`);
+    ``head``: the quadratic readout's ``{"b", "Q"}`` (then a fourth value, their
+    gradients)."""
+    B, d = X.shape[0], X.shape[2]
     s = att.weights(_logits(W, X, ops))
     h = ops.mix(X, s)                              # Z s
     r = ops.value(V, h)
-    r -= target                                    # f − target, (B, d)
+    Qh = None if head is None else _quadratic(head, h[:, :d], r)
+    r -= target                                    # f − target, (B, o)
     loss = _loss(r)
     if not need_grad:
-        return loss, None, None
+        return (loss, None, None) + ((None,) if head is not None else ())
     r /= B                                         # folds the batch mean into the backward
     dV = ops.grad_V(r, h)                          # Σ_b r hᵀ / B
-    g = att.backward(ops.back(V, X, r), s)         # δ from g_i = z_iᵀ Vᵀ r
+    dh, extra = (None, None) if head is None else _quadratic_back(head, h[:, :d], r, Qh)
+    g = att.backward(ops.back(V, X, r, extra), s)  # δ from g_i = z_iᵀ ∂ℓ/∂h
     u = ops.mix(X, g, out=h)                       # u = Z δ (h is no longer needed)
-    return loss, ops.grad_W(u, sparse_grad), dV    # Σ_b (Zδ) z_qᵀ
+    out = (loss, ops.grad_W(u, sparse_grad), dV)   # Σ_b (Zδ) z_qᵀ
+    return out if head is None else out + (dh,)
 
 
 # --------------------------------------------------------------------------------------
@@ -230,7 +257,7 @@ def _forward_backward(W, V, X, ops, target, need_grad, sparse_grad=False, att=_S
 # --------------------------------------------------------------------------------------
 def forward_backward(W, V, X, y, pe: PEBatch, *, model="theory", query="sum", x_query=None,
                      target=None, need_grad=True, sparse_grad=False, attention=None,
-                     temperature=1.0, rank=None):
+                     temperature=1.0, rank=None, readout=None):
     """Batch-mean loss and (optionally) gradients, dispatching on the encoding's form.
 
     Parameters
@@ -241,7 +268,7 @@ def forward_backward(W, V, X, y, pe: PEBatch, *, model="theory", query="sum", x_
     V : (d, D) array
         Merged value-output matrix.
     X : (B, T, d) array
-        Tokens.
+        Tokens (their features ``φ(x)`` for another target, :mod:`stsim.core.targets`).
     y : (B, q) int array
         Selected positions.
     pe : PEBatch
@@ -252,8 +279,8 @@ def forward_backward(W, V, X, y, pe: PEBatch, *, model="theory", query="sum", x_
         ``p_q = c Σ_{j∈y} p_j`` with ``c = 1`` or ``1/q``.
     x_query : None, (d,) or (B, d)
         The query's token part (0 by default, as in Thm. 1).
-    target : (B, d), optional
-        Defaults to ``STS_q(X, y)``.
+    target : (B, o), optional
+        Defaults to ``STS_q(X, y)`` (``o = d``).
     need_grad : bool
         If False, returns ``(loss, None, None)`` (cheaper).
     sparse_grad : bool
@@ -269,6 +296,9 @@ def forward_backward(W, V, X, y, pe: PEBatch, *, model="theory", query="sum", x_
     rank : int, optional
         ``W`` is then the pair ``(W_K, W_Q)`` of shape ``(rank, D)`` each, ``W = W_Kᵀ W_Q``,
         and ``dW`` is returned as the pair ``(∂/∂W_K, ∂/∂W_Q)``.
+    readout : dict, optional
+        The quadratic readout's ``{"b": (o,), "Q": (o, d, d)}`` (module docstring); then a
+        fourth value is returned, their gradients as a dict (None without ``need_grad``).
 
     Returns
     -------
@@ -291,34 +321,36 @@ def forward_backward(W, V, X, y, pe: PEBatch, *, model="theory", query="sum", x_
             raise ValueError(f"W_K and W_Q must have shape (rank, D) = ({rank}, D), got "
                              f"{np.shape(W_K)}")
     return forward_backward_unchecked(W, V, X, y, pe, model == "practical", query, x_query,
-                                      target, need_grad, sparse_grad, att, rank is not None)
+                                      target, need_grad, sparse_grad, att, rank is not None,
+                                      readout)
 
 
 def forward_backward_unchecked(W, V, X, y, pe, practical, query, x_query, target, need_grad,
-                               sparse_grad, att, pair):
+                               sparse_grad, att, pair, head=None):
     """:func:`forward_backward` without its checks, for a run's step (its config checked
     the options once): ``practical`` a bool, ``query`` ``"sum"`` or ``"mean"``, ``att`` an
     :class:`~stsim.core.attention.Attention` or None (softmax), ``pair``: ``W`` is the pair
-    ``(W_K, W_Q)``."""
+    ``(W_K, W_Q)``; ``head``: the quadratic readout's parameters."""
     att = _SOFTMAX if att is None else att
     if pair:
         W_K, W_Q = W
-        loss, G, dV = forward_backward_unchecked(lowrank_W(W_K, W_Q), V, X, y, pe, practical,
-                                                 query, x_query, target, need_grad, False, att,
-                                                 False)
-        return loss, (None if G is None else lowrank_grad(W_K, W_Q, G)), dV
+        out = forward_backward_unchecked(lowrank_W(W_K, W_Q), V, X, y, pe, practical, query,
+                                         x_query, target, need_grad, False, att, False, head)
+        G = out[1]
+        return (out[0], None if G is None else lowrank_grad(W_K, W_Q, G)) + out[2:]
     c = _coef(query, y.shape[1])
     target, xq = _prepare(X, y, target, x_query)
     d = X.shape[2]
     if pe.is_index:
         ops = _IndexOps(pe.idx, pe.d_e, y, c, d, practical, xq)
-        return _index_forward_backward(W, V, X, ops, target, need_grad, sparse_grad, att)
+        return _index_forward_backward(W, V, X, ops, target, need_grad, sparse_grad, att,
+                                       head)
     ops = _DenseOps(pe.P, y, c, d, practical, xq)
-    return _forward_backward(W, V, X, ops, target, need_grad, sparse_grad, att)
+    return _forward_backward(W, V, X, ops, target, need_grad, sparse_grad, att, head)
 
 
 def loss_and_grad(W, V, X, y, P, *, model="theory", query="sum", x_query=None, target=None,
-                  attention=None, rank=None, temperature=1.0):
+                  attention=None, rank=None, temperature=1.0, readout=None):
     """Reference loss and analytic gradients with dense positional encodings.
 
     ``ℓ = ½‖V Z softmax(Zᵀ W z_q) − STS_q(X, y)‖²`` averaged over the batch (theory
@@ -334,8 +366,8 @@ def loss_and_grad(W, V, X, y, P, *, model="theory", query="sum", x_query=None, t
         (rank, D) arrays.
     P : (T, d_e) or (B, T, d_e) array
         Shared or per-sample encodings.
-    V, X, y, model, query, x_query, target, attention, rank, temperature
-        As for :func:`forward_backward`.
+    V, X, y, model, query, x_query, target, attention, rank, temperature, readout
+        As for :func:`forward_backward` (with ``readout``, a fourth value).
 
     Returns
     -------
@@ -375,7 +407,7 @@ def loss_and_grad(W, V, X, y, P, *, model="theory", query="sum", x_query=None, t
     _check_shapes(Wfull, V, X, y, P.shape[-1], target, x_query)
     return forward_backward(W, V, X, y, PEBatch(d_e=P.shape[-1], P=P), model=model,
                             query=query, x_query=x_query, target=target, attention=att,
-                            rank=rank)
+                            rank=rank, readout=readout)
 
 
 def target_params(d: int, d_e: int):

@@ -29,7 +29,7 @@ import numpy as np
 from stsim.core.encodings import sample_checked
 from stsim.core.model import cosine_to_target, forward_backward_unchecked
 from stsim.core.seeds import Streams
-from stsim.core.task import draw_batch
+from stsim.core.targets import target_of
 
 __all__ = ["Problem", "TransformerProblem", "make_problem", "register_arch", "arch_spec",
            "arch_names", "ArchSpec", "register_objective", "val_key", "transformer_shapes",
@@ -266,44 +266,53 @@ class TransformerProblem(Problem):
         att = cfg.resolved.attention
         self.att = None if att is None or att.paper else att
         self.rank = getattr(cfg, "rank", None)
+        self.target = target_of(cfg)         # the task's target (stsim.core.targets)
+        self.m = self.target.feature_dim(cfg.d)
+        try:                                 # cos_V: against the target's construction
+            self._V_star = self.target.exact(cfg.d)["V_x"]       # V* = [V_x*, 0]
+        except NotImplementedError:
+            self._V_star = None
         super().__init__(cfg, streams)
 
     def _draw(self, rng, B, T, q):
-        return draw_batch(rng, B, T, q, self.cfg.d), sample_checked(self.enc, rng, B, T)
+        return (self.target.draw(rng, B, T, q, self.cfg.d, features=True),
+                sample_checked(self.enc, rng, B, T))
 
     @property
     def D(self):
-        """Token width ``D = d + d_e``."""
-        return self.cfg.d + self.enc.d_e
+        """Token width ``D = dim φ + d_e`` (``dim φ = d`` for the mean)."""
+        return self.m + self.enc.d_e
 
     def init_params(self, rng):
         """``{"W": (D, D), "V": (d, D)}``: zeros, or ``init_scale`` times Gaussians from ``rng``.
         ``W`` is kept in Fortran (column) order: the index encodings' step reads and updates
         ``W`` column by column (:mod:`stsim.core.sparse_grad`). With ``rank = r``:
-        ``{"W_K": (r, D), "W_Q": (r, D), "V": (d, D)}``, drawn in that order."""
-        c, D = self.cfg, self.D
+        ``{"W_K": (r, D), "W_Q": (r, D), "V": (d, D)}``, drawn in that order; then, for a
+        quadratic readout, ``b`` and ``Q`` (:func:`transformer_shapes`)."""
+        c = self.cfg
 
         def draw(shape, order="C"):
             return np.zeros(shape, order=order) if c.init == "zero" else \
                 np.asarray(c.init_scale * rng.standard_normal(shape), order=order)
-        if self.rank is not None:
-            return {"W_K": draw((self.rank, D)), "W_Q": draw((self.rank, D)),
-                    "V": draw((c.d, D))}
-        return {"W": draw((D, D), order="F"), "V": draw((c.d, D))}
+        return {k: draw(shape, "F" if k == "W" else "C")
+                for k, shape in transformer_shapes(c, self.enc.d_e).items()}
 
     def batch_loss_grad(self, params, data, need_grad=True):
         """``(loss, {"W": dW, "V": dV})`` of :func:`stsim.core.model.forward_backward` on
         ``data = (Batch, PEBatch)``."""
         b, pe = data
         pair = self.rank is not None        # W = W_Kᵀ W_Q (stsim.core.attention)
-        loss, dW, dV = forward_backward_unchecked(
+        head = {"b": params["b"], "Q": params["Q"]} if "Q" in params else None
+        loss, dW, dV, *dh = forward_backward_unchecked(
             (params["W_K"], params["W_Q"]) if pair else params["W"], params["V"], b.X, b.y, pe,
             self.cfg.model == "practical", self.cfg.query, None, b.target, need_grad, True,
-            self.att, pair)
-        if not pair:
-            return loss, {"W": dW, "V": dV}
-        dK, dQ = (None, None) if dW is None else dW
-        return loss, {"W_K": dK, "W_Q": dQ, "V": dV}
+            self.att, pair, head)
+        out = {"W": dW} if not pair else dict(zip(("W_K", "W_Q"), (None, None) if dW is None
+                                                  else dW))
+        out["V"] = dV
+        if head is not None:                # the readout's gradients (None: no gradient)
+            out.update(dh[0] or dict.fromkeys(head))
+        return loss, out
 
     def population_loss_grad(self, params):
         loss, dW, dV = self.population.loss_grad(params["W"], params["V"])
@@ -318,7 +327,10 @@ class TransformerProblem(Problem):
         own metrics."""
         out = {}
         out["cos_W"], out["cos_V"] = cosine_to_target(self.merged_W(params), params["V"],
-                                                      self.cfg.d)
+                                                      self.m)
+        if not self.target.paper:           # V against the target's construction
+            out["cos_V"] = _cosine(params["V"], self._V_star) if self._V_star is not None \
+                else float("nan")
         if self.population is not None:
             out.update(self.population.metrics(params["W"], params["V"]))
         return out
@@ -328,14 +340,28 @@ class TransformerProblem(Problem):
         return {"encoding": self.enc.describe()}
 
 
-def transformer_shapes(cfg) -> dict:
-    """``{"W": (D, D), "V": (d, D)}``, ``D = d + d_e``: the transformer's parameters
-    (``{"W_K": (r, D), "W_Q": (r, D), "V": (d, D)}`` with ``rank = r``)."""
-    D = int(cfg.d) + int(cfg.d_e)
+def transformer_shapes(cfg, d_e=None) -> dict:
+    """``{"W": (D, D), "V": (o, D)}``, ``D = dim φ + d_e``, ``o`` the target's dimension
+    (``dim φ = o = d`` for the mean, :mod:`stsim.core.targets`): the transformer's
+    parameters (``{"W_K": (r, D), "W_Q": (r, D), "V": (o, D)}`` with ``rank = r``), then
+    ``b`` (o,) and ``Q`` (o, dim φ, dim φ) for a quadratic readout."""
+    t = target_of(cfg)
+    m, o = t.feature_dim(int(cfg.d)), t.dim(int(cfg.d))
+    D = m + int(cfg.d_e if d_e is None else d_e)
     r = getattr(cfg, "rank", None)
-    if r is not None:
-        return {"W_K": (int(r), D), "W_Q": (int(r), D), "V": (int(cfg.d), D)}
-    return {"W": (D, D), "V": (int(cfg.d), D)}
+    out = {"W": (D, D)} if r is None else {"W_K": (int(r), D), "W_Q": (int(r), D)}
+    out["V"] = (o, D)
+    if t.readout == "quadratic":
+        out.update(b=(o,), Q=(o, m, m))
+    return out
+
+
+def _cosine(A, B) -> float:
+    """``<A, [B, 0]>/(|A|_F |B|_F)`` for ``B`` of ``A``'s first columns (0 if A = 0, NaN
+    if A holds a non-finite entry)."""
+    n = np.linalg.norm(A)
+    return float("nan") if not np.isfinite(n) else 0.0 if n == 0 else \
+        float(np.sum(A[:, :B.shape[1]] * B) / (n * np.linalg.norm(B)))
 
 
 def transformer_blocks(cfg) -> dict:
@@ -344,7 +370,7 @@ def transformer_blocks(cfg) -> dict:
     ``W_xe = W[:d, d:]`` — the token rows —, ``W_ex = W[d:, :d]``, ``W_ee = W[d:, d:]``)
     and ``V = [V_x, V_e]`` (``V_x = V[:, :d]``, ``V_e = V[:, d:]``); with ``rank``,
     ``W_K`` and ``W_Q`` whole in place of the W blocks."""
-    d = int(cfg.d)
+    d = target_of(cfg).feature_dim(int(cfg.d))      # the token's content part: φ(x)
     x, e = slice(0, d), slice(d, None)
     if getattr(cfg, "rank", None) is not None:     # a key/query pair: each factor whole
         every = (slice(None), slice(None))

@@ -236,7 +236,8 @@ class Result:
             raise ValueError(f"X must have shape (B, T, d={cfg.d}) and y (B, q), got "
                              f"{X.shape} and {y.shape}")
         pe = sample_checked(enc, rng, X.shape[0], X.shape[1])
-        s = attention_weights(self.W, X, y, pe, model=cfg.model, query=cfg.query,
+        s = attention_weights(self.W, cfg.resolved.target.features(X), y, pe, model=cfg.model,
+                              query=cfg.query,
                               attention=cfg.resolved.attention)    # at its temperature
         return (s, X, y) if return_inputs else s
 

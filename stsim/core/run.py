@@ -120,7 +120,9 @@ def run(T=None, q=None, pe=None, *, config=None, checkpoint=None, checkpoint_eve
     **options
         Any field of :class:`Config` (``d``, ``d_e``, ``sampler``, ``model``, ``query``,
         ``objective``, ``optimizer``, ``lr`` — a number, or a step per parameter such as
-        ``{"W": 200, "V": 5.5}`` —, ``freeze`` — blocks held at their initial value,
+        ``{"W": 200, "V": 5.5}`` —, ``target`` — ``"mean"``, ``"moment:k"``,
+        ``"variance"`` or a :class:`~stsim.core.targets.Target` (docs/targets.md) —,
+        ``freeze`` — blocks held at their initial value,
         e.g. ``("W_xx", "W_xe")``, W's token rows (docs/model.md) —, ``steps``,
         ``batch``, ``init``, ``seed`` — an int, a ``numpy.random.SeedSequence`` or a
         ``Generator`` —, ``T_test``, ``q_test``, ``eval_every``, ...). Unknown names

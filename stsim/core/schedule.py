@@ -443,16 +443,16 @@ class LongRunWarning(UserWarning):
     LongRunWarning)`` does in Python)."""
 
 
-def plan(cfg) -> Plan:
+def plan(cfg, noted=False) -> Plan:
     """What a run of ``cfg`` (checked, names resolved; ``lr``, ``steps``, ``lr_decay``,
     ``freeze`` the caller's or None) will do: the one place they are decided. Given values
     are obeyed; else derived (:func:`predict`): an SGD step may be a step per block holding
     W's token rows :data:`FROZEN` unless the caller's ``freeze`` leaves them free, and the
     blocks held are the caller's and the default's, merged; ``lr_decay`` is the optimiser's
-    (Adam: linear) with a derived lr, else none. Unless ``lr`` and ``steps`` are both given
-    (an optimiser object's step is not), the run's message says what its step does beyond
-    the paper's (``note``). A
-    long default schedule warns (:class:`LongRunWarning`)."""
+    (Adam: linear) with a derived lr, else none. ``noted``: the caller left ``lr`` or
+    ``steps`` to the default (:func:`settle`; where nothing is derived, the run's message
+    then says so); the message says what a step does beyond the paper's (``note``,
+    :func:`_note`). A long default schedule warns (:class:`LongRunWarning`)."""
     arch, given = cfg.resolved.arch, cfg.freeze
     blocks = tuple(arch.blocks(cfg)) if arch.blocks is not None else ()
     s, default = Plan(Steps(cfg.lr) if cfg.lr is not None else None, cfg.steps), ()
@@ -464,9 +464,7 @@ def plan(cfg) -> Plan:
             warn(f"stsim: {s.warning}", LongRunWarning)
     s.freeze = tuple(b for b in blocks if b in set(given or ()) | set(default))   # merged
     s.lr_decay = cfg.lr_decay or (cfg.resolved.optimizer.decay if cfg.lr is None else "none")
-    chosen = cfg.lr is not None and cfg.steps is not None   # both given, not by an object
-    s.note = "" if chosen and "optimizer" not in cfg.resolved.objects else _note(cfg, s.lr,
-                                                                                  s.freeze)
+    s.note = _note(cfg, s.lr, s.freeze) if noted else ""
     return s
 
 
@@ -474,14 +472,17 @@ def settle(cfg) -> Plan:
     """The plan of the config ``cfg`` that :meth:`~stsim.core.config.Config.resolve` is
     resolving (its private copy, names resolved): ``lr`` checked (one step, or one per
     parameter of the architecture) and ``freeze`` (:func:`check_freeze`), the plan made
-    (:func:`plan`) and its decisions written into ``cfg.lr``, ``steps``, ``freeze`` and
+    (:func:`plan`, through the target's :meth:`~stsim.core.targets.Target.plan`) and its
+    decisions written into ``cfg.lr``, ``steps``, ``freeze`` and
     ``lr_decay`` — where the run's step and held blocks are checked, decided and
     recorded, once."""
     arch = cfg.resolved.arch
     if cfg.lr is not None:
         cfg.lr = Steps(cfg.lr, names=None if arch.shapes is None else tuple(arch.shapes(cfg)))
     cfg.freeze = check_freeze(cfg.freeze, arch, cfg)
-    p = plan(cfg)
+    # left to the default: lr or steps not given, or given by an optimiser object
+    noted = cfg.lr is None or cfg.steps is None or "optimizer" in cfg.resolved.objects
+    p = cfg.resolved.target.plan(cfg, noted)        # the target's: the mean's is plan(cfg)
     cfg.lr, cfg.steps, cfg.freeze, cfg.lr_decay = p.lr.record(), p.steps, p.freeze, p.lr_decay
     return p
 

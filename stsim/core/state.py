@@ -22,7 +22,7 @@ import threading
 
 import numpy as np
 
-from stsim.core.config import upgrade_config
+from stsim.core.config import ADDED_LATER, upgrade_config
 from stsim.util.io import load_npz, save_npz
 from stsim.util.signals import route_termination
 from stsim.util.validate import check_state_dict
@@ -309,9 +309,13 @@ class RunState:
             # another run's checkpoint (another T: its parameters have other shapes) is
             # named as such, with the fields that differ, before its parts are checked
             old = upgrade_config(meta["config"])
-            diff = sorted(k for k in new if k not in free and old.get(k) != new[k])
+            # a field left out at its value (ADDED_LATER) is compared at that value
+            keys = (set(new) | set(ADDED_LATER)) - free
+            diff = sorted(k for k in keys if old.get(k, ADDED_LATER.get(k)) !=
+                          new.get(k, ADDED_LATER.get(k)))
             if diff:
-                what = ", ".join(f"{k}: {old.get(k)!r} there, {new[k]!r} here"
+                what = ", ".join(f"{k}: {old.get(k, ADDED_LATER.get(k))!r} there, "
+                                 f"{new.get(k, ADDED_LATER.get(k))!r} here"
                                  for k in diff[:6]) + (", ..." if len(diff) > 6 else "")
                 raise ValueError(f"checkpoint {os.fspath(path)!r} was written with a "
                                  f"different config (differs in {diff}: {what}); remove it "

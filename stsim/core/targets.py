@@ -1,0 +1,294 @@
+r"""What the task asks of the selected tokens: the target object (docs/targets.md).
+
+The paper's task is the mean ``(1/q) Σ_{j∈y} x_j`` of the selected tokens. A *target* is
+one object holding every fact about another choice: its name and settings (recorded in a
+run's config as its :attr:`Target.label`, checked on resume), how a batch is drawn and
+its target computed from ``(X, y)`` (:meth:`Target.draw`), its output dimension, the fixed
+value feature map ``φ`` the tokens carry and its dimension (the model's token is
+``z_i = [φ(x_i); p_i]``; the query token's content part stays 0), the readout after the
+attention, whether it is separable, the population moments of ``φ``, the exact
+construction that represents it, and its run's default step. Nothing else branches on its
+name. Built-ins (:data:`TARGETS`; ``target=`` of :func:`stsim.run` takes ``"mean"``,
+``"moment:k"``, ``"variance"`` or an object)::
+
+    target      value (elementwise)                      φ(x)             dim φ  readout
+    mean        (1/q) Σ_j x_j                            x                d      linear
+    moment:k    (1/q) Σ_j h_k(x_j)                       h_k(x)           d      linear
+    variance    (1/q) Σ_j x_j² − ((1/q) Σ_j x_j)²        [h_1(x), h_2(x)]  2d     quadratic
+
+``h_k = He_k/√(k!)`` is the normalised (probabilists') Hermite polynomial,
+``He_{k+1}(x) = x He_k(x) − k He_{k−1}(x)``, ``He_0 = 1``, ``He_1 = x``: under
+``x ~ N(0, 1)``, ``E h_k h_l = δ_{kl}`` and ``E h_k = 0`` (``k ≥ 1``), so every built-in
+``φ`` has ``E φ = 0`` and ``E φφᵀ = I``. A *separable* target is the mean over the selected
+tokens of ``φ`` itself: the paper's task on the tokens ``φ(x)``.
+
+The readouts (the model's, :mod:`stsim.core.model`): ``"linear"``, ``f = V h``;
+``"quadratic"``, ``f_o = (V h)_o + b_o + h_φᵀ Q_o h_φ`` with ``h_φ`` the feature part of
+the attended vector ``h``. The variance is then exact: with the attention at ``1/q`` on
+the selected tokens, ``h_φ = [m_1; m_2]``, ``m_k = (1/q) Σ_j h_k(x_j)``, and
+``(1/q) Σ x² − ((1/q) Σ x)² = √2 m_2 + 1 − m_1²`` (``x² = √2 h_2 + 1``).
+"""
+from __future__ import annotations
+
+import math
+
+import numpy as np
+
+from stsim.core.schedule import FROZEN, plan
+from stsim.core.task import Batch, draw_subsets, sts_target
+from stsim.util.validate import Steps, check_int
+
+__all__ = ["Target", "Mean", "Moment", "Variance", "TARGETS", "READOUTS", "MAX_ORDER",
+           "make_target", "target_of", "resolve_target", "hermite", "construction"]
+
+READOUTS = ("linear", "quadratic")
+MAX_ORDER = 8      # the highest Hermite order of "moment:k" (E h_k⁴ grows like 3^k)
+
+
+def hermite(X: np.ndarray, k: int) -> np.ndarray:
+    """``h_k(X) = He_k(X)/√(k!)`` elementwise (module docstring); ``h_1(X)`` is ``X``'s
+    values (a copy)."""
+    prev, cur = np.ones_like(X), X
+    for j in range(1, k):
+        prev, cur = cur, X * cur - j * prev
+    return cur / math.sqrt(math.factorial(k))
+
+
+class Target:
+    """A target of the task (module docstring). A subclass sets the class attributes and
+    implements :meth:`value`; it overrides :meth:`features` and :meth:`feature_dim` for a
+    feature map other than ``φ(x) = x``, :meth:`dim` for an output other than ``d``
+    numbers, :meth:`settings` when it has any, and :meth:`exact` to have a construction.
+    """
+
+    name = "target"
+    readout = "linear"        # READOUTS: f = V h, or f = V h + b + [h_φᵀ Q_o h_φ]_o
+    separable = False         # the value is (1/q) Σ_{j∈y} φ(x_j): the mean task on φ(x)
+    orthonormal = False       # E φ = 0, E φφᵀ = I under x ~ N(0, I_d)
+    paper = False             # the paper's task (its metrics, its population objective)
+    #: ``(lr factors per parameter, steps factor, where measured)``: a measured default
+    #: step relative to the mean task's plan on ``dim φ`` (:meth:`plan`); None: none
+    measured = None
+
+    def settings(self) -> dict:
+        """The target's settings (recorded in its :attr:`label`)."""
+        return {}
+
+    @property
+    def label(self) -> str:
+        """``name`` and the settings' values: what a config records (``"moment:3"``)."""
+        return ":".join([self.name] + [str(v) for v in self.settings().values()])
+
+    def __repr__(self):
+        return f"{type(self).__name__}({self.label!r})"
+
+    def __eq__(self, other):
+        return type(self) is type(other) and self.settings() == other.settings()
+
+    def __hash__(self):
+        return hash((type(self).__name__, self.label))
+
+    def dim(self, d: int) -> int:
+        """The output dimension for tokens of dimension ``d``."""
+        return d
+
+    def feature_dim(self, d: int) -> int:
+        """``dim φ`` for tokens of dimension ``d``."""
+        return d
+
+    def features(self, X: np.ndarray) -> np.ndarray:
+        """``φ(X)``: (B, T, d) -> (B, T, dim φ) (here ``φ(x) = x``: ``X`` itself)."""
+        return X
+
+    def value(self, X: np.ndarray, y: np.ndarray) -> np.ndarray:
+        """The target of each sample: ``X`` (B, T, d), ``y`` (B, q) -> (B, dim)."""
+        raise NotImplementedError
+
+    def moments(self, d: int):
+        """``(E φ, E φφᵀ)`` under ``x ~ N(0, I_d)`` when :attr:`orthonormal` (zeros and the
+        identity), else None."""
+        m = self.feature_dim(d)
+        return (np.zeros(m), np.eye(m)) if self.orthonormal else None
+
+    def draw(self, rng: np.random.Generator, B: int, T: int, q: int, d: int,
+             features: bool = False) -> Batch:
+        """A batch: tokens ``X ~ N(0, I_d)`` (B, T, d), then the subsets (the draws of
+        :func:`stsim.core.task.draw_batch`), and the target; with ``features`` the batch's
+        ``X`` is ``φ(X)`` (what the model reads)."""
+        X = rng.standard_normal((B, T, d))
+        y = draw_subsets(rng, B, T, q)
+        return Batch(X=self.features(X) if features else X, y=y, target=self.value(X, y))
+
+    def exact(self, d: int) -> dict:
+        """The readout that represents the target given attention ``1/q`` on the selected
+        tokens: ``{"V_x": (dim, dim φ)}`` (and ``"b"``, ``"Q"`` for the quadratic
+        readout); the positional part of ``V`` is 0. ``NotImplementedError``: none known."""
+        raise NotImplementedError(f"the target {self.label!r} gives no exact construction")
+
+    def plan(self, cfg, noted: bool = False):
+        """The run's :class:`~stsim.core.schedule.Plan` (a resolved ``cfg``). The mean, and
+        an architecture without reduced dynamics (the FCN), keep theirs. Else the mean
+        task's plan on the features with W's token rows ``W_xx, W_xe`` held at 0 (unless
+        ``freeze`` is given): DERIVED for a separable target with orthonormal features and
+        the linear readout, whose population loss with ``W_xe = 0`` needs only ``E φ = 0``
+        and ``E φφᵀ = I`` — the mean task's with ``d`` replaced by ``dim φ`` (the batch's
+        stability bounds keep the Gaussian fourth moment). With :attr:`measured`: that
+        plan's step and step count times its factors, MEASURED. Else the same plan, said to
+        be neither. The run's message says which."""
+        if self.paper or not cfg.resolved.arch.reduced:
+            return plan(cfg, noted)
+        m = self.feature_dim(cfg.d)
+        # W_xe = 0: the weights depend on the positions only (heavy-tailed features in
+        # the keys let W_xe diffuse: measured, moment:3 at T = 12, batch 64)
+        p = plan(cfg.keeping_resolved(d=m, freeze=FROZEN if cfg.freeze is None
+                                      else cfg.freeze), noted)
+        factors, times, where = self.measured or (Variance.measured[0], 1.0, None)
+        base = p.lr.record()
+        if cfg.lr is None and self.readout == "quadratic":      # b and Q: V's step x factor
+            p.lr = Steps({k: (base[k if k in base else "V"] if isinstance(base, dict)
+                              else base) * f for k, f in factors.items()})
+        if cfg.steps is None:
+            p.steps = max(100, int(math.ceil(p.steps * times / 100.0)) * 100)
+        if where is not None:
+            how = f"lr {p.lr} and steps measured on {where}"
+        elif self.separable and self.orthonormal and self.readout == "linear":
+            how = f"lr and steps derived: the mean task's with d replaced by dim phi = {m}"
+        else:
+            how = (f"lr {p.lr} and steps neither derived nor measured: the mean task's on dim "
+                   f"phi = {m}" + (", b and Q at the variance's measured factors"
+                                   if self.readout == "quadratic" else "") +
+                   " (give lr and steps)")
+        if noted:
+            p.note = (p.note + "; " if p.note else "") + f"target {self.label}: {how}"
+        return p
+
+
+class Mean(Target):
+    """The paper's target ``(1/q) Σ_{j∈y} x_j``; ``φ(x) = x``, the linear readout."""
+
+    name = "mean"
+    separable = orthonormal = paper = True
+
+    def value(self, X, y):
+        return sts_target(X, y)
+
+    def exact(self, d):
+        return {"V_x": np.eye(d)}
+
+
+class Moment(Target):
+    """``(1/q) Σ_{j∈y} h_k(x_j)`` elementwise, ``h_k = He_k/√(k!)`` (the normalised
+    Hermite polynomial, not the power ``x^k``: its features are orthonormal); separable,
+    ``φ(x) = h_k(x)``, the linear readout. ``k = 1`` is the mean's numbers."""
+
+    name = "moment"
+    separable = orthonormal = True
+
+    def __init__(self, k: int):
+        self.k = check_int("target moment order k", k, 1, MAX_ORDER)
+
+    def settings(self):
+        return {"k": self.k}
+
+    def features(self, X):
+        return hermite(X, self.k)
+
+    def value(self, X, y):
+        return sts_target(hermite(X, self.k), y)
+
+    def exact(self, d):
+        return {"V_x": np.eye(d)}
+
+
+class Variance(Target):
+    """``(1/q) Σ_{j∈y} x_j² − ((1/q) Σ_{j∈y} x_j)²`` elementwise; not separable (it holds
+    products ``x_i x_j`` of two selected tokens, which an average of per-token features
+    cannot); ``φ = [h_1, h_2]``, the quadratic readout. Exact: ``V_x = [0, √2 I]``,
+    ``b = 1``, ``Q_o = −e_o e_oᵀ`` (on ``h_1``'s block)."""
+
+    name = "variance"
+    readout = "quadratic"
+    orthonormal = True
+    #: MEASURED at T = 50, q = 3, seeds 0 and 1 (docs/targets.md, "Default step"): W and V
+    #: at the mean plan's steps on dim φ, b and Q at 1/20 of V's, the plan's step count
+    measured = ({"W": 1.0, "V": 1.0, "b": 0.05, "Q": 0.05}, 1.0,
+                "T=50, q=3, seeds 0-1 (docs/targets.md)")
+
+    def feature_dim(self, d):
+        return 2 * d
+
+    def features(self, X):
+        return np.concatenate([X, hermite(X, 2)], axis=2)
+
+    def value(self, X, y):
+        sel = np.take_along_axis(X, y[:, :, None], axis=1)
+        m1 = sel.mean(axis=1)
+        return (sel * sel).mean(axis=1) - m1 * m1
+
+    def exact(self, d):
+        V = np.zeros((d, 2 * d))
+        V[:, d:] = math.sqrt(2.0) * np.eye(d)
+        Q = np.zeros((d, 2 * d, 2 * d))
+        Q[np.arange(d), np.arange(d), np.arange(d)] = -1.0
+        return {"V_x": V, "b": np.ones(d), "Q": Q}
+
+
+#: the built-in targets by name (``"moment"`` takes its order: ``"moment:3"``)
+TARGETS = {"mean": Mean, "moment": Moment, "variance": Variance}
+
+
+def make_target(target="mean") -> Target:
+    """The :class:`Target` of a name (``"mean"``, ``"moment:k"``, ``"variance"``; case
+    ignored) or ``target`` itself when it is one; ``ValueError`` naming ``target`` and
+    the allowed values otherwise."""
+    if isinstance(target, Target):
+        return target
+    name, _, arg = target.strip().lower().partition(":") if isinstance(target, str) else \
+        ("", "", "")
+    if name in TARGETS and (name == "moment") == bool(arg) and (
+            not arg or arg.isdigit() and 1 <= int(arg) <= MAX_ORDER):
+        return Moment(int(arg)) if arg else TARGETS[name]()
+    raise ValueError(f"target must be 'mean', 'moment:k' (1 <= k <= {MAX_ORDER}), 'variance' "
+                     f"or a Target object, got {target!r}")
+
+
+def target_of(cfg) -> Target:
+    """The target of a config, resolved or not (its object, or its recorded label)."""
+    r = cfg.__dict__.get("_resolved")
+    return r.target if r is not None and r.target is not None else \
+        make_target(getattr(cfg, "target", "mean"))
+
+
+def resolve_target(c, objects: dict) -> Target:
+    """For :meth:`stsim.Config.resolve`: the target object of ``c.target`` (one's own kept
+    in ``objects``; a built-in one recorded as its label).
+    ``ValueError`` naming ``target`` for a bad value, an object of no class of its own
+    that defines no value, or an objective that is the mean task's (``population``)."""
+    t = make_target(c.target)
+    if type(t).value is Target.value:
+        raise ValueError(f"target: {t!r} defines no value: a subclass of Target implements "
+                         f"value(X, y) (docs/targets.md)")
+    if t.readout not in READOUTS:
+        raise ValueError(f"target: {t!r} has readout={t.readout!r}, not one of {READOUTS}")
+    if type(t) is TARGETS.get(t.name):      # a built-in: recorded as its label
+        objects.pop("target", None)
+    if c.objective == "population" and not t.paper:
+        raise ValueError(f"target={t.label!r}: objective='population' is the mean task's "
+                         f"exact population loss; use objective 'online' or 'sample'")
+    return t
+
+
+def construction(target, d: int, d_e: int, beta: float = 800.0) -> dict:
+    """The parameters that represent ``target`` (a name or :class:`Target`) with tokens of
+    dimension ``d`` and encodings of width ``d_e``: ``W = β [[0, 0], [0, I_{d_e}]]``
+    (selected logits ``β c`` above the others: at ``β = 800`` the attention is ``1/q`` on
+    the selected tokens to the last bit for one-hot encodings), ``V = [V_x, 0]`` and, for
+    the quadratic readout, ``b`` and ``Q`` (:meth:`Target.exact`)."""
+    t = make_target(target)
+    ex = t.exact(d)
+    m = t.feature_dim(d)
+    W = np.zeros((m + d_e, m + d_e))
+    W[m:, m:] = beta * np.eye(d_e)
+    V = np.zeros((t.dim(d), m + d_e))
+    V[:, :m] = ex.pop("V_x")
+    return {"W": W, "V": V, **ex}
