@@ -154,45 +154,37 @@ def run(cfg, out, executor, log):
     walls = {}
     mechs = {mechanism_label(m): m for m in cfg["mechanisms"]}
 
+    def part(name, fn, points, **kw):       # one sweep into raw/<name>.csv, timed
+        t = time.time()
+        sweep(fn, points, executor=executor, out=_raw(out, f"{name}.csv"), **kw)
+        walls[name] = time.time() - t
+
     def tune(mechanism, mult, seed):
         return run_one(mechs[mechanism], steps=cfg["tune_steps"], T_test=cfg["T_test"], seed=seed,
                        mult=mult, base=base, **c)
 
-    t = time.time()
-    sweep(tune, {"mechanism": list(mechs), "mult": cfg["tune_mults"]}, seeds=1,
-          root_seed=TUNE_ROOT, executor=executor, out=_raw(out, "tune.csv"))
-    walls["tune"] = time.time() - t
+    part("tune", tune, {"mechanism": list(mechs), "mult": cfg["tune_mults"]}, seeds=1,
+         root_seed=TUNE_ROOT)
     mults = choose(read_table(_raw(out, "tune.csv")))
 
     def main(mechanism, seed):
         return run_one(mechs[mechanism], steps=cfg["steps"], T_test=cfg["T_test"], seed=seed,
                        mult=mults[mechanism], base=base, **c)
 
-    t = time.time()
-    sweep(main, {"mechanism": list(mechs)}, seeds=cfg["seeds"], executor=executor,
-          out=_raw(out, "runs.csv"))
-    walls["runs"] = time.time() - t
-    t = time.time()
+    part("runs", main, {"mechanism": list(mechs)}, seeds=cfg["seeds"])
     pts = [{"T": T, "q": q, "rank": r} for T in cfg["rank_T"] for q in cfg["rank_q"]
            for r in cfg["rank_r"] if q < T and r <= 2 * T]
-    sweep(lambda T, q, rank, seed: rank_one(T, q, rank, cfg["d"], cfg["batch"],
-                                                  cfg["rank_steps"], seed), pts,
-          seeds=cfg["seeds"], executor=executor, out=_raw(out, "rank.csv"))
-    walls["rank"] = time.time() - t
-    t = time.time()
+    part("rank", lambda T, q, rank, seed: rank_one(T, q, rank, cfg["d"], cfg["batch"],
+                                                   cfg["rank_steps"], seed), pts,
+         seeds=cfg["seeds"])
     wpts = [{"mechanism": m, "T": T} for m in cfg["width_mechs"] for T in cfg["width_T"]]
-    sweep(lambda mechanism, T, seed: width_point(
+    part("width", lambda mechanism, T, seed: width_point(
         mechanism, T, cfg["q"], cfg["width_target"], n_mc(T, cfg),
-        min(cfg["width_max"], max(64, 8 * T)), seed),
-        wpts, seeds=cfg["mc_seeds"], root_seed=2, executor=executor,
-        out=_raw(out, "width.csv"))
-    walls["width"] = time.time() - t
-    t = time.time()
+        min(cfg["width_max"], max(64, 8 * T)), seed), wpts, seeds=cfg["mc_seeds"], root_seed=2)
     tpts = [{"mechanism": m, "d_e": w} for m in cfg["train_mechs"] for w in cfg["train_widths"]]
-    sweep(lambda mechanism, d_e, seed: sphere_one(mechanism, cfg["train_T"], cfg["q"], d_e,
-                                                  cfg["d"], cfg["train_steps"], seed),
-          tpts, seeds=cfg["seeds"], executor=executor, out=_raw(out, "trained.csv"))
-    walls["trained"] = time.time() - t
+    part("trained", lambda mechanism, d_e, seed: sphere_one(mechanism, cfg["train_T"], cfg["q"],
+                                                            d_e, cfg["d"], cfg["train_steps"],
+                                                            seed), tpts, seeds=cfg["seeds"])
     write_json(_raw(out, "run.json"), {"wall_time_s": time.time() - t0,
                                        "wall_time_parts_s": walls, "mults": mults})
 

@@ -36,7 +36,6 @@ from ``<out>/runs`` (the runs of a finished ``stsim figures``) and rechecks ``<o
 """
 from __future__ import annotations
 
-import json
 import math
 import os
 from dataclasses import dataclass, field
@@ -45,7 +44,7 @@ import numpy as np
 
 from stsim.studies.figures.common import figure_module, load_runs, runs_dir, unique_jobs
 from stsim.studies.figures.evaluate import block_estimate, evaluation_stats, set_keys
-from stsim.util.io import read_csv, to_jsonable, write_csv
+from stsim.util.io import read_csv, read_json, to_jsonable, write_csv
 
 __all__ = ["FILE", "COLUMNS", "REPLAYED", "RTOL", "HISTORY_RTOL", "block_rows",
            "write_blocks", "read_blocks", "ReplayResult", "replay_results", "recheck"]
@@ -194,8 +193,7 @@ def _states(summary) -> dict:
 def replay_results(out, name, blocks=None) -> dict:
     """``{run: ReplayResult}`` of figure ``name`` from ``<out>/<name>.json``,
     ``<out>/<name>.csv`` and ``<out>/blocks.csv`` (or ``blocks``, :func:`read_blocks`)."""
-    with open(os.path.join(out, f"{name}.json")) as fh:
-        summary = json.load(fh)
+    summary = read_json(os.path.join(out, f"{name}.json"))
     blocks = read_blocks(os.path.join(out, FILE)) if blocks is None else blocks
     hist = _histories(os.path.join(out, f"{name}.csv"))
     states = _states(summary)
@@ -247,20 +245,17 @@ def recheck(out, figures=REPLAYED, blocks=None) -> list:
     trained parameters)."""
     blocks = read_blocks(os.path.join(out, FILE)) if blocks is None else blocks
     bad = []
-    with open(os.path.join(out, "figures.json")) as fh:
-        overview = json.load(fh)
+    overview = read_json(os.path.join(out, "figures.json"))
     runs = {}
     for f in sorted(overview["checks"]):
-        with open(os.path.join(out, f"{f}.json")) as fh:
-            runs.update(json.load(fh)["runs"])
+        runs.update(read_json(os.path.join(out, f"{f}.json"))["runs"])
     for run, r in runs.items():
         if (r["status"] == "completed") != (run in blocks):
             bad.append((f"blocks.csv {run}", r["status"], "rows" if run in blocks else "none"))
     stats = evaluation_stats({n: {"sets": s} for n, s in blocks.items() if n in runs})
     _compare("figures.json evaluation", overview["evaluation"], stats, RTOL, bad)
     for f in figures:
-        with open(os.path.join(out, f"{f}.json")) as fh:
-            summary = json.load(fh)
+        summary = read_json(os.path.join(out, f"{f}.json"))
         res = replay_results(out, f, blocks)
         measured, checks = figure_module(f).measure(summary["settings"], res)
         measured, checks = to_jsonable(measured), to_jsonable(checks)
@@ -316,8 +311,8 @@ def main(argv=None) -> int:
     a = p.parse_args(argv)
     if not os.path.isdir(runs_dir(a.out)):
         raise SystemExit(f"out: no runs folder {runs_dir(a.out)!r}")
-    with open(os.path.join(a.out, "figures.json")) as fh:
-        mode = a.mode or json.load(fh)["mode"]
+    overview = read_json(os.path.join(a.out, "figures.json"))
+    mode = a.mode or overview["mode"]
     from stsim.studies.contract import resolve_config
     from stsim.studies import figures as study
     cfg = resolve_config(study, mode, {})

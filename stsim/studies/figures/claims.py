@@ -152,10 +152,13 @@ def _columns(s, results, boot):
     def add(label, scale, cells, setting):
         cols.append({"label": label, "scale": scale, "cells": cells, "setting": setting})
 
-    def ood_block(g, names, label, tail=""):
-        for n in (x for v in names.values() for x in v):
+    def need(names):                # a block whose runs are missing is named, not drawn
+        for n in names:
             if n not in results:
                 raise KeyError(n)
+
+    def ood_block(g, names, label, tail=""):
+        need(x for v in names.values() for x in v)
         per, s4 = ood_statements(g, names, results, boot)
         add(f"{label} slots{tail}", f"T={g['T']}", {"S4": s4},
             f"theory/sum, slots d_e={g['d_e']}, {g['optimizer']} lr {g['lr']:g}, "
@@ -171,9 +174,7 @@ def _columns(s, results, boot):
         ood_block(g, names, f"T{g['T']} {opt} {lr:g}")
 
     def practical_block(label, names, d, heat, setting):
-        for n in names:
-            if n not in results:
-                raise KeyError(n)
+        need(names)
         add(label, label.split()[0].replace("T", "T="), fig1_statements(
             names, results, d, boot, heat=heat), setting)
 
@@ -201,9 +202,7 @@ def _columns(s, results, boot):
         long = long_jobs(g)
         if long:
             names = [j.name for j in long]
-            for n in names:
-                if n not in results:
-                    raise KeyError(n)
+            need(names)
             c = long[0].options
             _, s4 = ood_statements(g, {"stochastic": names}, results, boot)
             add(f"T{g['T']} {c['optimizer']} {c['lr']:g} slots {c['steps']} (Fig 2 long)",

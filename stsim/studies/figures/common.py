@@ -36,13 +36,13 @@ from stsim.core.config import Config
 from stsim.core.result import Result
 from stsim.core.run import run
 from stsim.core.schedule import estimated_seconds
+from stsim.studies.contract import MODES
 from stsim.studies.figures.stability import needs_twin
 
 __all__ = ["Job", "train_job", "npz_path", "load_current", "runs_dir", "load_runs",
            "figure_module", "figure_jobs", "unique_jobs", "write_histories_csv",
-           "seed_values", "seed_band", "n_seeds", "summarise", "MODES", "peak_rss_mb"]
-
-MODES = ("quick", "full")
+           "seed_values", "second_half", "seed_band", "n_seeds", "summarise", "MODES",
+           "peak_rss_mb"]
 
 
 @dataclass(frozen=True)
@@ -208,6 +208,14 @@ def seed_values(results, key, *, transform=None, upto=None, tail=None):
         with np.errstate(divide="ignore"):
             Y = transform(Y)
     return steps, Y
+
+
+def second_half(r):
+    """``(steps, 1/loss)`` of a run's training-loss records over the second half of its
+    own records (a diverged run stops early)."""
+    st = r.history["step"]
+    h = st >= st[-1] / 2
+    return st[h], 1.0 / r.history["loss"][h]
 
 
 def seed_band(ax, results, key, *, label=None, color=None, ls="-", lw=1.6, transform=None,

@@ -32,7 +32,6 @@ QUICK_BASE = dict(T=20, q=3, d=5, d_e=40, pe="stochastic", sampler="slots", batc
 
 RUN_KEYS = ("T", "q", "d", "d_e", "sampler", "model", "query", "optimizer", "lr", "steps",
             "batch", "init", "T_test", "q_test", "n_val", "eval_every")
-PES = ("onehot", "stochastic")
 PE_LABEL = {"onehot": "fixed one-hot", "stochastic": "stochastic (slots)",
             "stochastic-long": "stochastic (slots), long run"}
 PE_COLOR = {"onehot": "C3", "stochastic": "C0", "stochastic-long": "C9"}

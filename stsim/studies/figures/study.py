@@ -42,7 +42,7 @@ import time
 
 import numpy as np
 
-from stsim.util.io import write_csv, write_json
+from stsim.util.io import read_json, write_csv, write_json
 from stsim.util.validate import check_choice, check_int
 from stsim.sweep import sweep
 from stsim.sweep.grid import point_key
@@ -307,10 +307,8 @@ def _wall_of_runs(figures) -> float:
     """Seconds of training summed over every distinct run of the figures: each run's wall
     time in its worker (``wall_time_s``). Not CPU time: under load a run's wall time
     includes the time other processes held its core."""
-    seen = {}
-    for f in figures.values():
-        for name, r in f["runs"].items():
-            seen[name] = r.get("wall_time_s") or 0.0
+    seen = {name: r.get("wall_time_s") or 0.0 for f in figures.values()
+            for name, r in f["runs"].items()}
     return float(sum(seen.values()))
 
 
@@ -326,11 +324,8 @@ def report(config, out, results) -> dict:
                 os.path.exists(os.path.join(out, f"{n}.{ext}")) for ext in ("png", "json")):
             continue                  # drawn by run() in this process from the same numbers
         _write(config, out, n, load_runs(out, figure_module(n).jobs(config[n])), summary)
-    session = {}
     path = os.path.join(runs_dir(out), SESSION)
-    if os.path.exists(path):
-        with open(path) as fh:
-            session = json.load(fh)
+    session = read_json(path) if os.path.exists(path) else {}
     analysis = results["analyse_s"] + time.perf_counter() - t0
     overview = {"mode": config["mode"],
                 "wall_time_s": session.get("wall_time_s", 0.0) + analysis,

@@ -101,9 +101,8 @@ def plot_separation(A, cfg, path):
             ax.set_xscale("log", base=2)
             ax.set_yscale("log", base=2)
             ax.grid(True, which="both", alpha=0.3)
-            ax.set_xlabel("sequence length T")
-            ax.set_ylabel("smallest width reaching the target" if what == "width"
-                          else "parameters at that width")
+            ax.set(xlabel="sequence length T", ylabel="smallest width reaching the target"
+                   if what == "width" else "parameters at that width")
             ax.set_title(f"q = {q}, d = {d}: {'width' if what == 'width' else 'parameter count'}"
                          f" reaching {cfg['target']:g}·L0", fontsize=9)
             if row == 0:
@@ -134,8 +133,7 @@ def plot_agreement(A, cfg, path):
         ax.plot(lim, lim, "k-", lw=0.8, label="equal")
         ax.axhline(cfg["target"], color="0.5", ls=":", lw=1)
         ax.axvline(cfg["target"], color="0.5", ls=":", lw=1)
-        ax.set_xscale("log")
-        ax.set_yscale("log")
+        ax.set(xscale="log", yscale="log")
     ax.set_xlabel("family W=aI, V=γI: best population loss / L0 (MC)")
     ax.set_ylabel(f"trained transformer: val loss / L0 after {cfg['steps']} steps")
     ax.set_title("trained vs family at the same (T, d_e); bars: seed range", fontsize=9)
@@ -160,7 +158,8 @@ def _ci(ci):
             f"{'∞' if ci[1] is None else f'{ci[1]:.3g}'}]")
 
 
-def _wtxt(w):
+def width_text(w) -> str:
+    """``width [lo, hi]`` of one series point (``>cap`` when censored)."""
     if w["censored"]:
         return f">{w['grid'][-1]}"
     lo = "?" if w["lo"] is None else f"{w['lo']:g}"
@@ -185,7 +184,7 @@ def markdown_report(A, cfg) -> str:
     for w in A["widths"]:
         g = ", ".join(f"{x}: {m:.3f} ({lr:g}{mark[e]})" for x, m, lr, e in
                       zip(w["grid"], w["medians"], w["lr"], w.get("lr_edge", [""] * len(w["lr"]))))
-        L.append(f"| {w['q']} | {w['series']} | {w['T']} | {_wtxt(w)} | "
+        L.append(f"| {w['q']} | {w['series']} | {w['T']} | {width_text(w)} | "
                  f"{w['params'] if w['params'] is not None else '–'} | {g} |")
     L += ["", "Family W_ee = aI, V_x = γI: smallest grid d_e (median over MC replicates; "
           "[min, max] over replicates):", "",
@@ -266,8 +265,3 @@ def report(config, out, results) -> dict:
     if A["agreement"]:
         plot_agreement(A, cfg, os.path.join(out, "agreement.png"))
     return dict(A, **summary)
-
-
-def width_text(w) -> str:
-    """``width [lo, hi]`` of one series point (``>cap`` when censored)."""
-    return _wtxt(w)
