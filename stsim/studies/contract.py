@@ -1,16 +1,9 @@
-"""The study contract: one shape for every study (figures, separation, expressivity, sparse).
-
-A *study* is a module (a subpackage of :mod:`stsim.studies`) with the members ``NAME``,
-``PRESETS`` (``{"quick": {...}, "full": {...}}``; every key can be overridden,
-:func:`apply_overrides`, except the reserved ``mode``), ``check(config) -> config``
-(every ``ValueError`` and size refusal before any work), ``run(config, out, executor,
-log) -> None`` (through :func:`stsim.sweep` into resumable raw tables under ``out``, on
-the ``executor`` the caller built; ``log`` is ``None`` or ``callable(str)``),
-``analyse(config, out) -> dict`` (from the raw tables alone, JSON-ready) and
-``report(config, out, results) -> dict`` (the files; returns the summary). What each
-must do, how a study reports diverged runs (:func:`divergence`,
-:func:`publish_divergence`) and a complete toy study: docs/architecture.md, "The study
-contract".
+"""The study contract: one shape for every study (figures, separation, expressivity, sparse,
+attention). A *study* is a module with the members ``NAME``, ``PRESETS`` (``{"quick":
+{...}, "full": {...}}``; every key but the reserved ``mode`` can be overridden,
+:func:`apply_overrides`), ``check``, ``run``, ``analyse`` and ``report``; what each must
+do, how a study reports diverged runs (:func:`divergence`, :func:`publish_divergence`) and
+a complete toy study: docs/architecture.md, "The study contract".
 
 :func:`run_study` is the one driver: resolve the preset with the overrides, ``check``,
 ``run`` (unless ``analyse_only``), ``analyse``, ``report``; the command line

@@ -1,16 +1,8 @@
-r"""The training runs of ``stsim attention``: one run, the equal tuning of every mechanism,
-the rank grid.
-
-**Equal tuning.** Every mechanism gets the same procedure: the step of the paper's
-softmax model at this config (:func:`base_schedule`: its derived default — at the paper's
-scale a step per block ``{"W": η_W, "V": η_V}`` with W's token rows ``W_xx, W_xe`` held at
-their initial value) times one multiplier ``m`` of ``tune_mults``, the same ``freeze``;
-``m`` is chosen per mechanism on a tuning replicate (root seed 1, not a reported seed) as
-the lowest final validation loss after ``tune_steps`` steps (a diverged run counts as
-infinite; ties go to the larger m), then every reported run trains ``steps`` steps (the
-stated budget, the same for all). A key/query pair (``rank=r``) has no token rows to hold
-(``W_K``, ``W_Q`` mix them): it gets ``{"W_K": mη_W, "W_Q": mη_W, "V": mη_V}`` and no
-``freeze`` (a single base step is used for all three when the base is one step).
+r"""The training runs of ``stsim attention``: one run, the equal tuning of every mechanism
+(the paper model's derived step at this config, :func:`base_schedule`, times the
+multiplier of ``tune_mults`` chosen per mechanism on a tuning replicate, :func:`choose`;
+a key/query pair gets ``{"W_K": mη_W, "W_Q": mη_W, "V": mη_V}`` and no ``freeze``:
+docs/attention.md, "The study"), the rank grid and the trained widths.
 """
 from __future__ import annotations
 

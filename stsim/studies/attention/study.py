@@ -1,31 +1,22 @@
 r"""``stsim attention``: which attention mechanisms learn sparse token selection, and at
-what width (docs/attention.md).
+what width (docs/attention.md, "The study: `stsim attention`").
 
 Five parts, each check carrying its standard error, the critical value right for its
 sample size and a verdict (:func:`verdict`):
 
 * **runs** (:mod:`.runs`) — every mechanism of ``mechanisms`` (names of
-  :data:`stsim.core.attention.ATTENTIONS`, ``rank=r`` for the key/query pair, ``tau=τ``
-  for softmax at a temperature, or one's own :class:`~stsim.core.attention.Attention`
-  object, named by its label in the tables), from its default initialisation, with equal tuning (the
-  paper model's default step times one multiplier of ``tune_mults`` chosen on a tuning
-  replicate, the same held blocks, the same budget of ``steps`` steps), ``seeds`` seeds,
-  stochastic slots encodings (``d_e = 2 max(T, T_test)``); per mechanism: **learns** (the
-  final validation loss ≤ ``target`` · L(0)) and **length generalisation** (the loss at
-  each ``T_test`` ≤ ``ood_target`` · L(0)).
-* **rank** — the key/query pair of rank r with its default run at every ``(T, q)`` of
-  ``rank_T`` × ``rank_q`` and r of ``rank_r`` (``≤ 2T``): the smallest r whose seed mean is
-  held below ``target`` · L(0) (and below ``width_target`` · L(0)).
-* **width** (:mod:`.widths`) — the smallest ``d_e`` of each mechanism's sphere family
-  reaching ``width_target`` · L(0) against T, fitted with the interval-censored growth laws
-  of docs/separation.md; linear attention's Monte-Carlo family against its exact law.
-* **trained widths** — ``train_mechs`` trained on stochastic sphere encodings (theory
-  model, sum query, their default runs) at ``T = train_T`` and each ``d_e`` of
-  ``train_widths``: the smallest ``d_e`` held below ``width_target`` · L(0), against the
-  family's width there (within one √2 grid step).
-* **temperature** — the reduced softmax map's step to 2% of L(0) against τ at one step
-  ``η``, and the same map at τ = 1 with step ``η/τ²`` on W and ``η`` on V (the derived
-  equivalence; deterministic, ``se = 0``).
+  :data:`stsim.core.attention.ATTENTIONS`, ``rank=r``, ``tau=τ`` or one's own
+  :class:`~stsim.core.attention.Attention` object, named by its label), equally tuned
+  (``tune_mults``, ``tune_steps``), ``steps`` steps, ``seeds`` seeds: **learns**
+  (``target``) and **length generalisation** (``T_test``, ``ood_target``).
+* **rank** — ``rank=r`` over ``rank_T`` × ``rank_q`` × ``rank_r``: the smallest r held
+  below ``target`` · L(0) (and below ``width_target`` · L(0)).
+* **width** (:mod:`.widths`) — each of ``width_mechs``' sphere family: the smallest
+  ``d_e`` reaching ``width_target`` · L(0) against ``width_T``, with its growth laws.
+* **trained widths** — ``train_mechs`` trained on the sphere at ``train_T`` and each
+  ``d_e`` of ``train_widths``, against the family's width there.
+* **temperature** — the reduced softmax map at each of ``taus`` against τ = 1 with step
+  ``η/τ²`` on W (deterministic, ``se = 0``).
 """
 from __future__ import annotations
 

@@ -1,35 +1,18 @@
 r"""The evaluation block means of every run, committed beside ``figures.json``, and the
-recomputation of the figures' numbers from them.
+recomputation of the figures' numbers from them (docs/reproduction.md, "How every number
+is judged", the block means).
 
-Every final loss of the figures is a mean over large fresh sets drawn in blocks
-(:mod:`.evaluate`); its standard error is the batch-means one, and the bootstrap of a
-check (:mod:`.verdicts`) resamples those blocks beside the seeds. The block means live in
-the runs' ``.npz`` files, which are not committed; :func:`write_blocks` writes them to
-``<out>/blocks.csv`` (atomically, by :func:`stsim.util.io.write_csv`;
-:func:`stsim.studies.figures.study.report` calls it beside ``figures.json``), one row per
-run and evaluation set:
-
-``run, set, kind, value, block, n_blocks, final, initial``
-
-``set``: the history key (``val``, ``val/T=250``, ``val/q=4``); ``kind``, ``value``: the
-evaluation stream (``Streams(seed).evaluation(kind, value)``); ``block``: points per
-block; ``final``: the ``n_blocks`` block means of the final parameters, space-separated,
-each written with ``repr`` (round-trip exact); ``initial``: those of the initial
-parameters on the same blocks (random initialisation only; empty from zero
-initialisation, whose initial loss is the exact ``d / (2q)``). A run that diverged has no
-row (it was not evaluated).
-
-:func:`read_blocks` returns them in the form :func:`.evaluate.evaluate_run` produced them
-(the mean and SE by :func:`.evaluate.block_estimate`, the one formula of the study), and
-:func:`recheck` recomputes from ``blocks.csv`` and the committed ``<fig>.json`` /
-``<fig>.csv`` alone: ``figures.json``'s ``evaluation`` summary, and every measured number
-and check (measured value, SE, raw bootstrap SE, margin, critical value) of the figures
-whose numbers need no trained parameter beyond the one-hot runs' reduced state ``(a, γ)``
-(recorded in their ``measured``): :data:`REPLAYED`. Figs. 1 and 3 and the claims map also
-read the trained ``W`` and ``V`` (cosines, block masses), which are not committed; their
-evaluation sets enter the summary check. The histories in ``<fig>.csv`` have six
-significant digits, so a check that reads the validation curves (``tail of training``)
-is compared to :data:`HISTORY_RTOL`; everything else to :data:`RTOL`.
+:func:`write_blocks` writes ``<out>/blocks.csv`` (atomically; the study's
+:func:`~stsim.studies.figures.study.report` writes it beside ``figures.json``), one row per
+run and evaluation set: ``run, set, kind, value, block, n_blocks, final, initial``
+(``set``: the history key; ``kind``, ``value``: the stream
+``Streams(seed).evaluation(kind, value)``; ``block``: points per block; ``final``,
+``initial``: the block means of the final and initial parameters, space-separated
+``repr``, ``initial`` empty from zero initialisation; a diverged run has no row).
+:func:`read_blocks` returns them as :func:`.evaluate.evaluate_run` produced them, and
+:func:`recheck` recomputes from the committed files alone the ``evaluation`` summary and
+every number of the figures :data:`REPLAYED`, to :data:`RTOL` (:data:`HISTORY_RTOL` for a
+check read off the 6-digit histories in ``<fig>.csv``).
 
 Command line: ``python -m stsim.studies.figures.blocks <out>`` writes ``<out>/blocks.csv``
 from ``<out>/runs`` (the runs of a finished ``stsim figures``) and rechecks ``<out>``.

@@ -81,15 +81,9 @@ def variants(s) -> list:
 def ood_jobs(s, pes=None):
     """One run per (PE reading, seed); the name encodes what distinguishes the runs.
     ``pes``: the keys to keep (default: all of :func:`variants`)."""
-    out = []
-    for key, over in variants(s):
-        if pes is not None and key not in pes:
-            continue
-        for seed in s["seeds"]:
-            opts = dict({k: s[k] for k in RUN_KEYS}, **over, seed=seed)
-            out.append(Job(f"ood/{s['model']}-{s['query']}-{s['optimizer']}-{key}-s{seed}", opts,
-                           s.get("evaluate")))
-    return out
+    return [Job(f"ood/{s['model']}-{s['query']}-{s['optimizer']}-{key}-s{seed}",
+                dict({k: s[k] for k in RUN_KEYS}, **over, seed=seed), s.get("evaluate"))
+            for key, over in variants(s) if pes is None or key in pes for seed in s["seeds"]]
 
 
 def long_jobs(s):

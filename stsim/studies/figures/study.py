@@ -14,16 +14,10 @@ they compare (their ``LINKS``), so ``--set fig2.lr=3`` changes Figs. 2 and 4 and
 linked parts of the others. It then builds every run and validates its options
 (:meth:`stsim.Config.from_options`) before any work.
 
-:func:`run` trains every run of the selected figures once, longest first
-(:meth:`.common.Job.estimated_seconds`), as the rows of one :func:`stsim.sweep` into
-``<out>/runs/jobs.csv``: each row trains with :func:`stsim.run` and saves
-``<out>/runs/<run name>.npz`` (:func:`.common.train_job`). The sweep's journal makes a
-rerun skip the runs already finished; a run whose options changed is a new row, and a
-finished row whose file is gone or holds another config's result is trained again (never
-reused). Each figure is drawn as soon as its runs are in, so an interrupted ``--full`` run
-keeps the figures that finished (the figures completed by the last run are drawn by
-:func:`report`, right after). ``<out>/runs/run.json`` records the workers and the wall time
-of the run step.
+:func:`run` trains every run of the selected figures once, longest first, as the rows of
+one :func:`stsim.sweep` into ``<out>/runs/jobs.csv`` (:func:`.common.train_job`; resumed
+and never reused: docs/reproduction.md, "How to run"), drawing each figure as soon as its
+runs are in; ``<out>/runs/run.json`` records the workers and the wall time of the run step.
 
 :func:`analyse` rebuilds every figure's numbers from the ``.npz`` files alone (a figure
 whose runs are missing is left out and named); :func:`report` draws ``<fig>.png`` and
