@@ -140,26 +140,12 @@ def run_study(study, out: str, *, mode: str = "quick", overrides: dict | None = 
 
 def divergence(where, total: int, unmeasured=(), examples: int = 8) -> dict:
     """The summary entries of a study about diverged runs (docs/architecture.md, "The study
-    contract"; the command line prints them and exits 1 when something is unmeasured).
+    contract"; the command line prints them and exits 1 when something is unmeasured):
+    ``{"diverged": {"runs", "of", "where"}, "unmeasured": [...]}`` from ``where`` (one
+    description per diverged run, e.g. ``"fcn q=2 T=8 width 4 lr 1e+06"``; the first
+    ``examples`` distinct ones are kept), ``total`` (the runs they are out of) and
+    ``unmeasured`` (each quantity not measured because runs diverged).
 
-    Parameters
-    ----------
-    where : sequence of str
-        One description per diverged run (e.g. ``"fcn q=2 T=8 width 4 lr 1e+06"``).
-    total : int
-        The number of runs they are out of.
-    unmeasured : sequence of str
-        Each reported quantity that could not be measured because runs diverged.
-    examples : int
-        How many distinct descriptions to keep.
-
-    Returns
-    -------
-    dict
-        ``{"diverged": {"runs", "of", "where"}, "unmeasured": [...]}``.
-
-    Examples
-    --------
     >>> divergence(["fcn T=4", "fcn T=4", "tf T=8"], 10, ["width of fcn at T=4"])
     {'diverged': {'runs': 3, 'of': 10, 'where': ['fcn T=4', 'tf T=8']}, 'unmeasured': ['width of fcn at T=4']}
     """

@@ -10,12 +10,12 @@ import os
 import numpy as np
 
 from stsim.util.io import atomic_write, write_csv, write_json
+from stsim.util.plotting import plt, savefig
 
 __all__ = ["write_outputs"]
 
 
 def _curves(cfg, out, table):
-    from stsim.util.plotting import plt, savefig
     fig, ax = plt.subplots(1, 1, figsize=(7, 4.5))
     rows = []
     for k, mech in enumerate(cfg["mechanisms"]):
@@ -35,7 +35,6 @@ def _curves(cfg, out, table):
 
 
 def _widths(cfg, out, results):
-    from stsim.util.plotting import plt, savefig
     rows = results["width"]
     write_csv(os.path.join(out, "width.csv"),
               ["series", "T", "width", "below", "censored", "replicates"],

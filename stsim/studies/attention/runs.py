@@ -10,6 +10,7 @@ import json
 import math
 import time
 
+import stsim
 from stsim.core.attention import ATTENTIONS, TAU_RANGE, Attention, check_temperature
 from stsim.util.validate import Steps, check_int
 
@@ -73,7 +74,6 @@ def run_one(mechanism, T, q, d, steps, batch, T_test, seed, mult=1.0, base=None)
     validation losses over L(0) (``inf`` when diverged), the status, the steps of W and V,
     CPU time and the validation curve (JSON). ``base``: ``(lr, freeze)`` of
     :func:`base_schedule` (computed when None)."""
-    import stsim
     base_lr, freeze = base if base is not None else base_schedule(T, q, d, batch, T_test)
     opts = dict(T=T, q=q, d=d, batch=batch, T_test=tuple(T_test), seed=seed, steps=steps,
                 progress=False, **mechanism_options(mechanism, base_lr, freeze, mult))
@@ -114,7 +114,6 @@ def rank_one(T, q, rank, d, batch, steps, seed):
     """One key/query pair of rank ``rank`` trained by :func:`stsim.run` with its default
     step and initialisation (slots encodings, ``d_e = 2T``), ``steps`` steps (0: its
     default count): the final validation loss over L(0) and the status."""
-    import stsim
     res = stsim.run(T=T, q=q, d=d, rank=rank, batch=batch, seed=seed, progress=False,
                     **({"steps": steps} if steps else {}))
     ok = res.status == "completed"
@@ -129,7 +128,6 @@ def sphere_one(mechanism, T, q, d_e, d, steps, seed):
     model, sum query: the family's setting, docs/attention.md §8) with its default step and
     initialisation, ``steps`` steps (0: its default count): the final validation loss over
     L(0) and the status."""
-    import stsim
     res = stsim.run(T=T, q=q, d=d, d_e=d_e, pe="stochastic", sampler="sphere",
                     model="theory", query="sum", attention=mechanism, seed=seed,
                     progress=False, **({"steps": steps} if steps else {}))

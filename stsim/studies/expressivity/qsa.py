@@ -257,27 +257,11 @@ def _logits_streamed(table: PositionTable, Wq: np.ndarray) -> np.ndarray:
 
 
 def qsa_errors(table: PositionTable, Y: np.ndarray, lams, query: str = "sum") -> dict:
-    """Weight errors of the q-sparse averaging construction on a position table.
-
-    Only the selected rows ``U[y]`` (hence the q×q Gram blocks) and the ``N`` logits per
-    input are computed; the table is streamed (memory ``O(B N + chunk · m)``).
-
-    Parameters
-    ----------
-    table : PositionTable
-        The position vectors.
-    Y : (B, q) int array
-        The subsets.
-    lams : float or (n_λ,) array
-        Scales λ.
-    query : {"sum", "exact"}
-        The query construction (:func:`subset_queries`).
-
-    Returns
-    -------
-    dict
-        As :func:`selection_errors`.
-    """
+    """Weight errors of the q-sparse averaging construction on a position table: those of
+    :func:`selection_errors` for the subsets ``Y`` (B, q) and the scales ``lams``, with the
+    queries of :func:`subset_queries` (``query``). Only the selected rows ``U[y]`` (hence
+    the q×q Gram blocks) and the ``N`` logits per input are computed; the table is streamed
+    (memory ``O(B N + chunk · m)``)."""
     Y = np.asarray(Y, dtype=np.int64)
     Wq = subset_queries(table.rows(Y), query)
     return selection_errors(_logits_streamed(table, Wq), Y, lams)

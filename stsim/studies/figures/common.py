@@ -15,10 +15,9 @@ Every figure module (``fig1`` … ``fig5``, ``beyond``, ``claims``) exposes
 * ``draw(s, results, measured, out)`` — writes ``<NAME>.png`` (and any table derived
   from ``measured``).
 
-The driver (:mod:`stsim.studies.figures.study`) writes ``<NAME>.csv`` (every history,
-long format, :func:`write_histories_csv`) and ``<NAME>.json`` (:func:`summarise`).
-Training goes only through :func:`stsim.run` (:func:`train_job`, one sweep row per run,
-saved as ``<out>/runs/<job name>.npz``).
+The driver (:mod:`stsim.studies.figures.study`) writes ``<NAME>.csv``
+(:func:`write_histories_csv`) and ``<NAME>.json`` (:func:`summarise`); every run is one
+sweep row through :func:`stsim.run` (:func:`train_job`).
 """
 from __future__ import annotations
 
