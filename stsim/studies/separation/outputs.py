@@ -9,7 +9,7 @@ import os
 import numpy as np
 
 from stsim.baselines.fcn import fcn_param_count
-from stsim.studies.separation.design import series, tf_params
+from stsim.studies.separation.design import params_of, series, tf_params
 from stsim.studies.separation.training import raw_dir
 from stsim.util.io import atomic_write, write_csv, write_json
 
@@ -37,13 +37,11 @@ def plot_separation(A, cfg, path):
             ax = axes[row, j]
             fam = [f for f in A["family"] if f["q"] == q and f["target"] == cfg["target"]]
             if fam:
-                Tf = [f["T"] for f in fam if not f["censored"]]
-                yf = [f["width"] if what == "width" else f["params"] for f in fam
-                      if not f["censored"]]
-                lo = [f["lo"] if what == "width" else tf_params(d, f["lo"]) for f in fam
-                      if not f["censored"]]
-                hi = [f["hi"] if what == "width" else tf_params(d, f["hi"]) for f in fam
-                      if not f["censored"] and math.isfinite(f["hi"])]
+                tp = (lambda v: v) if what == "width" else (lambda v: tf_params(d, v))
+                fam = [f for f in fam if not f["censored"]]
+                Tf, yf = [f["T"] for f in fam], [tp(f["width"]) for f in fam]
+                lo = [tp(f["lo"]) for f in fam]
+                hi = [tp(f["hi"]) for f in fam if math.isfinite(f["hi"])]
                 ax.plot(Tf, yf, "-", color="C2", marker=".", label="transformer family "
                         "W=aI, V=γI: smallest d_e (best population loss)")
                 if len(hi) == len(lo):
@@ -55,11 +53,10 @@ def plot_separation(A, cfg, path):
                 ws = [w for w in A["widths"] if w["q"] == q and w["series"] == name]
                 ok = [w for w in ws if not w["censored"]]
                 sh = {"long": 1.05, "fcn": 1.0, "transformer": 0.95}[key]
+                conv = (lambda v, T: v) if what == "width" else (
+                    lambda v, T, arch=arch: params_of(arch, T, d, v))
                 if ok:
-                    y = [w["width"] if what == "width" else w["params"] for w in ok]
-                    conv = (lambda v, T: v) if what == "width" else (
-                        (lambda v, T: fcn_param_count(T, d, v)) if arch == "fcn"
-                        else (lambda v, T: tf_params(d, v)))
+                    y = [conv(w["width"], w["T"]) for w in ok]
                     lo = [conv(w["lo"], w["T"]) for w in ok]
                     hi = [conv(w["hi"], w["T"]) if w["hi"] is not None else conv(w["grid"][-1], w["T"])
                           for w in ok]
@@ -69,15 +66,11 @@ def plot_separation(A, cfg, path):
                                 capsize=3, label=lab)
                     low = [w for w in ok if w["lower_censored"]]
                     if low:
-                        ax.plot([w["T"] * sh for w in low],
-                                [w["width"] if what == "width" else w["params"] for w in low],
+                        ax.plot([w["T"] * sh for w in low], [conv(w["width"], w["T"]) for w in low],
                                 "v", color=col, ms=6, alpha=0.6)
                 cen = [w for w in ws if w["censored"]]
                 if cen:
-                    cap = [w["grid"][-1] for w in cen]
-                    y = cap if what == "width" else [
-                        fcn_param_count(w["T"], d, c) if arch == "fcn" else tf_params(d, c)
-                        for w, c in zip(cen, cap)]
+                    y = [conv(w["grid"][-1], w["T"]) for w in cen]
                     ax.plot([w["T"] * sh for w in cen], y, "^", color=col, mfc="none", ms=10,
                             mew=1.5, label=f"  censored: > cap ({name})")
                 fit = A["fits"].get(str(q), {}).get(name, {})
