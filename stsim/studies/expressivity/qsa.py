@@ -268,28 +268,10 @@ def qsa_errors(table: PositionTable, Y: np.ndarray, lams, query: str = "sum") ->
 
 
 def qsa_output(X: np.ndarray, U: np.ndarray, Y: np.ndarray, lam: float, query: str = "sum"):
-    """Output ``f_b = V Z_b softmax(Z_bᵀ W z_q)`` of the construction, token errors.
-
-    Parameters
-    ----------
-    X : (B, N, d) array
-        Tokens.
-    U : (N, m) array
-        Shared position vectors.
-    Y : (B, q) int array
-        Subsets.
-    lam : float
-        The scale λ.
-    query : {"sum", "exact"}
-        The query construction (:func:`subset_queries`).
-
-    Returns
-    -------
-    f : (B, d) array
-        The outputs.
-    err : (B,) array
-        ``‖f − STS_q(X, y)‖₂``.
-    """
+    """Output ``f_b = V Z_b softmax(Z_bᵀ W z_q)`` of the construction on the tokens ``X``
+    (B, N, d) with the shared position vectors ``U`` (N, m), the subsets ``Y`` (B, q), the
+    scale ``lam`` and the queries of :func:`subset_queries` (``query``): ``(f, err)``, the
+    outputs (B, d) and the token errors ``‖f − STS_q(X, y)‖₂`` (B,)."""
     X = np.asarray(X, dtype=np.float64)
     Y = np.asarray(Y, dtype=np.int64)
     Wq = subset_queries(np.asarray(U)[Y], query)
