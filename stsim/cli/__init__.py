@@ -3,22 +3,16 @@
 Every command is a module of this package exposing ``add_arguments(parser)`` and
 ``main(args) -> int``; :func:`main` only dispatches, importing the command's module
 lazily so that ``stsim run`` does not load experiment code. Bad input (``ValueError``) is
-printed as one line ``stsim: error: …`` with exit status 2; a warning as
-``stsim: warning: …`` (at most two lines, no source line); Ctrl-C that reaches here (outside a run's loop,
-which stops by itself and keeps its files; a study says that its finished runs are kept)
-as one line, exit status 130 — SIGTERM and SIGHUP take the same path and exit 143 and
-129 (:class:`stsim.util.signals.TerminateAsInterrupt`), and Ctrl-C during the imports
-before it is one line too; another process writing the same output, or a pool whose
-worker died, as one line, exit status 2; a file that
-cannot be written (a full disk) as one line naming it, exit status 2; a reader that
-closes the output early (``stsim run … | head -3``) ends the command quietly (status
-141, as a process killed by SIGPIPE).
+one line ``stsim: error: …``, exit status 2; a warning one line ``stsim: warning: …``;
+Ctrl-C, SIGTERM and SIGHUP one line, exit 130, 143 and 129
+(:class:`stsim.util.signals.TerminateAsInterrupt`); another writer, a broken pool or a
+file that cannot be written one line, exit 2; a reader that closes the output early exit
+141, quietly — every case: docs/model.md, "Failure behaviour".
 
 The study commands (``figures``, ``separation``, ``expressivity``, ``sparse``,
-``attention``) share one
-convention (:mod:`stsim.cli.common`): ``--quick`` (the default, seconds) | ``--full``
-(the documented experiment), ``--out``, ``--workers`` or ``--scheduler`` (a Dask
-cluster), ``--quiet``.
+``attention``) share one convention (:mod:`stsim.cli.common`): ``--quick`` (the default,
+seconds) | ``--full`` (the documented experiment), ``--out``, ``--workers`` or
+``--scheduler`` (a Dask cluster), ``--quiet``.
 """
 from __future__ import annotations
 

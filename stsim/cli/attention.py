@@ -3,6 +3,7 @@ width (:mod:`stsim.studies.attention`)."""
 from __future__ import annotations
 
 from stsim.cli.common import add_contract_options, run_contract
+from stsim.studies import attention
 
 __all__ = ["add_arguments", "main"]
 
@@ -42,7 +43,6 @@ HELP = {"T": "training length", "q": "subset size", "d": "token dimension",
 
 def add_arguments(p) -> None:
     """Options of ``stsim attention``."""
-    from stsim.studies import attention
     add_contract_options(p, attention, help=HELP)
 
 
@@ -51,7 +51,6 @@ def main(args) -> int:
     then exit status 1 (else that of :func:`~stsim.cli.common.run_contract`)."""
     import sys
 
-    from stsim.studies import attention
     res = run_contract(args, attention)
     print(f"{res['checks']} checks: {res['held']} held, {res['failed']} failed, "
           f"{res['inconclusive']} inconclusive; files in {res['out']}")

@@ -193,15 +193,12 @@ def contract_overrides(args, study) -> dict:
 
 
 def run_contract(args, study) -> dict:
-    """The whole command for a contract study, every check before any work: the overrides
-    from ``args`` (:func:`stsim.studies.contract.resolve_config`: every setting, sizes
-    against the machine's memory), ``--out`` (a writable folder; with ``--analyse-only``
-    an existing one), one study at a time per folder (``<out>/.stsim-study.lock``); then
-    the executor, built once from ``--workers`` (:func:`stsim.sweep.make_executor`: 0 or 1
-    runs in this process) or from ``--scheduler`` (:func:`scheduler_executor`: a Dask
-    cluster), :func:`stsim.studies.contract.run_study`, the executor shut down. Ctrl-C ends the pool's workers at once and raises ``KeyboardInterrupt`` saying
-    that the finished runs are kept (a rerun resumes). The diverged runs and the
-    quantities they left unmeasured are printed on stderr, one line each
+    """The whole command for a contract study (docs/architecture.md, "The study contract"),
+    every check before any work: the overrides, ``--out`` (with ``--analyse-only`` an
+    existing folder), one study at a time per folder (``<out>/.stsim-study.lock``); the
+    executor built once from ``--workers`` or ``--scheduler`` (:func:`scheduler_executor`)
+    for :func:`stsim.studies.contract.run_study`; Ctrl-C ends the pool's workers and says
+    that the finished runs are kept; the diverged runs printed on stderr
     (:func:`report_divergence`). Returns the summary, with ``exit_status`` 1 when something
     is unmeasured, else 0."""
     from stsim.studies.contract import resolve_config, run_study

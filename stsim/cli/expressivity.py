@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from stsim.cli.common import add_contract_options, run_contract
+from stsim.studies import expressivity
 
 __all__ = ["add_arguments", "main"]
 
@@ -18,7 +19,6 @@ HELP = {"seed": "root seed of every part", "only": "the parts to run, a comma li
 
 def add_arguments(p) -> None:
     """Options of ``stsim expressivity``."""
-    from stsim.studies import expressivity
     add_contract_options(p, expressivity, help=HELP,
                          workers_help="worker processes for the points of each part, one "
                                       "BLAS thread each (default: 2); 0 or 1 runs in this "
@@ -28,7 +28,6 @@ def add_arguments(p) -> None:
 def main(args) -> int:
     """Run the selected parts; print the wall time of each and where the files are."""
     from stsim.cli.common import out_dir
-    from stsim.studies import expressivity
     res = run_contract(args, expressivity)
     times = ", ".join(f"{k} {v:.1f}s" if v is not None else f"{k} (no run record)"
                       for k, v in res["part_wall_time_s"].items())

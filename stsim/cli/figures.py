@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 
 from stsim.cli.common import add_contract_options, print_checks, run_contract
+from stsim.studies import figures
 
 __all__ = ["add_arguments", "main"]
 
@@ -33,7 +34,6 @@ class _Removed(argparse.Action):
 
 def add_arguments(p) -> None:
     """Options of ``stsim figures``."""
-    from stsim.studies import figures
     add_contract_options(p, figures, help={
         "only": f"comma-separated subset of {','.join(figures.FIGURES)} (fig4 shares the "
                 "runs and settings of fig2)"})
@@ -73,7 +73,6 @@ def main(args) -> int:
         from stsim.studies.figures.tables import render
         print(render(check_report_folder(args.report)))
         return 0
-    from stsim.studies import figures
     res = run_contract(args, figures)
     for summary in res["summaries"].values():
         print_checks(summary)

@@ -4,6 +4,7 @@ equal learning-rate tuning and the transformer's two-parameter family
 from __future__ import annotations
 
 from stsim.cli.common import add_contract_options, run_contract
+from stsim.studies import separation
 
 __all__ = ["add_arguments", "main"]
 
@@ -34,14 +35,12 @@ HELP = {"qs": "subset sizes q of the trained arms", "d": "token dimension",
 
 def add_arguments(p) -> None:
     """Options of ``stsim separation``."""
-    from stsim.studies import separation
     add_contract_options(p, separation, help=HELP)
 
 
 def main(args) -> int:
     """Run the study and print the smallest width of every series point."""
     from stsim.cli.common import out_dir
-    from stsim.studies import separation
     from stsim.studies.separation.outputs import width_text
     res = run_contract(args, separation)
     for w in res["widths"]:

@@ -3,6 +3,7 @@ attention head vs an FCN (:mod:`stsim.studies.sparse`)."""
 from __future__ import annotations
 
 from stsim.cli.common import add_contract_options, run_contract
+from stsim.studies import sparse
 
 __all__ = ["add_arguments", "main"]
 
@@ -33,14 +34,12 @@ HELP = {"Ts": "sequence lengths T", "m_min": "smallest training-set size",
 
 def add_arguments(p) -> None:
     """Options of ``stsim sparse``."""
-    from stsim.studies import sparse
     add_contract_options(p, sparse, help=HELP)
 
 
 def main(args) -> int:
     """Run the study and print m* for every (function, model, T) and the fits."""
     from stsim.cli.common import out_dir
-    from stsim.studies import sparse
     from stsim.studies.sparse.outputs import format_fit
     res = run_contract(args, sparse)
     for r in res["mstar"]:

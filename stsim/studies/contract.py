@@ -1,16 +1,9 @@
-"""The study contract: one shape for every study (figures, separation, expressivity, sparse).
-
-A *study* is a module (a subpackage of :mod:`stsim.studies`) with the members ``NAME``,
-``PRESETS`` (``{"quick": {...}, "full": {...}}``; every key can be overridden,
-:func:`apply_overrides`, except the reserved ``mode``), ``check(config) -> config``
-(every ``ValueError`` and size refusal before any work), ``run(config, out, executor,
-log) -> None`` (through :func:`stsim.sweep` into resumable raw tables under ``out``, on
-the ``executor`` the caller built; ``log`` is ``None`` or ``callable(str)``),
-``analyse(config, out) -> dict`` (from the raw tables alone, JSON-ready) and
-``report(config, out, results) -> dict`` (the files; returns the summary). What each
-must do, how a study reports diverged runs (:func:`divergence`,
-:func:`publish_divergence`) and a complete toy study: docs/architecture.md, "The study
-contract".
+"""The study contract: one shape for every study (figures, separation, expressivity, sparse,
+attention). A *study* is a module with the members ``NAME``, ``PRESETS`` (``{"quick":
+{...}, "full": {...}}``; every key but the reserved ``mode`` can be overridden,
+:func:`apply_overrides`), ``check``, ``run``, ``analyse`` and ``report``; what each must
+do, how a study reports diverged runs (:func:`divergence`, :func:`publish_divergence`) and
+a complete toy study: docs/architecture.md, "The study contract".
 
 :func:`run_study` is the one driver: resolve the preset with the overrides, ``check``,
 ``run`` (unless ``analyse_only``), ``analyse``, ``report``; the command line
@@ -147,26 +140,12 @@ def run_study(study, out: str, *, mode: str = "quick", overrides: dict | None = 
 
 def divergence(where, total: int, unmeasured=(), examples: int = 8) -> dict:
     """The summary entries of a study about diverged runs (docs/architecture.md, "The study
-    contract"; the command line prints them and exits 1 when something is unmeasured).
+    contract"; the command line prints them and exits 1 when something is unmeasured):
+    ``{"diverged": {"runs", "of", "where"}, "unmeasured": [...]}`` from ``where`` (one
+    description per diverged run, e.g. ``"fcn q=2 T=8 width 4 lr 1e+06"``; the first
+    ``examples`` distinct ones are kept), ``total`` (the runs they are out of) and
+    ``unmeasured`` (each quantity not measured because runs diverged).
 
-    Parameters
-    ----------
-    where : sequence of str
-        One description per diverged run (e.g. ``"fcn q=2 T=8 width 4 lr 1e+06"``).
-    total : int
-        The number of runs they are out of.
-    unmeasured : sequence of str
-        Each reported quantity that could not be measured because runs diverged.
-    examples : int
-        How many distinct descriptions to keep.
-
-    Returns
-    -------
-    dict
-        ``{"diverged": {"runs", "of", "where"}, "unmeasured": [...]}``.
-
-    Examples
-    --------
     >>> divergence(["fcn T=4", "fcn T=4", "tf T=8"], 10, ["width of fcn at T=4"])
     {'diverged': {'runs': 3, 'of': 10, 'where': ['fcn T=4', 'tf T=8']}, 'unmeasured': ['width of fcn at T=4']}
     """

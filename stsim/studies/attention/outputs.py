@@ -10,12 +10,12 @@ import os
 import numpy as np
 
 from stsim.util.io import atomic_write, write_csv, write_json
+from stsim.util.plotting import plt, savefig
 
 __all__ = ["write_outputs"]
 
 
 def _curves(cfg, out, table):
-    from stsim.util.plotting import plt, savefig
     fig, ax = plt.subplots(1, 1, figsize=(7, 4.5))
     rows = []
     for k, mech in enumerate(cfg["mechanisms"]):
@@ -27,9 +27,7 @@ def _curves(cfg, out, table):
             rows += [[mech, r["seed"], s, v] for s, v in zip(c["step"], c["rel"])]
     write_csv(os.path.join(out, "curves.csv"), ["mechanism", "seed", "step", "rel"], rows)
     ax.axhline(cfg["target"], color="k", ls=":", lw=0.8)
-    ax.set_yscale("log")
-    ax.set_xlabel("step")
-    ax.set_ylabel("validation loss / L(0)")
+    ax.set(yscale="log", xlabel="step", ylabel="validation loss / L(0)")
     ax.set_title(f"T = {cfg['T']}, q = {cfg['q']}: every seed (dotted: {cfg['target']:g})",
                  fontsize=9)
     ax.legend(fontsize=7, ncol=2)
@@ -37,7 +35,6 @@ def _curves(cfg, out, table):
 
 
 def _widths(cfg, out, results):
-    from stsim.util.plotting import plt, savefig
     rows = results["width"]
     write_csv(os.path.join(out, "width.csv"),
               ["series", "T", "width", "below", "censored", "replicates"],
@@ -64,10 +61,8 @@ def _widths(cfg, out, results):
             y = {"power": 2.0 ** fit["b"] * x ** fit["a"], "linear": fit["a"] * x + fit["b"],
                  "log": fit["a"] * np.log2(x) + fit["b"]}[law]
             ax.plot(x, y, "-", color=col, lw=0.8, alpha=0.7)
-    ax.set_xscale("log")
-    ax.set_yscale("log")
-    ax.set_xlabel("T")
-    ax.set_ylabel(f"smallest d_e reaching {cfg['width_target']:g} L(0) (sphere family)")
+    ax.set(xscale="log", yscale="log", xlabel="T",
+           ylabel=f"smallest d_e reaching {cfg['width_target']:g} L(0) (sphere family)")
     ax.set_title("lines: the best-ranked interval-censored law of each series", fontsize=9)
     ax.legend(fontsize=7)
     savefig(fig, os.path.join(out, "width.png"))

@@ -1,16 +1,8 @@
-r"""The training runs of ``stsim attention``: one run, the equal tuning of every mechanism,
-the rank grid.
-
-**Equal tuning.** Every mechanism gets the same procedure: the step of the paper's
-softmax model at this config (:func:`base_schedule`: its derived default — at the paper's
-scale a step per block ``{"W": η_W, "V": η_V}`` with W's token rows ``W_xx, W_xe`` held at
-their initial value) times one multiplier ``m`` of ``tune_mults``, the same ``freeze``;
-``m`` is chosen per mechanism on a tuning replicate (root seed 1, not a reported seed) as
-the lowest final validation loss after ``tune_steps`` steps (a diverged run counts as
-infinite; ties go to the larger m), then every reported run trains ``steps`` steps (the
-stated budget, the same for all). A key/query pair (``rank=r``) has no token rows to hold
-(``W_K``, ``W_Q`` mix them): it gets ``{"W_K": mη_W, "W_Q": mη_W, "V": mη_V}`` and no
-``freeze`` (a single base step is used for all three when the base is one step).
+r"""The training runs of ``stsim attention``: one run, the equal tuning of every mechanism
+(the paper model's derived step at this config, :func:`base_schedule`, times the
+multiplier of ``tune_mults`` chosen per mechanism on a tuning replicate, :func:`choose`;
+a key/query pair gets ``{"W_K": mη_W, "W_Q": mη_W, "V": mη_V}`` and no ``freeze``:
+docs/attention.md, "The study"), the rank grid and the trained widths.
 """
 from __future__ import annotations
 
@@ -18,6 +10,7 @@ import json
 import math
 import time
 
+import stsim
 from stsim.core.attention import ATTENTIONS, TAU_RANGE, Attention, check_temperature
 from stsim.util.validate import Steps, check_int
 
@@ -81,7 +74,6 @@ def run_one(mechanism, T, q, d, steps, batch, T_test, seed, mult=1.0, base=None)
     validation losses over L(0) (``inf`` when diverged), the status, the steps of W and V,
     CPU time and the validation curve (JSON). ``base``: ``(lr, freeze)`` of
     :func:`base_schedule` (computed when None)."""
-    import stsim
     base_lr, freeze = base if base is not None else base_schedule(T, q, d, batch, T_test)
     opts = dict(T=T, q=q, d=d, batch=batch, T_test=tuple(T_test), seed=seed, steps=steps,
                 progress=False, **mechanism_options(mechanism, base_lr, freeze, mult))
@@ -122,7 +114,6 @@ def rank_one(T, q, rank, d, batch, steps, seed):
     """One key/query pair of rank ``rank`` trained by :func:`stsim.run` with its default
     step and initialisation (slots encodings, ``d_e = 2T``), ``steps`` steps (0: its
     default count): the final validation loss over L(0) and the status."""
-    import stsim
     res = stsim.run(T=T, q=q, d=d, rank=rank, batch=batch, seed=seed, progress=False,
                     **({"steps": steps} if steps else {}))
     ok = res.status == "completed"
@@ -137,7 +128,6 @@ def sphere_one(mechanism, T, q, d_e, d, steps, seed):
     model, sum query: the family's setting, docs/attention.md §8) with its default step and
     initialisation, ``steps`` steps (0: its default count): the final validation loss over
     L(0) and the status."""
-    import stsim
     res = stsim.run(T=T, q=q, d=d, d_e=d_e, pe="stochastic", sampler="sphere",
                     model="theory", query="sum", attention=mechanism, seed=seed,
                     progress=False, **({"steps": steps} if steps else {}))

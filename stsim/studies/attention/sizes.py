@@ -12,9 +12,8 @@ def check_sizes(cfg) -> None:
     """Refuse, before any work, a part whose largest run does not fit: each mechanism's run
     (:meth:`stsim.core.config.Config.resolve`: its options, e.g. ``rank <= d + d_e``, and
     its memory), the largest rank run, each trained mechanism at the largest width, the
-    family at each ``width_T`` (``n_mc × T`` scores, 5 arrays, and ``n_mc × q × d_e``
-    encodings, 2) and the reduced map (2 maps of 4 × (20 ``tau_T`` + 1) values, 3
-    temporaries of one); the message names the setting."""
+    family at each ``width_T`` and the reduced map (their largest arrays, by name, in the
+    message); the message names the setting."""
     from stsim.core.config import Config
     from stsim.studies.separation.design import n_mc
     from stsim.util.validate import check_memory

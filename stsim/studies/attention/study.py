@@ -1,31 +1,22 @@
 r"""``stsim attention``: which attention mechanisms learn sparse token selection, and at
-what width (docs/attention.md).
+what width (docs/attention.md, "The study: `stsim attention`").
 
 Five parts, each check carrying its standard error, the critical value right for its
 sample size and a verdict (:func:`verdict`):
 
 * **runs** (:mod:`.runs`) — every mechanism of ``mechanisms`` (names of
-  :data:`stsim.core.attention.ATTENTIONS`, ``rank=r`` for the key/query pair, ``tau=τ``
-  for softmax at a temperature, or one's own :class:`~stsim.core.attention.Attention`
-  object, named by its label in the tables), from its default initialisation, with equal tuning (the
-  paper model's default step times one multiplier of ``tune_mults`` chosen on a tuning
-  replicate, the same held blocks, the same budget of ``steps`` steps), ``seeds`` seeds,
-  stochastic slots encodings (``d_e = 2 max(T, T_test)``); per mechanism: **learns** (the
-  final validation loss ≤ ``target`` · L(0)) and **length generalisation** (the loss at
-  each ``T_test`` ≤ ``ood_target`` · L(0)).
-* **rank** — the key/query pair of rank r with its default run at every ``(T, q)`` of
-  ``rank_T`` × ``rank_q`` and r of ``rank_r`` (``≤ 2T``): the smallest r whose seed mean is
-  held below ``target`` · L(0) (and below ``width_target`` · L(0)).
-* **width** (:mod:`.widths`) — the smallest ``d_e`` of each mechanism's sphere family
-  reaching ``width_target`` · L(0) against T, fitted with the interval-censored growth laws
-  of docs/separation.md; linear attention's Monte-Carlo family against its exact law.
-* **trained widths** — ``train_mechs`` trained on stochastic sphere encodings (theory
-  model, sum query, their default runs) at ``T = train_T`` and each ``d_e`` of
-  ``train_widths``: the smallest ``d_e`` held below ``width_target`` · L(0), against the
-  family's width there (within one √2 grid step).
-* **temperature** — the reduced softmax map's step to 2% of L(0) against τ at one step
-  ``η``, and the same map at τ = 1 with step ``η/τ²`` on W and ``η`` on V (the derived
-  equivalence; deterministic, ``se = 0``).
+  :data:`stsim.core.attention.ATTENTIONS`, ``rank=r``, ``tau=τ`` or one's own
+  :class:`~stsim.core.attention.Attention` object, named by its label), equally tuned
+  (``tune_mults``, ``tune_steps``), ``steps`` steps, ``seeds`` seeds: **learns**
+  (``target``) and **length generalisation** (``T_test``, ``ood_target``).
+* **rank** — ``rank=r`` over ``rank_T`` × ``rank_q`` × ``rank_r``: the smallest r held
+  below ``target`` · L(0) (and below ``width_target`` · L(0)).
+* **width** (:mod:`.widths`) — each of ``width_mechs``' sphere family: the smallest
+  ``d_e`` reaching ``width_target`` · L(0) against ``width_T``, with its growth laws.
+* **trained widths** — ``train_mechs`` trained on the sphere at ``train_T`` and each
+  ``d_e`` of ``train_widths``, against the family's width there.
+* **temperature** — the reduced softmax map at each of ``taus`` against τ = 1 with step
+  ``η/τ²`` on W (deterministic, ``se = 0``).
 """
 from __future__ import annotations
 
@@ -154,45 +145,37 @@ def run(cfg, out, executor, log):
     walls = {}
     mechs = {mechanism_label(m): m for m in cfg["mechanisms"]}
 
+    def part(name, fn, points, **kw):       # one sweep into raw/<name>.csv, timed
+        t = time.time()
+        sweep(fn, points, executor=executor, out=_raw(out, f"{name}.csv"), **kw)
+        walls[name] = time.time() - t
+
     def tune(mechanism, mult, seed):
         return run_one(mechs[mechanism], steps=cfg["tune_steps"], T_test=cfg["T_test"], seed=seed,
                        mult=mult, base=base, **c)
 
-    t = time.time()
-    sweep(tune, {"mechanism": list(mechs), "mult": cfg["tune_mults"]}, seeds=1,
-          root_seed=TUNE_ROOT, executor=executor, out=_raw(out, "tune.csv"))
-    walls["tune"] = time.time() - t
+    part("tune", tune, {"mechanism": list(mechs), "mult": cfg["tune_mults"]}, seeds=1,
+         root_seed=TUNE_ROOT)
     mults = choose(read_table(_raw(out, "tune.csv")))
 
     def main(mechanism, seed):
         return run_one(mechs[mechanism], steps=cfg["steps"], T_test=cfg["T_test"], seed=seed,
                        mult=mults[mechanism], base=base, **c)
 
-    t = time.time()
-    sweep(main, {"mechanism": list(mechs)}, seeds=cfg["seeds"], executor=executor,
-          out=_raw(out, "runs.csv"))
-    walls["runs"] = time.time() - t
-    t = time.time()
+    part("runs", main, {"mechanism": list(mechs)}, seeds=cfg["seeds"])
     pts = [{"T": T, "q": q, "rank": r} for T in cfg["rank_T"] for q in cfg["rank_q"]
            for r in cfg["rank_r"] if q < T and r <= 2 * T]
-    sweep(lambda T, q, rank, seed: rank_one(T, q, rank, cfg["d"], cfg["batch"],
-                                                  cfg["rank_steps"], seed), pts,
-          seeds=cfg["seeds"], executor=executor, out=_raw(out, "rank.csv"))
-    walls["rank"] = time.time() - t
-    t = time.time()
+    part("rank", lambda T, q, rank, seed: rank_one(T, q, rank, cfg["d"], cfg["batch"],
+                                                   cfg["rank_steps"], seed), pts,
+         seeds=cfg["seeds"])
     wpts = [{"mechanism": m, "T": T} for m in cfg["width_mechs"] for T in cfg["width_T"]]
-    sweep(lambda mechanism, T, seed: width_point(
+    part("width", lambda mechanism, T, seed: width_point(
         mechanism, T, cfg["q"], cfg["width_target"], n_mc(T, cfg),
-        min(cfg["width_max"], max(64, 8 * T)), seed),
-        wpts, seeds=cfg["mc_seeds"], root_seed=2, executor=executor,
-        out=_raw(out, "width.csv"))
-    walls["width"] = time.time() - t
-    t = time.time()
+        min(cfg["width_max"], max(64, 8 * T)), seed), wpts, seeds=cfg["mc_seeds"], root_seed=2)
     tpts = [{"mechanism": m, "d_e": w} for m in cfg["train_mechs"] for w in cfg["train_widths"]]
-    sweep(lambda mechanism, d_e, seed: sphere_one(mechanism, cfg["train_T"], cfg["q"], d_e,
-                                                  cfg["d"], cfg["train_steps"], seed),
-          tpts, seeds=cfg["seeds"], executor=executor, out=_raw(out, "trained.csv"))
-    walls["trained"] = time.time() - t
+    part("trained", lambda mechanism, d_e, seed: sphere_one(mechanism, cfg["train_T"], cfg["q"],
+                                                            d_e, cfg["d"], cfg["train_steps"],
+                                                            seed), tpts, seeds=cfg["seeds"])
     write_json(_raw(out, "run.json"), {"wall_time_s": time.time() - t0,
                                        "wall_time_parts_s": walls, "mults": mults})
 

@@ -1,18 +1,7 @@
 """Memory estimates of the expressivity parts: the largest arrays of each part's largest
-point (float64), for the study's ``check`` (:func:`stsim.util.validate.check_memory`),
-made before anything is allocated.
-
-* ``curves``: the logits of ``n_inputs`` subsets over ``N`` positions and their softmax
-  temporaries (:func:`~stsim.studies.expressivity.qsa.selection_errors`: 5 arrays
-  ``n_inputs × N``), the Gaussian tokens (``n_inputs × N × d``), the dense table
-  (``N × max(ms)``);
-* ``width``: the same logits at the largest ``N`` and ``n_inputs``; a table chunk
-  (``2048 × m_max``, the table is streamed);
-* ``seq2seq``: blocks of 512 rows of logits (5 arrays ``512 × N``), the table
-  ``N × max(ms)`` and the tokens;
-* ``trained``: its run's own estimate (:meth:`stsim.core.config.Config.memory_estimate`);
-* ``patterns``, ``jl``: queries and keys (3 arrays ``L × d_max``) and blocks of 512 rows of
-  logits (4 arrays ``512 × L``).
+point (float64, by name: :func:`part_memory`), for the study's ``check``
+(:func:`stsim.util.validate.check_memory`), made before anything is allocated; the trained
+part's run checks itself (:meth:`stsim.core.config.Config.memory_estimate`).
 """
 from __future__ import annotations
 

@@ -257,55 +257,21 @@ def _logits_streamed(table: PositionTable, Wq: np.ndarray) -> np.ndarray:
 
 
 def qsa_errors(table: PositionTable, Y: np.ndarray, lams, query: str = "sum") -> dict:
-    """Weight errors of the q-sparse averaging construction on a position table.
-
-    Only the selected rows ``U[y]`` (hence the q×q Gram blocks) and the ``N`` logits per
-    input are computed; the table is streamed (memory ``O(B N + chunk · m)``).
-
-    Parameters
-    ----------
-    table : PositionTable
-        The position vectors.
-    Y : (B, q) int array
-        The subsets.
-    lams : float or (n_λ,) array
-        Scales λ.
-    query : {"sum", "exact"}
-        The query construction (:func:`subset_queries`).
-
-    Returns
-    -------
-    dict
-        As :func:`selection_errors`.
-    """
+    """Weight errors of the q-sparse averaging construction on a position table: those of
+    :func:`selection_errors` for the subsets ``Y`` (B, q) and the scales ``lams``, with the
+    queries of :func:`subset_queries` (``query``). Only the selected rows ``U[y]`` (hence
+    the q×q Gram blocks) and the ``N`` logits per input are computed; the table is streamed
+    (memory ``O(B N + chunk · m)``)."""
     Y = np.asarray(Y, dtype=np.int64)
     Wq = subset_queries(table.rows(Y), query)
     return selection_errors(_logits_streamed(table, Wq), Y, lams)
 
 
 def qsa_output(X: np.ndarray, U: np.ndarray, Y: np.ndarray, lam: float, query: str = "sum"):
-    """Output ``f_b = V Z_b softmax(Z_bᵀ W z_q)`` of the construction, token errors.
-
-    Parameters
-    ----------
-    X : (B, N, d) array
-        Tokens.
-    U : (N, m) array
-        Shared position vectors.
-    Y : (B, q) int array
-        Subsets.
-    lam : float
-        The scale λ.
-    query : {"sum", "exact"}
-        The query construction (:func:`subset_queries`).
-
-    Returns
-    -------
-    f : (B, d) array
-        The outputs.
-    err : (B,) array
-        ``‖f − STS_q(X, y)‖₂``.
-    """
+    """Output ``f_b = V Z_b softmax(Z_bᵀ W z_q)`` of the construction on the tokens ``X``
+    (B, N, d) with the shared position vectors ``U`` (N, m), the subsets ``Y`` (B, q), the
+    scale ``lam`` and the queries of :func:`subset_queries` (``query``): ``(f, err)``, the
+    outputs (B, d) and the token errors ``‖f − STS_q(X, y)‖₂`` (B,)."""
     X = np.asarray(X, dtype=np.float64)
     Y = np.asarray(Y, dtype=np.int64)
     Wq = subset_queries(np.asarray(U)[Y], query)

@@ -1,29 +1,13 @@
 r"""Expressivity experiments: explicit attention constructions and their width laws.
 
 ``stsim expressivity [--quick|--full] [--only a,b] [--workers N] --out DIR`` runs six
-parts (:mod:`~stsim.studies.expressivity.parts`). Each part's heavy loop is one or two
-resumable :func:`stsim.sweep` over its points into raw tables ``DIR/raw/<table>.csv`` on
-the executor the caller passes (an interrupted run keeps every finished point); the
-analysis reads those tables alone (``--analyse-only``) and each part writes
-``<part>.csv``, ``<part>.png`` and ``<part>.json``, then ``expressivity.json``.
-
-=========  ==========================================================================
-part       what it measures
-=========  ==========================================================================
-curves     q-sparse averaging, one query: worst / mean weight error ``‖s − 1_y/q‖₁``
-           and Gaussian-token error vs the position width ``m``; error vs ``λ``
-width      smallest ``m`` reaching ``ε`` (worst over sampled subsets) as ``N`` grows to
-           ``16384``, for ``q ∈ {1,2,4,8}``; fit ``m* = a · q ln N + b``
-seq2seq    sequence-to-sequence qSA (every token its own subset): worst error over all
-           ``N`` rows vs ``m``, and ``m*``
-trained    ``stsim.run(pe="stochastic", sampler="sphere")``: share of ``‖W‖²`` in the
-           PE block, cosine with ``I``, learned scale vs the construction's ``λ``
-patterns   sparse attention patterns from fixed ``W_Q, W_K`` (exact-interpolation
-           queries): smallest head dimension ``d`` with off-support mass ``≤ ε_off`` as
-           ``L`` grows to 4096, four target kinds, several ``k``; fit ``d* = a ln L + b``
-jl         the same with JL (sum) queries, where ratios are only approximate: ``d*``
-           for a log-ratio tolerance; fits against ``ln L`` and ``τ² ln L``
-=========  ==========================================================================
+parts (:mod:`~stsim.studies.expressivity.parts`; what each measures: its module, and
+docs/expressivity.md): ``curves``, ``width``, ``seq2seq``, ``trained``, ``patterns``,
+``jl``. Each part's heavy loop is one or two resumable :func:`stsim.sweep` over its points
+into raw tables ``DIR/raw/<table>.csv`` on the executor the caller passes (an interrupted
+run keeps every finished point); the analysis reads those tables alone
+(``--analyse-only``) and each part writes ``<part>.csv``, ``<part>.png`` and
+``<part>.json``, then ``expressivity.json``.
 
 The constructions are in :mod:`~stsim.studies.expressivity.qsa` and
 :mod:`~stsim.studies.expressivity.patterns`. A trained run that diverges leaves the

@@ -103,9 +103,8 @@ def draw(s, results, measured, out):
         ax[0].errorbar(des, v.mean(1), yerr=[v.mean(1) - v.min(1), v.max(1) - v.mean(1)],
                        marker="o", capsize=3, label=lab)
     ax[0].set_xscale("log", base=2)
-    ax[0].set_yscale("log")
-    ax[0].set_xlabel("sphere PE width d_e")
-    ax[0].set_ylabel(f"final validation loss (step {s['steps']})")
+    ax[0].set(yscale="log", xlabel="sphere PE width d_e",
+              ylabel=f"final validation loss (step {s['steps']})")
     ax[0].set_title(f"(a) stochastic/sphere PE: loss floor vs d_e\n{s['optimizer']} "
                     f"lr={s['lr']}, batch {s['batch']}, T={s['T']}", fontsize=9)
     ax[0].legend(fontsize=7)
@@ -113,9 +112,7 @@ def draw(s, results, measured, out):
     for i, de in enumerate(des):
         seed_band(ax[1], sph[de], "val", label=f"d_e = {de}",
                   color=cmap(i / max(1, len(des) - 1)))
-    ax[1].set_yscale("log")
-    ax[1].set_xlabel("step")
-    ax[1].set_ylabel("in-distribution validation loss")
+    ax[1].set(yscale="log", xlabel="step", ylabel="in-distribution validation loss")
     ax[1].set_title("(a') sphere PE training curves", fontsize=9)
     ax[1].legend(fontsize=7)
     Tmax = _largest_shared_T(s)
@@ -125,9 +122,7 @@ def draw(s, results, measured, out):
         if Tmax is not None:
             seed_band(ax[2], runs, f"val/T={Tmax}", label=f"{name}: T_test={Tmax}",
                       color=col, ls="--")
-    ax[2].set_yscale("log")
-    ax[2].set_xlabel("step")
-    ax[2].set_ylabel("validation loss")
+    ax[2].set(yscale="log", xlabel="step", ylabel="validation loss")
     ax[2].set_title(f"(b) theory (sum, {s['theory']['optimizer']} lr={s['theory']['lr']}) vs "
                     f"practical (mean, {s['practical']['optimizer']} lr="
                     f"{s['practical']['lr']}), slots", fontsize=8)

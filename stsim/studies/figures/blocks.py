@@ -1,42 +1,24 @@
 r"""The evaluation block means of every run, committed beside ``figures.json``, and the
-recomputation of the figures' numbers from them.
+recomputation of the figures' numbers from them (docs/reproduction.md, "How every number
+is judged", the block means).
 
-Every final loss of the figures is a mean over large fresh sets drawn in blocks
-(:mod:`.evaluate`); its standard error is the batch-means one, and the bootstrap of a
-check (:mod:`.verdicts`) resamples those blocks beside the seeds. The block means live in
-the runs' ``.npz`` files, which are not committed; :func:`write_blocks` writes them to
-``<out>/blocks.csv`` (atomically, by :func:`stsim.util.io.write_csv`;
-:func:`stsim.studies.figures.study.report` calls it beside ``figures.json``), one row per
-run and evaluation set:
-
-``run, set, kind, value, block, n_blocks, final, initial``
-
-``set``: the history key (``val``, ``val/T=250``, ``val/q=4``); ``kind``, ``value``: the
-evaluation stream (``Streams(seed).evaluation(kind, value)``); ``block``: points per
-block; ``final``: the ``n_blocks`` block means of the final parameters, space-separated,
-each written with ``repr`` (round-trip exact); ``initial``: those of the initial
-parameters on the same blocks (random initialisation only; empty from zero
-initialisation, whose initial loss is the exact ``d / (2q)``). A run that diverged has no
-row (it was not evaluated).
-
-:func:`read_blocks` returns them in the form :func:`.evaluate.evaluate_run` produced them
-(the mean and SE by :func:`.evaluate.block_estimate`, the one formula of the study), and
-:func:`recheck` recomputes from ``blocks.csv`` and the committed ``<fig>.json`` /
-``<fig>.csv`` alone: ``figures.json``'s ``evaluation`` summary, and every measured number
-and check (measured value, SE, raw bootstrap SE, margin, critical value) of the figures
-whose numbers need no trained parameter beyond the one-hot runs' reduced state ``(a, γ)``
-(recorded in their ``measured``): :data:`REPLAYED`. Figs. 1 and 3 and the claims map also
-read the trained ``W`` and ``V`` (cosines, block masses), which are not committed; their
-evaluation sets enter the summary check. The histories in ``<fig>.csv`` have six
-significant digits, so a check that reads the validation curves (``tail of training``)
-is compared to :data:`HISTORY_RTOL`; everything else to :data:`RTOL`.
+:func:`write_blocks` writes ``<out>/blocks.csv`` (atomically; the study's
+:func:`~stsim.studies.figures.study.report` writes it beside ``figures.json``), one row per
+run and evaluation set: ``run, set, kind, value, block, n_blocks, final, initial``
+(``set``: the history key; ``kind``, ``value``: the stream
+``Streams(seed).evaluation(kind, value)``; ``block``: points per block; ``final``,
+``initial``: the block means of the final and initial parameters, space-separated
+``repr``, ``initial`` empty from zero initialisation; a diverged run has no row).
+:func:`read_blocks` returns them as :func:`.evaluate.evaluate_run` produced them, and
+:func:`recheck` recomputes from the committed files alone the ``evaluation`` summary and
+every number of the figures :data:`REPLAYED`, to :data:`RTOL` (:data:`HISTORY_RTOL` for a
+check read off the 6-digit histories in ``<fig>.csv``).
 
 Command line: ``python -m stsim.studies.figures.blocks <out>`` writes ``<out>/blocks.csv``
 from ``<out>/runs`` (the runs of a finished ``stsim figures``) and rechecks ``<out>``.
 """
 from __future__ import annotations
 
-import json
 import math
 import os
 from dataclasses import dataclass, field
@@ -45,7 +27,7 @@ import numpy as np
 
 from stsim.studies.figures.common import figure_module, load_runs, runs_dir, unique_jobs
 from stsim.studies.figures.evaluate import block_estimate, evaluation_stats, set_keys
-from stsim.util.io import read_csv, to_jsonable, write_csv
+from stsim.util.io import read_csv, read_json, to_jsonable, write_csv
 
 __all__ = ["FILE", "COLUMNS", "REPLAYED", "RTOL", "HISTORY_RTOL", "block_rows",
            "write_blocks", "read_blocks", "ReplayResult", "replay_results", "recheck"]
@@ -194,8 +176,7 @@ def _states(summary) -> dict:
 def replay_results(out, name, blocks=None) -> dict:
     """``{run: ReplayResult}`` of figure ``name`` from ``<out>/<name>.json``,
     ``<out>/<name>.csv`` and ``<out>/blocks.csv`` (or ``blocks``, :func:`read_blocks`)."""
-    with open(os.path.join(out, f"{name}.json")) as fh:
-        summary = json.load(fh)
+    summary = read_json(os.path.join(out, f"{name}.json"))
     blocks = read_blocks(os.path.join(out, FILE)) if blocks is None else blocks
     hist = _histories(os.path.join(out, f"{name}.csv"))
     states = _states(summary)
@@ -247,20 +228,17 @@ def recheck(out, figures=REPLAYED, blocks=None) -> list:
     trained parameters)."""
     blocks = read_blocks(os.path.join(out, FILE)) if blocks is None else blocks
     bad = []
-    with open(os.path.join(out, "figures.json")) as fh:
-        overview = json.load(fh)
+    overview = read_json(os.path.join(out, "figures.json"))
     runs = {}
     for f in sorted(overview["checks"]):
-        with open(os.path.join(out, f"{f}.json")) as fh:
-            runs.update(json.load(fh)["runs"])
+        runs.update(read_json(os.path.join(out, f"{f}.json"))["runs"])
     for run, r in runs.items():
         if (r["status"] == "completed") != (run in blocks):
             bad.append((f"blocks.csv {run}", r["status"], "rows" if run in blocks else "none"))
     stats = evaluation_stats({n: {"sets": s} for n, s in blocks.items() if n in runs})
     _compare("figures.json evaluation", overview["evaluation"], stats, RTOL, bad)
     for f in figures:
-        with open(os.path.join(out, f"{f}.json")) as fh:
-            summary = json.load(fh)
+        summary = read_json(os.path.join(out, f"{f}.json"))
         res = replay_results(out, f, blocks)
         measured, checks = figure_module(f).measure(summary["settings"], res)
         measured, checks = to_jsonable(measured), to_jsonable(checks)
@@ -316,8 +294,8 @@ def main(argv=None) -> int:
     a = p.parse_args(argv)
     if not os.path.isdir(runs_dir(a.out)):
         raise SystemExit(f"out: no runs folder {runs_dir(a.out)!r}")
-    with open(os.path.join(a.out, "figures.json")) as fh:
-        mode = a.mode or json.load(fh)["mode"]
+    overview = read_json(os.path.join(a.out, "figures.json"))
+    mode = a.mode or overview["mode"]
     from stsim.studies.contract import resolve_config
     from stsim.studies import figures as study
     cfg = resolve_config(study, mode, {})

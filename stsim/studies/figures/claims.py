@@ -18,19 +18,15 @@ Two sources, each used where it is exact or where nothing exact exists:
   A grid at ``T = 20`` (``T_test`` and ``q_test`` scaled as in the paper), plus the
   ``T = 200`` runs of Figs. 1, 2/4, 3 and 5 (linked, trained once).
 
-Every cell is a check (:mod:`.verdicts`: value, bootstrap SE, verdict) with a stability
-label (:mod:`.stability`: a cell above its step bound, or whose verdict changes under a
-one-ulp change of the lr, is *unstable*, never held or failed); the reduced map's cells
-are exact (``se = 0``) and labelled the same way (bound ``2q``, oscillation, twin). The
-statements S1–S9 and their thresholds (the figure checks'):
-``STATEMENTS`` of :mod:`.claims_statements`.
+Every cell is a check (:mod:`.verdicts`) with a stability label (:mod:`.stability`); the
+reduced map's cells are exact (``se = 0``) and labelled the same way. The statements
+S1–S9 and their thresholds (the figure checks'): ``STATEMENTS`` of
+:mod:`.claims_statements`.
 
 ``stsim figures`` includes it as the figure ``claims`` (``stsim figures --only claims``
-runs it alone; from Python :func:`run_claims`). It writes ``claims.png``,
-``claims_map.csv`` (one row per statement × setting), ``claims.json``, ``claims.csv``
-(the histories of its simulations) and ``claims.md`` (the table). The statements' values
-are in :mod:`.claims_statements`, the reduced-dynamics map in :mod:`.claims_reduced`, the
-table and picture in :mod:`.claims_draw`.
+runs it alone; from Python :func:`run_claims`; its files: :func:`draw`). The statements'
+values are in :mod:`.claims_statements`, the reduced-dynamics map in
+:mod:`.claims_reduced`, the table and picture in :mod:`.claims_draw`.
 """
 from __future__ import annotations
 
@@ -112,17 +108,13 @@ def _ood_jobs_named(s):
 
 
 def _practical_jobs(sim):
-    out = []
-    for query, opt, lr in sim["practical"]:
-        for seed in sim["seeds"]:
-            opts = dict(T=sim["T"], q=sim["q"], d=sim["d"], d_e=sim["d_e"], pe="stochastic",
-                        sampler="slots", model="practical", query=query, optimizer=opt,
-                        lr=float(lr), steps=sim["practical_steps"], batch=sim["batch"],
-                        init="random", init_scale=sim["init_scale"], n_val=sim["n_val"],
-                        seed=seed)
-            out.append(Job(f"claims/practical-{query}-{opt}-lr{float(lr):g}-s{seed}", opts,
-                           sim.get("evaluate")))
-    return out
+    return [Job(f"claims/practical-{query}-{opt}-lr{float(lr):g}-s{seed}",
+                dict(T=sim["T"], q=sim["q"], d=sim["d"], d_e=sim["d_e"], pe="stochastic",
+                     sampler="slots", model="practical", query=query, optimizer=opt,
+                     lr=float(lr), steps=sim["practical_steps"], batch=sim["batch"],
+                     init="random", init_scale=sim["init_scale"], n_val=sim["n_val"],
+                     seed=seed), sim.get("evaluate"))
+            for query, opt, lr in sim["practical"] for seed in sim["seeds"]]
 
 
 def jobs(s):
@@ -131,13 +123,9 @@ def jobs(s):
     and the runs of Figs. 1, 2 (with its long run), 3 and 5 at their linked settings (shared
     with those figures, so trained once)."""
     sim = s["sim"]
-    out = []
-    for opt, lr in sim["opt_lrs"]:
-        out += _ood_jobs_named(_ood_settings(sim, opt, lr))
-    out += _practical_jobs(sim)
-    out += fig1.jobs(s["fig1"]) + fig2.jobs(s["fig2"]) + fig3.jobs(s["fig3"])
-    out += fig5.jobs(s["fig5"])
-    return out
+    grid = [j for opt, lr in sim["opt_lrs"] for j in _ood_jobs_named(_ood_settings(sim, opt, lr))]
+    return (grid + _practical_jobs(sim) + fig1.jobs(s["fig1"]) + fig2.jobs(s["fig2"])
+            + fig3.jobs(s["fig3"]) + fig5.jobs(s["fig5"]))
 
 
 # --------------------------------------------------------------------------------------
@@ -152,10 +140,13 @@ def _columns(s, results, boot):
     def add(label, scale, cells, setting):
         cols.append({"label": label, "scale": scale, "cells": cells, "setting": setting})
 
-    def ood_block(g, names, label, tail=""):
-        for n in (x for v in names.values() for x in v):
+    def need(names):                # a block whose runs are missing is named, not drawn
+        for n in names:
             if n not in results:
                 raise KeyError(n)
+
+    def ood_block(g, names, label, tail=""):
+        need(x for v in names.values() for x in v)
         per, s4 = ood_statements(g, names, results, boot)
         add(f"{label} slots{tail}", f"T={g['T']}", {"S4": s4},
             f"theory/sum, slots d_e={g['d_e']}, {g['optimizer']} lr {g['lr']:g}, "
@@ -171,9 +162,7 @@ def _columns(s, results, boot):
         ood_block(g, names, f"T{g['T']} {opt} {lr:g}")
 
     def practical_block(label, names, d, heat, setting):
-        for n in names:
-            if n not in results:
-                raise KeyError(n)
+        need(names)
         add(label, label.split()[0].replace("T", "T="), fig1_statements(
             names, results, d, boot, heat=heat), setting)
 
@@ -201,9 +190,7 @@ def _columns(s, results, boot):
         long = long_jobs(g)
         if long:
             names = [j.name for j in long]
-            for n in names:
-                if n not in results:
-                    raise KeyError(n)
+            need(names)
             c = long[0].options
             _, s4 = ood_statements(g, {"stochastic": names}, results, boot)
             add(f"T{g['T']} {c['optimizer']} {c['lr']:g} slots {c['steps']} (Fig 2 long)",

@@ -168,12 +168,11 @@ def fits_markdown(cells, fits, inter, L0, q) -> str:
                      f"{'yes' if rel <= 0.02 else 'no'} (floor {rel:.2%} of L(0)) | — (no "
                      f"dynamics) | smallest consecutive ratio over q_test {','.join(ks)}: "
                      f"{s7:.3g} ± {se:.2g} (q_test {ks[j]} → {ks[j + 1]}) |")
-    only = [f"{c['column']} ({c['statement']})" for col, cs in by_col.items()
-            for c in cs.values() if c["statement"] in ("S6", "S7")
-            and cell_state(c) == "held" and "FIT" in cs and cell_state(cs["FIT"]) != "held"]
-    fit_held = [f"{c['column']} ({c['statement']})" for col, cs in by_col.items()
-                for c in cs.values() if c["statement"] in ("S6", "S7")
-                and cell_state(c) == "held" and "FIT" in cs and cell_state(cs["FIT"]) == "held"]
+    held = [(f"{c['column']} ({c['statement']})", cell_state(cs["FIT"]) == "held")
+            for cs in by_col.values() for c in cs.values() if c["statement"] in ("S6", "S7")
+            and cell_state(c) == "held" and "FIT" in cs]
+    only = [text for text, fits in held if not fits]
+    fit_held = [text for text, fits in held if fits]
     lines += ["", "S6/S7 held where the fixed PE does **not** fit in distribution (the "
               "statement holds only through its floor): " + ("; ".join(only) or "none") + ".",
               "", "S6/S7 held where the fixed PE fits: " + ("; ".join(fit_held) or "none") + "."]

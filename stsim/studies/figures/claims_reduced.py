@@ -57,14 +57,33 @@ def _values(r, lrs, budgets):
     return val, osc
 
 
+def _cached(fn):
+    """``fn(r)`` computed once per settings ``r`` (a JSON-ready dict; its ``lrs`` as
+    floats): the key is the settings as sorted JSON."""
+    @functools.lru_cache(maxsize=4)
+    def by_key(key):
+        return fn(json.loads(key))
+
+    @functools.wraps(fn)
+    def cached(r):
+        return by_key(json.dumps({k: (list(map(float, v)) if k == "lrs" else v)
+                                  for k, v in r.items()}, sort_keys=True))
+    return cached
+
+
 def _held(S, v):
     _, _, op, thr = STATEMENTS[S]
     return np.vectorize(lambda x: passes(x, op, thr))(v)
 
 
-@functools.lru_cache(maxsize=4)
-def _reduced_map(key):
-    r = json.loads(key)
+@_cached
+def reduced_map(r):
+    """S1, S2, S4, S5, S6, S7 on a grid ``lr × step budget`` from the exact reduced
+    dynamics (theory model, sum query, population GD; cached per settings). Returns
+    ``(lrs, budgets, held, value, unstable, why)``: ``{S: (n_lr, n_budget) array}`` for
+    the first four (``held`` and ``unstable`` boolean) and ``why[S]`` the number of
+    unstable cells per reason (above the bound ``2q``; an oscillating trajectory; a
+    verdict changed by the twin, ``lr`` moved one unit in the last place)."""
     lrs = np.asarray(r["lrs"], float)
     ev = int(r["record_every"])
     budgets = np.unique(np.geomspace(max(ev * 10, 100), r["max_steps"], 40).astype(int)
@@ -81,17 +100,6 @@ def _reduced_map(key):
         why[S] = {"above_bound": int(above.sum()), "oscillating": int((osc[S] & ~above).sum()),
                   "twin_flips": int((flip & ~above & ~osc[S]).sum())}
     return lrs, budgets, held, val, unstable, why
-
-
-def reduced_map(r):
-    """S1, S2, S4, S5, S6, S7 on a grid ``lr × step budget`` from the exact reduced
-    dynamics (theory model, sum query, population GD; cached per settings). Returns
-    ``(lrs, budgets, held, value, unstable, why)``: ``{S: (n_lr, n_budget) array}`` for
-    the first four (``held`` and ``unstable`` boolean) and ``why[S]`` the number of
-    unstable cells per reason (above the bound ``2q``; an oscillating trajectory; a
-    verdict changed by the twin, ``lr`` moved one unit in the last place)."""
-    return _reduced_map(json.dumps({k: (list(map(float, v)) if k == "lrs" else v)
-                                    for k, v in r.items()}, sort_keys=True))
 
 
 def region_text(lrs, budgets, ok, unstable=None):
@@ -135,11 +143,16 @@ def region_text(lrs, budgets, ok, unstable=None):
     return txt
 
 
-@functools.lru_cache(maxsize=4)
-def _interference(key):
+@_cached
+def interference_table(r):
+    """The near-orthogonal interference floor (:mod:`stsim.theory.interference`): for each
+    ``d_e``, a fixed table of ``T`` unit vectors (seeded), the Monte-Carlo floor over ``c``
+    at the trained ``q`` (optimal γ) beside the first-order law, and the loss at that
+    ``(c*, γ*)`` on each ``q_test`` as the mean of four independent Monte-Carlo estimates
+    with its standard error (``floor_mc_se``: that of the trained ``q``, which must be in
+    ``q_test``). Cached per settings."""
     from stsim.theory.interference import (interference_floor_approx, interference_floor_mc,
                                            interference_loss_mc, random_table)
-    r = json.loads(key)
     rows = []
     for de in r["d_e"]:
         rng = np.random.default_rng(12345 + int(de))
@@ -162,20 +175,17 @@ def _interference(key):
     return rows
 
 
-def interference_table(r):
-    """The near-orthogonal interference floor (:mod:`stsim.theory.interference`): for each
-    ``d_e``, a fixed table of ``T`` unit vectors (seeded), the Monte-Carlo floor over ``c``
-    at the trained ``q`` (optimal γ) beside the first-order law, and the loss at that
-    ``(c*, γ*)`` on each ``q_test`` as the mean of four independent Monte-Carlo estimates
-    with its standard error (``floor_mc_se``: that of the trained ``q``, which must be in
-    ``q_test``). Cached per settings."""
-    return _interference(json.dumps(r, sort_keys=True))
-
-
-@functools.lru_cache(maxsize=4)
-def _fits(key):
+@_cached
+def fits_reduced(r):
+    """Fixed one-hot PEs that fit in distribution, in the exact reduced dynamics
+    (population GD, theory model, T of ``r``, lr 5 and 6 ≤ 2q), with the sum and the mean
+    query: the first step where the in-distribution loss is ≤ 2 % of ``L(0)`` and, from
+    there to ``max_steps``, the largest value of S6 (fixed / slots at every ``q_test``,
+    min over ``q_test``) and of S7 (smallest consecutive ratio over ``q_test``) and the
+    share of records where each holds. With the mean query the selected logits at an
+    unseen ``q_test`` are ``a / q_test`` (the query is the mean of ``q_test`` encodings).
+    Cached per settings."""
     from stsim.theory.reduced import reduced_gd, reduced_loss
-    r = json.loads(key)
     T, q, d, de, ev = r["T"], r["q"], r["d"], r["d_e"], int(r["record_every"])
     lrs = [lr for lr in (5.0, 6.0) if lr <= 2 * q]
     rows = []
@@ -203,16 +213,3 @@ def _fits(key):
                          "loss_by_q_test_at_fit": dict(zip(map(str, r["q_test"]),
                                                            map(float, fq[:, 0])))})
     return rows
-
-
-def fits_reduced(r):
-    """Fixed one-hot PEs that fit in distribution, in the exact reduced dynamics
-    (population GD, theory model, T of ``r``, lr 5 and 6 ≤ 2q), with the sum and the mean
-    query: the first step where the in-distribution loss is ≤ 2 % of ``L(0)`` and, from
-    there to ``max_steps``, the largest value of S6 (fixed / slots at every ``q_test``,
-    min over ``q_test``) and of S7 (smallest consecutive ratio over ``q_test``) and the
-    share of records where each holds. With the mean query the selected logits at an
-    unseen ``q_test`` are ``a / q_test`` (the query is the mean of ``q_test`` encodings).
-    Cached per settings."""
-    return _fits(json.dumps({k: (list(map(float, v)) if k == "lrs" else v)
-                             for k, v in r.items()}, sort_keys=True))

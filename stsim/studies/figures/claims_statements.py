@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from stsim.studies.figures.common import second_half
 from stsim.studies.figures.evaluate import eval_sample, r2_sample, scalar_sample
 from stsim.studies.figures.ood import block_mass, is_fixed
 from stsim.studies.figures.verdicts import boot_check
@@ -93,11 +94,7 @@ def fig1_statements(names, results, d, boot, heat=False):
     """S1–S3 (and S9 for randomly initialised runs) of one practical-model setting
     (``names``: its runs, one per seed)."""
     runs = [results[n] for n in names]
-    pts = []
-    for r in runs:
-        st = r.history["step"]
-        h = st >= st[-1] / 2
-        pts.append((st[h], 1.0 / r.history["loss"][h]))
+    pts = [second_half(r) for r in runs]
     out = {"S1": statement_check("S1", lambda x: x.max(-1),
                                  [eval_sample(boot, results, names, "val", relative=True)]),
            "S2": statement_check("S2", lambda x: x.min(-1),

@@ -15,10 +15,9 @@ Every figure module (``fig1`` … ``fig5``, ``beyond``, ``claims``) exposes
 * ``draw(s, results, measured, out)`` — writes ``<NAME>.png`` (and any table derived
   from ``measured``).
 
-The driver (:mod:`stsim.studies.figures.study`) writes ``<NAME>.csv`` (every history,
-long format, :func:`write_histories_csv`) and ``<NAME>.json`` (:func:`summarise`).
-Training goes only through :func:`stsim.run` (:func:`train_job`, one sweep row per run,
-saved as ``<out>/runs/<job name>.npz``).
+The driver (:mod:`stsim.studies.figures.study`) writes ``<NAME>.csv``
+(:func:`write_histories_csv`) and ``<NAME>.json`` (:func:`summarise`); every run is one
+sweep row through :func:`stsim.run` (:func:`train_job`).
 """
 from __future__ import annotations
 
@@ -36,13 +35,13 @@ from stsim.core.config import Config
 from stsim.core.result import Result
 from stsim.core.run import run
 from stsim.core.schedule import estimated_seconds
+from stsim.studies.contract import MODES
 from stsim.studies.figures.stability import needs_twin
 
 __all__ = ["Job", "train_job", "npz_path", "load_current", "runs_dir", "load_runs",
            "figure_module", "figure_jobs", "unique_jobs", "write_histories_csv",
-           "seed_values", "seed_band", "n_seeds", "summarise", "MODES", "peak_rss_mb"]
-
-MODES = ("quick", "full")
+           "seed_values", "second_half", "seed_band", "n_seeds", "summarise", "MODES",
+           "peak_rss_mb"]
 
 
 @dataclass(frozen=True)
@@ -208,6 +207,14 @@ def seed_values(results, key, *, transform=None, upto=None, tail=None):
         with np.errstate(divide="ignore"):
             Y = transform(Y)
     return steps, Y
+
+
+def second_half(r):
+    """``(steps, 1/loss)`` of a run's training-loss records over the second half of its
+    own records (a diverged run stops early)."""
+    st = r.history["step"]
+    h = st >= st[-1] / 2
+    return st[h], 1.0 / r.history["loss"][h]
 
 
 def seed_band(ax, results, key, *, label=None, color=None, ls="-", lw=1.6, transform=None,

@@ -1,28 +1,17 @@
 """The figures' final estimates: every trained run is evaluated, after training, on large
 fresh sets drawn from its own evaluation streams, and every reported loss is the mean over
-such a set, with its standard error.
+such a set, with its standard error (docs/reproduction.md, "How every number is judged";
+the paper's 128-point validation sets, drawn once, only draw the curves).
 
-The paper's 128-point validation sets, drawn once, only draw the curves (their standard
-error is 7–9 % of the loss at T = 200: docs/reproduction.md, "How every number is judged").
-The checks use a separate estimate at the end of training:
-
-* each set (in-distribution, each ``T_test``, each ``q_test``) is drawn from its own
-  stream ``Streams(seed).evaluation(kind, value)`` (:mod:`stsim.core.seeds`), in blocks of
-  ``block`` points;
-* blocks are drawn until the standard error of the mean is at most ``rel_se`` of it, and at
-  least ``n_min``, at most ``n_max`` points (sequential, deterministic: the same seed gives
-  the same blocks). ``rel_se = 0.018`` keeps the reported standard error below the 2 % target
-  (``n_min / block = 32`` blocks at least). Measured at T = 200 (one-hot and
-  slots, SGD lr 5, 8 000 steps): the per-point coefficient of variation is 0.5–0.9, 1.6 for
-  the one-hot model at T_test = 250 (a mixture over the selected positions inside the
-  trained range), so 2 048–11 000 points;
-* the standard error is the batch-means one, ``std(block means) / sqrt(blocks)``, exact
-  for i.i.d. points; the block means are stored, so the bootstrap of
-  :mod:`.verdicts` resamples them (the validation points) beside the seeds.
-
-For a random initialisation the initial parameters are evaluated on the same blocks (the
-ratio final / initial is then paired); from zero initialisation the initial loss is the
-exact population value ``d / (2 q)`` (the model outputs 0), used as such.
+Each set (in-distribution, each ``T_test``, each ``q_test``) is drawn from its own stream
+``Streams(seed).evaluation(kind, value)`` in blocks of ``block`` points until the standard
+error of the mean is at most ``rel_se`` of it (at least ``n_min``, at most ``n_max``
+points; deterministic). Measured at T = 200 (one-hot and slots, SGD lr 5, 8 000 steps):
+the per-point coefficient of variation is 0.5–0.9, 1.6 for the one-hot model at
+T_test = 250, so 2 048–11 000 points. The standard error is the batch-means one,
+``std(block means) / sqrt(blocks)``; the block means are stored for the bootstrap of
+:mod:`.verdicts`. A random initialisation is evaluated on the same blocks (final / initial
+paired); from zero initialisation the initial loss is the exact ``d / (2 q)``.
 """
 from __future__ import annotations
 

@@ -18,7 +18,7 @@ import os
 import numpy as np
 
 from stsim.util.plotting import plt, savefig
-from stsim.studies.figures.common import Job, seed_band, seed_values
+from stsim.studies.figures.common import Job, second_half, seed_band, seed_values
 from stsim.util.stats import fit_linear
 from stsim.studies.figures.evaluate import eval_sample, r2_sample, scalar_sample
 from stsim.studies.figures.ood import QUICK_BASE, FULL_BASE, block_mass
@@ -74,38 +74,23 @@ def draw(s, results, measured, out):
     fig, ax = plt.subplots(1, 3, figsize=(13, 3.6))
     seed_band(ax[0], runs, "loss", label="training loss (seed mean, min–max)")
     ax[0].axhline(s["d"] / (2 * s["q"]), color="gray", ls=":", lw=1, label="L(0) = d/(2q)")
-    ax[0].set_yscale("log")
-    ax[0].set_xlabel("step")
-    ax[0].set_ylabel("loss")
+    ax[0].set(yscale="log", xlabel="step", ylabel="loss", title="training loss")
     ax[0].legend(fontsize=8)
-    ax[0].set_title("training loss")
     seed_band(ax[1], runs, "loss", transform=lambda y: 1.0 / y, label="1 / loss")
     step, _, half, coef = inverse_loss_fit(runs)
     A = np.vstack([step[half], np.ones(half.sum())]).T
     ax[1].plot(step[half], A @ coef, "k--", lw=1, label="linear fit, 2nd half")
-    ax[1].set_xlabel("step")
-    ax[1].set_ylabel("1 / training loss")
+    ax[1].set(xlabel="step", ylabel="1 / training loss", title="inverse loss (linear = O(1/t))")
     ax[1].legend(fontsize=8)
-    ax[1].set_title("inverse loss (linear = O(1/t))")
     seed_band(ax[2], runs, "cos_W", label="cos(W, W*)")
     seed_band(ax[2], runs, "cos_V", label="cos(V, V*)")
-    ax[2].set_ylim(-0.05, 1.05)
-    ax[2].set_xlabel("step")
+    ax[2].set(ylim=(-0.05, 1.05), xlabel="step", title="cosine similarity with ground truth")
     ax[2].legend(fontsize=8, loc="lower right")
-    ax[2].set_title("cosine similarity with ground truth")
     fig.suptitle(f"Fig. 1  practical model, query={s['query']}, stochastic/{s['sampler']} PE, "
                  f"T={s['T']} q={s['q']} d={s['d']} d_e={s['d_e']}, {s['optimizer']} "
                  f"lr={s['lr']}, batch {s['batch']}, {len(runs)} seeds", fontsize=9)
     fig.tight_layout()
     savefig(fig, os.path.join(out, f"{NAME}.png"))
-
-
-def second_half(r):
-    """``(steps, 1/loss)`` of a run's training-loss records over the second half of its
-    own records (a diverged run stops early)."""
-    st = r.history["step"]
-    h = st >= st[-1] / 2
-    return st[h], 1.0 / r.history["loss"][h]
 
 
 def measure(s, results):

@@ -26,9 +26,10 @@ import numpy as np
 from stsim.util.plotting import plt, savefig
 from stsim.studies.figures.common import n_seeds
 from stsim.studies.figures.evaluate import eval_sample
-from stsim.studies.figures.ood import (FULL_BASE, QUICK_BASE, by_pe, floor, is_fixed,
-                                       long_jobs, names_by_pe, ood_jobs, panel_curves,
-                                       pe_label, predicted_fixed_ood, reduced_state_onehot)
+from stsim.studies.figures.ood import (FULL_BASE, QUICK_BASE, by_pe, final_estimates, floor,
+                                       is_fixed, long_jobs, names_by_pe, ood_jobs,
+                                       panel_curves, pe_label, predicted_fixed_ood,
+                                       reduced_state_onehot)
 from stsim.studies.figures.verdicts import Boot, boot_check, make_check
 
 NAME = "fig2"
@@ -75,9 +76,7 @@ def agreement_check(s, boot, results, names, Tt, tag=""):
     key = f"val/T={Tt}"
     exact = np.array([predicted_fixed_ood(s, results[n], Tt) for n in names])
     smp = eval_sample(boot, results, names, key)
-    ses = [results[n].info.get("evaluation", {}).get("sets", {}).get(key, {}).get("se",
-                                                                             float("nan"))
-           for n in names]
+    _, ses = final_estimates([results[n] for n in names], key)
     rows = [{"measured": float(m), "exact": float(e), "relative_deviation": float(m / e - 1),
              "se": float(se)} for m, e, se in zip(smp.value, exact, ses)]
     I = boot.indices(exact.size)

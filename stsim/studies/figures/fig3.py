@@ -105,21 +105,13 @@ def measure(s, results):
                 "cos_W": [r.final("cos_W") for r in runs],
                 "cos_V": [r.final("cos_V") for r in runs]}
     ns, boot = [j.name for j in jobs(s)], Boot()
-    w_end = scalar_sample(boot, ns, [m["W_outside_pe_block"] for m in m_end])
-    v_end = scalar_sample(boot, ns, [m["V_outside_token_block"] for m in m_end])
-    w_fall = scalar_sample(boot, ns, [e["W_outside_pe_block"] / i["W_outside_pe_block"]
-                                      for e, i in zip(m_end, m_init)])
-    v_fall = scalar_sample(boot, ns, [e["V_outside_token_block"] / i["V_outside_token_block"]
-                                      for e, i in zip(m_end, m_init)])
     worst = lambda x: x.max(-1)          # noqa: E731
-    checks = [
-        boot_check("W mass outside PE block after training (Frobenius share, worst seed)",
-                   worst, [w_end], "<=", 0.05),
-        boot_check("V mass outside token block after training (Frobenius share, worst seed)",
-                   worst, [v_end], "<=", 0.05),
-        boot_check("W outside-PE share falls during training (worst seed, final/initial)",
-                   worst, [w_fall], "<", 1.0),
-        boot_check("V outside-token share falls during training (worst seed, final/initial)",
-                   worst, [v_fall], "<", 1.0),
-    ]
-    return measured, checks
+    checks, falls = [], []
+    for M, b, k in (("W", "PE", "W_outside_pe_block"), ("V", "token", "V_outside_token_block")):
+        end = scalar_sample(boot, ns, [m[k] for m in m_end])
+        fall = scalar_sample(boot, ns, [e[k] / i[k] for e, i in zip(m_end, m_init)])
+        checks.append(boot_check(f"{M} mass outside {b} block after training (Frobenius "
+                                 "share, worst seed)", worst, [end], "<=", 0.05))
+        falls.append(boot_check(f"{M} outside-{b} share falls during training (worst seed, "
+                                "final/initial)", worst, [fall], "<", 1.0))
+    return measured, checks + falls

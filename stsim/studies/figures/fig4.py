@@ -62,9 +62,8 @@ def draw_length_summary(ax, s, groups):
     ax.plot(s["T_test"], [floor(s, t) for t in s["T_test"]], "--", color=PE_COLOR["onehot"],
             lw=1.2, marker="x", label="one-hot floor (analytic, a → ∞)")
     ax.axhline(0.15, color="k", ls=":", lw=0.8, label="0.15 (paper's fixed-PE level)")
-    ax.set_yscale("log")
-    ax.set_xlabel("test length T_test (T_test = T: in-distribution)")
-    ax.set_ylabel("final loss (large fresh sets)")
+    ax.set(yscale="log", xlabel="test length T_test (T_test = T: in-distribution)",
+           ylabel="final loss (large fresh sets)")
     ax.set_title("length generalisation (end of training; seed mean, min–max)", fontsize=9)
     ax.legend(fontsize=6, ncol=2)
 

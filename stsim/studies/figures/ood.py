@@ -32,7 +32,6 @@ QUICK_BASE = dict(T=20, q=3, d=5, d_e=40, pe="stochastic", sampler="slots", batc
 
 RUN_KEYS = ("T", "q", "d", "d_e", "sampler", "model", "query", "optimizer", "lr", "steps",
             "batch", "init", "T_test", "q_test", "n_val", "eval_every")
-PES = ("onehot", "stochastic")
 PE_LABEL = {"onehot": "fixed one-hot", "stochastic": "stochastic (slots)",
             "stochastic-long": "stochastic (slots), long run"}
 PE_COLOR = {"onehot": "C3", "stochastic": "C0", "stochastic-long": "C9"}
@@ -82,15 +81,9 @@ def variants(s) -> list:
 def ood_jobs(s, pes=None):
     """One run per (PE reading, seed); the name encodes what distinguishes the runs.
     ``pes``: the keys to keep (default: all of :func:`variants`)."""
-    out = []
-    for key, over in variants(s):
-        if pes is not None and key not in pes:
-            continue
-        for seed in s["seeds"]:
-            opts = dict({k: s[k] for k in RUN_KEYS}, **over, seed=seed)
-            out.append(Job(f"ood/{s['model']}-{s['query']}-{s['optimizer']}-{key}-s{seed}", opts,
-                           s.get("evaluate")))
-    return out
+    return [Job(f"ood/{s['model']}-{s['query']}-{s['optimizer']}-{key}-s{seed}",
+                dict({k: s[k] for k in RUN_KEYS}, **over, seed=seed), s.get("evaluate"))
+            for key, over in variants(s) if pes is None or key in pes for seed in s["seeds"]]
 
 
 def long_jobs(s):

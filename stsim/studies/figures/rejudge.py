@@ -5,13 +5,12 @@ files hold: ``python -m stsim.studies.figures.rejudge DIR`` rewrites the checks 
 ``claims.md``) and ``figures.json`` in ``DIR``, and prints each verdict that changed."""
 from __future__ import annotations
 
-import json
 import os
 import sys
 
 from stsim.studies.figures import FIGURES
 from stsim.studies.figures.verdicts import rejudge, verdict_counts
-from stsim.util.io import write_json
+from stsim.util.io import read_json, write_json
 
 __all__ = ["rejudge_folder", "main"]
 
@@ -20,33 +19,30 @@ def rejudge_folder(folder) -> list:
     """Rewrite the checks in ``folder`` (module docstring); return the changes as
     ``[(figure, claim, old verdict, new verdict, margin, critical)]``."""
     changes, figs = [], {}
+
+    def judged(checks, where):
+        new = [rejudge(c) for c in checks]
+        changes.extend((where(c), c["claim"], o["verdict"], c["verdict"], c["margin_se"],
+                        c["critical"]) for o, c in zip(checks, new)
+                       if o["verdict"] != c["verdict"])
+        return new
+
     for n in FIGURES:
         path = os.path.join(folder, f"{n}.json")
         if not os.path.exists(path):
             continue
-        with open(path) as fh:
-            summary = json.load(fh)
-        new = [rejudge(c) for c in summary["checks"]]
-        for o, c in zip(summary["checks"], new):
-            if o["verdict"] != c["verdict"]:
-                changes.append((n, c["claim"], o["verdict"], c["verdict"], c["margin_se"],
-                                c["critical"]))
-        summary["checks"] = figs[n] = new
+        summary = read_json(path)
+        summary["checks"] = figs[n] = judged(summary["checks"], lambda c: n)
         cells = summary.get("measured", {}).get("cells")
         if isinstance(cells, list):
-            new_cells = [rejudge(c) for c in cells]
-            for o, c in zip(cells, new_cells):
-                if o["verdict"] != c["verdict"]:
-                    changes.append((f"{n} map {c.get('column', '')}", c["claim"],
-                                    o["verdict"], c["verdict"], c["margin_se"], c["critical"]))
-            summary["measured"]["cells"] = new_cells
+            summary["measured"]["cells"] = judged(cells,
+                                                  lambda c: f"{n} map {c.get('column', '')}")
             from stsim.studies.figures.claims import draw       # claims.png, _map.csv, .md
             draw(summary["settings"], None, summary["measured"], folder)
         write_json(path, summary)
     path = os.path.join(folder, "figures.json")
     if os.path.exists(path) and figs:
-        with open(path) as fh:
-            overview = json.load(fh)
+        overview = read_json(path)
         overview["checks"] = {n: figs.get(n, c) for n, c in overview["checks"].items()}
         overview["verdicts"] = verdict_counts(c for cs in overview["checks"].values()
                                               for c in cs)

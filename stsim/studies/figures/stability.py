@@ -23,9 +23,8 @@ Three tests:
    (or the reduced map) again with its learning rate moved by one unit in the last place,
    ``numpy.nextafter(lr, inf)`` — every update then differs at the rounding level, as on
    another machine with another summation order — and the check computed with the twin in
-   place of the original; a verdict that changes labels the check unstable. Twins are
-   trained for the first seed of every setting within ``EDGE = 10 %`` of its bound or
-   without one, and of every run cheaper than ``CHEAP_S`` seconds (:func:`needs_twin`).
+   place of the original; a verdict that changes labels the check unstable
+   (:func:`needs_twin`: which runs get a twin).
 """
 from __future__ import annotations
 

@@ -14,16 +14,10 @@ they compare (their ``LINKS``), so ``--set fig2.lr=3`` changes Figs. 2 and 4 and
 linked parts of the others. It then builds every run and validates its options
 (:meth:`stsim.Config.from_options`) before any work.
 
-:func:`run` trains every run of the selected figures once, longest first
-(:meth:`.common.Job.estimated_seconds`), as the rows of one :func:`stsim.sweep` into
-``<out>/runs/jobs.csv``: each row trains with :func:`stsim.run` and saves
-``<out>/runs/<run name>.npz`` (:func:`.common.train_job`). The sweep's journal makes a
-rerun skip the runs already finished; a run whose options changed is a new row, and a
-finished row whose file is gone or holds another config's result is trained again (never
-reused). Each figure is drawn as soon as its runs are in, so an interrupted ``--full`` run
-keeps the figures that finished (the figures completed by the last run are drawn by
-:func:`report`, right after). ``<out>/runs/run.json`` records the workers and the wall time
-of the run step.
+:func:`run` trains every run of the selected figures once, longest first, as the rows of
+one :func:`stsim.sweep` into ``<out>/runs/jobs.csv`` (:func:`.common.train_job`; resumed
+and never reused: docs/reproduction.md, "How to run"), drawing each figure as soon as its
+runs are in; ``<out>/runs/run.json`` records the workers and the wall time of the run step.
 
 :func:`analyse` rebuilds every figure's numbers from the ``.npz`` files alone (a figure
 whose runs are missing is left out and named); :func:`report` draws ``<fig>.png`` and
@@ -42,7 +36,7 @@ import time
 
 import numpy as np
 
-from stsim.util.io import write_csv, write_json
+from stsim.util.io import read_json, write_csv, write_json
 from stsim.util.validate import check_choice, check_int
 from stsim.sweep import sweep
 from stsim.sweep.grid import point_key
@@ -307,10 +301,8 @@ def _wall_of_runs(figures) -> float:
     """Seconds of training summed over every distinct run of the figures: each run's wall
     time in its worker (``wall_time_s``). Not CPU time: under load a run's wall time
     includes the time other processes held its core."""
-    seen = {}
-    for f in figures.values():
-        for name, r in f["runs"].items():
-            seen[name] = r.get("wall_time_s") or 0.0
+    seen = {name: r.get("wall_time_s") or 0.0 for f in figures.values()
+            for name, r in f["runs"].items()}
     return float(sum(seen.values()))
 
 
@@ -326,11 +318,8 @@ def report(config, out, results) -> dict:
                 os.path.exists(os.path.join(out, f"{n}.{ext}")) for ext in ("png", "json")):
             continue                  # drawn by run() in this process from the same numbers
         _write(config, out, n, load_runs(out, figure_module(n).jobs(config[n])), summary)
-    session = {}
     path = os.path.join(runs_dir(out), SESSION)
-    if os.path.exists(path):
-        with open(path) as fh:
-            session = json.load(fh)
+    session = read_json(path) if os.path.exists(path) else {}
     analysis = results["analyse_s"] + time.perf_counter() - t0
     overview = {"mode": config["mode"],
                 "wall_time_s": session.get("wall_time_s", 0.0) + analysis,

@@ -8,12 +8,12 @@ in the JSON files.
 """
 from __future__ import annotations
 
-import json
 import os
 
 import numpy as np
 
 from stsim.studies.figures import FIGURES
+from stsim.util.io import read_json
 
 SETTING_KEYS = ("T", "q", "d", "d_e", "d_e_list", "sampler", "model", "query",
                 "optimizer", "lr", "steps", "batch", "init", "init_scale", "seeds")
@@ -70,8 +70,7 @@ def render(folder) -> str:
     for n in FIGURES:
         path = os.path.join(folder, f"{n}.json")
         if os.path.exists(path):
-            with open(path) as fh:
-                summaries[n] = json.load(fh)
+            summaries[n] = read_json(path)
             if n != "claims":           # its settings are grids, shown in its own table
                 out.append(settings_row(n, summaries[n]["settings"], summaries[n]))
     if not summaries:

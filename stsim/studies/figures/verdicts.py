@@ -1,25 +1,14 @@
 r"""Verdicts that carry their uncertainty: every check of the figures has a measured value,
-its standard error ``se`` and a verdict.
+its standard error ``se`` and a verdict (docs/reproduction.md, "How every number is
+judged": the rule, the bootstrap and its small-sample correction).
 
-**The verdict** is :mod:`stsim.util.verdict`'s (docs/reproduction.md, "Verdict"): the
-margin in standard errors against ``k = max(2, t_{0.975, df})`` with ``df = S − 1`` over
-``S`` seeds, ``DF_WITHIN`` within one run, a large sample otherwise; a deterministic
-value has ``se = 0`` and is judged as written. An unstable setting (:mod:`.stability`) is
-inconclusive.
-
-**The standard error** of a statistic of several runs (a worst seed, a ratio of seed
-means, an R², a cosine) is the bootstrap one: ``B`` replicates, each resampling the seeds
-with replacement (the same seed indices for every reading in a check, since runs of one
-seed share their training and validation streams) and, within each run, its validation
-points (the stored block means of :mod:`.evaluate`, resampled with replacement; for an
-R², the fitted points). A quantity with no sampling error within a run (a cosine, a
-block mass) varies only with the seeds. The replicates are reproducible: the seed
-resampling is drawn from a fixed seed, a run's blocks from a seed derived from the run's
-name (CRC-32) and the set.
-
-**Small-sample correction.** The bootstrap SE of a mean over ``S`` seeds is biased low by
-``√((S−1)/S)``; :func:`boot_check` multiplies it by ``√(S/(S−1))`` (the first-order
-correction for the other statistics of the seeds) and records the raw one as
+The verdict is :mod:`stsim.util.verdict`'s, with ``df = S − 1`` over ``S`` seeds and
+``DF_WITHIN`` within one run; an unstable setting (:mod:`.stability`) is inconclusive.
+The standard error of a statistic of several runs is the bootstrap one (:class:`Boot`):
+the seeds resampled with replacement (the same indices for every reading in a check) and,
+within each run, its stored block means (:mod:`.evaluate`; for an R², the fitted points),
+drawn from a fixed seed and, per run, a seed derived from its name (CRC-32) and the set;
+:func:`boot_check` multiplies it by ``√(S/(S−1))`` and records the raw one as
 ``se_bootstrap``.
 """
 from __future__ import annotations

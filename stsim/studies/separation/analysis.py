@@ -139,14 +139,14 @@ def analyse(config, out):
                                    **bt))
     # the family: per (q, T, target), median over MC replicates + bootstrap over them
     family, fgrid = [], width_grid(cfg["family_max_width"], 2)
+    medians = {t: family_widths(fam, t) for t in cfg["targets"]}
     for q in sorted({r["q"] for r in fam}):
         for T in sorted({r["T"] for r in fam if r["q"] == q}):
             rs = [r for r in fam if r["q"] == q and r["T"] == T]
             for t in cfg["targets"]:
                 vals = [r.get(f"d_e@{t:g}") for r in rs]
                 finite = [math.inf if v is None else v for v in vals]
-                med = float(np.median(finite))
-                w = None if not math.isfinite(med) else int(min(v for v in finite if v >= med))
+                w = medians[t][(q, T)]
                 below = None if w is None or w == fgrid[0] else fgrid[fgrid.index(w) - 1]
                 family.append(dict(series="family", q=q, T=T, d=d, target=t, width=w,
                                    censored=w is None, lo=min(finite), hi=max(finite),

@@ -191,12 +191,9 @@ def cells(cfg, family_widths=None):
             short = _fcn_widths(T, cfg)
             long = _fcn_widths(T, cfg, long=True) if T in cfg["long_Ts"] else []
             for w in sorted(set(short) | set(long)):
-                if w in long:
-                    out.append(dict(arch="fcn", q=q, T=T, width=w, steps=cfg["long_steps"],
-                                    budgets=f"{cfg['steps']},{cfg['long_steps']}"))
-                else:
-                    out.append(dict(arch="fcn", q=q, T=T, width=w, steps=cfg["steps"],
-                                    budgets=b))
+                steps, budgets = ((cfg["long_steps"], f"{cfg['steps']},{cfg['long_steps']}")
+                                  if w in long else (cfg["steps"], b))
+                out.append(dict(arch="fcn", q=q, T=T, width=w, steps=steps, budgets=budgets))
         for qq, T, ws in cfg.get("extra_long", ()):
             if qq == q and T > q:
                 out += [dict(arch="fcn", q=q, T=T, width=w, steps=cfg["long_steps"],
@@ -204,9 +201,7 @@ def cells(cfg, family_widths=None):
         for T in cfg["tf_Ts"]:
             if T <= q:
                 continue
-            dstar = (family_widths or {}).get((q, T))
-            if dstar is None:
-                dstar = _family_grid(cfg)[-1]
+            dstar = (family_widths or {}).get((q, T)) or _family_grid(cfg)[-1]
             for w in _tf_widths(dstar, T, cfg):
                 out.append(dict(arch="transformer", q=q, T=T, width=w, steps=cfg["steps"],
                                 budgets=b))

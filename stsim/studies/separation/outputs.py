@@ -9,7 +9,7 @@ import os
 import numpy as np
 
 from stsim.baselines.fcn import fcn_param_count
-from stsim.studies.separation.design import series, tf_params
+from stsim.studies.separation.design import params_of, series, tf_params
 from stsim.studies.separation.training import raw_dir
 from stsim.util.io import atomic_write, write_csv, write_json
 
@@ -37,13 +37,11 @@ def plot_separation(A, cfg, path):
             ax = axes[row, j]
             fam = [f for f in A["family"] if f["q"] == q and f["target"] == cfg["target"]]
             if fam:
-                Tf = [f["T"] for f in fam if not f["censored"]]
-                yf = [f["width"] if what == "width" else f["params"] for f in fam
-                      if not f["censored"]]
-                lo = [f["lo"] if what == "width" else tf_params(d, f["lo"]) for f in fam
-                      if not f["censored"]]
-                hi = [f["hi"] if what == "width" else tf_params(d, f["hi"]) for f in fam
-                      if not f["censored"] and math.isfinite(f["hi"])]
+                tp = (lambda v: v) if what == "width" else (lambda v: tf_params(d, v))
+                fam = [f for f in fam if not f["censored"]]
+                Tf, yf = [f["T"] for f in fam], [tp(f["width"]) for f in fam]
+                lo = [tp(f["lo"]) for f in fam]
+                hi = [tp(f["hi"]) for f in fam if math.isfinite(f["hi"])]
                 ax.plot(Tf, yf, "-", color="C2", marker=".", label="transformer family "
                         "W=aI, V=γI: smallest d_e (best population loss)")
                 if len(hi) == len(lo):
@@ -55,11 +53,10 @@ def plot_separation(A, cfg, path):
                 ws = [w for w in A["widths"] if w["q"] == q and w["series"] == name]
                 ok = [w for w in ws if not w["censored"]]
                 sh = {"long": 1.05, "fcn": 1.0, "transformer": 0.95}[key]
+                conv = (lambda v, T: v) if what == "width" else (
+                    lambda v, T, arch=arch: params_of(arch, T, d, v))
                 if ok:
-                    y = [w["width"] if what == "width" else w["params"] for w in ok]
-                    conv = (lambda v, T: v) if what == "width" else (
-                        (lambda v, T: fcn_param_count(T, d, v)) if arch == "fcn"
-                        else (lambda v, T: tf_params(d, v)))
+                    y = [conv(w["width"], w["T"]) for w in ok]
                     lo = [conv(w["lo"], w["T"]) for w in ok]
                     hi = [conv(w["hi"], w["T"]) if w["hi"] is not None else conv(w["grid"][-1], w["T"])
                           for w in ok]
@@ -69,15 +66,11 @@ def plot_separation(A, cfg, path):
                                 capsize=3, label=lab)
                     low = [w for w in ok if w["lower_censored"]]
                     if low:
-                        ax.plot([w["T"] * sh for w in low],
-                                [w["width"] if what == "width" else w["params"] for w in low],
+                        ax.plot([w["T"] * sh for w in low], [conv(w["width"], w["T"]) for w in low],
                                 "v", color=col, ms=6, alpha=0.6)
                 cen = [w for w in ws if w["censored"]]
                 if cen:
-                    cap = [w["grid"][-1] for w in cen]
-                    y = cap if what == "width" else [
-                        fcn_param_count(w["T"], d, c) if arch == "fcn" else tf_params(d, c)
-                        for w, c in zip(cen, cap)]
+                    y = [conv(w["grid"][-1], w["T"]) for w in cen]
                     ax.plot([w["T"] * sh for w in cen], y, "^", color=col, mfc="none", ms=10,
                             mew=1.5, label=f"  censored: > cap ({name})")
                 fit = A["fits"].get(str(q), {}).get(name, {})
@@ -101,9 +94,8 @@ def plot_separation(A, cfg, path):
             ax.set_xscale("log", base=2)
             ax.set_yscale("log", base=2)
             ax.grid(True, which="both", alpha=0.3)
-            ax.set_xlabel("sequence length T")
-            ax.set_ylabel("smallest width reaching the target" if what == "width"
-                          else "parameters at that width")
+            ax.set(xlabel="sequence length T", ylabel="smallest width reaching the target"
+                   if what == "width" else "parameters at that width")
             ax.set_title(f"q = {q}, d = {d}: {'width' if what == 'width' else 'parameter count'}"
                          f" reaching {cfg['target']:g}·L0", fontsize=9)
             if row == 0:
@@ -134,8 +126,7 @@ def plot_agreement(A, cfg, path):
         ax.plot(lim, lim, "k-", lw=0.8, label="equal")
         ax.axhline(cfg["target"], color="0.5", ls=":", lw=1)
         ax.axvline(cfg["target"], color="0.5", ls=":", lw=1)
-        ax.set_xscale("log")
-        ax.set_yscale("log")
+        ax.set(xscale="log", yscale="log")
     ax.set_xlabel("family W=aI, V=γI: best population loss / L0 (MC)")
     ax.set_ylabel(f"trained transformer: val loss / L0 after {cfg['steps']} steps")
     ax.set_title("trained vs family at the same (T, d_e); bars: seed range", fontsize=9)
@@ -160,7 +151,8 @@ def _ci(ci):
             f"{'∞' if ci[1] is None else f'{ci[1]:.3g}'}]")
 
 
-def _wtxt(w):
+def width_text(w) -> str:
+    """``width [lo, hi]`` of one series point (``>cap`` when censored)."""
     if w["censored"]:
         return f">{w['grid'][-1]}"
     lo = "?" if w["lo"] is None else f"{w['lo']:g}"
@@ -185,7 +177,7 @@ def markdown_report(A, cfg) -> str:
     for w in A["widths"]:
         g = ", ".join(f"{x}: {m:.3f} ({lr:g}{mark[e]})" for x, m, lr, e in
                       zip(w["grid"], w["medians"], w["lr"], w.get("lr_edge", [""] * len(w["lr"]))))
-        L.append(f"| {w['q']} | {w['series']} | {w['T']} | {_wtxt(w)} | "
+        L.append(f"| {w['q']} | {w['series']} | {w['T']} | {width_text(w)} | "
                  f"{w['params'] if w['params'] is not None else '–'} | {g} |")
     L += ["", "Family W_ee = aI, V_x = γI: smallest grid d_e (median over MC replicates; "
           "[min, max] over replicates):", "",
@@ -266,8 +258,3 @@ def report(config, out, results) -> dict:
     if A["agreement"]:
         plot_agreement(A, cfg, os.path.join(out, "agreement.png"))
     return dict(A, **summary)
-
-
-def width_text(w) -> str:
-    """``width [lo, hi]`` of one series point (``>cap`` when censored)."""
-    return _wtxt(w)

@@ -1,23 +1,12 @@
 r"""Transformer vs fully-connected net: width needed to learn STS_q as T grows.
 
-The paper's claim: a one-layer transformer learns STS_q with width ``O(d + q log T)``;
-any fully-connected net needs first-layer width ``Ω(T d)``. For each ``q`` (d = 1 by
-default) this study measures, against the same target ``target · L0`` (``L0 = d/(2q)``,
-the loss of the zero function both models start from):
-
-* **trained, both arms, equal tuning** — every cell ``(arch, q, T, width)`` of a fixed
-  width grid gets its learning rate from the same grid ``lrs`` (extended past an end by
-  ``lr_extra`` while the chosen rate sits on it) on a tuning seed, per step budget
-  (``steps``; the FCN also ``long_steps`` at ``long_Ts``), then ``seeds`` reported seeds;
-* **the transformer's family** (:mod:`stsim.theory.family`) — the smallest grid ``d_e``
-  whose best population loss reaches each target (``mc_seeds`` Monte-Carlo replicates), set
-  beside the trained loss at the same ``(T, d_e)``;
-* **the FCN's construction** — ``2Td`` (:func:`stsim.baselines.fcn.fcn_construction`).
-
-The smallest width is a grid cell (the grid width below, this width] with a paired
-bootstrap over seeds, or censored above the cap; its growth laws are interval-censored
-fits (:func:`stsim.util.stats.compare_growth` with ``lower=``). Every rule, with the
-parameter counts: docs/separation.md, "Design".
+For each ``q``, against the same target ``target · L0`` (``L0 = d/(2q)``): the smallest
+width of both arms trained with equal tuning (:func:`~stsim.studies.separation.training.run`),
+the transformer's family (:mod:`stsim.theory.family`) and the FCN's construction ``2Td``
+(:func:`stsim.baselines.fcn.fcn_construction`); each smallest width is a grid cell with a
+paired bootstrap over seeds, its growth laws interval-censored fits
+(:func:`stsim.util.stats.compare_growth` with ``lower=``). Every rule, with the parameter
+counts: docs/separation.md, "Design".
 
 The study follows :mod:`stsim.studies.contract`: ``PRESETS`` (``QUICK`` / ``FULL``),
 :func:`check` and the design (:mod:`~stsim.studies.separation.design`), :func:`run`

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import math
 import os
+from collections import Counter
 
 import numpy as np
 
@@ -48,7 +49,7 @@ def cell_stats(rows, seeds=None) -> dict:
     return out
 
 
-def _crossing(ms, rates, target):
+def crossing(ms, rates, target):
     """(m*, first grid m at target, censored): m* interpolated linearly in ``log m`` between
     the last grid size below ``target`` and the first at or above it; censored ``"above"``
     if none reaches it, ``"below"`` if the smallest already does."""
@@ -64,7 +65,7 @@ def _crossing(ms, rates, target):
 
 def estimate_mstar(stats: dict, grid, target: float = 0.9, *, n_boot: int = 2000,
                    seed: int = 0) -> list:
-    """m* per (fn, s, model, T) from the per-cell success rates (:func:`_crossing`).
+    """m* per (fn, s, model, T) from the per-cell success rates (:func:`crossing`).
 
     ``m_star_lo`` / ``m_star_hi``: a 95% percentile-bootstrap interval of m* — each cell's
     count is redrawn ``Binomial(n, rate)`` (``n_boot`` times, generator seeded by
@@ -88,11 +89,11 @@ def estimate_mstar(stats: dict, grid, target: float = 0.9, *, n_boot: int = 2000
                    rates=" ".join(f"{m}:{r:.2f}" if c.get("n", 0) > 10 else f"{m}:{r:.1f}"
                                   for m, r, c in zip(ms, rates, cells)),
                    n=" ".join(str(c.get("n", "")) for c in cells))
-        m_star, m_grid, censored = _crossing(ms, rates, target)
+        m_star, m_grid, censored = crossing(ms, rates, target)
         row.update(m_star=m_star, m_grid=m_grid, censored=censored)
         row["m_max"] = ms[-1] if ms else None   # the largest m run in the series
         if cells and n_boot and all("n" in c for c in cells):
-            bt = bootstrap_threshold(lambda r: _crossing(ms, r, target)[0], rates,
+            bt = bootstrap_threshold(lambda r: crossing(ms, r, target)[0], rates,
                                      resample="binomial", n=[c["n"] for c in cells],
                                      n_boot=n_boot, rng=rng)
             row["m_star_lo"], row["m_star_hi"] = bt["lo"], bt["hi"]
@@ -179,9 +180,7 @@ def divergence_of(rows, panels) -> dict:
         return (r["fn"], r["s"], r["model"], r["T"])
     bad = [r for r in rows if r.get("diverged")]
     where = [f"{r['model']} {r['fn']}:{r['s']} T={r['T']} m={r['m']}" for r in bad]
-    hit = {}
-    for r in bad:
-        hit[series(r)] = hit.get(series(r), 0) + 1
+    hit = Counter(series(r) for r in bad)
     unmeasured = []
     for pn in panels:
         for ms in pn["mstar"]:
@@ -193,5 +192,3 @@ def divergence_of(rows, panels) -> dict:
                                   f"and {hit[key]} of {n} trials diverged")
     return divergence(where, len(rows), unmeasured)
 
-
-crossing = _crossing   # the crossing rule of m*, public

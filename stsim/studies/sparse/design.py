@@ -130,12 +130,8 @@ def check(cfg) -> dict:
 
 def memory_estimate(cfg) -> dict:
     """Bytes of the largest arrays of the config's largest trial (largest ``T``, ``m =
-    m_max``; float64), by name — an estimate made before anything is allocated, for
-    :func:`check` (:func:`stsim.util.validate.check_memory`): the training sample and the
-    attention forward/backward temporaries (``m × T``, 8 arrays), the test sample and its
-    forward pass (``n_test × T``, 5), the FCN's first layer with its gradient and Adam
-    state (``hidden × T``, 4, per restart kept), the hidden activations, and the learned
-    positions (``T × 16``, 4) when ``pos="learned"``."""
+    m_max``; float64), by name (the keys say which) — an estimate made before anything is
+    allocated, for :func:`check` (:func:`stsim.util.validate.check_memory`)."""
     T, m = max(int(t) for t in cfg["Ts"]), m_grid(cfg["m_min"], cfg["m_max"], cfg["ratio"])[-1]
     hidden, n_test, f8 = int(cfg["hidden"]), int(cfg["n_test"]), 8
     models = parse_models(cfg["models"])

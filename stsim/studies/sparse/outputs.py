@@ -123,7 +123,7 @@ def plot_mstar(panels, path, title=""):
     return savefig(fig, path)
 
 
-def _fmt_fit(f, kind):
+def format_fit(f, kind):
     """One fit of ``fit_mstar`` as text for reports (``kind``: ``"log_T"``, ``"linear_T"``
     or ``"power_T"``; ``"—"`` for no fit)."""
     if f is None:
@@ -158,9 +158,8 @@ def markdown_report(mstar, fits, stats, target=0.9) -> str:
     lines += ["", "| series | m* = a·log2 T + b | m* = a·T + b | power law | better |",
               "|---|---|---|---|---|"]
     for key, e in fits.items():
-        lines.append(f"| {key} | {_fmt_fit(e['log_T'], 'log_T')} | "
-                     f"{_fmt_fit(e['linear_T'], 'linear_T')} | {_fmt_fit(e['power_T'], 'power_T')} "
-                     f"| {e.get('better', '—')} |")
+        fitted = " | ".join(format_fit(e[k], k) for k in ("log_T", "linear_T", "power_T"))
+        lines.append(f"| {key} | {fitted} | {e.get('better', '—')} |")
     lines += ["", "Residuals (m* − fit) per T:", ""]
     for key, e in fits.items():
         for kind in ("log_T", "linear_T"):
@@ -223,5 +222,3 @@ def report(config, out, results) -> dict:
     plot_mstar(panels, os.path.join(out, "sparse_mstar.png"), desc)
     return dict(summary, fits=fits, mstar=mstar)
 
-
-format_fit = _fmt_fit  # one fit of fit_mstar as text (kind: "log_T" or "linear_T")

@@ -9,14 +9,10 @@ on a geometric grid of training-set sizes ``m``, and from it ``m*(T)``, the smal
 whose success probability is ≥ ``target`` (and ≥ 1/2), interpolated in ``log m``, with
 its growth-law fits (:mod:`~stsim.studies.sparse.analysis`).
 
-The ``m`` grid is climbed as a ladder, one :func:`stsim.sweep.sweep` per level into the
-shared table ``trials.csv`` (resumable) on the executor the caller passes; a series
-retires after ``stop_after`` consecutive levels at ``target`` (``0``: run every cell), and
-its larger cells are not run. ``topup = n`` gives the cells whose ladder rate lies in
-``topup_range`` replicates up to ``n``; ``restarts`` keeps the fit of smallest norm; a
-failed trial below ``FIT_ACC`` training accuracy is an optimisation failure, else a
-statistical one. Every rule, with the intervals of the rates and of ``m*``:
-docs/sparse-functions.md, "The grid and m*".
+The ``m`` grid is climbed as a ladder with an optional top-up
+(:func:`~stsim.studies.sparse.training.run`); a failed trial below ``FIT_ACC`` training
+accuracy is an optimisation failure, else a statistical one. Every rule, with the
+intervals of the rates and of ``m*``: docs/sparse-functions.md, "The grid and m*".
 
 **Contract.** The study follows :mod:`stsim.studies.contract`: ``PRESETS`` (``QUICK`` /
 ``FULL`` with the optional ``restarts``, ``table``, ``topup_range``), :func:`check` and

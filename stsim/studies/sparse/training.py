@@ -38,6 +38,7 @@ def run(config, out, executor, log=None) -> None:
     os.makedirs(out, exist_ok=True)
     path = trials_path(out)
     t0 = time.perf_counter()
+    say = log or (lambda msg: None)
 
     def run_cells(cells, n_seeds):
         """Sweep the cells ``(fn, s, model, T, m)`` × ``n_seeds`` replicates into the
@@ -73,9 +74,8 @@ def run(config, out, executor, log=None) -> None:
             streak[(fn, s, model, T)] = streak[(fn, s, model, T)] + 1 if rate >= target else 0
         levels.append({"m": m, "series": len(active), "trials": len(active) * seeds,
                        "run_now": res.n_run, "seconds": time.perf_counter() - tl})
-        if log is not None:
-            log(f"m={m}: {len(active)} series × {seeds} seeds, {res.n_run} run now, "
-                f"{time.perf_counter() - tl:.1f}s (total {time.perf_counter() - t0:.0f}s)")
+        say(f"m={m}: {len(active)} series × {seeds} seeds, {res.n_run} run now, "
+            f"{time.perf_counter() - tl:.1f}s (total {time.perf_counter() - t0:.0f}s)")
     if topup > seeds:
         tl = time.perf_counter()
         rows = [r for r in read_table(path) if r["status"] == "ok"]
@@ -88,9 +88,8 @@ def run(config, out, executor, log=None) -> None:
             n_run += res.n_run
             levels.append({"m": "topup", "series": len(cells), "trials": len(cells) * topup,
                            "run_now": res.n_run, "seconds": time.perf_counter() - tl})
-            if log is not None:
-                log(f"top-up: {len(cells)} cells with rate in [{lo:g}, {hi:g}] to {topup} "
-                    f"trials, {res.n_run} run now, {time.perf_counter() - tl:.1f}s")
+            say(f"top-up: {len(cells)} cells with rate in [{lo:g}, {hi:g}] to {topup} "
+                f"trials, {res.n_run} run now, {time.perf_counter() - tl:.1f}s")
     write_json(run_record_path(out), {"workers": getattr(executor, "_max_workers", 1),
                                       "wall_time_s": time.perf_counter() - t0,
                                       "n_run": n_run, "levels": levels})

@@ -45,8 +45,6 @@ def qsa_point(N, q, m, family, query, n_inputs, seed, lams, eps, gamma, grid=Tru
     return e, float(lams[t]), t, table, Y
 
 
-
-
 def check(cfg):
     """``ValueError`` for a bad setting of this part."""
     check_settings(NAME, cfg, ints=("N", "qs", "ms", "n_inputs", "d", "m_lam"),

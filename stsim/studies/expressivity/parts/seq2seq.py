@@ -104,8 +104,7 @@ def plot_seq2seq(rows, cfg, path):
     ax.set(xscale="log", yscale="log", xlabel="position width m",
            ylabel="max over all N rows of ‖s_i − 1_{y_i}/q‖₁",
            title=f"sequence-to-sequence qSA, q={q}: tokens [x_i; u_i; w_(y_i)]\n"
-                 f"exact: design λ (ε={cfg['eps']}); sum: best λ")
-    ax.set_ylim(1e-8, 3)
+                 f"exact: design λ (ε={cfg['eps']}); sum: best λ", ylim=(1e-8, 3))
     ax.legend(fontsize=7, ncol=2)
     fig.tight_layout()
     savefig(fig, path)

@@ -14,6 +14,8 @@ import time
 
 import numpy as np
 
+from stsim.core.encodings import StochasticSphere
+from stsim.core.task import sample_batch
 from stsim.studies.expressivity import qsa
 from stsim.studies.expressivity.common import (array_text, check_settings, plt_savefig, rng_of,
                                                text_array)
@@ -51,8 +53,6 @@ def construction_loss(lams, T, q, d, d_e, n, rng):
     stochastic/sphere PE (sum query), for each λ: with ``γ = 1`` and with the
     least-squares ``γ*(λ) = Σ<h,t>/Σ‖h‖²``. Returns (loss_gamma1, loss_gamma_opt, gamma_opt).
     """
-    from stsim.core.encodings import StochasticSphere
-    from stsim.core.task import sample_batch
     b = sample_batch(rng, n, T, q, d)
     P = StochasticSphere(d_e).sample(rng, n, T).P
     pq = np.take_along_axis(P, b.y[:, :, None], axis=1).sum(axis=1)
@@ -97,19 +97,15 @@ def trained_point(d_e, T, q, d, steps, batch, lr, n_val, lams, keep_W, study_see
     construction is at least as good as the trained model); with ``keep_W`` the trained
     ``W`` (``W``, ``W_dim``); ``run_status`` (``"completed"`` or ``"diverged"``: then the
     structure and losses are not measured). The sweep's ``seed`` is not used."""
-    from stsim.core.encodings import StochasticSphere
     from stsim.core.model import forward_backward
     from stsim.core.run import run
-    from stsim.core.task import sample_batch
     grid = text_array(lams)
     t1 = time.perf_counter()
     res = run(T=T, q=q, pe="stochastic", sampler="sphere", d_e=d_e, d=d, model="theory",
               query="sum", optimizer="sgd", lr=lr, steps=steps, batch=batch, seed=study_seed,
               n_val=n_val, eval_every=max(1, steps // 20))
-    if res.status != "completed":     # diverged: its numbers are nan, said by run_status
-        with np.errstate(all="ignore"):
-            st = structure_of(res.W, res.V, d)
-    else:
+    # diverged: its numbers are nan, said by run_status
+    with np.errstate(all=None if res.status == "completed" else "ignore"):
         st = structure_of(res.W, res.V, d)
     val = res.final("val")
     l1, lg, gam = construction_loss(grid, T, q, d, d_e, n_val, rng_of(study_seed, 20, T, d_e))
