@@ -170,10 +170,9 @@ def test_short_reprs_and_html(res, tmp_path):
     html = res._repr_html_()
     assert "<pre>" in html and "data:image/png;base64," in html
     assert "http" not in html.split("<pre>")[0]
-    png = res._repr_png_()
-    assert png[:8] == b"\x89PNG\r\n\x1a\n"
-    bundle = res._repr_mimebundle_()
-    assert set(bundle) == {"text/plain", "image/png", "text/html"}
+    # the PNG once: inside the HTML, with no second rich form that would store it again
+    assert html.count("data:image/png;base64,") == 1
+    assert not hasattr(res, "_repr_png_") and not hasattr(res, "_repr_mimebundle_")
     t = sweep(_tiny, {"a": list(range(30))}, executor=InlineExecutor(), out=tmp_path / "t.csv")
     tr = repr(t)
     assert "\n" not in tr and len(tr) < 300 and "30 rows (30 ok, 0 error)" in tr
@@ -184,6 +183,16 @@ def test_short_reprs_and_html(res, tmp_path):
 def test_plot_figure_displays_as_png(res):
     fig = res.plot()
     assert fig._repr_png_()[:4] == b"\x89PNG"
+
+
+def test_the_figure_is_titled_in_words_and_every_panel_labelled(res):
+    fig = res.plot()
+    title = fig._suptitle.get_text()
+    assert title.startswith("STS_2: T = 8 tokens in d = 5, onehot encodings of width 8")
+    assert "softmax-attention transformer (theory model), SGD, lr " in title
+    assert title.endswith(": completed") and "=W" not in title and "held=" not in title
+    for ax in fig.axes:
+        assert ax.get_xlabel() and ax.get_ylabel() and ax.get_title(), ax.get_title()
 
 
 # ---------------------------------------------------------------- the backend is left alone

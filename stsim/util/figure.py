@@ -48,6 +48,32 @@ def _plottable(v, limit=1e100):
         return np.where(np.isfinite(v) & (np.abs(v) < limit), v, np.nan)
 
 
+def title(res) -> str:
+    """The figure's title in words: the problem, then what trained and how, and how it
+    ended (``"STS_3: T = 50 tokens in d = 5, stochastic (slots) encodings of width 100"``
+    over ``"softmax-attention transformer (theory model), SGD, a step per block (W 10,
+    V 2.898), W_xx, W_xe held: completed"``)."""
+    c = res.config
+    if "T" not in c:
+        return f"a run: {res.status}"
+    pe = c.get("pe")
+    pe = f"{pe} ({c.get('sampler')})" if pe == "stochastic" else pe
+    problem = f"STS_{c.get('q')}: T = {c.get('T')} tokens in d = {c.get('d')}"
+    if c.get("arch", "transformer") == "transformer":
+        problem += f", {pe} encodings of width {c.get('d_e')}"
+        net = f"{c.get('attention', 'softmax')}-attention transformer ({c.get('model')} model"
+        net += f", rank {c['rank']})" if c.get("rank") else ")"
+    else:
+        net = (f"fully-connected net (width {c.get('width')}, depth {c.get('depth')})"
+               if c.get("arch") == "fcn" else f"{c.get('arch')}")
+    lr = c.get("lr")
+    step = (f"a step per block ({lr_text(lr)})" if isinstance(lr, dict)
+            else f"lr {lr_text(lr)}" if lr is not None else "")
+    held = f"{', '.join(c['freeze'])} held" if c.get("freeze") else ""
+    how = ", ".join(x for x in (net, str(c.get("optimizer", "")).upper(), step, held) if x)
+    return f"{problem}\n{how}: {res.status}"
+
+
 def history_figure(res):
     """The figure of a run: three panels — training/validation loss (log), inverse
     training loss (linear growth = O(1/t) rate), and cosine similarity of W, V with
@@ -73,7 +99,7 @@ def history_figure(res):
         for a in ax:
             a.text(0.5, 0.5, f"no record\n{res.message}", ha="center", va="center",
                    transform=a.transAxes, fontsize=8, wrap=True)
-        fig.suptitle(f"STS_q  [{res.status}]", fontsize=9)
+        fig.suptitle(title(res), fontsize=10)
         return fig
     step = h["step"]
     for k, v in h.items():
@@ -90,12 +116,8 @@ def history_figure(res):
         ax[2].plot(step, _plottable(h["cos_V"]), label="cos(V, V*)")
         ax[2].set_ylim(-0.05, 1.05)
         ax[2].legend(fontsize=8)
-    ax[2].set(xlabel="step", title="cosine similarity to ground truth")
-    fig.suptitle(f"STS_q  T={cfg.get('T')} q={cfg.get('q')} d={cfg.get('d')} "
-                 f"pe={cfg.get('pe')}/{cfg.get('sampler')} d_e={cfg.get('d_e')} "
-                 f"model={cfg.get('model')} query={cfg.get('query')} "
-                 f"{cfg.get('optimizer')} lr={lr_text(cfg.get('lr'))}"
-                 + (f" held={','.join(cfg['freeze'])}" if cfg.get("freeze") else "")
-                 + f"  [{res.status}]", fontsize=9)
+    ax[2].set(xlabel="step", ylabel="cosine similarity", title="trained against the ground "
+              "truth W*, V*")
+    fig.suptitle(title(res), fontsize=10)
     fig.tight_layout()
     return fig
