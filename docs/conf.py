@@ -12,6 +12,7 @@ import stsim  # noqa: E402
 
 project = "stsim"
 author = "stsim developers"
+copyright = f"2026, {author}"     # the footer: "© 2026, stsim developers."
 version = release = stsim.__version__
 extensions = ["sphinx.ext.autodoc", "sphinx.ext.napoleon", "sphinx.ext.mathjax",
               "sphinx-mathjax-offline", "myst_parser"]

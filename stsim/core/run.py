@@ -1,6 +1,7 @@
 """One call, one run: :func:`run` (training, records, divergence, checkpoints, stops).
 
-``run(T=200, q=3, pe="stochastic", **options)`` trains one model and returns a
+``run(T=200, q=3, pe="stochastic", ...)`` (every field of :class:`Config` a keyword of its
+signature: :func:`with_options`) trains one model and returns a
 :class:`Result` (config, final parameters, history), in the spirit of
 ``scipy.integrate.solve_ivp``: one call, one rich result with ``status`` and ``message``.
 The pieces — setup, advance, finish — are :class:`stsim.core.session.Session`; the
