@@ -8,8 +8,8 @@ import pytest
 
 DOCS = Path(__file__).resolve().parents[1] / "docs"
 MATH_PAGES = ["theory", "model", "getting-started", "attention", "expressivity", "separation"]
-#: the pages whose formulas are all typeset (the others still hold some in code spans)
-TYPESET = ["attention", "expressivity", "separation"]
+#: the pages rich in formulas
+TYPESET = ["theory", "model", "attention", "expressivity", "separation"]
 
 
 def _prose(text):
