@@ -185,6 +185,34 @@ def test_plot_figure_displays_as_png(res):
     assert fig._repr_png_()[:4] == b"\x89PNG"
 
 
+def test_plot_attention_draws_the_weights_and_marks_the_subsets(res, tmp_path):
+    fig = res.plot_attention(tmp_path / "a.png", n=3, seed=2)
+    s, _, y = res.attention(n=3, seed=2, return_inputs=True)
+    ax = fig.axes[0]
+    assert np.array_equal(ax.images[0].get_array(), s)
+    marks = ax.lines[0]
+    assert np.array_equal(marks.get_xdata(), y.ravel())
+    assert (tmp_path / "a.png").stat().st_size > 1000
+
+
+def test_a_sweep_table_plots_a_column_against_a_parameter(tmp_path):
+    def f(a, b, seed):
+        return {"v": a * b + seed % 7}
+
+    t = sweep(f, {"a": [1, 2, 3], "b": [10, 20]}, seeds=3, executor=InlineExecutor())
+    fig = t.plot("a", "v", tmp_path / "s.png")
+    ax = fig.axes[0]
+    assert [t.get_text() for t in ax.get_legend().get_texts()] == ["b=10", "b=20"]
+    means = sorted(tuple(np.round(np.asarray(c.lines[0].get_ydata(), dtype=float), 9))
+                   for c in ax.containers)         # the mean lines of the error bars
+    want = sorted(tuple(np.round([np.mean(t.column("v", a=a, b=b)) for a in (1, 2, 3)], 9))
+                  for b in (10, 20))
+    assert means == want and ax.get_xlabel() == "a"
+    assert (tmp_path / "s.png").stat().st_size > 1000
+    with pytest.raises(ValueError, match="y must be a column of the table"):
+        t.plot("a", "w")
+
+
 def test_the_figure_is_titled_in_words_and_every_panel_labelled(res):
     fig = res.plot()
     title = fig._suptitle.get_text()

@@ -151,6 +151,17 @@ class Result:
             save_figure(fig, path)
         return fig
 
+    def plot_attention(self, path=None, **options):
+        """The attention weights of :meth:`attention` (``options``: its ``n``, ``seed``,
+        ``T``, ...) as an image, each sample's selected positions marked: a matplotlib
+        ``Figure``, also written to ``path`` if given (as :meth:`plot`)."""
+        from stsim.util.figure import attention_figure, save_figure
+        s, _, y = self.attention(return_inputs=True, **options)
+        fig = attention_figure(s, y)
+        if path is not None:
+            save_figure(fig, path)
+        return fig
+
     def attention(self, X=None, y=None, *, n=4, seed=0, T=None, return_inputs=False,
                   mechanism=None):
         """Attention weights of the trained transformer on given or fresh inputs.

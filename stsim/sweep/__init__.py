@@ -148,6 +148,22 @@ class SweepResult:
         """
         return [r.get(name) for r in self.select(**params)]
 
+    def plot(self, x, y, path=None):
+        """``y`` against the parameter ``x``: the mean over the seeds with their standard
+        deviation as error bars, one line per value of the other parameters
+        (:func:`stsim.util.figure.sweep_figure`); a matplotlib ``Figure``, also written to
+        ``path`` if given."""
+        from stsim.util.figure import save_figure, sweep_figure
+        for name, value in (("x", x), ("y", y)):
+            if value not in self.columns:
+                raise ValueError(f"{name} must be a column of the table {self.columns}, got "
+                                 f"{value!r}")
+        end = self.columns.index(BOOKKEEPING[0]) if BOOKKEEPING[0] in self.columns else 0
+        fig = sweep_figure(self.rows, self.columns[:end], x, y)
+        if path is not None:
+            save_figure(fig, path)
+        return fig
+
     def to_pandas(self):
         """The table as a ``pandas.DataFrame``: one row per table row, the CSV's columns in
         order (pandas is the optional extra ``stsim[pandas]``).

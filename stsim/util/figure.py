@@ -9,11 +9,13 @@ import os
 
 import numpy as np
 from matplotlib.figure import Figure
+from matplotlib.ticker import MaxNLocator
 
 from stsim.util.io import atomic_write
 from stsim.util.validate import lr_text
 
-__all__ = ["HistoryFigure", "history_figure", "png_bytes", "save_figure"]
+__all__ = ["HistoryFigure", "history_figure", "attention_figure", "sweep_figure", "png_bytes",
+           "save_figure"]
 
 
 def png_bytes(fig, dpi=100) -> bytes:
@@ -119,5 +121,48 @@ def history_figure(res):
     ax[2].set(xlabel="step", ylabel="cosine similarity", title="trained against the ground "
               "truth W*, V*")
     fig.suptitle(title(res), fontsize=10)
+    fig.tight_layout()
+    return fig
+
+
+def attention_figure(s, y, title="attention weights of the trained model"):
+    """The attention weights ``s`` (B, N) of B samples as an image, the selected positions
+    ``y`` (B, q) of each sample marked (:meth:`stsim.Result.plot_attention`)."""
+    fig = HistoryFigure(figsize=(9, 1.4 + 0.35 * len(s)))
+    ax = fig.subplots()
+    im = ax.imshow(s, aspect="auto", cmap="magma", interpolation="nearest")
+    ax.plot(np.ravel(y), np.repeat(np.arange(len(s)), np.shape(y)[1]), "c+", ms=10)
+    ax.set(xlabel="position (+: the selected ones, y)", ylabel="sample", title=title,
+           yticks=range(len(s)))
+    ax.xaxis.set_major_locator(MaxNLocator(integer=True))
+    fig.colorbar(im, ax=ax, label="weight")
+    fig.tight_layout()
+    return fig
+
+
+def sweep_figure(rows, params, x, y):
+    """``y`` against ``x`` over the ``ok`` rows of a sweep table: the mean over the seeds
+    with their standard deviation as error bars, one line per value of the other
+    parameters ``params`` (:meth:`stsim.sweep.SweepResult.plot`)."""
+    rows = [r for r in rows if r.get("status", "ok") == "ok" and r.get(y) is not None]
+    if not rows:
+        raise ValueError(f"no ok row of the table has a value of y={y!r}")
+    others = [p for p in params if p != x]
+    fig = HistoryFigure(figsize=(6, 4))
+    ax = fig.subplots()
+    keys = {tuple(r.get(p) for p in others) for r in rows}
+    try:
+        keys = sorted(keys)
+    except TypeError:       # None beside numbers
+        keys = sorted(keys, key=str)
+    for key in keys:
+        mine = [r for r in rows if tuple(r.get(p) for p in others) == key]
+        xs = sorted({r[x] for r in mine})
+        vals = [np.array([float(r[y]) for r in mine if r[x] == v]) for v in xs]
+        ax.errorbar(xs, [v.mean() for v in vals], yerr=[v.std() for v in vals], capsize=3,
+                    marker="o", label=", ".join(f"{p}={k}" for p, k in zip(others, key)) or None)
+    ax.set(xlabel=x, ylabel=f"{y} (mean ± std over seeds)", title=f"{y} against {x}")
+    if others:
+        ax.legend(fontsize=8)
     fig.tight_layout()
     return fig
