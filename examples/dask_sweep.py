@@ -9,9 +9,6 @@ job) computes only the missing rows; the table is the same either way.
 import os
 import sys
 
-import matplotlib
-matplotlib.use("Agg")
-import matplotlib.pyplot as plt
 import numpy as np
 
 import stsim
@@ -58,13 +55,5 @@ if __name__ == "__main__":
     for lr in LRS:
         print(f"lr {lr:5g}: val loss {np.round(res.column('val', lr=lr), 4)}")
 
-    fig, ax = plt.subplots(figsize=(5.5, 3.8))
-    vals = np.array([res.column("val", lr=lr) for lr in LRS], dtype=float)  # (lr, seed)
-    ax.loglog(np.repeat(LRS, SEEDS), vals.ravel(), "o", alpha=0.5, label="seeds")
-    ax.loglog(LRS, vals.mean(axis=1), "k-", label="mean")
-    ax.set(xlabel="learning rate", ylabel=f"validation loss after {STEPS} steps",
-           title="T=16, q=2, stochastic PE")
-    ax.legend()
-    fig.tight_layout()
-    fig.savefig(os.path.join(OUT, "dask_sweep.png"))
+    res.plot("lr", "val", os.path.join(OUT, "dask_sweep.png"))    # mean ± std over seeds
     print("wrote", table, "and", os.path.join(OUT, "dask_sweep.png"))

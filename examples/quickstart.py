@@ -5,9 +5,6 @@ training loss falls like 1/t.  Run:  python examples/quickstart.py  (figures in 
 """
 import os
 
-import matplotlib
-matplotlib.use("Agg")
-import matplotlib.pyplot as plt
 import numpy as np
 
 import stsim
@@ -27,20 +24,7 @@ for b in range(len(s)):
     print(f"sample {b}: selected {sorted(y[b].tolist())}  most attended {top.tolist()}  "
           f"weight on the selected {s[b, y[b]].sum():.2f}")
 
-fig, ax = plt.subplots(1, 2, figsize=(11, 3.5))
-im = ax[0].imshow(s, aspect="auto", cmap="magma")
-ax[0].plot(y.ravel(), np.repeat(np.arange(len(s)), y.shape[1]), "c+", ms=10, label="selected")
-ax[0].set(xlabel="position", ylabel="sample", title="attention weights of the trained model",
-          yticks=range(len(s)), xticks=range(0, s.shape[1], 2))      # whole samples, positions
-ax[0].legend(loc="upper right", fontsize=8)
-fig.colorbar(im, ax=ax[0])
-h = res.history_array()                                   # structured array: one row per record
-ax[1].loglog(h["step"][1:], h["loss"][1:], label="train")
-ax[1].loglog(h["step"][1:], h["val"][1:], label="validation")
-ax[1].set(xlabel="step", ylabel="loss", title="loss")
-ax[1].legend()
-fig.tight_layout()
-fig.savefig(os.path.join(OUT, "quickstart.png"))
+res.plot_attention(os.path.join(OUT, "quickstart.png"), n=4, seed=1)   # the same samples
 res.plot(os.path.join(OUT, "quickstart_history.png"))   # the `stsim run` figure
 res.history_csv(os.path.join(OUT, "quickstart_history.csv"))
 print("wrote", OUT + "/quickstart.png, quickstart_history.png, quickstart_history.csv")

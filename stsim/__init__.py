@@ -28,6 +28,7 @@ from stsim.core.problem import register_arch
 from stsim.core.config import Config
 from stsim.core.result import Result, load
 from stsim.core.run import run
+from stsim.core.session import Session
 # the layers above the core register what they add to ``run`` (arch="fcn",
 # objective="population") when imported
 from stsim.theory.population import make_population_objective
@@ -43,7 +44,7 @@ __all__ = [
     "make_encoding", "register_encoding", "coherence", "loss_and_grad", "forward_backward", "target_params",
     "cosine_to_target", "check_grad", "directional_check", "SGD", "Adam", "make_optimizer",
     "register_optimizer", "register_arch",
-    "Config", "Result", "run", "load", "sweep", "make_population_objective", "reduced_gd",
+    "Config", "Result", "run", "Session", "load", "sweep", "make_population_objective", "reduced_gd",
     "reduced_loss", "gradient_flow", "ood_loss_onehot", "ood_floor_onehot", "check_theorem",
     "FCNProblem",
 ]

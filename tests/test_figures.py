@@ -399,16 +399,16 @@ def test_claims_map_from_the_plain_function(quick, tmp_path):
     assert (tmp_path / "claims.png").stat().st_size > 10_000
 
 
-def test_quick_ends_with_what_quick_scale_decides(made, tmp_path, capsys):
-    """``stsim figures --quick``'s last line says that its [NOT] lines are expected and
-    that --full decides the claims; a --full analysis does not print it."""
+def test_quick_starts_and_ends_with_what_quick_scale_decides(made, tmp_path, capsys):
+    """``stsim figures --quick``'s first and last lines say that its [NOT] lines are
+    expected and that --full decides the claims; a --full analysis does not print it."""
     from stsim.cli.figures import QUICK_SCOPE
     _runs_copy(made, tmp_path)
     capsys.readouterr()
     assert cli_main(["figures", "--quick", *_only(made), "--out", str(tmp_path),
                      "--quiet"]) == 0
     lines = capsys.readouterr().out.strip().splitlines()
-    assert lines[-1] == QUICK_SCOPE and "stsim figures --full" in lines[-1]
+    assert lines[0] == lines[-1] == QUICK_SCOPE and "stsim figures --full" in lines[-1]
     assert "[NOT]" in QUICK_SCOPE and "\n" not in QUICK_SCOPE
 
 

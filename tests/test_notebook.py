@@ -1,8 +1,8 @@
 """The quick start as a researcher runs it: cells of a notebook executed in a real Jupyter
 kernel (nbclient + ipykernel, kernel "python3", the checkout's stsim on its PYTHONPATH).
 
-It checks what a notebook shows and does: ``res.plot()`` and ``res`` are stored as
-``image/png`` (no ``%matplotlib inline`` needed), ``sweep(progress=True)`` gives ``ok``
+It checks what a notebook shows and does: ``res.plot()`` is stored as ``image/png`` (no
+``%matplotlib inline`` needed) and ``res`` as its summary and figure in HTML (the PNG once), ``sweep(progress=True)`` gives ``ok``
 rows, an encoding registered in the notebook works in a sweep on the default pool, and
 ``to_pandas()`` returns DataFrames."""
 import os
@@ -82,7 +82,8 @@ def test_quick_start_in_a_real_kernel(tmp_path, monkeypatch):
     # the figure of res.plot() and of res itself: image/png in the notebook
     assert any("image/png" in d for d in _data(plot)), plot.outputs
     (res_data,) = _data(shown)
-    assert {"image/png", "text/html", "text/plain"} <= set(res_data)
+    assert set(res_data) == {"text/html", "text/plain"}      # the figure's PNG stored once
+    assert res_data["text/html"].count("data:image/png;base64,") == 1
     assert res_data["text/plain"].startswith("<stsim.Result completed")
     assert "PROGRESS ['ok', 'ok', 'ok', 'ok']" in _stdout(swept), swept.outputs
     assert "REGISTERED ['ok', 'ok'] ['', '']" in _stdout(registered), registered.outputs

@@ -170,10 +170,9 @@ def test_short_reprs_and_html(res, tmp_path):
     html = res._repr_html_()
     assert "<pre>" in html and "data:image/png;base64," in html
     assert "http" not in html.split("<pre>")[0]
-    png = res._repr_png_()
-    assert png[:8] == b"\x89PNG\r\n\x1a\n"
-    bundle = res._repr_mimebundle_()
-    assert set(bundle) == {"text/plain", "image/png", "text/html"}
+    # the PNG once: inside the HTML, with no second rich form that would store it again
+    assert html.count("data:image/png;base64,") == 1
+    assert not hasattr(res, "_repr_png_") and not hasattr(res, "_repr_mimebundle_")
     t = sweep(_tiny, {"a": list(range(30))}, executor=InlineExecutor(), out=tmp_path / "t.csv")
     tr = repr(t)
     assert "\n" not in tr and len(tr) < 300 and "30 rows (30 ok, 0 error)" in tr
@@ -184,6 +183,44 @@ def test_short_reprs_and_html(res, tmp_path):
 def test_plot_figure_displays_as_png(res):
     fig = res.plot()
     assert fig._repr_png_()[:4] == b"\x89PNG"
+
+
+def test_plot_attention_draws_the_weights_and_marks_the_subsets(res, tmp_path):
+    fig = res.plot_attention(tmp_path / "a.png", n=3, seed=2)
+    s, _, y = res.attention(n=3, seed=2, return_inputs=True)
+    ax = fig.axes[0]
+    assert np.array_equal(ax.images[0].get_array(), s)
+    marks = ax.lines[0]
+    assert np.array_equal(marks.get_xdata(), y.ravel())
+    assert (tmp_path / "a.png").stat().st_size > 1000
+
+
+def test_a_sweep_table_plots_a_column_against_a_parameter(tmp_path):
+    def f(a, b, seed):
+        return {"v": a * b + seed % 7}
+
+    t = sweep(f, {"a": [1, 2, 3], "b": [10, 20]}, seeds=3, executor=InlineExecutor())
+    fig = t.plot("a", "v", tmp_path / "s.png")
+    ax = fig.axes[0]
+    assert [t.get_text() for t in ax.get_legend().get_texts()] == ["b=10", "b=20"]
+    means = sorted(tuple(np.round(np.asarray(c.lines[0].get_ydata(), dtype=float), 9))
+                   for c in ax.containers)         # the mean lines of the error bars
+    want = sorted(tuple(np.round([np.mean(t.column("v", a=a, b=b)) for a in (1, 2, 3)], 9))
+                  for b in (10, 20))
+    assert means == want and ax.get_xlabel() == "a"
+    assert (tmp_path / "s.png").stat().st_size > 1000
+    with pytest.raises(ValueError, match="y must be a column of the table"):
+        t.plot("a", "w")
+
+
+def test_the_figure_is_titled_in_words_and_every_panel_labelled(res):
+    fig = res.plot()
+    title = fig._suptitle.get_text()
+    assert title.startswith("STS_2: T = 8 tokens in d = 5, onehot encodings of width 8")
+    assert "softmax-attention transformer (theory model), SGD, lr " in title
+    assert title.endswith(": completed") and "=W" not in title and "held=" not in title
+    for ax in fig.axes:
+        assert ax.get_xlabel() and ax.get_ylabel() and ax.get_title(), ax.get_title()
 
 
 # ---------------------------------------------------------------- the backend is left alone

@@ -39,7 +39,7 @@ def test_plot_of_empty_history():
     for ax in fig.axes:         # each panel says there is nothing to draw, and why
         assert not ax.lines
         assert [t.get_text() for t in ax.texts] == ["no record\n" + r.message]
-    assert "[diverged]" in fig._suptitle.get_text()
+    assert fig._suptitle.get_text().endswith(": diverged")
 
 
 def test_history_array_and_csv(res, tmp_path):

@@ -19,7 +19,8 @@ _REMOVED = ("the runs of `stsim figures` live in OUT/runs, where a rerun with th
             "--analyse-only, to train afresh use a new --out")
 
 
-#: the last line of ``stsim figures --quick``: what its scale decides and what it does not
+#: the first and last line of ``stsim figures --quick``: what its scale decides and what
+#: it does not
 QUICK_SCOPE = ("quick scale (T = 20, two seeds, short runs) checks that every figure is drawn "
                "end to end; its [NOT] lines are expected and decide nothing about the paper's "
                "claims: stsim figures --full does (docs/reproduction.md)")
@@ -73,6 +74,8 @@ def main(args) -> int:
         from stsim.studies.figures.tables import render
         print(render(check_report_folder(args.report)))
         return 0
+    if args.mode == "quick":        # said before the [NOT] lines it explains, and after them
+        print(QUICK_SCOPE, flush=True)
     res = run_contract(args, figures)
     for summary in res["summaries"].values():
         print_checks(summary)

@@ -39,7 +39,11 @@ def step_arg(text):
     ``{"W": 200.0, "V": 5.5}``, each parameter once); the values are checked by
     :class:`Config`."""
     if "=" not in text:
-        return float(text)
+        try:
+            return float(text)
+        except ValueError:      # argparse would name this function, not the flag's value
+            raise argparse.ArgumentTypeError(f"give one number or NAME=STEP pairs such as "
+                                             f"W=200,V=5.5, got {text!r}") from None
     out = {}
     for item in text.split(","):
         name, sep, value = item.partition("=")

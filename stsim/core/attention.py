@@ -402,6 +402,10 @@ def resolve_mechanism(c, objects: dict, inits) -> Attention:
     saddle = att.zero_saddle or c.rank is not None
     if c.init is None:
         c.init = "random" if saddle else "zero"
+    if not isinstance(c.init, str):     # e.g. a result's parameters: a dict of arrays
+        raise ValueError(f"init must be one of {tuple(inits)}, got a {type(c.init).__name__}; "
+                         f"a run starts from zero or random parameters: to train a run on, "
+                         f"give it checkpoint='run.npz' and rerun it with more steps")
     c.init = check_choice("init", c.init, inits, ignore_case=True)
     if c.init == "zero" and saddle:
         what = att.label if c.rank is None else f"a key/query pair of rank {c.rank}"

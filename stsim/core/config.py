@@ -184,6 +184,10 @@ class Config:
             if getattr(c, name) == _object_name(name, obj):     # resolved again: the object
                 setattr(c, name, obj)
         objects = {k: getattr(c, k) for k in OBJECT_FIELDS if not isinstance(getattr(c, k), str)}
+        for name, obj in objects.items():
+            if isinstance(obj, type):       # NearOrthogonal for NearOrthogonal(16, 200, rng)
+                raise ValueError(f"{name} got the class {obj.__name__}, not an object: pass "
+                                 f"an instance, {name}={obj.__name__}(...), or a name")
         _check_fields(c)
         c._resolved = _look_up(c, objects)
         check_objective(c)      # e.g. a population too large to enumerate: before any work

@@ -84,7 +84,8 @@ def check_batch(enc, pe, B: int, T: int) -> PEBatch:
     >>> check_batch(OneHot(4), PEBatch(4, idx=np.array([0, -1])), 1, 2)
     Traceback (most recent call last):
     ...
-    ValueError: encoding OneHot ('onehot'): sample(rng, B=1, T=2) returned idx with slot -1 outside [0, d_e=4)
+    ValueError: encoding OneHot ('onehot'): sample(rng, B=1, T=2) returned idx with slot -1
+    outside [0, d_e=4)
     """
     d_e = getattr(enc, "d_e", None)
     where = (f"encoding {type(enc).__name__} ({getattr(enc, 'label', '?')!r}): "

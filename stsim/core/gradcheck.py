@@ -11,7 +11,7 @@ import numpy as np
 __all__ = ["directional_check", "check_grad"]
 
 
-def directional_check(f, params, grads, rng, n_dirs=4, h=1e-5):
+def directional_check(f, params, grads, rng, n_dirs=4, h=1e-5) -> tuple:
     """Compare analytic and central-difference directional derivatives.
 
     Parameters
@@ -51,7 +51,7 @@ def directional_check(f, params, grads, rng, n_dirs=4, h=1e-5):
     return worst, pairs
 
 
-def check_grad(f_and_grad, params, rng, n_dirs=4, h=1e-5, rtol=1e-6):
+def check_grad(f_and_grad, params, rng, n_dirs=4, h=1e-5, rtol=1e-6) -> float:
     """Assert that ``f_and_grad(params) -> (value, grads)`` has correct gradients.
 
     Raises ``AssertionError`` with the worst relative error if it exceeds ``rtol``.

@@ -350,7 +350,7 @@ def forward_backward_unchecked(W, V, X, y, pe, practical, query, x_query, target
 
 
 def loss_and_grad(W, V, X, y, P, *, model="theory", query="sum", x_query=None, target=None,
-                  attention=None, rank=None, temperature=1.0, readout=None):
+                  attention=None, rank=None, temperature=1.0, readout=None) -> tuple:
     """Reference loss and analytic gradients with dense positional encodings.
 
     ``ℓ = ½‖V Z softmax(Zᵀ W z_q) − STS_q(X, y)‖²`` averaged over the batch (theory

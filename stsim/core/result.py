@@ -151,6 +151,17 @@ class Result:
             save_figure(fig, path)
         return fig
 
+    def plot_attention(self, path=None, **options):
+        """The attention weights of :meth:`attention` (``options``: its ``n``, ``seed``,
+        ``T``, ...) as an image, each sample's selected positions marked: a matplotlib
+        ``Figure``, also written to ``path`` if given (as :meth:`plot`)."""
+        from stsim.util.figure import attention_figure, save_figure
+        s, _, y = self.attention(return_inputs=True, **options)
+        fig = attention_figure(s, y)
+        if path is not None:
+            save_figure(fig, path)
+        return fig
+
     def attention(self, X=None, y=None, *, n=4, seed=0, T=None, return_inputs=False,
                   mechanism=None):
         """Attention weights of the trained transformer on given or fresh inputs.
@@ -357,23 +368,14 @@ class Result:
         return (f"<stsim.Result {self.status}, {self.assessment}: {what}, {steps} steps, "
                 f"{loss}>")
 
-    def _repr_mimebundle_(self, include=None, exclude=None):
-        """A notebook shows the summary (text, HTML) and the figure (``image/png``); the
-        figure is drawn once for all of them."""
-        png = self._repr_png_()
-        return {"text/plain": repr(self), "image/png": png,
-                "text/html": self._repr_html_(png)}
-
-    def _repr_png_(self):
-        """The figure of :meth:`plot` as PNG bytes."""
-        from stsim.util.figure import history_figure, png_bytes
-        return png_bytes(history_figure(self))
-
-    def _repr_html_(self, png=None):
-        """The summary and the figure, as HTML (the figure inline, nothing loaded)."""
+    def _repr_html_(self):
+        """A notebook shows the summary and the figure of :meth:`plot`, as HTML (the PNG
+        inline, nothing loaded). The HTML is the only rich form, so that a notebook stores
+        the PNG once (a ``_repr_png_`` beside it would be stored a second time)."""
         import base64
         import html
-        png = self._repr_png_() if png is None else png
+        from stsim.util.figure import history_figure, png_bytes
+        png = png_bytes(history_figure(self))
         return (f"<pre>{html.escape(self.summary())}</pre>"
                 f'<img alt="loss, inverse loss and cosines of the run" style="max-width:100%" '
                 f'src="data:image/png;base64,{base64.b64encode(png).decode()}"/>')

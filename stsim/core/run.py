@@ -1,6 +1,7 @@
 """One call, one run: :func:`run` (training, records, divergence, checkpoints, stops).
 
-``run(T=200, q=3, pe="stochastic", **options)`` trains one model and returns a
+``run(T=200, q=3, pe="stochastic", ...)`` (every field of :class:`Config` a keyword of its
+signature: :func:`with_options`) trains one model and returns a
 :class:`Result` (config, final parameters, history), in the spirit of
 ``scipy.integrate.solve_ivp``: one call, one rich result with ``status`` and ``message``.
 The pieces — setup, advance, finish — are :class:`stsim.core.session.Session`; the
@@ -9,19 +10,23 @@ problem a run trains is :mod:`stsim.core.problem`, its random streams
 """
 from __future__ import annotations
 
+import dataclasses
+import inspect
 import os
+from collections.abc import Callable
 
 import numpy as np
 
-from stsim.core.config import Config, options_from_record
+from stsim.core.config import Config
+from stsim.core.encodings import Encoding
 from stsim.core.progress import check_progress
 from stsim.core.result import Result
 from stsim.core.session import (DIVERGENCE_FACTOR, LoopEnd, RunInterrupted, Session,
-                                train_loop, uses_second_thread)
+                                config_options, train_loop, uses_second_thread)
 from stsim.util.io import check_writable_folder
 from stsim.util.validate import check_int
 
-__all__ = ["run", "train_loop", "LoopEnd", "Config", "Result", "Session", "DIVERGENCE_FACTOR",
+__all__ = ["run", "with_options", "train_loop", "LoopEnd", "Config", "Result", "Session", "DIVERGENCE_FACTOR",
            "RunInterrupted", "check_checkpoint", "uses_second_thread"]
 
 
@@ -45,26 +50,11 @@ def check_checkpoint(checkpoint, checkpoint_every):
     return checkpoint, checkpoint_every
 
 
-def _options(T, q, pe, config, options) -> dict:
-    """The options of a run: ``config``'s fields (a :class:`Config`, its objects included,
-    or a config dict such as ``Result.config``, read by
-    :func:`stsim.core.config.options_from_record`; else the defaults T=200, q=3,
-    pe="stochastic"), then ``T``, ``q``, ``pe`` and ``options`` where given."""
-    given = {k: v for k, v in (("T", T), ("q", q), ("pe", pe)) if v is not None}
-    if config is None:
-        base = {"T": 200, "q": 3, "pe": "stochastic"}
-    elif isinstance(config, Config):
-        base = config.as_options()
-    elif isinstance(config, dict):
-        base = options_from_record(config, {**given, **options})
-    else:
-        raise ValueError(f"config must be a stsim.Config or a dict of its fields (such as a "
-                         f"Result's config), got {type(config).__name__}")
-    return {**base, **given, **options}
-
-
-def run(T=None, q=None, pe=None, *, config=None, checkpoint=None, checkpoint_every=None,
-        progress=None, prefetch=None, callback=None, **options) -> Result:
+def run(T: int | None = None, q: int | None = None, pe: str | Encoding | None = None, *,
+        config: Config | dict | None = None, checkpoint: str | os.PathLike | None = None,
+        checkpoint_every: int | None = None, progress: bool | Callable | None = None,
+        prefetch: bool | None = None, callback: Callable | None = None,
+        **options) -> Result:
     """Train a model on STS_q and return a :class:`Result`.
 
     Parameters
@@ -118,15 +108,19 @@ def run(T=None, q=None, pe=None, *, config=None, checkpoint=None, checkpoint_eve
         ``ValueError`` naming ``callback`` when it returns anything else (an array, a
         string). A ``KeyboardInterrupt`` it raises is Ctrl-C (below).
     **options
-        Any field of :class:`Config` (``d``, ``d_e``, ``sampler``, ``model``, ``query``,
+        Every other field of :class:`Config`, a keyword with its default (the signature
+        lists them, made from the fields: :func:`with_options`): ``d``, ``d_e``,
+        ``sampler``, ``model``, ``query``, ``attention``, ``rank``, ``temperature``,
         ``objective``, ``optimizer``, ``lr`` — a number, or a step per parameter such as
         ``{"W": 200, "V": 5.5}`` —, ``target`` — ``"mean"``, ``"moment:k"``,
         ``"variance"`` or a :class:`~stsim.core.targets.Target` (docs/targets.md) —,
         ``freeze`` — blocks held at their initial value,
         e.g. ``("W_xx", "W_xe")``, W's token rows (docs/model.md) —, ``steps``,
         ``batch``, ``init``, ``seed`` — an int, a ``numpy.random.SeedSequence`` or a
-        ``Generator`` —, ``T_test``, ``q_test``, ``eval_every``, ...). Unknown names
-        raise.
+        ``Generator`` —, ``T_test``, ``q_test``, ``eval_every``, ... Unknown names
+        raise. ``run(**res.config)`` reruns ``res`` (its step, steps and held blocks
+        included); a step per block copied without its ``freeze`` trains W's token rows,
+        which the derived step holds (the message says so).
 
     Returns
     -------
@@ -170,7 +164,8 @@ def run(T=None, q=None, pe=None, *, config=None, checkpoint=None, checkpoint_eve
     if prefetch is not None and not isinstance(prefetch, (bool, np.bool_)):
         raise ValueError(f"prefetch must be True, False or None (automatic), got {prefetch!r}")
     checkpoint, checkpoint_every = check_checkpoint(checkpoint, checkpoint_every)
-    opts = _options(T, q, pe, config, options)
+    given = {k: v for k, v in (("T", T), ("q", q), ("pe", pe)) if v is not None}
+    opts = config_options(config, {**given, **options})
     cfg = Config.from_options(**opts)
     if checkpoint is not None:
         check_writable_folder(os.path.dirname(os.path.abspath(checkpoint)),
@@ -183,3 +178,35 @@ def run(T=None, q=None, pe=None, *, config=None, checkpoint=None, checkpoint_eve
     finally:
         session.close()
     return session.finish()
+
+
+def with_options(fn):
+    """``fn`` (a function or class) with its ``**options`` spelled out in its signature
+    (``__signature__``, what ``help``, Jupyter and ``inspect.signature`` show): every field
+    of :class:`Config` a keyword with the field's default and type, taken from the fields,
+    where they live; a parameter of ``fn`` named as a field shows the field's default."""
+    try:
+        sig = inspect.signature(fn, eval_str=True)
+    except (TypeError, NameError):      # Python 3.9: no "X | Y" at run time
+        sig = inspect.signature(fn)
+    fields = {f.name: f for f in dataclasses.fields(Config)}
+    own = [p.replace(default=fields[p.name].default) if p.name in fields else p
+           for p in sig.parameters.values() if p.kind is not p.VAR_KEYWORD]
+    rest = [inspect.Parameter(f.name, inspect.Parameter.KEYWORD_ONLY, default=f.default,
+                              annotation=_type(f.type))
+            for f in fields.values() if f.name not in sig.parameters]
+    fn.__signature__ = sig.replace(parameters=own + rest)
+    return fn
+
+
+def _type(text: str):
+    """The annotation a field's type text stands for (the text where it cannot be
+    evaluated, as ``int | None`` before Python 3.10)."""
+    try:
+        return eval(text, {})
+    except (TypeError, NameError, SyntaxError):
+        return text
+
+
+with_options(run)
+with_options(Session)

@@ -308,16 +308,23 @@ def _fallback_lr(cfg):
     return opt.fixed_lr, f"default lr {opt.fixed_lr:g} ({opt.name}'s fixed default)"
 
 
-def _note(cfg, lr, freeze) -> str:
-    """What a run of ``cfg`` at the step ``lr`` holding ``freeze`` is told of its default:
-    the fallback where nothing is derived (module docstring, *Fallback*); else what it does
-    beyond the paper's single SGD step on every parameter; or ``""``."""
+def _note(cfg, lr, freeze, noted) -> str:
+    """What a run of ``cfg`` at the step ``lr`` holding ``freeze`` is told of its step: the
+    fallback where nothing is derived (module docstring, *Fallback*; when ``noted``); else
+    what it does beyond the paper's single SGD step on every parameter, and W's token rows
+    left free beside a step per block (the derived one holds them); or ``""``."""
     n, _, why = _reduction(cfg)
     if n is None:
         return (f"no reduced dynamics for {why}: {_fallback_lr(cfg)[1]} and {FALLBACK_STEPS} "
-                f"steps, not derived")
-    parts = ([f"a step per block ({lr})"] if lr is not None and lr.names else []) + (
+                f"steps, not derived") if noted else ""
+    per_block = lr is not None and lr.names
+    parts = ([f"a step per block ({lr})"] if per_block else []) + (
         [f"{', '.join(freeze)} held at their initial value"] if freeze else [])
+    free = [b for b in FROZEN if b not in freeze] if per_block and set(FROZEN) <= set(
+        cfg.resolved.arch.blocks(cfg) if cfg.resolved.arch.blocks is not None else ()) else []
+    if free:
+        parts.append(f"{', '.join(free)} trained (the derived step per block holds "
+                     f"{', '.join(FROZEN)}: freeze={FROZEN!r})")
     return ("beyond the paper's single step on every parameter: " + " and ".join(parts)
             + " (stsim.core.schedule; lr=<number> runs the plain single step)") if parts else ""
 
@@ -378,7 +385,7 @@ def predict(cfg, lr=None, steps=None, blocks=False) -> Plan:
     n, exact, why = _reduction(cfg)
     if n is None:
         return Plan(lr=Steps(_fallback_lr(cfg)[0]) if lr is None else lr, explanation=_note(
-            cfg, lr, ()), steps=FALLBACK_STEPS if steps is None else steps)
+            cfg, lr, (), True), steps=FALLBACK_STEPS if steps is None else steps)
     c = query_coef(cfg.query, cfg.q)
     if opt.lr != REDUCED and opt.steps is not None:     # the optimiser's own defaults
         d_steps = opt.steps(cfg)
@@ -464,7 +471,7 @@ def plan(cfg, noted=False) -> Plan:
             warn(f"stsim: {s.warning}", LongRunWarning)
     s.freeze = tuple(b for b in blocks if b in set(given or ()) | set(default))   # merged
     s.lr_decay = cfg.lr_decay or (cfg.resolved.optimizer.decay if cfg.lr is None else "none")
-    s.note = _note(cfg, s.lr, s.freeze) if noted else ""
+    s.note = _note(cfg, s.lr, s.freeze, noted)
     return s
 
 

@@ -147,14 +147,28 @@ def uses_second_thread(enc, prefetch: bool) -> bool:
     return prefetch or (getattr(enc, "threaded", False) and parallel_default())
 
 
-def _config(cfg):
-    """The resolved :class:`~stsim.core.config.Config` of ``cfg`` of :class:`Session`."""
-    if isinstance(cfg, dict):
-        return Config.from_options(**options_from_record(cfg, cfg))
-    if not isinstance(cfg, Config):
-        raise ValueError(f"cfg must be a stsim.Config or a dict of its options (such as "
-                         f"{{'T': 10}} or a Result's config), got {type(cfg).__name__}")
-    return cfg if "_resolved" in cfg.__dict__ else cfg.resolve()
+def config_options(config, options: dict, name: str = "config") -> dict:
+    """The options of a run: ``config``'s fields (None: the defaults; a :class:`Config`, its
+    objects included; or a config dict such as ``Result.config``, read by
+    :func:`~stsim.core.config.options_from_record`), then ``options`` over them."""
+    if config is None:
+        base = {}
+    elif isinstance(config, Config):
+        base = config.as_options()
+    elif isinstance(config, dict):
+        base = options_from_record(config, options)
+    else:
+        raise ValueError(f"{name} must be a stsim.Config or a dict of its fields (such as "
+                         f"{{'T': 10}} or a Result's config), got {type(config).__name__}")
+    return {**base, **options}
+
+
+def _config(cfg, options):
+    """The resolved :class:`~stsim.core.config.Config` of ``cfg`` and ``options`` of
+    :class:`Session`."""
+    if isinstance(cfg, Config) and not options:
+        return cfg if "_resolved" in cfg.__dict__ else cfg.resolve()
+    return Config.from_options(**config_options(cfg, options, "cfg"))
 
 
 class RunInterrupted(UserWarning):
@@ -170,15 +184,18 @@ class Session:
 
     Parameters
     ----------
-    cfg : Config or dict
+    cfg : Config or dict, optional
         The configuration (resolved here if it is not: :meth:`Config.resolve`), or a dict
         of its options (as ``config=`` of :func:`stsim.run`, e.g. ``{"T": 10}`` or a
-        ``Result.config``).
+        ``Result.config``); none: the defaults.
     checkpoint, checkpoint_every, progress, prefetch, callback
         As for :func:`stsim.run` (checked there).
     eval_given : bool
         Whether the caller gave ``eval_every`` (else a resumed run keeps its checkpoint's).
         The step, steps, held blocks and message note are ``cfg.resolved.plan``'s.
+    **options
+        Fields of :class:`Config` over ``cfg``'s, as for :func:`stsim.run`:
+        ``Session(T=50, q=3)``.
 
     Attributes
     ----------
@@ -192,9 +209,9 @@ class Session:
         Parameters, optimiser, generator, history and step.
     """
 
-    def __init__(self, cfg, *, checkpoint=None, checkpoint_every=None, progress=None,
-                 prefetch=None, callback=None, eval_given=True):
-        cfg = _config(cfg)
+    def __init__(self, cfg=None, *, checkpoint=None, checkpoint_every=None, progress=None,
+                 prefetch=None, callback=None, eval_given=True, **options):
+        cfg = _config(cfg, options)
         streams, plan = Streams(cfg.seed), cfg.resolved.plan
         self.problem = problem = make_problem(cfg, streams)
         self.opt = cfg.resolved.optimizer.factory(plan.lr.record(), decay=plan.lr_decay,

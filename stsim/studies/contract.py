@@ -147,7 +147,8 @@ def divergence(where, total: int, unmeasured=(), examples: int = 8) -> dict:
     ``unmeasured`` (each quantity not measured because runs diverged).
 
     >>> divergence(["fcn T=4", "fcn T=4", "tf T=8"], 10, ["width of fcn at T=4"])
-    {'diverged': {'runs': 3, 'of': 10, 'where': ['fcn T=4', 'tf T=8']}, 'unmeasured': ['width of fcn at T=4']}
+    {'diverged': {'runs': 3, 'of': 10, 'where': ['fcn T=4', 'tf T=8']},
+     'unmeasured': ['width of fcn at T=4']}
     """
     where = list(where)
     return {"diverged": {"runs": len(where), "of": int(total),

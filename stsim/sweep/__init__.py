@@ -1,83 +1,19 @@
-"""Parameter sweeps on any ``concurrent.futures.Executor``, resumable, into one CSV table.
-
->>> from stsim.sweep import sweep, InlineExecutor
->>> def f(a, b, seed):                       # any function, also for the pool
-...     return {"s": a + b}
->>> res = sweep(f, {"a": [1, 2], "b": [10]}, seeds=2, executor=InlineExecutor())
->>> [(r["a"], r["seed_index"], r["s"]) for r in res.rows]
-[(1, 0, 11), (1, 1, 11), (2, 0, 12), (2, 1, 12)]
-
-Design
-------
-* **Grid** — a dict ``{name: values}`` (Cartesian product, the last name varying
-  fastest) or a sequence of dicts (explicit points). Values are scalars (int, float,
-  str, bool, None): they are written to the CSV and identify the point.
-* **Seeds** — ``SeedSequence(root_seed).spawn(seeds)``: replicate ``r`` of *every*
-  point gets the integer ``seed = child_r.generate_state(1)[0]`` (paired replicates:
-  common random numbers across the grid). It depends only on ``(root_seed, r)``, never
-  on the executor, the worker count, the completion order or which points ran before,
-  so the table does not either. ``fn(**point, seed=seed)`` is called once per
-  (point, replicate).
-* **Table** — one row per (point, replicate): the parameters, ``seed_index``, ``seed``,
-  ``status`` (``ok`` | ``error``), ``error`` (``"Type: message"``) and the entries of the
-  dict returned by ``fn`` (a scalar return becomes the column ``value``). Rows are sorted
-  by parameter values, then ``seed_index``; columns are the grid's parameters, the
-  bookkeeping columns, then result names sorted. No timing column, so two executors give
-  byte-identical tables; timings are kept in the journal.
-* **Resumable** — every finished row is appended (one JSON line, flushed and fsync'ed) to
-  the journal ``<out>.journal.jsonl`` as soon as it arrives; the CSV ``out`` is
-  rewritten atomically from the rows at most every ``FLUSH_SECONDS`` and at the end
-  (also when interrupted). A rerun reads the journal and skips the
-  (point, replicate) pairs already finished (``ok``) — unless ``keep(record)`` rejects
-  one (say, the file it wrote is gone or now holds another config's output); rows with
-  ``status="error"`` are tried again unless ``retry_failed=False``. An interrupted sweep
-  loses no finished row (at most a torn last journal line, which is ignored). What is on
-  disk is the truth: a rerun serves only rows of the journal it reads (deleting the
-  journal and the table computes everything again, also in the same process), and a
-  journal written with another ``root_seed`` is refused (every record carries its
-  ``seed``, which must be the one this call's ``root_seed`` gives its replicate). Growing
-  the grid or the number of replicates keeps the finished rows. Several
-  sweeps may share one ``out`` from threads of one process (journal and table are written
-  under a per-file lock, and the table is rebuilt from all rows); a second *process* on
-  the same ``out`` is refused with :class:`stsim.util.io.OutputLocked` (a ``RuntimeError``)
-  while the first runs (``<out>.lock``, released by the kernel if the holder dies, removed
-  when the sweep ends).
-* **Executors** — the default is :func:`stsim.sweep.pool.make_executor` (this process for
-  ``max_workers=1``, else the loky pool of :mod:`stsim.sweep.pool`, which runs ``fn``
-  wherever it was defined). Before the first row, one task carrying ``fn`` is sent to the
-  executor (:func:`check_runs`): an ``fn`` the executor cannot run raises ``ValueError``
-  there, never a table of error rows. A pool that breaks later raises
-  :class:`ExecutorFailed` after saving the finished rows; a rerun computes the lost ones.
-* **Registrations** — the encodings, optimisers and architectures registered in the
-  calling process (``stsim.register_encoding`` ...) travel with every task to the workers
-  and are registered there before the row runs (:mod:`stsim.sweep.carry`).
-* **Tables** — :meth:`SweepResult.to_pandas` (pandas, the extra ``stsim[pandas]``); a
-  notebook shows a :class:`SweepResult` as an HTML table.
-* **Ctrl-C, SIGTERM, SIGHUP** — the finished rows are saved, the table written, the pool
-  ended and the lock released (:func:`stsim.sweep.pool.stop_on_interrupt`; docs/model.md,
-  the table of faults).
-* **Dask** — pass ``client.get_executor(pure=False)``: Dask names a task by its function
-  and arguments, so with ``pure=True`` the rerun of a row whose task an interrupted sweep
-  cancelled gets the cancelled task back (``CancelledError``: :class:`ExecutorFailed`).
-* **Column names** — a result key equal to a parameter or bookkeeping column (e.g. the
-  ``status`` and ``seed`` of a :func:`stsim.run` result) is written as ``fn.<key>``.
-* **Bad input** — an empty grid, a point with a parameter ``fn`` does not take (unless
-  it takes ``**kwargs``), a missing required parameter, a non-scalar value, duplicate
-  points, a point rejected by ``validate(point)``, an ``out`` that is empty, a folder or
-  not writable, an ``fn`` that does not pickle (default pool), or a journal line that is
-  not a record (:func:`stsim.sweep.journal.load_journal`) raise ``ValueError`` before any
-  work starts. An exception inside ``fn`` is recorded in the row and the sweep continues.
+"""Parameter sweeps on any ``concurrent.futures.Executor``, resumable, into one CSV table:
+:func:`sweep`, whose docstring (its design under "Notes") is also this module's, so that
+``help(stsim.sweep)`` shows it (``stsim.sweep`` is this module and the function at once).
 """
 from __future__ import annotations
 
 import concurrent.futures as cf
 import contextlib
+import inspect
 import os
 import sys
 import threading
 import time
 import traceback
 import types
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 
 
@@ -212,6 +148,22 @@ class SweepResult:
         """
         return [r.get(name) for r in self.select(**params)]
 
+    def plot(self, x, y, path=None):
+        """``y`` against the parameter ``x``: the mean over the seeds with their standard
+        deviation as error bars, one line per value of the other parameters
+        (:func:`stsim.util.figure.sweep_figure`); a matplotlib ``Figure``, also written to
+        ``path`` if given."""
+        from stsim.util.figure import save_figure, sweep_figure
+        for name, value in (("x", x), ("y", y)):
+            if value not in self.columns:
+                raise ValueError(f"{name} must be a column of the table {self.columns}, got "
+                                 f"{value!r}")
+        end = self.columns.index(BOOKKEEPING[0]) if BOOKKEEPING[0] in self.columns else 0
+        fig = sweep_figure(self.rows, self.columns[:end], x, y)
+        if path is not None:
+            save_figure(fig, path)
+        return fig
+
     def to_pandas(self):
         """The table as a ``pandas.DataFrame``: one row per table row, the CSV's columns in
         order (pandas is the optional extra ``stsim[pandas]``).
@@ -241,9 +193,11 @@ class SweepResult:
                                   + (f", {self.path}" if self.path else ""))
 
 
-def sweep(fn, grid, *, seeds=1, root_seed=0, executor=None, out=None, max_workers=2,
-          validate=None, retry_failed=True, progress=None, keep=None,
-          timeout=None) -> SweepResult:
+def sweep(fn: Callable, grid: dict | Sequence[dict], *, seeds: int = 1, root_seed: int = 0,
+          executor: cf.Executor | None = None, out: str | os.PathLike | None = None,
+          max_workers: int = 2, validate: Callable | None = None, retry_failed: bool = True,
+          progress: bool | Callable | None = None, keep: Callable | None = None,
+          timeout: float | None = None) -> SweepResult:
     """Run ``fn(**point, seed=seed)`` for every grid point and replicate; collect a table.
 
     Parameters
@@ -300,13 +254,83 @@ def sweep(fn, grid, *, seeds=1, root_seed=0, executor=None, out=None, max_worker
     Raises
     ------
     ValueError
-        Before any work, for the bad inputs listed in the module docstring.
+        Before any work, for the bad inputs listed under Notes.
     stsim.util.io.OutputLocked
         Another process is writing ``out``.
     ExecutorFailed
         The executor stopped running rows (a worker died); the finished rows are kept.
     KeyboardInterrupt
         Ctrl-C; the finished rows are kept.
+
+    Notes
+    -----
+    * **Grid** — a dict ``{name: values}`` (Cartesian product, the last name varying
+      fastest) or a sequence of dicts (explicit points). Values are scalars (int, float,
+      str, bool, None): they are written to the CSV and identify the point.
+    * **Seeds** — ``SeedSequence(root_seed).spawn(seeds)``: replicate ``r`` of *every*
+      point gets the integer ``seed = child_r.generate_state(1)[0]`` (paired replicates:
+      common random numbers across the grid). It depends only on ``(root_seed, r)``, never
+      on the executor, the worker count, the completion order or which points ran before,
+      so the table does not either. ``fn(**point, seed=seed)`` is called once per
+      (point, replicate).
+    * **Table** — one row per (point, replicate): the parameters, ``seed_index``, ``seed``,
+      ``status`` (``ok`` | ``error``), ``error`` (``"Type: message"``) and the entries of the
+      dict returned by ``fn`` (a scalar return becomes the column ``value``). Rows are sorted
+      by parameter values, then ``seed_index``; columns are the grid's parameters, the
+      bookkeeping columns, then result names sorted. No timing column, so two executors give
+      byte-identical tables; timings are kept in the journal.
+    * **Resumable** — every finished row is appended (one JSON line, flushed and fsync'ed) to
+      the journal ``<out>.journal.jsonl`` as soon as it arrives; the CSV ``out`` is
+      rewritten atomically from the rows at most every ``FLUSH_SECONDS`` and at the end
+      (also when interrupted). A rerun reads the journal and skips the
+      (point, replicate) pairs already finished (``ok``) — unless ``keep(record)`` rejects
+      one (say, the file it wrote is gone or now holds another config's output); rows with
+      ``status="error"`` are tried again unless ``retry_failed=False``. An interrupted sweep
+      loses no finished row (at most a torn last journal line, which is ignored). What is on
+      disk is the truth: a rerun serves only rows of the journal it reads (deleting the
+      journal and the table computes everything again, also in the same process), and a
+      journal written with another ``root_seed`` is refused (every record carries its
+      ``seed``, which must be the one this call's ``root_seed`` gives its replicate). Growing
+      the grid or the number of replicates keeps the finished rows. Several
+      sweeps may share one ``out`` from threads of one process (journal and table are written
+      under a per-file lock, and the table is rebuilt from all rows); a second *process* on
+      the same ``out`` is refused with :class:`stsim.util.io.OutputLocked` (a ``RuntimeError``)
+      while the first runs (``<out>.lock``, released by the kernel if the holder dies, removed
+      when the sweep ends).
+    * **Executors** — the default is :func:`stsim.sweep.pool.make_executor` (this process for
+      ``max_workers=1``, else the loky pool of :mod:`stsim.sweep.pool`, which runs ``fn``
+      wherever it was defined). Before the first row, one task carrying ``fn`` is sent to the
+      executor (:func:`check_runs`): an ``fn`` the executor cannot run raises ``ValueError``
+      there, never a table of error rows. A pool that breaks later raises
+      :class:`ExecutorFailed` after saving the finished rows; a rerun computes the lost ones.
+    * **Registrations** — the encodings, optimisers and architectures registered in the
+      calling process (``stsim.register_encoding`` ...) travel with every task to the workers
+      and are registered there before the row runs (:mod:`stsim.sweep.carry`).
+    * **Tables** — :meth:`SweepResult.to_pandas` (pandas, the extra ``stsim[pandas]``); a
+      notebook shows a :class:`SweepResult` as an HTML table.
+    * **Ctrl-C, SIGTERM, SIGHUP** — the finished rows are saved, the table written, the pool
+      ended and the lock released (:func:`stsim.sweep.pool.stop_on_interrupt`; docs/model.md,
+      the table of faults).
+    * **Dask** — pass ``client.get_executor(pure=False)``: Dask names a task by its function
+      and arguments, so with ``pure=True`` the rerun of a row whose task an interrupted sweep
+      cancelled gets the cancelled task back (``CancelledError``: :class:`ExecutorFailed`).
+    * **Column names** — a result key equal to a parameter or bookkeeping column (e.g. the
+      ``status`` and ``seed`` of a :func:`stsim.run` result) is written as ``fn.<key>``.
+    * **Bad input** — an empty grid, a point with a parameter ``fn`` does not take (unless
+      it takes ``**kwargs``), a missing required parameter, a non-scalar value, duplicate
+      points, a point rejected by ``validate(point)``, an ``out`` that is empty, a folder or
+      not writable, an ``fn`` that does not pickle (default pool), or a journal line that is
+      not a record (:func:`stsim.sweep.journal.load_journal`) raise ``ValueError`` before any
+      work starts. An exception inside ``fn`` is recorded in the row and the sweep continues.
+
+    Examples
+    --------
+    >>> from stsim.sweep import sweep, InlineExecutor
+    >>> def f(a, b, seed):                       # any function, also for the pool
+    ...     return {"s": a + b}
+    >>> res = sweep(f, {"a": [1, 2], "b": [10]}, seeds=2, executor=InlineExecutor())
+    >>> [(r["a"], r["seed_index"], r["s"]) for r in res.rows]
+    [(1, 0, 11), (1, 1, 11), (2, 0, 12), (2, 1, 12)]
     """
     points = expand_grid(grid)
     seed_values = spawn_seeds(seeds, root_seed)
@@ -459,3 +483,9 @@ class _CallableModule(types.ModuleType):
 
 
 sys.modules[__name__].__class__ = _CallableModule
+# what help(stsim.sweep), Jupyter's stsim.sweep? and inspect.signature show: the function's
+__doc__ = sweep.__doc__
+try:
+    __signature__ = inspect.signature(sweep, eval_str=True)
+except (TypeError, NameError):      # Python 3.9: no "X | Y" at run time
+    __signature__ = inspect.signature(sweep)

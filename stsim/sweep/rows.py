@@ -129,7 +129,7 @@ def result_row(out) -> dict:
     >>> result_row({"v": 1 + 2j})
     Traceback (most recent call last):
     ...
-    TypeError: fn's result 'v' is a complex ((1+2j)), which a table cannot store: return numbers, text, True/False, None, or lists and dicts of them
+    TypeError: fn's result 'v' is a complex ((1+2j)), which a table cannot store: ...
     """
     if not isinstance(out, dict):
         out = {"value": out}

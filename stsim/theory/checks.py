@@ -350,7 +350,7 @@ def _block_gradient_checks(s, tr, t_eps, grad_points, grad_samples, checks) -> d
 def check_theorem(T, q, d, lr, eps, *, pe="onehot", d_e=None, query="sum", max_steps=None,
                   full_steps=2000, T_test=(), n_mc=20000, seed=0, max_full_work=2e9,
                   grad_points=4, grad_samples=20000, max_seconds=600.0, max_bytes=None,
-                  log=None):
+                  log=None) -> TheoremReport:
     """Run the population dynamics from zero and check the claims of Theorems 1–3.
 
     Parameters

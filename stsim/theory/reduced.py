@@ -72,7 +72,7 @@ def reduced_loss_grad(a, gamma, T, q, d, *, query="sum"):
     return L, da, dg
 
 
-def reduced_loss(a, gamma, T, q, d, *, query="sum"):
+def reduced_loss(a, gamma, T, q, d, *, query="sum") -> np.ndarray:
     """Closed-form population loss ``L(a, γ) = (d/2)[q(γ s₊ − 1/q)² + (T−q) γ² s₋²]``
     (docs/theory.md §3), vectorised over numpy arrays.
 
@@ -177,7 +177,7 @@ def _settings(T, q, d, lr, pe, d_e, a0, gamma0, query, lr_V=1.0):
 
 
 def reduced_gd(T, q, d, lr, steps, *, pe="onehot", d_e=None, query="sum", a0=0.0, gamma0=0.0,
-               record_every=1):
+               record_every=1) -> ReducedTrajectory:
     """Run the exact reduced GD map for a grid of settings at once.
 
     ``a ← a − η_W/(n−1) ∂L/∂a``, ``γ ← γ − (η_V/d) ∂L/∂γ`` (module docstring), ``steps``
@@ -251,7 +251,7 @@ def _gd(T, q, d, lr, steps, pe, d_e, query, a0, gamma0, record_every, scalar):
 
 # ---- gradient flow (η → 0), through scipy.integrate.solve_ivp ------------------------
 def gradient_flow(T, q, d, t_eval, *, pe="onehot", d_e=None, query="sum", a0=0.0, gamma0=0.0,
-                  method="DOP853", rtol=1e-11, atol=1e-13):
+                  method="DOP853", rtol=1e-11, atol=1e-13) -> ReducedTrajectory:
     """Gradient flow ``da/dτ = −1/(n−1) ∂L/∂a``, ``dγ/dτ = −(1/d) ∂L/∂γ`` for K settings
     in ONE ``solve_ivp`` call (the state is the stacked ``[a_1..a_K, γ_1..γ_K]``).
 
@@ -306,7 +306,7 @@ def _check_ood(T, T_test, q, d):
     return T, T_test, q, d
 
 
-def ood_loss_onehot(a, gamma, T, T_test, q, d, *, query="sum"):
+def ood_loss_onehot(a, gamma, T, T_test, q, d, *, query="sum") -> np.ndarray:
     r"""Exact population loss at length ``T_test`` of the fixed one-hot model trained at
     ``T`` and stopped at ``(a, γ)``: ``W_ee = a(I_T − J_T/T)`` on the trained block, 0 on
     positions ``>= T`` (never seen), ``V_x = γ I``, ``d_e >= T_test``.

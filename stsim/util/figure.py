@@ -9,11 +9,13 @@ import os
 
 import numpy as np
 from matplotlib.figure import Figure
+from matplotlib.ticker import MaxNLocator
 
 from stsim.util.io import atomic_write
 from stsim.util.validate import lr_text
 
-__all__ = ["HistoryFigure", "history_figure", "png_bytes", "save_figure"]
+__all__ = ["HistoryFigure", "history_figure", "attention_figure", "sweep_figure", "png_bytes",
+           "save_figure"]
 
 
 def png_bytes(fig, dpi=100) -> bytes:
@@ -48,6 +50,32 @@ def _plottable(v, limit=1e100):
         return np.where(np.isfinite(v) & (np.abs(v) < limit), v, np.nan)
 
 
+def title(res) -> str:
+    """The figure's title in words: the problem, then what trained and how, and how it
+    ended (``"STS_3: T = 50 tokens in d = 5, stochastic (slots) encodings of width 100"``
+    over ``"softmax-attention transformer (theory model), SGD, a step per block (W 10,
+    V 2.898), W_xx, W_xe held: completed"``)."""
+    c = res.config
+    if "T" not in c:
+        return f"a run: {res.status}"
+    pe = c.get("pe")
+    pe = f"{pe} ({c.get('sampler')})" if pe == "stochastic" else pe
+    problem = f"STS_{c.get('q')}: T = {c.get('T')} tokens in d = {c.get('d')}"
+    if c.get("arch", "transformer") == "transformer":
+        problem += f", {pe} encodings of width {c.get('d_e')}"
+        net = f"{c.get('attention', 'softmax')}-attention transformer ({c.get('model')} model"
+        net += f", rank {c['rank']})" if c.get("rank") else ")"
+    else:
+        net = (f"fully-connected net (width {c.get('width')}, depth {c.get('depth')})"
+               if c.get("arch") == "fcn" else f"{c.get('arch')}")
+    lr = c.get("lr")
+    step = (f"a step per block ({lr_text(lr)})" if isinstance(lr, dict)
+            else f"lr {lr_text(lr)}" if lr is not None else "")
+    held = f"{', '.join(c['freeze'])} held" if c.get("freeze") else ""
+    how = ", ".join(x for x in (net, str(c.get("optimizer", "")).upper(), step, held) if x)
+    return f"{problem}\n{how}: {res.status}"
+
+
 def history_figure(res):
     """The figure of a run: three panels — training/validation loss (log), inverse
     training loss (linear growth = O(1/t) rate), and cosine similarity of W, V with
@@ -73,7 +101,7 @@ def history_figure(res):
         for a in ax:
             a.text(0.5, 0.5, f"no record\n{res.message}", ha="center", va="center",
                    transform=a.transAxes, fontsize=8, wrap=True)
-        fig.suptitle(f"STS_q  [{res.status}]", fontsize=9)
+        fig.suptitle(title(res), fontsize=10)
         return fig
     step = h["step"]
     for k, v in h.items():
@@ -90,12 +118,51 @@ def history_figure(res):
         ax[2].plot(step, _plottable(h["cos_V"]), label="cos(V, V*)")
         ax[2].set_ylim(-0.05, 1.05)
         ax[2].legend(fontsize=8)
-    ax[2].set(xlabel="step", title="cosine similarity to ground truth")
-    fig.suptitle(f"STS_q  T={cfg.get('T')} q={cfg.get('q')} d={cfg.get('d')} "
-                 f"pe={cfg.get('pe')}/{cfg.get('sampler')} d_e={cfg.get('d_e')} "
-                 f"model={cfg.get('model')} query={cfg.get('query')} "
-                 f"{cfg.get('optimizer')} lr={lr_text(cfg.get('lr'))}"
-                 + (f" held={','.join(cfg['freeze'])}" if cfg.get("freeze") else "")
-                 + f"  [{res.status}]", fontsize=9)
+    ax[2].set(xlabel="step", ylabel="cosine similarity", title="trained against the ground "
+              "truth W*, V*")
+    fig.suptitle(title(res), fontsize=10)
+    fig.tight_layout()
+    return fig
+
+
+def attention_figure(s, y, title="attention weights of the trained model"):
+    """The attention weights ``s`` (B, N) of B samples as an image, the selected positions
+    ``y`` (B, q) of each sample marked (:meth:`stsim.Result.plot_attention`)."""
+    fig = HistoryFigure(figsize=(9, 1.4 + 0.35 * len(s)))
+    ax = fig.subplots()
+    im = ax.imshow(s, aspect="auto", cmap="magma", interpolation="nearest")
+    ax.plot(np.ravel(y), np.repeat(np.arange(len(s)), np.shape(y)[1]), "c+", ms=10)
+    ax.set(xlabel="position (+: the selected ones, y)", ylabel="sample", title=title,
+           yticks=range(len(s)))
+    ax.xaxis.set_major_locator(MaxNLocator(integer=True))
+    fig.colorbar(im, ax=ax, label="weight")
+    fig.tight_layout()
+    return fig
+
+
+def sweep_figure(rows, params, x, y):
+    """``y`` against ``x`` over the ``ok`` rows of a sweep table: the mean over the seeds
+    with their standard deviation as error bars, one line per value of the other
+    parameters ``params`` (:meth:`stsim.sweep.SweepResult.plot`)."""
+    rows = [r for r in rows if r.get("status", "ok") == "ok" and r.get(y) is not None]
+    if not rows:
+        raise ValueError(f"no ok row of the table has a value of y={y!r}")
+    others = [p for p in params if p != x]
+    fig = HistoryFigure(figsize=(6, 4))
+    ax = fig.subplots()
+    keys = {tuple(r.get(p) for p in others) for r in rows}
+    try:
+        keys = sorted(keys)
+    except TypeError:       # None beside numbers
+        keys = sorted(keys, key=str)
+    for key in keys:
+        mine = [r for r in rows if tuple(r.get(p) for p in others) == key]
+        xs = sorted({r[x] for r in mine})
+        vals = [np.array([float(r[y]) for r in mine if r[x] == v]) for v in xs]
+        ax.errorbar(xs, [v.mean() for v in vals], yerr=[v.std() for v in vals], capsize=3,
+                    marker="o", label=", ".join(f"{p}={k}" for p, k in zip(others, key)) or None)
+    ax.set(xlabel=x, ylabel=f"{y} (mean ± std over seeds)", title=f"{y} against {x}")
+    if others:
+        ax.legend(fontsize=8)
     fig.tight_layout()
     return fig

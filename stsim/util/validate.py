@@ -271,7 +271,7 @@ def check_memory(parts: dict, what: str, limit: float | None = None) -> int:
     >>> check_memory({"table (N x m)": 8e15}, "a point at N=10^9 (Ns)")
     Traceback (most recent call last):
     ...
-    ValueError: a point at N=10^9 (Ns) would need about 7.45e+06 GiB of memory (table (N x m) 7.45e+06 GiB), more than the ... GiB allowed (80% of this machine's memory); reduce the sizes
+    ValueError: a point at N=10^9 (Ns) would need about 7.45e+06 GiB of memory (table ...
     """
     total = int(sum(parts.values()))
     if limit is None:

@@ -1,0 +1,141 @@
+"""The public API as Jupyter, IDEs and ``help`` see it: ``stsim.run``'s signature lists every
+option (made from the fields of ``Config``), ``stsim.sweep`` has its own signature and
+docstring, ``stsim.Session`` takes options, a dict or a Config; a result's config reruns it
+bit for bit; and the traps of a first hour get messages that say what to do."""
+import dataclasses
+import inspect
+import pydoc
+
+import numpy as np
+import pytest
+
+import stsim
+from stsim.core.config import Config
+
+FIELDS = [f.name for f in dataclasses.fields(Config)]
+
+
+def test_run_signature_lists_every_option_with_the_fields_defaults():
+    params = inspect.signature(stsim.run).parameters
+    assert set(FIELDS) <= set(params)
+    for f in dataclasses.fields(Config):
+        assert params[f.name].default == f.default, f.name
+    assert not any(p.kind is p.VAR_KEYWORD for p in params.values())
+    assert params["lr"].annotation is not inspect.Parameter.empty
+    for name in ("config", "checkpoint", "progress", "callback"):
+        assert params[name].kind is inspect.Parameter.KEYWORD_ONLY
+    assert "attention" in pydoc.render_doc(stsim.run) and "freeze" in pydoc.render_doc(stsim.run)
+
+
+def test_the_signature_follows_the_fields(monkeypatch):
+    """Made from the fields, not written twice: a field added to Config shows up."""
+    from stsim.core.run import with_options
+
+    @dataclasses.dataclass
+    class Grown(Config):
+        extra: int = 7
+
+    monkeypatch.setattr("stsim.core.run.Config", Grown)
+
+    def f(T=None, **options):
+        pass
+
+    params = inspect.signature(with_options(f)).parameters
+    assert params["extra"].default == 7 and params["T"].default == 200
+
+
+def test_sweep_has_its_own_signature_and_docstring():
+    sig = inspect.signature(stsim.sweep)
+    assert list(sig.parameters)[:3] == ["fn", "grid", "seeds"]
+    assert sig.parameters["seeds"].default == 1
+    assert stsim.sweep.__doc__.startswith("Run ``fn(**point, seed=seed)``")
+    assert "Parameters\n" in pydoc.render_doc(stsim.sweep)
+
+
+def test_every_public_function_is_annotated():
+    bare = []
+    for name in stsim.__all__:
+        obj = getattr(stsim, name)
+        if callable(obj) and not isinstance(obj, type):
+            sig = inspect.signature(obj)
+            if sig.return_annotation is sig.empty and all(
+                    p.annotation is p.empty for p in sig.parameters.values()):
+                bare.append(name)
+    assert not bare
+
+
+def test_py_typed_is_shipped():
+    import configparser
+    from pathlib import Path
+    root = Path(stsim.__file__).parent
+    assert (root / "py.typed").is_file()
+    cfg = configparser.ConfigParser()
+    cfg.read(root.parent / "setup.cfg")
+    assert "py.typed" in cfg["options.package_data"]["stsim"]
+
+
+@pytest.mark.parametrize("make", [
+    lambda: stsim.Session(T=12, q=2, steps=6, batch=16, progress=False),
+    lambda: stsim.Session(dict(T=12, q=2, steps=6, batch=16), progress=False),
+    lambda: stsim.Session(Config(T=12, q=2, steps=6, batch=16), progress=False),
+    lambda: stsim.Session(dict(T=12, q=99), q=2, steps=6, batch=16, progress=False),
+])
+def test_session_takes_options_a_dict_or_a_config(make):
+    with make() as s:
+        s.advance()
+        res = s.finish()
+    ref = stsim.run(T=12, q=2, steps=6, batch=16, progress=False)
+    assert res.config == ref.config
+    assert all(np.array_equal(res.params[k], ref.params[k]) for k in ref.params)
+
+
+def _same(a, b):
+    assert a.config == b.config and a.status == b.status and a.message == b.message
+    for k in a.params:
+        assert np.array_equal(a.params[k], b.params[k]), k
+    for k in a.history:
+        assert np.array_equal(a.history[k], b.history[k], equal_nan=True), k
+
+
+@pytest.mark.parametrize("options", [
+    dict(T=16, q=2),                                            # the default: a step per block
+    dict(T=12, q=2, pe="onehot", lr={"W": 4.0, "V": 1.0}, freeze="W_xx", steps=80,
+         attention="sigmoid", temperature=0.8, batch=32, T_test=[14], seed=3),
+])
+def test_a_results_config_reruns_it_bit_for_bit(options):
+    res = stsim.run(**options, progress=False)
+    _same(stsim.run(**res.config, progress=False), res)
+    _same(stsim.run(config=res.config, progress=False), res)
+
+
+def test_a_step_per_block_copied_without_its_freeze_says_so():
+    res = stsim.run(T=20, q=2, steps=40, progress=False)      # the derived step per block
+    assert res.config["freeze"] == ["W_xx", "W_xe"]
+    copied = stsim.run(T=20, q=2, lr=res.config["lr"], steps=40, progress=False)
+    assert "W_xx, W_xe trained" in copied.message and "freeze=" in copied.message
+    assert "trained (the derived" not in res.message
+    plain = stsim.run(T=12, q=2, lr=1.0, steps=5, batch=16, progress=False)
+    assert "trained (the derived" not in plain.message
+
+
+def test_a_warm_start_from_parameters_is_refused_in_a_line():
+    res = stsim.run(T=12, q=2, steps=3, batch=16, progress=False)
+    with pytest.raises(ValueError, match="init must be one of") as e:
+        stsim.run(T=12, q=2, init=res.params, progress=False)
+    assert "checkpoint" in str(e.value) and "array" not in str(e.value)
+    assert len(str(e.value)) < 300
+
+
+@pytest.mark.parametrize("field, cls", [("pe", stsim.NearOrthogonal), ("optimizer", stsim.Adam)])
+def test_a_class_in_place_of_an_object_asks_for_an_instance(field, cls):
+    with pytest.raises(ValueError, match=rf"{field} got the class {cls.__name__}, not an "
+                                         rf"object: pass an instance"):
+        stsim.run(T=12, q=2, steps=3, **{field: cls})
+
+
+def test_a_bad_lr_flag_is_named_as_the_flag(capsys):
+    from stsim.cli import main
+    with pytest.raises(SystemExit):
+        main(["run", "--lr", "0.1.2", "--T", "10"])
+    err = capsys.readouterr().err
+    assert "argument --lr: give one number" in err and "step_arg" not in err
