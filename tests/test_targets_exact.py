@@ -9,6 +9,7 @@ import math
 import numpy as np
 import pytest
 
+import stsim
 from stsim.core.encodings import PEBatch
 from stsim.core.model import forward_backward
 from stsim.core.reduced import reduced_map
@@ -75,6 +76,9 @@ def _quadrature(W, V, t, T, q, d, power, n=6, **kw):
 
 def test_mean_task_dim_asks_the_object():
     assert mean_task_dim("moment:3", 4) == 4 and mean_task_dim(Pair(), 4) == 8
+    for t, m in (("moment:2", 2), (Pair(), 4)):          # a resolved config: its target
+        obj = exact_objective(stsim.Config(T=6, q=2, d=2, pe="onehot", target=t).resolve())
+        assert (obj.d, obj.d_e, obj.N) == (m, 6, 15)
     for bad in ("variance", Target()):
         with pytest.raises(ValueError, match="target"):
             exact_objective(_cfg(5, 2, 2), target=bad)
