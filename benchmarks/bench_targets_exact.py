@@ -73,8 +73,8 @@ def main():
                  for b in (t.draw(rng, 1000, 50, 3, 5, features=True) for _ in range(100))]
             se = np.std(L, ddof=1) / 10.0
             print(f"  steps {steps} seed {seed}: loss {np.mean(L):.4f} +- {se:.4f}, floor "
-                  f"{f5:.4f}, z = {(np.mean(L) - f5) / se:+.1f} (initial val "
-                  f"{r.history['val'][0]:.4f})")
+                  f"{f5:.4f}, z = {(np.mean(L) - f5) / se:+.1f} (its validation set of 128: "
+                  f"{r.history['val'][0]:.4f} -> {r.history['val'][-1]:.4f})")
 
 
 if __name__ == "__main__":
