@@ -1,0 +1,77 @@
+r"""The exact side of another target (docs/targets.md, "The exact side").
+
+**Separable targets.** The target ``(1/q) Σ_{j∈y} φ(x_j)`` of a
+:class:`~stsim.core.targets.Target` whose features have ``E φ = 0``, ``E φφᵀ = I`` (its
+:meth:`~stsim.core.targets.Target.moments`) and the linear readout. With ``W_xe = 0``,
+``V_e = 0`` and the query without a content part the weights ``s`` depend on the positions
+only, and with ``u = 1_y/q``, ``m = dim φ``::
+
+    r = Σ_i (s_i V_x − u_i I_m) φ(x_i),  φ(x_i) independent, mean 0, covariance I_m
+    E_X ℓ = ½ (‖s‖² ‖V_x‖_F² − 2 (s·u) tr V_x + m/q)
+
+— the mean task's expression with ``d`` replaced by ``m``, so its exact population loss
+(:mod:`stsim.theory.population`) and its ``(a, γ)`` reduction (:mod:`stsim.core.reduced`)
+are those of the mean task at ``d = m`` (:func:`mean_task_dim`, :func:`exact_objective`).
+``E ∂ℓ/∂V_e = E[r] h_eᵀ = 0`` (``E φ = 0``). ``E ∂ℓ/∂W_xe`` at ``W_xe = 0`` is NOT 0 when φ
+has third moments: with ``V_x = γ I``, ``κ_a = E[φ_a ‖φ‖²]``, it is
+``γ κ E_y[Σ_i s_i (1 − s_i)(γ s_i − u_i) p_q]ᵀ`` (``κ = E h_k³ ≠ 0`` for ``moment:k``, k
+even), so the formula is exact on the dynamics with W's token rows held at 0 (what a run's
+plan holds), and invariant without holding them only for odd ``φ``.
+
+**The variance** ``(1/q) Σ_{j∈y} x_j² − ((1/q) Σ_{j∈y} x_j)²`` is
+``((q−1)/q²) Σ_{j∈y} x_j² + N``, ``N = −(1/q²) Σ_{i≠j∈y} x_i x_j`` elementwise. ``N`` is
+orthogonal to every function ``Σ_i g_i(x_i)`` of the tokens (``E[x_i x_j | x_k] = 0`` for
+``i ≠ j``), and a readout ``f = V h + b`` of ``h = Σ_i s_i z_i`` with weights that depend on
+the positions only is such a function for each ``y``: its loss is at least
+``½ E‖N‖² = d (q−1)/q³`` (:func:`variance_linear_floor`), reached by
+``f = ((q−1)/q²) Σ_{j∈y} x_j²`` (weights ``1/q``, ``φ ∋ h_2``).
+"""
+from __future__ import annotations
+
+import numpy as np
+
+from stsim.core.targets import make_target, target_of
+from stsim.theory.population import make_population_objective
+
+__all__ = ["mean_task_dim", "exact_objective", "variance_linear_floor"]
+
+_KEYS = ("T", "q", "d", "d_e", "pe", "sampler", "query", "model", "seed", "attention",
+         "temperature", "rank", "target")
+
+
+def mean_task_dim(target, d: int) -> int:
+    """``m = dim φ``: the ``d`` at which the mean task's exact population loss and reduced
+    dynamics are ``target``'s (a name or :class:`~stsim.core.targets.Target`; module
+    docstring), asked of the object: separable, the linear readout, output ``dim φ`` and
+    moments ``(0, I)``. ``ValueError`` naming ``target`` otherwise."""
+    t = make_target(target)
+    m = t.feature_dim(d)
+    mom = t.moments(d)
+    if not (t.separable and t.readout == "linear" and t.dim(d) == m and mom is not None
+            and np.array_equal(mom[0], np.zeros(m)) and np.array_equal(mom[1], np.eye(m))):
+        raise ValueError(f"target {t.label!r}: the exact population loss is derived for a "
+                         f"separable target with the linear readout and moments E phi = 0, "
+                         f"E phi phi^T = I (docs/targets.md); use Monte-Carlo")
+    return m
+
+
+def exact_objective(cfg, target=None, **kw):
+    """The exact population objective of a separable target (:func:`mean_task_dim`) for a
+    config (a resolved :class:`stsim.Config` or a dict of the keys of
+    :func:`~stsim.theory.population.make_population_objective`, which ``**kw`` go to):
+    the mean task's at ``d = dim φ``. Its ``W`` is ``(dim φ + d_e)²``, its ``V``
+    ``(dim φ, dim φ + d_e)``, as the target's model. ``target``: default the config's."""
+    has = cfg.__contains__ if isinstance(cfg, dict) else lambda k: hasattr(cfg, k)
+    get = cfg.get if isinstance(cfg, dict) else lambda k: getattr(cfg, k)
+    c = {k: get(k) for k in _KEYS if has(k)}
+    t = make_target(target if target is not None else c.get("target", "mean")) \
+        if isinstance(cfg, dict) or target is not None else target_of(cfg)
+    c["d"] = mean_task_dim(t, c["d"])
+    return make_population_objective(c, **kw)
+
+
+def variance_linear_floor(d: int, q: int) -> float:
+    """``d (q−1)/q³``: the least population loss ``½‖f − target‖²`` of the variance for
+    ANY readout linear in the attended vector when the weights depend on the positions
+    only (module docstring); ``2/(q(q+1))`` of ``½ E‖target‖² = d (q²−1)/(2q²)``."""
+    return d * (q - 1) / q ** 3
