@@ -111,7 +111,7 @@ def divergence_hint(cfg) -> str:
     if rule is not None and not att.normalised:
         return (f"a smaller lr: the {att.label} mechanism's weights are not normalised, so its "
                 f"curvature grows with them; its default lr, min({rule[1]:g}, {rule[0]:g}/T), "
-                f"is measured (docs/attention.md, 'Defaults of a run')")
+                f"is calibrated, not derived (docs/attention.md, 'Defaults of a run')")
     return "a smaller lr"
 
 
