@@ -2,7 +2,9 @@
 options, bad extension outputs, unstorable sweep values, journals of another root seed,
 records no run writes, bad commands, symlinked locks, kill -9 while a run writes its
 folder, kill -9 of a sweep and its resume, SIGTERM / SIGHUP at random moments of
-``stsim run`` and of a Python sweep. Prints, per group and in all, the cases tried,
+``stsim run`` and of a Python sweep; the newer surfaces (group K: objects with state,
+sessions, steps per block, freeze, callbacks, the diagnoses, a full disk, the attention
+study's settings, a dead pool worker). Prints, per group and in all, the cases tried,
 handled (the documented behaviour seen) and failed, with each failure.
 
     PYTHONPATH=. python benchmarks/hostile_reliability.py [--kills 10] [--terms 8]
@@ -24,6 +26,7 @@ import numpy as np
 import stsim
 from stsim.cli import main as cli
 from stsim.core.encodings import Encoding, PEBatch
+from stsim.core.session import Session
 from stsim.sweep import InlineExecutor, read_table, sweep
 from stsim.util.io import load_npz, save_npz
 
@@ -110,12 +113,18 @@ class Bad(Encoding):
             "both": PEBatch(d_e, idx=np.arange(T), P=np.ones((T, d_e))),
             "neither": PEBatch(d_e), "3-d idx": PEBatch(d_e, idx=idx[None]),
             "object idx": PEBatch(d_e, idx=np.array([object()] * T)),
+            "NaN P": PEBatch(d_e, P=np.full((T, d_e), np.nan)),
+            "inf P": PEBatch(d_e, P=np.full((B, T, d_e), np.inf)),
+            "slot twice": PEBatch(d_e, idx=np.r_[0, np.arange(T - 1)]),
+            "slot twice in one sample": PEBatch(d_e, idx=np.where(
+                (np.arange(B)[:, None] == B - 1) & (np.arange(T) == 1), 0, idx)),
         }[m]
 
 
 BAD_MODES = ["neg", "neg shared", "big", "T+1", "B+1", "d_e+1", "d_e str", "complex P",
              "int P", "P shape", "list", "None", "tuple", "float idx", "bool idx",
-             "list idx", "both", "neither", "3-d idx", "object idx"]
+             "list idx", "both", "neither", "3-d idx", "object idx", "NaN P", "inf P",
+             "slot twice", "slot twice in one sample"]
 
 
 def bad_encodings():
@@ -399,26 +408,207 @@ def kill_sweeps(n, rng, signum):
                    f"rc={p.returncode}, {len(journal)} rows kept")
 
 
+# ---- K. the newer surfaces -------------------------------------------------------------
+def _raises(exc_type, words, fn):
+    try:
+        fn()
+    except exc_type as exc:
+        return all(w in str(exc) for w in words), str(exc)
+    except Exception as exc:  # noqa: BLE001
+        return False, f"{type(exc).__name__}: {exc}"
+    return False, "accepted"
+
+
+def _message(words, **opts):
+    res = stsim.run(progress=False, **opts)
+    return all(w in res.message for w in words), res.message[-200:]
+
+
+def _stale_adam():
+    o = stsim.Adam(0.02)
+    o.step({"W": np.zeros(3)}, {"W": np.ones(3)})      # state of another shape
+    res = stsim.run(T=8, q=2, steps=20, optimizer=o, progress=False)
+    return res.status == "completed" and o.t == 1, f"{res.status}, o.t={o.t}"
+
+
+def _finished_session():
+    s = Session(stsim.Config(T=8, q=2, steps=20).resolve())
+    s.advance(5)
+    r = s.finish()
+    W = r.params["W"].copy()
+    ok, detail = _raises(RuntimeError, ["finish"], lambda: s.advance(5))
+    return ok and np.array_equal(W, r.params["W"]), detail
+
+
+def _callback_interrupt():
+    def cb(row):
+        raise KeyboardInterrupt
+    import warnings
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        res = stsim.run(T=8, q=2, steps=20, callback=cb, progress=False)
+    return res.status == "interrupted", res.message
+
+
+def _full_disk_lock():
+    import contextlib
+    import errno
+    import io
+    import stsim.util.io as sio
+    real = sio._open_no_follow
+
+    class Full:
+        def __init__(self, fh):
+            self.fh = fh
+
+        def __getattr__(self, name):
+            return getattr(self.fh, name)
+
+        def flush(self):
+            raise OSError(errno.ENOSPC, "No space left on device", self.fh.name)
+
+    with tempfile.TemporaryDirectory() as tmp:
+        out, err = os.path.join(tmp, "o"), io.StringIO()
+        sio._open_no_follow = lambda path: Full(real(path))
+        try:
+            with contextlib.redirect_stderr(err), contextlib.redirect_stdout(io.StringIO()):
+                rc = cli(["run", "--T", "6", "--q", "2", "--steps", "3", "--quiet", "--out", out])
+        finally:
+            sio._open_no_follow = real
+        return (rc == 2 and ".stsim-run.lock" in err.getvalue()
+                and not os.path.exists(os.path.join(out, ".stsim-run.lock"))), err.getvalue()
+
+
+def _attention_setting(bad):
+    from stsim.studies import attention
+    from stsim.studies.contract import run_study
+    with tempfile.TemporaryDirectory() as tmp:
+        out = os.path.join(tmp, "x")
+        ok, detail = _raises(ValueError, [next(iter(bad))],
+                             lambda: run_study(attention, out, mode="quick", overrides=bad))
+        return ok and not os.path.exists(out), detail
+
+
+def _manifest_folder():
+    with tempfile.TemporaryDirectory() as tmp:
+        out = os.path.join(tmp, "o")
+        import contextlib
+        import io
+        with contextlib.redirect_stdout(io.StringIO()):
+            cli(["run", "--T", "6", "--q", "2", "--steps", "3", "--quiet", "--out", out])
+        os.unlink(os.path.join(out, "manifest.json"))
+        os.mkdir(os.path.join(out, "manifest.json"))
+        return _raises(ValueError, ["manifest"], lambda: stsim.load(out))
+
+
+DEAD_WORKER = """
+import os, signal, sys
+import stsim
+from stsim.sweep import ExecutorFailed
+def row(a, seed):
+    if a == 1:
+        os.kill(os.getpid(), signal.SIGKILL)
+    return {"v": a}
+if __name__ == "__main__":
+    try:
+        stsim.sweep(row, {"a": [0, 1, 2, 3]}, out=sys.argv[1], max_workers=2)
+    except ExecutorFailed:
+        print("executor failed")
+"""
+
+
+def _dead_worker():
+    with tempfile.TemporaryDirectory() as tmp:
+        script = os.path.join(tmp, "d.py")
+        open(script, "w").write(DEAD_WORKER)
+        p = subprocess.run([sys.executable, script, os.path.join(tmp, "t.csv")],
+                           capture_output=True, text=True, timeout=120)
+        return (p.stdout.strip() == "executor failed" and "leaked" not in p.stderr
+                and "Traceback" not in p.stderr), p.stderr[-200:]
+
+
+def new_surfaces():
+    g = "K newer surfaces"
+    F = dict(T=8, q=2, steps=20, progress=False)
+    cases = {
+        "Adam betas recorded": lambda: (
+            stsim.run(optimizer=stsim.Adam(0.02), **F).config
+            != stsim.run(optimizer=stsim.Adam(0.02, betas=(0.5, 0.9)), **F).config, ""),
+        "stale Adam state": _stale_adam,
+        "finished session": _finished_session,
+        "Session(dict)": lambda: (Session({"T": 8, "q": 2, "steps": 5}).advance(), ""),
+        "Session(8)": lambda: _raises(ValueError, ["cfg"], lambda: Session(8)),
+        "callback array": lambda: _raises(ValueError, ["callback"], lambda: stsim.run(
+            callback=lambda row: np.array([1, 2]), **F)),
+        "callback KeyboardInterrupt": _callback_interrupt,
+        "freeze all": lambda: _raises(ValueError, ["freeze"], lambda: stsim.run(
+            freeze=("W_xx", "W_xe", "W_ex", "W_ee", "V_x", "V_e"), **F)),
+        "lr W list": lambda: _raises(ValueError, ["lr['W']"], lambda: stsim.run(
+            **dict(F, lr={"W": [0.5], "V": 1}))),
+        "lr W text": lambda: _raises(ValueError, ["lr"], lambda: stsim.run(
+            **dict(F, lr={"W": "1", "V": 1.0}))),
+        "eval_every str": lambda: _raises(ValueError, ["eval_every"], lambda: stsim.run(
+            eval_every="5", **F)),
+        "temperature 1e-300": lambda: _raises(ValueError, ["temperature"], lambda: stsim.run(
+            temperature=1e-300, **F)),
+        "Attention() base": lambda: _raises(ValueError, ["attention"], lambda: stsim.run(
+            attention=stsim.core.attention.Attention(), **F)),
+        "steps=0 with decay": lambda: (stsim.run(T=8, q=2, steps=0, lr=1, lr_decay="linear",
+                                                 progress=False).status == "completed", ""),
+        "sweep timeout 1e308": lambda: _raises(ValueError, ["timeout"], lambda: sweep(
+            _v, {"a": [1]}, executor=InlineExecutor(), timeout=1e308)),
+        "small batch named": lambda: _message(["small-batch SGD", "larger batch"], T=8, batch=2),
+        "narrow d_e named": lambda: _message(["too narrow", "d_e >= 6"], T=8, sampler="sphere",
+                                             d_e=2),
+        "init_scale named": lambda: _message(["init_scale=1 is above"], T=10, init="random",
+                                             init_scale=1),
+        "linear q=3 default": lambda: (stsim.run(T=20, q=3, attention="linear", steps=400,
+                                                 progress=False).status == "completed", ""),
+        "relu q=3 default": lambda: (stsim.run(T=20, q=3, attention="relu", seed=2, steps=400,
+                                               progress=False).status == "completed", ""),
+        "full disk at the lock": _full_disk_lock,
+        "manifest a folder": _manifest_folder,
+        "attention rank_r 100": lambda: _attention_setting({"rank_r": [100]}),
+        "attention empty width_T": lambda: _attention_setting({"width_T": []}),
+        "attention taus 1e-300": lambda: _attention_setting({"taus": [1e-300]}),
+        "attention tau_T 1e9": lambda: _attention_setting({"tau_T": 10 ** 9}),
+        "attention train_T 1e9": lambda: _attention_setting({"train_T": 10 ** 9}),
+        "dead pool worker": _dead_worker,
+    }
+    for name, case in cases.items():
+        try:
+            ok, detail = case()
+        except Exception as exc:  # noqa: BLE001
+            ok, detail = False, f"{type(exc).__name__}: {exc}"
+        record(g, name, ok, str(detail))
+
+
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--kills", type=int, default=10)
     ap.add_argument("--terms", type=int, default=8)
     ap.add_argument("--sweeps", type=int, default=3)
     ap.add_argument("--seed", type=int, default=0)
+    ap.add_argument("--only", default="", help="comma-separated group letters (e.g. B,K): "
+                                                "run those groups only")
     a = ap.parse_args()
+    only = set(a.only.upper().split(",")) - {""}
     rng = random.Random(a.seed)
     signal.signal(signal.SIGINT, signal.default_int_handler)
     import warnings
     warnings.simplefilter("ignore")
     t0 = time.time()
-    for step in (bad_options, bad_encodings, unstorable, journals, bad_records, bad_commands,
-                 locks):
-        step()
-    kill9_writes(a.kills, rng)
-    terms(a.terms, rng, signal.SIGTERM)
-    terms(max(1, a.terms // 2), rng, signal.SIGHUP)
-    kill_sweeps(a.sweeps, rng, signal.SIGKILL)
-    kill_sweeps(a.sweeps, rng, signal.SIGTERM)
+    steps = {"A": bad_options, "B": bad_encodings, "C": unstorable, "D": journals,
+             "E": bad_records, "F": bad_commands, "G": locks,
+             "H": lambda: kill9_writes(a.kills, rng),
+             "I": lambda: (terms(a.terms, rng, signal.SIGTERM),
+                           terms(max(1, a.terms // 2), rng, signal.SIGHUP)),
+             "J": lambda: (kill_sweeps(a.sweeps, rng, signal.SIGKILL),
+                           kill_sweeps(a.sweeps, rng, signal.SIGTERM)),
+             "K": new_surfaces}
+    for letter, step in steps.items():
+        if not only or letter in only:
+            step()
     tried = handled = 0
     for g, rows in RESULTS.items():
         ok = sum(r[1] for r in rows)

@@ -43,7 +43,7 @@ def test_defaults_and_what_the_config_records():
     assert not {"attention", "rank", "temperature"} & set(d)    # as before the fields existed
     assert plain.init == "zero" and plain.resolved.attention.name == "softmax"
     lin = stsim.Config.from_options(T=20, q=2, attention="LINEAR")
-    assert lin.attention == "linear" and lin.init == "random" and lin.lr == 0.25
+    assert lin.attention == "linear" and lin.init == "random" and lin.lr == 0.125
     assert lin.to_dict()["attention"] == "linear"
     rk = stsim.Config.from_options(T=20, q=2, rank=4)
     assert rk.init == "random" and rk.to_dict()["rank"] == 4
@@ -191,7 +191,7 @@ def test_dense_encodings_default_lr_does_not_diverge(pe, sampler):
     attention at the slots rule 0.25 diverged with near-orthogonal T = 20, d_e = 16)."""
     cfg = stsim.Config.from_options(T=20, q=2, pe=pe, sampler=sampler, d_e=16,
                                     attention="linear", steps=300)
-    assert cfg.lr == pytest.approx(0.25 * 16 / 80)
+    assert cfg.lr == pytest.approx(0.125 * 16 / 80)     # min(0.125, 4/T) x d_e/(4T)
     res = stsim.run(config=cfg)
     assert res.status == "completed" and res.history["val"][-1] < res.history["val"][0]
     assert stsim.run(config=cfg, lr=0.25).status == "diverged" or pe == "stochastic"

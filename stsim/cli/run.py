@@ -16,7 +16,7 @@ import warnings
 from stsim.cli.common import int_tuple
 from stsim.core.config import Config, field_help
 from stsim.util.io import FileLock, OutputLocked, check_writable_folder
-from stsim.util.manifest import begin_manifest, finish_manifest
+from stsim.util.manifest import MANIFEST, begin_manifest, finish_manifest
 from stsim.util.signals import deferred_signals
 from stsim.util.validate import check_int
 
@@ -133,9 +133,14 @@ def write_outputs(res, out) -> dict:
     from stsim.util.plotting import plot_history
 
     os.makedirs(out, exist_ok=True)
-    run_id = begin_manifest(out)    # the folder says it is being written, until the end
     paths = {"result": os.path.join(out, "result.npz"), "history": os.path.join(out, "history.csv"),
              "config": os.path.join(out, "config.json"), "figure": os.path.join(out, "loss.png")}
+    try:
+        run_id = begin_manifest(out)    # the folder says it is being written, until the end
+    except OSError as exc:              # nothing replaced: the folder is as it was
+        raise OutputsNotWritten(f"could not write {', '.join(map(os.path.basename, paths.values()))}"
+                                f" in {out!r}: {exc.strerror or exc} (not even {MANIFEST}, "
+                                f"written first); the folder is unchanged", {}) from None
     if os.path.exists(paths["figure"]):
         os.unlink(paths["figure"])
     writers = {
@@ -156,7 +161,10 @@ def write_outputs(res, out) -> dict:
             failed.append((os.path.basename(paths[name]), exc))
             if os.path.exists(paths[name]):         # an earlier run's: not beside new files
                 os.unlink(paths[name])
-    finish_manifest(out, run_id, written)   # last: the folder is now one run's, whole
+    try:
+        finish_manifest(out, run_id, written)   # last: the folder is now one run's, whole
+    except OSError as exc:      # it stays marked incomplete: stsim.load refuses the folder
+        failed.append((MANIFEST, exc))
     if failed:
         what = ", ".join(f"{f} ({getattr(e, 'strerror', None) or e})" for f, e in failed)
         kept = [os.path.basename(p) for p in written.values()]

@@ -116,7 +116,8 @@ class Attention:
     def default_lr(self, T, q, d, n, c, paper_lr, rank=None, dense=False, d_e=None):
         """``(lr, words)``: the default SGD step of a run (``n``, ``c``: the reduced map's;
         ``paper_lr``: the paper model's derived step; ``dense``: dense encodings of width
-        ``d_e``). Here MEASURED (docs/attention.md, "Defaults of a run"): ``paper_lr`` when
+        ``d_e``). Here MEASURED, the built-in rules calibrated on default runs at T = 8, 20,
+        50, q = 2, 3, 3 seeds (docs/attention.md, "Defaults of a run"): ``paper_lr`` when
         normalised, else :attr:`measured_lr`, times ``min(DENSE_CAP, d_e/(4T))`` when
         ``dense``; ``ValueError`` naming ``lr`` for a subclass that declares neither."""
         if self.elementwise and self.normalised:
@@ -264,7 +265,10 @@ class Linear(Attention):
     name = "linear"
     zero_saddle = True
     homogeneous = True
-    measured_lr = (5.0, 0.3)      # MEASURED: docs/attention.md, "Defaults of a run"
+    #: CALIBRATED (benchmarks/calibrate_attention_lr.py; docs/attention.md, "Defaults of a
+    #: run"): no divergence in 18 runs, T = 8, 20, 50, q = 2, 3, seeds 0-2; 0.24 (T = 8)
+    #: and 0.2 (T = 20), 0.15 (T = 50) diverged at q = 3
+    measured_lr = (4.0, 0.125)
 
     def phi(self, l, n=1):
         return l
@@ -293,7 +297,9 @@ class ReLU(_Normalisable):
     name = "relu"
     zero_saddle = True
     homogeneous = True
-    measured_lr = (5.0, 0.3)      # unnormalised; MEASURED: docs/attention.md
+    #: unnormalised; CALIBRATED as Linear's: no divergence in the 18 runs; 0.25 (T = 20)
+    #: and 0.1 (T = 50) diverged at q = 3
+    measured_lr = (2.5, 0.3)
 
     def phi(self, l, n=1):
         s = np.maximum(l, 0.0)
@@ -308,7 +314,8 @@ class Sigmoid(_Normalisable):
     tokens when ``normalised``); ``σ`` overflow-safe (``scipy.special.expit``)."""
 
     name = "sigmoid"
-    measured_lr = (4.0, np.inf)   # unnormalised; MEASURED: docs/attention.md
+    #: unnormalised; CALIBRATED as Linear's: no divergence in the 18 runs
+    measured_lr = (4.0, np.inf)
 
     def phi(self, l, n=1):
         s = expit(l)

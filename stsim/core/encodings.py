@@ -77,8 +77,10 @@ def check_batch(enc, pe, B: int, T: int) -> PEBatch:
     """``pe``, what ``enc.sample(rng, B, T)`` returned, checked where it enters the core:
     a :class:`PEBatch` of ``enc``'s ``d_e`` with exactly one of ``idx`` (a NumPy integer
     array of shape (T,) or (B, T), every slot in ``[0, d_e)`` — a negative slot is read
-    from the end of an array, or outside it in compiled code) and ``P`` (a real float
-    array of shape (T, d_e) or (B, T, d_e)). ``ValueError`` naming the encoding's class
+    from the end of an array, or outside it in compiled code — and distinct within a
+    sample: the index kernels add at the slots with fancy indexing, where a slot given
+    twice keeps one of its two terms) and ``P`` (a real
+    float array of shape (T, d_e) or (B, T, d_e), finite). ``ValueError`` naming the encoding's class
     and the field otherwise, before the model uses it.
 
     >>> check_batch(OneHot(4), PEBatch(4, idx=np.array([0, -1])), 1, 2)
@@ -116,6 +118,16 @@ def check_batch(enc, pe, B: int, T: int) -> PEBatch:
         if lo < 0 or hi >= d_e:
             raise ValueError(f"{where} idx with slot {lo if lo < 0 else hi} outside "
                              f"[0, d_e={d_e})")
+        if not (np.diff(arr, axis=-1) > 0).all():       # increasing: distinct (cheap)
+            srt = np.sort(arr.reshape(-1, T), axis=-1)
+            same = np.nonzero(srt[:, 1:] == srt[:, :-1])
+            if same[0].size:
+                row, col = int(same[0][0]), int(same[1][0])
+                raise ValueError(f"{where} idx with slot {int(srt[row, col])} twice in sample "
+                                 f"{row}: each position of a sample needs a slot of its own")
+    elif name == "P" and not np.isfinite(arr).all():
+        raise ValueError(f"{where} P with non-finite entries ({np.isnan(arr).sum()} NaN, "
+                         f"{np.isinf(arr).sum()} inf): a bad encoding, not a training failure")
     return pe
 
 

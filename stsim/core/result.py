@@ -12,7 +12,7 @@ from stsim.core.records import STATUSES, check_result_records
 from stsim.core.state import check_history, check_params
 from stsim.util.io import load_npz, save_npz, write_csv
 from stsim.util.validate import lr_text
-from stsim.util.manifest import check_manifest
+from stsim.util.manifest import MANIFEST, check_manifest
 
 __all__ = ["Result", "load", "STATUSES"]
 
@@ -275,6 +275,13 @@ class Result:
         must be the one it records (:func:`stsim.util.manifest.check_manifest`: never a
         folder mixing two runs).
         """
+        if os.path.isdir(path) and os.path.lexists(os.path.join(path, MANIFEST)):
+            path = os.path.join(path, "result.npz")      # a run's output folder
+            if not os.path.lexists(path):
+                raise ValueError(f"{os.path.dirname(path)!r} is the folder of an incomplete "
+                                 f"run: it has no result.npz (the run could not write it, "
+                                 f"e.g. a full disk, or was stopped first); rerun the command "
+                                 f"that wrote it")
         if os.path.isdir(path) and os.path.isfile(os.path.join(path, "result.npz")):
             path = os.path.join(path, "result.npz")      # a run's output folder
         arrays, meta = load_npz(path, what="result")

@@ -31,7 +31,7 @@ from stsim.core.optim import all_finite
 from stsim.core.problem import make_problem
 from stsim.core.progress import make_progress
 from stsim.core.result import Result
-from stsim.core.assessment import assess_run
+from stsim.core.assessment import assess_run, divergence_hint
 from stsim.core.schedule import estimated_seconds
 from stsim.core.seeds import Streams
 from stsim.core.state import RunState
@@ -407,7 +407,7 @@ class Session:
         elif end.status == "diverged":
             status = "diverged"
             message = (f"diverged: {self.rule.why} at step {end.step}; history kept up to "
-                       f"the last record before it")
+                       f"the last record before it; {divergence_hint(cfg)}")
             if not state.history:   # nothing recorded yet: keep the step that diverged
                 state.loss_sum, state.loss_count = float(end.out[0]), 1
                 self._record(end.step)

@@ -324,15 +324,19 @@ class FileLock:
                 self._held[self.path][1] += 1
                 return self
             fh = self._open_locked()
-            fh.seek(0)
-            fh.truncate()
-            fh.write(str(os.getpid()))
-            fh.flush()
+            try:
+                fh.seek(0)
+                fh.truncate()
+                fh.write(str(os.getpid()))
+                fh.flush()
+            except OSError as exc:      # a full disk: no lock file left without its pid
+                self._release(fh, unlink=True)
+                raise OSError(exc.errno, f"{exc.strerror or exc} (writing the process id "
+                                         f"into the lock file)", self.path) from None
             self._held[self.path] = [fh, 1]
         return self
 
     def __exit__(self, *exc):
-        import fcntl
         # unlock and close under the guard: a thread entering between the table's update
         # and the unlock would open a second descriptor, which flock refuses — the
         # process would refuse itself ("another process (pid <own pid>)")
@@ -342,12 +346,19 @@ class FileLock:
             if entry[1] > 0:
                 return False
             del self._held[self.path]
-            if self.remove:     # unlinked while locked: a waiting opener retries (above)
-                with contextlib.suppress(FileNotFoundError):
-                    os.unlink(self.path)
-            fcntl.flock(entry[0].fileno(), fcntl.LOCK_UN)
-            entry[0].close()
+            self._release(entry[0], self.remove)
         return False
+
+    def _release(self, fh, unlink):
+        """Unlock and close ``fh``; ``unlink``: delete the lock file first, while still
+        locked (a waiting opener retries on a new one, :meth:`_open_locked`)."""
+        import fcntl
+        if unlink:
+            with contextlib.suppress(FileNotFoundError):
+                os.unlink(self.path)
+        fcntl.flock(fh.fileno(), fcntl.LOCK_UN)
+        with contextlib.suppress(OSError):  # a close that flushes onto a full disk
+            fh.close()
 
 
 def check_writable_folder(path, name="out") -> str:

@@ -79,9 +79,9 @@ def check_manifest(path) -> None:
         return                    # a checkpoint, a file of the user's: not the run's outputs
     if not complete:
         raise ValueError(f"cannot trust {path!r}: its folder's {MANIFEST} says the run writing "
-                         f"it stopped before it finished (killed while writing its files), so "
-                         f"they may belong to two runs; rerun the command (a checkpoint "
-                         f"resumes it)")
+                         f"it stopped before it finished (killed while writing its files, or "
+                         f"a file could not be written), so they may belong to two runs; "
+                         f"rerun the command (a checkpoint resumes it)")
     if name not in files:
         raise ValueError(f"cannot trust {path!r}: the run its folder's {MANIFEST} records "
                          f"wrote no {name}, so it is another run's")
