@@ -22,8 +22,8 @@ __all__ = ["add_arguments", "main"]
 
 EPILOG = ("exit status: 0 verified (every hypothesis holds, every check ran, on the model "
           "too, and passed); 3 a hypothesis of the theorem fails (it claims nothing "
-          "there; this wins over a failed check); 1 a check failed; 4 not verified (a check did not run); 2 invalid options or "
-          "a check refused as too costly\n"
+          "there; this wins over a failed check); 1 a check failed; 4 not verified (a "
+          "check did not run); 2 invalid options or a check refused as too costly\n"
           "examples: stsim theory --T-test 16,24                  # fixed PE: OOD stays >= F\n"
           "          stsim theory --pe stochastic --T-test 16,24   # stochastic: OOD -> 0\n"
           "          stsim theory --pe stochastic --T-test 12     # Theorem 2, T=9, d_e=12\n"
