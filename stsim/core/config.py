@@ -30,7 +30,7 @@ __all__ = ["Config", "Resolved", "OBJECTIVES", "INITS", "OBJECT_FIELDS", "field_
 #: the data regimes: fresh minibatches, a fixed sample of n_train points (full batch), the
 #: exact population loss (registered by stsim.theory.population)
 OBJECTIVES = ("online", "sample", "population")
-INITS = ("zero", "random")
+INITS = ("zero", "random", "random_rows0")
 
 
 #: the fields that also take an object (an Encoding, an optimiser, an ArchSpec, a mechanism
@@ -137,7 +137,9 @@ class Config:
     batch: int = _field(256, "batch size")
     n_train: int | None = _field(None, "size of the fixed sample (objective sample)", "batch")
     init: str | None = _field(None, "initialisation: zero | random (i.i.d. N(0, "
-                              "init_scale^2)); zero is refused where it is a stationary point "
+                              "init_scale^2)) | random_rows0 (random, with W's token rows "
+                              "W_xx, W_xe at 0, softmax's value; merged W only); zero is "
+                              "refused where it is a stationary point "
                               "(linear, relu, relu-norm, any rank)", "zero; random where zero "
                               "is a stationary point")
     init_scale: float = _field(0.02, "std of the random initialisation")

@@ -277,7 +277,8 @@ class TransformerProblem(Problem):
         return self.cfg.d + self.enc.d_e
 
     def init_params(self, rng):
-        """``{"W": (D, D), "V": (d, D)}``: zeros, or ``init_scale`` times Gaussians from ``rng``.
+        """``{"W": (D, D), "V": (d, D)}``: zeros, or ``init_scale`` times Gaussians from ``rng``
+        (``init="random_rows0"``: the same draws, then W's token rows ``W[:d]`` set to 0).
         ``W`` is kept in Fortran (column) order: the index encodings' step reads and updates
         ``W`` column by column (:mod:`stsim.core.sparse_grad`). With ``rank = r``:
         ``{"W_K": (r, D), "W_Q": (r, D), "V": (d, D)}``, drawn in that order."""
@@ -289,7 +290,10 @@ class TransformerProblem(Problem):
         if self.rank is not None:
             return {"W_K": draw((self.rank, D)), "W_Q": draw((self.rank, D)),
                     "V": draw((c.d, D))}
-        return {"W": draw((D, D), order="F"), "V": draw((c.d, D))}
+        W = draw((D, D), order="F")
+        if c.init == "random_rows0":
+            W[:c.d] = 0.0
+        return {"W": W, "V": draw((c.d, D))}
 
     def batch_loss_grad(self, params, data, need_grad=True):
         """``(loss, {"W": dW, "V": dV})`` of :func:`stsim.core.model.forward_backward` on

@@ -40,9 +40,10 @@ def _widths(cfg, out, results):
     from stsim.util.plotting import plt, savefig
     rows = results["width"]
     write_csv(os.path.join(out, "width.csv"),
-              ["series", "T", "width", "below", "censored", "replicates"],
+              ["series", "T", "width", "below", "censored", "replicates", "crossing",
+               "crossing_se"],
               [[r["series"], r["T"], r["width"], r["below"], int(r["censored"]),
-                r["replicates"]] for r in rows])
+                r["replicates"], r["crossing"], r["crossing_se"]] for r in rows])
     fig, ax = plt.subplots(1, 1, figsize=(7, 4.5))
     for k, series in enumerate(sorted({r["series"] for r in rows})):
         pts = [r for r in rows if r["series"] == series]
