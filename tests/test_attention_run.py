@@ -212,3 +212,5 @@ def test_random_rows0_is_random_with_the_token_rows_at_zero():
     assert np.all(held.W[:d] == 0) and not np.array_equal(held.W[d:], z.W[d:])
     with pytest.raises(ValueError, match="random_rows0.*key/query pair"):
         stsim.run(T=8, q=2, rank=2, init="random_rows0", steps=0)
+    with pytest.raises(ValueError, match="random_rows0.*arch='fcn'"):
+        stsim.Config.from_options(arch="fcn", T=8, q=2, steps=1, init="random_rows0")

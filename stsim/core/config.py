@@ -341,6 +341,9 @@ def _check_mechanism(c, att, arch):
         if given:
             raise ValueError(f"attention, rank and temperature are options of the transformer; "
                              f"arch={c.arch!r} has none: got {given}")
+        if c.init == "random_rows0":
+            raise ValueError(f"init='random_rows0' sets the transformer's W token rows to 0; "
+                             f"arch={c.arch!r} has none: use init='zero' or 'random'")
         return
     if c.rank is not None:
         c.rank = check_int("rank", c.rank, 1, c.d + c.d_e)
