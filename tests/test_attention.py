@@ -24,6 +24,8 @@ def _phi(name, l, n):
         return e / e.sum()
     if name == "linear":
         return l.copy()
+    if name == "sigmoid-bias":           # the fixed bias -ln N, N = n attended tokens
+        return 1 / (1 + n * np.exp(-l))
     base, _, norm = name.partition("-")
     s = np.maximum(l, 0) if base == "relu" else 1 / (1 + np.exp(-l))
     return s / n if norm else s
@@ -260,3 +262,37 @@ def test_relu_norm_solution_holds_at_its_training_length_only():
     loss = forward_backward(T * Ws / q, Vs, batch.X, batch.y, pe, attention="relu-norm")[0]
     # f = (T/(T+4)) · target, so ℓ = ½ (4/(T+4))² ‖target‖², E‖target‖² = d/q
     assert loss == pytest.approx(0.5 * (4 / Tl) ** 2 * d / q, rel=0.3)
+
+
+def test_sigmoid_bias_gradient_and_its_seeded_fault(small_setup, monkeypatch):
+    """sigmoid-bias: s = σ(l − ln N), δ = g s(1 − s)/τ (the bias fixed): float64 finite
+    differences at τ = 0.7, both models; the weights at zero are 1/(N + 1). Seeded fault:
+    the derivative taken at the unbiased logit, σ'(l) in place of σ'(l − ln N), fails."""
+    rng, batch, peb, W, V = small_setup("stochastic", "slots", 13, seed=3)
+
+    def fg(params, model, name="sigmoid-bias"):
+        loss, dW, dV = forward_backward(params[0], params[1], batch.X, batch.y, peb,
+                                        model=model, attention=name, temperature=0.7)
+        return loss, [np.asarray(dW), dV]
+    for model in ("theory", "practical"):
+        check_grad(lambda p: fg(p, model), [W, V], rng, n_dirs=4, h=1e-6, rtol=1e-6)
+        assert abs(fg([W, V], model)[0] - fg([W, V], model, "sigmoid")[0]) > 1e-3
+    N = T + 1
+    s = make_attention("sigmoid-bias").weights(np.zeros((2, N)))
+    np.testing.assert_allclose(s, 1.0 / (N + 1), rtol=1e-15)
+    assert make_attention("sigmoid-bias") == Sigmoid(log_bias=True) != Sigmoid()
+    with pytest.raises(ValueError, match="log_bias"):
+        Sigmoid(normalised=True, log_bias=True)
+
+    def unbiased_slope(self, s, n=1):       # σ'(l) at l = logit(s) + ln N
+        u = 1.0 / (1.0 + (1.0 - s) / (s * self._N))
+        return u * (1.0 - u)
+    real = Sigmoid.weights
+
+    def remember_N(self, a):
+        self._N = a.shape[-1]
+        return real(self, a)
+    monkeypatch.setattr(Sigmoid, "weights", remember_N)
+    monkeypatch.setattr(Sigmoid, "dphi_from_s", unbiased_slope)
+    with pytest.raises(AssertionError):
+        check_grad(lambda p: fg(p, "theory"), [W, V], rng, n_dirs=4, h=1e-6, rtol=1e-6)

@@ -195,3 +195,22 @@ def test_dense_encodings_default_lr_does_not_diverge(pe, sampler):
     res = stsim.run(config=cfg)
     assert res.status == "completed" and res.history["val"][-1] < res.history["val"][0]
     assert stsim.run(config=cfg, lr=0.25).status == "diverged" or pe == "stochastic"
+
+
+def test_random_rows0_is_random_with_the_token_rows_at_zero():
+    """init="random_rows0": the draws of init="random", then W's token rows W[:d] set to 0
+    (softmax's value); held by freeze they stay 0. A key/query pair has none: refused."""
+    opts = dict(T=8, q=2, d=3, attention="linear", steps=0, seed=4)
+    r = stsim.run(init="random", **opts)
+    z = stsim.run(init="random_rows0", **opts)
+    d = 3
+    assert np.all(z.W[:d] == 0) and np.any(r.W[:d] != 0)
+    np.testing.assert_array_equal(z.W[d:], r.W[d:])
+    np.testing.assert_array_equal(z.V, r.V)
+    held = stsim.run(**dict(opts, steps=20, lr=0.05), init="random_rows0",
+                     freeze=("W_xx", "W_xe"))
+    assert np.all(held.W[:d] == 0) and not np.array_equal(held.W[d:], z.W[d:])
+    with pytest.raises(ValueError, match="random_rows0.*key/query pair"):
+        stsim.run(T=8, q=2, rank=2, init="random_rows0", steps=0)
+    with pytest.raises(ValueError, match="random_rows0.*arch='fcn'"):
+        stsim.Config.from_options(arch="fcn", T=8, q=2, steps=1, init="random_rows0")

@@ -91,10 +91,11 @@ def test_equal_tuning_choice_and_options():
     base = {"W": 80.0, "V": 2.0}
     o = mechanism_options("linear", base, ("W_xx", "W_xe"), 0.5)
     assert o == {"attention": "linear", "lr": {"W": 40.0, "V": 1.0},
-                 "freeze": ("W_xx", "W_xe")}
+                 "freeze": ("W_xx", "W_xe"), "init": "random_rows0"}   # token rows at 0
     o = mechanism_options("rank=4", base, ("W_xx", "W_xe"), 0.5)
     assert o == {"rank": 4, "lr": {"W_K": 40.0, "W_Q": 40.0, "V": 1.0}}   # no token rows
-    assert mechanism_options("tau=0.5", 1.5, (), 2.0) == {"temperature": 0.5, "lr": 3.0}
+    assert mechanism_options("tau=0.5", 1.5, (), 2.0) == {"temperature": 0.5, "lr": 3.0,
+                                                          "init": "zero"}
 
 
 def test_width_law_checks_compare_exponents():

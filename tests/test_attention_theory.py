@@ -218,3 +218,18 @@ def test_mechanism_family_of_linear_attention_is_its_exact_law():
     w, below, probes = mechanism_family_width("linear", T, q, 0.25, [32, 64, 128, 256], 2000, 0)
     assert (below, w) == (64, 128) and probes[128] <= 0.25 < probes[64]   # exact: 117
     assert mechanism_family_width("sigmoid", T, q, 0.25, [32, 64], 200, 0)[0] is None
+
+
+@pytest.mark.parametrize("T", [8, 16])
+def test_linear_attention_crossing_is_3_T_minus_1_within_its_se(T):
+    """The located crossing (bisection to 1%, interpolated, SE from 4 replicates) of linear
+    attention's family at 0.25·L0 equals the exact (T − 1)(1/0.25 − 1) = 3(T − 1) within
+    3 SE; seeded fault: the same law one unit off (3T − 2) is more than 3 SE away, and
+    ReLU's family (about half the leak) crosses far below."""
+    from stsim.theory.attention import family_crossing
+    r = family_crossing("linear", T, 3, 0.25, 4096)
+    assert 0 < r["se"] < 0.05 * r["d_e"] and r["hi"] / r["lo"] - 1 <= 0.05
+    assert abs(r["d_e"] - 3 * (T - 1)) <= 3 * r["se"], r
+    assert abs(r["d_e"] - (3 * (T - 1) + 1)) > 3 * r["se"], r
+    relu = family_crossing("relu", T, 3, 0.25, 4096)
+    assert relu["d_e"] + 3 * relu["se"] < 0.8 * 3 * (T - 1)

@@ -177,12 +177,29 @@ def test_perturbed_population_gradient_fails(monkeypatch):
     assert not byn["full-matrix GD = reduced map"]["passed"]
 
 
-def test_cli_exits_nonzero_when_a_check_fails(capsys):
+def test_cli_a_diverging_step_outside_the_hypotheses_exits_3(capsys):
+    """lr = 40 breaks lr <= 1/(20 d^2): the loss rises (that check fails and is printed),
+    but the theorem claims nothing there, so the status is the failed hypothesis."""
     rc = cli_main(["theory", "--lr", "40", "--full-steps", "20"])
     out = capsys.readouterr().out
-    assert rc == 1
+    assert rc == 3
     assert "[FAIL] (D, reduced) loss non-increasing at every step" in out
-    assert "RESULT: FAILED" in out
+    assert "RESULT: HYPOTHESES FAIL" in out
+
+
+def test_cli_exits_1_when_a_check_fails_under_the_hypotheses(monkeypatch, capsys):
+    """Every hypothesis holds and the full-matrix gradient is perturbed: exit 1."""
+    real = PopulationObjective.loss_grad
+
+    def perturbed(self, W, V):
+        L, dW, dV = real(self, W, V)
+        dW = dW.copy()
+        dW[self.d, self.d] += 1e-6 * (1 + abs(dW[self.d, self.d]))
+        return L, dW, dV
+    monkeypatch.setattr(PopulationObjective, "loss_grad", perturbed)
+    rc = cli_main(["theory", "--full-steps", "300", "--grad-points", "0"])
+    out = capsys.readouterr().out
+    assert rc == 1 and "RESULT: FAILED" in out
 
 
 def test_theorem2_stochastic_defaults_are_really_stochastic():

@@ -1,10 +1,16 @@
 """``stsim theory``: Theorems 1–3 (docs/theory.md §6; Theorem 3, length generalisation, with
 ``--T_test``) checked on the reduced population dynamics and on the model's W and V
 (:func:`stsim.theory.checks.check_theorem`), and the theory figures
-(:mod:`stsim.theory.figures`, with ``--figures DIR``). Exit status
-(:data:`stsim.theory.report.EXIT`), as ``--help`` says: 0 verified, 1 a check failed, 3 a
-hypothesis fails, 4 not verified, 2 invalid options or a check refused as too costly
-(CPU time beyond ``--max_seconds`` or memory beyond this machine's, before any work)."""
+(:mod:`stsim.theory.figures`, with ``--figures DIR``).
+
+Exit status (:data:`stsim.theory.report.EXIT`): 0 only when every hypothesis of the theorem
+checked holds and every check ran (at least one on the model) and passed; 3 when a
+hypothesis of the theorem fails (the theorem claims nothing there; the checks still run and
+are printed, and one that fails there, e.g. a diverging step, does not change the status);
+else 1 when a check that ran failed; 4 when the result is not verified (a check
+did not run, e.g. ``--full_steps 0`` or ``--grad_points 0``); 2 for invalid options — and
+for a check estimated to need more CPU time than ``--max_seconds`` or more memory than this
+machine has (refused before any work, with the estimate)."""
 from __future__ import annotations
 
 import json
@@ -15,9 +21,9 @@ from stsim.cli.common import int_tuple
 __all__ = ["add_arguments", "main"]
 
 EPILOG = ("exit status: 0 verified (every hypothesis holds, every check ran, on the model "
-          "too, and passed); 1 a check failed; 3 a hypothesis of the theorem fails (it "
-          "claims nothing there); 4 not verified (a check did not run); 2 invalid options or "
-          "a check refused as too costly\n"
+          "too, and passed); 3 a hypothesis of the theorem fails (it claims nothing "
+          "there; this wins over a failed check); 1 a check failed; 4 not verified (a "
+          "check did not run); 2 invalid options or a check refused as too costly\n"
           "examples: stsim theory --T-test 16,24                  # fixed PE: OOD stays >= F\n"
           "          stsim theory --pe stochastic --T-test 16,24   # stochastic: OOD -> 0\n"
           "          stsim theory --pe stochastic --T-test 12     # Theorem 2, T=9, d_e=12\n"

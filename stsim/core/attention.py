@@ -13,12 +13,18 @@ backward only through the vector-Jacobian product ``δ = ∂ℓ/∂a`` from ``g 
     linear             l_i                             g_i / τ
     relu               max(l_i, 0) / n                 g_i 1[s_i > 0] / (n τ)
     sigmoid            σ(l_i) / n                      g_i s_i (1 − n s_i) / τ
+    sigmoid-bias       σ(l_i − ln N)                   g_i s_i (1 − s_i) / τ
 
 ``σ(l) = 1/(1 + e^{−l})``; ``n = 1`` for the unnormalised element-wise mechanisms
 (``"relu"``, ``"sigmoid"``) and ``n = N`` (the number of attended tokens) for the
 length-normalised ones (``"relu-norm"``, ``"sigmoid-norm"``, the ``relu(l)/N`` of the
 ReLU-attention literature). The sigmoid's backward uses ``σ'(l) = σ(1 − σ)`` with
-``σ = n s``, so every backward needs ``s`` only (``relu'(0)`` is taken as 0). Linear
+``σ = n s``, so every backward needs ``s`` only (``relu'(0)`` is taken as 0).
+``"sigmoid-bias"`` carries the fixed logit bias ``β = −ln N`` of the sigmoid-attention
+literature (:meth:`Attention.bias`): without it the unselected tokens' logits are centred
+at 0 and keep weights near ½. A constant added to ``l_i`` leaves ``∂s_i/∂l_i = σ'(l_i + β)
+= s_i (1 − s_i)``, so ``δ_i = g_i s_i (1 − s_i)/τ`` as for the unbiased sigmoid (β fixed:
+no gradient of its own; float64 finite differences in ``tests/test_attention.py``). Linear
 attention has no normalisation and no ``1/T`` scale: ``f = V Z (Zᵀ W z_q)``, so that
 ``W_ee = I/q``, ``V = [I 0]`` solves STS_q exactly with one-hot encodings and the sum query
 (``W_ee = I`` with the mean query; docs/attention.md).
@@ -139,16 +145,24 @@ class Attention:
         count is then measured (:func:`stsim.core.attention_dynamics.mechanism_schedule`)."""
         return None
 
+    def bias(self, N) -> float:
+        """The fixed logit bias ``β`` added to the scaled logits when ``N`` tokens are
+        attended (0 here; ``−ln N`` for ``"sigmoid-bias"``)."""
+        return 0.0
+
     def reduced(self, a, b, g, T, q, d, c=1.0, practical=False):
         """``L`` and ``(∂L/∂a, ∂L/∂b, ∂L/∂γ)`` on ``W_ee = aI − bJ``, ``V_x = γI`` at
         ``τ = 1`` (arrays): for an element-wise mechanism the formula of
-        :mod:`stsim.core.attention_dynamics` with ``l₊ = c(a − bq)``, ``l₋ = −cbq`` (the
-        temperature enters there, :func:`~stsim.core.attention_dynamics.reduced_loss_grad`)."""
+        :mod:`stsim.core.attention_dynamics` with ``l₊ = c(a − bq) + β``, ``l₋ = −cbq + β``
+        (:meth:`bias` at ``N`` tokens; the temperature enters there,
+        :func:`~stsim.core.attention_dynamics.reduced_loss_grad`)."""
         if not self.elementwise:
             raise ValueError(f"no reduced dynamics for the {self.label} mechanism")
         r = T - q
-        nN = (T + 1 if practical else T) if self.normalised else 1.0
-        lp, lm = c * (a - b * q), -c * b * q
+        N = T + 1 if practical else T
+        nN = N if self.normalised else 1.0
+        beta = self.bias(N)
+        lp, lm = c * (a - b * q) + beta, -c * b * q + beta
         sp, sm = self.phi(lp) / nN, self.phi(lm) / nN
         S2 = q * sp * sp + r * sm * sm
         L = 0.5 * d * (S2 * g * g - 2.0 * sp * g + 1.0 / q)
@@ -164,14 +178,18 @@ class Attention:
 
     def __repr__(self):
         norm = f", normalised={self.normalised}" if "normalised" in vars(self) else ""
+        norm += ", log_bias=True" if getattr(self, "log_bias", False) else ""
         return f"{type(self).__name__}(temperature={self.temperature!r}{norm})"
 
+    def _key(self):
+        return (type(self).__name__, self.temperature, self.normalised,
+                getattr(self, "log_bias", False))
+
     def __eq__(self, other):
-        return type(self) is type(other) and self.temperature == other.temperature \
-            and self.normalised == other.normalised
+        return type(self) is type(other) and self._key() == other._key()
 
     def __hash__(self):
-        return hash((type(self).__name__, self.temperature, self.normalised))
+        return hash(self._key())
 
     # -- scaled logits (a/τ), and the backward's 1/τ, in place ------------------------
     def _scale(self, a):
@@ -202,7 +220,11 @@ class Attention:
     def weights(self, a):
         """``s`` of logits ``a`` (B, N), in place on ``a`` (a fresh array of the caller)."""
         n = self._n(a)
-        s = self.phi(self._scale(a), n)
+        l = self._scale(a)
+        beta = self.bias(a.shape[-1])
+        if beta:
+            l += beta
+        s = self.phi(l, n)
         if s is not a:
             a[...] = s
         return a
@@ -310,12 +332,35 @@ class ReLU(_Normalisable):
 
 
 class Sigmoid(_Normalisable):
-    """``s = σ(a/τ)/n``; ``δ = g s (1 − n s)/τ`` (``n = 1``, or the number of attended
-    tokens when ``normalised``); ``σ`` overflow-safe (``scipy.special.expit``)."""
+    """``s = σ(a/τ + β)/n``; ``δ = g s (1 − n s)/τ`` (``n = 1``, or the number of attended
+    tokens when ``normalised``); ``σ`` overflow-safe (``scipy.special.expit``). ``β = 0``,
+    or with ``log_bias`` (name ``"sigmoid-bias"``, unnormalised only) the fixed
+    ``β = −ln N``, ``N`` the number of attended tokens: ``σ'(l + β) = s(1 − s)``, the same
+    backward (module docstring). Its default step is the paper model's derived one, as for
+    the normalised mechanisms: at zero its weights are ``1/(N + 1)``, near softmax's
+    ``1/N``."""
 
     name = "sigmoid"
     #: unnormalised; CALIBRATED as Linear's: no divergence in the 18 runs
     measured_lr = (4.0, np.inf)
+
+    def __init__(self, temperature: float = 1.0, normalised: bool = False,
+                 log_bias: bool = False):
+        super().__init__(temperature, normalised)
+        self.log_bias = bool(log_bias)
+        if self.log_bias:
+            if self.normalised:
+                raise ValueError("log_bias: the bias -ln N is for the unnormalised sigmoid; "
+                                 "give normalised=False")
+            self.name += "-bias"
+
+    def bias(self, N) -> float:
+        return -float(np.log(N)) if self.log_bias else 0.0
+
+    def default_lr(self, T, q, d, n, c, paper_lr, rank=None, dense=False, d_e=None):
+        if self.log_bias:
+            return paper_lr, "the paper model's derived lr (weights 1/(N+1) at zero)"
+        return super().default_lr(T, q, d, n, c, paper_lr, rank, dense, d_e)
 
     def phi(self, l, n=1):
         s = expit(l)
@@ -328,7 +373,8 @@ class Sigmoid(_Normalisable):
 #: the built-in mechanisms by name, at τ = 1 (``attention=`` of :func:`stsim.run` and the
 #: model functions; :func:`make_attention` builds one at a temperature)
 MECHANISMS = {m.name: m for m in (Softmax(), Linear(), ReLU(), Sigmoid(),
-                                  ReLU(normalised=True), Sigmoid(normalised=True))}
+                                  ReLU(normalised=True), Sigmoid(normalised=True),
+                                  Sigmoid(log_bias=True))}
 ATTENTIONS = tuple(MECHANISMS)
 
 
@@ -414,6 +460,9 @@ def resolve_mechanism(c, objects: dict, inits) -> Attention:
                          f"a run starts from zero or random parameters: to train a run on, "
                          f"give it checkpoint='run.npz' and rerun it with more steps")
     c.init = check_choice("init", c.init, inits, ignore_case=True)
+    if c.init == "random_rows0" and c.rank is not None:
+        raise ValueError(f"init='random_rows0' sets W's token rows to 0: a key/query pair of "
+                         f"rank {c.rank} has none (W_K, W_Q mix them); use init='random'")
     if c.init == "zero" and saddle:
         what = att.label if c.rank is None else f"a key/query pair of rank {c.rank}"
         raise ValueError(f"init='zero' is a stationary point of {what}: no gradient ever "

@@ -31,7 +31,7 @@ __all__ = ["Config", "Resolved", "OBJECTIVES", "INITS", "OBJECT_FIELDS", "field_
 #: the data regimes: fresh minibatches, a fixed sample of n_train points (full batch), the
 #: exact population loss (registered by stsim.theory.population)
 OBJECTIVES = ("online", "sample", "population")
-INITS = ("zero", "random")
+INITS = ("zero", "random", "random_rows0")
 
 
 #: the fields that also take an object (an Encoding, an optimiser, an ArchSpec, a mechanism
@@ -139,7 +139,9 @@ class Config:
     batch: int = _field(256, "batch size")
     n_train: int | None = _field(None, "size of the fixed sample (objective sample)", "batch")
     init: str | None = _field(None, "initialisation: zero | random (i.i.d. N(0, "
-                              "init_scale^2)); zero is refused where it is a stationary point "
+                              "init_scale^2)) | random_rows0 (random, with W's token rows "
+                              "W_xx, W_xe at 0, softmax's value; merged W only); zero is "
+                              "refused where it is a stationary point "
                               "(linear, relu, relu-norm, any rank)", "zero; random where zero "
                               "is a stationary point")
     init_scale: float = _field(0.02, "std of the random initialisation")
@@ -350,6 +352,9 @@ def _check_mechanism(c, att, arch):
         if given:
             raise ValueError(f"attention, rank and temperature are options of the transformer; "
                              f"arch={c.arch!r} has none: got {given}")
+        if c.init == "random_rows0":
+            raise ValueError(f"init='random_rows0' sets the transformer's W token rows to 0; "
+                             f"arch={c.arch!r} has none: use init='zero' or 'random'")
         return
     if c.rank is not None:      # D = dim φ + d_e (the target's features)
         c.rank = check_int("rank", c.rank, 1, c.target.feature_dim(c.d) + c.d_e)

@@ -41,7 +41,7 @@ def run_memory(cfg) -> dict:
         per_tok = d + per_enc                    # with the token itself (d floats)
         out["interpreter and libraries (measured)"] = 100 * 2**20
         out["W, V"] = (D * D + d * D) * f8
-        if cfg.init == "random":
+        if cfg.init != "zero":
             out["W while drawn at random (once)"] = D * D * f8
         if cfg.optimizer == "adam":
             out["Adam moments and update temporaries (4 x W)"] = 4 * D * D * f8

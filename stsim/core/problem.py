@@ -284,7 +284,8 @@ class TransformerProblem(Problem):
         return self.m + self.enc.d_e
 
     def init_params(self, rng):
-        """``{"W": (D, D), "V": (d, D)}``: zeros, or ``init_scale`` times Gaussians from ``rng``.
+        """``{"W": (D, D), "V": (d, D)}``: zeros, or ``init_scale`` times Gaussians from ``rng``
+        (``init="random_rows0"``: the same draws, then W's token rows ``W[:dim φ]`` set to 0).
         ``W`` is kept in Fortran (column) order: the index encodings' step reads and updates
         ``W`` column by column (:mod:`stsim.core.sparse_grad`). With ``rank = r``:
         ``{"W_K": (r, D), "W_Q": (r, D), "V": (d, D)}``, drawn in that order; then, for a
@@ -294,8 +295,11 @@ class TransformerProblem(Problem):
         def draw(shape, order="C"):
             return np.zeros(shape, order=order) if c.init == "zero" else \
                 np.asarray(c.init_scale * rng.standard_normal(shape), order=order)
-        return {k: draw(shape, "F" if k == "W" else "C")
-                for k, shape in transformer_shapes(c, self.enc.d_e).items()}
+        params = {k: draw(shape, "F" if k == "W" else "C")
+                  for k, shape in transformer_shapes(c, self.enc.d_e).items()}
+        if c.init == "random_rows0":        # W's token rows (the features') at 0
+            params["W"][:self.m] = 0.0
+        return params
 
     def batch_loss_grad(self, params, data, need_grad=True):
         """``(loss, {"W": dW, "V": dV})`` of :func:`stsim.core.model.forward_backward` on

@@ -47,7 +47,7 @@ from stsim.util.validate import check_choice, check_int, check_real
 
 __all__ = ["linear_loss_given", "linear_population_loss", "linear_sphere_best",
            "linear_sphere_width", "mechanism_family_rel", "best_mechanism_family_loss",
-           "mechanism_family_width", "sigmoid_family_bound"]
+           "mechanism_family_width", "family_crossing", "sigmoid_family_bound"]
 
 
 def _blocks(W, V, tau):
@@ -184,14 +184,15 @@ def linear_sphere_width(T, target=0.25):
 
 
 def mechanism_family_rel(attention, a, g, q):
-    """``L/L₀ = 1 − q E[s·u]²/E[|s|²]``, ``s_i = φ(a g_i/τ)``, of the sphere family
+    """``L/L₀ = 1 − q E[s·u]²/E[|s|²]``, ``s_i = φ(a g_i/τ + β)`` (β: the mechanism's fixed
+    bias at N = T tokens), of the sphere family
     ``W_ee = aI``, ``V_x = γ*I`` for a mechanism (docs/attention.md, §8), on scores ``g``
     ``(n_mc, T)`` of :func:`stsim.theory.family.sample_scores` (the q selected first)."""
     from stsim.theory.family import family_rel
     att = make_attention(attention)
     if isinstance(att, Softmax):
         return family_rel(a / att.temperature, g, q)
-    s = att.phi(a * g / att.temperature)
+    s = att.phi(a * g / att.temperature + att.bias(g.shape[1]))
     S2 = np.einsum("nt,nt->n", s, s).mean()
     su = s[:, :q].sum(axis=1).mean() / q
     return 1.0 - q * su * su / S2 if S2 > 0 else 1.0
@@ -243,6 +244,52 @@ def mechanism_family_width(attention, T, q, target, grid, n_mc, seed):
         mid = (lo + hi) // 2
         lo, hi = (lo, mid) if rel(mid) <= target else (mid, hi)
     return grid[hi], (grid[lo] if lo >= 0 else 0), probes
+
+
+def family_crossing(attention, T, q, target, n_mc, seeds=(0, 1, 2, 3), rtol=0.01,
+                    hi=None, cap=2 ** 15):
+    """The crossing ``d_e*`` of a mechanism's sphere family: where its best ``L/L₀`` (the
+    mean ``m(d_e)`` over the Monte-Carlo replicates ``seeds``) equals ``target``, with an
+    SE — not a grid cell.
+
+    Bisection on the integer ``d_e`` (the loss falls with ``d_e``) from ``[1, hi]``
+    (``hi``: doubled from ``min(8T, cap)`` until ``m(hi) <= target``, at most to ``cap``)
+    until ``hi/lo − 1 <= rtol`` or
+    ``hi = lo + 1``; then the linear interpolation between the bracket,
+    ``d_e* = lo + t (hi − lo)``, ``t = (m(lo) − target)/(m(lo) − m(hi))``, and
+    ``SE = √((1 − t)² se_lo² + t² se_hi²) / |m(lo) − m(hi)| · (hi − lo)`` (the replicates'
+    standard errors at the bracket through the local slope; the interpolation error is of
+    second order in the bracket, ≤ ``rtol`` relative). Returns ``{"d_e", "se", "lo", "hi",
+    "probes"}`` (``probes``: ``{d_e: (mean, se)}``), or None when the family does not reach
+    ``target`` by ``d_e = cap`` (censored there)."""
+    from stsim.util.validate import check_real as _real
+    target = _real("target", target, lo=0.0, hi=1.0, lo_open=True, hi_open=True)
+    rtol = _real("rtol", rtol, lo=0.0, lo_open=True)
+    if len(seeds) < 2:
+        raise ValueError(f"seeds must hold at least 2 replicates (for the SE), got {seeds!r}")
+    probes = {}
+
+    def m(w):
+        if w not in probes:
+            v = np.array([best_mechanism_family_loss(attention, T, q, w, n_mc=n_mc,
+                                                     rng=s)["rel"] for s in seeds])
+            probes[w] = (float(v.mean()), float(v.std(ddof=1) / np.sqrt(len(v))))
+        return probes[w][0]
+    hi = min(int(hi or 8 * T), cap)
+    while m(hi) > target:
+        if hi >= cap:
+            return None
+        hi = min(2 * hi, cap)
+    lo = 1
+    while hi - lo > 1 and hi / lo - 1 > rtol:
+        mid = (lo + hi) // 2
+        lo, hi = (lo, mid) if m(mid) <= target else (mid, hi)
+    m(lo)
+    (ml, sl), (mh, sh) = probes[lo], probes[hi]
+    t = (ml - target) / (ml - mh)
+    se = np.hypot((1 - t) * sl, t * sh) / abs(ml - mh) * (hi - lo)
+    return {"d_e": float(lo + t * (hi - lo)), "se": float(se), "lo": lo, "hi": hi,
+            "probes": probes}
 
 
 def sigmoid_family_bound(T, q):

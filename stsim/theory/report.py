@@ -83,13 +83,14 @@ class TheoremReport:
 
     @property
     def status(self) -> str:
-        """``"FAILED"`` (a check that ran failed), else ``"HYPOTHESES FAIL"`` (a hypothesis
-        of the theorem fails: it claims nothing here), else ``"NOT VERIFIED"`` (a check did
-        not run, or none ran on the model), else ``"PASS"``."""
-        if self.failed():
-            return "FAILED"
+        """``"HYPOTHESES FAIL"`` (a hypothesis of the theorem fails: it claims nothing here,
+        so a check that fails there, e.g. a diverging step, refutes nothing), else
+        ``"FAILED"`` (a check that ran failed), else ``"NOT VERIFIED"`` (a check did not
+        run, or none ran on the model), else ``"PASS"``."""
         if not self.conditions_hold:
             return "HYPOTHESES FAIL"
+        if self.failed():
+            return "FAILED"
         if not self.checks or self.not_run() or not self.model_checked:
             return "NOT VERIFIED"
         return "PASS"

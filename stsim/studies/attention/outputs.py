@@ -37,9 +37,10 @@ def _curves(cfg, out, table):
 def _widths(cfg, out, results):
     rows = results["width"]
     write_csv(os.path.join(out, "width.csv"),
-              ["series", "T", "width", "below", "censored", "replicates"],
+              ["series", "T", "width", "below", "censored", "replicates", "crossing",
+               "crossing_se"],
               [[r["series"], r["T"], r["width"], r["below"], int(r["censored"]),
-                r["replicates"]] for r in rows])
+                r["replicates"], r["crossing"], r["crossing_se"]] for r in rows])
     fig, ax = plt.subplots(1, 1, figsize=(7, 4.5))
     for k, series in enumerate(sorted({r["series"] for r in rows})):
         pts = [r for r in rows if r["series"] == series]

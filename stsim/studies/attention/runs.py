@@ -1,8 +1,22 @@
-r"""The training runs of ``stsim attention``: one run, the equal tuning of every mechanism
-(the paper model's derived step at this config, :func:`base_schedule`, times the
-multiplier of ``tune_mults`` chosen per mechanism on a tuning replicate, :func:`choose`;
-a key/query pair gets ``{"W_K": mη_W, "W_Q": mη_W, "V": mη_V}`` and no ``freeze``:
-docs/attention.md, "The study"), the rank grid and the trained widths.
+r"""The training runs of ``stsim attention``: one run, the equal tuning of every mechanism,
+the rank grid and the trained widths.
+
+**Equal tuning.** Every mechanism gets the same procedure: the step of the paper's
+softmax model at this config (:func:`base_schedule`: its derived default — at the paper's
+scale a step per block ``{"W": η_W, "V": η_V}`` with W's token rows ``W_xx, W_xe`` held at
+their initial value) times one multiplier ``m`` of ``tune_mults`` (full preset: 2 … 1/512,
+neighbours a factor 2 apart), the same ``freeze``; ``m`` is chosen per mechanism on a
+tuning replicate (root seed 1, not a reported seed) as the lowest final validation loss
+after ``tune_steps`` steps (full preset: the budget itself) (a diverged run counts as
+infinite; ties go to the larger m), then every reported run trains ``steps`` steps (the
+stated budget, the same for all). **One initialisation rule** (:func:`mechanism_options`):
+every arm with the merged W starts with W's token rows ``W_xx, W_xe`` at 0, softmax's
+value — ``init="zero"``, or ``"random_rows0"`` (the other blocks N(0, 0.02²)) where zero is
+stationary — so the rows held are 0 for every mechanism (held at a random value they add
+a leak of order ``T(T + 1)‖V_x W_xe p_q‖²`` to the unnormalised mechanisms, docs/attention.md
+§4). A key/query pair (``rank=r``) has no token rows to hold (``W_K``, ``W_Q`` mix them):
+it gets ``{"W_K": mη_W, "W_Q": mη_W, "V": mη_V}``, its default random initialisation and no
+``freeze`` (a single base step is used for all three when the base is one step).
 """
 from __future__ import annotations
 
@@ -11,7 +25,8 @@ import math
 import time
 
 import stsim
-from stsim.core.attention import ATTENTIONS, TAU_RANGE, Attention, check_temperature
+from stsim.core.attention import (ATTENTIONS, MECHANISMS, TAU_RANGE, Attention,
+                                  check_temperature)
 from stsim.util.validate import Steps, check_int
 
 __all__ = ["TAU_RANGE", "parse_mechanism", "mechanism_label", "base_schedule", "mechanism_options",
@@ -63,6 +78,9 @@ def mechanism_options(mechanism, base_lr, freeze, mult) -> dict:
         w, v = step.pair()
         opts["lr"] = {"W_K": w, "W_Q": w, "V": v}
     else:
+        att = opts.get("attention", "softmax")
+        saddle = (MECHANISMS[att] if isinstance(att, str) else att).zero_saddle
+        opts["init"] = "random_rows0" if saddle else "zero"     # W's token rows at 0
         opts["lr"] = step.record()
         if freeze:
             opts["freeze"] = tuple(freeze)

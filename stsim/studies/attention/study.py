@@ -46,7 +46,7 @@ WIDTH_MECHS = [n for n, m in MECHANISMS.items() if not (m.elementwise and m.norm
 PRESETS = {
     "quick": {"mode": "quick", "T": 12, "q": 2, "d": 5, "seeds": 3, "mechanisms": MECHS,
               "steps": 300, "batch": 64, "T_test": [16, 20], "target": 0.02,
-              "ood_target": 0.05, "tune_steps": 100, "tune_mults": [1.0, 0.125],
+              "ood_target": 0.05, "tune_steps": 300, "tune_mults": [2.0, 1.0, 0.5],
               "rank_T": [8], "rank_q": [2], "rank_r": [4, 16], "rank_steps": 300,
               "width_mechs": WIDTH_MECHS, "width_target": 0.25, "width_T": [8, 16, 32, 64, 128],
               "mc_seeds": 1, "mc_budget": 2 ** 13, "n_mc_max": 512, "width_max": 1024,
@@ -55,8 +55,8 @@ PRESETS = {
               "train_steps": 300},
     "full": {"mode": "full", "T": 200, "q": 3, "d": 5, "seeds": 3, "mechanisms": MECHS,
              "steps": 1500, "batch": 256, "T_test": [250, 300, 350, 400], "target": 0.02,
-             "ood_target": 0.05, "tune_steps": 500,
-             "tune_mults": [1.0, 0.125, 0.015625, 0.001953125],
+             "ood_target": 0.05, "tune_steps": 1500,        # tuned at the full budget
+             "tune_mults": [2.0 ** -k for k in range(-1, 10)],  # 2 ... 1/512, factor 2
              "rank_T": [8, 16, 32], "rank_q": [2, 3], "rank_r": [4, 8, 16, 32, 64],
              "rank_steps": 0,
              "width_mechs": WIDTH_MECHS, "width_target": 0.25,
@@ -383,7 +383,10 @@ def analyse(cfg, out) -> dict:
         per[mech] = {"runs": len(rows), "completed": len(ok), "mult": mults.get(mech),
                      **{k: first.get(k) for k in ("lr_W", "lr_V", "freeze", "steps", "init")},
                      "tuning": {str(r["mult"]): r.get("rel") for r in tune
-                                if r["mechanism"] == mech}}
+                                if r["mechanism"] == mech},
+                     # interior: the chosen m is neither end of the multipliers tried
+                     "interior": min(cfg["tune_mults"]) < mults.get(mech, 0) <
+                     max(cfg["tune_mults"])}
         checks.append(_incomplete(verdict(
             [_value(r) for r in rows], "<=", cfg["target"], f"{mech} learns: final loss <= "
             f"{cfg['target']:g} L(0) in {cfg['steps']} steps (T={cfg['T']}, q={cfg['q']})",
@@ -414,7 +417,8 @@ def analyse(cfg, out) -> dict:
     width_rows = [r for r in family_rows(wtab) if (r["series"], r["T"]) not in werr]
     eps = cfg["width_target"]
     exact = [{"series": "linear (exact)", "T": T, "width": int(w), "below": int(w) - 1,
-              "censored": False, "replicates": "exact"}
+              "censored": False, "replicates": "exact",
+              "crossing": (T - 1) * (1 / eps - 1), "crossing_se": 0.0}
              for T, w in zip(cfg["width_T"], linear_sphere_width(cfg["width_T"], eps))]
     for r in width_rows:
         if r["series"] == "linear" and not r["censored"]:

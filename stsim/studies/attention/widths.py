@@ -23,13 +23,20 @@ __all__ = ["width_point", "family_rows", "width_fits"]
 
 def width_point(mechanism, T, q, target, n_mc, max_width, seed):
     """One replicate of the smallest family width (a row of ``raw/width.csv``):
-    ``width`` (0 when censored), ``below``, ``censored`` and the probes."""
+    ``width`` (0 when censored), ``below``, ``censored`` and the probes of the √2 grid; and
+    the located crossing (:func:`stsim.theory.attention.family_crossing`: bisection in
+    ``d_e`` to 1%, 4 Monte-Carlo replicates drawn from ``seed``) with its SE, ``crossing``
+    and ``crossing_se`` (NaN when censored at ``max_width``)."""
     from stsim.studies.separation.design import width_grid
-    from stsim.theory.attention import mechanism_family_width
+    from stsim.theory.attention import family_crossing, mechanism_family_width
     w, below, probes = mechanism_family_width(mechanism, T, q, target,
                                               width_grid(max_width, 2), n_mc, seed)
+    seeds = [int(s) for s in np.random.default_rng(seed).integers(2 ** 62, size=4)]
+    x = family_crossing(mechanism, T, q, target, n_mc, seeds=seeds, cap=max_width)
     return {"width": 0 if w is None else int(w), "below": int(below),
             "censored": int(w is None),
+            "crossing": math.nan if x is None else x["d_e"],
+            "crossing_se": math.nan if x is None else x["se"],
             "probes": " ".join(f"{k}:{v:.4f}" for k, v in sorted(probes.items()))}
 
 
@@ -51,6 +58,9 @@ def family_rows(table) -> list:
         out.append({"series": mech, "T": T, "width": int(med[1]["below"] if cens else
                                                         med[1]["width"]),
                     "below": int(med[1]["below"]), "censored": cens,
+                    # the located crossing and its SE, of the median replicate
+                    "crossing": float(med[1].get("crossing", math.nan)),
+                    "crossing_se": float(med[1].get("crossing_se", math.nan)),
                     "replicates": " ".join("c" if not math.isfinite(v) else str(v)
                                            for v, _ in vals)})
     return out
