@@ -12,7 +12,7 @@ from matplotlib.figure import Figure
 from matplotlib.ticker import MaxNLocator
 
 from stsim.util.io import atomic_write
-from stsim.util.validate import lr_text
+from stsim.util.validate import Steps
 
 __all__ = ["HistoryFigure", "history_figure", "attention_figure", "sweep_figure", "png_bytes",
            "save_figure"]
@@ -68,9 +68,8 @@ def title(res) -> str:
     else:
         net = (f"fully-connected net (width {c.get('width')}, depth {c.get('depth')})"
                if c.get("arch") == "fcn" else f"{c.get('arch')}")
-    lr = c.get("lr")
-    step = (f"a step per block ({lr_text(lr)})" if isinstance(lr, dict)
-            else f"lr {lr_text(lr)}" if lr is not None else "")
+    lr = None if c.get("lr") is None else Steps(c["lr"], check=False)
+    step = "" if lr is None else f"a step per block ({lr})" if lr.names else f"lr {lr}"
     held = f"{', '.join(c['freeze'])} held" if c.get("freeze") else ""
     how = ", ".join(x for x in (net, str(c.get("optimizer", "")).upper(), step, held) if x)
     return f"{problem}\n{how}: {res.status}"
