@@ -86,6 +86,13 @@ def test_learns_and_length_fail_on_a_seeded_fault(tiny):
             for c in res[p][t]} == {"failed"}
 
 
+def test_every_multiplier_gets_the_plans_budget():
+    """steps 0: the default plan's count at multiplier 1 for every multiplier (a plan given
+    a step of its own scales its count with it: 4500 steps at 1/4, 600 at 2, T = 200)."""
+    rows = [study.train_one("mean", 6, 2, 1, 16, 0, (), m, 0) for m in (0.5, 2.0)]
+    assert rows[0]["steps"] == rows[1]["steps"] == study._base("mean", 6, 2, 1, 16, ())[2]
+
+
 def test_choose_ties_and_failures():
     rows = [{"target": "a", "mult": 1.0, "rel": 0.1, "run_status": "completed"},
             {"target": "a", "mult": 2.0, "rel": 0.1, "run_status": "completed"},

@@ -14,8 +14,8 @@ For each target of ``targets`` at ``q``, three parts, each a table under ``raw/`
 - **learns** (``raw/tune.csv``, ``raw/runs.csv``): :func:`stsim.run` at ``T`` from its
   natural initialisation with the target's features, readout and default plan; the plan's
   step times each multiplier of ``mults`` on one tuning replicate (root seed
-  ``TUNE_ROOT``) at the full budget, the lowest final val/L(0) chosen per target (ties to
-  the larger), then ``seeds`` replicates at it: the seed mean of the final val/L(0)
+  ``TUNE_ROOT``) at the full budget (the plan's step count, the same for every
+  multiplier), the lowest final val/L(0) chosen per target (ties to the larger), then ``seeds`` replicates at it: the seed mean of the final val/L(0)
   judged ``≤ ratio`` on ``seeds − 1`` degrees of freedom (``L(0) = ½E‖target‖²``,
   :meth:`~stsim.core.targets.Target.zero_loss`).
 - **length generalisation**: the same runs (the default encoding is the stochastic one,
@@ -114,25 +114,27 @@ def represents_checks(label, row, q, d, tol):
 
 
 def _base(target, T, q, d, batch, T_test):
-    """``(lr, freeze)`` of the target's default plan at this config."""
+    """``(lr, freeze, steps)`` of the target's default plan at this config."""
     from stsim.core.config import Config
     plan = Config(T=T, q=q, d=d, batch=batch, T_test=tuple(T_test),
                   target=target).resolve().resolved.plan
-    return plan.lr.record(), plan.freeze
+    return plan.lr.record(), plan.freeze, plan.steps
 
 
 def train_one(target, T, q, d, batch, steps, T_test, mult, seed):
     """One run (a row of ``raw/tune.csv`` or ``raw/runs.csv``): the final val/L(0) at
     ``T`` and at each ``T_test`` (``inf`` when not completed), the status, the steps, CPU
-    time and the validation curve (JSON)."""
+    time and the validation curve (JSON). ``steps`` 0: the default plan's count at
+    multiplier 1 (the same budget at every multiplier; a plan given a step of its own
+    would scale its count with it)."""
     import stsim
     from stsim.util.validate import Steps
-    lr, freeze = _base(target, T, q, d, batch, T_test)
+    lr, freeze, default_steps = _base(target, T, q, d, batch, T_test)
     t0 = time.process_time()
     res = stsim.run(T=T, q=q, d=d, batch=batch, T_test=tuple(T_test), target=target,
                     seed=seed, progress=False, lr=Steps(lr).scaled(mult).record(),
-                    **({"freeze": tuple(freeze)} if freeze else {}),
-                    **({"steps": steps} if steps else {}))
+                    steps=steps or default_steps,
+                    **({"freeze": tuple(freeze)} if freeze else {}))
     L0 = make_target(target).zero_loss(d, q)
     ok = res.status == "completed"
     h = res.history
