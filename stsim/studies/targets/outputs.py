@@ -115,7 +115,8 @@ def write_outputs(cfg, out, s):
              f"q = {cfg['q']}, d = {cfg['d']}, T = {cfg['T']}, batch {cfg['batch']}, "
              f"{cfg['seeds']} seeds, multipliers {list(cfg['mults'])} chosen per target on "
              f"a tuning seed: {s['mults']}. Run: {rec.get('wall_time_s', float('nan')):.0f} s, "
-             f"load average at its end {rec.get('load_avg')}.", "",
+             f"load average (1, 5, 15 min) at its end "
+             f"{', '.join(f'{x:.2f}' for x in rec.get('load_avg', []))}.", "",
              "| target | represents | learns (val/L(0)) | length generalisation |",
              "|---|---|---|---|"]
     lines += ["| " + " | ".join(r) + " |" for r in table(cfg, s)]
