@@ -192,9 +192,10 @@ def test_w_xe_check_fails_on_a_seeded_fault():
     assert np.abs(got - want).max() > 1e-3
 
 
-def _variance_fit(floor, n=200_000):
-    """(mean, SE, z against ``floor``) of :func:`variance_linear_fit` at T = 8, q = 3, d = 2."""
-    mean, se = variance_linear_fit(8, 3, 2, n)
+def _variance_fit(floor, n=200_000, K=4):
+    """(mean, SE, z against ``floor``) of :func:`variance_linear_fit` at T = 8, q = 3, d = 2
+    with ``φ = [h_1, …, h_K]``."""
+    mean, se = variance_linear_fit(8, 3, 2, n, K)
     return mean, se, (mean - floor) / se
 
 
