@@ -27,7 +27,8 @@ def test_contract_and_presets():
     for mode in ("quick", "full"):
         resolve_config(targets, mode)
     for bad, name in [({"q": 0}, "q"), ({"T_test": [41]}, "T_test"), ({"targets": ["x"]},
-                      "target"), ({"mults": [0.0]}, "mults"), ({"seeds": 1}, "seeds")]:
+                      "target"), ({"mults": [0.0]}, "mults"), ({"seeds": 1}, "seeds"),
+                      ({"targets": [Variance()]}, "targets")]:
         with pytest.raises(ValueError, match=name):
             resolve_config(targets, "quick", bad)
 

@@ -52,6 +52,9 @@ PRESETS = {"quick": dict(_COMMON, mode="quick", T=20, steps=300, seeds=2,
 def check(cfg):
     """Every setting validated (``ValueError`` naming it) before any work."""
     for t in cfg["targets"]:
+        if not isinstance(t, str):      # the tables' column: a built-in target's label
+            raise ValueError(f"targets must hold names ('mean', 'moment:k', 'variance'), "
+                             f"got {t!r}")
         make_target(t)
     if not cfg["targets"] or len(set(cfg["targets"])) != len(cfg["targets"]):
         raise ValueError(f"targets must hold distinct targets, got {cfg['targets']}")
