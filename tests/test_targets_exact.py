@@ -15,7 +15,8 @@ from stsim.core.model import forward_backward
 from stsim.core.reduced import reduced_map
 from stsim.core.targets import Moment, Target, hermite
 from stsim.core.task import sts_target
-from stsim.theory.targets import exact_objective, mean_task_dim, variance_linear_floor
+from stsim.theory.targets import (exact_objective, mean_task_dim, variance_linear_fit,
+                                  variance_linear_floor)
 
 
 class Pair(Target):
@@ -191,28 +192,11 @@ def test_w_xe_check_fails_on_a_seeded_fault():
     assert np.abs(got - want).max() > 1e-3
 
 
-def _variance_fit(floor, T=8, q=3, d=2, n=200_000, K=4, seed=0):
-    """Least squares of the variance on ``[1, h_φ, h_e]`` with the ideal attention (1/q on
-    the selected tokens), ``φ = [h_1, …, h_K]``, onehot; fitted on n samples, its loss on n
-    fresh ones: ``(mean, SE, z against floor)``."""
-    rng = np.random.default_rng(seed)
-
-    def design(n):
-        X = rng.standard_normal((n, T, d))
-        y = np.argsort(rng.random((n, T)), axis=1)[:, :q]
-        sel = np.take_along_axis(X, y[:, :, None], axis=1)
-        v = (sel ** 2).mean(axis=1) - sel.mean(axis=1) ** 2
-        he = np.zeros((n, T))
-        np.put_along_axis(he, y, 1.0 / q, axis=1)
-        H = np.concatenate([np.ones((n, 1))] + [hermite(sel, k).mean(axis=1)
-                                                 for k in range(1, K + 1)] + [he], axis=1)
-        return H, v
-    H, v = design(n)
-    coef = np.linalg.lstsq(H, v, rcond=None)[0]
-    H, v = design(n)
-    loss = 0.5 * ((H @ coef - v) ** 2).sum(axis=1)
-    se = loss.std(ddof=1) / math.sqrt(n)
-    return loss.mean(), se, (loss.mean() - floor) / se
+def _variance_fit(floor, n=200_000, K=4):
+    """(mean, SE, z against ``floor``) of :func:`variance_linear_fit` at T = 8, q = 3, d = 2
+    with ``φ = [h_1, …, h_K]``."""
+    mean, se = variance_linear_fit(8, 3, 2, n, K)
+    return mean, se, (mean - floor) / se
 
 
 def test_linear_readout_of_the_variance_stops_at_its_floor():

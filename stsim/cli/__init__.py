@@ -10,7 +10,7 @@ file that cannot be written one line, exit 2; a reader that closes the output ea
 141, quietly — every case: docs/model.md, "Failure behaviour".
 
 The study commands (``figures``, ``separation``, ``expressivity``, ``sparse``,
-``attention``) share one convention (:mod:`stsim.cli.common`): ``--quick`` (the default,
+``attention``, ``targets``) share one convention (:mod:`stsim.cli.common`): ``--quick`` (the default,
 seconds) | ``--full`` (the documented experiment), ``--out``, ``--workers`` or
 ``--scheduler`` (a Dask cluster), ``--quiet``.
 """
@@ -44,6 +44,8 @@ COMMANDS = {
     "attention": ("stsim.cli.attention",
                   "other attention mechanisms (linear, ReLU, sigmoid, temperature, rank): "
                   "do they learn, generalise in length, and at what width"),
+    "targets": ("stsim.cli.targets", "other targets (Hermite moments, the variance): "
+                "represented, learned, generalised in length"),
 }
 
 

@@ -104,6 +104,13 @@ class Target:
         """The target of each sample: ``X`` (B, T, d), ``y`` (B, q) -> (B, dim)."""
         raise NotImplementedError
 
+    def zero_loss(self, d: int, q: int) -> float:
+        """``L(0) = ½ E‖target‖²``, the loss of the output 0 (x ~ N(0, I_d)): ``dim/(2q)``
+        for a separable target with orthonormal features; ``NotImplementedError`` else."""
+        if self.separable and self.orthonormal:
+            return 0.5 * self.dim(d) / q
+        raise NotImplementedError(f"the target {self.label!r} gives no L(0)")
+
     def moments(self, d: int):
         """``(E φ, E φφᵀ)`` under ``x ~ N(0, I_d)`` when :attr:`orthonormal` (zeros and the
         identity), else None."""
@@ -224,6 +231,10 @@ class Variance(Target):
         sel = np.take_along_axis(X, y[:, :, None], axis=1)
         m1 = sel.mean(axis=1)
         return (sel * sel).mean(axis=1) - m1 * m1
+
+    def zero_loss(self, d, q):
+        """``½ d (q²−1)/q²``: ``q·value ~ χ²_{q−1}`` elementwise, ``E v² = (q²−1)/q²``."""
+        return 0.5 * d * (q * q - 1) / (q * q)
 
     def exact(self, d):
         V = np.zeros((d, 2 * d))

@@ -28,12 +28,14 @@ the positions only is such a function for each ``y``: its loss is at least
 """
 from __future__ import annotations
 
+import math
+
 import numpy as np
 
-from stsim.core.targets import make_target, target_of
+from stsim.core.targets import hermite, make_target, target_of
 from stsim.theory.population import make_population_objective
 
-__all__ = ["mean_task_dim", "exact_objective", "variance_linear_floor"]
+__all__ = ["mean_task_dim", "exact_objective", "variance_linear_floor", "variance_linear_fit"]
 
 _KEYS = ("T", "q", "d", "d_e", "pe", "sampler", "query", "model", "seed", "attention",
          "temperature", "rank", "target")
@@ -75,3 +77,28 @@ def variance_linear_floor(d: int, q: int) -> float:
     ANY readout linear in the attended vector when the weights depend on the positions
     only (module docstring); ``2/(q(q+1))`` of ``½ E‖target‖² = d (q²−1)/(2q²)``."""
     return d * (q - 1) / q ** 3
+
+
+def variance_linear_fit(T: int, q: int, d: int, n: int = 200_000, K: int = 4, seed: int = 0):
+    """The best readout linear in the ideal attention's vector, measured: least squares of
+    the variance on ``[1, h_φ, h_e]`` (attention ``1/q`` on the selected tokens,
+    ``φ = [h_1, …, h_K]`` of every token, one-hot positions), fitted on ``n`` samples; its
+    loss ``½‖f − target‖²`` on ``n`` fresh ones: ``(mean, SE)`` (to compare with
+    :func:`variance_linear_floor`)."""
+    rng = np.random.default_rng(seed)
+
+    def design(n):
+        X = rng.standard_normal((n, T, d))
+        y = np.argsort(rng.random((n, T)), axis=1)[:, :q]
+        sel = np.take_along_axis(X, y[:, :, None], axis=1)
+        v = (sel ** 2).mean(axis=1) - sel.mean(axis=1) ** 2
+        he = np.zeros((n, T))
+        np.put_along_axis(he, y, 1.0 / q, axis=1)
+        H = np.concatenate([np.ones((n, 1))] + [hermite(sel, k).mean(axis=1)
+                                                 for k in range(1, K + 1)] + [he], axis=1)
+        return H, v
+    H, v = design(n)
+    coef = np.linalg.lstsq(H, v, rcond=None)[0]
+    H, v = design(n)
+    loss = 0.5 * ((H @ coef - v) ** 2).sum(axis=1)
+    return float(loss.mean()), float(loss.std(ddof=1) / math.sqrt(n))

@@ -1,0 +1,127 @@
+"""The output files of ``stsim targets`` (:func:`write_outputs`): ``targets.json`` (every
+check with se, critical and verdict), one figure per part with its CSV beside it
+(``represents``, ``learns`` with ``curves.csv``, ``length``) and ``report.md`` with the
+side-by-side table."""
+from __future__ import annotations
+
+import json
+import os
+
+import numpy as np
+
+from stsim.util.io import atomic_write, write_csv, write_json
+from stsim.util.plotting import plt, savefig
+
+__all__ = ["write_outputs", "table"]
+
+
+def _represents(cfg, out, s):
+    rows = [[t, c["claim"], c["measured"], c["se"], c["threshold"], c["verdict"]]
+            for t in cfg["targets"] for c in s["represents"][t]]
+    write_csv(os.path.join(out, "represents.csv"),
+              ["target", "claim", "measured", "se", "threshold", "verdict"], rows)
+    fig, (ax, bx) = plt.subplots(1, 2, figsize=(10, 4), width_ratios=(2, 1))
+    loss = [s["represents"][t][0]["measured"] for t in cfg["targets"]]
+    ax.bar(range(len(loss)), np.maximum(loss, 1e-40), color="C0")
+    ax.axhline(1e-20, color="k", ls=":", lw=0.8)
+    ax.set(yscale="log", xticks=range(len(loss)), xticklabels=cfg["targets"],
+           ylabel="construction's loss (largest batch)")
+    ax.set_title(f"the exact constructions at T = {cfg['rep_T']}, q = {cfg['q']}, "
+                 f"d = {cfg['d']} (dotted: 1e-20)", fontsize=9)
+    fits = [c for t in cfg["targets"] for c in s["represents"][t] if "fit" in c]
+    for k, c in enumerate(fits):
+        bx.errorbar([k], [c["fit"] / c["L0"]], yerr=[c["se"] / c["L0"]], fmt="o", color="C3",
+                    label="least-squares fit (held out)" if k == 0 else None)
+        bx.hlines(c["floor"] / c["L0"], k - 0.3, k + 0.3, color="k",
+                  label="floor d(q-1)/q^3" if k == 0 else None)
+    bx.axhline(cfg["ratio"], color="k", ls=":", lw=0.8)
+    bx.set(xticks=range(len(fits)), xticklabels=[c["claim"].split(":")[0] for c in fits],
+           xlim=(-1, len(fits)), ylim=(0, None), ylabel="loss / L(0)")
+    bx.set_title(f"linear readout (dotted: {cfg['ratio']:g})", fontsize=9)
+    bx.legend(fontsize=7, loc="center")
+    savefig(fig, os.path.join(out, "represents.png"))
+
+
+def _learns(cfg, out, table):
+    fig, ax = plt.subplots(1, 1, figsize=(7, 4.5))
+    rows = []
+    for k, t in enumerate(cfg["targets"]):
+        for j, r in enumerate(r for r in table if r["target"] == t):
+            c = json.loads(r["curve"])
+            ax.plot(c["step"], c["rel"], color=f"C{k % 10}", lw=1.0,
+                    alpha=1.0 if j == 0 else 0.5, label=t if j == 0 else None)
+            rows += [[t, r["seed"], a, v] for a, v in zip(c["step"], c["rel"])]
+    write_csv(os.path.join(out, "curves.csv"), ["target", "seed", "step", "rel"], rows)
+    ax.axhline(cfg["ratio"], color="k", ls=":", lw=0.8)
+    ax.set(yscale="log", xlabel="step", ylabel="validation loss / L(0)")
+    ax.set_title(f"T = {cfg['T']}, q = {cfg['q']}, d = {cfg['d']}: every seed "
+                 f"(dotted: {cfg['ratio']:g})", fontsize=9)
+    ax.legend(fontsize=8)
+    savefig(fig, os.path.join(out, "learns.png"))
+
+
+def _length(cfg, out, s):
+    fig, ax = plt.subplots(1, 1, figsize=(7, 4))
+    rows = []
+    for k, t in enumerate(cfg["targets"]):
+        cks = s["learns"][t] + s["length"][t]
+        Ts = [c["T"] for c in cks]
+        m = np.array([c["measured"] for c in cks])
+        se = np.array([c["se"] for c in cks])
+        ax.errorbar(Ts, m, yerr=se, fmt="o-", color=f"C{k % 10}", ms=4, capsize=3, label=t)
+        rows += [[t, c["T"], c["measured"], c["se"], c["n"], c["verdict"]] for c in cks]
+    write_csv(os.path.join(out, "length.csv"), ["target", "T_test", "rel", "se", "seeds",
+                                                "verdict"], rows)
+    ax.axhline(cfg["ratio"], color="k", ls=":", lw=0.8)
+    ax.axvline(cfg["T"], color="0.6", ls="--", lw=0.8)
+    ax.set(yscale="log", xlabel="T at evaluation (dashed: T of training)",
+           ylabel="validation loss / L(0)")
+    ax.set_title(f"trained at T = {cfg['T']} (stochastic encoding, d_e = 2T): seed mean ± SE",
+                 fontsize=9)
+    ax.legend(fontsize=8)
+    savefig(fig, os.path.join(out, "length.png"))
+
+
+def table(cfg, s) -> list:
+    """The side-by-side rows: target, then each part's verdict (``held`` only when every
+    check of the part held) with its numbers; length generalisation one verdict per T."""
+    def cell(checks, fmt):
+        if not checks:
+            return "not measured"
+        vs = {c["verdict"] for c in checks}
+        v = "held" if vs == {"held"} else "failed" if "failed" in vs else "inconclusive"
+        return f"{v}: " + ", ".join(fmt(c) for c in checks)
+    rel = lambda c: f"{c['measured']:.4f} ± {c['se']:.4f}"        # noqa: E731
+    rep = lambda c: (f"linear readout {c['fit']:.5g} ± {c['se']:.1g} (floor {c['floor']:.5g})"
+                     if "fit" in c else f"construction {c['measured']:.2g}")  # noqa: E731
+    return [[t, cell(s["represents"][t], rep), cell(s["learns"][t], rel),
+             ", ".join(f"T={c['T']} {rel(c)} {c['verdict']}" for c in s["length"][t])]
+            for t in cfg["targets"]]
+
+
+def write_outputs(cfg, out, s):
+    """Every output file (module docstring)."""
+    from stsim.studies.contract import divergence_markdown
+    from stsim.sweep import read_table
+    runs = [r for r in read_table(os.path.join(out, "raw", "runs.csv")) if r["status"] == "ok"]
+    checks = [c for part in ("represents", "learns", "length") for t in cfg["targets"]
+              for c in s[part][t]]
+    write_json(os.path.join(out, "targets.json"), dict(s, checks=checks, table=table(cfg, s)))
+    _represents(cfg, out, s)
+    _learns(cfg, out, runs)
+    _length(cfg, out, s)
+    rec = s.get("record") or {}
+    lines = [f"# stsim targets ({cfg['mode']})", "",
+             f"q = {cfg['q']}, d = {cfg['d']}, T = {cfg['T']}, batch {cfg['batch']}, "
+             f"{cfg['seeds']} seeds, multipliers {list(cfg['mults'])} chosen per target on "
+             f"a tuning seed: {s['mults']}. Run: {rec.get('wall_time_s', float('nan')):.0f} s, "
+             f"load average (1, 5, 15 min) at its end "
+             f"{', '.join(f'{x:.2f}' for x in rec.get('load_avg', []))}.", "",
+             "| target | represents | learns (val/L(0)) | length generalisation |",
+             "|---|---|---|---|"]
+    lines += ["| " + " | ".join(r) + " |" for r in table(cfg, s)]
+    lines += ["", "## Checks", ""] + [
+        f"- {c['verdict']}: {c['claim']} — measured {c['measured']:.4g} (se {c['se']:.2g}, "
+        f"critical {c['critical']:.3g})" for c in checks]
+    with atomic_write(os.path.join(out, "report.md"), "w") as fh:
+        fh.write("\n".join(lines) + "\n" + divergence_markdown(s))

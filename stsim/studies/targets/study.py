@@ -1,0 +1,249 @@
+r"""``stsim targets``: does one attention layer represent, learn and generalise in length the
+task's other targets (:mod:`stsim.core.targets`; docs/targets.md, "The study")?
+
+For each target of ``targets`` at ``q``, three parts, each a table under ``raw/`` written by
+:func:`stsim.sweep` (its journal makes a rerun compute only what is missing):
+
+- **represents** (``raw/represents.csv``): the exact construction
+  (:func:`stsim.core.targets.construction`, the ideal attention) on ``n_batches`` batches of
+  256 at ``rep_T``: its largest loss, judged ``< 1e-20``; for the variance also the best
+  readout linear in the attended vector, fitted by least squares on ``n_fit`` samples
+  (:func:`stsim.theory.targets.variance_linear_fit`), its held-out loss against the derived
+  floor ``d(q−1)/q³`` (:func:`~stsim.theory.targets.variance_linear_floor`), judged within
+  ``floor_tol`` of it on its SE.
+- **learns** (``raw/tune.csv``, ``raw/runs.csv``): :func:`stsim.run` at ``T`` from its
+  natural initialisation with the target's features, readout and default plan; the plan's
+  step times each multiplier of ``mults`` on one tuning replicate (root seed
+  ``TUNE_ROOT``) at the full budget (the plan's step count, the same for every
+  multiplier), the lowest final val/L(0) chosen per target (ties to the larger), then ``seeds`` replicates at it: the seed mean of the final val/L(0)
+  judged ``≤ ratio`` on ``seeds − 1`` degrees of freedom (``L(0) = ½E‖target‖²``,
+  :meth:`~stsim.core.targets.Target.zero_loss`).
+- **length generalisation**: the same runs (the default encoding is the stochastic one,
+  ``d_e = 2T``) evaluated at each ``T_test``: the seed mean of val/L(0) judged ``≤ ratio``.
+"""
+from __future__ import annotations
+
+import json
+import math
+import os
+import time
+
+import numpy as np
+
+from stsim.core.targets import make_target
+from stsim.util.validate import check_int, check_real
+from stsim.util.verdict import judge
+
+__all__ = ["NAME", "PRESETS", "check", "run", "analyse", "report", "represents",
+           "represents_checks", "train_one", "choose"]
+
+NAME = "targets"
+TUNE_ROOT = 1          # root seed of the tuning replicate (the reported seeds: root 0)
+EXACT_LOSS = 1e-20     # the construction's loss is below it
+_COMMON = dict(targets=("mean", "moment:2", "moment:3", "variance"), q=3, d=5, batch=256,
+               mults=(0.25, 0.5, 1.0, 2.0), ratio=0.02, rep_T=8, n_batches=3,
+               floor_tol=0.02)
+PRESETS = {"quick": dict(_COMMON, mode="quick", T=20, steps=300, seeds=2,
+                         T_test=(25, 30, 40), n_fit=50_000),
+           "full": dict(_COMMON, mode="full", T=200, steps=0, seeds=3,
+                        T_test=(250, 300, 400), n_fit=200_000)}
+
+
+def check(cfg):
+    """Every setting validated (``ValueError`` naming it) before any work."""
+    for t in cfg["targets"]:
+        if not isinstance(t, str):      # the tables' column: a built-in target's label
+            raise ValueError(f"targets must hold names ('mean', 'moment:k', 'variance'), "
+                             f"got {t!r}")
+        make_target(t)
+    if not cfg["targets"] or len(set(cfg["targets"])) != len(cfg["targets"]):
+        raise ValueError(f"targets must hold distinct targets, got {cfg['targets']}")
+    T = check_int("T", cfg["T"], 3)
+    check_int("q", cfg["q"], 1, T - 1)
+    check_int("rep_T", cfg["rep_T"], cfg["q"] + 1)
+    for key, lo in (("d", 1), ("batch", 1), ("steps", 0), ("seeds", 2), ("n_batches", 1),
+                    ("n_fit", 1000)):
+        check_int(key, cfg[key], lo)
+    check_real("ratio", cfg["ratio"], lo=0.0, hi=1.0, lo_open=True)
+    check_real("floor_tol", cfg["floor_tol"], lo=0.0, hi=1.0, lo_open=True)
+    if not cfg["mults"] or any(not (m > 0 and math.isfinite(m)) for m in cfg["mults"]):
+        raise ValueError(f"mults must be finite numbers > 0, got {cfg['mults']}")
+    for Tt in cfg["T_test"]:
+        check_int("T_test", Tt, cfg["q"] + 1, 2 * T)    # within the d_e = 2T encodings
+    return cfg
+
+
+def _raw(out, name):
+    return os.path.join(out, "raw", name)
+
+
+def represents(target, T, q, d, n_batches, n_fit, seed):
+    """A row of ``raw/represents.csv`` (module docstring); ``fit``/``fit_se`` NaN for a
+    target other than the variance."""
+    from stsim.core.encodings import PEBatch
+    from stsim.core.model import forward_backward
+    from stsim.core.targets import Variance, construction
+    from stsim.theory.targets import variance_linear_fit
+    t = make_target(target)
+    rng = np.random.default_rng(seed)
+    p = construction(t, d, T)
+    head = {"b": p["b"], "Q": p["Q"]} if "Q" in p else None
+    loss = 0.0
+    for _ in range(n_batches):
+        b = t.draw(rng, 256, T, q, d, features=True)
+        loss = max(loss, float(forward_backward(
+            p["W"], p["V"], b.X, b.y, PEBatch(d_e=T, idx=np.arange(T)), target=b.target,
+            readout=head, need_grad=False)[0]))
+    fit, se = (variance_linear_fit(T, q, d, n_fit, seed=seed) if isinstance(t, Variance)
+               else (math.nan, math.nan))
+    return {"construction_loss": loss, "fit": fit, "fit_se": se}
+
+
+def represents_checks(label, row, q, d, tol):
+    """The checks of a ``represents`` row: the construction's loss ``< EXACT_LOSS``
+    (exact); for the variance, ``|fit − floor| ≤ tol·floor`` on the fit's SE."""
+    from stsim.theory.targets import variance_linear_floor
+    out = [judge(f"{label}: the exact construction's loss < {EXACT_LOSS:g}",
+                 row["construction_loss"], "<", EXACT_LOSS,
+                 note="largest over the batches")]
+    if np.isfinite(float(row["fit"])):
+        floor, fit = variance_linear_floor(d, q), float(row["fit"])
+        out.append(dict(judge(
+            f"{label}: the best linear readout's loss is the floor d(q-1)/q^3 = {floor:.6g} "
+            f"(within {tol:g} of it)", abs(fit - floor), "<=", tol * floor,
+            float(row["fit_se"]), note=f"least-squares fit, held-out loss {fit:.6g}"),
+            fit=fit, floor=floor, L0=make_target(label).zero_loss(d, q)))
+    return out
+
+
+def _base(target, T, q, d, batch, T_test):
+    """``(lr, freeze, steps)`` of the target's default plan at this config."""
+    from stsim.core.config import Config
+    plan = Config(T=T, q=q, d=d, batch=batch, T_test=tuple(T_test),
+                  target=target).resolve().resolved.plan
+    return plan.lr.record(), plan.freeze, plan.steps
+
+
+def train_one(target, T, q, d, batch, steps, T_test, mult, seed):
+    """One run (a row of ``raw/tune.csv`` or ``raw/runs.csv``): the final val/L(0) at
+    ``T`` and at each ``T_test`` (``inf`` when not completed), the status, the steps, CPU
+    time and the validation curve (JSON). ``steps`` 0: the default plan's count at
+    multiplier 1 (the same budget at every multiplier; a plan given a step of its own
+    would scale its count with it)."""
+    import stsim
+    from stsim.util.validate import Steps
+    lr, freeze, default_steps = _base(target, T, q, d, batch, T_test)
+    t0 = time.process_time()
+    res = stsim.run(T=T, q=q, d=d, batch=batch, T_test=tuple(T_test), target=target,
+                    seed=seed, progress=False, lr=Steps(lr).scaled(mult).record(),
+                    steps=steps or default_steps,
+                    **({"freeze": tuple(freeze)} if freeze else {}))
+    L0 = make_target(target).zero_loss(d, q)
+    ok = res.status == "completed"
+    h = res.history
+    row = {"run_status": res.status, "steps": int(res.config["steps"]),
+           "rel": res.final("val") / L0 if ok else math.inf,
+           "cpu_time_s": time.process_time() - t0,
+           "curve": json.dumps({"step": [int(s) for s in h["step"]],
+                                "rel": [float(v) / L0 for v in h["val"]]})}
+    for Tt in T_test:
+        row[f"rel_T{Tt}"] = res.final(f"val/T={Tt}") / L0 if ok else math.inf
+    return row
+
+
+def choose(rows) -> dict:
+    """``{target: multiplier}``: the lowest final ``rel`` of the tuning rows (a run not
+    completed or not finite is infinite), ties to the larger multiplier."""
+    best = {}
+    for r in rows:
+        v = float(r["rel"]) if r.get("run_status") == "completed" else math.inf
+        key = (v if math.isfinite(v) else math.inf, -float(r["mult"]))
+        if r["target"] not in best or key < best[r["target"]][0]:
+            best[r["target"]] = (key, float(r["mult"]))
+    return {t: b[1] for t, b in best.items()}
+
+
+def run(cfg, out, executor, log=None):
+    """The three tables under ``raw/`` (module docstring), each a resumable sweep."""
+    from stsim.sweep import read_table, sweep
+    from stsim.util.io import write_json
+    os.makedirs(os.path.join(out, "raw"), exist_ok=True)
+    say, walls, t0 = log or (lambda msg: None), {}, time.time()
+    c = {k: cfg[k] for k in ("T", "q", "d", "batch", "steps")}
+    c["T_test"] = tuple(cfg["T_test"])
+
+    def part(name, fn, points, **kw):
+        t = time.time()
+        sweep(fn, points, executor=executor, out=_raw(out, f"{name}.csv"), **kw)
+        walls[name] = time.time() - t
+        say(f"{name}: {walls[name]:.1f}s")
+
+    part("represents", lambda target, seed: represents(
+        target, cfg["rep_T"], cfg["q"], cfg["d"], cfg["n_batches"], cfg["n_fit"], seed),
+         {"target": list(cfg["targets"])})
+    part("tune", lambda target, mult, seed: train_one(target, mult=mult, seed=seed, **c),
+         {"target": list(cfg["targets"]), "mult": list(cfg["mults"])}, root_seed=TUNE_ROOT)
+    mults = choose(read_table(_raw(out, "tune.csv")))
+    part("runs", lambda target, seed: train_one(target, mult=mults[target], seed=seed, **c),
+         {"target": list(cfg["targets"])}, seeds=cfg["seeds"])
+    write_json(_raw(out, "run.json"), {"wall_time_s": time.time() - t0,
+                                       "wall_time_parts_s": walls, "mults": mults,
+                                       "load_avg": list(os.getloadavg())})
+
+
+def _seed_stats(values):
+    """``(mean, se = s/√n, df = n − 1)`` of the seed values (se NaN for one value)."""
+    v = np.asarray(values, float)
+    se = float(np.std(v, ddof=1) / math.sqrt(v.size)) if v.size > 1 else math.nan
+    return float(np.mean(v)) if v.size else math.nan, se, v.size - 1 if v.size > 1 else None
+
+
+def analyse(cfg, out):
+    """The checks of every part, from the tables under ``raw/`` alone. A run that raised
+    (its row's ``status``) leaves its target's checks of that part inconclusive (measured
+    NaN, the error in the note) and is listed in ``errors``."""
+    from stsim.sweep import read_table
+    tables = {n: read_table(_raw(out, f"{n}.csv")) for n in ("represents", "tune", "runs")}
+    errors = [f"{n}: {r['target']} seed {r['seed']}: {r.get('error')}"
+              for n, rows in tables.items() for r in rows if r["status"] != "ok"]
+    ok = {n: [r for r in rows if r["status"] == "ok"] for n, rows in tables.items()}
+    rep = {r["target"]: r for r in ok["represents"]}
+    mults = choose(ok["tune"])
+    res = {"represents": {}, "learns": {}, "length": {}, "mults": mults, "errors": errors,
+           "diverged": []}
+    for t in cfg["targets"]:
+        failed = [e for e in errors if e.startswith(f"runs: {t} ")]
+        res["represents"][t] = represents_checks(
+            t, rep.get(t, {"construction_loss": math.nan, "fit": math.nan}), cfg["q"],
+            cfg["d"], cfg["floor_tol"])
+        rows = [r for r in ok["runs"] if r["target"] == t]
+        res["diverged"] += [f"{t} seed {r['seed']}" for r in rows
+                            if r["run_status"] != "completed"]
+        for part, key, where in [("learns", "rel", cfg["T"])] + [
+                ("length", f"rel_T{Tt}", Tt) for Tt in cfg["T_test"]]:
+            m, se, df = _seed_stats([math.nan] if failed else [float(r[key]) for r in rows])
+            ck = judge(f"{t}: val/L(0) at T = {where} <= {cfg['ratio']:g} (trained at "
+                       f"T = {cfg['T']}, {len(rows)} seeds, multiplier {mults.get(t)})",
+                       m, "<=", cfg["ratio"], se, df,
+                       note="; ".join(failed) or "seed mean, se = s/sqrt(n)")
+            res[part].setdefault(t, []).append(dict(ck, T=where, n=len(rows)))
+    return res
+
+
+def report(cfg, out, results):
+    """``targets.json`` (every check with se, critical and verdict; the config; the run
+    record), ``represents.png``/``.csv``, ``learns.png`` with ``curves.csv``,
+    ``length.png``/``.csv``, ``report.md``; returns the summary."""
+    from stsim.studies.contract import divergence
+    from stsim.studies.targets.outputs import write_outputs
+    from stsim.util.io import read_json
+    rec = _raw(out, "run.json")
+    record = read_json(rec, "run record") if os.path.isfile(rec) else {}
+    n_runs = len(cfg["targets"]) * cfg["seeds"]
+    div = divergence(results["diverged"], n_runs,
+                     [f"learns: {t}" for t in cfg["targets"]
+                      if not np.isfinite(results["learns"][t][0]["measured"])]
+                     + [f"a run raised: {e}" for e in results["errors"]])
+    summary = dict(results, **div, record=record, config=dict(cfg))
+    write_outputs(cfg, out, summary)
+    return summary

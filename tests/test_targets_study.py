@@ -1,0 +1,118 @@
+"""``stsim targets`` (stsim.studies.targets): the contract, a tiny run end to end, its
+resumption from the journals, each verdict failing on a seeded fault, the command's exit
+statuses."""
+import json
+
+import numpy as np
+import pytest
+
+from stsim.core.targets import Variance
+from stsim.studies import targets
+from stsim.studies.contract import check_study, resolve_config, run_study
+from stsim.studies.targets import study
+
+TINY = {"targets": ["mean", "variance"], "T": 8, "steps": 40, "seeds": 3, "mults": [1.0],
+        "T_test": [10], "n_fit": 2000, "rep_T": 5, "batch": 32}
+FLAGS = [f"--set={k}={v}" for k, v in TINY.items()]
+
+
+@pytest.fixture(scope="module")
+def tiny(tmp_path_factory):
+    out = str(tmp_path_factory.mktemp("t") / "o")
+    return out, run_study(targets, out, mode="quick", overrides=TINY)
+
+
+def test_contract_and_presets():
+    check_study(targets)
+    for mode in ("quick", "full"):
+        resolve_config(targets, mode)
+    for bad, name in [({"q": 0}, "q"), ({"T_test": [41]}, "T_test"), ({"targets": ["x"]},
+                      "target"), ({"mults": [0.0]}, "mults"), ({"seeds": 1}, "seeds"),
+                      ({"targets": [Variance()]}, "targets")]:
+        with pytest.raises(ValueError, match=name):
+            resolve_config(targets, "quick", bad)
+
+
+def test_tiny_run_end_to_end(tiny):
+    out, res = tiny
+    data = json.load(open(f"{out}/targets.json"))
+    assert len(data["checks"]) == 2 + 1 + 2 + 2         # represents, learns, length
+    for c in data["checks"]:
+        assert {"se", "critical", "verdict"} <= set(c) and c["verdict"] in (
+            "held", "failed", "inconclusive")
+    rep = {c["claim"]: c for c in data["checks"] if "construction" in c["claim"]}
+    assert all(c["verdict"] == "held" and c["exact"] for c in rep.values())
+    learns = res["learns"]["mean"][0]
+    assert learns["n"] == 3 and learns["critical"] == pytest.approx(4.303, abs=1e-3)
+    for name in ("report.md", "represents.png", "represents.csv", "learns.png", "curves.csv",
+                 "length.png", "length.csv", "raw/runs.csv", "raw/tune.csv"):
+        assert (tmp := f"{out}/{name}") and open(tmp, "rb").read(1), name
+    assert res["errors"] == [] and res["unmeasured"] == []
+
+
+def test_resumes_from_its_journals(tiny, monkeypatch):
+    out, res = tiny
+    calls = []
+    real = study.train_one
+    monkeypatch.setattr(study, "train_one", lambda *a, **k: calls.append(1) or real(*a, **k))
+    again = run_study(targets, out, mode="quick", overrides=TINY)
+    assert calls == [] and again["learns"] == res["learns"]
+
+
+class WrongVariance(Variance):
+    """A seeded fault: the construction's bias 0.9 for 1."""
+
+    def exact(self, d):
+        return dict(super().exact(d), b=np.full(d, 0.9))
+
+
+def test_represents_checks_fail_on_seeded_faults(monkeypatch):
+    row = study.represents(WrongVariance(), 5, 3, 2, 1, 20_000, 0)
+    assert study.represents_checks("variance", row, 3, 2, 0.02)[0]["verdict"] == "failed"
+    row = study.represents("variance", 5, 3, 2, 1, 20_000, 0)
+    ok = study.represents_checks("variance", row, 3, 2, 0.1)
+    assert [c["verdict"] for c in ok] == ["held", "held"]
+    # the floor with q² for q³ (the non-additive part's E N² without its 1/q)
+    monkeypatch.setattr("stsim.theory.targets.variance_linear_floor",
+                        lambda d, q: d * (q - 1) / q ** 2)
+    assert study.represents_checks("variance", row, 3, 2, 0.1)[1]["verdict"] == "failed"
+
+
+def test_learns_and_length_fail_on_a_seeded_fault(tiny):
+    """The same raw tables judged against a ratio no run reaches (1e-4 of L(0))."""
+    out, _ = tiny
+    cfg = resolve_config(targets, "quick", dict(TINY, ratio=1e-4))
+    res = study.analyse(cfg, out)
+    assert {c["verdict"] for t in TINY["targets"] for p in ("learns", "length")
+            for c in res[p][t]} == {"failed"}
+
+
+def test_every_multiplier_gets_the_plans_budget():
+    """steps 0: the default plan's count at multiplier 1 for every multiplier (a plan given
+    a step of its own scales its count with it: 4500 steps at 1/4, 600 at 2, T = 200)."""
+    rows = [study.train_one("mean", 6, 2, 1, 16, 0, (), m, 0) for m in (0.5, 2.0)]
+    assert rows[0]["steps"] == rows[1]["steps"] == study._base("mean", 6, 2, 1, 16, ())[2]
+
+
+def test_choose_ties_and_failures():
+    rows = [{"target": "a", "mult": 1.0, "rel": 0.1, "run_status": "completed"},
+            {"target": "a", "mult": 2.0, "rel": 0.1, "run_status": "completed"},
+            {"target": "a", "mult": 4.0, "rel": 0.01, "run_status": "diverged"}]
+    assert study.choose(rows) == {"a": 2.0}
+
+
+def test_cli_exit_statuses(tmp_path, monkeypatch, capsys):
+    from stsim.cli import main
+    assert main(["targets", "--set=q=0", "--out", str(tmp_path / "bad")]) == 2
+    out = str(tmp_path / "o")
+    assert main(["targets", *FLAGS, "--set=targets=['mean']", "--workers=1", "--out", out]) == 0
+    assert "checks:" in capsys.readouterr().out
+
+    def boom(*a, **k):
+        raise MemoryError("Unable to allocate 1 GiB")
+    monkeypatch.setattr(study, "train_one", boom)
+    out = str(tmp_path / "e")
+    assert main(["targets", *FLAGS, "--set=targets=['mean']", "--workers=1", "--out", out]) == 1
+    data = json.load(open(f"{out}/targets.json"))
+    assert data["learns"]["mean"][0]["verdict"] == "inconclusive"
+    assert any("MemoryError" in u for u in data["unmeasured"])
