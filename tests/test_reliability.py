@@ -251,6 +251,16 @@ STUDY = ["separation", "--fcn_Ts", "4,8", "--tf_Ts", "4", "--family_Ts", "4,8",
          "--steps", "3000", "--long_steps", "3000", "--long_Ts", "", "--workers", "2"]
 
 
+def _tracker_line(line):
+    """A line of loky's resource-tracker warning about its semaphores at shutdown. Known and
+    open: now and then (2 of 5 full suites on 2026-11-28) a study ended by SIGTERM leaves
+    one pool semaphore registered with loky's tracker, which warns of it as leaked and
+    then finds it already unlinked (FileNotFoundError) — the semaphore itself is gone. The
+    tests of the one-line SIGTERM message set these lines aside; every other line counts."""
+    ours = "resource_tracker" in line and ("semlock" in line or "FileNotFoundError" in line)
+    return ours or line.strip().startswith("warnings.warn(")
+
+
 @pytest.mark.pool
 def test_sigterm_on_a_study_is_one_line_exit_143_and_keeps_the_finished_runs(tmp_path):
     out = tmp_path / "o"
@@ -266,7 +276,8 @@ def test_sigterm_on_a_study_is_one_line_exit_143_and_keeps_the_finished_runs(tmp
         time.sleep(0.1)
     os.kill(proc.pid, signal.SIGTERM)          # as timeout(1) or a scheduler does
     _, err = proc.communicate(timeout=60)
-    lines = err.strip().splitlines()
+    assert "Traceback" not in err, err
+    lines = [line for line in err.strip().splitlines() if not _tracker_line(line)]
     assert proc.returncode == 143 and len(lines) == 1, err
     assert lines[0] == (f"stsim: interrupted (SIGTERM); the finished runs are kept in {out}; "
                         f"rerun the same command to resume")
@@ -381,12 +392,6 @@ BACKGROUND_STUDIES = {   # the command, and the lock its sweep of hours-long run
 }
 
 
-def _tracker_line(line):
-    """A line of loky's resource-tracker warning about its semaphores at shutdown."""
-    ours = "resource_tracker" in line and ("semlock" in line or "FileNotFoundError" in line)
-    return ours or line.strip().startswith("warnings.warn(")
-
-
 @pytest.mark.pool
 @pytest.mark.parametrize("study", [
     "separation",
@@ -419,10 +424,7 @@ def test_sigterm_on_a_background_study_ends_its_running_workers(tmp_path, study)
         pytest.fail("the study did not end on SIGTERM: it waited for its running runs")
     assert proc.returncode == 143, err
     assert "Traceback" not in err, err
-    # Known and open: now and then (1 of 4 fresh-clone suites) loky's resource tracker
-    # also reports one of the pool's semaphores as leaked and then finds it already
-    # unlinked (FileNotFoundError): the semaphore is gone, its registration was not
-    # withdrawn. Those tracker lines are set aside here; every other line still counts.
+    # loky's tracker lines (known, open): set aside, see _tracker_line
     err = "\n".join(line for line in err.splitlines() if not _tracker_line(line))
     assert err.strip().splitlines() == [f"stsim: interrupted (SIGTERM); the finished runs "
                                         f"are kept in {out}; rerun the same command to "
