@@ -1,5 +1,5 @@
 """The FCN's cost model (``stsim.baselines.fcn.fcn_seconds_per_step``, what
-``stsim.core.schedule.estimated_seconds`` uses for ``arch="fcn"``): measured seconds of
+``stsim.core.cost.estimated_seconds`` uses for ``arch="fcn"``): measured seconds of
 one FCN training step over a range of sizes, divided by ``3 × points × parameters`` (one
 forward product and the two of the backward pass), against ``SECONDS_PER_MAC``. Prints
 figures; no assertions.

@@ -8,11 +8,11 @@ import warnings
 import numpy as np
 import pytest
 
-from stsim.core import schedule
 from stsim.core.config import Config
 from stsim.core.reduced import reduced_map, reduced_map_steps
-from stsim.core.schedule import (KAPPA_W, NOISE_W, eta_V_max, eta_W_block, kappa_W,
-                                 wall_seconds)
+from stsim.core import cost, schedule
+from stsim.core.cost import wall_seconds
+from stsim.core.schedule import KAPPA_W, NOISE_W, eta_V_max, eta_W_block, kappa_W
 
 
 def _output(Wee, X, slots, sel, gamma, c):
@@ -109,13 +109,13 @@ def test_wall_seconds_is_its_formula():
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
         cfg = Config.from_options(T=200, q=3)
-    per = schedule.SECONDS_PER_TOKEN_AHEAD * cfg.batch * cfg.T
+    per = cost.SECONDS_PER_TOKEN_AHEAD * cfg.batch * cfg.T
     n_rec = cfg.steps // cfg.eval_every + 2
-    rec = schedule.RECORD_COST * per * cfg.n_val / cfg.batch
+    rec = cost.RECORD_COST * per * cfg.n_val / cfg.batch
     assert wall_seconds(cfg, ahead=True) == pytest.approx(
-        schedule.START_S + cfg.steps * per + n_rec * rec, rel=1e-12)
-    one = schedule.SECONDS_PER_TOKEN * cfg.batch * cfg.T
+        cost.START_S + cfg.steps * per + n_rec * rec, rel=1e-12)
+    one = cost.SECONDS_PER_TOKEN * cfg.batch * cfg.T
     assert wall_seconds(cfg, ahead=False) == pytest.approx(
-        schedule.START_S + cfg.steps * one + n_rec * schedule.RECORD_COST * one * 0.5,
+        cost.START_S + cfg.steps * one + n_rec * cost.RECORD_COST * one * 0.5,
         rel=1e-12)
     assert wall_seconds(cfg, steps=10, ahead=True) < wall_seconds(cfg, ahead=True)

@@ -13,7 +13,7 @@ from stsim.core.encodings import Encoding, PEBatch, StochasticSlots
 from stsim.core.families import _REGISTERED, register_encoding
 from stsim.core.optim import SGD, register_optimizer
 from stsim.core.problem import TransformerProblem, register_arch
-from stsim.core.schedule import estimated_seconds
+from stsim.core.cost import estimated_seconds
 from stsim.util.io import load_npz, save_npz
 
 

@@ -90,7 +90,7 @@ def register_arch(name: str, factory, *, encoding: bool = True, reduced: bool = 
         :meth:`Config.memory_estimate`). None: the transformer's estimate.
     seconds_per_step : callable, optional
         ``seconds_per_step(cfg)``, one core (see
-        :func:`stsim.core.schedule.estimated_seconds`). None: the transformer's cost model.
+        :func:`stsim.core.cost.estimated_seconds`). None: the transformer's cost model.
     shapes : callable, optional
         ``shapes(cfg) -> {name: shape}``, the parameters a run of ``cfg`` has; then
         :func:`stsim.load` refuses a result whose parameters are missing or misshapen

@@ -10,7 +10,7 @@
 * a callable ``progress(step, steps, row)`` — called at every record (``row``: the
   record's ``step``, ``loss`` and metrics);
 * ``None`` (default) — ``True`` for a long run (estimated above :data:`PROGRESS_AFTER_S`
-  on one core, :func:`stsim.core.schedule.estimated_seconds`) in an interactive session
+  on one core, :func:`stsim.core.cost.estimated_seconds`) in an interactive session
   (:func:`interactive_session`), else ``False``.
 
 Anything else is refused (``ValueError``) before the run starts.

@@ -103,6 +103,7 @@ import math
 from dataclasses import dataclass
 
 from stsim.core.attention_dynamics import mechanism_schedule
+from stsim.core.cost import estimated_seconds, wall_seconds
 from stsim.core.model import query_coef
 from stsim.core.optim import REDUCED
 from stsim.core.reduced import MARGIN, MAX_STEPS, reduced_map_steps, step_count
@@ -111,8 +112,8 @@ from stsim.util.warn import warn
 
 __all__ = ["Plan", "plan", "settle", "check_freeze", "eta_max", "eta_V_max", "eta_xe_max", "sample_curvature",
            "eta_W_block", "derived_steps", "FROZEN", "NOISE_W", "KAPPA_W", "kappa_W",
-           "estimated_seconds", "predict", "SGD_ESCAPE_LAG", "SAFETY", "MARGIN",
-           "FALLBACK_STEPS", "LongRunWarning", "wall_seconds"]
+           "predict", "SGD_ESCAPE_LAG", "SAFETY", "MARGIN", "FALLBACK_STEPS",
+           "LongRunWarning"]
 
 SAFETY = 0.5           # lr = SAFETY * eta_max
 #: W's step per unit of B n/(c² q d) with its token rows held (eta_W_block): MEASURED
@@ -123,14 +124,8 @@ NOISE_W = 0.00586
 #: gives is CALIBRATED on single-seed runs (T = 500 and 2000, docs/model.md), not derived
 KAPPA_W = 1.0
 FALLBACK_STEPS = 1000  # steps where nothing is derived
-SECONDS_PER_TOKEN = 1.8e-7   # rough cost of one sample-token of one SGD step (measured, 1 core)
+#: a default schedule expected to take longer (s, stsim.core.cost.wall_seconds) warns
 LONG_RUN_S = 90.0
-#: seconds per sample-token of a step with the batches drawn ahead (index encodings),
-#: MEASURED by the default calls at T = 200 / 500 / 1000 on the nearly idle machine:
-#: 1.56 / 1.73 / 1.57e-7 (docs/model.md, "A step per block", the estimate paragraph)
-SECONDS_PER_TOKEN_AHEAD = 1.6e-7
-START_S = 2.0          # import excluded: building the problem, validation sets, saving
-RECORD_COST = 0.5      # a validation pass over one batch's tokens, in steps (forward only)
 #: online SGD's escape step over the reduced map's (population GD), MEASURED at batch 256
 #: (benchmarks/bench_sgd_lag.py; docs/model.md, "Where the plateau ends")
 SGD_ESCAPE_LAG = ("1.3-1.4x at T <= 50, 1.6x at T = 100, 2.2x at T = 200 (batch 256); "
@@ -147,8 +142,9 @@ class Plan:
     step-size schedule;  eta_max : the stability bound (None for Adam);  escape_step /
     target_step : first step of the reduced map at ``lr`` with loss <= 50% / 2% of L(0)
     (None: not within the horizon, or no reduction);  estimated_s : expected wall time (s)
-    on an idle machine (:func:`wall_seconds`);  explanation : one line;  warning : set when
-    the default run is expected to be long;  note : what a completed run's message adds."""
+    on an idle machine (:func:`~stsim.core.cost.wall_seconds`);  explanation : one line;
+    warning : set when the default run is expected to be long;  note : what a completed
+    run's message adds."""
 
     lr: Steps
     steps: int
@@ -245,61 +241,16 @@ def eta_W_block(q: int, d: int, n: int, c: float = 1.0, batch: int | None = None
     return min(NOISE_W * batch * n / (c * c * q * d), SAFETY * 2.0 * batch / (c * c * KAPPA_W))
 
 
-def estimated_seconds(cfg, steps=None) -> float:
-    """Rough wall time (s, one core) of ``steps`` (default ``cfg.steps``) steps of the
-    resolved config ``cfg`` — the one cost model (the default schedule's warning, the
-    studies' longest-first ordering). Per step: the architecture's own
-    ``seconds_per_step(cfg)`` (:func:`~stsim.core.problem.register_arch`; the FCN's is
-    :func:`stsim.baselines.fcn.fcn_seconds_per_step`), else the transformer's:
-    ``SECONDS_PER_TOKEN`` × points × tokens, a dense encoding costing ``1 + d_e/8`` times
-    an index one."""
-    steps = cfg.steps if steps is None else steps
-    own = cfg.resolved.arch.seconds_per_step
-    if own is not None:
-        return own(cfg) * steps
-    n_tok = cfg.T + (1 if cfg.model == "practical" else 0)
-    batch = cfg.n_train if cfg.objective != "online" else cfg.batch
-    dense = cfg.resolved.encoding.dense
-    per = batch * n_tok * (1 + (cfg.d_e / 8 if dense else 0))
-    return SECONDS_PER_TOKEN * per * steps
-
-
 #: where the measured lag of online SGD and the run times behind the messages are told
 PLATEAU_DOC = "docs/model.md#where-the-plateau-ends"
 
 
-def wall_seconds(cfg, steps=None, ahead=None) -> float:
-    """Expected wall time (s) of ``run`` on the resolved ``cfg`` with ``steps`` steps
-    (default ``cfg.steps``) on an idle machine, the number a long default run's warning
-    quotes: ``START_S`` + steps × (the transformer's sample-tokens × ``SECONDS_PER_TOKEN_AHEAD``
-    when the batches are drawn ahead on a second core, ``ahead=None``: the run's default
-    (:func:`stsim.util.prefetch.prefetch_default`); else :func:`estimated_seconds`' one-core
-    cost) + the validation records (a forward pass over ``n_val`` points at each length,
-    counted as ``RECORD_COST`` of a step per training-batch worth of tokens). Calibrated
-    on the idle 2-core machine (docs/model.md, "A step per block")."""
-    from stsim.util.prefetch import prefetch_default
-    steps = cfg.steps if steps is None else steps
-    if ahead is None:
-        ahead = prefetch_default()
-    one = estimated_seconds(cfg, 1)
-    if cfg.resolved.arch.seconds_per_step is not None or not ahead:
-        per = one
-    else:
-        per = one * SECONDS_PER_TOKEN_AHEAD / SECONDS_PER_TOKEN
-    every = cfg.eval_every or max(1, steps // 100)
-    n_rec = steps // every + 2
-    batch = cfg.n_train if cfg.objective != "online" else cfg.batch
-    lengths = [cfg.T] * (1 + len(cfg.q_test)) + list(cfg.T_test)
-    rec = RECORD_COST * per * cfg.n_val * sum(lengths) / (batch * cfg.T)
-    return START_S + steps * per + n_rec * rec
-
-
 def _long_run_warning(what, estimated_s):
     """The text of the long-default-run warning, two lines: ``what`` takes about
-    ``estimated_s`` (:func:`wall_seconds`); the measurements behind it are in
+    ``estimated_s`` (:func:`~stsim.core.cost.wall_seconds`); the measurements behind it are in
     :data:`PLATEAU_DOC`."""
     return (f"{what}:\n  expect roughly {estimated_s / 60:.0f} min on an idle machine "
-            f"(stsim.core.schedule.wall_seconds); details: {PLATEAU_DOC}")
+            f"(stsim.core.cost.wall_seconds); details: {PLATEAU_DOC}")
 
 
 def _fallback_lr(cfg):

@@ -32,7 +32,7 @@ from stsim.core.problem import make_problem
 from stsim.core.progress import make_progress
 from stsim.core.result import Result
 from stsim.core.assessment import assess_run, divergence_hint
-from stsim.core.schedule import estimated_seconds
+from stsim.core.cost import estimated_seconds
 from stsim.core.seeds import Streams
 from stsim.core.state import RunState
 from stsim.util.malloc import keep_freed_memory, release_freed_memory

@@ -34,7 +34,7 @@ from stsim.util.io import to_jsonable, write_csv
 from stsim.core.config import Config
 from stsim.core.result import Result
 from stsim.core.run import run
-from stsim.core.schedule import estimated_seconds
+from stsim.core.cost import estimated_seconds
 from stsim.studies.contract import MODES
 from stsim.studies.figures.stability import needs_twin
 
@@ -79,7 +79,7 @@ class Job:
         return Job(self.name + TWIN, twin_options(self.options), self.evaluate)
 
     def estimated_seconds(self) -> float:
-        """Its cost on one core (:func:`stsim.core.schedule.estimated_seconds`, the one
+        """Its cost on one core (:func:`stsim.core.cost.estimated_seconds`, the one
         cost model; the long-run warning is silenced: the figures give lr and steps)."""
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")

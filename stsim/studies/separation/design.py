@@ -16,7 +16,7 @@ import numpy as np
 from stsim.baselines.fcn import fcn_param_count
 from stsim.core.config import Config
 from stsim.core.run import run
-from stsim.core.schedule import estimated_seconds
+from stsim.core.cost import estimated_seconds
 from stsim.theory.family import family_search
 from stsim.theory.family import width_grid as _wgrid
 from stsim.util.validate import check_int, check_memory
@@ -212,7 +212,7 @@ def priority(c, cfg):
     """Order of the cells: by T, the FCN before the transformer from T = 32 on (the
     transformer's larger T are covered by the family; its small T check the agreement
     with it), cheaper first within a rank (the one cost model,
-    :func:`stsim.core.schedule.estimated_seconds`)."""
+    :func:`stsim.core.cost.estimated_seconds`)."""
     rank = c["T"] if (c["arch"] == "fcn" or c["T"] <= 16) else 1000 + c["T"]
     opts = _options(c["arch"], c["T"], cfg["d"], c["width"], c["q"], c["steps"], cfg["batch"],
                     cfg["lrs"][0], cfg["n_val"], 0, c["steps"])
