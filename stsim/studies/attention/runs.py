@@ -20,13 +20,13 @@ it gets ``{"W_K": mη_W, "W_Q": mη_W, "V": mη_V}``, its default random initial
 """
 from __future__ import annotations
 
-import json
 import math
 import time
 
 import stsim
 from stsim.core.attention import (ATTENTIONS, MECHANISMS, TAU_RANGE, Attention,
                                   check_temperature)
+from stsim.studies.tuning import choose as choose_by, run_measures
 from stsim.util.validate import Steps, check_int
 
 __all__ = ["TAU_RANGE", "parse_mechanism", "mechanism_label", "base_schedule", "mechanism_options",
@@ -97,35 +97,18 @@ def run_one(mechanism, T, q, d, steps, batch, T_test, seed, mult=1.0, base=None)
                 progress=False, **mechanism_options(mechanism, base_lr, freeze, mult))
     t0 = time.process_time()
     res = stsim.run(**opts)
-    L0 = 0.5 * d / q
-    h = res.history
     lr = Steps(res.config["lr"])
-    ok = res.status == "completed"
-    row = {"run_status": res.status, "mult": float(mult),
-           "lr_W": float(lr.block("W_K" if "W_K" in (lr.names or ()) else "W")),
-           "lr_V": float(lr.block("V")),
-           "freeze": "+".join(res.config.get("freeze", [])) or "none",
-           "steps": int(res.config["steps"]), "init": res.config["init"],
-           "rel": res.final("val") / L0 if ok else math.inf,
-           "cpu_time_s": time.process_time() - t0,
-           "curve": json.dumps({"step": [int(s) for s in h["step"]],
-                                "rel": [float(v) / L0 for v in h["val"]]})}
-    for Tt in T_test:
-        row[f"rel_T{Tt}"] = res.final(f"val/T={Tt}") / L0 if ok else math.inf
-    return row
+    return {"run_status": res.status, "mult": float(mult),
+            "lr_W": float(lr.block("W_K" if "W_K" in (lr.names or ()) else "W")),
+            "lr_V": float(lr.block("V")),
+            "freeze": "+".join(res.config.get("freeze", [])) or "none",
+            "steps": int(res.config["steps"]), "init": res.config["init"],
+            **run_measures(res, 0.5 * d / q, T_test, t0)}
 
 
 def choose(rows) -> dict:
-    """``{mechanism: multiplier}`` from the tuning rows: the lowest final ``rel`` (a
-    diverged, failed or non-finite run is infinite), ties to the larger multiplier."""
-    best = {}
-    for r in rows:
-        v = float(r["rel"]) if r.get("run_status") == "completed" else math.inf
-        v = v if math.isfinite(v) else math.inf
-        key = (v, -float(r["mult"]))
-        if r["mechanism"] not in best or key < best[r["mechanism"]][0]:
-            best[r["mechanism"]] = (key, float(r["mult"]))
-    return {m: b[1] for m, b in best.items()}
+    """``{mechanism: multiplier}`` from the tuning rows (:func:`stsim.studies.tuning.choose`)."""
+    return choose_by(rows, "mechanism")
 
 
 def rank_one(T, q, rank, d, batch, steps, seed):

@@ -23,7 +23,6 @@ For each target of ``targets`` at ``q``, three parts, each a table under ``raw/`
 """
 from __future__ import annotations
 
-import json
 import math
 import os
 import time
@@ -31,6 +30,7 @@ import time
 import numpy as np
 
 from stsim.core.targets import make_target
+from stsim.studies.tuning import choose as choose_by, run_measures
 from stsim.util.validate import check_int, check_real
 from stsim.util.verdict import judge
 
@@ -138,29 +138,13 @@ def train_one(target, T, q, d, batch, steps, T_test, mult, seed):
                     seed=seed, progress=False, lr=Steps(lr).scaled(mult).record(),
                     steps=steps or default_steps,
                     **({"freeze": tuple(freeze)} if freeze else {}))
-    L0 = make_target(target).zero_loss(d, q)
-    ok = res.status == "completed"
-    h = res.history
-    row = {"run_status": res.status, "steps": int(res.config["steps"]),
-           "rel": res.final("val") / L0 if ok else math.inf,
-           "cpu_time_s": time.process_time() - t0,
-           "curve": json.dumps({"step": [int(s) for s in h["step"]],
-                                "rel": [float(v) / L0 for v in h["val"]]})}
-    for Tt in T_test:
-        row[f"rel_T{Tt}"] = res.final(f"val/T={Tt}") / L0 if ok else math.inf
-    return row
+    return {"run_status": res.status, "steps": int(res.config["steps"]),
+            **run_measures(res, make_target(target).zero_loss(d, q), T_test, t0)}
 
 
 def choose(rows) -> dict:
-    """``{target: multiplier}``: the lowest final ``rel`` of the tuning rows (a run not
-    completed or not finite is infinite), ties to the larger multiplier."""
-    best = {}
-    for r in rows:
-        v = float(r["rel"]) if r.get("run_status") == "completed" else math.inf
-        key = (v if math.isfinite(v) else math.inf, -float(r["mult"]))
-        if r["target"] not in best or key < best[r["target"]][0]:
-            best[r["target"]] = (key, float(r["mult"]))
-    return {t: b[1] for t, b in best.items()}
+    """``{target: multiplier}`` from the tuning rows (:func:`stsim.studies.tuning.choose`)."""
+    return choose_by(rows, "target")
 
 
 def run(cfg, out, executor, log=None):

@@ -1,0 +1,38 @@
+"""What the studies' equal tuning shares (``stsim attention``, ``stsim targets``): the
+measures of one trained run, and the multiplier each arm's tuning rows choose."""
+from __future__ import annotations
+
+import json
+import math
+import time
+
+__all__ = ["run_measures", "choose"]
+
+
+def run_measures(res, L0, T_test, t0) -> dict:
+    """The measures of the run ``res`` (a :class:`~stsim.core.result.Result`) for a study's
+    table: ``rel``, its final validation loss over ``L0`` (infinite unless completed), the
+    CPU time since ``t0`` (``time.process_time()`` before the run), the validation curve
+    over ``L0`` as JSON, and ``rel_T<T>`` at each length of ``T_test``."""
+    ok = res.status == "completed"
+    h = res.history
+    row = {"rel": res.final("val") / L0 if ok else math.inf,
+           "cpu_time_s": time.process_time() - t0,
+           "curve": json.dumps({"step": [int(s) for s in h["step"]],
+                                "rel": [float(v) / L0 for v in h["val"]]})}
+    for Tt in T_test:
+        row[f"rel_T{Tt}"] = res.final(f"val/T={Tt}") / L0 if ok else math.inf
+    return row
+
+
+def choose(rows, arm) -> dict:
+    """``{arm: multiplier}`` from the tuning rows (``arm``: the column naming the arm): the
+    lowest final ``rel`` (a diverged, failed or non-finite run is infinite), ties to the
+    larger multiplier."""
+    best = {}
+    for r in rows:
+        v = float(r["rel"]) if r.get("run_status") == "completed" else math.inf
+        key = (v if math.isfinite(v) else math.inf, -float(r["mult"]))
+        if r[arm] not in best or key < best[r[arm]][0]:
+            best[r[arm]] = (key, float(r["mult"]))
+    return {a: b[1] for a, b in best.items()}
