@@ -3,6 +3,7 @@ critical and verdict for every check, analyse-only from the raw table, bad setti
 the verdict rule on seeded values."""
 import json
 
+import numpy as np
 import pytest
 
 from stsim.studies import attention
@@ -114,6 +115,25 @@ def test_width_law_checks_compare_exponents():
     bad = _width_checks({"linear": fit(0.5, 0.48, 0.52)})
     assert bad[0]["verdict"] == "failed"
     assert judged(1.0, 0.0, None, "<=", 0.5, "x")["verdict"] == "failed"
+
+
+def test_width_fits_take_the_located_crossings_not_the_grid_cells():
+    """A series whose crossings lie on 3T (SE 0.1) inside grid cells a factor 2 wide: each
+    point enters the fit as x ± (t_3·se + 1%·x), so the power law's exponent interval is
+    narrow about 1; fed the grid cells alone (the seeded fault) it is several times wider.
+    A row without a crossing keeps its grid cell."""
+    from stsim.studies.attention.widths import fit_interval, width_fits
+    Ts = [8, 16, 32, 64, 128, 256]
+    rows = [{"series": "lin", "T": T, "width": int(2 ** np.ceil(np.log2(3 * T + 1))),
+             "below": int(2 ** np.ceil(np.log2(3 * T + 1)) / 2), "censored": False,
+             "crossing": 3.0 * T, "crossing_se": 0.1} for T in Ts]
+    h = 3.182446 * 0.1 + 0.24
+    assert fit_interval(rows[0]) == pytest.approx((24 - h, 24 + h), rel=1e-6)
+    assert fit_interval({**rows[0], "crossing": float("nan")}) == (16.0, 32.0)
+    a_ci = width_fits(rows)["lin"]["fits"]["power"]["a_ci"]
+    grid = width_fits([{**r, "crossing": float("nan")} for r in rows])["lin"]["fits"]["power"]
+    assert a_ci[0] <= 1.0 <= a_ci[1] and a_ci[1] - a_ci[0] < 0.1
+    assert None in grid["a_ci"] or grid["a_ci"][1] - grid["a_ci"][0] > 3 * (a_ci[1] - a_ci[0])
 
 
 def test_family_rows_take_the_median_replicate():

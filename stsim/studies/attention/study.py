@@ -20,7 +20,6 @@ sample size and a verdict (:func:`verdict`):
 """
 from __future__ import annotations
 
-import json
 import math
 import os
 import time
@@ -362,7 +361,7 @@ def _width_checks(fits):
 
 def analyse(cfg, out) -> dict:
     """Every check, from the tables under ``raw/`` and the exact computations."""
-    from stsim.studies.attention.widths import family_rows, width_fits
+    from stsim.studies.attention.widths import REPLICATES, RTOL, family_rows, width_fits
     from stsim.sweep import read_table
     from stsim.theory.attention import linear_sphere_width
     cfg = _named(cfg)
@@ -422,18 +421,21 @@ def analyse(cfg, out) -> dict:
              for T, w in zip(cfg["width_T"], linear_sphere_width(cfg["width_T"], eps))]
     for r in width_rows:
         if r["series"] == "linear" and not r["censored"]:
-            w = int(linear_sphere_width(r["T"], eps))
-            inside = r["below"] / 2 ** 0.5 < w <= r["width"] * 2 ** 0.5 + 1
-            checks.append(verdict([1.0 if inside else 0.0], ">=", 1.0,
-                                  f"linear attention's Monte-Carlo family width at T="
-                                  f"{r['T']} is within one grid step of the exact {w}",
-                                  note=f"grid cell ({r['below']}, {r['width']}], median of "
-                                       f"{cfg['mc_seeds']} replicate(s)"))
+            T = r["T"]
+            x = (T - 1) * (1 / eps - 1)
+            checks.append(judged(abs(r["crossing"] - x) / x, r["crossing_se"] / x,
+                                 REPLICATES - 1, "<=", 2 * RTOL,
+                                 f"linear attention's located family crossing at T={T} is "
+                                 f"within {2 * RTOL:.0%} of the exact (T - 1)(1/eps - 1) = "
+                                 f"{x:g}", note=f"crossing {r['crossing']:.4g} +- "
+                                 f"{r['crossing_se']:.2g} ({REPLICATES} replicates, "
+                                 f"bisection to {RTOL:.0%}); grid cell ({r['below']}, "
+                                 f"{r['width']}]", n=REPLICATES))
     for (m, T), errs in sorted(werr.items()):
         if m == "linear":
-            checks.append(_incomplete(verdict([math.nan], ">=", 1.0, f"linear attention's "
-                                              f"Monte-Carlo family width at T={T} is within "
-                                              f"one grid step of the exact"), errs))
+            checks.append(_incomplete(verdict([math.nan], "<=", 2 * RTOL, f"linear "
+                                              f"attention's located family crossing at T={T} "
+                                              f"is within {2 * RTOL:.0%} of the exact"), errs))
     fits = width_fits(width_rows + exact)
     by = {m: [e for (s, _), es in werr.items() if s == m for e in es]
           for m in cfg["width_mechs"]}

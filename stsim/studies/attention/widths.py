@@ -2,10 +2,15 @@ r"""The width law of every mechanism in ``stsim attention``: the smallest ``d_e`
 sphere family (``W_ee = aI``, ``V_x = γI``, the best a and γ; :func:`stsim.theory.
 attention.best_mechanism_family_loss`) reaches ``width_target`` · L(0), against T, by
 bisection on the √2 grid of docs/separation.md (one Monte-Carlo replicate per root seed,
-the median over ``mc_seeds`` replicates, as the separation study's family), fitted with
-the separation study's interval-censored growth laws
-(:func:`stsim.studies.separation.analysis.widths_fit`: each width is the grid cell
-``(below, width]``, or censored above the largest grid width).
+the median over ``mc_seeds`` replicates, as the separation study's family) and as a located
+crossing (:func:`stsim.theory.attention.family_crossing`: bisection in ``d_e`` to
+:data:`RTOL`, with an SE from :data:`REPLICATES` Monte-Carlo replicates), fitted with the
+separation study's interval-censored growth laws
+(:func:`stsim.studies.separation.analysis.widths_fit`). Each width enters the fit as the
+interval ``x ± (t·se + RTOL·x)`` around its crossing ``x`` (``t`` the 97.5% Student
+quantile on ``REPLICATES − 1`` degrees of freedom; ``RTOL·x`` bounds the interpolation
+error of the bisection), or, where no crossing was located, as its grid cell
+``(below, width]``, censored above the largest grid width.
 
 Linear attention's law is also exact (docs/attention.md §5), ``⌈(T − 1)(1/ε − 1)⌉``;
 the Monte-Carlo family of linear attention is checked against it. The normalised
@@ -18,7 +23,13 @@ import math
 
 import numpy as np
 
-__all__ = ["width_point", "family_rows", "width_fits"]
+__all__ = ["width_point", "family_rows", "width_fits", "fit_interval", "RTOL", "REPLICATES"]
+
+#: the relative resolution of the bisection that locates a family's crossing
+RTOL = 0.01
+#: Monte-Carlo replicates of the family at each probe of the bisection (the crossing's SE
+#: stands on ``REPLICATES − 1`` degrees of freedom)
+REPLICATES = 4
 
 
 def width_point(mechanism, T, q, target, n_mc, max_width, seed):
@@ -31,8 +42,8 @@ def width_point(mechanism, T, q, target, n_mc, max_width, seed):
     from stsim.theory.attention import family_crossing, mechanism_family_width
     w, below, probes = mechanism_family_width(mechanism, T, q, target,
                                               width_grid(max_width, 2), n_mc, seed)
-    seeds = [int(s) for s in np.random.default_rng(seed).integers(2 ** 62, size=4)]
-    x = family_crossing(mechanism, T, q, target, n_mc, seeds=seeds, cap=max_width)
+    seeds = [int(s) for s in np.random.default_rng(seed).integers(2 ** 62, size=REPLICATES)]
+    x = family_crossing(mechanism, T, q, target, n_mc, seeds=seeds, rtol=RTOL, cap=max_width)
     return {"width": 0 if w is None else int(w), "below": int(below),
             "censored": int(w is None),
             "crossing": math.nan if x is None else x["d_e"],
@@ -66,20 +77,32 @@ def family_rows(table) -> list:
     return out
 
 
+def fit_interval(row) -> tuple:
+    """``(lower, upper)``: where a row's width lies, as the fits take it (module docstring):
+    ``x ± (t·se + RTOL·x)`` around a located crossing ``x``; else the grid cell
+    ``(below, width]`` (``width`` the largest grid width tried where censored)."""
+    from scipy.stats import t as student_t
+    x, se = float(row.get("crossing", math.nan)), float(row.get("crossing_se", math.nan))
+    if row["censored"] or not (math.isfinite(x) and math.isfinite(se)) or se == 0:
+        return float(row["below"]), float(row["width"])
+    h = float(student_t.ppf(0.975, REPLICATES - 1)) * se + RTOL * x
+    return max(x - h, 0.0), x + h
+
+
 def width_fits(rows) -> dict:
     """The separation study's interval-censored growth-law fits of each series with at
-    least 5 points (3 bounded above): ``{series: {"ranking": [...], "fits": {...}}}``;
-    a series with fewer is left out (its rows are still published)."""
+    least 5 points (3 bounded above), each point its :func:`fit_interval`:
+    ``{series: {"ranking": [...], "fits": {...}}}``; a series with fewer is left out (its
+    rows are still published)."""
     from stsim.studies.separation.analysis import widths_fit
     fits = {}
     for series in sorted({r["series"] for r in rows}):
         pts = [r for r in rows if r["series"] == series]
         if sum(not p["censored"] for p in pts) < 3 or len(pts) < 5:
             continue
-        c = widths_fit(np.array([p["T"] for p in pts], float),
-                        np.array([p["width"] for p in pts], float),
-                        np.array([p["censored"] for p in pts], bool),
-                        np.array([p["below"] for p in pts], float))
+        lo, up = np.array([fit_interval(p) for p in pts], float).T
+        c = widths_fit(np.array([p["T"] for p in pts], float), up,
+                        np.array([p["censored"] for p in pts], bool), lo)
         fits[series] = {"ranking": list(c.get("ranking", [])),
                         "fits": {k: {kk: (v.tolist() if isinstance(v, np.ndarray) else v)
                                      for kk, v in f.items()}
