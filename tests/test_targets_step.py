@@ -1,4 +1,4 @@
-"""The default step of each target (docs/targets.md, "The default step of each target"):
+"""The default step of each target (docs/targets.md, "Default step"):
 the targets' fourth moments by Gauss–Hermite quadrature, the batch terms they enter
 (stsim.core.schedule.fourth_excess) against the expectations they are derived from, the
 plan decided by the schedule from the target's facts, and cos_W / cos_V against the

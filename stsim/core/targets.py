@@ -44,7 +44,7 @@ __all__ = ["Target", "Mean", "Moment", "Variance", "TARGETS", "READOUTS", "MAX_O
 READOUTS = ("linear", "quadratic")
 MAX_ORDER = 8      # the highest Hermite order of "moment:k" (E h_k⁴ grows like 3^k)
 #: the quadratic readout's b and Q at 1/20 of V's step: MEASURED on the variance (T = 50,
-#: q = 3, seeds 0-1; docs/targets.md, "The default step of each target")
+#: q = 3, seeds 0-1; docs/targets.md, "Default step")
 HEAD_STEPS = {"b": 0.05, "Q": 0.05}
 
 
@@ -73,8 +73,8 @@ class Target:
     #: the readout's own blocks' steps as factors of V's (the quadratic readout's ``b``,
     #: ``Q``): the variance's measured ones unless a target gives its own
     head_steps = HEAD_STEPS
-    #: where the default step was measured (docs/targets.md, "The default step of each
-    #: target"); None: not measured
+    #: where the default step was measured (docs/targets.md, "Default step"); None: not
+    #: measured
     measured = None
 
     def settings(self) -> dict:
@@ -209,8 +209,8 @@ class Variance(Target):
     name = "variance"
     readout = "quadratic"
     orthonormal = True
-    #: MEASURED at T = 50, q = 3, seeds 0 and 1 (docs/targets.md, "The default step of
-    #: each target"): W and V at the plan's steps on dim φ, b and Q at 1/20 of V's
+    #: MEASURED at T = 50, q = 3, seeds 0 and 1 (docs/targets.md, "Default step"): W and
+    #: V at the plan's steps on dim φ, b and Q at 1/20 of V's
     measured = "T=50, q=3, seeds 0-1 (docs/targets.md)"
 
     def feature_dim(self, d):
