@@ -134,7 +134,8 @@ from stsim.core.reduced import MARGIN, MAX_STEPS, reduced_map_steps, step_count
 from stsim.util.validate import Steps, check_int
 from stsim.util.warn import warn
 
-__all__ = ["Plan", "plan", "settle", "check_freeze", "eta_max", "eta_V_max", "eta_xe_max", "sample_curvature",
+__all__ = ["Plan", "plan", "settle", "check_freeze", "eta_max", "eta_V_max", "eta_xe_max",
+           "sample_curvature", "fourth_excess",
            "eta_W_block", "derived_steps", "FROZEN", "NOISE_W", "KAPPA_W", "kappa_W",
            "predict", "SGD_ESCAPE_LAG", "SAFETY", "MARGIN", "FALLBACK_STEPS",
            "LongRunWarning"]

@@ -9,7 +9,8 @@ value feature map ``φ`` the tokens carry and its dimension (the model's token i
 attention, whether it is separable, the population moments of ``φ``, the exact
 construction that represents it, and the facts its run's default step is derived from
 (its effective ``d``, its features' fourth moments, its readout's steps; the step itself
-is decided by :func:`stsim.core.schedule.plan`). Nothing else branches on its name. Built-ins (:data:`TARGETS`; ``target=`` of :func:`stsim.run` takes ``"mean"``,
+is decided by :func:`stsim.core.schedule.plan`). Nothing else branches on its name.
+Built-ins (:data:`TARGETS`; ``target=`` of :func:`stsim.run` takes ``"mean"``,
 ``"moment:k"``, ``"variance"`` or an object)::
 
     target      value (elementwise)                      φ(x)             dim φ  readout
@@ -39,7 +40,8 @@ from stsim.core.task import Batch, draw_subsets, sts_target
 from stsim.util.validate import check_int
 
 __all__ = ["Target", "Mean", "Moment", "Variance", "TARGETS", "READOUTS", "MAX_ORDER",
-           "make_target", "target_of", "resolve_target", "hermite", "construction", "HEAD_STEPS"]
+           "make_target", "target_of", "resolve_target", "hermite", "construction",
+           "HEAD_STEPS"]
 
 READOUTS = ("linear", "quadratic")
 MAX_ORDER = 8      # the highest Hermite order of "moment:k" (E h_k⁴ grows like 3^k)
@@ -153,6 +155,7 @@ class Target:
         if type(self).features is not Target.features:
             return None
         return float(d + 2), float(d * (d + 2))
+
 
 class Mean(Target):
     """The paper's target ``(1/q) Σ_{j∈y} x_j``; ``φ(x) = x``, the linear readout."""
