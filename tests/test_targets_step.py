@@ -199,6 +199,8 @@ def test_runs_record_cosines_against_their_target():
     va = stsim.run(T=12, q=2, steps=20, batch=16, target="variance", progress=False)
     assert "cos_V" not in va.history and "cos_W" in va.history
     assert va.info["cos_V"] == NO_COS_V and NO_COS_V in va.summary()
+    labels = [ln.get_label() for ln in va.plot().axes[2].get_lines()]
+    assert labels == ["cos(W, W*)"]                 # the figure draws what is recorded
     mean = stsim.run(T=12, q=2, steps=20, batch=16, progress=False)
     assert "cos_V" in mean.history and "cos_V" not in mean.info
 
