@@ -27,7 +27,7 @@ from typing import Callable
 import numpy as np
 
 from stsim.core.encodings import sample_checked
-from stsim.core.model import cosine_to_target, forward_backward_unchecked
+from stsim.core.model import NO_COS_V, cosine_to_target, forward_backward_unchecked, unique_V
 from stsim.core.seeds import Streams
 from stsim.core.targets import target_of
 
@@ -268,10 +268,6 @@ class TransformerProblem(Problem):
         self.rank = getattr(cfg, "rank", None)
         self.target = target_of(cfg)         # the task's target (stsim.core.targets)
         self.m = self.target.feature_dim(cfg.d)
-        try:                                 # cos_V: against the target's construction
-            self._V_star = self.target.exact(cfg.d)["V_x"]       # V* = [V_x*, 0]
-        except NotImplementedError:
-            self._V_star = None
         super().__init__(cfg, streams)
 
     def _draw(self, rng, B, T, q):
@@ -327,21 +323,25 @@ class TransformerProblem(Problem):
         return params["W"] if self.rank is None else params["W_K"].T @ params["W_Q"]
 
     def metrics(self, params):
-        """``cos_W``, ``cos_V`` (of ``W_Kᵀ W_Q`` for a key/query pair) and the objective's
-        own metrics."""
+        """``cos_W``, ``cos_V`` against the target's construction (of ``W_Kᵀ W_Q`` for a
+        key/query pair; no ``cos_V`` where it is not unique,
+        :func:`~stsim.core.model.cosine_to_target`) and the objective's own metrics."""
         out = {}
-        out["cos_W"], out["cos_V"] = cosine_to_target(self.merged_W(params), params["V"],
-                                                      self.m)
-        if not self.target.paper:           # V against the target's construction
-            out["cos_V"] = _cosine(params["V"], self._V_star) if self._V_star is not None \
-                else float("nan")
+        out["cos_W"], cos_V = cosine_to_target(self.merged_W(params), params["V"], self.cfg.d,
+                                               self.target)
+        if cos_V is not None:               # None: no unique construction (NO_COS_V)
+            out["cos_V"] = cos_V
         if self.population is not None:
             out.update(self.population.metrics(params["W"], params["V"]))
         return out
 
     def info(self):
-        """``{"encoding": …}``: the encoding's description (e.g. the near-orthogonal δ)."""
-        return {"encoding": self.enc.describe()}
+        """``{"encoding": …}``: the encoding's description (e.g. the near-orthogonal δ);
+        ``"cos_V"``: why none is recorded, where none is (:data:`~stsim.core.model.NO_COS_V`)."""
+        out = {"encoding": self.enc.describe()}
+        if not self.target.paper and unique_V(self.target, self.cfg.d) is None:
+            out["cos_V"] = NO_COS_V
+        return out
 
 
 def transformer_shapes(cfg, d_e=None) -> dict:
@@ -358,14 +358,6 @@ def transformer_shapes(cfg, d_e=None) -> dict:
     if t.readout == "quadratic":
         out.update(b=(o,), Q=(o, m, m))
     return out
-
-
-def _cosine(A, B) -> float:
-    """``<A, [B, 0]>/(|A|_F |B|_F)`` for ``B`` of ``A``'s first columns (0 if A = 0, NaN
-    if A holds a non-finite entry)."""
-    n = np.linalg.norm(A)
-    return float("nan") if not np.isfinite(n) else 0.0 if n == 0 else \
-        float(np.sum(A[:, :B.shape[1]] * B) / (n * np.linalg.norm(B)))
 
 
 def transformer_blocks(cfg) -> dict:

@@ -356,7 +356,8 @@ class Result:
                          if L0 > 0 else f"{key}: {L0:.4g} -> {L1:.4g}")
         cos = [f"{k}={float(h[k][-1]):.4f}" for k in ("cos_W", "cos_V") if len(h.get(k, ()))]
         if cos:
-            lines.append("  ".join(cos))
+            lines.append("  ".join(cos) + (f"  ({self.info['cos_V']})" if "cos_V" in self.info
+                                           else ""))
         if "wall_time_s" in self.info:
             lines.append(f"wall time: {self.info['wall_time_s']:.1f} s")
         return "\n".join(lines)

@@ -73,6 +73,30 @@ single-seed runs (docs/model.md, "A step per block": T = 500, n = 4000 failed at
 the second binding for ``n > q d/NOISE_W`` (2 560 at q = 3, d = 5; any B, c). Used, with
 ``freeze = ("W_xx", "W_xe")``, when ``η_W`` exceeds the single step.
 
+**Heavy tails** (another target's features ``φ``, ``m = dim φ``, ``E φ = 0``,
+``E φφᵀ = I``: :func:`fourth_excess`). The Gaussian fourth moment above enters two batch
+terms. (i) V: with independent tokens and weights ``s``,
+``E[|h_φ|² (h_φ·e)²] = (m + 2) S₂² + S₄ (M_V − m − 2)``, ``M_V = E[|φ|² (eᵀφ)²]``
+(largest over unit ``e``), ``S₄ = Σ s_i⁴ = 1/q³`` at the solution, so V's ``κ`` gains
+``ε_V/q²``, ``ε_V = M_V − (m + 2)``. (ii) ``W_ee``: the mean square of one sample's output
+Gram ``J Jᵀ = c² q γ² Φ A Φᵀ`` (``A = Σ_s²``, ``Φ`` the features of the tokens) per unit
+of its mean, ``E tr((JJᵀ)²)/E tr(JJᵀ)``, is the Gaussian one plus
+``c² q γ² ε₄ Σ_i A_ii²/(m tr A)``, ``ε₄ = E|φ|⁴ − m(m + 2)``; at the solution
+(``A = (I − J/q)/q²`` on the selected tokens) that is ``c² ε_W``,
+``ε_W = ε₄ (q − 1)/(m q²)``, added to W_ee's calibrated ``KAPPA_W`` in the cap. Both are
+0 for Gaussian features (the mean: unchanged); ``moment:3`` (``E h_3⁴ = 93``):
+``ε_V = 90``, ``ε_W = 20`` at ``d = 5``, ``q = 3``. Derived; the cap they scale stays
+calibrated, and the plateau-noise rule (``NOISE_W``) keeps its Gaussian measurement.
+
+**Another target** (:mod:`stsim.core.targets`; the paper's mean is the rest of this
+docstring) asks the target for facts only: the reduced dynamics run at its
+``effective_dim`` (``‖A‖²_F``: ``dim φ`` for a separable target with orthonormal
+features), its :meth:`~stsim.core.targets.Target.fourth_moments` enter the batch terms
+(*Heavy tails*), W's token rows are held at 0 unless ``freeze`` is given (the derivation's
+``W_xe = 0``), and the quadratic readout's ``b``, ``Q`` take its ``head_steps`` times V's
+step. The run's message says whether that is derived, measured (``Target.measured``) or
+neither (:func:`_target_note`).
+
 **Step count.** The reduced map is run at the chosen lr from zero; ``t_2%`` is its first step
 with ``L ≤ 2% · L(0)``; the default ``steps = 2 · t_2%`` (rounded up to 100): the margin
 covers online SGD's lag behind the population map (:data:`SGD_ESCAPE_LAG` with W's token
@@ -110,7 +134,8 @@ from stsim.core.reduced import MARGIN, MAX_STEPS, reduced_map_steps, step_count
 from stsim.util.validate import Steps, check_int
 from stsim.util.warn import warn
 
-__all__ = ["Plan", "plan", "settle", "check_freeze", "eta_max", "eta_V_max", "eta_xe_max", "sample_curvature",
+__all__ = ["Plan", "plan", "settle", "check_freeze", "eta_max", "eta_V_max", "eta_xe_max",
+           "sample_curvature", "fourth_excess",
            "eta_W_block", "derived_steps", "FROZEN", "NOISE_W", "KAPPA_W", "kappa_W",
            "predict", "SGD_ESCAPE_LAG", "SAFETY", "MARGIN", "FALLBACK_STEPS",
            "LongRunWarning"]
@@ -176,12 +201,14 @@ def _reduction(cfg):
     return None, False, f"the {spec.label} encoding (no reduced_n or approx_reduced_n)"
 
 
-def sample_curvature(q: int, d: int, c: float = 1.0, token_rows: bool = True) -> float:
+def sample_curvature(q: int, d: int, c: float = 1.0, token_rows: bool = True,
+                     excess: float = 0.0) -> float:
     """``κ``: the curvature one sample puts on the output at the solution, per output
     dimension, summed over the blocks a step moves (module docstring, *Stability with a
-    batch*): ``(d + 2)/q`` (V, with the Gaussian fourth moment) ``+ c²(q−1)/q`` (``W_ee``)
+    batch*): ``(d + 2 + ε_V/q)/q`` (V; ``excess`` ``ε_V``: the features' fourth moment
+    beyond the Gaussian's, :func:`fourth_excess`) ``+ c²(q−1)/q`` (``W_ee``)
     ``+ c²(q−1)(q+d)/q`` (``W_xe``, when W's token rows move)."""
-    k = (d + 2.0) / q + c * c * (q - 1.0) / q
+    k = (d + 2.0 + excess / q) / q + c * c * (q - 1.0) / q
     return k + (c * c * (q - 1.0) * (q + d) / q if token_rows else 0.0)
 
 
@@ -202,43 +229,65 @@ def kappa_W(a: float, gamma: float, T: int, q: int, c: float = 1.0) -> float:
 
 
 def eta_V_max(q: int, d: int, batch: int | None = None, c: float = 1.0,
-              token_rows: bool = True) -> float:
+              token_rows: bool = True, excess: float = 0.0) -> float:
     """V's bound ``2/(1/q + κ/B)`` (``2q`` for the population, ``batch=None``; ``κ``:
-    :func:`sample_curvature`): the mean-square stability of the step along V at the
-    solution, where V's population curvature is ``S₂ = 1/q``."""
+    :func:`sample_curvature`, with ``excess``): the mean-square stability of the step
+    along V at the solution, where V's population curvature is ``S₂ = 1/q``."""
     if batch is None:
         return 2.0 * q
-    return 2.0 / (1.0 / q + sample_curvature(q, d, c, token_rows) / batch)
+    return 2.0 / (1.0 / q + sample_curvature(q, d, c, token_rows, excess) / batch)
 
 
-def eta_xe_max(q: int, d: int, n: int, c: float = 1.0, batch: int | None = None) -> float:
+def eta_xe_max(q: int, d: int, n: int, c: float = 1.0, batch: int | None = None,
+               excess: float = 0.0) -> float:
     """W's transverse bound ``2/(λ_xe + κ/B)``, ``λ_xe = c²(q−1)(q+d)/n`` (``2/λ_xe`` for
-    the population); ``inf`` for ``q = 1`` (no transverse curvature)."""
+    the population; ``κ`` with ``excess``); ``inf`` for ``q = 1`` (no transverse
+    curvature)."""
     if q <= 1:
         return math.inf
     lam = c * c * (q - 1) * (q + d) / n
-    return 2.0 / lam if batch is None else 2.0 / (lam + sample_curvature(q, d, c) / batch)
+    return 2.0 / lam if batch is None else \
+        2.0 / (lam + sample_curvature(q, d, c, excess=excess) / batch)
 
 
-def eta_max(q: int, d: int, n: int, c: float = 1.0, batch: int | None = None) -> float:
+def eta_max(q: int, d: int, n: int, c: float = 1.0, batch: int | None = None,
+            excess: float = 0.0) -> float:
     """The largest stable single step, ``min(η_V, η_xe)``: ``min(2q, 2n/(c²(q−1)(q+d)))``
     for the population (``batch=None``); for minibatches of ``B``,
-    ``2/(max(1/q, λ_xe) + κ/B)`` (module docstring); ``n = T`` (onehot) or ``d_e``
-    (slots)."""
-    return min(eta_V_max(q, d, batch, c), eta_xe_max(q, d, n, c, batch))
+    ``2/(max(1/q, λ_xe) + κ/B)`` (module docstring; ``κ`` with the features' ``excess``
+    ``ε_V``, :func:`fourth_excess`); ``n = T`` (onehot) or ``d_e`` (slots)."""
+    return min(eta_V_max(q, d, batch, c, excess=excess),
+               eta_xe_max(q, d, n, c, batch, excess))
 
 
-def eta_W_block(q: int, d: int, n: int, c: float = 1.0, batch: int | None = None) -> float:
+def eta_W_block(q: int, d: int, n: int, c: float = 1.0, batch: int | None = None,
+                excess: float = 0.0) -> float:
     """W's own step when its token rows are held at 0 (module docstring, *A step per
-    block*): ``min(NOISE_W · B n/(c² q d), SAFETY · 2B/(c² KAPPA_W))`` — the smaller of
-    the step whose minibatch noise in ``W_ee`` stays well below the 2% level over the
-    plateau (MEASURED constant :data:`NOISE_W`) and half W_ee's mean-square bound
+    block*): ``min(NOISE_W · B n/(c² q d), SAFETY · 2B/(c² (KAPPA_W + ε_W)))`` — the
+    smaller of the step whose minibatch noise in ``W_ee`` stays well below the 2% level
+    over the plateau (MEASURED constant :data:`NOISE_W`) and half W_ee's mean-square bound
     ``2B/κ_W`` during the descent (``κ_W ≤ c² KAPPA_W``; the cap is calibrated, not
-    derived, module docstring); ``inf`` for the
+    derived, module docstring); ``excess`` ``ε_W``: what the features' fourth moment
+    adds to it beyond the Gaussian's (:func:`fourth_excess`); ``inf`` for the
     population."""
     if batch is None:
         return math.inf
-    return min(NOISE_W * batch * n / (c * c * q * d), SAFETY * 2.0 * batch / (c * c * KAPPA_W))
+    return min(NOISE_W * batch * n / (c * c * q * d),
+               SAFETY * 2.0 * batch / (c * c * (KAPPA_W + excess)))
+
+
+def fourth_excess(target, d: int, q: int) -> tuple:
+    """``(ε_V, ε_W)``: what the fourth moments of ``target``'s features (its
+    :meth:`~stsim.core.targets.Target.fourth_moments` ``(M_V, M_4)``, ``m = dim φ``) add,
+    beyond Gaussian features, to one sample's curvature at the solution (module docstring,
+    *Heavy tails*): ``ε_V = M_V − (m + 2)`` to V's ``κ`` (as ``ε_V/q²``) and
+    ``ε_W = (M_4 − m(m + 2))(q − 1)/(m q²)`` to W_ee's ``κ_W/c²``; ``(0, 0)`` for
+    Gaussian features, or when the target does not know its moments (then assumed)."""
+    mom = None if target is None else target.fourth_moments(d)
+    if mom is None:
+        return 0.0, 0.0
+    m = target.feature_dim(d)
+    return mom[0] - (m + 2.0), (mom[1] - m * (m + 2.0)) * (q - 1.0) / (m * q * q)
 
 
 #: where the measured lag of online SGD and the run times behind the messages are told
@@ -298,6 +347,41 @@ def _batch(cfg):
 FROZEN = ("W_xx", "W_xe")
 
 
+def _target(cfg):
+    """The run's target (:mod:`stsim.core.targets`) when its plan is not the mean task's
+    own — a target other than the paper's, on an architecture with reduced dynamics —
+    else None."""
+    t = getattr(cfg.resolved, "target", None)
+    return None if t is None or t.paper or not cfg.resolved.arch.reduced else t
+
+
+def _task_dim(cfg) -> int:
+    """The ``d`` of the mean task whose reduced dynamics the run's are: ``cfg.d``, or the
+    target's :meth:`~stsim.core.targets.Target.effective_dim`."""
+    t = _target(cfg)
+    return cfg.d if t is None else t.effective_dim(cfg.d)
+
+
+def _target_note(cfg, t, s) -> str:
+    """What a run's message says of its step for the target ``t`` (derived, measured, or
+    neither; module docstring, *Another target*)."""
+    m, (e_V, e_W) = t.feature_dim(cfg.d), fourth_excess(t, cfg.d, cfg.q)
+    tails = (f", the batch terms with its features' fourth moments (eps_V = {e_V:.4g}, "
+             f"eps_W = {e_W:.4g})" if t.fourth_moments(cfg.d) is not None else
+             ", the batch terms with Gaussian fourth moments of phi (assumed: the target "
+             "gives no fourth_moments)")
+    if t.measured:
+        how = f"lr {s.lr} and steps measured on {t.measured}"
+    elif t.separable and t.orthonormal and t.readout == "linear":
+        how = (f"lr and steps derived: the mean task's with d replaced by "
+               f"||A||^2 = {t.effective_dim(cfg.d)} (dim phi = {m})" + tails)
+    else:
+        how = (f"lr {s.lr} and steps neither derived nor measured: the mean task's on dim "
+               f"phi = {m}" + (", b and Q at the variance's measured factors"
+                               if t.readout == "quadratic" else "") + " (give lr and steps)")
+    return f"target {t.label}: {how}"
+
+
 def derived_steps(cfg, n, blocks=True):
     """``(lr, freeze, note)`` derived for SGD on the resolved ``cfg`` with the reduced map's
     ``n``: with ``blocks`` and minibatches, a step per block ``{"W": η_W, "V": η_V}`` and
@@ -305,20 +389,25 @@ def derived_steps(cfg, n, blocks=True):
     single step ``SAFETY · eta_max`` (module docstring)."""
     c = query_coef(cfg.query, cfg.q)
     B = _batch(cfg)
+    t, d = _target(cfg), _task_dim(cfg)
+    e_V, e_W = fourth_excess(t, cfg.d, cfg.q)
     half = cfg.model == "practical" and cfg.query == "sum"
-    single = SAFETY * eta_max(cfg.q, cfg.d, n, c, B) * (0.5 if half else 1.0)
+    single = SAFETY * eta_max(cfg.q, d, n, c, B, e_V) * (0.5 if half else 1.0)
     note = "eta_max/2" + (" x 1/2 (practical/sum: measured, not derived)" if half else "")
     if not blocks or B is None:
         return single, (), note
-    lr_V = SAFETY * eta_V_max(cfg.q, cfg.d, B, c, token_rows=False) * (0.5 if half else 1.0)
-    lr_W = eta_W_block(cfg.q, cfg.d, n, c, B)
+    lr_V = SAFETY * eta_V_max(cfg.q, d, B, c, False, e_V) * (0.5 if half else 1.0)
+    lr_W = eta_W_block(cfg.q, d, n, c, B, e_W)
     if lr_W <= single:
         return single, (), note
-    rule = (f"{NOISE_W:g} B n/(c^2 q d)" if lr_W < SAFETY * 2.0 * B / (c * c * KAPPA_W)
-            else "B/c^2 (calibrated on single-seed runs at T = 500 and 2000, docs/model.md)")
+    rule = (f"{NOISE_W:g} B n/(c^2 q d)" if lr_W < SAFETY * 2.0 * B / (c * c * (KAPPA_W + e_W))
+            else "B/c^2 (calibrated on single-seed runs at T = 500 and 2000, docs/model.md)"
+            if not e_W else f"B/(c^2 (1 + eps_W)), eps_W = {e_W:.4g} (the features' fourth "
+                            f"moment; the cap B/c^2 calibrated on Gaussian tokens)")
     return {"W": lr_W, "V": lr_V}, FROZEN, (
         f"a step per block: W {lr_W:.4g} = {rule} with W's token rows "
-        f"{'+'.join(FROZEN)} held at 0, V {lr_V:.4g} = eta_V/2" + (" x 1/2" if half else ""))
+        f"{'+'.join(FROZEN)} held at 0, V {lr_V:.4g} = eta_V/2" + (" x 1/2" if half else "")
+        + (f" (eps_V = {e_V:.4g}: the features' fourth moment)" if e_V else ""))
 
 
 def predict(cfg, lr=None, steps=None, blocks=False) -> Plan:
@@ -355,12 +444,13 @@ def predict(cfg, lr=None, steps=None, blocks=False) -> Plan:
                                           "steps", s.estimated_s)
         return s
     B = _batch(cfg)
-    em = eta_max(cfg.q, cfg.d, n, c, B)
+    d = _task_dim(cfg)
+    em = eta_max(cfg.q, d, n, c, B, fourth_excess(_target(cfg), cfg.d, cfg.q)[0])
     att = cfg.resolved.attention
     if att is not None and not (att.paper and cfg.rank is None):   # another mechanism
         d_lr = SAFETY * em if opt.lr == REDUCED else opt.lr
         use_lr, d_steps, expl = mechanism_schedule(
-            att, cfg.rank, cfg.T, cfg.q, cfg.d, n, c, cfg.model == "practical",
+            att, cfg.rank, cfg.T, cfg.q, d, n, c, cfg.model == "practical",
             d_lr, lr=None if lr is None else lr.record(), steps=steps,
             dense=cfg.resolved.encoding.dense, d_e=cfg.d_e)
         return Plan(lr=Steps(use_lr), steps=d_steps, explanation=expl,
@@ -373,7 +463,7 @@ def predict(cfg, lr=None, steps=None, blocks=False) -> Plan:
     use_lr = Steps(d_lr, check=False) if lr is None else lr     # derived: finite, > 0
     practical = cfg.model == "practical"
     horizon = MAX_STEPS
-    esc, tgt = reduced_map_steps(cfg.T, cfg.q, cfg.d, use_lr, n, c=c, practical=practical,
+    esc, tgt = reduced_map_steps(cfg.T, cfg.q, d, use_lr, n, c=c, practical=practical,
                                  max_steps=horizon) if n >= 2 else (None, None)
     margin = MARGIN if exact else 1.5 * MARGIN
     d_steps = step_count(tgt, margin) if steps is None else steps
@@ -417,7 +507,9 @@ def plan(cfg, noted=False) -> Plan:
     ``steps`` to the default (:func:`settle`; where nothing is derived, the run's message
     then says so); the message says what a step does beyond the paper's (``note``,
     :func:`_note`). A long default schedule warns (:class:`LongRunWarning`)."""
-    arch, given = cfg.resolved.arch, cfg.freeze
+    arch, given, t = cfg.resolved.arch, cfg.freeze, _target(cfg)
+    if t is not None and given is None:     # the target's reduction holds W_xe = 0
+        given = FROZEN
     blocks = tuple(arch.blocks(cfg)) if arch.blocks is not None else ()
     s, default = Plan(Steps(cfg.lr) if cfg.lr is not None else None, cfg.steps), ()
     if cfg.lr is None or cfg.steps is None:     # derived from the reduced dynamics
@@ -429,6 +521,13 @@ def plan(cfg, noted=False) -> Plan:
     s.freeze = tuple(b for b in blocks if b in set(given or ()) | set(default))   # merged
     s.lr_decay = cfg.lr_decay or (cfg.resolved.optimizer.decay if cfg.lr is None else "none")
     s.note = _note(cfg, s.lr, s.freeze, noted)
+    if t is not None and cfg.lr is None and t.readout == "quadratic":   # b, Q: x V's step
+        base = s.lr.record()
+        lr = dict(base) if isinstance(base, dict) else {"W": base, "V": base}
+        lr.update({k: lr["V"] * f for k, f in t.head_steps.items()})
+        s.lr = Steps(lr)
+    if t is not None and noted:
+        s.note = (s.note + "; " if s.note else "") + _target_note(cfg, t, s)
     return s
 
 
@@ -436,7 +535,7 @@ def settle(cfg) -> Plan:
     """The plan of the config ``cfg`` that :meth:`~stsim.core.config.Config.resolve` is
     resolving (its private copy, names resolved): ``lr`` checked (one step, or one per
     parameter of the architecture) and ``freeze`` (:func:`check_freeze`), the plan made
-    (:func:`plan`, through the target's :meth:`~stsim.core.targets.Target.plan`) and its
+    (:func:`plan`, which asks the target for its facts) and its
     decisions written into ``cfg.lr``, ``steps``, ``freeze`` and
     ``lr_decay`` — where the run's step and held blocks are checked, decided and
     recorded, once."""
@@ -446,7 +545,7 @@ def settle(cfg) -> Plan:
     cfg.freeze = check_freeze(cfg.freeze, arch, cfg)
     # left to the default: lr or steps not given, or given by an optimiser object
     noted = cfg.lr is None or cfg.steps is None or "optimizer" in cfg.resolved.objects
-    p = cfg.resolved.target.plan(cfg, noted)        # the target's: the mean's is plan(cfg)
+    p = plan(cfg, noted)
     cfg.lr, cfg.steps, cfg.freeze, cfg.lr_decay = p.lr.record(), p.steps, p.freeze, p.lr_decay
     return p
 

@@ -7,8 +7,10 @@ its target computed from ``(X, y)`` (:meth:`Target.draw`), its output dimension,
 value feature map ``φ`` the tokens carry and its dimension (the model's token is
 ``z_i = [φ(x_i); p_i]``; the query token's content part stays 0), the readout after the
 attention, whether it is separable, the population moments of ``φ``, the exact
-construction that represents it, and its run's default step. Nothing else branches on its
-name. Built-ins (:data:`TARGETS`; ``target=`` of :func:`stsim.run` takes ``"mean"``,
+construction that represents it, and the facts its run's default step is derived from
+(its effective ``d``, its features' fourth moments, its readout's steps; the step itself
+is decided by :func:`stsim.core.schedule.plan`). Nothing else branches on its name.
+Built-ins (:data:`TARGETS`; ``target=`` of :func:`stsim.run` takes ``"mean"``,
 ``"moment:k"``, ``"variance"`` or an object)::
 
     target      value (elementwise)                      φ(x)             dim φ  readout
@@ -34,15 +36,18 @@ import math
 
 import numpy as np
 
-from stsim.core.schedule import FROZEN, plan
 from stsim.core.task import Batch, draw_subsets, sts_target
-from stsim.util.validate import Steps, check_int
+from stsim.util.validate import check_int
 
 __all__ = ["Target", "Mean", "Moment", "Variance", "TARGETS", "READOUTS", "MAX_ORDER",
-           "make_target", "target_of", "resolve_target", "hermite", "construction"]
+           "make_target", "target_of", "resolve_target", "hermite", "construction",
+           "HEAD_STEPS"]
 
 READOUTS = ("linear", "quadratic")
 MAX_ORDER = 8      # the highest Hermite order of "moment:k" (E h_k⁴ grows like 3^k)
+#: the quadratic readout's b and Q at 1/20 of V's step: MEASURED on the variance (T = 50,
+#: q = 3, seeds 0-1; docs/targets.md, "Default step")
+HEAD_STEPS = {"b": 0.05, "Q": 0.05}
 
 
 def hermite(X: np.ndarray, k: int) -> np.ndarray:
@@ -58,7 +63,8 @@ class Target:
     """A target of the task (module docstring). A subclass sets the class attributes and
     implements :meth:`value`; it overrides :meth:`features` and :meth:`feature_dim` for a
     feature map other than ``φ(x) = x``, :meth:`dim` for an output other than ``d``
-    numbers, :meth:`settings` when it has any, and :meth:`exact` to have a construction.
+    numbers, :meth:`settings` when it has any, :meth:`exact` to have a construction and
+    :meth:`fourth_moments` for features of its own.
     """
 
     name = "target"
@@ -66,8 +72,11 @@ class Target:
     separable = False         # the value is (1/q) Σ_{j∈y} φ(x_j): the mean task on φ(x)
     orthonormal = False       # E φ = 0, E φφᵀ = I under x ~ N(0, I_d)
     paper = False             # the paper's task (its metrics, its population objective)
-    #: ``(lr factors per parameter, steps factor, where measured)``: a measured default
-    #: step relative to the mean task's plan on ``dim φ`` (:meth:`plan`); None: none
+    #: the readout's own blocks' steps as factors of V's (the quadratic readout's ``b``,
+    #: ``Q``): the variance's measured ones unless a target gives its own
+    head_steps = HEAD_STEPS
+    #: where the default step was measured (docs/targets.md, "Default step"); None: not
+    #: measured
     measured = None
 
     def settings(self) -> dict:
@@ -132,42 +141,20 @@ class Target:
         readout); the positional part of ``V`` is 0. ``NotImplementedError``: none known."""
         raise NotImplementedError(f"the target {self.label!r} gives no exact construction")
 
-    def plan(self, cfg, noted: bool = False):
-        """The run's :class:`~stsim.core.schedule.Plan` (a resolved ``cfg``). The mean, and
-        an architecture without reduced dynamics (the FCN), keep theirs. Else the mean
-        task's plan on the features with W's token rows ``W_xx, W_xe`` held at 0 (unless
-        ``freeze`` is given): DERIVED for a separable target with orthonormal features and
-        the linear readout, whose population loss with ``W_xe = 0`` needs only ``E φ = 0``
-        and ``E φφᵀ = I`` — the mean task's with ``d`` replaced by ``dim φ`` (the batch's
-        stability bounds keep the Gaussian fourth moment). With :attr:`measured`: that
-        plan's step and step count times its factors, MEASURED. Else the same plan, said to
-        be neither. The run's message says which."""
-        if self.paper or not cfg.resolved.arch.reduced:
-            return plan(cfg, noted)
-        m = self.feature_dim(cfg.d)
-        # W_xe = 0: the weights depend on the positions only (heavy-tailed features in
-        # the keys let W_xe diffuse: measured, moment:3 at T = 12, batch 64)
-        p = plan(cfg.keeping_resolved(d=m, freeze=FROZEN if cfg.freeze is None
-                                      else cfg.freeze), noted)
-        factors, times, where = self.measured or (Variance.measured[0], 1.0, None)
-        base = p.lr.record()
-        if cfg.lr is None and self.readout == "quadratic":      # b and Q: V's step x factor
-            p.lr = Steps({k: (base[k if k in base else "V"] if isinstance(base, dict)
-                              else base) * f for k, f in factors.items()})
-        if cfg.steps is None:
-            p.steps = max(100, int(math.ceil(p.steps * times / 100.0)) * 100)
-        if where is not None:
-            how = f"lr {p.lr} and steps measured on {where}"
-        elif self.separable and self.orthonormal and self.readout == "linear":
-            how = f"lr and steps derived: the mean task's with d replaced by dim phi = {m}"
-        else:
-            how = (f"lr {p.lr} and steps neither derived nor measured: the mean task's on dim "
-                   f"phi = {m}" + (", b and Q at the variance's measured factors"
-                                   if self.readout == "quadratic" else "") +
-                   " (give lr and steps)")
-        if noted:
-            p.note = (p.note + "; " if p.note else "") + f"target {self.label}: {how}"
-        return p
+    def effective_dim(self, d: int) -> int:
+        """``‖A‖²_F``, ``A = E[ψ φᵀ]``: the ``d`` of the mean task whose population loss and
+        reduced dynamics are this target's (docs/targets.md, "The exact side"): ``dim φ``
+        for a separable target with orthonormal features (and, not derived, the variance's)."""
+        return self.feature_dim(d)
+
+    def fourth_moments(self, d: int):
+        """``(M_V, M_4) = (max_{|e|=1} E[|φ|² (eᵀφ)²], E|φ|⁴)`` under ``x ~ N(0, I_d)``: what
+        the batch terms of a run's step need (:func:`stsim.core.schedule.fourth_excess`);
+        ``(m + 2, m(m + 2))``, ``m = dim φ``, for Gaussian features (here ``φ(x) = x``). None
+        when unknown (a subclass with features of its own that does not override this)."""
+        if type(self).features is not Target.features:
+            return None
+        return float(d + 2), float(d * (d + 2))
 
 
 class Mean(Target):
@@ -203,6 +190,15 @@ class Moment(Target):
     def value(self, X, y):
         return sts_target(hermite(X, self.k), y)
 
+    def fourth_moments(self, d):
+        """``μ = E h_k⁴ = Σ_{j=0}^{k} C(k, j)² C(2j, j)`` (3, 15, 93, 639, … for k = 1, 2, 3,
+        4: ``h_k² = Σ_r r! C(k, r)² He_{2k−2r}/k!`` and ``E He_{2j}² = (2j)!``); the
+        coordinates are independent, so ``E[|φ|² φφᵀ] = (μ + d − 1) I`` and
+        ``E|φ|⁴ = d μ + d(d − 1)``."""
+        mu = float(sum(math.comb(self.k, j) ** 2 * math.comb(2 * j, j)
+                       for j in range(self.k + 1)))
+        return mu + d - 1, d * mu + d * (d - 1.0)
+
     def exact(self, d):
         return {"V_x": np.eye(d)}
 
@@ -216,10 +212,9 @@ class Variance(Target):
     name = "variance"
     readout = "quadratic"
     orthonormal = True
-    #: MEASURED at T = 50, q = 3, seeds 0 and 1 (docs/targets.md, "Default step"): W and V
-    #: at the mean plan's steps on dim φ, b and Q at 1/20 of V's, the plan's step count
-    measured = ({"W": 1.0, "V": 1.0, "b": 0.05, "Q": 0.05}, 1.0,
-                "T=50, q=3, seeds 0-1 (docs/targets.md)")
+    #: MEASURED at T = 50, q = 3, seeds 0 and 1 (docs/targets.md, "Default step"): W and
+    #: V at the plan's steps on dim φ, b and Q at 1/20 of V's
+    measured = "T=50, q=3, seeds 0-1 (docs/targets.md)"
 
     def feature_dim(self, d):
         return 2 * d
@@ -231,6 +226,13 @@ class Variance(Target):
         sel = np.take_along_axis(X, y[:, :, None], axis=1)
         m1 = sel.mean(axis=1)
         return (sel * sel).mean(axis=1) - m1 * m1
+
+    def fourth_moments(self, d):
+        """Per coordinate ``u = h_1² + h_2²`` with ``E h_1⁴ = 3``, ``E h_1² h_2² = 5``,
+        ``E h_2⁴ = 15`` and the odd ``E h_1³ h_2 = E h_1 h_2³ = 0``: ``E[u φ_a φ_aᵀ] =
+        diag(8, 20)``, so ``E[|φ|² φφᵀ]`` has the largest eigenvalue ``20 + (2d − 2)``;
+        ``E u² = 28``, ``E u = 2``, so ``E|φ|⁴ = 28 d + 4 d(d − 1)``."""
+        return 2.0 * d + 18.0, 28.0 * d + 4.0 * d * (d - 1.0)
 
     def zero_loss(self, d, q):
         """``½ d (q²−1)/q²``: ``q·value ~ χ²_{q−1}`` elementwise, ``E v² = (q²−1)/q²``."""

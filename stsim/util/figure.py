@@ -114,7 +114,8 @@ def history_figure(res):
     ax[1].set(xlabel="step", ylabel="1 / training loss", title="inverse loss (linear = O(1/t))")
     if "cos_W" in h:
         ax[2].plot(step, _plottable(h["cos_W"]), label="cos(W, W*)")
-        ax[2].plot(step, _plottable(h["cos_V"]), label="cos(V, V*)")
+        if "cos_V" in h:                    # none where V* is not unique (NO_COS_V)
+            ax[2].plot(step, _plottable(h["cos_V"]), label="cos(V, V*)")
         ax[2].set_ylim(-0.05, 1.05)
         ax[2].legend(fontsize=8)
     ax[2].set(xlabel="step", ylabel="cosine similarity", title="trained against the ground "
