@@ -8,7 +8,7 @@ per block*) and keeps SGD above 2% of L(0). This script measures, for each
 ``(T, η_W/n)``, the step at which the validation loss first reaches 50% and 2% of its value
 at step 0 (records every ``max(1, t/40)`` steps, ``t`` the map's 2% step; stopped there by
 a callback, or at 2.5 t: "not reached"), and its ratio to the map's step — the data that
-fix ``schedule.NOISE_W`` (``η_W = NOISE_W · B n/(c² q d)``, n/5 at q = 3, d = 5, B = 256).
+fix ``stability.NOISE_W`` (``η_W = NOISE_W · B n/(c² q d)``, n/5 at q = 3, d = 5, B = 256).
 
     nice -n 5 python benchmarks/bench_block_step.py            # T 50 and 200, η_W/n 0.1-0.8
     python benchmarks/bench_block_step.py --T 1000 --ratios 0.2

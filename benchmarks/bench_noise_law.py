@@ -18,7 +18,7 @@ default call ``stsim.run(T=T, q=3)`` (or with ``--ratio``, η_W = ratio · n) pi
   (a sample's gradient on ``W_ee`` has variance ``c² γ² d/(q T²)`` on each of its ``T q``
   entries; ``stsim.core.schedule``, *A step per block*);
 * ``rho``: ``η_W κ_W/B``, ``κ_W`` the curvature one sample puts on its own output through
-  ``W_ee`` (:func:`stsim.core.schedule.kappa_W`, at the SGD's ``a, γ``): the multiplicative
+  ``W_ee`` (:func:`stsim.core.stability.kappa_W`, at the SGD's ``a, γ``): the multiplicative
   noise of the step, mean-square stable while ``ρ < 2``;
 * ``V_off``: ``‖V − γ[I 0]‖_F / ‖γ[I 0]‖_F``; ``val_over_L0``: the last validation loss.
 
@@ -44,7 +44,7 @@ sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."
 from stsim.core.config import Config  # noqa: E402
 from stsim.core.reduced import reduced_map  # noqa: E402
 from stsim.util.validate import Steps  # noqa: E402
-from stsim.core.schedule import kappa_W  # noqa: E402
+from stsim.core.stability import kappa_W  # noqa: E402
 from stsim.core.session import Session  # noqa: E402
 from stsim.util.io import read_csv, write_csv  # noqa: E402
 

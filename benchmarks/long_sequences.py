@@ -196,7 +196,7 @@ def evaluate(args, s):
 
 
 def plateau(args, s):
-    from stsim.core.schedule import eta_max
+    from stsim.core.stability import eta_max
     rows = []
     T, q, d = s["T"], s["q"], s["d"]
     for n in sorted({2 * T, s["d_e"]}):

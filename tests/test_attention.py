@@ -12,7 +12,8 @@ from stsim.core.attention import (ATTENTIONS, Sigmoid, Softmax, lowrank_grad, lo
 from stsim.core.encodings import PEBatch
 from stsim.core.families import make_encoding
 from stsim.core.gradcheck import check_grad
-from stsim.core.model import forward_backward, loss_and_grad, target_params
+from stsim.core.model import forward_backward, loss_and_grad
+from stsim.core.targets import target_params
 
 FAMILIES = [("onehot", "slots", 11), ("stochastic", "slots", 13), ("stochastic", "sphere", 6)]
 

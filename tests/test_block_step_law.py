@@ -1,4 +1,4 @@
-"""The derived step per block (stsim.core.schedule, *A step per block*): W_ee's one-sample
+"""The derived step per block (stsim.core.stability, *A step per block*): W_ee's one-sample
 curvature kappa_W against finite differences, its bound c² along the reduced map, W's step
 as the smaller of the plateau cap and half W_ee's mean-square bound, and the arithmetic of
 the up-front time estimate."""
@@ -10,9 +10,9 @@ import pytest
 
 from stsim.core.config import Config
 from stsim.core.reduced import reduced_map, reduced_map_steps
-from stsim.core import cost, schedule
+from stsim.core import cost, stability
 from stsim.core.cost import wall_seconds
-from stsim.core.schedule import KAPPA_W, NOISE_W, eta_V_max, eta_W_block, kappa_W
+from stsim.core.stability import KAPPA_W, NOISE_W, eta_V_max, eta_W_block, kappa_W
 
 
 def _output(Wee, X, slots, sel, gamma, c):
@@ -99,7 +99,7 @@ def test_W_step_is_the_smaller_of_the_plateau_cap_and_half_W_ees_bound(monkeypat
         high = Config.from_options(T=2000, q=3)
         assert high.lr["W"] == pytest.approx(256.0) and high.freeze == ("W_xx", "W_xe")
         # the seeded fault: without the descent bound T = 2000 takes n/10 = 400
-        monkeypatch.setattr(schedule, "KAPPA_W", 1e-9)
+        monkeypatch.setattr(stability, "KAPPA_W", 1e-9)
         assert Config.from_options(T=2000, q=3).lr["W"] == pytest.approx(400.0, rel=1e-3)
 
 

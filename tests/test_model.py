@@ -10,7 +10,8 @@ import stsim
 from conftest import B, T, d, q
 from stsim.core.encodings import PEBatch
 from stsim.core.gradcheck import check_grad
-from stsim.core.model import cosine_to_target, forward_backward, loss_and_grad, target_params
+from stsim.core.model import forward_backward, loss_and_grad
+from stsim.core.targets import cosine_to_target, target_params
 
 FAMILIES = [("onehot", "slots", 11), ("near-orthogonal", "slots", 7),
             ("stochastic", "slots", 13), ("stochastic", "sphere", 6)]

@@ -15,8 +15,8 @@ from stsim.core.session import RunInterrupted
 from stsim.core.gradcheck import check_grad
 from stsim.core.reduced import (loss_grad, loss_grad_scalar, reduced_map_losses,
                                 reduced_map_steps)
-from stsim.core.schedule import (FROZEN, NOISE_W, eta_max, eta_xe_max, predict,
-                                 sample_curvature)
+from stsim.core.schedule import FROZEN, predict
+from stsim.core.stability import NOISE_W, eta_max, eta_xe_max, sample_curvature
 
 
 def _softmax_reference(a, b, g, T, q, d, c, practical):

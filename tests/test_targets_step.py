@@ -1,6 +1,6 @@
 """The default step of each target (docs/targets.md, "Default step"):
 the targets' fourth moments by Gauss–Hermite quadrature, the batch terms they enter
-(stsim.core.schedule.fourth_excess) against the expectations they are derived from, the
+(stsim.core.stability.fourth_excess) against the expectations they are derived from, the
 plan decided by the schedule from the target's facts, and cos_W / cos_V against the
 target's own construction."""
 import itertools
@@ -12,8 +12,9 @@ import pytest
 import stsim
 from stsim import Config
 from stsim.core.encodings import PEBatch
-from stsim.core.model import NO_COS_V, cosine_to_target, target_params, unique_V
-from stsim.core.schedule import KAPPA_W, LongRunWarning, fourth_excess
+from stsim.core.targets import NO_COS_V, cosine_to_target, target_params, unique_V
+from stsim.core.schedule import LongRunWarning
+from stsim.core.stability import KAPPA_W, fourth_excess
 from stsim.core.targets import Mean, Moment, Target, Variance, construction, make_target
 
 

@@ -10,7 +10,8 @@ import math
 
 from stsim.core.reduced import TARGET
 from stsim.core.model import query_coef
-from stsim.core.schedule import PLATEAU_DOC, Plan, predict, sample_curvature
+from stsim.core.schedule import PLATEAU_DOC, Plan, predict
+from stsim.core.stability import sample_curvature
 
 __all__ = ["plateau_status", "assess_run", "DIVERGING", "OVERFIT_TRAIN", "OVERFIT_GAP",
            "REDUCED_BLOCKS", "FLAT", "narrow_width", "floor_cause", "divergence_hint"]
@@ -54,7 +55,7 @@ def floor_cause(cfg, history, plan) -> str | None:
     * dense encodings narrower than :func:`narrow_width` (T): the family itself cannot
       separate the selected tokens, whatever the training;
     * small-batch SGD: the reduced dynamics reach 2% of L(0) within the run, and one
-      sample's curvature over the batch ``κ/B`` (:func:`stsim.core.schedule.sample_curvature`)
+      sample's curvature over the batch ``κ/B`` (:func:`stsim.core.stability.sample_curvature`)
       exceeds V's population curvature ``1/q``: the minibatch noise, not the mean
       gradient, sets the step (module docstring of :mod:`stsim.core.schedule`, *Stability
       with a batch*) — a noise floor when the loss stopped falling (the last quarter's

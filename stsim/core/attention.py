@@ -250,7 +250,7 @@ class Softmax(Attention):
 
     def eta_max(self, q, d, n, c):
         """``min(2q, τ² · 2n/(c²(q−1)(q+d)))``: the population bound of
-        :func:`stsim.core.schedule.eta_max` at temperature ``τ`` — the W directions'
+        :func:`stsim.core.stability.eta_max` at temperature ``τ`` — the W directions'
         curvature scales as ``1/τ²``, V's does not (docs/attention.md §3)."""
         lam = c * c * (q - 1) * (q + d) / n / self.temperature ** 2
         return 2.0 * q if lam <= 0 else min(2.0 * q, 2.0 / lam)

@@ -18,7 +18,8 @@ from stsim.core.optim import (ADAM_LR, ADAM_STEPS_PER_T, LR_DECAYS, object_spec,
                               optimizer_names, optimizer_spec, resolve_optimizer)
 from stsim.core.problem import (ArchSpec, arch_names, arch_spec,
                                 check_objective)
-from stsim.core.schedule import FROZEN, MARGIN, NOISE_W, settle
+from stsim.core.schedule import FROZEN, MARGIN, settle
+from stsim.core.stability import NOISE_W
 from stsim.core.seeds import seed_record
 from stsim.core.targets import resolve_target
 from stsim.core.memory import run_memory

@@ -72,7 +72,6 @@ from stsim.core.attention import Softmax, check_rank, lowrank_W, lowrank_grad, m
 from stsim.core.encodings import PEBatch
 from stsim.core.index_form import _index_forward_backward, _IndexOps
 from stsim.core.kernels import _bmv, _bvm, _logits, _loss, _quadratic, _quadratic_back
-from stsim.core.targets import construction, make_target
 from stsim.core.task import sts_target
 from stsim.util.validate import check_choice
 
@@ -81,10 +80,6 @@ __all__ = [
     "loss_and_grad",
     "forward_backward",
     "forward_backward_unchecked",
-    "target_params",
-    "cosine_to_target",
-    "NO_COS_V",
-    "unique_V",
     "attention_weights",
     "softmax",
     "MODELS",
@@ -411,69 +406,6 @@ def loss_and_grad(W, V, X, y, P, *, model="theory", query="sum", x_query=None, t
     return forward_backward(W, V, X, y, PEBatch(d_e=P.shape[-1], P=P), model=model,
                             query=query, x_query=x_query, target=target, attention=att,
                             rank=rank, readout=readout)
-
-
-def target_params(d: int, d_e: int, target="mean"):
-    """The ``target``'s exact construction at unit scale (:func:`stsim.core.targets.construction`
-    with ``β = 1``): ``W* = [[0,0],[0,I_{d_e}]]`` and ``V* = [V_x*, 0]`` (``V_x*`` of
-    :meth:`~stsim.core.targets.Target.exact`, on the features); for the mean, the ground
-    truth of the paper's figures, ``V* = [I_d, 0]``. The quadratic readout's ``b*``,
-    ``Q*``: ``construction``."""
-    p = construction(target, d, d_e, beta=1.0)
-    return p["W"], p["V"]
-
-
-#: why a run records no ``cos_V`` for some targets (:func:`cosine_to_target`)
-NO_COS_V = ("no cos_V: the target's readout has no unique construction (the quadratic "
-            "readout's constant b trades with V_e h_e, whose encoding weights sum to 1), "
-            "or none is known")
-
-
-def unique_V(target, d: int):
-    """``V_x*`` of the ``target``'s construction (:meth:`~stsim.core.targets.Target.exact`)
-    when it is the only ``V`` that represents the target given the ideal attention — the
-    linear readout —, else None (:data:`NO_COS_V`)."""
-    t = make_target(target)
-    if t.readout != "linear":
-        return None
-    try:
-        return t.exact(d)["V_x"]
-    except NotImplementedError:
-        return None
-
-
-def cosine_to_target(W, V, d: int, target="mean"):
-    """``(cos(W, W*), cos(V, V*))`` against the ``target``'s construction
-    (:func:`target_params`; tokens of dimension ``d``, features ``φ`` of ``m`` numbers),
-    ``cos(A, B) = <A,B>/(|A|_F |B|_F)`` (0 if A = 0, NaN if A holds a non-finite entry).
-
-    ``W* = [[0,0],[0,I]]`` for every target, so ``<W, W*> = tr W_ee``; for the mean
-    ``<V, V*> = tr V_x`` (no target matrix is built), for another target
-    ``<V_φ, V_x*>``. ``cos_V`` is None (:data:`NO_COS_V`) where the construction of ``V``
-    is not unique — the quadratic readout (``Σ_k (h_e)_k = 1`` for the one-hot and slot
-    encodings, so ``V_e = u 1ᵀ`` with ``b − u`` represents the same function; the
-    variance's V stays near 0.73 of its construction's direction while its loss falls) —
-    or the target has no construction.
-    """
-    t = make_target(target)
-    m = t.feature_dim(d)
-    d_e = W.shape[0] - m
-    nW, nV = np.linalg.norm(W), np.linalg.norm(V)
-
-    def cos(tr, n, k):
-        if not np.isfinite(n):
-            return float("nan")
-        return 0.0 if n == 0 else float(tr / (n * np.sqrt(k)))
-
-    cos_W = cos(np.trace(W[m:, m:]), nW, d_e)
-    if t.paper:
-        return cos_W, cos(np.trace(V[:, :d]), nV, d)
-    Vx = unique_V(t, d)
-    if Vx is None:
-        return cos_W, None
-    if not np.isfinite(nV):
-        return cos_W, float("nan")
-    return cos_W, 0.0 if nV == 0 else float(np.sum(V[:, :m] * Vx) / (nV * np.linalg.norm(Vx)))
 
 
 def attention_weights(W, X, y, pe: PEBatch, *, model="theory", query="sum", x_query=None,

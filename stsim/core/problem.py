@@ -27,7 +27,8 @@ from typing import Callable
 import numpy as np
 
 from stsim.core.encodings import sample_checked
-from stsim.core.model import NO_COS_V, cosine_to_target, forward_backward_unchecked, unique_V
+from stsim.core.model import forward_backward_unchecked
+from stsim.core.targets import NO_COS_V, cosine_to_target, unique_V
 from stsim.core.seeds import Streams
 from stsim.core.targets import target_of
 
@@ -325,7 +326,7 @@ class TransformerProblem(Problem):
     def metrics(self, params):
         """``cos_W``, ``cos_V`` against the target's construction (of ``W_Kᵀ W_Q`` for a
         key/query pair; no ``cos_V`` where it is not unique,
-        :func:`~stsim.core.model.cosine_to_target`) and the objective's own metrics."""
+        :func:`~stsim.core.targets.cosine_to_target`) and the objective's own metrics."""
         out = {}
         out["cos_W"], cos_V = cosine_to_target(self.merged_W(params), params["V"], self.cfg.d,
                                                self.target)
@@ -337,7 +338,7 @@ class TransformerProblem(Problem):
 
     def info(self):
         """``{"encoding": …}``: the encoding's description (e.g. the near-orthogonal δ);
-        ``"cos_V"``: why none is recorded, where none is (:data:`~stsim.core.model.NO_COS_V`)."""
+        ``"cos_V"``: why none is recorded, where none is (:data:`~stsim.core.targets.NO_COS_V`)."""
         out = {"encoding": self.enc.describe()}
         if not self.target.paper and unique_V(self.target, self.cfg.d) is None:
             out["cos_V"] = NO_COS_V

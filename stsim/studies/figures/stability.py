@@ -4,7 +4,7 @@ so their verdicts are never held or failed (:func:`.verdicts.relabel`: inconclus
 Three tests:
 
 1. **A step above the derived stability bound** (:func:`step_bound`). For SGD the bound
-   is that of the minibatch model, :func:`stsim.core.schedule.eta_max` — ``min(2q,
+   is that of the minibatch model, :func:`stsim.core.stability.eta_max` — ``min(2q,
    2n/(c²(q−1)(q+d)))`` for the theory model (``n`` the encoding's exact or approximate
    ``reduced_n``, ``c = 1`` for the sum query, ``1/q`` for the mean) — with, for the
    practical model with the mean query, the γ bound of its own reduced map: its selected
@@ -44,7 +44,7 @@ def step_bound(options) -> tuple:
     where nothing is derived (Adam; an encoding without a reduction)."""
     from stsim.core.config import Config
     from stsim.core.model import query_coef
-    from stsim.core.schedule import eta_max
+    from stsim.core.stability import eta_max
     cfg = Config.from_options(**options)
     if cfg.optimizer != "sgd":
         return None, f"{cfg.optimizer}: no derived step bound"
