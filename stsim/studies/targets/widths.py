@@ -37,7 +37,7 @@ from stsim.util.verdict import interval_se, judge
 __all__ = ["WIDTH_KEYS", "QUICK", "FULL", "check", "family_kind", "run", "analyse",
            "estimate_cpu_s", "fcn_cells"]
 
-FULL = dict(width_d=1, reach=0.25, fam_Ts=(8, 16, 32, 64, 128, 256), fam_n=20_000,
+FULL = dict(width_d=1, reach=0.25, fam_Ts=(8, 16, 32, 64, 128, 256), fam_n=10_000,
             fam_seeds=3, fam_rtol=0.02, eq_Ts=(16, 64), eq_n=200_000, eq_tol=0.02,
             slope_tol=0.1, fcn_Ts=(4, 8, 16, 32, 64), fcn_steps=2000, fcn_batch=256,
             fcn_n_val=2048, fcn_seeds=3, fcn_lrs=(1e-3, 3e-3, 1e-2, 3e-2),
@@ -120,16 +120,28 @@ def fcn_cells(cfg):
             for c in cells(_sep_cfg(cfg))]
 
 
+#: CPU seconds per sample-token of a family evaluation (the scores, the features, the
+#: softmax, the mean's a), MEASURED: 31 s for a crossing at T = 64, 20 000 samples, 3
+#: replicates, 10 probes (fit and held out), load ~10 (docs/targets.md, "Cost")
+FAMILY_S_PER_TOKEN = 4e-7
+#: fixed CPU seconds of an FCN step beyond the cost model's multiply-adds, MEASURED at
+#: T = 16-64, batch 256, one BLAS thread: 1.1 s for 2000 steps at T = 16, width 23
+FCN_STEP_S = 5e-4
+_PROBES = 10                    # probes of a crossing (bisection from [1, 8T], rtol 0.02)
+
+
 def estimate_cpu_s(cfg) -> dict:
-    """The FCN part's cost by the one cost model (:func:`stsim.core.cost.estimated_seconds`)
-    per run, times the runs a cell makes (the tuning rates, one extension, the seeds), plus
-    ``per_step_s`` of fixed cost a step (MEASURED: ~0.5 ms a step at T ≤ 64, one BLAS
-    thread; docs/targets.md, "Cost"): ``{"fcn_model_s", "fcn_s", "runs"}``."""
+    """The width parts' CPU seconds: the FCN's by the one cost model
+    (:func:`stsim.core.cost.estimated_seconds`) per run plus ``FCN_STEP_S`` a step, times
+    the runs a cell makes (the tuning rates, one extension, the seeds); the family's
+    ``FAMILY_S_PER_TOKEN`` × samples × T × 2 (fit and held out) × replicates × ``_PROBES``
+    per crossing, and the equality checks. ``{"fcn_model_s", "fcn_s", "runs",
+    "family_s", "total_s"}``."""
     import warnings
 
     from stsim.core.config import Config
     from stsim.core.cost import estimated_seconds
-    per_step_s, model, runs = 5e-4, 0.0, 0
+    model, runs = 0.0, 0
     n = len(cfg["fcn_lrs"]) + (1 if cfg["fcn_lr_extra"] else 0) + cfg["fcn_seeds"]
     for c, base in fcn_cells(cfg):
         opts = dict(T=c["T"], q=c["q"], d=base["d"], steps=c["steps"], batch=base["batch"],
@@ -138,8 +150,13 @@ def estimate_cpu_s(cfg) -> dict:
             warnings.simplefilter("ignore")
             model += n * estimated_seconds(Config.from_options(**opts).resolve())
         runs += n
-    return {"fcn_model_s": model, "fcn_s": model + runs * cfg["fcn_steps"] * per_step_s,
-            "runs": runs}
+    fcn = model + runs * cfg["fcn_steps"] * FCN_STEP_S
+    n_own = len({"mean"} | {t for t in cfg["targets"] if family_kind(t) == "own"})
+    n_eq = sum(family_kind(t) == "equal" for t in cfg["targets"])
+    fam = FAMILY_S_PER_TOKEN * 2 * (n_own * _PROBES * cfg["fam_seeds"] * cfg["fam_n"]
+                                    * sum(cfg["fam_Ts"]) + n_eq * cfg["eq_n"] * sum(cfg["eq_Ts"]))
+    return {"fcn_model_s": model, "fcn_s": fcn, "runs": runs, "family_s": fam,
+            "total_s": fcn + fam}
 
 
 def run(cfg, out, executor, part, say):
@@ -148,6 +165,10 @@ def run(cfg, out, executor, part, say):
     from stsim.studies.separation.training import train_cells
     from stsim.sweep import read_table
     q, d = cfg["q"], cfg["width_d"]
+    est = estimate_cpu_s(cfg)
+    say(f"width parts: estimated {est['total_s']:.0f} CPU-s (family {est['family_s']:.0f}, "
+        f"FCN {est['fcn_s']:.0f}: {est['runs']} runs at most, cost model "
+        f"{est['fcn_model_s']:.0f} s + {FCN_STEP_S:g} s a step)")
     own = [t for t in cfg["targets"] if family_kind(t) != "equal"]
     own = (["mean"] if "mean" not in own else []) + own
     part("family_width", lambda target, T, seed: family_point(
@@ -161,13 +182,10 @@ def run(cfg, out, executor, part, say):
     if eq:
         part("family_equal", lambda target, T, d_e, seed: equal_point(
             target, T, d_e, q, d, cfg["eq_n"], seed), eq, root_seed=FAM_ROOT)
-    est = estimate_cpu_s(cfg)
-    say(f"fcn: {est['runs']} runs at most, estimated {est['fcn_s']:.0f} CPU-s "
-        f"(cost model {est['fcn_model_s']:.0f} s + fixed cost a step)")
     t = time.time()
     train_cells(fcn_cells(cfg), _sep_cfg(cfg), executor, _raw(out, "fcn_tune.csv"),
                 _raw(out, "fcn_runs.csv"), say, time.perf_counter())
-    return {"fcn": time.time() - t, "fcn_estimate_cpu_s": est["fcn_s"]}
+    return {"fcn": time.time() - t, "width_estimate_cpu_s": est}
 
 
 def _rows(out, name):
