@@ -111,6 +111,8 @@ def _widths(cfg, out, s):
                   w["width"] or w["grid"][-1], int(w["censored"])] for w in ws]
     write_csv(os.path.join(out, "widths.csv"), ["arm", "target", "T", "width", "se",
                                                 "lower", "upper", "censored"], rows)
+    if not rows:                # the width parts not run (yet): no figure
+        return
     ts = list(cfg["targets"])
     nc = min(2, len(ts))
     nr = -(-len(ts) // nc)
@@ -159,7 +161,8 @@ def _width_cells(s, t):
         law = "d_e* " + ", ".join(f"{p['d_e']:.1f}" if not p["censored"] else "cens."
                                   for p in fam) + f"; {_law_text(s['family_fits'].get(t))}"
     else:
-        law = "the mean's (derived)"
+        from stsim.studies.targets.widths import family_kind
+        law = "not measured" if family_kind(t) == "own" else "the mean's (derived)"
     ck = s["width_checks"][t]
     law += "".join(f"; {c['verdict']} {c['measured']:.3g} ± {c['se']:.2g}" for c in ck[:-1])
     fc = s["fcn"].get(t, [])

@@ -41,7 +41,7 @@ FULL = dict(width_d=1, reach=0.25, fam_Ts=(8, 16, 32, 64, 128, 256), fam_n=10_00
             fam_seeds=3, fam_rtol=0.02, eq_Ts=(16, 64), eq_n=200_000, eq_tol=0.02,
             slope_tol=0.1, fcn_Ts=(4, 8, 16, 32, 64), fcn_steps=2000, fcn_batch=256,
             fcn_n_val=2048, fcn_seeds=3, fcn_lrs=(1e-3, 3e-3, 1e-2, 3e-2),
-            fcn_lr_extra=(1e-4, 3e-4, 1e-1, 3e-1), fcn_span=4, fcn_max_width=2048,
+            fcn_lr_extra=(1e-4, 3e-4, 1e-1, 3e-1), fcn_span=8, fcn_max_width=2048,
             n_boot=2000)
 QUICK = dict(FULL, fam_Ts=(8, 16, 32, 64, 128), fam_n=2000, fam_seeds=2, fam_rtol=0.05,
              eq_Ts=(16,), eq_n=50_000, fcn_Ts=(4, 6, 8, 12, 16), fcn_steps=200,
