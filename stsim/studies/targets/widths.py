@@ -44,8 +44,8 @@ FULL = dict(width_d=1, reach=0.25, fam_Ts=(8, 16, 32, 64, 128, 256), fam_n=10_00
             fcn_lr_extra=(1e-4, 3e-4, 1e-1, 3e-1), fcn_span=8, fcn_max_width=2048,
             n_boot=2000)
 QUICK = dict(FULL, fam_Ts=(8, 16, 32, 64, 128), fam_n=2000, fam_seeds=2, fam_rtol=0.05,
-             eq_Ts=(16,), eq_n=50_000, fcn_Ts=(4, 6, 8, 12, 16), fcn_steps=200,
-             fcn_batch=64, fcn_n_val=256, fcn_lrs=(1e-2,), fcn_lr_extra=(), fcn_span=2,
+             eq_Ts=(16,), eq_n=50_000, fcn_Ts=(4, 6, 8, 12, 16), fcn_steps=300,
+             fcn_batch=64, fcn_n_val=256, fcn_lrs=(3e-2,), fcn_lr_extra=(), fcn_span=4,
              fcn_max_width=64, n_boot=200)
 WIDTH_KEYS = tuple(FULL)
 FAM_ROOT = 2          # root seed of the family's replicates (the separation study's)
