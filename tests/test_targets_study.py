@@ -55,12 +55,25 @@ def test_tiny_run_end_to_end(tiny):
 
 
 def test_resumes_from_its_journals(tiny, monkeypatch):
+    import functools
+
+    from stsim.studies.separation import training
+    from stsim.studies.targets import widths
     out, res = tiny
     calls = []
-    real = study.train_one
-    monkeypatch.setattr(study, "train_one", lambda *a, **k: calls.append(1) or real(*a, **k))
+
+    def counted(fn):
+        @functools.wraps(fn)
+        def f(*a, **k):
+            calls.append(fn.__name__)
+            return fn(*a, **k)
+        return f
+    for mod, name in ((study, "train_one"), (training, "train_point"),
+                      (widths, "family_point"), (widths, "equal_point")):
+        monkeypatch.setattr(mod, name, counted(getattr(mod, name)))
     again = run_study(targets, out, mode="quick", overrides=TINY)
     assert calls == [] and again["learns"] == res["learns"]
+    assert again["fcn"] == res["fcn"] and again["family"] == res["family"]
 
 
 class WrongVariance(Variance):

@@ -20,6 +20,10 @@ For each target of ``targets`` at ``q``, three parts, each a table under ``raw/`
   :meth:`~stsim.core.targets.Target.zero_loss`).
 - **length generalisation**: the same runs (the default encoding is the stochastic one,
   ``d_e = 2T``) evaluated at each ``T_test``: the seed mean of val/L(0) judged ``≤ ratio``.
+- **widths** (:mod:`stsim.studies.targets.widths`; ``raw/family_width.csv``,
+  ``raw/family_equal.csv``, ``raw/fcn_tune.csv``, ``raw/fcn_runs.csv``): the transformer's
+  sphere-family width and the trained FCN's smallest width reaching ``reach``·L(0) against
+  T per target, their growth laws, and the separation per target.
 """
 from __future__ import annotations
 
@@ -220,7 +224,7 @@ def analyse(cfg, out):
 def report(cfg, out, results):
     """``targets.json`` (every check with se, critical and verdict; the config; the run
     record), ``represents.png``/``.csv``, ``learns.png`` with ``curves.csv``,
-    ``length.png``/``.csv``, ``report.md``; returns the summary."""
+    ``length.png``/``.csv``, ``widths.png``/``.csv``, ``report.md``; returns the summary."""
     from stsim.studies.contract import divergence
     from stsim.studies.targets.outputs import write_outputs
     from stsim.util.io import read_json
