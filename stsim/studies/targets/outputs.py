@@ -168,7 +168,8 @@ def _width_cells(s, t):
     fc = s["fcn"].get(t, [])
     fcn = (", ".join(f"T={w['T']} " + (f"> {w['grid'][-1]}" if w["censored"] else
                                         str(w["width"])) for w in fc)
-           + f"; {_law_text(s['fcn_fits'].get(t))}; {ck[-1]['verdict']}")
+           + f"; {_law_text(s['fcn_fits'].get(t))}; {ck[-1]['verdict']}; construction "
+           + ("2Td" if s["fcn_construction"].get(t) else "none in the code"))
     sep = s["separation"][t][0]
     return [law, fcn, f"{sep['verdict']} ({sep['note']})"]
 

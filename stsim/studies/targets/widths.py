@@ -198,7 +198,7 @@ def _fit_check(label, fits, what, op, threshold, law="power"):
     se from its profile CI on ``m − 2`` degrees of freedom (``m`` points bounded above)."""
     f = (fits or {}).get("fits", {}).get(law)
     if not f:
-        return judge(f"{label}: {what}", math.nan, op, threshold,
+        return judge(f"{label}: {what}", math.nan, op, threshold, math.nan,
                      note=(fits or {}).get("note", "not fitted"))
     df = max(1, int(f["n"]) - int(f["n_censored"]) - 2)
     lo, hi = f["a_ci"]
@@ -214,7 +214,7 @@ def _ratio_check(label, T, dv, sv, dm, sm, tol):
     claim = (f"{label}: its family width grows like the mean's (|exponent of "
              f"d_e*/d_e*(mean) in T| <= {tol:g})")
     if len(T) < 3:
-        return judge(claim, math.nan, "<=", tol, note=f"{len(T)} T values (< 3)")
+        return judge(claim, math.nan, "<=", tol, math.nan, note=f"{len(T)} T values (< 3)")
     x, r = np.log2(T), np.log2(np.asarray(dv) / np.asarray(dm))
     v = (np.asarray(sv) / np.asarray(dv)) ** 2 + (np.asarray(sm) / np.asarray(dm)) ** 2
     v = v / math.log(2) ** 2                   # variance of r, log2 units
@@ -244,7 +244,8 @@ def _both(label, parts):
 def analyse(cfg, out) -> dict:
     """The width parts' results from the raw tables alone: ``family`` (crossings per
     target), ``family_fits``, ``fcn`` (smallest widths per target and T), ``fcn_fits``,
-    ``width_checks`` and ``separation`` (per target, lists of checks)."""
+    ``width_checks`` and ``separation`` (per target, lists of checks),
+    ``fcn_construction`` (per target, the exact construction's width at each T, or None)."""
     from stsim.studies.separation.analysis import width_interval, widths_fit
     from stsim.studies.separation.design import pick_lr
     q, reach = cfg["q"], cfg["reach"]
@@ -271,7 +272,7 @@ def analyse(cfg, out) -> dict:
                                   f"paired, {cfg['eq_n']} samples"), T=r["T"])
                   for r in eq if r["target"] == t]
             cs = cs or [judge(f"{t}: its family L/L(0) is the mean's", math.nan, "<=",
-                              cfg["eq_tol"], note="not measured")]
+                              cfg["eq_tol"], math.nan, note="not measured")]
         elif kind == "own":
             ps = [p for p in family.get(t, []) if not p["censored"] and p["T"] in mean]
             cs = [_ratio_check(t, [p["T"] for p in ps], [p["d_e"] for p in ps],
@@ -306,6 +307,8 @@ def analyse(cfg, out) -> dict:
         sep[t] = [_both(t, checks[t])]
     return {"family": family, "family_fits": fam_fits, "fcn": fcn, "fcn_fits": fcn_fits,
             "width_checks": checks, "separation": sep,
-            "fcn_construction": {t: (2 * max(cfg["fcn_Ts"]) * cfg["width_d"]
+            # the exact FCN construction's width (stsim.baselines.fcn.fcn_construction, the
+            # mean's only: 2Td); None: none in the code (docs/targets.md, "The FCN side")
+            "fcn_construction": {t: ({T: 2 * T * cfg["width_d"] for T in cfg["fcn_Ts"]}
                                      if make_target(t).paper else None)
                                  for t in cfg["targets"]}}
