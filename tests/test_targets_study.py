@@ -30,7 +30,10 @@ def test_contract_and_presets():
         resolve_config(targets, mode)
     for bad, name in [({"q": 0}, "q"), ({"T_test": [41]}, "T_test"), ({"targets": ["x"]},
                       "target"), ({"mults": [0.0]}, "mults"), ({"seeds": 1}, "seeds"),
-                      ({"targets": [Variance()]}, "targets")]:
+                      ({"targets": [Variance()]}, "targets"), ({"fcn_Ts": [3]}, "fcn_Ts"),
+                      ({"eq_Ts": [17]}, "eq_Ts"), ({"reach": 1.5}, "reach"),
+                      ({"fcn_batch": 0}, "fcn_batch"),
+                      ({"fcn_max_width": 10 ** 9, "fcn_span": 10 ** 8}, "memory")]:
         with pytest.raises(ValueError, match=name):
             resolve_config(targets, "quick", bad)
 

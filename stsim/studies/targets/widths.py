@@ -78,6 +78,13 @@ def check(cfg):
         check_real("fcn_lrs", lr, lo=0.0, lo_open=True)
     if not cfg["fcn_lrs"]:
         raise ValueError("fcn_lrs must hold at least one rate")
+    from stsim.studies.separation.design import validate_point
+    for c, base in fcn_cells(cfg):          # every FCN run is a valid run (size, memory)
+        try:
+            validate_point(dict(base, lr=cfg["fcn_lrs"][0]))
+        except ValueError as exc:
+            raise ValueError(f"targets: the FCN cell at T={c['T']} (fcn_Ts), width "
+                             f"{c['width']} (fcn_span, fcn_max_width): {exc}") from None
     return cfg
 
 
