@@ -20,8 +20,8 @@ from stsim.util.stats import bootstrap_threshold, compare_growth, fit_growth_law
 
 def _boot(ws, v, target, **kw):
     """The separation study's smallest width with its paired bootstrap over seeds."""
-    from stsim.studies.separation.analysis import _width_interval
-    return _width_interval(ws, np.asarray(v, float), target, kw.get("n_boot", 2000),
+    from stsim.studies.separation.analysis import width_interval
+    return width_interval(ws, np.asarray(v, float), target, kw.get("n_boot", 2000),
                            kw.get("rng", 0))
 
 

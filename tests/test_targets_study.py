@@ -12,7 +12,9 @@ from stsim.studies.contract import check_study, resolve_config, run_study
 from stsim.studies.targets import study
 
 TINY = {"targets": ["mean", "variance"], "T": 8, "steps": 40, "seeds": 3, "mults": [1.0],
-        "T_test": [10], "n_fit": 2000, "rep_T": 5, "batch": 32}
+        "T_test": [10], "n_fit": 2000, "rep_T": 5, "batch": 32, "fam_Ts": [8, 16, 32],
+        "fam_n": 400, "fam_rtol": 0.1, "eq_Ts": [8], "fcn_Ts": [4, 8], "fcn_steps": 40,
+        "fcn_batch": 32, "fcn_n_val": 64, "fcn_max_width": 8, "fcn_span": 2, "n_boot": 50}
 FLAGS = [f"--set={k}={v}" for k, v in TINY.items()]
 
 
@@ -28,7 +30,10 @@ def test_contract_and_presets():
         resolve_config(targets, mode)
     for bad, name in [({"q": 0}, "q"), ({"T_test": [41]}, "T_test"), ({"targets": ["x"]},
                       "target"), ({"mults": [0.0]}, "mults"), ({"seeds": 1}, "seeds"),
-                      ({"targets": [Variance()]}, "targets")]:
+                      ({"targets": [Variance()]}, "targets"), ({"fcn_Ts": [3]}, "fcn_Ts"),
+                      ({"eq_Ts": [17]}, "eq_Ts"), ({"reach": 1.5}, "reach"),
+                      ({"fcn_batch": 0}, "fcn_batch"),
+                      ({"fcn_max_width": 10 ** 9, "fcn_span": 10 ** 8}, "memory")]:
         with pytest.raises(ValueError, match=name):
             resolve_config(targets, "quick", bad)
 
@@ -36,7 +41,8 @@ def test_contract_and_presets():
 def test_tiny_run_end_to_end(tiny):
     out, res = tiny
     data = json.load(open(f"{out}/targets.json"))
-    assert len(data["checks"]) == 2 + 1 + 2 + 2         # represents, learns, length
+    # represents, learns, length; widths (the variance's law, each FCN law), separation
+    assert len(data["checks"]) == 2 + 1 + 2 + 2 + 3 + 2
     for c in data["checks"]:
         assert {"se", "critical", "verdict"} <= set(c) and c["verdict"] in (
             "held", "failed", "inconclusive")
@@ -45,18 +51,32 @@ def test_tiny_run_end_to_end(tiny):
     learns = res["learns"]["mean"][0]
     assert learns["n"] == 3 and learns["critical"] == pytest.approx(4.303, abs=1e-3)
     for name in ("report.md", "represents.png", "represents.csv", "learns.png", "curves.csv",
-                 "length.png", "length.csv", "raw/runs.csv", "raw/tune.csv"):
+                 "length.png", "length.csv", "raw/runs.csv", "raw/tune.csv", "widths.png",
+                 "widths.csv", "raw/family_width.csv", "raw/fcn_runs.csv"):
         assert (tmp := f"{out}/{name}") and open(tmp, "rb").read(1), name
     assert res["errors"] == [] and res["unmeasured"] == []
 
 
 def test_resumes_from_its_journals(tiny, monkeypatch):
+    import functools
+
+    from stsim.studies.separation import training
+    from stsim.studies.targets import widths
     out, res = tiny
     calls = []
-    real = study.train_one
-    monkeypatch.setattr(study, "train_one", lambda *a, **k: calls.append(1) or real(*a, **k))
+
+    def counted(fn):
+        @functools.wraps(fn)
+        def f(*a, **k):
+            calls.append(fn.__name__)
+            return fn(*a, **k)
+        return f
+    for mod, name in ((study, "train_one"), (training, "train_point"),
+                      (widths, "family_point"), (widths, "equal_point")):
+        monkeypatch.setattr(mod, name, counted(getattr(mod, name)))
     again = run_study(targets, out, mode="quick", overrides=TINY)
     assert calls == [] and again["learns"] == res["learns"]
+    assert again["fcn"] == res["fcn"] and again["family"] == res["family"]
 
 
 class WrongVariance(Variance):

@@ -47,7 +47,7 @@ from stsim.util.validate import check_choice, check_int, check_real
 
 __all__ = ["linear_loss_given", "linear_population_loss", "linear_sphere_best",
            "linear_sphere_width", "mechanism_family_rel", "best_mechanism_family_loss",
-           "mechanism_family_width", "family_crossing", "sigmoid_family_bound"]
+           "mechanism_family_width", "family_crossing", "crossing", "sigmoid_family_bound"]
 
 
 def _blocks(W, V, tau):
@@ -249,30 +249,39 @@ def mechanism_family_width(attention, T, q, target, grid, n_mc, seed):
 def family_crossing(attention, T, q, target, n_mc, seeds=(0, 1, 2, 3), rtol=0.01,
                     hi=None, cap=2 ** 15):
     """The crossing ``d_e*`` of a mechanism's sphere family: where its best ``L/L₀`` (the
-    mean ``m(d_e)`` over the Monte-Carlo replicates ``seeds``) equals ``target``, with an
-    SE — not a grid cell.
+    mean ``m(d_e)`` over the Monte-Carlo replicates ``seeds`` of
+    :func:`best_mechanism_family_loss`) equals ``target``, with an SE — not a grid cell
+    (:func:`crossing`). ``None`` when the family does not reach ``target`` by
+    ``d_e = cap``."""
+    from stsim.util.validate import check_real as _real
+    target = _real("target", target, lo=0.0, hi=1.0, lo_open=True, hi_open=True)
+    if len(seeds) < 2:
+        raise ValueError(f"seeds must hold at least 2 replicates (for the SE), got {seeds!r}")
+    return crossing(lambda w: [best_mechanism_family_loss(attention, T, q, w, n_mc=n_mc,
+                                                          rng=s)["rel"] for s in seeds],
+                    target, T, rtol, hi, cap)
 
-    Bisection on the integer ``d_e`` (the loss falls with ``d_e``) from ``[1, hi]``
-    (``hi``: doubled from ``min(8T, cap)`` until ``m(hi) <= target``, at most to ``cap``)
-    until ``hi/lo − 1 <= rtol`` or
-    ``hi = lo + 1``; then the linear interpolation between the bracket,
-    ``d_e* = lo + t (hi − lo)``, ``t = (m(lo) − target)/(m(lo) − m(hi))``, and
+
+def crossing(replicates, target, T, rtol=0.01, hi=None, cap=2 ** 15):
+    """Where ``m(d_e)``, the mean of ``replicates(d_e)`` (a list of ≥ 2 Monte-Carlo
+    estimates of a loss that falls with ``d_e``), equals ``target``, with an SE.
+
+    Bisection on the integer ``d_e`` from ``[1, hi]`` (``hi``: doubled from
+    ``min(8T, cap)`` until ``m(hi) <= target``, at most to ``cap``) until
+    ``hi/lo − 1 <= rtol`` or ``hi = lo + 1``; then the linear interpolation between the
+    bracket, ``d_e* = lo + t (hi − lo)``, ``t = (m(lo) − target)/(m(lo) − m(hi))``, and
     ``SE = √((1 − t)² se_lo² + t² se_hi²) / |m(lo) − m(hi)| · (hi − lo)`` (the replicates'
     standard errors at the bracket through the local slope; the interpolation error is of
     second order in the bracket, ≤ ``rtol`` relative). Returns ``{"d_e", "se", "lo", "hi",
-    "probes"}`` (``probes``: ``{d_e: (mean, se)}``), or None when the family does not reach
+    "probes"}`` (``probes``: ``{d_e: (mean, se)}``), or None when ``m`` does not reach
     ``target`` by ``d_e = cap`` (censored there)."""
     from stsim.util.validate import check_real as _real
-    target = _real("target", target, lo=0.0, hi=1.0, lo_open=True, hi_open=True)
     rtol = _real("rtol", rtol, lo=0.0, lo_open=True)
-    if len(seeds) < 2:
-        raise ValueError(f"seeds must hold at least 2 replicates (for the SE), got {seeds!r}")
     probes = {}
 
     def m(w):
         if w not in probes:
-            v = np.array([best_mechanism_family_loss(attention, T, q, w, n_mc=n_mc,
-                                                     rng=s)["rel"] for s in seeds])
+            v = np.array(replicates(w), dtype=float)
             probes[w] = (float(v.mean()), float(v.std(ddof=1) / np.sqrt(len(v))))
         return probes[w][0]
     hi = min(int(hi or 8 * T), cap)

@@ -35,7 +35,8 @@ import numpy as np
 from stsim.core.targets import hermite, make_target, target_of
 from stsim.theory.population import make_population_objective
 
-__all__ = ["mean_task_dim", "exact_objective", "variance_linear_floor", "variance_linear_fit"]
+__all__ = ["mean_task_dim", "exact_objective", "variance_linear_floor", "variance_linear_fit",
+           "heldout_fit", "readout_regressors", "family_target_rel", "family_target_crossing"]
 
 _KEYS = ("T", "q", "d", "d_e", "pe", "sampler", "query", "model", "seed", "attention",
          "temperature", "rank", "target")
@@ -79,12 +80,26 @@ def variance_linear_floor(d: int, q: int) -> float:
     return d * (q - 1) / q ** 3
 
 
+
+
+def heldout_fit(design, n: int):
+    """Least squares of the targets on the regressors of ``design(n)`` (``(H (n, k), v
+    (n, o))``, one fit per output column), then its loss ``½‖H c − v‖²`` per sample on a
+    fresh ``design(n)``: ``(mean, SE, losses)``. The one least-squares readout of the
+    exact side (:func:`variance_linear_fit`, :func:`family_target_rel`)."""
+    H, v = design(n)
+    coef = np.linalg.lstsq(H, v, rcond=None)[0]
+    H, v = design(n)
+    loss = 0.5 * ((H @ coef - v) ** 2).sum(axis=1)
+    return float(loss.mean()), float(loss.std(ddof=1) / math.sqrt(n)), loss
+
+
 def variance_linear_fit(T: int, q: int, d: int, n: int = 200_000, K: int = 4, seed: int = 0):
     """The best readout linear in the ideal attention's vector, measured: least squares of
     the variance on ``[1, h_φ, h_e]`` (attention ``1/q`` on the selected tokens,
     ``φ = [h_1, …, h_K]`` of every token, one-hot positions), fitted on ``n`` samples; its
-    loss ``½‖f − target‖²`` on ``n`` fresh ones: ``(mean, SE)`` (to compare with
-    :func:`variance_linear_floor`)."""
+    loss ``½‖f − target‖²`` on ``n`` fresh ones (:func:`heldout_fit`): ``(mean, SE)`` (to
+    compare with :func:`variance_linear_floor`)."""
     rng = np.random.default_rng(seed)
 
     def design(n):
@@ -97,8 +112,78 @@ def variance_linear_fit(T: int, q: int, d: int, n: int = 200_000, K: int = 4, se
         H = np.concatenate([np.ones((n, 1))] + [hermite(sel, k).mean(axis=1)
                                                  for k in range(1, K + 1)] + [he], axis=1)
         return H, v
-    H, v = design(n)
-    coef = np.linalg.lstsq(H, v, rcond=None)[0]
-    H, v = design(n)
-    loss = 0.5 * ((H @ coef - v) ** 2).sum(axis=1)
-    return float(loss.mean()), float(loss.std(ddof=1) / math.sqrt(n))
+    return heldout_fit(design, n)[:2]
+
+
+def readout_regressors(target, h):
+    """The regressors of ``target``'s readout on the attended features ``h`` (n, dim φ):
+    ``h`` for the linear readout ``f = V h``; ``[1, h, h_a h_b (a ≤ b)]`` for the
+    quadratic one, ``f_o = (V h)_o + b_o + hᵀ Q_o h``. The positional part of the attended
+    vector is left out: the target is independent of the positions, so its least-squares
+    coefficient is 0 in population (a sample fit of it only adds noise)."""
+    if make_target(target).readout == "linear":
+        return h
+    a, b = np.triu_indices(h.shape[1])
+    return np.concatenate([np.ones((len(h), 1)), h, h[:, a] * h[:, b]], axis=1)
+
+
+def family_target_rel(target, T: int, q: int, d: int, d_e: int, n: int, seed, a=None,
+                      query: str = "sum", chunk: int = 4096) -> dict:
+    r"""A target's loss over ``L(0)`` in the sphere family (:mod:`stsim.theory.family`),
+    by Monte-Carlo of the target itself: the family's attention ``s = softmax(a g)``,
+    ``g_i = p_iᵀ p_q`` (sphere encodings of width ``d_e``, the ``query``), at the mean's
+    best ``a`` at ``(T, d_e)`` (:func:`~stsim.theory.family.best_family_loss` on ``n``
+    scores of its own) unless ``a`` is given; the attended features
+    ``h = Σ_i s_i φ(x_i)``; the target's readout fitted by least squares
+    (:func:`readout_regressors`, :func:`heldout_fit`) on ``n`` samples, its loss on ``n``
+    fresh ones.
+
+    Returns ``rel`` (the held-out loss over :meth:`~stsim.core.targets.Target.zero_loss`)
+    and its ``se``; ``mean_rel``, the mean task's family ``L/L(0)`` at the same ``a`` on
+    the same held-out scores, exact in ``X``: per sample ``1 − 2γS + qγ²|s|²``
+    (``S = s·1_y``, ``γ = E[s·u]/E|s|²``), mean ``1 − q E[s·u]²/E|s|²``; ``diff = rel −
+    mean_rel`` and ``diff_se`` (paired: each sample's own scores in both); ``a``. For a
+    separable target with orthonormal features the derivation gives ``E diff = 0`` up to
+    the fit's ``O(dim φ²/n)`` (docs/targets.md, "The width law")."""
+    from stsim.theory.family import best_family_loss, sample_scores
+    from stsim.theory.family_asymptotic import family_mc_moments
+    t = make_target(target)
+    rng = np.random.default_rng(seed)
+    if a is None:
+        a = best_family_loss(T, q, 1, d_e, n_mc=n, rng=rng, query=query)["a"]
+    y = np.tile(np.arange(q), (chunk, 1))
+    held = {}
+
+    def design(n):
+        Hs, vs, g = [], [], sample_scores(T, q, d_e, n, rng, query)
+        for k in range(0, n, chunk):
+            gk = a * g[k:k + chunk]
+            s = np.exp(gk - gk.max(axis=1, keepdims=True))
+            s /= s.sum(axis=1, keepdims=True)
+            X = rng.standard_normal((len(s), T, d))
+            Hs.append(readout_regressors(t, np.einsum("nt,ntm->nm", s, t.features(X))))
+            vs.append(t.value(X, y[:len(s)]))
+        held["g"] = g
+        return np.concatenate(Hs), np.concatenate(vs)
+    rel_i = heldout_fit(design, n)[2] / t.zero_loss(d, q)
+    S, Qs = family_mc_moments(a, held["g"], q)          # per sample: s·1_y, |s|²
+    S2, su = Qs.mean(), S.mean() / q
+    gam = su / S2
+    dif = rel_i - (1.0 - 2.0 * gam * S + q * gam * gam * Qs)
+    return {"rel": float(rel_i.mean()), "se": float(rel_i.std(ddof=1) / math.sqrt(n)),
+            "mean_rel": float(1.0 - q * su * su / S2), "diff": float(dif.mean()),
+            "diff_se": float(dif.std(ddof=1) / math.sqrt(n)), "a": float(a)}
+
+
+def family_target_crossing(target, T: int, q: int, d: int, ratio: float, n: int,
+                           seeds, rtol: float = 0.01, cap: int = 2 ** 15):
+    """The crossing ``d_e*`` where the target's family ``L/L(0)``
+    (:func:`family_target_rel`, the mean over the replicate ``seeds``) equals ``ratio``,
+    with its SE and bracket (:func:`stsim.theory.attention.crossing`); None: censored at
+    ``cap``. The replicates' seeds are common to every ``d_e`` and every target (common
+    random numbers: the same scores' draws)."""
+    from stsim.theory.attention import crossing
+    if len(seeds) < 2:
+        raise ValueError(f"seeds must hold at least 2 replicates (for the SE), got {seeds!r}")
+    return crossing(lambda w: [family_target_rel(target, T, q, d, w, n, s)["rel"]
+                               for s in seeds], ratio, T, rtol, None, cap)

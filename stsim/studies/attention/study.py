@@ -11,8 +11,9 @@ sample size and a verdict (:func:`verdict`):
   (``target``) and **length generalisation** (``T_test``, ``ood_target``).
 * **rank** — ``rank=r`` over ``rank_T`` × ``rank_q`` × ``rank_r``: the smallest r held
   below ``target`` · L(0) (and below ``width_target`` · L(0)).
-* **width** (:mod:`.widths`) — each of ``width_mechs``' sphere family: the smallest
-  ``d_e`` reaching ``width_target`` · L(0) against ``width_T``, with its growth laws.
+* **width** (:mod:`~stsim.studies.attention.widths`) — each of ``width_mechs``' sphere
+  family: the smallest ``d_e`` reaching ``width_target`` · L(0) against ``width_T``, with
+  its growth laws.
 * **trained widths** — ``train_mechs`` trained on the sphere at ``train_T`` and each
   ``d_e`` of ``train_widths``, against the family's width there.
 * **temperature** — the reduced softmax map at each of ``taus`` against τ = 1 with step

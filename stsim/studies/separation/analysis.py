@@ -16,7 +16,7 @@ from stsim.sweep import read_table
 from stsim.sweep.journal import build_table, journal_path, load_journal
 from stsim.util.stats import bootstrap_threshold, compare_growth, threshold_width
 
-__all__ = ["analyse", "read_rows", "widths_fit", "FIT_KEYS"]
+__all__ = ["analyse", "read_rows", "widths_fit", "width_interval", "FIT_KEYS"]
 
 # the fields of a growth-law fit in fits.json (y is published as "width": the smallest
 # passing grid width, or the cap where censored; the threshold lies in (lower, width])
@@ -47,7 +47,7 @@ def widths_fit(T, w, censored, lower):
     return c
 
 
-def _width_interval(ws, vals, target, n_boot, rng):
+def width_interval(ws, vals, target, n_boot, rng):
     """Smallest width with a paired bootstrap over seeds (``threshold_width`` on each
     resample of the seed columns)."""
     bt = bootstrap_threshold(lambda V: threshold_width(ws, V, target)[0], vals,
@@ -129,7 +129,7 @@ def analyse(config, out):
                     incomplete.append(dict(series=name, q=q, T=T, done=ws,
                                            designed=sorted(want)))
                     continue
-                bt = _width_interval(ws, vals, cfg["target"], cfg["n_boot"], [q, T, b])
+                bt = width_interval(ws, vals, cfg["target"], cfg["n_boot"], [q, T, b])
                 w = bt["width"]
                 widths.append(dict(series=name, arch=arch, q=q, T=T, d=d, budget=b,
                                    grid=ws, medians=[float(np.nanmedian(v)) for v in vals],

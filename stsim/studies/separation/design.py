@@ -65,9 +65,11 @@ def params_of(arch, T, d, width):
 # --------------------------------------------------------------------------------------
 # one training run = one table row
 # --------------------------------------------------------------------------------------
-def _options(arch, T, d, width, q, steps, batch, lr, n_val, seed, eval_every):
+def _options(arch, T, d, width, q, steps, batch, lr, n_val, seed, eval_every, task="mean"):
     opts = dict(T=T, q=q, d=d, steps=steps, batch=batch, optimizer="adam", lr=lr,
                 n_val=n_val, seed=seed, eval_every=eval_every)
+    if task != "mean":              # the paper's task: the config as it always was
+        opts["target"] = task
     if arch == "fcn":
         opts.update(arch="fcn", width=width)
     elif arch == "transformer":
@@ -88,25 +90,29 @@ def budgets_of(budgets, steps):
 
 
 def train_point(arch, T, d, width, q=3, steps=2000, budgets="", batch=256, lr=3e-3, n_val=512,
-                seed=0, target=None):
+                seed=0, target=None, task="mean"):
     """Train one model; report its validation loss after each budget.
 
     ``arch``: ``"fcn"`` (``width`` = hidden width) | ``"transformer"`` (``width`` = ``d_e``,
     stochastic sphere PE, theory model, sum query, zero init). Adam, constant ``lr``,
     ``steps`` steps on fresh batches; ``budgets`` (comma-separated step counts dividing
-    ``steps``, ``steps`` always included) are the evaluation points.
+    ``steps``, ``steps`` always included) are the evaluation points. ``task``: the task's
+    target (:func:`stsim.core.targets.make_target`'s names; the paper's ``"mean"`` by
+    default), whose ``L0`` (:meth:`~stsim.core.targets.Target.zero_loss`) the losses are
+    relative to; ``target`` is the reach ratio, not the task's target.
 
     Returns ``final_val`` (at ``steps``), ``val_<b>`` for each budget, ``rel`` (final /
     L0), ``init_val``, ``diverged`` (0/1), ``wall_time_s``, ``cpu_time_s``; with
     ``target`` also ``reached`` (``final_val ≤ target · L0``).
     """
+    from stsim.core.targets import make_target
     validate_point(dict(arch=arch, T=T, d=d, width=width, q=q, steps=steps, budgets=budgets,
-                        batch=batch, lr=lr, n_val=n_val, target=target))
+                        batch=batch, lr=lr, n_val=n_val, target=target, task=task))
     bs = budgets_of(budgets, steps)
     every = math.gcd(*bs) if len(bs) > 1 else steps
     t0, c0 = time.perf_counter(), time.process_time()
-    res = run(**_options(arch, T, d, width, q, steps, batch, lr, n_val, seed, every))
-    L0 = d / (2 * q)
+    res = run(**_options(arch, T, d, width, q, steps, batch, lr, n_val, seed, every, task))
+    L0 = d / (2 * q) if task == "mean" else make_target(task).zero_loss(d, q)
     h = res.history
     at = {int(s): float(v) for s, v in zip(h["step"], h["val"])}
     out = {"init_val": at.get(0, float("nan")), "diverged": int(not res.success),
@@ -133,7 +139,8 @@ def validate_point(point):
     budgets_of(p.get("budgets", ""), steps)
     Config.from_options(**_options(p.get("arch", "fcn"), p["T"], p["d"], p["width"],
                                    p.get("q", 3), steps, p.get("batch", 256),
-                                   p.get("lr", 3e-3), p.get("n_val", 512), 0, steps))
+                                   p.get("lr", 3e-3), p.get("n_val", 512), 0, steps,
+                                   p.get("task", "mean")))
 
 
 train_point.validate = validate_point

@@ -16,7 +16,7 @@ from stsim.sweep import InlineExecutor, sweep
 from stsim.theory.family import family_point
 from stsim.util.io import write_json
 
-__all__ = ["run", "raw_dir", "RAW_TABLES"]
+__all__ = ["run", "raw_dir", "RAW_TABLES", "tune_and_report", "train_cells"]
 
 RAW_TABLES = ("family.csv", "family_cells.csv", "tune.csv", "runs.csv")
 
@@ -73,48 +73,68 @@ def run(config, out, executor, log=None) -> None:
         sweep(family_point, fc, seeds=cfg["mc_seeds"], root_seed=FAMILY_ROOT, executor=ex,
               out=os.path.join(raw, "family_cells.csv"))
     tune_t, runs_t = os.path.join(raw, "tune.csv"), os.path.join(raw, "runs.csv")
+    n_runs = train_cells([(c, dict(c, **fixed)) for c in todo], cfg, ex, tune_t, runs_t,
+                         say, t0)
+    wall = time.perf_counter() - t0
+    say(f"trainings done: {n_runs} runs now, {wall:.0f}s")
+    write_json(os.path.join(raw, "run.json"), {"workers": workers, "wall_time_s": wall})
+
+
+def tune_and_report(base, cfg, executor, tune_t, runs_t):
+    """One cell's equal tuning and its reported runs (:func:`run`, stage 2): the rates
+    ``cfg["lrs"]`` on the tuning seed (root ``TUNE_ROOT``) into ``tune_t``, the rate of
+    each budget chosen (:func:`~.design.pick_lr`) and, while one sits on an end of the
+    rates tried, the nearest rate of ``cfg["lr_extra"]`` beyond it added and tuned
+    (:func:`~.design.extend_rates`); then ``cfg["seeds"]`` reported runs at each chosen
+    rate into ``runs_t``. ``base``: the :func:`~.design.train_point` arguments but ``lr``.
+    Returns ``(chosen, rates tried, runs made now)``; ``RuntimeError`` when a run failed."""
+    rates, n_tuned = sorted(cfg["lrs"]), 0
+    while True:
+        tp = [dict(base, lr=lr) for lr in rates]
+        tr = sweep(train_point, tp, seeds=1, root_seed=TUNE_ROOT, executor=executor,
+                   out=tune_t)
+        n_tuned += tr.n_run
+        mine = tr.select(**base)          # the table holds every cell's rows
+        chosen = {pick_lr(mine, b) for b in budgets_of(base["budgets"], base["steps"])}
+        add = extend_rates(sorted({r["lr"] for r in mine}), chosen, cfg["lr_extra"])
+        if not add:
+            break
+        rates = sorted(set(rates) | set(add))
+    rp = [dict(base, lr=lr) for lr in sorted(chosen)]
+    rr = sweep(train_point, rp, seeds=cfg["seeds"], executor=executor, out=runs_t)
+    errs = [r["error"] for r in mine + rr.select(**base) if r["status"] != "ok"]
+    if errs:
+        raise RuntimeError(f"run failed at {base}: {errs[0]}")
+    return chosen, rates, n_tuned + rr.n_run
+
+
+def train_cells(todo, cfg, executor, tune_t, runs_t, say, t0) -> int:
+    """:func:`tune_and_report` of every ``(cell, base)`` of ``todo`` in order (``workers +
+    1`` cells in flight when ``executor`` is a pool, so that an interrupted run has whole
+    cells first; threads only drive the sweeps, the runs go to ``executor``); returns the
+    runs made now."""
+    workers = getattr(executor, "_max_workers", 1)
     lock = threading.Lock()
     done = [0, 0]
 
-    def drive(c, e):
-        base = dict(c, **fixed)
-        rates, n_tuned = sorted(cfg["lrs"]), 0
-        while True:
-            tp = [dict(base, lr=lr) for lr in rates]
-            tr = sweep(train_point, tp, seeds=1, root_seed=TUNE_ROOT, executor=e, out=tune_t)
-            n_tuned += tr.n_run
-            mine = tr.select(**base)          # the table holds every cell's rows
-            chosen = {pick_lr(mine, b) for b in budgets_of(c["budgets"], c["steps"])}
-            add = extend_rates(sorted({r["lr"] for r in mine}), chosen, cfg["lr_extra"])
-            if not add:
-                break
-            rates = sorted(set(rates) | set(add))
-        rp = [dict(base, lr=lr) for lr in sorted(chosen)]
-        rr = sweep(train_point, rp, seeds=cfg["seeds"], executor=e, out=runs_t)
-        errs = [r["error"] for r in mine + rr.select(**base) if r["status"] != "ok"]
-        if errs:
-            raise RuntimeError(f"run failed at {c}: {errs[0]}")
+    def drive(c, base):
+        chosen, rates, n = tune_and_report(base, cfg, executor, tune_t, runs_t)
         with lock:
             done[0] += 1
-            done[1] += n_tuned + rr.n_run
-            say(f"{c['arch']} q={c['q']} T={c['T']} w={c['width']} steps={c['steps']}: lr "
-                f"{sorted(chosen)} of {rates}; {done[0]}/{len(todo)} cells, "
-                f"{n_tuned + rr.n_run} runs now, "
+            done[1] += n
+            say(f"{c['arch']} q={c['q']} T={c['T']} w={c['width']} steps={c['steps']}"
+                f"{'' if base.get('task', 'mean') == 'mean' else ' ' + base['task']}: lr "
+                f"{sorted(chosen)} of {rates}; {done[0]}/{len(todo)} cells, {n} runs now, "
                 f"{time.perf_counter() - t0:.0f}s")
 
-    if isinstance(ex, InlineExecutor) or workers <= 1:
-        for c in todo:
-            drive(c, ex)
+    if isinstance(executor, InlineExecutor) or workers <= 1:
+        for c, base in todo:
+            drive(c, base)
     else:
-        # a few cells at a time, in priority order, so that an interrupted run has whole
-        # cells (tuning + reported seeds) for the small T and both arms first; threads
-        # only drive the sweeps, the runs go to the caller's executor
         with cf.ThreadPoolExecutor(max(1, min(len(todo), workers + 1))) as drivers:
-            futs = [drivers.submit(drive, c, ex) for c in todo]
+            futs = [drivers.submit(drive, c, base) for c, base in todo]
             errors = [f.exception() for f in futs]
         for e in errors:
             if e is not None:
                 raise e
-    wall = time.perf_counter() - t0
-    say(f"trainings done: {done[1]} runs now, {wall:.0f}s")
-    write_json(os.path.join(raw, "run.json"), {"workers": workers, "wall_time_s": wall})
+    return done[1]

@@ -5,6 +5,7 @@ side-by-side table."""
 from __future__ import annotations
 
 import json
+import math
 import os
 
 import numpy as np
@@ -12,7 +13,10 @@ import numpy as np
 from stsim.util.io import atomic_write, write_csv, write_json
 from stsim.util.plotting import plt, savefig
 
-__all__ = ["write_outputs", "table"]
+__all__ = ["write_outputs", "table", "PARTS"]
+
+#: the parts whose checks targets.json lists (each a dict target -> list of checks)
+PARTS = ("represents", "learns", "length", "width_checks", "separation")
 
 
 def _represents(cfg, out, s):
@@ -82,6 +86,94 @@ def _length(cfg, out, s):
     savefig(fig, os.path.join(out, "length.png"))
 
 
+_LAW = {"log": lambda a, b, T: a * np.log2(T) + b, "linear": lambda a, b, T: a * T + b,
+        "power": lambda a, b, T: 2.0 ** b * T ** a}
+
+
+def _law_text(fits):
+    """The best-ranked law of a width fit and the laws tied with it."""
+    if not fits or not fits.get("ranking"):
+        return (fits or {}).get("note") or "not fitted"
+    f = fits["fits"][fits["ranking"][0]]
+    tied = [k for k in fits.get("tied", []) if k != fits["ranking"][0]]
+    return (f"{f['formula']}, a = {f['a']:.3g} [{f['a_ci'][0]:.3g}, {f['a_ci'][1]:.3g}]"
+            + (f" (tied: {', '.join(tied)})" if tied else ""))
+
+
+def _widths(cfg, out, s):
+    """``widths.png`` (log axes, both arms, the fitted laws) and ``widths.csv``."""
+    rows = []
+    for t, ps in s["family"].items():
+        rows += [["transformer family", t, p["T"], p["d_e"], p["se"], p["lo"], p["hi"],
+                  p["censored"]] for p in ps]
+    for t, ws in s["fcn"].items():
+        rows += [["fcn trained", t, w["T"], w["width"], math.nan, w["below"] or 0,
+                  w["width"] or w["grid"][-1], int(w["censored"])] for w in ws]
+    write_csv(os.path.join(out, "widths.csv"), ["arm", "target", "T", "width", "se",
+                                                "lower", "upper", "censored"], rows)
+    if not rows:                # the width parts not run (yet): no figure
+        return
+    ts = list(cfg["targets"])
+    nc = min(2, len(ts))
+    nr = -(-len(ts) // nc)
+    fig, axes = plt.subplots(nr, nc, figsize=(4.8 * nc, 3.9 * nr), squeeze=False)
+    for ax in axes.flat[len(ts):]:
+        ax.set_visible(False)
+    for ax, t in zip(axes.flat, ts):
+        fam_t = t if t in s["family"] else "mean"
+        for name, ps, fits, col in (
+                (f"family ({'the mean' if fam_t != t else t})", s["family"].get(fam_t, []),
+                 s["family_fits"].get(fam_t), "C2"),
+                ("FCN trained", s["fcn"].get(t, []), s["fcn_fits"].get(t), "C3")):
+            ok = [p for p in ps if not p["censored"]]
+            T = np.array([p["T"] for p in ok], float)
+            if "fcn" in name.lower():
+                w = np.array([p["width"] for p in ok], float)
+                lo = np.array([p["below"] or p["width"] / 2 ** 0.5 for p in ok], float)
+                ax.errorbar(T, w, yerr=[w - lo, 0 * w], fmt="s", color=col, ms=4, capsize=2,
+                            label=f"{name} (cell below)")
+                cen = [p for p in ps if p["censored"]]
+                ax.plot([p["T"] for p in cen], [p["grid"][-1] for p in cen], "^", color=col,
+                        mfc="none", label="FCN censored" if cen else None)
+            else:
+                ax.errorbar(T, [p["d_e"] for p in ok], yerr=[p["se"] for p in ok], fmt="o-",
+                            color=col, ms=4, capsize=2, label=name)
+            if fits and fits.get("ranking") and len(T):
+                f = fits["fits"][fits["ranking"][0]]
+                Tg = np.geomspace(T.min(), T.max(), 50)
+                ax.plot(Tg, _LAW[f["law"]](f["a"], f["b"], Tg), ":", color=col, lw=1,
+                        label=f"fit {f['formula']}, a={f['a']:.2g}")
+        if fam_t != "mean" and s["family"].get("mean"):
+            m = [p for p in s["family"]["mean"] if not p["censored"]]
+            ax.plot([p["T"] for p in m], [p["d_e"] for p in m], "--", color="0.6", lw=1,
+                    label="family (the mean)")
+        ax.set(xscale="log", yscale="log", xlabel="T", ylabel=f"width reaching "
+               f"{cfg['reach']:g} L(0)")
+        ax.set_title(f"{t} (q = {cfg['q']}, d = {cfg['width_d']})", fontsize=9)
+        ax.legend(fontsize=6)
+    fig.tight_layout()
+    savefig(fig, os.path.join(out, "widths.png"))
+
+
+def _width_cells(s, t):
+    fam = s["family"].get(t)
+    if fam:
+        law = "d_e* " + ", ".join(f"{p['d_e']:.1f}" if not p["censored"] else "cens."
+                                  for p in fam) + f"; {_law_text(s['family_fits'].get(t))}"
+    else:
+        from stsim.studies.targets.widths import family_kind
+        law = "not measured" if family_kind(t) == "own" else "the mean's (derived)"
+    ck = s["width_checks"][t]
+    law += "".join(f"; {c['verdict']} {c['measured']:.3g} ± {c['se']:.2g}" for c in ck[:-1])
+    fc = s["fcn"].get(t, [])
+    fcn = (", ".join(f"T={w['T']} " + (f"> {w['grid'][-1]}" if w["censored"] else
+                                        str(w["width"])) for w in fc)
+           + f"; {_law_text(s['fcn_fits'].get(t))}; {ck[-1]['verdict']}; construction "
+           + ("2Td" if s["fcn_construction"].get(t) else "none in the code"))
+    sep = s["separation"][t][0]
+    return [law, fcn, f"{sep['verdict']} ({sep['note']})"]
+
+
 def table(cfg, s) -> list:
     """The side-by-side rows: target, then each part's verdict (``held`` only when every
     check of the part held) with its numbers; length generalisation one verdict per T."""
@@ -95,8 +187,8 @@ def table(cfg, s) -> list:
     rep = lambda c: (f"linear readout {c['fit']:.5g} ± {c['se']:.1g} (floor {c['floor']:.5g})"
                      if "fit" in c else f"construction {c['measured']:.2g}")  # noqa: E731
     return [[t, cell(s["represents"][t], rep), cell(s["learns"][t], rel),
-             ", ".join(f"T={c['T']} {rel(c)} {c['verdict']}" for c in s["length"][t])]
-            for t in cfg["targets"]]
+             ", ".join(f"T={c['T']} {rel(c)} {c['verdict']}" for c in s["length"][t]),
+             *_width_cells(s, t)] for t in cfg["targets"]]
 
 
 def write_outputs(cfg, out, s):
@@ -104,12 +196,12 @@ def write_outputs(cfg, out, s):
     from stsim.studies.contract import divergence_markdown
     from stsim.sweep import read_table
     runs = [r for r in read_table(os.path.join(out, "raw", "runs.csv")) if r["status"] == "ok"]
-    checks = [c for part in ("represents", "learns", "length") for t in cfg["targets"]
-              for c in s[part][t]]
+    checks = [c for part in PARTS for t in cfg["targets"] for c in s[part][t]]
     write_json(os.path.join(out, "targets.json"), dict(s, checks=checks, table=table(cfg, s)))
     _represents(cfg, out, s)
     _learns(cfg, out, runs)
     _length(cfg, out, s)
+    _widths(cfg, out, s)
     rec = s.get("record") or {}
     lines = [f"# stsim targets ({cfg['mode']})", "",
              f"q = {cfg['q']}, d = {cfg['d']}, T = {cfg['T']}, batch {cfg['batch']}, "
@@ -117,8 +209,9 @@ def write_outputs(cfg, out, s):
              f"a tuning seed: {s['mults']}. Run: {rec.get('wall_time_s', float('nan')):.0f} s, "
              f"load average (1, 5, 15 min) at its end "
              f"{', '.join(f'{x:.2f}' for x in rec.get('load_avg', []))}.", "",
-             "| target | represents | learns (val/L(0)) | length generalisation |",
-             "|---|---|---|---|"]
+             "| target | represents | learns (val/L(0)) | length generalisation | width law "
+             "(transformer family) | FCN law (trained) | separation |",
+             "|---|---|---|---|---|---|---|"]
     lines += ["| " + " | ".join(r) + " |" for r in table(cfg, s)]
     lines += ["", "## Checks", ""] + [
         f"- {c['verdict']}: {c['claim']} — measured {c['measured']:.4g} (se {c['se']:.2g}, "

@@ -20,6 +20,10 @@ For each target of ``targets`` at ``q``, three parts, each a table under ``raw/`
   :meth:`~stsim.core.targets.Target.zero_loss`).
 - **length generalisation**: the same runs (the default encoding is the stochastic one,
   ``d_e = 2T``) evaluated at each ``T_test``: the seed mean of val/L(0) judged ``≤ ratio``.
+- **widths** (:mod:`stsim.studies.targets.widths`; ``raw/family_width.csv``,
+  ``raw/family_equal.csv``, ``raw/fcn_tune.csv``, ``raw/fcn_runs.csv``): the transformer's
+  sphere-family width and the trained FCN's smallest width reaching ``reach``·L(0) against
+  T per target, their growth laws, and the separation per target.
 """
 from __future__ import annotations
 
@@ -30,6 +34,7 @@ import time
 import numpy as np
 
 from stsim.core.targets import make_target
+from stsim.studies.targets import widths
 from stsim.studies.tuning import choose as choose_by, run_measures
 from stsim.util.validate import check_int, check_real
 from stsim.util.verdict import judge
@@ -44,9 +49,9 @@ _COMMON = dict(targets=("mean", "moment:2", "moment:3", "variance"), q=3, d=5, b
                mults=(0.25, 0.5, 1.0, 2.0), ratio=0.02, rep_T=8, n_batches=3,
                floor_tol=0.02)
 PRESETS = {"quick": dict(_COMMON, mode="quick", T=20, steps=300, seeds=2,
-                         T_test=(25, 30, 40), n_fit=50_000),
+                         T_test=(25, 30, 40), n_fit=50_000, **widths.QUICK),
            "full": dict(_COMMON, mode="full", T=200, steps=0, seeds=3,
-                        T_test=(250, 300, 400), n_fit=200_000)}
+                        T_test=(250, 300, 400), n_fit=200_000, **widths.FULL)}
 
 
 def check(cfg):
@@ -70,7 +75,7 @@ def check(cfg):
         raise ValueError(f"mults must be finite numbers > 0, got {cfg['mults']}")
     for Tt in cfg["T_test"]:
         check_int("T_test", Tt, cfg["q"] + 1, 2 * T)    # within the d_e = 2T encodings
-    return cfg
+    return widths.check(cfg)
 
 
 def _raw(out, name):
@@ -170,9 +175,11 @@ def run(cfg, out, executor, log=None):
     mults = choose(read_table(_raw(out, "tune.csv")))
     part("runs", lambda target, seed: train_one(target, mult=mults[target], seed=seed, **c),
          {"target": list(cfg["targets"])}, seeds=cfg["seeds"])
+    more = widths.run(cfg, out, executor, part, say)
+    walls["fcn"] = more.pop("fcn")
     write_json(_raw(out, "run.json"), {"wall_time_s": time.time() - t0,
                                        "wall_time_parts_s": walls, "mults": mults,
-                                       "load_avg": list(os.getloadavg())})
+                                       "load_avg": list(os.getloadavg()), **more})
 
 
 def _seed_stats(values):
@@ -211,13 +218,13 @@ def analyse(cfg, out):
                        m, "<=", cfg["ratio"], se, df,
                        note="; ".join(failed) or "seed mean, se = s/sqrt(n)")
             res[part].setdefault(t, []).append(dict(ck, T=where, n=len(rows)))
-    return res
+    return dict(res, **widths.analyse(cfg, out))
 
 
 def report(cfg, out, results):
     """``targets.json`` (every check with se, critical and verdict; the config; the run
     record), ``represents.png``/``.csv``, ``learns.png`` with ``curves.csv``,
-    ``length.png``/``.csv``, ``report.md``; returns the summary."""
+    ``length.png``/``.csv``, ``widths.png``/``.csv``, ``report.md``; returns the summary."""
     from stsim.studies.contract import divergence
     from stsim.studies.targets.outputs import write_outputs
     from stsim.util.io import read_json

@@ -1,0 +1,321 @@
+r"""The width parts of ``stsim targets`` (docs/targets.md, "The width law" and "The FCN"):
+how wide each arm must be to reach ``reach``·L(0), against T, per target, at ``width_d``.
+
+- **family** (``raw/family_width.csv``): the transformer's sphere family (``W_ee = a I``
+  at the mean's best ``a``, the target's readout fitted by least squares,
+  :func:`stsim.theory.targets.family_target_rel`): its crossing ``d_e*`` of ``reach``
+  (:func:`~stsim.theory.targets.family_target_crossing`) at each ``fam_Ts`` for the mean
+  and every target that is not separable (a separable target's is the mean's, derived).
+- **family equality** (``raw/family_equal.csv``): for each separable target but the mean,
+  its family ``L/L(0)`` against the mean's at the mean's crossing at each ``eq_Ts``
+  (paired Monte-Carlo, ``eq_n`` samples): judged ``|difference| <= eq_tol``.
+- **FCN** (``raw/fcn_tune.csv``, ``raw/fcn_runs.csv``): the separation study's trained FCN
+  cells (:func:`stsim.studies.separation.design.cells`: its width grid, its budget, its
+  equal tuning — the same rates chosen the same way,
+  :func:`stsim.studies.separation.training.tune_and_report`) with the task's target; the
+  smallest width per ``(target, T)`` by its reach criterion
+  (:func:`stsim.studies.separation.analysis.width_interval`) and the interval-censored fits
+  (:func:`~stsim.studies.separation.analysis.widths_fit`).
+
+Verdicts: the variance's family width grows like the mean's (the exponent of
+``d_var/d_mean`` in T within ``slope_tol`` of 0); the FCN's grows at least linearly (the
+power law's exponent ``>= 1``); the separation per target, both of its parts.
+"""
+from __future__ import annotations
+
+import json
+import math
+import os
+import time
+
+import numpy as np
+
+from stsim.core.targets import make_target
+from stsim.util.validate import check_int, check_real
+from stsim.util.verdict import interval_se, judge
+
+__all__ = ["WIDTH_KEYS", "QUICK", "FULL", "check", "family_kind", "run", "analyse",
+           "estimate_cpu_s", "fcn_cells"]
+
+FULL = dict(width_d=1, reach=0.25, fam_Ts=(8, 16, 32, 64, 128, 256), fam_n=10_000,
+            fam_seeds=3, fam_rtol=0.02, eq_Ts=(16, 64), eq_n=200_000, eq_tol=0.02,
+            slope_tol=0.1, fcn_Ts=(4, 8, 16, 32, 64), fcn_steps=2000, fcn_batch=256,
+            fcn_n_val=2048, fcn_seeds=3, fcn_lrs=(1e-3, 3e-3, 1e-2, 3e-2),
+            fcn_lr_extra=(1e-4, 3e-4, 1e-1, 3e-1), fcn_span=8, fcn_max_width=2048,
+            n_boot=2000)
+QUICK = dict(FULL, fam_Ts=(8, 16, 32, 64, 128), fam_n=2000, fam_seeds=2, fam_rtol=0.05,
+             eq_Ts=(16,), eq_n=50_000, fcn_Ts=(4, 6, 8, 12, 16), fcn_steps=300,
+             fcn_batch=64, fcn_n_val=256, fcn_lrs=(3e-2,), fcn_lr_extra=(), fcn_span=4,
+             fcn_max_width=64, n_boot=200)
+WIDTH_KEYS = tuple(FULL)
+FAM_ROOT = 2          # root seed of the family's replicates (the separation study's)
+
+
+def family_kind(target) -> str:
+    """``"mean"``, ``"equal"`` (separable with orthonormal features and the linear readout:
+    its family loss ratio is the mean's, derived) or ``"own"`` (measured)."""
+    t = make_target(target)
+    if t.paper:
+        return "mean"
+    return "equal" if t.separable and t.orthonormal and t.readout == "linear" else "own"
+
+
+def check(cfg):
+    """The width settings validated (``ValueError`` naming each)."""
+    for key, lo in (("width_d", 1), ("fam_n", 100), ("fam_seeds", 2), ("eq_n", 100),
+                    ("fcn_steps", 1), ("fcn_batch", 1), ("fcn_n_val", 1), ("fcn_seeds", 1),
+                    ("fcn_span", 1), ("fcn_max_width", 1), ("n_boot", 10)):
+        check_int(key, cfg[key], lo)
+    for key in ("reach", "fam_rtol", "eq_tol", "slope_tol"):
+        check_real(key, cfg[key], lo=0.0, hi=1.0, lo_open=True, hi_open=True)
+    for key, lo in (("fam_Ts", cfg["q"] + 1), ("fcn_Ts", cfg["q"] + 1)):
+        for T in cfg[key]:
+            check_int(key, T, lo)
+    if not set(cfg["eq_Ts"]) <= set(cfg["fam_Ts"]):
+        raise ValueError(f"eq_Ts must be among fam_Ts={list(cfg['fam_Ts'])}, "
+                         f"got {list(cfg['eq_Ts'])}")
+    for lr in tuple(cfg["fcn_lrs"]) + tuple(cfg["fcn_lr_extra"]):
+        check_real("fcn_lrs", lr, lo=0.0, lo_open=True)
+    if not cfg["fcn_lrs"]:
+        raise ValueError("fcn_lrs must hold at least one rate")
+    from stsim.studies.separation.design import validate_point
+    for c, base in fcn_cells(cfg):          # every FCN run is a valid run (size, memory)
+        try:
+            validate_point(dict(base, lr=cfg["fcn_lrs"][0]))
+        except ValueError as exc:
+            raise ValueError(f"targets: the FCN cell at T={c['T']} (fcn_Ts), width "
+                             f"{c['width']} (fcn_span, fcn_max_width): {exc}") from None
+    return cfg
+
+
+def _raw(out, name):
+    return os.path.join(out, "raw", name)
+
+
+def family_point(target, T, q, d, reach, n, n_rep, rtol, seed):
+    """A row of ``raw/family_width.csv``: the crossing (``d_e``, ``se``, the bracket
+    ``lo``, ``hi``; ``censored``) and its probes (JSON)."""
+    from stsim.theory.targets import family_target_crossing
+    seeds = [int(s.generate_state(1)[0]) for s in np.random.SeedSequence(seed).spawn(n_rep)]
+    x = family_target_crossing(target, T, q, d, reach, n, seeds, rtol, cap=64 * T)
+    if x is None:
+        return {"d_e": math.nan, "se": math.nan, "lo": 64 * T, "hi": 64 * T, "censored": 1,
+                "probes": "{}"}
+    return {"d_e": x["d_e"], "se": x["se"], "lo": x["lo"], "hi": x["hi"], "censored": 0,
+            "probes": json.dumps({str(k): v for k, v in sorted(x["probes"].items())})}
+
+
+def equal_point(target, T, d_e, q, d, n, seed):
+    """A row of ``raw/family_equal.csv`` (:func:`~stsim.theory.targets.family_target_rel`)."""
+    from stsim.theory.targets import family_target_rel
+    return family_target_rel(target, T, q, d, d_e, n, seed)
+
+
+def _sep_cfg(cfg):
+    return dict(qs=(cfg["q"],), fcn_Ts=tuple(cfg["fcn_Ts"]), long_Ts=(), tf_Ts=(),
+                steps=cfg["fcn_steps"], fcn_span=cfg["fcn_span"],
+                max_width_fcn=cfg["fcn_max_width"], lrs=tuple(cfg["fcn_lrs"]),
+                lr_extra=tuple(cfg["fcn_lr_extra"]), seeds=cfg["fcn_seeds"])
+
+
+def fcn_cells(cfg):
+    """``(cell, base)`` of every FCN cell of every target: the separation study's cells
+    (:func:`stsim.studies.separation.design.cells`) at ``q``, ``fcn_Ts``, with ``task``."""
+    from stsim.studies.separation.design import cells
+    fixed = dict(d=cfg["width_d"], batch=cfg["fcn_batch"], n_val=cfg["fcn_n_val"])
+    return [(c, dict(c, **fixed, task=t)) for t in cfg["targets"]
+            for c in cells(_sep_cfg(cfg))]
+
+
+#: CPU seconds per sample-token of a family evaluation (the scores, the features, the
+#: softmax, the mean's a), MEASURED: 31 s for a crossing at T = 64, 20 000 samples, 3
+#: replicates, 10 probes (fit and held out), load ~10 (docs/targets.md, "Cost")
+FAMILY_S_PER_TOKEN = 4e-7
+#: fixed CPU seconds of an FCN step beyond the cost model's multiply-adds, MEASURED at
+#: T = 16-64, batch 256, one BLAS thread: 1.1 s for 2000 steps at T = 16, width 23
+FCN_STEP_S = 5e-4
+_PROBES = 10                    # probes of a crossing (bisection from [1, 8T], rtol 0.02)
+
+
+def estimate_cpu_s(cfg) -> dict:
+    """The width parts' CPU seconds: the FCN's by the one cost model
+    (:func:`stsim.core.cost.estimated_seconds`) per run plus ``FCN_STEP_S`` a step, times
+    the runs a cell makes (the tuning rates, one extension, the seeds); the family's
+    ``FAMILY_S_PER_TOKEN`` × samples × T × 2 (fit and held out) × replicates × ``_PROBES``
+    per crossing, and the equality checks. ``{"fcn_model_s", "fcn_s", "runs",
+    "family_s", "total_s"}``."""
+    import warnings
+
+    from stsim.core.config import Config
+    from stsim.core.cost import estimated_seconds
+    model, runs = 0.0, 0
+    n = len(cfg["fcn_lrs"]) + (1 if cfg["fcn_lr_extra"] else 0) + cfg["fcn_seeds"]
+    for c, base in fcn_cells(cfg):
+        opts = dict(T=c["T"], q=c["q"], d=base["d"], steps=c["steps"], batch=base["batch"],
+                    optimizer="adam", lr=1e-3, arch="fcn", width=c["width"])
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            model += n * estimated_seconds(Config.from_options(**opts).resolve())
+        runs += n
+    fcn = model + runs * cfg["fcn_steps"] * FCN_STEP_S
+    n_own = len({"mean"} | {t for t in cfg["targets"] if family_kind(t) == "own"})
+    n_eq = sum(family_kind(t) == "equal" for t in cfg["targets"])
+    fam = FAMILY_S_PER_TOKEN * 2 * (n_own * _PROBES * cfg["fam_seeds"] * cfg["fam_n"]
+                                    * sum(cfg["fam_Ts"]) + n_eq * cfg["eq_n"] * sum(cfg["eq_Ts"]))
+    return {"fcn_model_s": model, "fcn_s": fcn, "runs": runs, "family_s": fam,
+            "total_s": fcn + fam}
+
+
+def run(cfg, out, executor, part, say):
+    """The width parts' raw tables (module docstring); ``part(name, fn, points, **kw)`` is
+    the study's resumable sweep of one table."""
+    from stsim.studies.separation.training import train_cells
+    from stsim.sweep import read_table
+    q, d = cfg["q"], cfg["width_d"]
+    est = estimate_cpu_s(cfg)
+    say(f"width parts: estimated {est['total_s']:.0f} CPU-s (family {est['family_s']:.0f}, "
+        f"FCN {est['fcn_s']:.0f}: {est['runs']} runs at most, cost model "
+        f"{est['fcn_model_s']:.0f} s + {FCN_STEP_S:g} s a step)")
+    own = [t for t in cfg["targets"] if family_kind(t) != "equal"]
+    own = (["mean"] if "mean" not in own else []) + own
+    part("family_width", lambda target, T, seed: family_point(
+        target, T, q, d, cfg["reach"], cfg["fam_n"], cfg["fam_seeds"], cfg["fam_rtol"], seed),
+         [dict(target=t, T=T) for t in own for T in cfg["fam_Ts"]], root_seed=FAM_ROOT)
+    mean_x = {r["T"]: r for r in read_table(_raw(out, "family_width.csv"))
+              if r["status"] == "ok" and r["target"] == "mean"}
+    eq = [dict(target=t, T=T, d_e=int(round(mean_x[T]["d_e"])))
+          for t in cfg["targets"] if family_kind(t) == "equal" for T in cfg["eq_Ts"]
+          if T in mean_x and not mean_x[T]["censored"]]
+    if eq:
+        part("family_equal", lambda target, T, d_e, seed: equal_point(
+            target, T, d_e, q, d, cfg["eq_n"], seed), eq, root_seed=FAM_ROOT)
+    t = time.time()
+    train_cells(fcn_cells(cfg), _sep_cfg(cfg), executor, _raw(out, "fcn_tune.csv"),
+                _raw(out, "fcn_runs.csv"), say, time.perf_counter())
+    return {"fcn": time.time() - t, "width_estimate_cpu_s": est}
+
+
+def _rows(out, name):
+    from stsim.studies.separation.analysis import read_rows
+    return read_rows(_raw(out, name))
+
+
+def _fit_check(label, fits, what, op, threshold, law="power"):
+    """The check ``exponent op threshold`` of the law ``law`` fitted to a width series:
+    se from its profile CI on ``m − 2`` degrees of freedom (``m`` points bounded above)."""
+    f = (fits or {}).get("fits", {}).get(law)
+    if not f:
+        return judge(f"{label}: {what}", math.nan, op, threshold, math.nan,
+                     note=(fits or {}).get("note", "not fitted"))
+    df = max(1, int(f["n"]) - int(f["n_censored"]) - 2)
+    lo, hi = f["a_ci"]
+    se = interval_se(lo, hi, df) if np.isfinite(lo) and np.isfinite(hi) else math.inf
+    return dict(judge(f"{label}: {what}", f["a"], op, threshold, se, df,
+                      note=f"{f['formula']}: a = {f['a']:.3g} [{lo:.3g}, {hi:.3g}]"),
+                law=law)
+
+
+def _ratio_check(label, T, dv, sv, dm, sm, tol):
+    """``|b| <= tol`` for ``log2(d_v/d_m) = b log2 T + c`` (least squares; se of ``b`` the
+    larger of the residuals' and the crossings' SEs propagated; ``n − 2`` df)."""
+    claim = (f"{label}: its family width grows like the mean's (|exponent of "
+             f"d_e*/d_e*(mean) in T| <= {tol:g})")
+    if len(T) < 3:
+        return judge(claim, math.nan, "<=", tol, math.nan, note=f"{len(T)} T values (< 3)")
+    x, r = np.log2(T), np.log2(np.asarray(dv) / np.asarray(dm))
+    v = (np.asarray(sv) / np.asarray(dv)) ** 2 + (np.asarray(sm) / np.asarray(dm)) ** 2
+    v = v / math.log(2) ** 2                   # variance of r, log2 units
+    X = np.column_stack([x, np.ones_like(x)])
+    b, c = np.linalg.lstsq(X, r, rcond=None)[0]
+    sxx = float(((x - x.mean()) ** 2).sum())
+    res = r - (b * x + c)
+    se = max(math.sqrt(float(res @ res) / (len(x) - 2) / sxx),
+             math.sqrt(float((((x - x.mean()) / sxx) ** 2 * v).sum())))
+    return dict(judge(claim, abs(b), "<=", tol, se, len(x) - 2,
+                      note=f"exponent {b:+.3f} over T = {list(map(int, T))}"), slope=float(b))
+
+
+def _both(label, parts):
+    """The separation of a target: held when every part held, failed when one failed,
+    else inconclusive; se, critical and margin those of the deciding part."""
+    vs = [p["verdict"] for p in parts]
+    v = "failed" if "failed" in vs else "held" if set(vs) == {"held"} else "inconclusive"
+    key = next((p for p in parts if p["verdict"] == v), parts[0]) if v != "held" else min(
+        parts, key=lambda p: abs(p["margin_se"]) / max(p["critical"], 1e-300)
+        if np.isfinite(p["margin_se"]) else math.inf)
+    return dict(key, claim=f"{label}: separation (the transformer's width grows like the "
+                f"mean's while the FCN's grows at least linearly)", verdict=v,
+                parts=[p["claim"] for p in parts], note=f"decided by: {key['claim']}")
+
+
+def analyse(cfg, out) -> dict:
+    """The width parts' results from the raw tables alone: ``family`` (crossings per
+    target), ``family_fits``, ``fcn`` (smallest widths per target and T), ``fcn_fits``,
+    ``width_checks`` and ``separation`` (per target, lists of checks),
+    ``fcn_construction`` (per target, the exact construction's width at each T, or None)."""
+    from stsim.studies.separation.analysis import width_interval, widths_fit
+    from stsim.studies.separation.design import pick_lr
+    q, reach = cfg["q"], cfg["reach"]
+    fam = [r for r in _rows(out, "family_width.csv")]
+    family = {}
+    for r in sorted(fam, key=lambda r: r["T"]):
+        family.setdefault(r["target"], []).append(
+            {k: r[k] for k in ("T", "d_e", "se", "lo", "hi", "censored")})
+    fam_fits = {t: widths_fit([p["T"] for p in ps], [p["hi"] for p in ps],
+                              [bool(p["censored"]) for p in ps],
+                              [p["lo"] if p["lo"] < p["hi"] else None for p in ps])
+                for t, ps in family.items()}
+    eq = _rows(out, "family_equal.csv") if any(
+        family_kind(t) == "equal" for t in cfg["targets"]) else []
+    checks, fcn, fcn_fits, sep = {}, {}, {}, {}
+    mean = {p["T"]: p for p in family.get("mean", []) if not p["censored"]}
+    for t in cfg["targets"]:
+        kind, cs = family_kind(t), []
+        if kind == "equal":
+            cs = [dict(judge(f"{t}: its family L/L(0) is the mean's at T = {r['T']}, "
+                             f"d_e = {r['d_e']} (|difference| <= {cfg['eq_tol']:g})",
+                             abs(r["diff"]), "<=", cfg["eq_tol"], r["diff_se"],
+                             note=f"{r['rel']:.4f} against the mean's {r['mean_rel']:.4f}, "
+                                  f"paired, {cfg['eq_n']} samples"), T=r["T"])
+                  for r in eq if r["target"] == t]
+            cs = cs or [judge(f"{t}: its family L/L(0) is the mean's", math.nan, "<=",
+                              cfg["eq_tol"], math.nan, note="not measured")]
+        elif kind == "own":
+            ps = [p for p in family.get(t, []) if not p["censored"] and p["T"] in mean]
+            cs = [_ratio_check(t, [p["T"] for p in ps], [p["d_e"] for p in ps],
+                               [p["se"] for p in ps], [mean[p["T"]]["d_e"] for p in ps],
+                               [mean[p["T"]]["se"] for p in ps], cfg["slope_tol"])]
+        checks[t] = cs
+    tune, runs = _rows(out, "fcn_tune.csv"), _rows(out, "fcn_runs.csv")
+    for k, t in enumerate(cfg["targets"]):
+        ws_t = []
+        for T in cfg["fcn_Ts"]:
+            tr = [r for r in tune if r["task"] == t and r["T"] == T]
+            chosen = {w: pick_lr([r for r in tr if r["width"] == w], cfg["fcn_steps"])
+                      for w in sorted({r["width"] for r in tr})}
+            sel = [r for r in runs if r["task"] == t and r["T"] == T
+                   and chosen.get(r["width"]) == r["lr"]]
+            ws = sorted({r["width"] for r in sel})
+            vals = [[np.nan if r["rel"] is None else r["rel"] for r in
+                     sorted((r for r in sel if r["width"] == w), key=lambda r: r["seed_index"])]
+                    for w in ws]
+            if not ws or {len(v) for v in vals} != {cfg["fcn_seeds"]}:
+                continue
+            bt = width_interval(ws, vals, reach, cfg["n_boot"], [q, T, k])
+            ws_t.append(dict(T=T, grid=ws, medians=[float(np.nanmedian(v)) for v in vals],
+                             lr=[chosen[w] for w in ws], **bt))
+        fcn[t] = ws_t
+        fcn_fits[t] = widths_fit([w["T"] for w in ws_t],
+                                 [w["grid"][-1] if w["censored"] else w["width"] for w in ws_t],
+                                 [w["censored"] for w in ws_t], [w["below"] for w in ws_t])
+        f_ck = _fit_check(t, fcn_fits[t], "the trained FCN's smallest width grows at least "
+                          "linearly (power-law exponent >= 1)", ">=", 1.0)
+        checks[t] = checks[t] + [f_ck]
+        sep[t] = [_both(t, checks[t])]
+    return {"family": family, "family_fits": fam_fits, "fcn": fcn, "fcn_fits": fcn_fits,
+            "width_checks": checks, "separation": sep,
+            # the exact FCN construction's width (stsim.baselines.fcn.fcn_construction, the
+            # mean's only: 2Td); None: none in the code (docs/targets.md, "The FCN side")
+            "fcn_construction": {t: ({T: 2 * T * cfg["width_d"] for T in cfg["fcn_Ts"]}
+                                     if make_target(t).paper else None)
+                                 for t in cfg["targets"]}}
