@@ -151,6 +151,7 @@ class OneThreadProcessPool(_PoolBase):
             raise ImportError(f"OneThreadProcessPool: {POOL_HINT} (or run the tasks in this "
                               f"process: InlineExecutor, workers=1)")
         self.workers = check_int("workers", workers, 1)
+        self._killed, self._manager = False, None     # see shutdown
         super().__init__(self.workers, context=loky.backend.get_context("loky"),
                          initializer=_init_worker, initargs=(os.getpid(),),
                          env=worker_env())
@@ -164,12 +165,22 @@ class OneThreadProcessPool(_PoolBase):
     def shutdown(self, wait=True, *, cancel_futures=False, kill_workers=False):
         """Stop the pool: ``wait`` for the running tasks (and, unless ``cancel_futures``,
         the queued ones); ``kill_workers`` ends the workers at once (their running and
-        queued tasks fail with loky's ``ShutdownExecutorError``)."""
+        queued tasks fail with loky's ``ShutdownExecutorError``).
+
+        A kill once asked for stays (loky's ``shutdown`` would set ``kill_workers`` back
+        to False), and ``wait`` also waits for a kill asked for by :meth:`kill` (loky
+        forgets its manager thread there): the workers are gone, and each one's exit
+        semaphore unlinked and unregistered, when this returns (docs/model.md, "SIGTERM
+        or SIGHUP on a study")."""
         if cancel_futures and not kill_workers:
             with contextlib.suppress(Exception):     # queued, not started: dropped
                 for item in list(self._pending_work_items.values()):
                     item.future.cancel()
-        super().shutdown(wait=wait, kill_workers=kill_workers)
+        self._killed = self._killed or kill_workers
+        self._manager = self._executor_manager_thread or self._manager
+        super().shutdown(wait=wait, kill_workers=self._killed)
+        if wait and self._manager is not None:
+            self._manager.join()
 
     def kill(self) -> None:
         """End the workers now, without waiting (Ctrl-C): :meth:`shutdown` with
