@@ -133,3 +133,34 @@ def test_a_failed_run_of_each_part_leaves_its_checks_inconclusive(tmp_path, monk
     check = {c["claim"]: c for c in data["checks"]}[claim]
     assert check["verdict"] == "inconclusive" and "MemoryError" in check["note"]
     assert "## Failed runs" in (out / "report.md").read_text()
+
+
+def test_a_new_tuning_choice_reruns_the_reported_runs(tmp_path, monkeypatch):
+    """The chosen multiplier is part of each reported run's point, and the analysis takes
+    the tuning rows at the multipliers of the config and the runs at the choice: a rerun into the same
+    folder whose tuning chooses another multiplier runs the reported runs again at it
+    (seeded fault, the earlier point without the multiplier: the journal handed back the
+    runs made at the first choice)."""
+    from stsim.cli import main
+    from stsim.studies.attention import study
+    calls = []
+    real = study.run_one
+
+    def run_one(mechanism, **k):
+        calls.append((k["steps"], k["mult"]))
+        return real(mechanism, **k)
+    monkeypatch.setattr(study, "run_one", run_one)
+    out = tmp_path / "o"
+    cfg = dict(TINY_CFG, width_T=[4], rank_r=[2])
+    args = [a for k, v in cfg.items() for a in (f"--{k}", ",".join(map(str, v))
+                                                if isinstance(v, list) else str(v))]
+    base = ["attention"] + args + ["--workers", "1", "--quiet", "--out", str(out)]
+    main(base)
+    assert sorted({m for s, m in calls if s == 20}) == [1.0]
+    calls.clear()
+    main([a if a != "1.0" else "0.5" for a in base])     # --tune_mults 0.5: another choice
+    assert sorted({m for s, m in calls if s == 20}) == [0.5] and \
+        len([1 for s, _ in calls if s == 20]) == 2 * cfg["seeds"]
+    data = json.loads((out / "attention.json").read_text())   # the table keeps both
+    assert all(p["mult"] == 0.5 and p["runs"] == cfg["seeds"] and list(p["tuning"]) == ["0.5"]
+               for p in data["mechanisms"].values())

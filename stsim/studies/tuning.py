@@ -6,7 +6,7 @@ import json
 import math
 import time
 
-__all__ = ["run_measures", "choose"]
+__all__ = ["run_measures", "choose", "at_chosen"]
 
 
 def run_measures(res, L0, T_test, t0) -> dict:
@@ -25,14 +25,26 @@ def run_measures(res, L0, T_test, t0) -> dict:
     return row
 
 
-def choose(rows, arm) -> dict:
+def choose(rows, arm, mults=None) -> dict:
     """``{arm: multiplier}`` from the tuning rows (``arm``: the column naming the arm): the
     lowest final ``rel`` (a diverged, failed or non-finite run is infinite), ties to the
-    larger multiplier."""
+    larger multiplier; with ``mults``, among the rows at those multipliers only (a folder's
+    table keeps the rows of every multiplier an earlier invocation tried)."""
     best = {}
+    keep = None if mults is None else {float(m) for m in mults}
     for r in rows:
+        if keep is not None and float(r["mult"]) not in keep:
+            continue
         v = float(r["rel"]) if r.get("run_status") == "completed" else math.inf
         key = (v if math.isfinite(v) else math.inf, -float(r["mult"]))
         if r[arm] not in best or key < best[r[arm]][0]:
             best[r[arm]] = (key, float(r["mult"]))
     return {a: b[1] for a, b in best.items()}
+
+
+def at_chosen(rows, arm, chosen) -> list:
+    """The reported runs of ``rows`` made at their arm's chosen multiplier
+    (``chosen``: :func:`choose`); a row without a ``mult`` column (a table written before
+    the multiplier was part of a reported run's point) is kept."""
+    return [r for r in rows if r.get("mult") in (None, "")
+            or float(r["mult"]) == chosen.get(r[arm])]

@@ -102,6 +102,7 @@ def _markdown(cfg, results):
 def write_outputs(cfg, out, results) -> dict:
     """Write every output of the study into ``out``; the summary: the counts of the
     verdicts and, when runs failed, ``errors`` (``"raw/<table>.csv, <run>: <error>"``)."""
+    from stsim.studies.tuning import at_chosen
     from stsim.sweep import read_table
     write_json(os.path.join(out, "attention.json"), results)
     temp = results["temperature"]
@@ -115,7 +116,8 @@ def write_outputs(cfg, out, results) -> dict:
                                                  "critical", "verdict"],
               [[r["mechanism"], r["T"], c["d_e"], c["measured"], c["se"], c["critical"],
                 c["verdict"]] for r in results.get("trained", []) for c in r["cells"]])
-    _curves(cfg, out, read_table(os.path.join(out, "raw", "runs.csv")))
+    _curves(cfg, out, at_chosen(read_table(os.path.join(out, "raw", "runs.csv")), "mechanism",
+                                {m: p["mult"] for m, p in results["mechanisms"].items()}))
     _widths(cfg, out, results)
     with atomic_write(os.path.join(out, "report.md"), "w") as f:
         f.write(_markdown(cfg, results))

@@ -32,6 +32,7 @@ from stsim.core.config import MECHANISM_DEFAULTS
 from stsim.studies.attention.sizes import check_sizes
 from stsim.studies.attention.runs import (TAU_RANGE, TUNE_ROOT, choose, mechanism_label,
                                           parse_mechanism, rank_one, run_one, sphere_one)
+from stsim.studies.tuning import at_chosen
 from stsim.util.io import write_json
 from stsim.util.validate import check_int, check_real
 from stsim.util.verdict import interval_se, judge
@@ -56,7 +57,7 @@ PRESETS = {
     "full": {"mode": "full", "T": 200, "q": 3, "d": 5, "seeds": 3, "mechanisms": MECHS,
              "steps": 1500, "batch": 256, "T_test": [250, 300, 350, 400], "target": 0.02,
              "ood_target": 0.05, "tune_steps": 1500,        # tuned at the full budget
-             "tune_mults": [2.0 ** -k for k in range(-1, 10)],  # 2 ... 1/512, factor 2
+             "tune_mults": [2.0 ** -k for k in range(-3, 10)],  # 8 ... 1/512, factor 2
              "rank_T": [8, 16, 32], "rank_q": [2, 3], "rank_r": [4, 8, 16, 32, 64],
              "rank_steps": 0,
              "width_mechs": WIDTH_MECHS, "width_target": 0.25,
@@ -156,13 +157,15 @@ def run(cfg, out, executor, log):
 
     part("tune", tune, {"mechanism": list(mechs), "mult": cfg["tune_mults"]}, seeds=1,
          root_seed=TUNE_ROOT)
-    mults = choose(read_table(_raw(out, "tune.csv")))
+    mults = choose(read_table(_raw(out, "tune.csv")), cfg["tune_mults"])
 
-    def main(mechanism, seed):
+    def main(mechanism, mult, seed):
         return run_one(mechs[mechanism], steps=cfg["steps"], T_test=cfg["T_test"], seed=seed,
-                       mult=mults[mechanism], base=base, **c)
+                       mult=mult, base=base, **c)
 
-    part("runs", main, {"mechanism": list(mechs)}, seeds=cfg["seeds"])
+    # the chosen multiplier is part of each run's point: a tuning that chooses another
+    # (more multipliers, a rerun) runs the reported runs again instead of reusing them
+    part("runs", main, [{"mechanism": m, "mult": mults[m]} for m in mechs], seeds=cfg["seeds"])
     pts = [{"T": T, "q": q, "rank": r} for T in cfg["rank_T"] for q in cfg["rank_q"]
            for r in cfg["rank_r"] if q < T and r <= 2 * T]
     part("rank", lambda T, q, rank, seed: rank_one(T, q, rank, cfg["d"], cfg["batch"],
@@ -369,8 +372,9 @@ def analyse(cfg, out) -> dict:
 
     def table(name):
         return read_table(_raw(out, name)) if os.path.exists(_raw(out, name)) else []
-    runs, tune = table("runs.csv"), table("tune.csv")
+    tune = [r for r in table("tune.csv") if float(r["mult"]) in cfg["tune_mults"]]
     mults = choose(tune)
+    runs = at_chosen(table("runs.csv"), "mechanism", mults)
     errors = _failed("tune", tune, ("mechanism", "mult")) + \
         _failed("runs", runs, ("mechanism", "seed"))
     checks, per = [], {}

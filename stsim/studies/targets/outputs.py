@@ -194,8 +194,10 @@ def table(cfg, s) -> list:
 def write_outputs(cfg, out, s):
     """Every output file (module docstring)."""
     from stsim.studies.contract import divergence_markdown
+    from stsim.studies.tuning import at_chosen
     from stsim.sweep import read_table
-    runs = [r for r in read_table(os.path.join(out, "raw", "runs.csv")) if r["status"] == "ok"]
+    runs = at_chosen([r for r in read_table(os.path.join(out, "raw", "runs.csv"))
+                      if r["status"] == "ok"], "target", s["mults"])
     checks = [c for part in PARTS for t in cfg["targets"] for c in s[part][t]]
     write_json(os.path.join(out, "targets.json"), dict(s, checks=checks, table=table(cfg, s)))
     _represents(cfg, out, s)

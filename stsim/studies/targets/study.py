@@ -35,7 +35,7 @@ import numpy as np
 
 from stsim.core.targets import make_target
 from stsim.studies.targets import widths
-from stsim.studies.tuning import choose as choose_by, run_measures
+from stsim.studies.tuning import at_chosen, choose as choose_by, run_measures
 from stsim.util.validate import check_int, check_real
 from stsim.util.verdict import judge
 
@@ -147,9 +147,10 @@ def train_one(target, T, q, d, batch, steps, T_test, mult, seed):
             **run_measures(res, make_target(target).zero_loss(d, q), T_test, t0)}
 
 
-def choose(rows) -> dict:
-    """``{target: multiplier}`` from the tuning rows (:func:`stsim.studies.tuning.choose`)."""
-    return choose_by(rows, "target")
+def choose(rows, mults=None) -> dict:
+    """``{target: multiplier}`` from the tuning rows at ``mults``
+    (:func:`stsim.studies.tuning.choose`)."""
+    return choose_by(rows, "target", mults)
 
 
 def run(cfg, out, executor, log=None):
@@ -172,9 +173,10 @@ def run(cfg, out, executor, log=None):
          {"target": list(cfg["targets"])})
     part("tune", lambda target, mult, seed: train_one(target, mult=mult, seed=seed, **c),
          {"target": list(cfg["targets"]), "mult": list(cfg["mults"])}, root_seed=TUNE_ROOT)
-    mults = choose(read_table(_raw(out, "tune.csv")))
-    part("runs", lambda target, seed: train_one(target, mult=mults[target], seed=seed, **c),
-         {"target": list(cfg["targets"])}, seeds=cfg["seeds"])
+    mults = choose(read_table(_raw(out, "tune.csv")), cfg["mults"])
+    # the chosen multiplier is part of each run's point: another choice reruns the runs
+    part("runs", lambda target, mult, seed: train_one(target, mult=mult, seed=seed, **c),
+         [{"target": t, "mult": mults[t]} for t in cfg["targets"]], seeds=cfg["seeds"])
     more = widths.run(cfg, out, executor, part, say)
     walls["fcn"] = more.pop("fcn")
     write_json(_raw(out, "run.json"), {"wall_time_s": time.time() - t0,
@@ -199,7 +201,8 @@ def analyse(cfg, out):
               for n, rows in tables.items() for r in rows if r["status"] != "ok"]
     ok = {n: [r for r in rows if r["status"] == "ok"] for n, rows in tables.items()}
     rep = {r["target"]: r for r in ok["represents"]}
-    mults = choose(ok["tune"])
+    mults = choose(ok["tune"], cfg["mults"])
+    ok["runs"] = at_chosen(ok["runs"], "target", mults)
     res = {"represents": {}, "learns": {}, "length": {}, "mults": mults, "errors": errors,
            "diverged": []}
     for t in cfg["targets"]:
