@@ -137,9 +137,9 @@ def test_a_failed_run_of_each_part_leaves_its_checks_inconclusive(tmp_path, monk
 
 def test_a_new_tuning_choice_reruns_the_reported_runs(tmp_path, monkeypatch):
     """The chosen multiplier is part of each reported run's point, and the analysis takes
-    the tuning rows at the multipliers of the config and the runs at the choice: a rerun into the same
-    folder whose tuning chooses another multiplier runs the reported runs again at it
-    (seeded fault, the earlier point without the multiplier: the journal handed back the
+    the tuning rows at the multipliers of the config and the runs at the choice: a rerun into
+    the same folder whose tuning chooses another multiplier runs the reported runs again at
+    it (seeded fault, the earlier point without the multiplier: the journal handed back the
     runs made at the first choice)."""
     from stsim.cli import main
     from stsim.studies.attention import study
