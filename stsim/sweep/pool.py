@@ -231,8 +231,10 @@ def stop_on_interrupt(executor=None):
     Where SIGINT is ignored (a background job of a script) Ctrl-C cannot come, but a
     SIGTERM or SIGHUP that :class:`stsim.util.signals.TerminateAsInterrupt` turns into an
     interrupt (the ``stsim`` command, :func:`stsim.sweep`) is routed to the same handler
-    (:func:`stsim.util.signals.route_termination`): without it the workers would go on with
-    their runs, and a study driving its sweeps from threads would wait for them to finish.
+    for any ``executor`` given, a pool or in this process (a final route,
+    :func:`stsim.util.signals.route_termination`): without it the workers would go on with
+    their runs, a study driving its sweeps from threads would wait for them to finish, and
+    a study's inline row would stop only its own run and go on with the next.
     """
     def kill():
         if isinstance(executor, OneThreadProcessPool):
@@ -241,7 +243,7 @@ def stop_on_interrupt(executor=None):
 
     main = threading.current_thread() is threading.main_thread()
     if main and signal.getsignal(signal.SIGINT) is signal.SIG_IGN:
-        if not isinstance(executor, OneThreadProcessPool):
+        if executor is None:
             yield False      # nothing to end here: a route of an outer caller stays
             return
         from stsim.util.signals import route_termination
@@ -250,7 +252,9 @@ def stop_on_interrupt(executor=None):
             kill()
             raise KeyboardInterrupt
 
-        with route_termination(on_termination):
+        # final: a run inside (an inline row) would otherwise take the signal for itself,
+        # stop only that run and let the sweep go on with the next
+        with route_termination(on_termination, final=True):
             yield False
         return
     if not (main and signal.getsignal(signal.SIGINT) is signal.default_int_handler):

@@ -58,6 +58,7 @@ class TerminateAsInterrupt:
         self.received = None
         self._saved = {}
         self._direct = None
+        self._final = False       # a route that an inner one may not replace
 
     def route_to(self, handler):
         """Send the next SIGTERM or SIGHUP to ``handler(signum, frame)`` instead of the
@@ -100,20 +101,24 @@ class TerminateAsInterrupt:
 
 
 @contextlib.contextmanager
-def route_termination(handler):
+def route_termination(handler, final=False):
     """While inside, a SIGTERM or SIGHUP that a :class:`TerminateAsInterrupt` handles goes
     to ``handler`` (:meth:`TerminateAsInterrupt.route_to`); nothing changes when none
-    handles them."""
+    handles them. A ``final`` route is not replaced by a route taken inside it: a study
+    that ends its whole sweep on the signal is not overruled by one run's loop inside it,
+    which would stop only that run and let the sweep go on to the next."""
     routers = {getattr(signal.getsignal(s), "__self__", None) for s in SIGNALS}
-    routers = [r for r in routers if isinstance(r, TerminateAsInterrupt)]
+    routers = [r for r in routers if isinstance(r, TerminateAsInterrupt) and not r._final]
     previous = [r._direct for r in routers]      # nested: the outer route comes back
     for r in routers:
         r.route_to(handler)
+        r._final = final
     try:
         yield
     finally:
         for r, p in zip(routers, previous):
             r.route_to(p)
+            r._final = False
 
 
 @contextlib.contextmanager
