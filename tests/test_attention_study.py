@@ -145,3 +145,14 @@ def test_family_rows_take_the_median_replicate():
     assert (got["m"]["width"], got["m"]["below"], got["m"]["censored"]) == (23, 16, False)
     assert got["m"]["replicates"] == "16 23 c"
     assert got["s"]["censored"] and got["s"]["width"] == 64     # all censored: the cap
+
+
+def test_at_chosen_keeps_the_runs_at_the_choice():
+    """A table whose rows all lack ``mult`` (written before it was recorded) is kept whole;
+    in a mixed table (a folder resumed across that change) a row without one was made at
+    a choice not recorded and is dropped, as is a row at another multiplier."""
+    from stsim.studies.tuning import at_chosen
+    old = [{"m": "a", "mult": ""}, {"m": "b"}]
+    assert at_chosen(old, "m", {"a": 1.0}) == old
+    mixed = old + [{"m": "a", "mult": "1.0"}, {"m": "a", "mult": "2.0"}, {"m": "b", "mult": "4"}]
+    assert at_chosen(mixed, "m", {"a": 1.0, "b": 4.0}) == [mixed[2], mixed[4]]

@@ -44,7 +44,10 @@ def choose(rows, arm, mults=None) -> dict:
 
 def at_chosen(rows, arm, chosen) -> list:
     """The reported runs of ``rows`` made at their arm's chosen multiplier
-    (``chosen``: :func:`choose`); a row without a ``mult`` column (a table written before
-    the multiplier was part of a reported run's point) is kept."""
-    return [r for r in rows if r.get("mult") in (None, "")
-            or float(r["mult"]) == chosen.get(r[arm])]
+    (``chosen``: :func:`choose`). A table written before the multiplier was part of a
+    reported run's point has no ``mult``: it is kept whole when no row has one; in a table
+    that mixes both, a row without one was made at a choice not recorded, and is dropped."""
+    if all(r.get("mult") in (None, "") for r in rows):
+        return list(rows)
+    return [r for r in rows if r.get("mult") not in (None, "")
+            and float(r["mult"]) == chosen.get(r[arm])]
