@@ -45,7 +45,9 @@ def _widths(cfg, out, results):
     for k, series in enumerate(sorted({r["series"] for r in rows})):
         pts = [r for r in rows if r["series"] == series]
         T = np.array([p["T"] for p in pts], float)
-        w = np.array([p["width"] for p in pts], float)
+        # the located crossing where there is one (the grid width where censored)
+        w = np.array([p["crossing"] if not p["censored"] and np.isfinite(p["crossing"])
+                      else p["width"] for p in pts], float)
         cen = np.array([p["censored"] for p in pts], bool)
         col = f"C{k % 10}"
         mk = "s" if "exact" in series else "o"
@@ -63,8 +65,9 @@ def _widths(cfg, out, results):
                  "log": fit["a"] * np.log2(x) + fit["b"]}[law]
             ax.plot(x, y, "-", color=col, lw=0.8, alpha=0.7)
     ax.set(xscale="log", yscale="log", xlabel="T",
-           ylabel=f"smallest d_e reaching {cfg['width_target']:g} L(0) (sphere family)")
-    ax.set_title("lines: the best-ranked interval-censored law of each series", fontsize=9)
+           ylabel=f"d_e where the sphere family reaches {cfg['width_target']:g} L(0)")
+    ax.set_title("points: located crossings; lines: the best-ranked interval-censored law of "
+                 "each series", fontsize=9)
     ax.legend(fontsize=7)
     savefig(fig, os.path.join(out, "width.png"))
 
