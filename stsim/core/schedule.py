@@ -229,7 +229,7 @@ def derived_steps(cfg, n, blocks=True):
     if lr_W <= single:
         return single, (), note
     rule = (f"{NOISE_W:g} B n/(c^2 q d)" if lr_W < SAFETY * 2.0 * B / (c * c * (KAPPA_W + e_W))
-            else "B/c^2 (calibrated on single-seed runs at T = 500 and 2000, docs/model.md)"
+            else "B/c^2 (calibrated: T = 500 on one seed, 1000 and 2000 on 3 seeds, docs/model.md)"
             if not e_W else f"B/(c^2 (1 + eps_W)), eps_W = {e_W:.4g} (the features' fourth "
                             f"moment; the cap B/c^2 calibrated on Gaussian tokens)")
     return {"W": lr_W, "V": lr_V}, FROZEN, (

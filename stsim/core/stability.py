@@ -57,7 +57,9 @@ solution, but γ overshoots while the attention concentrates and ``κ_W`` peaks 
 of one sample's output Gram matrix, while a mean-square bound per direction needs
 ``E tr((JJᵀ)²)/E tr(JJᵀ)`` (about 2.7 ``κ_W`` at the T = 200 peak); the cap was set on
 single-seed runs (docs/model.md, "A step per block": T = 500, n = 4000 failed at
-``η_W = 400`` and reached 2% at 256; the T = 2000 default learned at 256 = ``B/c²``):
+``η_W = 400`` and reached 2% at 256; the T = 2000 default learned at 256 = ``B/c²``) and
+its margin measured on 3 seeds at T = 1000 and 2000 (docs/model.md, "The cap's margin":
+every seed reaches 2% at ``B/c²``, none at 1.5 ``B/c²``):
 
     η_W = min(NOISE_W · B n/(c² q d), B/c²),     η_V = η_max(B)/2 without the W_xe term,
 
@@ -92,7 +94,8 @@ SAFETY = 0.5           # lr = SAFETY * eta_max
 NOISE_W = 0.00586
 #: the bound on κ_W/c² along the descent (kappa_W; module docstring, *A step per block*):
 #: the limit of a diffuse attention with γ at its optimum (map: 0.66-0.99); the cap B/c² it
-#: gives is CALIBRATED on single-seed runs (T = 500 and 2000, docs/model.md), not derived
+#: gives is CALIBRATED (T = 500 on one seed; T = 1000 and 2000 on 3 seeds: docs/model.md,
+#: "The cap's margin"), not derived
 KAPPA_W = 1.0
 
 
