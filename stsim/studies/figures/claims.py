@@ -18,7 +18,8 @@ Two sources, each used where it is exact or where nothing exact exists:
   A grid at ``T = 20`` (``T_test`` and ``q_test`` scaled as in the paper), plus the
   ``T = 200`` runs of Figs. 1, 2/4, 3 and 5 (linked, trained once).
 
-Every cell is a check (:mod:`.verdicts`) with a stability label (:mod:`.stability`); the
+Every cell is a check (:mod:`.verdicts`) with a stability label
+(:mod:`stsim.studies.figures.stability`); the
 reduced map's cells are exact (``se = 0``) and labelled the same way. The statements
 S1–S9 and their thresholds (the figure checks'): ``STATEMENTS`` of
 :mod:`.claims_statements`.

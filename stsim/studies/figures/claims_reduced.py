@@ -1,7 +1,8 @@
 """The claims map where an exact reduction exists: the statements S1, S2, S4–S7 on a dense
 grid ``lr × step budget`` from the reduced (a, γ) dynamics of the theory model with the
 sum query under population GD (:func:`reduced_map`, one call for every lr), each cell
-labelled stable or unstable (:mod:`.stability`: above the bound ``2q``, an oscillating
+labelled stable or unstable (:mod:`stsim.studies.figures.stability`: above the bound
+``2q``, an oscillating
 trajectory, or a verdict that changes when the lr moves by one unit in the last place),
 said in words (:func:`region_text`), and the near-orthogonal interference floor
 (:func:`interference_table`, :mod:`stsim.theory.interference`).

@@ -74,7 +74,7 @@ class Job:
 
     def twin(self) -> "Job":
         """The same run with its lr moved by one unit in the last place, named
-        ``<name>-ulp`` (:mod:`.stability`, test 3)."""
+        ``<name>-ulp`` (:mod:`stsim.studies.figures.stability`, test 3)."""
         from stsim.studies.figures.stability import TWIN, twin_options
         return Job(self.name + TWIN, twin_options(self.options), self.evaluate)
 

@@ -154,7 +154,8 @@ def _finished(table, jobs, runs) -> set:
 
 
 def _label(checks, twin_checks, options, results):
-    """The checks (or cells) relabelled (:mod:`.stability`, :func:`.verdicts.relabel`):
+    """The checks (or cells) relabelled (:mod:`stsim.studies.figures.stability`,
+    :func:`.verdicts.relabel`):
     unstable where a run they use is above its step bound, or where the check computed with
     the twins in place of their originals has another verdict; inconclusive where
     unmeasured (a run diverged: named in ``why``)."""

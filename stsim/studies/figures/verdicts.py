@@ -3,7 +3,8 @@ its standard error ``se`` and a verdict (docs/reproduction.md, "How every number
 judged": the rule, the bootstrap and its small-sample correction).
 
 The verdict is :mod:`stsim.util.verdict`'s, with ``df = S − 1`` over ``S`` seeds and
-``DF_WITHIN`` within one run; an unstable setting (:mod:`.stability`) is inconclusive.
+``DF_WITHIN`` within one run; an unstable setting
+(:mod:`stsim.studies.figures.stability`) is inconclusive.
 The standard error of a statistic of several runs is the bootstrap one (:class:`Boot`):
 the seeds resampled with replacement (the same indices for every reading in a check) and,
 within each run, its stored block means (:mod:`.evaluate`; for an R², the fitted points),
@@ -33,7 +34,8 @@ def make_check(claim, measured, op, threshold, se, note="", runs=(), df=None,
     """A claim judged by :func:`stsim.util.verdict.judge` (``df``: the degrees of freedom
     of ``se``, None: a large sample), with ``ok`` (``verdict == "held"``), ``unmeasured``
     (the value is not finite: a run it needs diverged), ``stability`` (``"stable"`` until
-    :mod:`.stability` labels it) and ``runs`` (the runs it was measured on)."""
+    :mod:`stsim.studies.figures.stability` labels it) and ``runs`` (the runs it was measured
+    on)."""
     out = judge(claim, measured, op, threshold, se, df, note)
     out.update(ok=out["verdict"] == "held", unmeasured=not np.isfinite(out["measured"]),
                stability="stable", runs=sorted(set(runs)))
