@@ -4,7 +4,7 @@ the rank grid and the trained widths.
 **Equal tuning.** Every mechanism gets the same procedure: the step of the paper's
 softmax model at this config (:func:`base_schedule`: its derived default — at the paper's
 scale a step per block ``{"W": η_W, "V": η_V}`` with W's token rows ``W_xx, W_xe`` held at
-their initial value) times one multiplier ``m`` of ``tune_mults`` (full preset: 8 … 1/512,
+their initial value) times one multiplier ``m`` of ``tune_mults`` (full preset: 128 … 1/512,
 neighbours a factor 2 apart), the same ``freeze``; ``m`` is chosen per mechanism on a
 tuning replicate (root seed 1, not a reported seed) as the lowest final validation loss
 after ``tune_steps`` steps (full preset: the budget itself) (a diverged run counts as

@@ -57,7 +57,7 @@ PRESETS = {
     "full": {"mode": "full", "T": 200, "q": 3, "d": 5, "seeds": 3, "mechanisms": MECHS,
              "steps": 1500, "batch": 256, "T_test": [250, 300, 350, 400], "target": 0.02,
              "ood_target": 0.05, "tune_steps": 1500,        # tuned at the full budget
-             "tune_mults": [2.0 ** -k for k in range(-3, 10)],  # 8 ... 1/512, factor 2
+             "tune_mults": [2.0 ** -k for k in range(-7, 10)],  # 128 ... 1/512, factor 2
              "rank_T": [8, 16, 32], "rank_q": [2, 3], "rank_r": [4, 8, 16, 32, 64],
              "rank_steps": 0,
              "width_mechs": WIDTH_MECHS, "width_target": 0.25,
