@@ -160,9 +160,9 @@ def test_perturbed_off_set_gradient_fails(monkeypatch):
     assert not _by_name(rep)["population gradient of W_xe, V_e (off-set blocks) = 0"]["passed"]
 
 
-def test_perturbed_population_gradient_fails(monkeypatch):
-    """A perturbation of the full-matrix population gradient off the span of I − J/n is
-    caught by the structure and agreement checks."""
+def _perturb_population_gradient(monkeypatch):
+    """Perturb the full-matrix population gradient off the span of I − J/n (one entry of
+    W_ee, relative 1e-6)."""
     real = PopulationObjective.loss_grad
 
     def perturbed(self, W, V):
@@ -171,6 +171,12 @@ def test_perturbed_population_gradient_fails(monkeypatch):
         dW[self.d, self.d] += 1e-6 * (1 + abs(dW[self.d, self.d]))
         return L, dW, dV
     monkeypatch.setattr(PopulationObjective, "loss_grad", perturbed)
+
+
+def test_perturbed_population_gradient_fails(monkeypatch):
+    """A perturbation of the full-matrix population gradient off the span of I − J/n is
+    caught by the structure and agreement checks."""
+    _perturb_population_gradient(monkeypatch)
     rep = check_theorem(12, 2, 3, 1 / 180, 0.009, full_steps=300, grad_points=0)
     byn = _by_name(rep)
     assert not byn["W_ee = a(I - J/n), V_x = gamma I along the run"]["passed"]
@@ -189,14 +195,7 @@ def test_cli_a_diverging_step_outside_the_hypotheses_exits_3(capsys):
 
 def test_cli_exits_1_when_a_check_fails_under_the_hypotheses(monkeypatch, capsys):
     """Every hypothesis holds and the full-matrix gradient is perturbed: exit 1."""
-    real = PopulationObjective.loss_grad
-
-    def perturbed(self, W, V):
-        L, dW, dV = real(self, W, V)
-        dW = dW.copy()
-        dW[self.d, self.d] += 1e-6 * (1 + abs(dW[self.d, self.d]))
-        return L, dW, dV
-    monkeypatch.setattr(PopulationObjective, "loss_grad", perturbed)
+    _perturb_population_gradient(monkeypatch)
     rc = cli_main(["theory", "--full-steps", "300", "--grad-points", "0"])
     out = capsys.readouterr().out
     assert rc == 1 and "RESULT: FAILED" in out
