@@ -67,6 +67,20 @@ def test_crossing_brackets_the_target():
     assert crossing(lambda w: [1.0, 1.0 + 1e-3], 0.1, 4, cap=64) is None
 
 
+@pytest.mark.parametrize("lo, hi", [(2, 16), (20, 40), (50, 64), (1, 5)])
+def test_crossing_start_bracket_only_saves_probes(lo, hi):
+    """A start bracket that misses the crossing (here at 200/19.9 = 10.05) on either side
+    is widened: the same located crossing as from [1, 8T], in fewer probes when it holds."""
+    from stsim.theory.attention import crossing
+    f = lambda w: [1.0 / w, 1.0 / w + 1e-3]
+    ref = crossing(f, 0.1, 64, rtol=0.01)                # from [1, 512]
+    x = crossing(f, 0.1, 64, rtol=0.01, hi=hi, lo=lo)
+    assert (x["lo"], x["hi"]) == (ref["lo"], ref["hi"]) == (10, 11)
+    assert x["d_e"] == pytest.approx(ref["d_e"], rel=1e-12)
+    if lo <= 10 < hi:
+        assert len(x["probes"]) < len(ref["probes"])
+
+
 def test_train_point_takes_the_task_target():
     """``task`` is the task's target (L0 its zero loss); the paper's mean by default, with
     the config as before (the separation study's rows unchanged)."""

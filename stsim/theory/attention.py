@@ -262,12 +262,14 @@ def family_crossing(attention, T, q, target, n_mc, seeds=(0, 1, 2, 3), rtol=0.01
                     target, T, rtol, hi, cap)
 
 
-def crossing(replicates, target, T, rtol=0.01, hi=None, cap=2 ** 15):
+def crossing(replicates, target, T, rtol=0.01, hi=None, cap=2 ** 15, lo=1):
     """Where ``m(d_e)``, the mean of ``replicates(d_e)`` (a list of ≥ 2 Monte-Carlo
     estimates of a loss that falls with ``d_e``), equals ``target``, with an SE.
 
-    Bisection on the integer ``d_e`` from ``[1, hi]`` (``hi``: doubled from
-    ``min(8T, cap)`` until ``m(hi) <= target``, at most to ``cap``) until
+    Bisection on the integer ``d_e`` from ``[lo, hi]`` (``hi``: doubled from
+    ``min(hi or 8T, cap)`` until ``m(hi) <= target``, at most to ``cap``; ``lo``: halved
+    from the given one until ``m(lo) > target`` or ``lo = 1``, so a start bracket only
+    saves probes: it never excludes the crossing) until
     ``hi/lo − 1 <= rtol`` or ``hi = lo + 1``; then the linear interpolation between the
     bracket, ``d_e* = lo + t (hi − lo)``, ``t = (m(lo) − target)/(m(lo) − m(hi))``, and
     ``SE = √((1 − t)² se_lo² + t² se_hi²) / |m(lo) − m(hi)| · (hi − lo)`` (the replicates'
@@ -289,7 +291,9 @@ def crossing(replicates, target, T, rtol=0.01, hi=None, cap=2 ** 15):
         if hi >= cap:
             return None
         hi = min(2 * hi, cap)
-    lo = 1
+    lo = max(1, min(int(lo), hi - 1))
+    while lo > 1 and m(lo) <= target:
+        lo, hi = max(1, lo // 2), lo
     while hi - lo > 1 and hi / lo - 1 > rtol:
         mid = (lo + hi) // 2
         lo, hi = (lo, mid) if m(mid) <= target else (mid, hi)

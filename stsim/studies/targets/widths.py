@@ -37,9 +37,10 @@ from stsim.util.verdict import interval_se, judge
 __all__ = ["WIDTH_KEYS", "QUICK", "FULL", "check", "family_kind", "run", "analyse",
            "estimate_cpu_s", "fcn_cells"]
 
-FULL = dict(width_d=1, reach=0.25, fam_Ts=(8, 16, 32, 64, 128, 256), fam_n=10_000,
-            fam_seeds=3, fam_rtol=0.02, eq_Ts=(16, 64), eq_n=200_000, eq_tol=0.02,
-            slope_tol=0.1, fcn_Ts=(4, 8, 16, 32, 64), fcn_steps=2000, fcn_batch=256,
+FULL = dict(width_d=1, reach=0.25, fam_Ts=tuple(2 ** k for k in range(3, 13)),
+            fam_n=10_000, fam_seeds=3, fam_rtol=0.02, eq_Ts=(16, 64), eq_n=200_000,
+            eq_tol=0.02, slope_tol=0.1, fcn_Ts=(8, 16, 32, 64, 128), fcn_steps=2000,
+            fcn_batch=256,
             fcn_n_val=2048, fcn_seeds=3, fcn_lrs=(1e-3, 3e-3, 1e-2, 3e-2),
             fcn_lr_extra=(1e-4, 3e-4, 1e-1, 3e-1), fcn_span=8, fcn_max_width=2048,
             n_boot=2000)
@@ -92,12 +93,22 @@ def _raw(out, name):
     return os.path.join(out, "raw", name)
 
 
+def start_bracket(T):
+    """``(2 log2 T, 16 log2 T)``, rounded: where a family crossing's bisection starts
+    (:func:`stsim.theory.attention.crossing` widens it until it holds the crossing, so it
+    only saves probes). From the preview at ``T = 8 … 256`` (docs/targets.md): the mean's
+    crossings 3.9–8.4 log2 T, the variance's 1.5–3.9 log2 T."""
+    L = math.log2(T)
+    return max(1, int(2 * L)), max(2, int(math.ceil(16 * L)))
+
+
 def family_point(target, T, q, d, reach, n, n_rep, rtol, seed):
     """A row of ``raw/family_width.csv``: the crossing (``d_e``, ``se``, the bracket
     ``lo``, ``hi``; ``censored``) and its probes (JSON)."""
     from stsim.theory.targets import family_target_crossing
     seeds = [int(s.generate_state(1)[0]) for s in np.random.SeedSequence(seed).spawn(n_rep)]
-    x = family_target_crossing(target, T, q, d, reach, n, seeds, rtol, cap=64 * T)
+    x = family_target_crossing(target, T, q, d, reach, n, seeds, rtol, cap=64 * T,
+                               bracket=start_bracket(T))
     if x is None:
         return {"d_e": math.nan, "se": math.nan, "lo": 64 * T, "hi": 64 * T, "censored": 1,
                 "probes": "{}"}
@@ -128,13 +139,14 @@ def fcn_cells(cfg):
 
 
 #: CPU seconds per sample-token of a family evaluation (the scores, the features, the
-#: softmax, the mean's a), MEASURED: 31 s for a crossing at T = 64, 20 000 samples, 3
-#: replicates, 10 probes (fit and held out), load ~10 (docs/targets.md, "Cost")
-FAMILY_S_PER_TOKEN = 4e-7
+#: softmax, the mean's a), MEASURED on an idle machine: 19.6 s for one evaluation of the
+#: variance at T = 4096, 10 000 samples fitted and as many held out (docs/targets.md,
+#: "Cost of the width parts")
+FAMILY_S_PER_TOKEN = 2.5e-7
 #: fixed CPU seconds of an FCN step beyond the cost model's multiply-adds, MEASURED at
 #: T = 16-64, batch 256, one BLAS thread: 1.1 s for 2000 steps at T = 16, width 23
 FCN_STEP_S = 5e-4
-_PROBES = 10                    # probes of a crossing (bisection from [1, 8T], rtol 0.02)
+_PROBES = 11        # probes of a crossing (bisection from start_bracket, rtol 0.02)
 
 
 def estimate_cpu_s(cfg) -> dict:
@@ -180,7 +192,10 @@ def run(cfg, out, executor, part, say):
     own = (["mean"] if "mean" not in own else []) + own
     part("family_width", lambda target, T, seed: family_point(
         target, T, q, d, cfg["reach"], cfg["fam_n"], cfg["fam_seeds"], cfg["fam_rtol"], seed),
-         [dict(target=t, T=T) for t in own for T in cfg["fam_Ts"]], root_seed=FAM_ROOT)
+         # the longest first: the last point to start is a short one (its seeds do not
+         # depend on the order)
+         [dict(target=t, T=T) for T in sorted(cfg["fam_Ts"], reverse=True) for t in own],
+         root_seed=FAM_ROOT)
     mean_x = {r["T"]: r for r in read_table(_raw(out, "family_width.csv"))
               if r["status"] == "ok" and r["target"] == "mean"}
     eq = [dict(target=t, T=T, d_e=int(round(mean_x[T]["d_e"])))
