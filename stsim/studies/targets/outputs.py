@@ -80,8 +80,9 @@ def _length(cfg, out, s):
     ax.axvline(cfg["T"], color="0.6", ls="--", lw=0.8)
     ax.set(yscale="log", xlabel="T at evaluation (dashed: T of training)",
            ylabel="validation loss / L(0)")
-    ax.set_title(f"trained at T = {cfg['T']} (stochastic encoding, d_e = 2T): seed mean ± SE",
-                 fontsize=9)
+    from stsim.studies.targets.study import encoding_width
+    ax.set_title(f"trained at T = {cfg['T']} (stochastic encoding, d_e = "
+                 f"{encoding_width(cfg)}): seed mean ± SE", fontsize=9)
     ax.legend(fontsize=8)
     savefig(fig, os.path.join(out, "length.png"))
 

@@ -19,7 +19,7 @@ For each target of ``targets`` at ``q``, three parts, each a table under ``raw/`
   judged ``≤ ratio`` on ``seeds − 1`` degrees of freedom (``L(0) = ½E‖target‖²``,
   :meth:`~stsim.core.targets.Target.zero_loss`).
 - **length generalisation**: the same runs (the default encoding is the stochastic one,
-  ``d_e = 2T``) evaluated at each ``T_test``: the seed mean of val/L(0) judged ``≤ ratio``.
+  its width ``d_e = 2 max(T, T_test)``, :func:`encoding_width`) evaluated at each ``T_test``: the seed mean of val/L(0) judged ``≤ ratio``.
 - **widths** (:mod:`stsim.studies.targets.widths`; ``raw/family_width.csv``,
   ``raw/family_equal.csv``, ``raw/fcn_tune.csv``, ``raw/fcn_runs.csv``): the transformer's
   sphere-family width and the trained FCN's smallest width reaching ``reach``·L(0) against
@@ -40,7 +40,7 @@ from stsim.util.validate import check_int, check_real
 from stsim.util.verdict import judge
 
 __all__ = ["NAME", "PRESETS", "check", "run", "analyse", "report", "represents",
-           "represents_checks", "train_one", "choose"]
+           "represents_checks", "encoding_width", "train_one", "choose"]
 
 NAME = "targets"
 TUNE_ROOT = 1          # root seed of the tuning replicate (the reported seeds: root 0)
@@ -74,7 +74,7 @@ def check(cfg):
     if not cfg["mults"] or any(not (m > 0 and math.isfinite(m)) for m in cfg["mults"]):
         raise ValueError(f"mults must be finite numbers > 0, got {cfg['mults']}")
     for Tt in cfg["T_test"]:
-        check_int("T_test", Tt, cfg["q"] + 1, 2 * T)    # within the d_e = 2T encodings
+        check_int("T_test", Tt, cfg["q"] + 1, 2 * T)    # at most twice the training T
     return widths.check(cfg)
 
 
@@ -127,6 +127,14 @@ def _base(target, T, q, d, batch, T_test):
     plan = Config(T=T, q=q, d=d, batch=batch, T_test=tuple(T_test),
                   target=target).resolve().resolved.plan
     return plan.lr.record(), plan.freeze, plan.steps
+
+
+def encoding_width(cfg) -> int:
+    """The width ``d_e`` of the runs' default encoding at this config (asked of the
+    resolved config, the one place it is decided)."""
+    from stsim.core.config import Config
+    return int(Config(T=cfg["T"], q=cfg["q"], d=cfg["d"], batch=cfg["batch"],
+                      T_test=tuple(cfg["T_test"])).resolve().resolved.encoding.d_e)
 
 
 def train_one(target, T, q, d, batch, steps, T_test, mult, seed):
