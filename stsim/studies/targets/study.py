@@ -15,11 +15,13 @@ For each target of ``targets`` at ``q``, three parts, each a table under ``raw/`
   natural initialisation with the target's features, readout and default plan; the plan's
   step times each multiplier of ``mults`` on one tuning replicate (root seed
   ``TUNE_ROOT``) at the full budget (the plan's step count, the same for every
-  multiplier), the lowest final val/L(0) chosen per target (ties to the larger), then ``seeds`` replicates at it: the seed mean of the final val/L(0)
-  judged ``≤ ratio`` on ``seeds − 1`` degrees of freedom (``L(0) = ½E‖target‖²``,
+  multiplier), the lowest final val/L(0) chosen per target (ties to the larger), then
+  ``seeds`` replicates at it: the seed mean of the final val/L(0) judged ``≤ ratio`` on
+  ``seeds − 1`` degrees of freedom (``L(0) = ½E‖target‖²``,
   :meth:`~stsim.core.targets.Target.zero_loss`).
 - **length generalisation**: the same runs (the default encoding is the stochastic one,
-  its width ``d_e = 2 max(T, T_test)``, :func:`encoding_width`) evaluated at each ``T_test``: the seed mean of val/L(0) judged ``≤ ratio``.
+  its width ``d_e = 2 max(T, T_test)``, :func:`encoding_width`) evaluated at each
+  ``T_test``: the seed mean of val/L(0) judged ``≤ ratio``.
 - **widths** (:mod:`stsim.studies.targets.widths`; ``raw/family_width.csv``,
   ``raw/family_equal.csv``, ``raw/fcn_tune.csv``, ``raw/fcn_runs.csv``): the transformer's
   sphere-family width and the trained FCN's smallest width reaching ``reach``·L(0) against
