@@ -119,3 +119,24 @@ def test_width_verdicts_fail_on_seeded_faults():
     assert fast["verdict"] == "failed" and fast["slope"] == pytest.approx(0.5)
     both = widths._both("v", [same, fast])
     assert both["verdict"] == "failed" and both["critical"] == fast["critical"]
+
+
+@pytest.mark.parametrize("law", ["log2", "log"])
+def test_family_laws_tell_log_squared_from_log(law):
+    """The family's ranking (``FAMILY_LAWS``, interval-censored fits on 2% brackets) puts
+    the law a series was made with first, not tied, at the study's T = 8 ... 4096: a
+    series ``(log2 T)² + 3`` ranks ``log2`` (a = 1 within its interval), one
+    ``12 log2 T − 20`` ranks ``log`` — so "the mean's law is (ln T)²" can fail."""
+    from stsim.studies.separation.analysis import widths_fit
+    from stsim.studies.targets.widths import FAMILY_LAWS
+    T = np.array([2.0 ** k for k in range(3, 13)])
+    x = np.log2(T) ** 2 + 3 if law == "log2" else 12 * np.log2(T) - 20
+    hi, lo = np.ceil(x * 1.01), np.floor(x * 0.99)
+    c = widths_fit(T, hi, [False] * T.size, lo, laws=FAMILY_LAWS)
+    assert c["ranking"][0] == law and c["tied"] == [law]
+    a = c["fits"][law]["a_ci"]
+    assert a[0] <= (1.0 if law == "log2" else 12.0) <= a[1]
+    exact = T.tolist(), (np.log2(T) ** 2 * 2 + 1).tolist()
+    from stsim.util.stats import fit_growth_law
+    f = fit_growth_law(*exact, "log2")
+    assert f["a"] == pytest.approx(2.0, rel=1e-12) and f["b"] == pytest.approx(1.0, abs=1e-9)

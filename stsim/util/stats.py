@@ -29,7 +29,7 @@ from stsim.util.thresholds import (RESAMPLES, WidthSearch, bootstrap_threshold, 
                                    smallest_passing, threshold_width, wilson_interval)
 
 __all__ = ["LinearFit", "fit_linear", "fit_growth_law", "compare_growth", "LAWS",
-           "fit_interval_law", "SIGMA_MIN", "threshold_width", "bootstrap_threshold",
+           "LOG_SQUARED", "fit_interval_law", "SIGMA_MIN", "threshold_width", "bootstrap_threshold",
            "wilson_interval", "WidthSearch", "smallest_passing"]
 
 
@@ -104,8 +104,20 @@ def fit_linear(x, y, level: float = 0.95, weights=None) -> LinearFit:
 
 # ---- growth laws: one fitter, one comparison -----------------------------------------
 LAWS = ("log", "linear", "power")
+#: a law a study may add to ``LAWS`` (``laws=``): ``y = a·(log2 T)² + b``
+LOG_SQUARED = "log2"
 _LAW_TEXT = {"log": "a·log2 T + b", "linear": "a·T + b", "power": "2^b · T^a",
-             "proportional": "a·T"}
+             "proportional": "a·T", LOG_SQUARED: "a·(log2 T)^2 + b"}
+
+
+def _regressor(law, T, scale):
+    """The regressor ``x`` of a law (:func:`fit_growth_law`): ``log2 T`` (log),
+    ``(log2 T)²`` (log2), ``s T`` (linear, proportional; the power law takes its log)."""
+    if law == "log":
+        return np.log2(T)
+    if law == LOG_SQUARED:
+        return np.log2(T) ** 2
+    return T * scale
 WEIGHTS = (None, "relative")
 
 
@@ -117,6 +129,8 @@ def fit_growth_law(T, y, law: str, *, weights=None, scale: float = 1.0,
     Laws (``x`` is the regressor, ``s = scale``):
 
     * ``"log"``: ``y = a·log2 T + b`` (``x = log2 T``);
+    * ``"log2"`` (:data:`LOG_SQUARED`, not in ``LAWS``): ``y = a·(log2 T)² + b``
+      (``x = (log2 T)²``);
     * ``"linear"``: ``y = a·(s T) + b`` (``x = s T``);
     * ``"power"``: ``y = 2^b (s T)^a``, i.e. ``log2 y = a·log2(s T) + b``;
     * ``"proportional"``: ``y = a·(s T)`` (through the origin, ``a = x·y / x·x``; no CI).
@@ -139,8 +153,9 @@ def fit_growth_law(T, y, law: str, *, weights=None, scale: float = 1.0,
     >>> round(f["a"], 12), round(f["b"], 12), f["rms_log2"] < 1e-12
     (3.0, 1.0, True)
     """
-    if law not in LAWS + ("proportional",):
-        raise ValueError(f"law must be one of {LAWS + ('proportional',)}, got {law!r}")
+    if law not in LAWS + ("proportional", LOG_SQUARED):
+        raise ValueError(f"law must be one of {LAWS + ('proportional', LOG_SQUARED)}, "
+                         f"got {law!r}")
     if lower is not None:
         return fit_interval_law(T, y, law, lower=lower, censored=censored, scale=scale,
                                 level=level)
@@ -152,9 +167,10 @@ def fit_growth_law(T, y, law: str, *, weights=None, scale: float = 1.0,
         raise ValueError("T and y must be 1-D arrays of equal length")
     if len(T) < 2 or np.ptp(T) == 0:
         return None
-    if (law in ("log", "power") and np.any(T <= 0)) or (law == "power" and np.any(y <= 0)):
+    if ((law in ("log", LOG_SQUARED, "power") and np.any(T <= 0))
+            or (law == "power" and np.any(y <= 0))):
         return None
-    x = np.log2(T) if law == "log" else T * scale
+    x = _regressor(law, T, scale)
     out = {"law": law, "formula": _LAW_TEXT[law], "level": level, "n": int(len(T)),
            "T": T.tolist(), "y": y.tolist()}
     if law == "proportional":
@@ -332,7 +348,7 @@ def fit_interval_law(T, y, law: str, *, lower, censored=None, scale: float = 1.0
         Each point's smallest passing grid width, or its cap (the largest grid width,
         which failed) where ``censored``.
     law : str
-        ``"log"``, ``"linear"`` or ``"power"``.
+        ``"log"``, ``"linear"``, ``"power"`` or ``"log2"`` (:data:`LOG_SQUARED`).
     lower : array of float or None
         The largest failing grid width below ``y`` (the threshold is in ``(lower, y]``);
         ``0`` or ``None`` where the smallest grid width passes; ignored where censored.
@@ -366,7 +382,7 @@ def fit_interval_law(T, y, law: str, *, lower, censored=None, scale: float = 1.0
     with np.errstate(divide="ignore"):
         lo = np.where(cen, np.log2(y), np.log2(low))
     hi = np.where(cen, math.inf, np.log2(y))
-    x = np.log2(T) if law == "log" else (np.log2(scale * T) if law == "power" else scale * T)
+    x = np.log2(scale * T) if law == "power" else _regressor(law, T, scale)
     d = np.where(cen, lo + 0.5, np.where(np.isfinite(lo), (lo + hi) / 2, hi - 0.25))  # centres
     st = fit_growth_law(T, 2.0 ** d, law, weights="relative", scale=scale)
     ug = np.linspace(d.min() - 4, d.max() + 4, 129)           # fitted μ at the reference

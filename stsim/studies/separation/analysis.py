@@ -14,7 +14,7 @@ from stsim.studies.separation.divergence import divergence_of
 from stsim.studies.separation.training import raw_dir
 from stsim.sweep import read_table
 from stsim.sweep.journal import build_table, journal_path, load_journal
-from stsim.util.stats import bootstrap_threshold, compare_growth, threshold_width
+from stsim.util.stats import LAWS, bootstrap_threshold, compare_growth, threshold_width
 
 __all__ = ["analyse", "read_rows", "widths_fit", "width_interval", "FIT_KEYS"]
 
@@ -36,12 +36,14 @@ def read_rows(path) -> list:
     return [r for r in rows if r["status"] == "ok"]
 
 
-def widths_fit(T, w, censored, lower):
+def widths_fit(T, w, censored, lower, laws=LAWS):
     """:func:`stsim.util.stats.compare_growth` as the study publishes it: each smallest
     width is a grid cell ``(lower, width]`` (``lower`` = the grid width below, 0 where the
     smallest grid width passes) or censored above its cap; interval-censored maximum
-    likelihood on ``log2 width``, ≥ 5 points (3 bounded above), every point entering."""
-    c = compare_growth(T, w, censored=censored, lower=lower, min_points=5, what="width")
+    likelihood on ``log2 width``, ≥ 5 points (3 bounded above), every point entering;
+    ``laws`` those of :func:`~stsim.util.stats.fit_growth_law` to compare."""
+    c = compare_growth(T, w, censored=censored, lower=lower, min_points=5, what="width",
+                       laws=laws)
     c["fits"] = {law: {("width" if k == "y" else k): f[k] for k in FIT_KEYS}
                  for law, f in c["fits"].items()}
     return c

@@ -12,6 +12,7 @@ import numpy as np
 
 from stsim.util.io import atomic_write, write_csv, write_json
 from stsim.util.plotting import plt, savefig
+from stsim.util.stats import LOG_SQUARED
 
 __all__ = ["write_outputs", "table", "PARTS"]
 
@@ -88,7 +89,8 @@ def _length(cfg, out, s):
 
 
 _LAW = {"log": lambda a, b, T: a * np.log2(T) + b, "linear": lambda a, b, T: a * T + b,
-        "power": lambda a, b, T: 2.0 ** b * T ** a}
+        "power": lambda a, b, T: 2.0 ** b * T ** a,
+        LOG_SQUARED: lambda a, b, T: a * np.log2(T) ** 2 + b}
 
 
 def _law_text(fits):

@@ -31,6 +31,7 @@ import time
 import numpy as np
 
 from stsim.core.targets import make_target
+from stsim.util.stats import LAWS, LOG_SQUARED
 from stsim.util.validate import check_int, check_real
 from stsim.util.verdict import interval_se, judge
 
@@ -50,6 +51,9 @@ QUICK = dict(FULL, fam_Ts=(8, 16, 32, 64, 128), fam_n=2000, fam_seeds=2, fam_rto
              fcn_max_width=64, n_boot=200)
 WIDTH_KEYS = tuple(FULL)
 FAM_ROOT = 2          # root seed of the family's replicates (the separation study's)
+#: the laws the family's crossings are ranked by: the studies' three and the mean's
+#: asymptotic ``(ln T)²`` (docs/targets.md, "The width law per target")
+FAMILY_LAWS = LAWS + (LOG_SQUARED,)
 
 
 def family_kind(target) -> str:
@@ -278,7 +282,8 @@ def analyse(cfg, out) -> dict:
             {k: r[k] for k in ("T", "d_e", "se", "lo", "hi", "censored")})
     fam_fits = {t: widths_fit([p["T"] for p in ps], [p["hi"] for p in ps],
                               [bool(p["censored"]) for p in ps],
-                              [p["lo"] if p["lo"] < p["hi"] else None for p in ps])
+                              [p["lo"] if p["lo"] < p["hi"] else None for p in ps],
+                              laws=FAMILY_LAWS)
                 for t, ps in family.items()}
     eq = _rows(out, "family_equal.csv") if any(
         family_kind(t) == "equal" for t in cfg["targets"]) else []
