@@ -29,8 +29,8 @@ from stsim.util.thresholds import (RESAMPLES, WidthSearch, bootstrap_threshold, 
                                    smallest_passing, threshold_width, wilson_interval)
 
 __all__ = ["LinearFit", "fit_linear", "fit_growth_law", "compare_growth", "LAWS",
-           "LOG_SQUARED", "fit_interval_law", "SIGMA_MIN", "threshold_width", "bootstrap_threshold",
-           "wilson_interval", "WidthSearch", "smallest_passing"]
+           "LOG_SQUARED", "fit_interval_law", "SIGMA_MIN", "threshold_width",
+           "bootstrap_threshold", "wilson_interval", "WidthSearch", "smallest_passing"]
 
 
 # ---- the least-squares line ----------------------------------------------------------
@@ -332,7 +332,8 @@ def fit_interval_law(T, y, law: str, *, lower, censored=None, scale: float = 1.0
     CIs: profile likelihood, ``{v : D(v) ≤ c_n}`` with ``D(v) = 2[ℓ̂ − max_{other, σ} ℓ]``
     and ``c_n = n log(1 + t²/(n − 2))``, ``t`` the ``(1+level)/2`` Student quantile with
     ``n − 2`` degrees of freedom: for exactly observed Gaussian data
-    ``D(v) = n log(RSS(v)/RSS_min) = n log(1 + t(v)²/(n−2))``, so this is the Student-t interval of least squares.
+    ``D(v) = n log(RSS(v)/RSS_min) = n log(1 + t(v)²/(n−2))``, so this is the Student-t
+    interval of least squares.
     ``n`` counts the points bounded above (a censored point is a bound, not an observation).
     ``max`` at fixed ``v``: the best of a grid (129 fitted ``μ`` at one end of the ``T``
     range × 22 ``σ``) polished by Nelder–Mead; an end the data do not bound is ``None``.
