@@ -145,7 +145,7 @@ def _widths(cfg, out, s):
                 f = fits["fits"][fits["ranking"][0]]
                 Tg = np.geomspace(T.min(), T.max(), 50)
                 ax.plot(Tg, _LAW[f["law"]](f["a"], f["b"], Tg), ":", color=col, lw=1,
-                        label=f"fit {f['formula']}, a={f['a']:.2g}")
+                        label=f"fit {f['formula']}, a = {f['a']:.3g}")
         if fam_t != "mean" and s["family"].get("mean"):
             m = [p for p in s["family"]["mean"] if not p["censored"]]
             ax.plot([p["T"] for p in m], [p["d_e"] for p in m], "--", color="0.6", lw=1,
