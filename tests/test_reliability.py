@@ -434,7 +434,8 @@ BACKGROUND_STUDIES = {   # the command, and the lock its sweep of hours-long run
     # before: now and then (3 of 12 runs under load) it printed its one line and then did
     # not exit within the 90 s guard: the command's shutdown after the kill had set loky's
     # kill_workers back to False (test_a_shutdown_after_a_kill_keeps_the_kill_and_waits_for_it)
-    pytest.param("attention", "2", marks=pytest.mark.pool),
+    # (slow: the unit test above guards the same race in the default suite)
+    pytest.param("attention", "2", marks=[pytest.mark.pool, pytest.mark.slow]),
     # in this process: before, each SIGTERM stopped only the run in hand (its loop took the
     # signal for itself) and the study went on with the next row
     ("attention", "1")])

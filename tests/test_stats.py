@@ -248,6 +248,7 @@ def test_interval_fit_ci_is_never_narrower_than_the_grid(law):
     assert narrower >= 1
 
 
+@pytest.mark.slow     # a calibration over many simulated series (10 s)
 def test_interval_fit_covers_the_true_exponent_near_nominally():
     """Power-law thresholds with scatter σ = 0.3 (log2), seen through √2-grid cells, the
     largest capped (censored): the 95% interval of the exponent covers the truth in
