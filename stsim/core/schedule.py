@@ -57,7 +57,7 @@ from stsim.core.cost import estimated_seconds, wall_seconds
 from stsim.core.model import query_coef
 from stsim.core.optim import REDUCED
 from stsim.core.reduced import MARGIN, MAX_STEPS, reduced_map_steps, step_count
-from stsim.core.stability import (KAPPA_W, NOISE_W, SAFETY, eta_max, eta_V_max, eta_W_block,
+from stsim.core.stability import (NOISE_W, SAFETY, eta_max, eta_V_max, eta_W_block, eta_W_cap,
                                   fourth_excess)
 from stsim.util.validate import Steps, check_int
 from stsim.util.warn import warn
@@ -228,7 +228,7 @@ def derived_steps(cfg, n, blocks=True):
     lr_W = eta_W_block(cfg.q, d, n, c, B, e_W)
     if lr_W <= single:
         return single, (), note
-    rule = (f"{NOISE_W:g} B n/(c^2 q d)" if lr_W < SAFETY * 2.0 * B / (c * c * (KAPPA_W + e_W))
+    rule = (f"{NOISE_W:g} B n/(c^2 q d)" if lr_W < eta_W_cap(B, c, e_W)
             else "B/c^2 (calibrated: T = 500 on one seed, 1000 and 2000 on 3 seeds, docs/model.md)"
             if not e_W else f"B/(c^2 (1 + eps_W)), eps_W = {e_W:.4g} (the features' fourth "
                             f"moment; the cap B/c^2 calibrated on Gaussian tokens)")

@@ -86,7 +86,7 @@ from __future__ import annotations
 import math
 
 __all__ = ["sample_curvature", "kappa_W", "eta_V_max", "eta_xe_max", "eta_max", "eta_W_block",
-           "fourth_excess", "SAFETY", "NOISE_W", "KAPPA_W"]
+           "eta_W_cap", "fourth_excess", "SAFETY", "NOISE_W", "KAPPA_W"]
 
 SAFETY = 0.5           # lr = SAFETY * eta_max
 #: W's step per unit of B n/(c² q d) with its token rows held (eta_W_block): MEASURED
@@ -170,8 +170,13 @@ def eta_W_block(q: int, d: int, n: int, c: float = 1.0, batch: int | None = None
     population."""
     if batch is None:
         return math.inf
-    return min(NOISE_W * batch * n / (c * c * q * d),
-               SAFETY * 2.0 * batch / (c * c * (KAPPA_W + excess)))
+    return min(NOISE_W * batch * n / (c * c * q * d), eta_W_cap(batch, c, excess))
+
+
+def eta_W_cap(batch: int, c: float = 1.0, excess: float = 0.0) -> float:
+    """The cap of W's own step (:func:`eta_W_block`): ``SAFETY · 2B/(c² (KAPPA_W + ε_W))``,
+    ``B/c²`` for Gaussian features (CALIBRATED, module docstring)."""
+    return SAFETY * 2.0 * batch / (c * c * (KAPPA_W + excess))
 
 
 def fourth_excess(target, d: int, q: int) -> tuple:

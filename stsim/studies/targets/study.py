@@ -123,20 +123,25 @@ def represents_checks(label, row, q, d, tol):
     return out
 
 
+def _resolved(target, T, q, d, batch, T_test):
+    """The resolved config of the study's run of ``target`` at its defaults (the one place
+    its plan and its encoding are decided)."""
+    from stsim.core.config import Config
+    return Config(T=T, q=q, d=d, batch=batch, T_test=tuple(T_test),
+                  target=target).resolve().resolved
+
+
 def _base(target, T, q, d, batch, T_test):
     """``(lr, freeze, steps)`` of the target's default plan at this config."""
-    from stsim.core.config import Config
-    plan = Config(T=T, q=q, d=d, batch=batch, T_test=tuple(T_test),
-                  target=target).resolve().resolved.plan
+    plan = _resolved(target, T, q, d, batch, T_test).plan
     return plan.lr.record(), plan.freeze, plan.steps
 
 
 def encoding_width(cfg) -> int:
-    """The width ``d_e`` of the runs' default encoding at this config (asked of the
-    resolved config, the one place it is decided)."""
-    from stsim.core.config import Config
-    return int(Config(T=cfg["T"], q=cfg["q"], d=cfg["d"], batch=cfg["batch"],
-                      T_test=tuple(cfg["T_test"])).resolve().resolved.encoding.d_e)
+    """The width ``d_e`` of the runs' default encoding at this config (the same for every
+    target)."""
+    return int(_resolved("mean", *(cfg[k] for k in ("T", "q", "d", "batch", "T_test")))
+               .encoding.d_e)
 
 
 def train_one(target, T, q, d, batch, steps, T_test, mult, seed):

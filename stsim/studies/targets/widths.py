@@ -334,8 +334,15 @@ def analyse(cfg, out) -> dict:
         sep[t] = [_both(t, checks[t])]
     return {"family": family, "family_fits": fam_fits, "fcn": fcn, "fcn_fits": fcn_fits,
             "width_checks": checks, "separation": sep,
-            # the exact FCN construction's width (stsim.baselines.fcn.fcn_construction, the
-            # mean's only: 2Td); None: none in the code (docs/targets.md, "The FCN side")
-            "fcn_construction": {t: ({T: 2 * T * cfg["width_d"] for T in cfg["fcn_Ts"]}
+            # the exact FCN construction's width (the mean's only); None: none in the code
+            # (docs/targets.md, "The FCN side")
+            "fcn_construction": {t: ({T: _fcn_construction_width(T, cfg["width_d"], q)
+                                      for T in cfg["fcn_Ts"]}
                                      if make_target(t).paper else None)
                                  for t in cfg["targets"]}}
+
+
+def _fcn_construction_width(T, d, q) -> int:
+    """The hidden width of :func:`stsim.baselines.fcn.fcn_construction` (``2Td``)."""
+    from stsim.baselines.fcn import fcn_construction
+    return int(fcn_construction(T, d, q)["W1"].shape[0])
