@@ -47,7 +47,8 @@ from stsim.util.validate import check_choice, check_int, check_real
 
 __all__ = ["linear_loss_given", "linear_population_loss", "linear_sphere_best",
            "linear_sphere_width", "mechanism_family_rel", "best_mechanism_family_loss",
-           "mechanism_family_width", "family_crossing", "crossing", "sigmoid_family_bound"]
+           "mechanism_family_width", "family_crossing", "crossing", "crossing_interval",
+           "sigmoid_family_bound"]
 
 
 def _blocks(W, V, tau):
@@ -303,6 +304,16 @@ def crossing(replicates, target, T, rtol=0.01, hi=None, cap=2 ** 15, lo=1):
     se = np.hypot((1 - t) * sl, t * sh) / abs(ml - mh) * (hi - lo)
     return {"d_e": float(lo + t * (hi - lo)), "se": float(se), "lo": lo, "hi": hi,
             "probes": probes}
+
+
+def crossing_interval(x, se, replicates, rtol):
+    """``(lower, upper)``: where a located crossing ``x`` (:func:`crossing`) lies, as the
+    width fits take it, ``x ± (t·se + rtol·x)`` (``t`` the 97.5% Student quantile on
+    ``replicates − 1`` degrees of freedom; ``rtol·x`` bounds the interpolation error of the
+    bisection); lower clipped at 0."""
+    from scipy.stats import t as student_t
+    h = float(student_t.ppf(0.975, replicates - 1)) * se + rtol * x
+    return max(x - h, 0.0), x + h
 
 
 def sigmoid_family_bound(T, q):

@@ -81,12 +81,11 @@ def fit_interval(row) -> tuple:
     """``(lower, upper)``: where a row's width lies, as the fits take it (module docstring):
     ``x ± (t·se + RTOL·x)`` around a located crossing ``x``; else the grid cell
     ``(below, width]`` (``width`` the largest grid width tried where censored)."""
-    from scipy.stats import t as student_t
+    from stsim.theory.attention import crossing_interval
     x, se = float(row.get("crossing", math.nan)), float(row.get("crossing_se", math.nan))
     if row["censored"] or not (math.isfinite(x) and math.isfinite(se)) or se == 0:
         return float(row["below"]), float(row["width"])
-    h = float(student_t.ppf(0.975, REPLICATES - 1)) * se + RTOL * x
-    return max(x - h, 0.0), x + h
+    return crossing_interval(x, se, REPLICATES, RTOL)
 
 
 def width_fits(rows) -> dict:
