@@ -140,3 +140,18 @@ def test_family_laws_tell_log_squared_from_log(law):
     from stsim.util.stats import fit_growth_law
     f = fit_growth_law(*exact, "log2")
     assert f["a"] == pytest.approx(2.0, rel=1e-12) and f["b"] == pytest.approx(1.0, abs=1e-9)
+
+
+def test_family_rows_enter_the_fits_as_the_attention_studys_crossing_intervals():
+    """A located crossing enters the family's fits as ``x ± (t·se + fam_rtol·x)`` (``t`` on
+    ``fam_seeds − 1`` df), the attention study's rule, not as its narrower bisection
+    bracket; a row without an SE as its bracket; a censored row as its cap."""
+    from scipy.stats import t as student_t
+    from stsim.studies.targets.widths import family_interval
+    cfg = {"fam_seeds": 3, "fam_rtol": 0.02}
+    row = {"d_e": 150.4, "se": 1.5, "lo": 150, "hi": 152, "censored": 0}
+    h = student_t.ppf(0.975, 2) * 1.5 + 0.02 * 150.4
+    assert family_interval(row, cfg) == pytest.approx((150.4 - h, 150.4 + h), rel=1e-12)
+    assert family_interval(row, cfg)[0] < 150 and family_interval(row, cfg)[1] > 152
+    assert family_interval({**row, "se": float("nan")}, cfg) == (150, 152)
+    assert family_interval({**row, "censored": 1, "lo": 512, "hi": 512}, cfg) == (None, 512)

@@ -35,8 +35,8 @@ from stsim.util.stats import LAWS, LOG_SQUARED
 from stsim.util.validate import check_int, check_real
 from stsim.util.verdict import interval_se, judge
 
-__all__ = ["WIDTH_KEYS", "QUICK", "FULL", "check", "family_kind", "run", "analyse",
-           "estimate_cpu_s", "fcn_cells"]
+__all__ = ["WIDTH_KEYS", "QUICK", "FULL", "check", "family_kind", "family_interval", "run",
+           "analyse", "estimate_cpu_s", "fcn_cells"]
 
 FULL = dict(width_d=1, reach=0.25, fam_Ts=tuple(2 ** k for k in range(3, 13)),
             fam_n=10_000, fam_seeds=3, fam_rtol=0.02, eq_Ts=(16, 64), eq_n=200_000,
@@ -118,6 +118,20 @@ def family_point(target, T, q, d, reach, n, n_rep, rtol, seed):
                 "probes": "{}"}
     return {"d_e": x["d_e"], "se": x["se"], "lo": x["lo"], "hi": x["hi"], "censored": 0,
             "probes": json.dumps({str(k): v for k, v in sorted(x["probes"].items())})}
+
+
+def family_interval(p, cfg) -> tuple:
+    """``(lower, upper)``: where a family row's width lies, as the fits take it: around a
+    located crossing ``x ± (t·se + fam_rtol·x)``, ``t`` on ``fam_seeds − 1`` degrees of
+    freedom (:func:`stsim.theory.attention.crossing_interval`, the attention study's rule),
+    or its bisection bracket where it has no finite SE; ``(None, cap)`` where censored."""
+    from stsim.theory.attention import crossing_interval
+    if p["censored"]:
+        return None, p["hi"]
+    x, se = float(p["d_e"]), float(p["se"])
+    if not (math.isfinite(se) and se > 0):
+        return (p["lo"] if p["lo"] < p["hi"] else None), p["hi"]
+    return crossing_interval(x, se, cfg["fam_seeds"], cfg["fam_rtol"])
 
 
 def equal_point(target, T, d_e, q, d, n, seed):
@@ -280,11 +294,11 @@ def analyse(cfg, out) -> dict:
     for r in sorted(fam, key=lambda r: r["T"]):
         family.setdefault(r["target"], []).append(
             {k: r[k] for k in ("T", "d_e", "se", "lo", "hi", "censored")})
-    fam_fits = {t: widths_fit([p["T"] for p in ps], [p["hi"] for p in ps],
-                              [bool(p["censored"]) for p in ps],
-                              [p["lo"] if p["lo"] < p["hi"] else None for p in ps],
-                              laws=FAMILY_LAWS)
-                for t, ps in family.items()}
+    fam_fits = {}
+    for t, ps in family.items():
+        lo, hi = zip(*(family_interval(p, cfg) for p in ps))
+        fam_fits[t] = widths_fit([p["T"] for p in ps], list(hi),
+                                 [bool(p["censored"]) for p in ps], list(lo), laws=FAMILY_LAWS)
     eq = _rows(out, "family_equal.csv") if any(
         family_kind(t) == "equal" for t in cfg["targets"]) else []
     checks, fcn, fcn_fits, sep = {}, {}, {}, {}
