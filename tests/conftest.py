@@ -1,4 +1,4 @@
-"""Three things for every test session.
+"""Four things for every test session.
 
 * Subprocesses (the CLI, scripts, pool workers) import the stsim of this checkout even when
   it is not installed: its root is put in front of ``PYTHONPATH`` (setup.cfg's
@@ -12,6 +12,7 @@
 """
 import importlib.util
 import os
+import signal
 
 import numpy as np
 import pytest
@@ -52,3 +53,13 @@ def small_setup():
     encodings and ``W`` (D, D), ``V`` (d, D) with N(0, scale²) entries, of sizes
     ``B, T, q, d``, all drawn in that order from ``seed``."""
     return _small
+
+
+@pytest.fixture
+def default_sigint():
+    """Python's default SIGINT handler for the test (a background job inherits SIGINT
+    ignored; another test's library may have left it so), the previous one put back
+    after."""
+    before = signal.signal(signal.SIGINT, signal.default_int_handler)
+    yield
+    signal.signal(signal.SIGINT, before)

@@ -728,15 +728,6 @@ def _interrupt_at(step_to_stop):
     return progress
 
 
-@pytest.fixture
-def default_sigint():
-    """Python's default SIGINT handler for the test (another test's library may have left
-    SIGINT ignored in this process), the previous one put back after."""
-    before = signal.signal(signal.SIGINT, signal.default_int_handler)
-    yield
-    signal.signal(signal.SIGINT, before)
-
-
 def test_python_ctrl_c_returns_the_interrupted_result_and_resumes_bit_identical(
         tmp_path, default_sigint):
     ck = tmp_path / "c.npz"

@@ -134,7 +134,7 @@ def _raise_at_40(exc):
     return cb
 
 
-def test_a_callback_raising_keyboardinterrupt_is_a_ctrl_c(tmp_path, whole):
+def test_a_callback_raising_keyboardinterrupt_is_a_ctrl_c(tmp_path, whole, default_sigint):
     ck = tmp_path / "c.npz"
     # before: the KeyboardInterrupt went through run(): no result, no checkpoint
     try:

@@ -278,7 +278,8 @@ def test_adam_default_anneals_and_user_lr_is_constant():
         Config.from_options(T=50, q=3, lr_decay="cosine")
 
 
-def test_decaying_run_resumes_bit_identically_and_refuses_other_steps(tmp_path):
+def test_decaying_run_resumes_bit_identically_and_refuses_other_steps(tmp_path,
+                                                                      default_sigint):
     kw = dict(T=12, q=2, pe="stochastic", optimizer="adam", batch=32, n_val=32, eval_every=5,
               steps=40)
     full = stsim.run(**kw)
