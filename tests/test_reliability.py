@@ -247,6 +247,72 @@ def test_terminate_as_interrupt_restores_the_handlers():
             signal.signal(s, h)
 
 
+
+def test_deferred_signals_leave_an_ignored_signal_ignored():
+    """While a run's files are written, an ignored signal stays ignored (nohup: SIGHUP)
+    and a SIGTERM after it still comes on leaving (before: the ignored SIGHUP was noted as
+    the pending signal, and the SIGTERM behind it dropped)."""
+    from stsim.util.signals import deferred_signals
+    came = []
+    saved = {signal.SIGHUP: signal.signal(signal.SIGHUP, signal.SIG_IGN),
+             signal.SIGTERM: signal.signal(signal.SIGTERM, lambda s, f: came.append(s))}
+    try:
+        with deferred_signals():
+            assert signal.getsignal(signal.SIGHUP) is signal.SIG_IGN
+            signal.raise_signal(signal.SIGHUP)
+            signal.raise_signal(signal.SIGTERM)
+            assert came == []                        # waits until the files are whole
+        assert came == [signal.SIGTERM]
+        assert signal.getsignal(signal.SIGHUP) is signal.SIG_IGN
+    finally:
+        for s, h in saved.items():
+            signal.signal(s, h)
+
+
+NOHUP_RUN = """
+import signal
+import numpy as np
+import stsim
+assert signal.getsignal(signal.SIGINT) is signal.SIG_IGN    # as a background job under nohup
+ck = {ck!r}
+kw = dict(T=8, q=2, pe="stochastic", optimizer="adam", batch=16, steps=30, eval_every=5)
+full = stsim.run(**kw)
+
+def signals_then_stop(row):       # SIGINT and SIGHUP mid-run: ignored; then a stop at 15
+    signal.raise_signal(signal.SIGINT)
+    signal.raise_signal(signal.SIGHUP)
+    return row["step"] == 15
+
+cut = stsim.run(checkpoint=ck, checkpoint_every=10, callback=signals_then_stop, **kw)
+assert cut.status == "stopped" and cut.history["step"][-1] == 15, cut.message
+resumed = stsim.run(checkpoint=ck, checkpoint_every=10, **kw)
+assert resumed.status == "completed", resumed.message
+np.testing.assert_array_equal(resumed.W, full.W)
+for k in full.history:
+    np.testing.assert_array_equal(resumed.history[k], full.history[k])
+assert signal.getsignal(signal.SIGINT) is signal.SIG_IGN
+assert signal.getsignal(signal.SIGHUP) is signal.SIG_IGN
+print("ok")
+"""
+
+
+def _ignore_sigint_and_sighup():
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+    signal.signal(signal.SIGHUP, signal.SIG_IGN)
+
+
+def test_a_run_under_nohup_completes_and_leaves_the_ignored_signals_ignored(tmp_path):
+    """``nohup python script.py &`` from a script: SIGINT and SIGHUP ignored, stdin from
+    /dev/null. A decaying run stopped and resumed from its checkpoint ends bit for bit as
+    the straight one, and stsim turns neither ignored signal, sent mid-run, into a
+    ``KeyboardInterrupt`` or an end of the process: both stay ignored."""
+    code = NOHUP_RUN.format(ck=str(tmp_path / "ck.npz"))
+    proc = subprocess.run([sys.executable, "-c", code], stdin=subprocess.DEVNULL,
+                          capture_output=True, text=True, timeout=300,
+                          preexec_fn=_ignore_sigint_and_sighup,
+                          env=dict(os.environ, MPLBACKEND="Agg"))
+    assert proc.returncode == 0 and proc.stdout.strip() == "ok", proc.stderr
+
 STUDY = ["separation", "--fcn_Ts", "4,8", "--tf_Ts", "4", "--family_Ts", "4,8",
          "--steps", "3000", "--long_steps", "3000", "--long_Ts", "", "--workers", "2"]
 

@@ -158,7 +158,9 @@ def deferred_signals():
     noted and delivered again on leaving, once the work inside is done — for writing a
     run's files, which a signal must not leave half written (the folder would hold the new
     result beside the old figure; :mod:`stsim.util.manifest` would refuse it). The
-    previous handlers are put back first, so the signal then acts as it would have."""
+    previous handlers are put back first, so the signal then acts as it would have. An
+    ignored signal (SIGINT and SIGHUP of ``nohup stsim run … &``) stays ignored: noted, it
+    would take the place of a SIGTERM that came after it."""
     if threading.current_thread() is not threading.main_thread():
         yield
         return
@@ -168,7 +170,8 @@ def deferred_signals():
         if not pending:
             pending.append(signum)
 
-    saved = {s: signal.signal(s, note) for s in (signal.SIGINT,) + SIGNALS}
+    saved = {s: signal.signal(s, note) for s in (signal.SIGINT,) + SIGNALS
+             if signal.getsignal(s) is not signal.SIG_IGN}
     try:
         yield
     finally:
