@@ -55,8 +55,8 @@ MUTANTS = [
     ("stsim/core/optim.py", "m *= self.b1\n", "m *= self.b2\n", [T + "test_optim.py"]),
     ("stsim/core/optim.py", "c2 = 1 - self.b2 ** self.t", "c2 = 1 - self.b2 ** (self.t + 1)", [T + "test_optim.py"]),
     ("stsim/core/optim.py", "den += self.eps", "den += 10 * self.eps", [T + "test_optim.py"]),
-    ("stsim/core/optim.py", "self.step_size.scaled(min(1.0, max(self.total - self.t, 0) / (self.total - start)))",
-     "self.step_size.scaled(min(1.0, max(self.total - self.t, 1) / (self.total - start)))", [T + "test_optim.py", T + "test_schedule.py"]),
+    ("stsim/core/optim.py", "return min(1.0, max(self.total - self.t, 0) / max(self.total - start, 1))",
+     "return min(1.0, max(self.total - self.t, 1) / max(self.total - start, 1))", [T + "test_optim.py", T + "test_schedule.py"]),
     # ---- reduced and population dynamics -----------------------------------------------
     ("stsim/core/reduced.py", "S2 = q * sp * sp + r * sm * sm", "S2 = q * sp * sp + r * sm", [T + "test_reduced.py", T + "test_schedule.py"]),
     ("stsim/core/reduced.py", "dth = d * r * sp * sm * gamma * (q * gamma * (sp - sm) - 1.0)",

@@ -132,3 +132,29 @@ def test_the_reference_test_fails_without_bias_correction():
         "the seeded fault did not take effect: Adam.step no longer computes 1 - beta ** t"
     with pytest.raises(AssertionError):
         _assert_adam_matches_reference(faulty)
+
+
+def test_the_steps_applied_are_the_schedules_and_their_check_is_not_per_step(monkeypatch):
+    """The step of each parameter, every update, is ``opt.lr``'s (a step per parameter,
+    decaying) bit for bit; ``lr`` is looked up once per parameter, not every update (the
+    check belongs to the run's resolution); a new ``step_size`` is looked up afresh, and
+    one without a step for a parameter is refused naming ``lr``."""
+    from stsim.util.validate import Steps
+    lookups = []
+    block = Steps.block
+    monkeypatch.setattr(Steps, "block", lambda self, k: lookups.append(k) or block(self, k))
+    theta, grads = _problem(seed=3, steps=9)
+    opt = SGD({"W": 0.3, "V": 0.07}, decay="linear", total=9)
+    params = {k: v.copy() for k, v in theta.items()}
+    for g in grads:
+        want = {k: params[k] - opt.lr[k] * g[k] for k in params}
+        opt.step(params, g)
+        for k in params:
+            np.testing.assert_array_equal(params[k], want[k])
+    assert sorted(lookups) == ["V", "W"]
+    opt.step_size = Steps({"W": 0.5, "V": 0.1})
+    opt.step(params, grads[0])
+    assert sorted(lookups) == ["V", "V", "W", "W"]
+    opt.step_size = Steps({"W": 0.5, "X": 0.1})
+    with pytest.raises(ValueError, match="lr gives no step for the parameter 'V'"):
+        opt.step(params, grads[0])

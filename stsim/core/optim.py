@@ -98,20 +98,37 @@ class SGD:
         with one per parameter."""
         return self._next().record()
 
+    def _factor(self) -> float:
+        """The schedule's factor of update number ``self.t`` (``decay != "none"``)."""
+        start = self.total // 2
+        return min(1.0, max(self.total - self.t, 0) / max(self.total - start, 1))
+
     def _next(self) -> Steps:
         """The :class:`~stsim.util.validate.Steps` of update number ``self.t``."""
         if self.decay == "none":
             return self.step_size
-        start = self.total // 2
-        return self.step_size.scaled(min(1.0, max(self.total - self.t, 0)
-                                         / max(self.total - start, 1)))
+        return self.step_size.scaled(self._factor())
+
+    def _etas(self, names: tuple) -> dict:
+        """``{parameter: step}`` of update number ``self.t`` for the parameters ``names``:
+        the numbers of :meth:`_next`'s ``block``, bit for bit. Each parameter's step is
+        looked up in ``step_size`` (and refused there if ``lr`` has none) once, on the first
+        update; the updates after only scale it, without a check on the per-step path."""
+        held = self.__dict__.get("_base_etas")
+        if held is None or held[0] is not self.step_size or held[1] != names:
+            held = (self.step_size, names, {k: self.step_size.block(k) for k in names})
+            self._base_etas = held
+        if self.decay == "none":
+            return held[2]
+        f = self._factor()
+        return {k: x * f for k, x in held[2].items()}
 
     def step(self, params: dict, grads: dict) -> None:
         """Update ``params`` in place: ``p ← p − lr · g`` for every ``grads`` entry."""
-        steps = self._next()
+        etas = self._etas(tuple(grads))
         self.t += 1
         for k, g in grads.items():
-            eta = steps.block(k)
+            eta = etas[k]
             if hasattr(g, "axpy"):         # a sparse gradient: only its support moves
                 g.axpy(params[k], -eta)    # p + (−η)·g: the roundings of p − η·g
             else:
@@ -145,12 +162,12 @@ class Adam(SGD):
         return {"betas": [self.b1, self.b2], "eps": self.eps}
 
     def step(self, params, grads):
-        steps = self._next()
+        etas = self._etas(tuple(grads))
         self.t += 1
         c1 = 1 - self.b1 ** self.t
         c2 = 1 - self.b2 ** self.t
         for k, g in grads.items():
-            lr = steps.block(k)
+            lr = etas[k]
             p = params[k]
             if k not in self.m:
                 self.m[k] = np.zeros_like(p)           # the parameter's memory order
