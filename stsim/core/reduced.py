@@ -236,6 +236,10 @@ def reduced_map_record(T, q, d, eta, n, steps, *, record_every=1, c=1.0, practic
             j += 1
             nxt = int(rec[j]) if j < rec.size else -1
     shape = np.broadcast_shapes(*(np.shape(v) for v in out[-1]))   # a0 = 0.0 with arrays
-    A, G, Ls = (np.ascontiguousarray(np.moveaxis(np.array(
-        [np.broadcast_to(v, shape) for v in x], dtype=np.float64), 0, -1)) for x in zip(*out))
+    if shape == ():         # one setting: the records as they are (no view per number)
+        A, G, Ls = (np.array(x, dtype=np.float64) for x in zip(*out))
+    else:
+        A, G, Ls = (np.ascontiguousarray(np.moveaxis(np.array(
+            [np.broadcast_to(v, shape) for v in x], dtype=np.float64), 0, -1))
+            for x in zip(*out))
     return rec, A, G, Ls, dl_max, da_min
