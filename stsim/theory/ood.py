@@ -25,8 +25,6 @@ from __future__ import annotations
 import math
 
 import numpy as np
-from scipy.optimize import minimize_scalar
-from scipy.stats import hypergeom
 
 from stsim.theory.embedded import mc_ood
 from stsim.theory.reduced import ood_floor_onehot, ood_loss_onehot, query_coef, reduced_loss
@@ -104,6 +102,7 @@ def ood_min_onehot(T, T_test, q, d) -> tuple:
     grid = np.concatenate([[0.0], np.geomspace(1e-3, 200.0, 4000)])
     v = value(grid)
     i = int(np.argmin(v))
+    from scipy.optimize import minimize_scalar  # here, not at the top: 0.1 s of `import stsim`
     res = minimize_scalar(lambda t: float(value(t)), method="bounded",
                           bounds=(grid[max(i - 1, 0)], grid[min(i + 1, grid.size - 1)]),
                           options={"xatol": 1e-10})
@@ -119,6 +118,7 @@ def ood_min_limit(T, T_test, q, d) -> float:
     range; attention uniform on those m tokens, or, for ``m = 0``, on all ``T'`` tokens,
     whose logits are then all 0)."""
     m = np.arange(1, q + 1)
+    from scipy.stats import hypergeom      # here, not at the top: 0.3 s of `import stsim`
     pm = hypergeom(T_test, T, q).pmf(m)
     p0 = float(hypergeom(T_test, T, q).pmf(0))
     A_inf = float(np.sum(pm / m)) + p0 / T_test

@@ -23,8 +23,6 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 import numpy as np
-from scipy.integrate import solve_ivp
-from scipy.stats import hypergeom
 
 from stsim.core.encodings import Encoding
 from stsim.core.families import family_reduced_n
@@ -287,6 +285,7 @@ def gradient_flow(T, q, d, t_eval, *, pe="onehot", d_e=None, query="sum", a0=0.0
         L, da, dg = reduced_loss_grad(y[:K], y[K:], T, q, d, query=query)
         return np.concatenate([-da / nm1, -dg / d])
 
+    from scipy.integrate import solve_ivp  # here, not at the top: 0.3 s of `import stsim`
     sol = solve_ivp(rhs, (0.0, float(t_eval[-1])), np.concatenate([a, g]), method=method,
                     t_eval=t_eval, rtol=rtol, atol=atol)
     if not sol.success:
@@ -326,6 +325,7 @@ def ood_loss_onehot(a, gamma, T, T_test, q, d, *, query="sum") -> np.ndarray:
     a = np.asarray(a, dtype=np.float64)[..., None]
     g = np.asarray(gamma, dtype=np.float64)[..., None]
     m = np.arange(0, q + 1, dtype=np.float64)
+    from scipy.stats import hypergeom      # here, not at the top: 0.3 s of `import stsim`
     pm = hypergeom(T_test, T, q).pmf(m)
     n_un = T_test - T
     lw = np.stack(np.broadcast_arrays(c * a, np.zeros_like(c * a * m), c * a * m / T), axis=0)
@@ -363,6 +363,7 @@ def ood_floor_onehot(T, T_test, q, d) -> float:
     """
     T, T_test, q, d = _check_ood(T, T_test, q, d)
     m = np.arange(1, q + 1)
+    from scipy.stats import hypergeom      # here, not at the top: 0.3 s of `import stsim`
     pm = hypergeom(T_test, T, q).pmf(m)
     p0 = float(hypergeom(T_test, T, q).pmf(0))
     return float(0.5 * d * (np.sum(pm * (q - m) / (q * m)) + p0 * (1.0 / q - 1.0 / T_test)))
