@@ -311,7 +311,7 @@ def test_cli_kill_and_resume_is_bit_identical_and_one_run_per_folder(tmp_path):
     """The first run is held at step 150 (after its checkpoint at 100) until it is killed:
     it is alive, deterministically, while the second run is refused, and is killed between
     two checkpoints; the resumed run redoes steps 100..150 bit for bit."""
-    args = ["run", "--T", "40", "--q", "3", "--steps", "3000", "--batch", "64",
+    args = ["run", "--T", "40", "--q", "3", "--steps", "400", "--batch", "64",
             "--eval_every", "10", "--checkpoint_every", "100", "--quiet"]
     out = tmp_path / "k"
     (tmp_path / "hold.py").write_text(HOLD_RUN)
