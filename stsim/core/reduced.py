@@ -38,6 +38,7 @@ import math
 
 import numpy as np
 
+from stsim.core.targets import Mean
 from stsim.util.validate import Steps
 
 __all__ = ["loss_grad", "loss_grad_scalar", "reduced_map", "reduced_map_steps",
@@ -174,7 +175,7 @@ def reduced_map_steps(T, q, d, eta, n, *, c=1.0, practical=False, max_steps=MAX_
     (``L <= 50% L(0)``) is extrapolated with the rate law
     ``1/L(t) ≈ 1/L(t_h) + 4η_Wc²(t − t_h)/(n−1)`` (docs/theory.md; ``eta`` as for
     :func:`reduced_map`)."""
-    L0 = 0.5 * d / q
+    L0 = Mean().zero_loss(d, q)
     out = [None] * len(levels)
     todo = sorted(range(len(levels)), key=lambda i: -levels[i])
     k = 0

@@ -117,7 +117,7 @@ class Target:
         """``L(0) = ½ E‖target‖²``, the loss of the output 0 (x ~ N(0, I_d)): ``dim/(2q)``
         for a separable target with orthonormal features; ``NotImplementedError`` else."""
         if self.separable and self.orthonormal:
-            return 0.5 * self.dim(d) / q
+            return self.dim(d) / (2 * q)
         raise NotImplementedError(f"the target {self.label!r} gives no L(0)")
 
     def moments(self, d: int):

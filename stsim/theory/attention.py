@@ -43,6 +43,7 @@ import numpy as np
 
 from stsim.core.attention import Softmax, make_attention
 from stsim.core.model import MODELS, QUERIES, query_coef
+from stsim.core.targets import Mean
 from stsim.util.validate import check_choice, check_int, check_real
 
 __all__ = ["linear_loss_given", "linear_population_loss", "linear_sphere_best",
@@ -173,7 +174,7 @@ def linear_sphere_best(T, q, d_e, d=1):
     T, q, d_e = (np.asarray(x, dtype=np.float64) for x in (T, q, d_e))
     S = q + q * (T - 1) / d_e
     L = 0.5 * d * (1 / q - 1 / S)
-    return 1 / S, L, L / (0.5 * d / q)
+    return 1 / S, L, L / Mean().zero_loss(d, q)
 
 
 def linear_sphere_width(T, target=0.25):

@@ -30,6 +30,7 @@ import numpy as np
 from scipy.optimize import minimize_scalar
 
 from stsim.core.model import query_coef
+from stsim.core.targets import Mean
 from stsim.theory.family_asymptotic import family_mc_moments
 
 __all__ = ["sample_scores", "family_stats", "family_rel",
@@ -86,7 +87,7 @@ def best_family_loss(T, q, d, d_e, n_mc=4096, rng=0, query="sum", g=None, bounds
     la = res.x if res.fun <= vals[k] else grid[k]
     a = 10.0 ** la
     S2, su = family_stats(a, g, q)
-    L0 = d / (2.0 * q)
+    L0 = Mean().zero_loss(d, q)
     rel = 1.0 - q * su * su / S2
     return {"loss": rel * L0, "rel": float(rel), "a": float(a), "gamma": float(su / S2),
             "L0": L0, "at_bound": bool(k in (0, len(grid) - 1))}

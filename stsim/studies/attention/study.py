@@ -29,6 +29,7 @@ import numpy as np
 
 from stsim.core.attention import ATTENTIONS, MECHANISMS, Softmax
 from stsim.core.config import MECHANISM_DEFAULTS
+from stsim.core.targets import make_target
 from stsim.studies.attention.sizes import check_sizes
 from stsim.studies.attention.runs import (TAU_RANGE, TUNE_ROOT, choose, mechanism_label,
                                           parse_mechanism, rank_one, run_one, sphere_one)
@@ -235,7 +236,7 @@ def _temperature(cfg):
     for tau in cfg["taus"]:
         hot = reduced_gd(Softmax(tau), T, q, d, eta, n, horizon)
         cold = reduced_gd("softmax", T, q, d, eta / tau ** 2, n, horizon, lr_gamma=eta)
-        L0 = 0.5 * d / q
+        L0 = make_target("mean").zero_loss(d, q)
 
         def first(L):
             hit = np.flatnonzero(L <= cfg["target"] * L0)

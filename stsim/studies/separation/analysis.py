@@ -8,6 +8,7 @@ import os
 
 import numpy as np
 
+from stsim.core.targets import make_target
 from stsim.studies.separation.design import (budgets_of, cells, family_widths, lr_edge,
                                              params_of, pick_lr, series, tf_params, width_grid)
 from stsim.studies.separation.divergence import divergence_of
@@ -102,7 +103,7 @@ def analyse(config, out):
                     continue
                 if b > r["steps"] or b not in budgets_of(r.get("budgets") or "", r["steps"]):
                     continue              # a run read at the long budget only
-                L0 = d / (2 * r["q"])
+                L0 = make_target(r.get("task", "mean")).zero_loss(d, r["q"])
                 sel = chosen.get((r["arch"], r["q"], r["T"], r["width"], b)) == r["lr"]
                 points.append(dict(role=role, arch=r["arch"], q=r["q"], T=r["T"], d=r["d"],
                                    width=r["width"], budget=b, lr=r["lr"],

@@ -112,7 +112,7 @@ def train_point(arch, T, d, width, q=3, steps=2000, budgets="", batch=256, lr=3e
     every = math.gcd(*bs) if len(bs) > 1 else steps
     t0, c0 = time.perf_counter(), time.process_time()
     res = run(**_options(arch, T, d, width, q, steps, batch, lr, n_val, seed, every, task))
-    L0 = d / (2 * q) if task == "mean" else make_target(task).zero_loss(d, q)
+    L0 = make_target(task).zero_loss(d, q)
     h = res.history
     at = {int(s): float(v) for s, v in zip(h["step"], h["val"])}
     out = {"init_val": at.get(0, float("nan")), "diverged": int(not res.success),
