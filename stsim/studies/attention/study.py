@@ -29,6 +29,7 @@ import numpy as np
 
 from stsim.core.attention import ATTENTIONS, MECHANISMS, Softmax
 from stsim.core.config import MECHANISM_DEFAULTS
+from stsim.core.reduced import LEARNED
 from stsim.core.targets import make_target
 from stsim.studies.attention.sizes import check_sizes
 from stsim.studies.attention.runs import (TAU_RANGE, TUNE_ROOT, choose, mechanism_label,
@@ -47,7 +48,7 @@ MECHS = list(ATTENTIONS) + ["rank=4", "tau=0.5"]
 WIDTH_MECHS = [n for n, m in MECHANISMS.items() if not (m.elementwise and m.normalised)]
 PRESETS = {
     "quick": {"mode": "quick", "T": 12, "q": 2, "d": 5, "seeds": 3, "mechanisms": MECHS,
-              "steps": 300, "batch": 64, "T_test": [16, 20], "target": 0.02,
+              "steps": 300, "batch": 64, "T_test": [16, 20], "target": LEARNED,
               "ood_target": 0.05, "tune_steps": 300, "tune_mults": [2.0, 1.0, 0.5],
               "rank_T": [8], "rank_q": [2], "rank_r": [4, 16], "rank_steps": 300,
               "width_mechs": WIDTH_MECHS, "width_target": 0.25, "width_T": [8, 16, 32, 64, 128],
@@ -56,7 +57,7 @@ PRESETS = {
               "train_mechs": ["linear"], "train_T": 8, "train_widths": [16, 23, 32],
               "train_steps": 300},
     "full": {"mode": "full", "T": 200, "q": 3, "d": 5, "seeds": 3, "mechanisms": MECHS,
-             "steps": 1500, "batch": 256, "T_test": [250, 300, 350, 400], "target": 0.02,
+             "steps": 1500, "batch": 256, "T_test": [250, 300, 350, 400], "target": LEARNED,
              "ood_target": 0.05, "tune_steps": 1500,        # tuned at the full budget
              "tune_mults": [2.0 ** -k for k in range(-7, 10)],  # 128 ... 1/512, factor 2
              "rank_T": [8, 16, 32], "rank_q": [2, 3], "rank_r": [4, 8, 16, 32, 64],

@@ -35,6 +35,7 @@ import time
 
 import numpy as np
 
+from stsim.core.reduced import LEARNED
 from stsim.core.targets import make_target
 from stsim.studies.targets import widths
 from stsim.studies.tuning import at_chosen, choose as choose_by, run_measures
@@ -48,7 +49,7 @@ NAME = "targets"
 TUNE_ROOT = 1          # root seed of the tuning replicate (the reported seeds: root 0)
 EXACT_LOSS = 1e-20     # the construction's loss is below it
 _COMMON = dict(targets=("mean", "moment:2", "moment:3", "variance"), q=3, d=5, batch=256,
-               mults=(0.25, 0.5, 1.0, 2.0), ratio=0.02, rep_T=8, n_batches=3,
+               mults=(0.25, 0.5, 1.0, 2.0), ratio=LEARNED, rep_T=8, n_batches=3,
                floor_tol=0.02)
 PRESETS = {"quick": dict(_COMMON, mode="quick", T=20, steps=300, seeds=2,
                          T_test=(25, 30, 40), n_fit=50_000, **widths.QUICK),
