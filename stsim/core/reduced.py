@@ -39,10 +39,11 @@ import math
 import numpy as np
 
 from stsim.core.targets import Mean
-from stsim.util.validate import Steps
+from stsim.util.validate import Steps, check_int
 
 __all__ = ["loss_grad", "loss_grad_scalar", "reduced_map", "reduced_map_steps",
-           "reduced_map_losses", "reduced_map_record", "step_count", "ESCAPE", "LEARNED", "TARGET",
+           "reduced_map_losses", "reduced_map_record", "step_count", "measured_steps",
+           "MEASURED_STEPS", "MEASURED_STEPS_PER_T", "ESCAPE", "LEARNED", "TARGET",
            "MAX_STEPS", "MARGIN"]
 
 #: "learned": loss <= 2% of its initial value L(0) (the one level every run, check and
@@ -194,6 +195,24 @@ def reduced_map_steps(T, q, d, eta, n, *, c=1.0, practical=False, max_steps=MAX_
                 out[i] = int(t + (n - 1) / (4.0 * Steps(eta, check=False).pair()[0] * c * c)
                              * (1.0 / (levels[i] * L0) - 1.0 / L))
     return out
+
+
+#: the fewest steps of a run whose step count is measured, not derived (:func:`measured_steps`)
+MEASURED_STEPS = 2000
+#: ... and at least this many per token of T
+MEASURED_STEPS_PER_T = 30
+
+
+def measured_steps(T: int) -> int:
+    """The default step count where none is derived — Adam's, and a mechanism's whose
+    reduced GD is not a step of the softmax map: ``max(2000, 30 T)`` rounded up to a
+    multiple of 100 (MEASURED at T = 50, 100, 200 with Adam, not derived).
+
+    >>> measured_steps(50), measured_steps(67), measured_steps(200)
+    (2000, 2100, 6000)
+    """
+    T = check_int("T", T, 1)
+    return max(MEASURED_STEPS, int(math.ceil(MEASURED_STEPS_PER_T * T / 100.0)) * 100)
 
 
 def step_count(tgt, margin=MARGIN) -> int:
