@@ -356,7 +356,7 @@ def transformer_shapes(cfg, d_e=None) -> dict:
     r = getattr(cfg, "rank", None)
     out = {"W": (D, D)} if r is None else {"W_K": (int(r), D), "W_Q": (int(r), D)}
     out["V"] = (o, D)
-    if t.readout == "quadratic":
+    if not t.linear_readout:              # the quadratic readout's own blocks
         out.update(b=(o,), Q=(o, m, m))
     return out
 

@@ -200,13 +200,13 @@ def _target_note(cfg, t, s) -> str:
              "gives no fourth_moments)")
     if t.measured:
         how = f"lr {s.lr} and steps measured on {t.measured}"
-    elif t.separable and t.orthonormal and t.readout == "linear":
+    elif t.mean_on_features:
         how = (f"lr and steps derived: the mean task's with d replaced by "
                f"||A||^2 = {t.effective_dim(cfg.d)} (dim phi = {m})" + tails)
     else:
         how = (f"lr {s.lr} and steps neither derived nor measured: the mean task's on dim "
                f"phi = {m}" + (", b and Q at the variance's measured factors"
-                               if t.readout == "quadratic" else "") + " (give lr and steps)")
+                               if not t.linear_readout else "") + " (give lr and steps)")
     return f"target {t.label}: {how}"
 
 
@@ -349,7 +349,7 @@ def plan(cfg, noted=False) -> Plan:
     s.freeze = tuple(b for b in blocks if b in set(given or ()) | set(default))   # merged
     s.lr_decay = cfg.lr_decay or (cfg.resolved.optimizer.decay if cfg.lr is None else "none")
     s.note = _note(cfg, s.lr, s.freeze, noted)
-    if t is not None and cfg.lr is None and t.readout == "quadratic":   # b, Q: x V's step
+    if t is not None and cfg.lr is None and not t.linear_readout:   # b, Q: x V's step
         base = s.lr.record()
         lr = dict(base) if isinstance(base, dict) else {"W": base, "V": base}
         lr.update({k: lr["V"] * f for k, f in t.head_steps.items()})

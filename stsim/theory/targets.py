@@ -50,7 +50,7 @@ def mean_task_dim(target, d: int) -> int:
     t = make_target(target)
     m = t.feature_dim(d)
     mom = t.moments(d)
-    if not (t.separable and t.readout == "linear" and t.dim(d) == m and mom is not None
+    if not (t.separable and t.linear_readout and t.dim(d) == m and mom is not None
             and np.array_equal(mom[0], np.zeros(m)) and np.array_equal(mom[1], np.eye(m))):
         raise ValueError(f"target {t.label!r}: the exact population loss is derived for a "
                          f"separable target with the linear readout and moments E phi = 0, "
@@ -121,7 +121,7 @@ def readout_regressors(target, h):
     quadratic one, ``f_o = (V h)_o + b_o + hᵀ Q_o h``. The positional part of the attended
     vector is left out: the target is independent of the positions, so its least-squares
     coefficient is 0 in population (a sample fit of it only adds noise)."""
-    if make_target(target).readout == "linear":
+    if make_target(target).linear_readout:
         return h
     a, b = np.triu_indices(h.shape[1])
     return np.concatenate([np.ones((len(h), 1)), h, h[:, a] * h[:, b]], axis=1)

@@ -62,7 +62,7 @@ def family_kind(target) -> str:
     t = make_target(target)
     if t.paper:
         return "mean"
-    return "equal" if t.separable and t.orthonormal and t.readout == "linear" else "own"
+    return "equal" if t.mean_on_features else "own"
 
 
 def check(cfg):
