@@ -41,7 +41,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from stsim.core.attention import Softmax, make_attention
+from stsim.core.attention import make_attention
 from stsim.core.model import MODELS, QUERIES, query_coef
 from stsim.core.targets import Mean
 from stsim.util.validate import check_choice, check_int, check_real
@@ -192,7 +192,7 @@ def mechanism_family_rel(attention, a, g, q):
     ``(n_mc, T)`` of :func:`stsim.theory.family.sample_scores` (the q selected first)."""
     from stsim.theory.family import family_rel
     att = make_attention(attention)
-    if isinstance(att, Softmax):
+    if att.softmax_family:
         return family_rel(a / att.temperature, g, q)
     s = att.phi(a * g / att.temperature + att.bias(g.shape[1]))
     S2 = np.einsum("nt,nt->n", s, s).mean()
@@ -209,7 +209,7 @@ def best_mechanism_family_loss(attention, T, q, d_e, n_mc=4096, rng=0, bounds=(-
 
     from stsim.theory.family import best_family_loss, sample_scores
     att = make_attention(attention)
-    if isinstance(att, Softmax):
+    if att.softmax_family:
         r = best_family_loss(T, q, 1, d_e, n_mc=n_mc, rng=rng)
         return {"rel": r["rel"], "a": r["a"] * att.temperature}
     g = sample_scores(T, q, d_e, n_mc, rng)
