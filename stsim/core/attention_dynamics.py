@@ -101,11 +101,11 @@ def mechanism_schedule(att, rank, T, q, d, n, c, practical, paper_lr, lr=None, s
     if steps is not None:
         swhy = "user"
     elif step is not None:
-        tgt = reduced_map_steps(T, q, d, step, n, c=c, practical=practical,
-                                extrapolate=False)[1]
-        steps = step_count(tgt)
-        swhy = (f"2 x {tgt} (the reduced map at temperature {att.temperature:g} reaches 2% "
-                "of L(0) there)")
+        learned_at = reduced_map_steps(T, q, d, step, n, c=c, practical=practical,
+                                       extrapolate=False)[1]
+        steps = step_count(learned_at)
+        swhy = (f"2 x {learned_at} (the reduced map at temperature {att.temperature:g} "
+                "reaches 2% of L(0) there)")
     else:
         steps = measured_steps(T)
         swhy = (f"max({MEASURED_STEPS}, {MEASURED_STEPS_PER_T} T) rounded up to 100 (measured; "

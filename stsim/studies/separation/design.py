@@ -132,9 +132,9 @@ def validate_point(point):
     """Reject a bad point before any work (``ValueError`` naming the parameter)."""
     p = dict(point)
     check_int("width", p.get("width"), 1)
-    tgt = p.get("target")
-    if tgt is not None and not 0 < float(tgt) < 1:
-        raise ValueError(f"target must lie in (0, 1), got {tgt}")
+    level = p.get("target")          # the reach ratio
+    if level is not None and not 0 < float(level) < 1:
+        raise ValueError(f"target must lie in (0, 1), got {level}")
     steps = p.get("steps", 2000)
     budgets_of(p.get("budgets", ""), steps)
     Config.from_options(**_options(p.get("arch", "fcn"), p["T"], p["d"], p["width"],
