@@ -156,3 +156,9 @@ def test_at_chosen_keeps_the_runs_at_the_choice():
     assert at_chosen(old, "m", {"a": 1.0}) == old
     mixed = old + [{"m": "a", "mult": "1.0"}, {"m": "a", "mult": "2.0"}, {"m": "b", "mult": "4"}]
     assert at_chosen(mixed, "m", {"a": 1.0, "b": 4.0}) == [mixed[2], mixed[4]]
+
+
+def test_the_reach_ratio_is_the_learned_level():
+    """The attention study calls a mechanism learned at core.reduced.LEARNED of L(0)."""
+    from stsim.core.reduced import LEARNED
+    assert all(attention.PRESETS[m]["target"] == LEARNED for m in ("quick", "full"))

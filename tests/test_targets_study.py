@@ -136,3 +136,9 @@ def test_cli_exit_statuses(tmp_path, monkeypatch, capsys):
     data = json.load(open(f"{out}/targets.json"))
     assert data["learns"]["mean"][0]["verdict"] == "inconclusive"
     assert any("MemoryError" in u for u in data["unmeasured"])
+
+
+def test_the_reach_ratio_is_the_learned_level():
+    """The targets study's ratio is core.reduced.LEARNED."""
+    from stsim.core.reduced import LEARNED
+    assert all(targets.PRESETS[m]["ratio"] == LEARNED for m in ("quick", "full"))
