@@ -83,6 +83,16 @@ class Result:
         return self._param("V")
 
     @property
+    def target(self):
+        """The run's target (:class:`~stsim.core.targets.Target`, whose facts — its
+        ``zero_loss`` L(0) — the studies ask): the object of a run of this process, else
+        the built-in one its config records (the mean when it records none)."""
+        from stsim.core.targets import make_target, target_of
+        cfg = self.__dict__.get("_config")
+        return target_of(cfg) if cfg is not None else \
+            make_target(self.config.get("target", ADDED_LATER["target"]))
+
+    @property
     def transformer(self) -> bool:
         """The run's architecture is the transformer or built on it
         (:func:`stsim.core.problem.is_transformer` of its recorded ``arch``)."""

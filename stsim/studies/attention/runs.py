@@ -26,7 +26,6 @@ import time
 import stsim
 from stsim.core.attention import (ATTENTIONS, MECHANISMS, TAU_RANGE, Attention,
                                   check_temperature)
-from stsim.core.targets import make_target
 from stsim.studies.tuning import choose as choose_by, run_measures
 from stsim.util.validate import Steps, check_int
 
@@ -88,11 +87,6 @@ def mechanism_options(mechanism, base_lr, freeze, mult) -> dict:
     return opts
 
 
-def _zero_loss(res, d, q) -> float:
-    """L(0) of the run ``res``'s target (a built-in one, recorded as its label)."""
-    return make_target(res.config["target"]).zero_loss(d, q)
-
-
 def run_one(mechanism, T, q, d, steps, batch, T_test, seed, mult=1.0, base=None):
     """One training run (a row of ``raw/tune.csv`` or ``raw/runs.csv``): the final
     validation losses over L(0) (``inf`` when diverged), the status, the steps of W and V,
@@ -109,7 +103,7 @@ def run_one(mechanism, T, q, d, steps, batch, T_test, seed, mult=1.0, base=None)
             "lr_V": float(lr.block("V")),
             "freeze": "+".join(res.config.get("freeze", [])) or "none",
             "steps": int(res.config["steps"]), "init": res.config["init"],
-            **run_measures(res, _zero_loss(res, d, q), T_test, t0)}
+            **run_measures(res, res.target.zero_loss(d, q), T_test, t0)}
 
 
 def choose(rows, mults=None) -> dict:
@@ -128,7 +122,7 @@ def rank_one(T, q, rank, d, batch, steps, seed):
     return {"run_status": res.status, "steps": int(res.config["steps"]),
             "lr": float(Steps(res.config["lr"]).uniform or math.nan),
             "d_e": int(res.config["d_e"]),
-            "rel": res.final("val") / _zero_loss(res, d, q) if ok else math.inf}
+            "rel": res.final("val") / res.target.zero_loss(d, q) if ok else math.inf}
 
 
 def sphere_one(mechanism, T, q, d_e, d, steps, seed):
@@ -142,4 +136,4 @@ def sphere_one(mechanism, T, q, d_e, d, steps, seed):
     ok = res.status == "completed"
     return {"run_status": res.status, "steps": int(res.config["steps"]),
             "lr": float(Steps(res.config["lr"]).uniform or math.nan),
-            "rel": res.final("val") / _zero_loss(res, d, q) if ok else math.inf}
+            "rel": res.final("val") / res.target.zero_loss(d, q) if ok else math.inf}

@@ -124,7 +124,7 @@ def trained_point(d_e, T, q, d, steps, batch, lr, n_val, lams, keep_W, study_see
                projected_loss=float(proj_loss), lam_opt=float(grid[iopt]),
                loss_opt=float(lg[iopt]), gamma_opt=float(gam[iopt]),
                lam_match=float(grid[below[0]]) if below.size else None,
-               initial_loss=make_target(res.config["target"]).zero_loss(d, q),
+               initial_loss=res.target.zero_loss(d, q),
                wall_time_s=time.perf_counter() - t1,
                curve_l1=array_text(l1), curve_lg=array_text(lg), curve_gamma=array_text(gam),
                run_status=res.status)
