@@ -33,8 +33,8 @@ from stsim.core.seeds import Streams
 from stsim.core.targets import target_of
 
 __all__ = ["Problem", "TransformerProblem", "make_problem", "register_arch", "arch_spec",
-           "arch_names", "is_transformer", "ArchSpec", "register_objective", "val_key", "transformer_shapes",
-           "transformer_blocks"]
+           "arch_names", "is_transformer", "ArchSpec", "register_objective", "val_key",
+           "transformer_shapes", "transformer_blocks"]
 
 
 @dataclass(frozen=True)
