@@ -120,39 +120,3 @@ def width_grid(max_width: int, min_width: int = 1) -> list:
     return out
 
 
-def family_search(q, T, targets, n_mc, seed, grid, query="sum"):
-    """Smallest ``d_e`` in ``grid`` whose family best ``L/L0`` is ≤ each target (bisection).
-
-    Assumes the best loss decreases with ``d_e`` (checked on the probes: a probe that
-    contradicts it raises). Every probe draws its own encodings (seed = ``seed``), so the
-    result is one Monte-Carlo replicate. Returns ``{"d_e@<t>": width or None (censored:
-    the largest grid width fails), "probes": "d_e:rel ..."}``.
-    """
-    grid = sorted(grid)
-    cache = {}
-
-    def rel(i):
-        if i not in cache:
-            cache[i] = best_family_loss(T, q, 1, grid[i], n_mc=n_mc, rng=seed, query=query)["rel"]
-        return cache[i]
-
-    out = {}
-    for t in sorted(targets, reverse=True):
-        lo, hi = -1, len(grid) - 1          # invariant: grid[lo] fails (or lo = -1), hi unknown
-        if rel(hi) > t:
-            out[f"d_e@{t:g}"] = None
-            continue
-        while hi - lo > 1:
-            mid = (lo + hi) // 2
-            if rel(mid) <= t:
-                hi = mid
-            else:
-                lo = mid
-        out[f"d_e@{t:g}"] = grid[hi]
-    items = sorted(cache.items())
-    for (i, r), (j, s) in zip(items, items[1:]):
-        if s > r * 1.05 + 0.01:
-            raise RuntimeError(f"family loss not monotone in d_e at q={q} T={T}: "
-                               f"{grid[i]}:{r:.4f} then {grid[j]}:{s:.4f}")
-    out["probes"] = " ".join(f"{grid[i]}:{r:.4f}" for i, r in items)
-    return out

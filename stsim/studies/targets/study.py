@@ -38,6 +38,7 @@ import numpy as np
 from stsim.core.reduced import LEARNED
 from stsim.core.targets import make_target
 from stsim.studies.targets import widths
+from stsim.studies.targets.outputs import write_outputs
 from stsim.studies.tuning import at_chosen, choose as choose_by, run_measures
 from stsim.util.validate import check_int, check_real
 from stsim.util.verdict import judge
@@ -245,7 +246,6 @@ def report(cfg, out, results):
     record), ``represents.png``/``.csv``, ``learns.png`` with ``curves.csv``,
     ``length.png``/``.csv``, ``widths.png``/``.csv``, ``report.md``; returns the summary."""
     from stsim.studies.contract import divergence
-    from stsim.studies.targets.outputs import write_outputs
     from stsim.util.io import read_json
     rec = _raw(out, "run.json")
     record = read_json(rec, "run record") if os.path.isfile(rec) else {}
@@ -255,5 +255,5 @@ def report(cfg, out, results):
                       if not np.isfinite(results["learns"][t][0]["measured"])]
                      + [f"a run raised: {e}" for e in results["errors"]])
     summary = dict(results, **div, record=record, config=dict(cfg))
-    write_outputs(cfg, out, summary)
+    write_outputs(cfg, out, summary, encoding_width(cfg))
     return summary
