@@ -18,6 +18,10 @@ order (the loss is flat in ``a`` at its minimum).
 ``d_e = 150`` over 8 seeds at n = 256, 1024, 4096 (why the precision rule grows n until the
 crossing stops moving: the estimate falls with n, not only its spread).
 
+``--reruns K`` also locates the crossing K more times by the library's own rule on other
+seeds (the family's key with ``|check=k``): the spread of those independent crossings
+against the stated SE (ratio of their standard deviation to the root-mean-square SE).
+
 ``--library`` is a CSV with columns ``T, d_e, se`` (the library's crossings, e.g. one study's
 rows); without it the library's crossing is located here (the full precision rule).
 Prints the table and writes ``--out`` (CSV, atomically).
@@ -36,7 +40,8 @@ import numpy as np
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
 
 from stsim.studies import widths as wl  # noqa: E402
-from stsim.theory.family import best_family_loss, sample_scores  # noqa: E402
+from stsim.theory.family import (best_family_loss, best_softmax_family,  # noqa: E402
+                                 sample_scores)
 from stsim.util.io import write_csv  # noqa: E402
 
 
@@ -94,10 +99,11 @@ def main(argv=None):
     p.add_argument("--library", default=None)
     p.add_argument("--out", default=None)
     p.add_argument("--bias", action="store_true")
+    p.add_argument("--reruns", type=int, default=0)
     a = p.parse_args(argv)
     if a.bias:
         for n in (256, 1024, 4096):
-            v = [wl.softmax_best(sample_scores(4096, 3, 150, n, s), 3)[0] for s in range(8)]
+            v = [best_softmax_family(sample_scores(4096, 3, 150, n, s), 3)[0] for s in range(8)]
             print(f"n = {n}: mean {np.mean(v):.4f}, sd {np.std(v, ddof=1):.4f} (8 seeds)",
                   flush=True)
         return
@@ -107,7 +113,8 @@ def main(argv=None):
         with open(a.library, newline="") as f:
             lib = {int(r["T"]): (float(r["d_e"]), float(r["se"])) for r in csv.DictReader(f)}
     out = []
-    print("T, library d_e* +- se, independent d_e* +- se, z, seconds")
+    print("T, library d_e* +- se, independent d_e* +- se, z, [reruns: crossings, "
+          "sd/rms se], seconds")
     for T in Ts:
         t0 = time.process_time()
         if T not in lib:
@@ -117,15 +124,24 @@ def main(argv=None):
         x0, se0 = lib[T]
         ind = independent(T, a.q, a.level, x0, a.n, a.n_fit, a.points, a.chunk, a.seed + T)
         z = (x0 - ind["x"]) / math.hypot(se0, ind["se"])
+        reruns = [wl.locate(wl.mechanism_loss("softmax", T, a.q), [a.level], T,
+                            wl.family_key("softmax", T, a.q) + f"|check={k}",
+                            q=a.q)[a.level] for k in range(1, a.reruns + 1)]
+        xs = [x0] + [r["d_e"] for r in reruns]
+        ses = [se0] + [r["se"] for r in reruns]
+        ratio = (float(np.std(xs, ddof=1) / math.sqrt(np.mean(np.square(ses))))
+                 if reruns else math.nan)
         dt = time.process_time() - t0
         print(f"{T}, {x0:.2f} +- {se0:.2f}, {ind['x']:.2f} +- {ind['se']:.2f}, {z:+.2f}, "
-              f"{dt:.0f}", flush=True)
+              f"[{' '.join(f'{x:.2f}' for x in xs[1:])}, {ratio:.2f}], {dt:.0f}", flush=True)
         out.append([T, a.q, a.level, x0, se0, ind["x"], ind["se"], z, ind["a"], a.n,
-                    ind["points"], round(dt, 1)])
+                    ind["points"], " ".join(f"{x:.4f}+-{e:.4f}" for x, e in
+                                            zip(xs[1:], ses[1:])), ratio, round(dt, 1)])
     if a.out:
         os.makedirs(os.path.dirname(a.out) or ".", exist_ok=True)
         write_csv(a.out, ["T", "q", "level", "library", "library_se", "independent",
-                          "independent_se", "z", "a", "n", "points", "cpu_s"], out)
+                          "independent_se", "z", "a", "n", "points", "reruns",
+                          "sd_over_rms_se", "cpu_s"], out)
 
 
 if __name__ == "__main__":

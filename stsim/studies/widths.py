@@ -39,7 +39,7 @@ from stsim.util.stats import (LAWS, LOG_SQUARED, bootstrap_threshold, compare_gr
                               threshold_width)
 from stsim.util.validate import check_int, check_real
 
-__all__ = ["Precision", "ROOT", "FAMILY_LAWS", "width_grid", "mechanism_loss", "softmax_best",
+__all__ = ["Precision", "ROOT", "FAMILY_LAWS", "width_grid", "mechanism_loss",
            "target_loss", "family_key", "family_seeds", "bisect", "locate", "crossing_row",
            "interval", "row_interval", "fit", "fit_rows", "FIT_KEYS", "trained_width",
            "grid_width"]
@@ -117,12 +117,13 @@ def grid_width(x, grid) -> int:
 def mechanism_loss(mechanism, T: int, q: int):
     """``loss(d_e, n, seed)``: one replicate of a mechanism's sphere-family best ``L/L(0)``
     (``n`` samples, the best ``a`` and ``γ``), d-free. A mechanism of the softmax family
-    (any temperature: the best over ``a`` is softmax's) through :func:`softmax_best` (its
-    ``a`` searched near the replicate's last best ``a``), any other mechanism's through
+    (any temperature: the best over ``a`` is softmax's) through
+    :func:`stsim.theory.family.best_softmax_family` (its ``a`` searched near the
+    replicate's last best ``a``), any other mechanism's through
     :func:`stsim.theory.attention.best_mechanism_family_loss`."""
     from stsim.core.attention import make_attention
     from stsim.theory.attention import best_mechanism_family_loss
-    from stsim.theory.family import sample_scores
+    from stsim.theory.family import best_softmax_family, sample_scores
     att = make_attention(mechanism)
     if not att.softmax_family:
         def loss(d_e, n, seed):
@@ -132,42 +133,10 @@ def mechanism_loss(mechanism, T: int, q: int):
 
     def loss(d_e, n, seed):
         g = sample_scores(T, q, d_e, n, seed)
-        rel, la = softmax_best(g, q, last.get((n, seed)))
+        rel, la, _ = best_softmax_family(g, q, last.get((n, seed)))
         last[(n, seed)] = la
         return rel
     return loss
-
-
-def softmax_best(g, q, hint=None, bounds=(-1.0, 3.0)) -> tuple:
-    """``(best L/L(0), its log10 a)`` of the softmax sphere family on scores ``g``
-    (``(n, T)``, the q selected first; :func:`stsim.theory.family.sample_scores`):
-    ``L/L(0) = 1 − (E S)²/(q E|s|²)`` at ``s = softmax(a g)`` (γ in closed form), minimised
-    over ``log10 a``: from ``hint``, a 7-point grid ``hint ± 0.3`` (falling back to the
-    whole search when its best point is an end), else a 17-point grid over ``bounds``;
-    then bounded Brent between the best grid point's neighbours (``xatol`` 2·10⁻³), the
-    search of :func:`stsim.theory.family.best_family_loss`."""
-    from scipy.optimize import minimize_scalar
-    gc = g - g.max(axis=1, keepdims=True)          # a > 0: the row max of a·g is a·max g
-
-    def f(la):
-        z = gc * (10.0 ** la)
-        np.exp(z, out=z)
-        Z = z.sum(axis=1)
-        S = z[:, :q].sum(axis=1) / Z
-        Q = np.einsum("nt,nt->n", z, z) / (Z * Z)
-        return float(1.0 - S.mean() ** 2 / (q * Q.mean()))
-
-    def search(grid):
-        vals = [f(x) for x in grid]
-        k = int(np.argmin(vals))
-        return grid, vals, k
-    grid, vals, k = search(np.linspace(hint - 0.3, hint + 0.3, 7) if hint is not None
-                           else np.linspace(bounds[0], bounds[1], 17))
-    if hint is not None and k in (0, len(grid) - 1):
-        grid, vals, k = search(np.linspace(bounds[0], bounds[1], 17))
-    lo, hi = grid[max(k - 1, 0)], grid[min(k + 1, len(grid) - 1)]
-    r = minimize_scalar(f, bounds=(lo, hi), method="bounded", options={"xatol": 2e-3})
-    return (float(r.fun), float(r.x)) if r.fun <= vals[k] else (float(vals[k]), float(grid[k]))
 
 
 def target_loss(target, T: int, q: int, d: int):
