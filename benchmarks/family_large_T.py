@@ -26,7 +26,9 @@ and 2^14 (1024; ``--mc``), q = 2, 3, 4, at the approximation's width d and at ``
 cost recorded), and on an independent sample the loss at the large-T optimum ``a`` (z-score
 against the large-T value; a row with |z| > 3 is rechecked with 4× the samples of both,
 ``mc_followup.csv``); and every probe of the committed family table
-(``docs/figures/separation/raw/family.csv``, replicate 0).
+(``docs/figures/separation/raw/family.csv``, replicate 0) where it holds the √2-grid
+search's probes (the table before the widths library; ``committed_check.csv`` was made
+from it, and the table now holds located crossings without probes).
 
 Fits (log2 T ∈ [3, 20] and the whole range): ``stsim.util.stats.compare_growth`` by least
 squares with relative errors (``weights="relative"``: ``a·log2 T + b``, ``a·T + b``,
@@ -673,7 +675,9 @@ def main(argv=None):
     if "committed" in parts and os.path.exists(COMMITTED):
         jobs = []
         for r in read_csv(COMMITTED):
-            if r["seed_index"] != "0":
+            # the √2-grid search's probes: the family table before the widths library
+            # (its rows are located crossings now, with no probes: nothing to check)
+            if r["seed_index"] != "0" or not r.get("probes"):
                 continue
             for pr in r["probes"].split():
                 dd, v = pr.split(":")

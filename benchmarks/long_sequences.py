@@ -83,8 +83,8 @@ import numpy as np
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, REPO)
 
-from stsim.core.reduced import (loss_grad_scalar, reduced_map, reduced_map_losses,  # noqa: E402
-                                reduced_map_steps)
+from stsim.core.reduced import (LEARNED, loss_grad_scalar, reduced_map,  # noqa: E402
+                                reduced_map_losses, reduced_map_steps)
 from stsim.core.schedule import FROZEN  # noqa: E402
 from stsim.util.io import read_csv, write_csv, write_json  # noqa: E402
 
@@ -94,7 +94,7 @@ QUICK = dict(T=50, d_e=400, T_test=(100, 200, 400), lr_W=10.0, lr_V=5.5, n_test=
              eval_every=10, hold_x=True)
 FIXED = dict(q=3, d=5, batch=256, pe="stochastic", sampler="slots", model="theory",
              query="sum", seed=0)
-TARGET = 0.02
+TARGET = LEARNED        # the learned level, 2% of L(0)
 MARGIN = 2.0            # steps = MARGIN × the reduced map's step to 2% of L(0)
 CHECKPOINT_EVERY = 1000
 

@@ -297,3 +297,16 @@ def test_sigmoid_bias_gradient_and_its_seeded_fault(small_setup, monkeypatch):
     monkeypatch.setattr(Sigmoid, "dphi_from_s", unbiased_slope)
     with pytest.raises(AssertionError):
         check_grad(lambda p: fg(p, "theory"), [W, V], rng, n_dirs=4, h=1e-6, rtol=1e-6)
+
+
+def test_softmax_family_is_a_fact_of_the_mechanism():
+    """Only softmax (at any temperature, or a subclass of it) has the softmax family; the
+    theory's family loss asks the attribute."""
+    from stsim.core.attention import MECHANISMS, Attention
+    from stsim.theory.attention import best_mechanism_family_loss
+    from stsim.theory.family import best_family_loss
+    assert {n for n, m in MECHANISMS.items() if m.softmax_family} == {"softmax"}
+    assert Softmax(0.5).softmax_family and not Attention.softmax_family
+    r = best_mechanism_family_loss(Softmax(2.0), 8, 2, 16, n_mc=256, rng=3)
+    ref = best_family_loss(8, 2, 1, 16, n_mc=256, rng=3)
+    assert r == {"rel": ref["rel"], "a": ref["a"] * 2.0}

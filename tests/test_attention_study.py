@@ -14,7 +14,7 @@ from stsim.studies.contract import check_study, run_study
 SMALL = {"mechanisms": ["softmax", "linear", "rank=2"], "seeds": 2, "steps": 40, "T": 8,
          "T_test": [10], "tune_steps": 10, "tune_mults": [1.0, 0.1], "rank_T": [6],
          "rank_r": [2, 12], "rank_steps": 30, "width_T": [8, 16, 32, 64, 128],
-         "width_mechs": ["softmax", "linear", "sigmoid"], "n_mc_max": 128, "width_max": 256,
+         "width_mechs": ["softmax", "linear", "sigmoid"], "fam_n_start": 128, "fam_n_max": 128, "fam_replicates": 2, "width_max": 256,
          "taus": [0.5, 1.0], "tau_T": 20, "train_T": 8, "train_widths": [16, 23],
          "train_steps": 20}
 
@@ -119,32 +119,33 @@ def test_width_law_checks_compare_exponents():
 
 def test_width_fits_take_the_located_crossings_not_the_grid_cells():
     """A series whose crossings lie on 3T (SE 0.1) inside grid cells a factor 2 wide: each
-    point enters the fit as x ± (t_3·se + 1%·x), so the power law's exponent interval is
-    narrow about 1; fed the grid cells alone (the seeded fault) it is several times wider.
-    A row without a crossing keeps its grid cell."""
-    from stsim.studies.attention.widths import fit_interval, width_fits
+    point enters the fit as its row's interval x ± (t_3·se + 1%·x), so the power law's
+    exponent interval is narrow about 1; fed the grid cells alone (the seeded fault) it is
+    several times wider."""
+    from stsim.studies.attention.widths import width_fits
+    from stsim.studies.widths import interval
     Ts = [8, 16, 32, 64, 128, 256]
-    rows = [{"series": "lin", "T": T, "width": int(2 ** np.ceil(np.log2(3 * T + 1))),
-             "below": int(2 ** np.ceil(np.log2(3 * T + 1)) / 2), "censored": False,
-             "crossing": 3.0 * T, "crossing_se": 0.1} for T in Ts]
-    h = 3.182446 * 0.1 + 0.24
-    assert fit_interval(rows[0]) == pytest.approx((24 - h, 24 + h), rel=1e-6)
-    assert fit_interval({**rows[0], "crossing": float("nan")}) == (16.0, 32.0)
+    rows = []
+    for T in Ts:
+        lo, hi = interval(3.0 * T, 0.1, 4, 0.01)
+        rows.append({"series": "lin", "T": T, "censored": False, "lo": lo, "hi": hi})
+    cells = [{**r, "lo": 2 ** np.floor(np.log2(3 * r["T"])),
+              "hi": 2 ** np.ceil(np.log2(3 * r["T"] + 1))} for r in rows]
     a_ci = width_fits(rows)["lin"]["fits"]["power"]["a_ci"]
-    grid = width_fits([{**r, "crossing": float("nan")} for r in rows])["lin"]["fits"]["power"]
+    grid = width_fits(cells)["lin"]["fits"]["power"]
     assert a_ci[0] <= 1.0 <= a_ci[1] and a_ci[1] - a_ci[0] < 0.1
     assert None in grid["a_ci"] or grid["a_ci"][1] - grid["a_ci"][0] > 3 * (a_ci[1] - a_ci[0])
 
 
-def test_family_rows_take_the_median_replicate():
+def test_family_rows_carry_the_crossing_and_its_grid_cell():
     from stsim.studies.attention.widths import family_rows
-    rows = [{"mechanism": "m", "T": 8, "width": w, "below": b, "censored": c}
-            for w, b, c in ((16, 11, 0), (0, 64, 1), (23, 16, 0))]
-    rows += [{"mechanism": "s", "T": 8, "width": 0, "below": 64, "censored": 1}] * 3
+    rows = [{"mechanism": "m", "T": 8, "d_e": 20.7, "se": 0.1, "lo": 20.2, "hi": 21.2,
+             "censored": 0, "n": 4096, "precise": 1, "replicates": "20.6 20.8"},
+            {"mechanism": "s", "T": 8, "d_e": float("nan"), "se": float("nan"), "lo": 0.0,
+             "hi": 64.0, "censored": 1, "n": 1024, "precise": 0, "replicates": ""}]
     got = {r["series"]: r for r in family_rows(rows)}
-    assert (got["m"]["width"], got["m"]["below"], got["m"]["censored"]) == (23, 16, False)
-    assert got["m"]["replicates"] == "16 23 c"
-    assert got["s"]["censored"] and got["s"]["width"] == 64     # all censored: the cap
+    assert (got["m"]["width"], got["m"]["below"], got["m"]["crossing"]) == (23, 16, 20.7)
+    assert got["s"]["censored"] and got["s"]["width"] == 64     # censored: the cap
 
 
 def test_at_chosen_keeps_the_runs_at_the_choice():
@@ -156,3 +157,9 @@ def test_at_chosen_keeps_the_runs_at_the_choice():
     assert at_chosen(old, "m", {"a": 1.0}) == old
     mixed = old + [{"m": "a", "mult": "1.0"}, {"m": "a", "mult": "2.0"}, {"m": "b", "mult": "4"}]
     assert at_chosen(mixed, "m", {"a": 1.0, "b": 4.0}) == [mixed[2], mixed[4]]
+
+
+def test_the_reach_ratio_is_the_learned_level():
+    """The attention study calls a mechanism learned at core.reduced.LEARNED of L(0)."""
+    from stsim.core.reduced import LEARNED
+    assert all(attention.PRESETS[m]["target"] == LEARNED for m in ("quick", "full"))

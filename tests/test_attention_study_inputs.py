@@ -12,7 +12,7 @@ from stsim.studies.contract import run_study
 TINY_CFG = {"mechanisms": ["linear", "softmax"], "seeds": 2, "steps": 20, "T": 6,
             "T_test": [8], "tune_steps": 5, "tune_mults": [1.0], "rank_T": [4], "rank_q": [1],
             "rank_r": [2], "rank_steps": 10, "width_T": [4, 8],
-            "width_mechs": ["linear", "softmax"], "n_mc_max": 64, "width_max": 64,
+            "width_mechs": ["linear", "softmax"], "fam_n_start": 64, "fam_n_max": 64, "fam_replicates": 2, "width_max": 64,
             "taus": [1.0], "tau_T": 10, "train_T": 8, "train_widths": [8], "train_steps": 10}
 TINY = [a for k, v in TINY_CFG.items()
         for a in (f"--{k}", ",".join(map(str, v)) if isinstance(v, list) else str(v))]

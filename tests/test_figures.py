@@ -482,3 +482,11 @@ def test_the_committed_figures_recompute_from_their_committed_block_means():
     bad = recheck(out, blocks=blocks)
     assert any(w.startswith("fig2.json check") and w.endswith(" se") for w, _, _ in bad)
     assert any(w.startswith(f"fig2.json measured.{key}") for w, _, _ in bad)
+
+
+def test_the_fit_statements_use_the_learned_level():
+    """S4 (stochastic converges OOD) and FIT (fits in distribution) are judged at
+    core.reduced.LEARNED of the initial loss."""
+    from stsim.core.reduced import LEARNED
+    from stsim.studies.figures.claims_statements import STATEMENTS
+    assert STATEMENTS["S4"][2:] == ("<=", LEARNED) and STATEMENTS["FIT"][2:] == ("<=", LEARNED)

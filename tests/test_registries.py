@@ -207,3 +207,19 @@ def test_population_objective_asks_the_encoding_not_its_name():
     L = pop.loss_grad(W, V)[0]
     assert L == pytest.approx(ref.loss_grad(W[np.ix_(perm, perm)], V[:, perm])[0], rel=1e-12)
     assert abs(L - ref.loss_grad(W, V)[0]) > 1e-3 * L           # the check has teeth
+
+
+def test_a_transformer_is_asked_of_its_arch_spec():
+    """An architecture built on the transformer is one (ArchSpec.transformer), by name or
+    object; the FCN and an unregistered name other than "transformer" are not."""
+    class MyTF(TransformerProblem):
+        pass
+
+    spec = register_arch("mytf-test", MyTF)
+    assert problem.is_transformer("transformer") and problem.is_transformer(spec)
+    assert problem.is_transformer("mytf-test") and not problem.is_transformer("fcn")
+    assert not problem.is_transformer("elsewhere")
+    res = stsim.run(T=6, q=2, arch="mytf-test", steps=5, batch=8, progress=False)
+    assert res.transformer and res.attention(n=2).shape == (2, 6)
+    assert not stsim.run(T=6, q=2, arch="fcn", width=8, steps=5, batch=8,
+                         progress=False).transformer

@@ -137,3 +137,15 @@ def test_summary_names_the_mechanism_and_the_held_blocks():
     assert "attention=linear" in head and "temperature=0.5" in head and "freeze=V_e" in head
     plain = stsim.run(T=12, q=2, lr=1.0, steps=5, progress=False).summary().splitlines()[0]
     assert "attention=" not in plain and "temperature=" not in plain and "freeze=" not in plain
+
+
+def test_the_runs_target_is_its_object(tmp_path):
+    """``res.target``: the run's Target (what a study asks for L(0)), in this process and
+    after loading (a mean run's config records no target: the mean)."""
+    from stsim.core.targets import Mean, Variance
+    for target, kind in (("mean", Mean), ("variance", Variance)):
+        r = stsim.run(T=6, q=2, d=3, steps=3, batch=8, target=target, progress=False)
+        r.save(tmp_path / f"{target}.npz")
+        back = stsim.Result.load(tmp_path / f"{target}.npz")
+        assert type(r.target) is kind and type(back.target) is kind
+    assert stsim.Result.load(tmp_path / "mean.npz").target.zero_loss(3, 2) == 3 / 4

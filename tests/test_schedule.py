@@ -347,3 +347,27 @@ def test_linear_decay_ends_at_zero_and_stays_there():
     before = p["w"].copy()
     o.step(p, {"w": np.ones(1)})
     np.testing.assert_array_equal(p["w"], before)
+
+
+def test_measured_step_budget_is_one_function():
+    """``max(2000, 30 T)`` rounded up to 100, the default count where none is derived:
+    Adam's and a mechanism's without derived steps both ask it (the same number at every
+    T, including a T where 30 T is not a multiple of 100)."""
+    from stsim.core.attention import make_attention
+    from stsim.core.attention_dynamics import mechanism_schedule
+    from stsim.core.optim import adam_steps
+    from stsim.core.reduced import measured_steps
+    assert [measured_steps(T) for T in (1, 66, 67, 100, 133)] == [2000, 2000, 2100, 3000, 4000]
+    for T in (20, 67, 133):
+        assert adam_steps(T) == measured_steps(T)
+        assert Config.from_options(T=T, q=3, optimizer="adam").steps == measured_steps(T)
+        sched = mechanism_schedule(make_attention("relu"), 4, T, 3, 5, 2 * T, 1.0, False, 1.0)
+        assert sched[1] == measured_steps(T)
+
+
+def test_learned_level_is_one_constant():
+    """The learned level (2% of L(0)) that the reduced map's step, the assessment and the
+    studies use is core.reduced.LEARNED (TARGET its earlier name)."""
+    from stsim.core.reduced import LEARNED, TARGET, reduced_map_steps
+    assert LEARNED == 0.02 and TARGET is LEARNED
+    assert reduced_map_steps.__kwdefaults__["levels"][1] is LEARNED

@@ -13,15 +13,15 @@ from stsim.baselines.fcn import fcn_param_count
 from stsim.studies.separation.study import (cells, check, tf_params, train_point, width_grid,
                                             FULL, QUICK)
 from stsim.sweep import read_table
-from stsim.theory.family import (best_family_loss, family_loss_at, family_rel, family_search,
+from stsim.theory.family import (best_family_loss, family_loss_at, family_rel,
                                  sample_scores)
 from stsim.util.stats import bootstrap_threshold, compare_growth, fit_growth_law, threshold_width
 
 
 def _boot(ws, v, target, **kw):
     """The separation study's smallest width with its paired bootstrap over seeds."""
-    from stsim.studies.separation.analysis import width_interval
-    return width_interval(ws, np.asarray(v, float), target, kw.get("n_boot", 2000),
+    from stsim.studies.widths import trained_width
+    return trained_width(ws, np.asarray(v, float), target, kw.get("n_boot", 2000),
                            kw.get("rng", 0))
 
 
@@ -132,19 +132,6 @@ def test_family_optimum_and_population_objective():
     V = np.zeros((d, D))
     V[:, :d] = r["gamma"] * np.eye(d)
     assert obj.loss(W, V) / (d / (2 * q)) == pytest.approx(r["rel"], abs=0.02)
-
-
-def test_family_search_is_the_smallest_passing_width():
-    grid = width_grid(64, 2)
-    out = family_search(3, 16, [0.5, 0.25], 1000, 0, grid)
-    probes = dict((int(k), float(v)) for k, v in (p.split(":") for p in out["probes"].split()))
-    for t in (0.5, 0.25):
-        w = out[f"d_e@{t:g}"]
-        assert probes[w] <= t
-        below = [x for x in probes if x < w]
-        if below:
-            assert probes[max(below)] > t
-    assert family_search(3, 64, [0.01], 500, 0, [2, 3, 4])["d_e@0.01"] is None
 
 
 def test_learning_rate_extension_rule():

@@ -13,7 +13,8 @@ from stsim.studies.targets import study
 
 TINY = {"targets": ["mean", "variance"], "T": 8, "steps": 40, "seeds": 3, "mults": [1.0],
         "T_test": [10], "n_fit": 2000, "rep_T": 5, "batch": 32, "fam_Ts": [8, 16, 32],
-        "fam_n": 400, "fam_rtol": 0.1, "eq_Ts": [8], "fcn_Ts": [4, 8], "fcn_steps": 40,
+        "fam_n_start": 128, "fam_n_max": 512, "fam_replicates": 2, "fam_se_rel": 0.1,
+        "fam_rtol": 0.1, "eq_Ts": [8], "fcn_Ts": [4, 8], "fcn_steps": 40,
         "fcn_batch": 32, "fcn_n_val": 64, "fcn_max_width": 8, "fcn_span": 2, "n_boot": 50}
 FLAGS = [f"--set={k}={v}" for k, v in TINY.items()]
 
@@ -60,7 +61,7 @@ def test_tiny_run_end_to_end(tiny):
 def test_resumes_from_its_journals(tiny, monkeypatch):
     import functools
 
-    from stsim.studies.separation import training
+    from stsim.studies import cells as training
     from stsim.studies.targets import widths
     out, res = tiny
     calls = []
@@ -136,3 +137,9 @@ def test_cli_exit_statuses(tmp_path, monkeypatch, capsys):
     data = json.load(open(f"{out}/targets.json"))
     assert data["learns"]["mean"][0]["verdict"] == "inconclusive"
     assert any("MemoryError" in u for u in data["unmeasured"])
+
+
+def test_the_reach_ratio_is_the_learned_level():
+    """The targets study's ratio is core.reduced.LEARNED."""
+    from stsim.core.reduced import LEARNED
+    assert all(targets.PRESETS[m]["ratio"] == LEARNED for m in ("quick", "full"))

@@ -1,7 +1,7 @@
 """The width parts of ``stsim targets`` (stsim.studies.targets.widths, docs/targets.md, "The
 width law" and "The FCN"): a separable target's sphere-family loss ratio is the mean's
 (Monte-Carlo of the target itself), failing on a seeded fault; the variance's family with
-its fitted quadratic readout; the crossing; the task target of the separation study's
+its fitted quadratic readout; the task target of the separation study's
 training point; each width verdict failing on a seeded fault."""
 import math
 
@@ -59,32 +59,10 @@ def test_variance_family_with_the_quadratic_readout():
     assert wide["rel"] < 0.1 * narrow["rel"] and narrow["rel"] < narrow["mean_rel"]
 
 
-def test_crossing_brackets_the_target():
-    from stsim.theory.attention import crossing
-    x = crossing(lambda w: [1.0 / w, 1.0 / w + 1e-3], 0.1, 4, rtol=0.01)
-    assert x["hi"] == x["lo"] + 1 and x["lo"] <= x["d_e"] <= x["hi"]
-    assert abs(x["d_e"] - 1 / 0.0995) < 0.01 and x["se"] > 0
-    assert crossing(lambda w: [1.0, 1.0 + 1e-3], 0.1, 4, cap=64) is None
-
-
-@pytest.mark.parametrize("lo, hi", [(2, 16), (20, 40), (50, 64), (1, 5)])
-def test_crossing_start_bracket_only_saves_probes(lo, hi):
-    """A start bracket that misses the crossing (here at 200/19.9 = 10.05) on either side
-    is widened: the same located crossing as from [1, 8T], in fewer probes when it holds."""
-    from stsim.theory.attention import crossing
-    f = lambda w: [1.0 / w, 1.0 / w + 1e-3]
-    ref = crossing(f, 0.1, 64, rtol=0.01)                # from [1, 512]
-    x = crossing(f, 0.1, 64, rtol=0.01, hi=hi, lo=lo)
-    assert (x["lo"], x["hi"]) == (ref["lo"], ref["hi"]) == (10, 11)
-    assert x["d_e"] == pytest.approx(ref["d_e"], rel=1e-12)
-    if lo <= 10 < hi:
-        assert len(x["probes"]) < len(ref["probes"])
-
-
 def test_train_point_takes_the_task_target():
     """``task`` is the task's target (L0 its zero loss); the paper's mean by default, with
     the config as before (the separation study's rows unchanged)."""
-    from stsim.studies.separation.design import train_point
+    from stsim.studies.cells import train_point
     kw = dict(arch="fcn", T=4, d=1, width=4, q=3, steps=20, batch=8, n_val=32, seed=3)
     a, b = train_point(**kw), train_point(task="mean", **kw)
     assert a["final_val"] == b["final_val"] and a["rel"] == pytest.approx(a["final_val"] * 6)
@@ -103,7 +81,7 @@ def _cells(T, w):
 
 
 def test_width_verdicts_fail_on_seeded_faults():
-    from stsim.studies.separation.analysis import widths_fit
+    from stsim.studies.widths import fit as widths_fit
     T = [4, 8, 16, 32, 64, 128]
     for w, want in (([3 * t ** 1.5 for t in T], "held"), ([4 * np.log2(t) for t in T],
                                                           "failed")):
@@ -127,7 +105,7 @@ def test_family_laws_tell_log_squared_from_log(law):
     the law a series was made with first, not tied, at the study's T = 8 ... 4096: a
     series ``(log2 T)² + 3`` ranks ``log2`` (a = 1 within its interval), one
     ``12 log2 T − 20`` ranks ``log`` — so "the mean's law is (ln T)²" can fail."""
-    from stsim.studies.separation.analysis import widths_fit
+    from stsim.studies.widths import fit as widths_fit
     from stsim.studies.targets.widths import FAMILY_LAWS
     T = np.array([2.0 ** k for k in range(3, 13)])
     x = np.log2(T) ** 2 + 3 if law == "log2" else 12 * np.log2(T) - 20
@@ -140,18 +118,3 @@ def test_family_laws_tell_log_squared_from_log(law):
     from stsim.util.stats import fit_growth_law
     f = fit_growth_law(*exact, "log2")
     assert f["a"] == pytest.approx(2.0, rel=1e-12) and f["b"] == pytest.approx(1.0, abs=1e-9)
-
-
-def test_family_rows_enter_the_fits_as_the_attention_studys_crossing_intervals():
-    """A located crossing enters the family's fits as ``x ± (t·se + fam_rtol·x)`` (``t`` on
-    ``fam_seeds − 1`` df), the attention study's rule, not as its narrower bisection
-    bracket; a row without an SE as its bracket; a censored row as its cap."""
-    from scipy.stats import t as student_t
-    from stsim.studies.targets.widths import family_interval
-    cfg = {"fam_seeds": 3, "fam_rtol": 0.02}
-    row = {"d_e": 150.4, "se": 1.5, "lo": 150, "hi": 152, "censored": 0}
-    h = student_t.ppf(0.975, 2) * 1.5 + 0.02 * 150.4
-    assert family_interval(row, cfg) == pytest.approx((150.4 - h, 150.4 + h), rel=1e-12)
-    assert family_interval(row, cfg)[0] < 150 and family_interval(row, cfg)[1] > 152
-    assert family_interval({**row, "se": float("nan")}, cfg) == (150, 152)
-    assert family_interval({**row, "censored": 1, "lo": 512, "hi": 512}, cfg) == (None, 512)

@@ -107,7 +107,7 @@ def test_the_attention_study_takes_it(tmp_path):
     small = {"mechanisms": ["softmax", Softplus()], "seeds": 2, "steps": 40, "T": 8,
              "T_test": [10], "tune_steps": 10, "tune_mults": [1.0, 0.1], "rank_T": [6],
              "rank_r": [2], "rank_steps": 20, "width_T": [8, 16], "width_mechs": ["linear"],
-             "n_mc_max": 64, "width_max": 64, "taus": [0.5], "tau_T": 10, "train_T": 8,
+             "fam_n_start": 64, "fam_n_max": 64, "fam_replicates": 2, "width_max": 64, "taus": [0.5], "tau_T": 10, "train_T": 8,
              "train_widths": [16], "train_steps": 10}
     run_study(attention, str(tmp_path / "a"), mode="quick", overrides=small)
     data = json.loads((tmp_path / "a" / "attention.json").read_text())

@@ -254,9 +254,10 @@ class FCNProblem(Problem):
                         c.init_scale)
 
     def batch_loss_grad(self, params, data, need_grad=True):
-        """``(loss, grads)`` of :func:`fcn_forward_backward` on ``data = (u, target)``."""
-        u, target = data
-        return fcn_forward_backward(params, u, target, need_grad=need_grad)
+        """``(loss, grads)`` of :func:`fcn_forward_backward` on ``data = (u, y_true)`` (the
+        batch's target values)."""
+        u, y_true = data
+        return fcn_forward_backward(params, u, y_true, need_grad=need_grad)
 
     def info(self):
         """For :attr:`Result.info`: ``arch``, ``n_in``, ``width``, ``depth``, ``n_params``."""

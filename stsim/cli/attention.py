@@ -2,7 +2,7 @@
 width (:mod:`stsim.studies.attention`)."""
 from __future__ import annotations
 
-from stsim.cli.common import add_contract_options, run_contract
+from stsim.cli.common import FAM_HELP, add_contract_options, run_contract
 from stsim.studies import attention
 
 __all__ = ["add_arguments", "main"]
@@ -31,10 +31,8 @@ HELP = {"T": "training length", "q": "subset size", "d": "token dimension",
         "rank_q": "subset sizes of the rank grid", "rank_r": "ranks of the rank grid (each "
         "<= 2 max(rank_T), one <= 2 min(rank_T): d_e = 2T)",
         "rank_steps": "steps of a rank run (0: its default)",
-        "width_mechs": "mechanisms of the width law", "mc_seeds": "Monte-Carlo replicates "
-        "of each family width", "mc_budget": "Monte-Carlo samples x T per evaluation",
-        "n_mc_max": "most Monte-Carlo samples per evaluation",
-        "width_max": "largest d_e of the width grid",
+        "width_mechs": "mechanisms of the width law",
+        **FAM_HELP, "width_max": "largest d_e a family crossing is searched to (at most 8T)",
         "train_mechs": "mechanisms trained on the sphere against d_e",
         "train_T": "length of the trained width check",
         "train_widths": "d_e of the trained width check",

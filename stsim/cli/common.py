@@ -17,6 +17,17 @@ __all__ = ["DEFAULT_WORKERS", "add_study_arguments",
 
 DEFAULT_WORKERS = 2
 
+#: the help of the family crossings' precision settings (:class:`stsim.studies.widths.
+#: Precision`), the same in every study that locates a crossing
+FAM_HELP = {"fam_replicates": "independent Monte-Carlo replicates of a family crossing "
+            "(its SE is their spread)",
+            "fam_rtol": "relative bracket of each replicate's bisection in d_e",
+            "fam_se_rel": "the SE a crossing needs, relative to it: the sample size grows "
+            "x4 until it is met and the crossing stops moving",
+            "fam_n_start": "Monte-Carlo samples of a crossing's first stage",
+            "fam_n_max": "most Monte-Carlo samples of a crossing's stage",
+            "fam_n_cells": "most samples x T of one family evaluation (memory)"}
+
 
 def int_tuple(text):
     """``"8,16,32"`` → ``(8, 16, 32)``."""

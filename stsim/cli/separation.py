@@ -3,7 +3,7 @@ equal learning-rate tuning and the transformer's two-parameter family
 (:mod:`stsim.studies.separation`)."""
 from __future__ import annotations
 
-from stsim.cli.common import add_contract_options, run_contract
+from stsim.cli.common import FAM_HELP, add_contract_options, run_contract
 from stsim.studies import separation
 
 __all__ = ["add_arguments", "main"]
@@ -26,8 +26,7 @@ HELP = {"qs": "subset sizes q of the trained arms", "d": "token dimension",
         "fcn_Ts": "T of the trained FCN", "tf_Ts": "T of the trained transformer",
         "long_Ts": "T at which the FCN also gets long_steps",
         "family_qs": "q of the family", "family_Ts": "T of the family",
-        "mc_seeds": "Monte-Carlo replicates of the family",
-        "mc_budget": "family samples x T per evaluation", "n_mc_max": "cap on family samples",
+        **FAM_HELP,
         "family_max_width": "largest d_e of the family search",
         "max_width_fcn": "largest FCN width", "long_max_width": "largest FCN width at long_steps",
         "fcn_span": "FCN widths up to fcn_span * T", "n_boot": "bootstrap resamples"}

@@ -2,7 +2,7 @@
 mean, Hermite moments and the variance of the selected tokens (:mod:`stsim.studies.targets`)."""
 from __future__ import annotations
 
-from stsim.cli.common import add_contract_options, out_dir, run_contract
+from stsim.cli.common import FAM_HELP, add_contract_options, out_dir, run_contract
 from stsim.studies import targets
 
 __all__ = ["add_arguments", "main"]
@@ -25,9 +25,7 @@ HELP = {"targets": "targets: mean, moment:k, variance", "T": "training length",
         "T_test": "lengths of evaluation (<= 2T)",
         "n_fit": "samples of the variance's least-squares fit (and as many held out)",
         "width_d": "token dimension of the width parts", "reach": "widths reach reach L(0)",
-        "fam_Ts": "T of the family's crossings", "fam_n": "samples of a family evaluation",
-        "fam_seeds": "Monte-Carlo replicates of a family evaluation",
-        "fam_rtol": "relative bracket of a crossing",
+        "fam_Ts": "T of the family's crossings", **FAM_HELP,
         "eq_Ts": "T where a separable target's family loss is compared with the mean's",
         "eq_n": "samples of that comparison", "eq_tol": "its tolerance on L/L(0)",
         "slope_tol": "the variance's family width like the mean's: |exponent| <= slope_tol",

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import math
 
-from stsim.core.reduced import TARGET
+from stsim.core.reduced import LEARNED
 from stsim.core.model import query_coef
 from stsim.core.schedule import PLATEAU_DOC, Plan, predict
 from stsim.core.stability import sample_curvature
@@ -136,7 +136,7 @@ def plateau_status(history: dict, schedule: Plan | None, online: bool = True):
     ratio = _ratio(history, key)
     if ratio is None:
         return "unknown", ""
-    if ratio <= TARGET:
+    if ratio <= LEARNED:
         return "learned", f"learned: loss {ratio:.2%} of initial"
     train = _ratio(history, "loss") if key == "val" else None
     if train is not None and train <= OVERFIT_TRAIN and ratio >= OVERFIT_GAP * train:

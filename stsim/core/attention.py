@@ -105,6 +105,9 @@ class Attention:
     normalised = False       # divided by n = N, the number of attended tokens
     homogeneous = False      # φ(kl) = kφ(l) for k > 0: the sphere family's ratio is scale-free
     paper = False            # the paper's model (softmax at τ = 1)
+    #: the weights are ``softmax(l/τ)``: the sphere family's loss is softmax's at ``a/τ``
+    #: (:func:`stsim.theory.family.best_family_loss`)
+    softmax_family = False
     #: ``(k, cap)``: the MEASURED default step ``lr = min(cap, k/T)`` of an unnormalised
     #: element-wise mechanism (:meth:`default_lr`); None: none measured
     measured_lr = None
@@ -242,6 +245,7 @@ class Softmax(Attention):
     name = "softmax"
     elementwise = False
     normalised = True
+    softmax_family = True
 
     @property
     def paper(self):

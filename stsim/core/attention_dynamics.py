@@ -29,7 +29,8 @@ import math
 import numpy as np
 
 from stsim.core.attention import make_attention
-from stsim.core.reduced import reduced_map, reduced_map_steps, step_count
+from stsim.core.reduced import (MEASURED_STEPS, MEASURED_STEPS_PER_T, measured_steps,
+                                reduced_map, reduced_map_steps, step_count)
 from stsim.util.validate import check_int, check_real, lr_text
 
 __all__ = ["reduced_loss_grad", "reduced_gd", "MEASURED_STEPS", "MEASURED_STEPS_PER_T",
@@ -82,12 +83,6 @@ def reduced_gd(attention, T, q, d, lr, n, steps, *, c=1.0, practical=False,
 # --------------------------------------------------------------------------------------
 # default step size and step count of a run with another mechanism
 # --------------------------------------------------------------------------------------
-#: the fewest steps of a mechanism without derived ones (``max(2000, 30 T)`` in all)
-MEASURED_STEPS = 2000
-#: a mechanism without derived steps takes at least this many per token of T
-MEASURED_STEPS_PER_T = 30
-
-
 def mechanism_schedule(att, rank, T, q, d, n, c, practical, paper_lr, lr=None, steps=None,
                        dense=False, d_e=None):
     """``(lr, steps, explanation)`` of a run with a mechanism other than the paper's, SGD
@@ -95,8 +90,9 @@ def mechanism_schedule(att, rank, T, q, d, n, c, practical, paper_lr, lr=None, s
     :meth:`~stsim.core.attention.Attention.default_lr` (``paper_lr``: the paper model's
     derived lr) and, where its reduced GD is a step of the softmax map
     (:meth:`~stsim.core.attention.Attention.map_step`, the merged W), twice that map's step
-    to 2% of L(0) (:func:`stsim.core.reduced.step_count`), else ``max(2000, 30 T)``
-    steps, measured."""
+    to 2% of L(0) (:func:`stsim.core.reduced.step_count`), else
+    :func:`~stsim.core.reduced.measured_steps` (Adam's: ``max(2000, 30 T)`` rounded up to
+    100), measured."""
     if lr is None:
         lr, why = att.default_lr(T, q, d, n, c, paper_lr, rank=rank, dense=dense, d_e=d_e)
     else:
@@ -105,13 +101,14 @@ def mechanism_schedule(att, rank, T, q, d, n, c, practical, paper_lr, lr=None, s
     if steps is not None:
         swhy = "user"
     elif step is not None:
-        tgt = reduced_map_steps(T, q, d, step, n, c=c, practical=practical,
-                                extrapolate=False)[1]
-        steps = step_count(tgt)
-        swhy = (f"2 x {tgt} (the reduced map at temperature {att.temperature:g} reaches 2% "
-                "of L(0) there)")
+        learned_at = reduced_map_steps(T, q, d, step, n, c=c, practical=practical,
+                                       extrapolate=False)[1]
+        steps = step_count(learned_at)
+        swhy = (f"2 x {learned_at} (the reduced map at temperature {att.temperature:g} "
+                "reaches 2% of L(0) there)")
     else:
-        steps = max(MEASURED_STEPS, MEASURED_STEPS_PER_T * T)
-        swhy = f"max({MEASURED_STEPS}, {MEASURED_STEPS_PER_T} T) (measured; not derived)"
+        steps = measured_steps(T)
+        swhy = (f"max({MEASURED_STEPS}, {MEASURED_STEPS_PER_T} T) rounded up to 100 (measured; "
+                "not derived)")
     what = att.label + ("" if rank is None else f", rank {rank}")
     return lr, steps, f"{what}: lr = {why} = {lr_text(lr)}; steps = {swhy} = {steps}"

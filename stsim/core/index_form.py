@@ -206,7 +206,7 @@ class _IndexOps:
         return dW
 
 
-def _index_forward_backward(W, V, X, ops, target, need_grad, sparse_grad=False, att=None,
+def _index_forward_backward(W, V, X, ops, y_true, need_grad, sparse_grad=False, att=None,
                             head=None):
     """The same formulas for index encodings, in token space and in parts of the batch
     (:meth:`_IndexOps.parts`): per part the logits, softmax, mixture (and ``V_e h_e`` on
@@ -245,7 +245,7 @@ def _index_forward_backward(W, V, X, ops, target, need_grad, sparse_grad=False, 
         r = h_x @ V[:, :d].T
         r += r_e
     Qh = None if head is None else _quadratic(head, h_x, r)
-    r -= target
+    r -= y_true
     loss = _loss(r)
     if not need_grad:
         return (loss, None, None) + ((None,) if head is not None else ())

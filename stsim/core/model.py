@@ -91,7 +91,7 @@ QUERIES = ("sum", "mean")
 _SOFTMAX = Softmax()
 
 
-def _check_shapes(W, V, X, y, d_e, target=None, x_query=None):
+def _check_shapes(W, V, X, y, d_e, y_true=None, x_query=None):
     if X.ndim != 3:
         raise ValueError(f"X must have shape (B, T, d), got shape {X.shape}")
     B, T, d = X.shape
@@ -99,7 +99,7 @@ def _check_shapes(W, V, X, y, d_e, target=None, x_query=None):
     if W.shape != (D, D):
         raise ValueError(f"W must have shape (D, D) = ({D}, {D}) with D = d + d_e = {d} + {d_e}, "
                          f"got {W.shape}")
-    if V.ndim != 2 or V.shape[1] != D or (target is None and V.shape[0] != d):
+    if V.ndim != 2 or V.shape[1] != D or (y_true is None and V.shape[0] != d):
         raise ValueError(f"V must have shape (o, D) with D = {D} (o = d = {d} for the default "
                          f"target STS_q), got {V.shape}")
     if y.ndim != 2 or y.shape[0] != B:
@@ -108,9 +108,9 @@ def _check_shapes(W, V, X, y, d_e, target=None, x_query=None):
         raise ValueError(f"y must hold integer positions, got dtype {y.dtype}")
     if y.size and (y.min() < 0 or y.max() >= T):
         raise ValueError(f"y must hold positions in [0, {T - 1}]")
-    if target is not None and target.shape != (B, V.shape[0]):
+    if y_true is not None and y_true.shape != (B, V.shape[0]):
         raise ValueError(f"target must have shape (B, o) = ({B}, {V.shape[0]}) (o: V's rows), "
-                         f"got {target.shape}")
+                         f"got {y_true.shape}")
     if x_query is not None and np.shape(x_query) not in ((d,), (B, d)):
         raise ValueError(f"x_query must have shape (d,) or (B, d), got {np.shape(x_query)}")
 
@@ -129,16 +129,17 @@ def _coef(query, q):
     return np.ones_like(qa) if query == "sum" else 1.0 / qa
 
 
-def _prepare(X, y, target, x_query):
-    """Default target (STS_q) and broadcast x_query to (B, d) or None when zero."""
+def _prepare(X, y, y_true, x_query):
+    """The batch's target values ``y_true`` (default: STS_q) and x_query broadcast to
+    (B, d) or None when zero."""
     B, T, d = X.shape
-    if target is None:
-        target = sts_target(X, y)
+    if y_true is None:
+        y_true = sts_target(X, y)
     if x_query is not None:
         x_query = np.broadcast_to(np.asarray(x_query, dtype=np.float64), (B, d))
         if not np.any(x_query):
             x_query = None
-    return target, x_query
+    return y_true, x_query
 
 
 class _DenseOps:
@@ -226,7 +227,7 @@ class _DenseOps:
         return u.T @ self.zq
 
 
-def _forward_backward(W, V, X, ops, target, need_grad, sparse_grad=False, att=_SOFTMAX,
+def _forward_backward(W, V, X, ops, y_true, need_grad, sparse_grad=False, att=_SOFTMAX,
                       head=None):
     """The formulas of the module docstring, dense encodings; ``Z = [X; P]`` is never
     built. ``att``: the map from logits to weights (:mod:`stsim.core.attention`);
@@ -237,7 +238,7 @@ def _forward_backward(W, V, X, ops, target, need_grad, sparse_grad=False, att=_S
     h = ops.mix(X, s)                              # Z s
     r = ops.value(V, h)
     Qh = None if head is None else _quadratic(head, h[:, :d], r)
-    r -= target                                    # f − target, (B, o)
+    r -= y_true                                    # f − target, (B, o)
     loss = _loss(r)
     if not need_grad:
         return (loss, None, None) + ((None,) if head is not None else ())
@@ -337,14 +338,14 @@ def forward_backward_unchecked(W, V, X, y, pe, practical, query, x_query, target
         G = out[1]
         return (out[0], None if G is None else lowrank_grad(W_K, W_Q, G)) + out[2:]
     c = _coef(query, y.shape[1])
-    target, xq = _prepare(X, y, target, x_query)
+    y_true, xq = _prepare(X, y, target, x_query)
     d = X.shape[2]
     if pe.is_index:
         ops = _IndexOps(pe.idx, pe.d_e, y, c, d, practical, xq)
-        return _index_forward_backward(W, V, X, ops, target, need_grad, sparse_grad, att,
+        return _index_forward_backward(W, V, X, ops, y_true, need_grad, sparse_grad, att,
                                        head)
     ops = _DenseOps(pe.P, y, c, d, practical, xq)
-    return _forward_backward(W, V, X, ops, target, need_grad, sparse_grad, att, head)
+    return _forward_backward(W, V, X, ops, y_true, need_grad, sparse_grad, att, head)
 
 
 def loss_and_grad(W, V, X, y, P, *, model="theory", query="sum", x_query=None, target=None,

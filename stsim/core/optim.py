@@ -25,13 +25,13 @@ from __future__ import annotations
 
 import copy
 import dataclasses
-import math
 from dataclasses import dataclass
 from typing import Callable
 
 import numpy as np
 
-from stsim.util.validate import Steps, check_choice, check_int, check_lr
+from stsim.core.reduced import MEASURED_STEPS_PER_T, measured_steps
+from stsim.util.validate import Steps, check_choice, check_lr
 
 __all__ = ["SGD", "Adam", "make_optimizer", "all_finite", "LR_DECAYS",
            "register_optimizer", "optimizer_spec",
@@ -338,13 +338,13 @@ def make_optimizer(name: str, lr, decay="none", total=None):
 
 
 ADAM_LR = 0.02
-ADAM_STEPS_PER_T = 30  # Adam's default steps = max(2000, 30 T) (measured: stsim.core.schedule)
+ADAM_STEPS_PER_T = MEASURED_STEPS_PER_T  # Adam's default steps: measured_steps (its name here)
 
 
 def adam_steps(T: int) -> int:
-    """Adam's default step count ``max(2000, 30 T)`` rounded up to 100 (MEASURED)."""
-    T = check_int("T", T, 1)
-    return max(2000, int(math.ceil(ADAM_STEPS_PER_T * T / 100.0)) * 100)
+    """Adam's default step count: :func:`stsim.core.reduced.measured_steps`,
+    ``max(2000, 30 T)`` rounded up to 100 (MEASURED)."""
+    return measured_steps(T)
 
 
 register_optimizer("sgd", SGD, lr=REDUCED, fixed_lr=1.0)

@@ -33,8 +33,8 @@ from stsim.core.seeds import Streams
 from stsim.core.targets import target_of
 
 __all__ = ["Problem", "TransformerProblem", "make_problem", "register_arch", "arch_spec",
-           "arch_names", "ArchSpec", "register_objective", "val_key", "transformer_shapes",
-           "transformer_blocks"]
+           "arch_names", "is_transformer", "ArchSpec", "register_objective", "val_key",
+           "transformer_shapes", "transformer_blocks"]
 
 
 @dataclass(frozen=True)
@@ -136,6 +136,15 @@ def register_arch(name: str, factory, *, encoding: bool = True, reduced: bool = 
 def arch_names() -> tuple:
     """The registered architectures' names."""
     return tuple(_ARCHS)
+
+
+def is_transformer(arch) -> bool:
+    """Whether ``arch`` (an :class:`ArchSpec` or a name, as a result records it) is the
+    transformer or built on it (:attr:`ArchSpec.transformer`); a name not registered in
+    this process (a record of a session that registered it) only when it is
+    ``"transformer"``."""
+    spec = arch if isinstance(arch, ArchSpec) else _ARCHS.get(arch)
+    return spec.transformer if spec is not None else arch == "transformer"
 
 
 def arch_spec(name: str) -> ArchSpec:
@@ -356,7 +365,7 @@ def transformer_shapes(cfg, d_e=None) -> dict:
     r = getattr(cfg, "rank", None)
     out = {"W": (D, D)} if r is None else {"W_K": (int(r), D), "W_Q": (int(r), D)}
     out["V"] = (o, D)
-    if t.readout == "quadratic":
+    if not t.linear_readout:              # the quadratic readout's own blocks
         out.update(b=(o,), Q=(o, m, m))
     return out
 

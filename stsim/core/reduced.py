@@ -38,16 +38,21 @@ import math
 
 import numpy as np
 
-from stsim.util.validate import Steps
+from stsim.core.targets import Mean
+from stsim.util.validate import Steps, check_int
 
 __all__ = ["loss_grad", "loss_grad_scalar", "reduced_map", "reduced_map_steps",
-           "reduced_map_losses", "reduced_map_record", "step_count", "ESCAPE", "TARGET",
+           "reduced_map_losses", "reduced_map_record", "step_count", "measured_steps",
+           "MEASURED_STEPS", "MEASURED_STEPS_PER_T", "ESCAPE", "LEARNED", "TARGET",
            "MAX_STEPS", "MARGIN"]
 
-TARGET = 0.02          # "learned": loss <= 2% of its initial value L(0) = d/(2q)
+#: "learned": loss <= 2% of its initial value L(0) (the one level every run, check and
+#: study calls learned; a study's reach ratio defaults to it)
+LEARNED = 0.02
+TARGET = LEARNED        # its earlier name
 ESCAPE = 0.5           # "escaped the plateau": loss <= 50% of L(0)
 MAX_STEPS = 100_000    # the map is run this far by reduced_map_steps, then extrapolated
-MARGIN = 2.0           # steps = MARGIN * t_TARGET of the reduced map (3 without exact reduction)
+MARGIN = 2.0           # steps = MARGIN * t_LEARNED of the reduced map (3 without exact reduction)
 
 
 def loss_grad_scalar(a, b, gamma, T, q, d, c=1.0, practical=False, exp=math.exp,
@@ -167,14 +172,14 @@ def reduced_map(T, q, d, eta, n, *, c=1.0, practical=False, a0=0.0, b0=0.0, gamm
 
 
 def reduced_map_steps(T, q, d, eta, n, *, c=1.0, practical=False, max_steps=MAX_STEPS,
-                      levels=(ESCAPE, TARGET), a0=0.0, b0=0.0, gamma0=0.0, extrapolate=True):
+                      levels=(ESCAPE, LEARNED), a0=0.0, b0=0.0, gamma0=0.0, extrapolate=True):
     """For each level in ``levels``, the first step of :func:`reduced_map` with
     ``L <= level · L(0)``, ``L(0) = d/(2q)`` (None if not within ``max_steps``). With
     ``extrapolate``, a level not reached within ``max_steps`` after the escape
     (``L <= 50% L(0)``) is extrapolated with the rate law
     ``1/L(t) ≈ 1/L(t_h) + 4η_Wc²(t − t_h)/(n−1)`` (docs/theory.md; ``eta`` as for
     :func:`reduced_map`)."""
-    L0 = 0.5 * d / q
+    L0 = Mean().zero_loss(d, q)
     out = [None] * len(levels)
     todo = sorted(range(len(levels)), key=lambda i: -levels[i])
     k = 0
@@ -192,9 +197,27 @@ def reduced_map_steps(T, q, d, eta, n, *, c=1.0, practical=False, max_steps=MAX_
     return out
 
 
+#: the fewest steps of a run whose step count is measured, not derived (:func:`measured_steps`)
+MEASURED_STEPS = 2000
+#: ... and at least this many per token of T
+MEASURED_STEPS_PER_T = 30
+
+
+def measured_steps(T: int) -> int:
+    """The default step count where none is derived — Adam's, and a mechanism's whose
+    reduced GD is not a step of the softmax map: ``max(2000, 30 T)`` rounded up to a
+    multiple of 100 (MEASURED at T = 50, 100, 200 with Adam, not derived).
+
+    >>> measured_steps(50), measured_steps(67), measured_steps(200)
+    (2000, 2100, 6000)
+    """
+    T = check_int("T", T, 1)
+    return max(MEASURED_STEPS, int(math.ceil(MEASURED_STEPS_PER_T * T / 100.0)) * 100)
+
+
 def step_count(tgt, margin=MARGIN) -> int:
     """The default step count of a run from the reduced map's first step ``tgt`` with
-    ``L <= TARGET · L(0)``: ``margin · tgt`` rounded up to a multiple of 100 (at least 100);
+    ``L <= LEARNED · L(0)``: ``margin · tgt`` rounded up to a multiple of 100 (at least 100);
     ``MAX_STEPS`` when the map did not get there (``tgt`` None)."""
     return MAX_STEPS if tgt is None else max(100, int(math.ceil(margin * tgt / 100.0)) * 100)
 

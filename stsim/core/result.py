@@ -83,6 +83,23 @@ class Result:
         return self._param("V")
 
     @property
+    def target(self):
+        """The run's target (:class:`~stsim.core.targets.Target`, whose facts — its
+        ``zero_loss`` L(0) — the studies ask): the object of a run of this process, else
+        the built-in one its config records (the mean when it records none)."""
+        from stsim.core.targets import make_target, target_of
+        cfg = self.__dict__.get("_config")
+        return target_of(cfg) if cfg is not None else \
+            make_target(self.config.get("target", ADDED_LATER["target"]))
+
+    @property
+    def transformer(self) -> bool:
+        """The run's architecture is the transformer or built on it
+        (:func:`stsim.core.problem.is_transformer` of its recorded ``arch``)."""
+        from stsim.core.problem import is_transformer
+        return is_transformer(self.config.get("arch", "transformer"))
+
+    @property
     def success(self) -> bool:
         """``True`` if the run completed (did not diverge, was not interrupted)."""
         return self.status == "completed"
@@ -231,7 +248,7 @@ class Result:
             names = {f.name for f in dataclasses.fields(Config)}
             opts = {**options_from_record(self.config, given), **given}
             cfg = Config(**{k: v for k, v in opts.items() if k in names}).resolve()
-        if cfg.arch != "transformer":
+        if not cfg.resolved.arch.transformer:
             raise ValueError(f"attention weights need a transformer run, this is arch={cfg.arch!r}")
         enc = cfg.resolved.encoding.build(Streams(cfg.seed).encoding())
         rng = np.random.default_rng(seed)
@@ -336,7 +353,7 @@ class Result:
         common = (f"optimizer={cfg.get('optimizer')} "
                   f"lr={lr_text(lr)} "
                   f"steps={cfg.get('steps')} batch={cfg.get('batch')}")
-        if arch == "transformer":
+        if self.transformer:
             what = (f"stsim run: T={cfg.get('T')} q={cfg.get('q')} d={cfg.get('d')} "
                     f"pe={cfg.get('pe')} d_e={cfg.get('d_e')} model={cfg.get('model')} "
                     f"query={cfg.get('query')} "

@@ -200,13 +200,13 @@ def _target_note(cfg, t, s) -> str:
              "gives no fourth_moments)")
     if t.measured:
         how = f"lr {s.lr} and steps measured on {t.measured}"
-    elif t.separable and t.orthonormal and t.readout == "linear":
+    elif t.mean_on_features:
         how = (f"lr and steps derived: the mean task's with d replaced by "
                f"||A||^2 = {t.effective_dim(cfg.d)} (dim phi = {m})" + tails)
     else:
         how = (f"lr {s.lr} and steps neither derived nor measured: the mean task's on dim "
                f"phi = {m}" + (", b and Q at the variance's measured factors"
-                               if t.readout == "quadratic" else "") + " (give lr and steps)")
+                               if not t.linear_readout else "") + " (give lr and steps)")
     return f"target {t.label}: {how}"
 
 
@@ -291,19 +291,19 @@ def predict(cfg, lr=None, steps=None, blocks=False) -> Plan:
     use_lr = Steps(d_lr, check=False) if lr is None else lr     # derived: finite, > 0
     practical = cfg.model == "practical"
     horizon = MAX_STEPS
-    esc, tgt = reduced_map_steps(cfg.T, cfg.q, d, use_lr, n, c=c, practical=practical,
-                                 max_steps=horizon) if n >= 2 else (None, None)
+    esc, learned_at = reduced_map_steps(cfg.T, cfg.q, d, use_lr, n, c=c, practical=practical,
+                                        max_steps=horizon) if n >= 2 else (None, None)
     margin = MARGIN if exact else 1.5 * MARGIN
-    d_steps = step_count(tgt, margin) if steps is None else steps
+    d_steps = step_count(learned_at, margin) if steps is None else steps
     kind = "exact" if exact else f"approximate (slots map with n=d_e={n})"
     bound = ("min(2q, 2n/(c^2(q-1)(q+d)))" if B is None else
              f"2/(max(1/q, c^2(q-1)(q+d)/n) + kappa/B), B={B}")
     expl = (f"lr = {'user' if lr is not None else note} = {use_lr} "
             f"(eta_max = {bound} = {em:.4g}, n={n}); the {kind} reduced "
             f"{cfg.model}/{cfg.query} dynamics reach 50% of L(0) at step {esc} and 2% at step "
-            f"{tgt}; steps = " + (f"{margin:g} x {tgt} -> {d_steps}" if steps is None
+            f"{learned_at}; steps = " + (f"{margin:g} x {learned_at} -> {d_steps}" if steps is None
                                   else f"{steps} (user)"))
-    s = Plan(lr=use_lr, steps=d_steps, eta_max=em, escape_step=esc, target_step=tgt,
+    s = Plan(lr=use_lr, steps=d_steps, eta_max=em, escape_step=esc, target_step=learned_at,
              explanation=expl, freeze=freeze)
     s.estimated_s = wall_seconds(cfg, d_steps)
     if steps is None and s.estimated_s > LONG_RUN_S:
@@ -313,7 +313,7 @@ def predict(cfg, lr=None, steps=None, blocks=False) -> Plan:
                                       f"gradient descent, i.e. the reduced dynamics, leaves the "
                                       f"plateau near step {esc} at lr {use_lr}{lag})",
                                       s.estimated_s)
-    if steps is None and tgt is None:
+    if steps is None and learned_at is None:
         s.warning = (f"the reduced dynamics do not reach 2% of L(0) within {horizon} steps at lr "
                      f"{use_lr}; running {d_steps} steps")
     return s
@@ -349,7 +349,7 @@ def plan(cfg, noted=False) -> Plan:
     s.freeze = tuple(b for b in blocks if b in set(given or ()) | set(default))   # merged
     s.lr_decay = cfg.lr_decay or (cfg.resolved.optimizer.decay if cfg.lr is None else "none")
     s.note = _note(cfg, s.lr, s.freeze, noted)
-    if t is not None and cfg.lr is None and t.readout == "quadratic":   # b, Q: x V's step
+    if t is not None and cfg.lr is None and not t.linear_readout:   # b, Q: x V's step
         base = s.lr.record()
         lr = dict(base) if isinstance(base, dict) else {"W": base, "V": base}
         lr.update({k: lr["V"] * f for k, f in t.head_steps.items()})

@@ -84,6 +84,20 @@ class Target:
         return {}
 
     @property
+    def linear_readout(self) -> bool:
+        """The readout is ``f = V h`` (``readout == "linear"``): no blocks ``b``, ``Q`` of
+        its own, its regressors are the attended vector, and a construction's ``V`` is the
+        only one that represents the target; else the quadratic readout."""
+        return self.readout == "linear"
+
+    @property
+    def mean_on_features(self) -> bool:
+        """The mean task on the tokens ``φ(x)``: separable, orthonormal features and the
+        linear readout, so its population loss, reduced dynamics and default step are the
+        mean task's with ``d`` replaced by ``dim φ`` (docs/targets.md)."""
+        return self.separable and self.orthonormal and self.linear_readout
+
+    @property
     def label(self) -> str:
         """``name`` and the settings' values: what a config records (``"moment:3"``)."""
         return ":".join([self.name] + [str(v) for v in self.settings().values()])
@@ -117,7 +131,7 @@ class Target:
         """``L(0) = ½ E‖target‖²``, the loss of the output 0 (x ~ N(0, I_d)): ``dim/(2q)``
         for a separable target with orthonormal features; ``NotImplementedError`` else."""
         if self.separable and self.orthonormal:
-            return 0.5 * self.dim(d) / q
+            return self.dim(d) / (2 * q)
         raise NotImplementedError(f"the target {self.label!r} gives no L(0)")
 
     def moments(self, d: int):
@@ -328,7 +342,7 @@ def unique_V(target, d: int):
     when it is the only ``V`` that represents the target given the ideal attention — the
     linear readout —, else None (:data:`NO_COS_V`)."""
     t = make_target(target)
-    if t.readout != "linear":
+    if not t.linear_readout:
         return None
     try:
         return t.exact(d)["V_x"]

@@ -41,13 +41,13 @@ from __future__ import annotations
 
 import numpy as np
 
-from stsim.core.attention import Softmax, make_attention
+from stsim.core.attention import make_attention
 from stsim.core.model import MODELS, QUERIES, query_coef
+from stsim.core.targets import Mean
 from stsim.util.validate import check_choice, check_int, check_real
 
 __all__ = ["linear_loss_given", "linear_population_loss", "linear_sphere_best",
            "linear_sphere_width", "mechanism_family_rel", "best_mechanism_family_loss",
-           "mechanism_family_width", "family_crossing", "crossing", "crossing_interval",
            "sigmoid_family_bound"]
 
 
@@ -173,7 +173,7 @@ def linear_sphere_best(T, q, d_e, d=1):
     T, q, d_e = (np.asarray(x, dtype=np.float64) for x in (T, q, d_e))
     S = q + q * (T - 1) / d_e
     L = 0.5 * d * (1 / q - 1 / S)
-    return 1 / S, L, L / (0.5 * d / q)
+    return 1 / S, L, L / Mean().zero_loss(d, q)
 
 
 def linear_sphere_width(T, target=0.25):
@@ -191,7 +191,7 @@ def mechanism_family_rel(attention, a, g, q):
     ``(n_mc, T)`` of :func:`stsim.theory.family.sample_scores` (the q selected first)."""
     from stsim.theory.family import family_rel
     att = make_attention(attention)
-    if isinstance(att, Softmax):
+    if att.softmax_family:
         return family_rel(a / att.temperature, g, q)
     s = att.phi(a * g / att.temperature + att.bias(g.shape[1]))
     S2 = np.einsum("nt,nt->n", s, s).mean()
@@ -208,7 +208,7 @@ def best_mechanism_family_loss(attention, T, q, d_e, n_mc=4096, rng=0, bounds=(-
 
     from stsim.theory.family import best_family_loss, sample_scores
     att = make_attention(attention)
-    if isinstance(att, Softmax):
+    if att.softmax_family:
         r = best_family_loss(T, q, 1, d_e, n_mc=n_mc, rng=rng)
         return {"rel": r["rel"], "a": r["a"] * att.temperature}
     g = sample_scores(T, q, d_e, n_mc, rng)
@@ -223,97 +223,6 @@ def best_mechanism_family_loss(attention, T, q, d_e, n_mc=4096, rng=0, bounds=(-
     la = res.x if res.fun <= vals[k] else grid[k]
     return {"rel": float(min(res.fun, vals[k])), "a": float(10.0 ** la)}
 
-
-def mechanism_family_width(attention, T, q, target, grid, n_mc, seed):
-    """Smallest ``d_e`` of ``grid`` (increasing) whose family best ``L/L₀`` is
-    ``<= target``, by bisection (the loss falls with ``d_e``); ``(width, below, probes)``
-    with ``below`` the grid width under it (0 for the first), ``width = None`` when the
-    largest fails (censored there); ``probes`` the ``{d_e: rel}`` evaluated."""
-    grid = sorted(int(w) for w in grid)
-    probes = {}
-
-    def rel(i):
-        if grid[i] not in probes:
-            probes[grid[i]] = best_mechanism_family_loss(attention, T, q, grid[i], n_mc=n_mc,
-                                                         rng=seed)["rel"]
-        return probes[grid[i]]
-
-    lo, hi = -1, len(grid) - 1
-    if rel(hi) > target:
-        return None, grid[hi], probes
-    while hi - lo > 1:
-        mid = (lo + hi) // 2
-        lo, hi = (lo, mid) if rel(mid) <= target else (mid, hi)
-    return grid[hi], (grid[lo] if lo >= 0 else 0), probes
-
-
-def family_crossing(attention, T, q, target, n_mc, seeds=(0, 1, 2, 3), rtol=0.01,
-                    hi=None, cap=2 ** 15):
-    """The crossing ``d_e*`` of a mechanism's sphere family: where its best ``L/L₀`` (the
-    mean ``m(d_e)`` over the Monte-Carlo replicates ``seeds`` of
-    :func:`best_mechanism_family_loss`) equals ``target``, with an SE — not a grid cell
-    (:func:`crossing`). ``None`` when the family does not reach ``target`` by
-    ``d_e = cap``."""
-    from stsim.util.validate import check_real as _real
-    target = _real("target", target, lo=0.0, hi=1.0, lo_open=True, hi_open=True)
-    if len(seeds) < 2:
-        raise ValueError(f"seeds must hold at least 2 replicates (for the SE), got {seeds!r}")
-    return crossing(lambda w: [best_mechanism_family_loss(attention, T, q, w, n_mc=n_mc,
-                                                          rng=s)["rel"] for s in seeds],
-                    target, T, rtol, hi, cap)
-
-
-def crossing(replicates, target, T, rtol=0.01, hi=None, cap=2 ** 15, lo=1):
-    """Where ``m(d_e)``, the mean of ``replicates(d_e)`` (a list of ≥ 2 Monte-Carlo
-    estimates of a loss that falls with ``d_e``), equals ``target``, with an SE.
-
-    Bisection on the integer ``d_e`` from ``[lo, hi]`` (``hi``: doubled from
-    ``min(hi or 8T, cap)`` until ``m(hi) <= target``, at most to ``cap``; ``lo``: halved
-    from the given one until ``m(lo) > target`` or ``lo = 1``, so a start bracket only
-    saves probes: it never excludes the crossing) until
-    ``hi/lo − 1 <= rtol`` or ``hi = lo + 1``; then the linear interpolation between the
-    bracket, ``d_e* = lo + t (hi − lo)``, ``t = (m(lo) − target)/(m(lo) − m(hi))``, and
-    ``SE = √((1 − t)² se_lo² + t² se_hi²) / |m(lo) − m(hi)| · (hi − lo)`` (the replicates'
-    standard errors at the bracket through the local slope; the interpolation error is of
-    second order in the bracket, ≤ ``rtol`` relative). Returns ``{"d_e", "se", "lo", "hi",
-    "probes"}`` (``probes``: ``{d_e: (mean, se)}``), or None when ``m`` does not reach
-    ``target`` by ``d_e = cap`` (censored there)."""
-    from stsim.util.validate import check_real as _real
-    rtol = _real("rtol", rtol, lo=0.0, lo_open=True)
-    probes = {}
-
-    def m(w):
-        if w not in probes:
-            v = np.array(replicates(w), dtype=float)
-            probes[w] = (float(v.mean()), float(v.std(ddof=1) / np.sqrt(len(v))))
-        return probes[w][0]
-    hi = min(int(hi or 8 * T), cap)
-    while m(hi) > target:
-        if hi >= cap:
-            return None
-        hi = min(2 * hi, cap)
-    lo = max(1, min(int(lo), hi - 1))
-    while lo > 1 and m(lo) <= target:
-        lo, hi = max(1, lo // 2), lo
-    while hi - lo > 1 and hi / lo - 1 > rtol:
-        mid = (lo + hi) // 2
-        lo, hi = (lo, mid) if m(mid) <= target else (mid, hi)
-    m(lo)
-    (ml, sl), (mh, sh) = probes[lo], probes[hi]
-    t = (ml - target) / (ml - mh)
-    se = np.hypot((1 - t) * sl, t * sh) / abs(ml - mh) * (hi - lo)
-    return {"d_e": float(lo + t * (hi - lo)), "se": float(se), "lo": lo, "hi": hi,
-            "probes": probes}
-
-
-def crossing_interval(x, se, replicates, rtol):
-    """``(lower, upper)``: where a located crossing ``x`` (:func:`crossing`) lies, as the
-    width fits take it, ``x ± (t·se + rtol·x)`` (``t`` the 97.5% Student quantile on
-    ``replicates − 1`` degrees of freedom; ``rtol·x`` bounds the interpolation error of the
-    bisection); lower clipped at 0."""
-    from scipy.stats import t as student_t
-    h = float(student_t.ppf(0.975, replicates - 1)) * se + rtol * x
-    return max(x - h, 0.0), x + h
 
 
 def sigmoid_family_bound(T, q):

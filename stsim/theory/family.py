@@ -30,10 +30,11 @@ import numpy as np
 from scipy.optimize import minimize_scalar
 
 from stsim.core.model import query_coef
+from stsim.core.targets import Mean
 from stsim.theory.family_asymptotic import family_mc_moments
 
 __all__ = ["sample_scores", "family_stats", "family_rel",
-           "best_family_loss", "family_loss_at", "family_point"]
+           "best_family_loss", "best_softmax_family", "family_loss_at", "family_point"]
 
 
 def sample_scores(T, q, d_e, n_mc, rng, query="sum"):
@@ -76,20 +77,48 @@ def best_family_loss(T, q, d, d_e, n_mc=4096, rng=0, query="sum", g=None, bounds
     """
     if g is None:
         g = sample_scores(T, q, d_e, n_mc, rng, query)
-    f = lambda la: family_rel(10.0 ** la, g, q)
-    # coarse grid then bounded Brent on the best bracket (L(a) can be flat for large a)
-    grid = np.linspace(bounds[0], bounds[1], 17)
-    vals = np.array([f(x) for x in grid])
-    k = int(np.argmin(vals))
-    lo, hi = grid[max(k - 1, 0)], grid[min(k + 1, len(grid) - 1)]
-    res = minimize_scalar(f, bounds=(lo, hi), method="bounded", options={"xatol": 2e-3})
-    la = res.x if res.fun <= vals[k] else grid[k]
+    la, at_bound = best_softmax_family(g, q, bounds=bounds)[1:]
     a = 10.0 ** la
     S2, su = family_stats(a, g, q)
-    L0 = d / (2.0 * q)
+    L0 = Mean().zero_loss(d, q)
     rel = 1.0 - q * su * su / S2
     return {"loss": rel * L0, "rel": float(rel), "a": float(a), "gamma": float(su / S2),
-            "L0": L0, "at_bound": bool(k in (0, len(grid) - 1))}
+            "L0": L0, "at_bound": at_bound}
+
+
+def best_softmax_family(g, q, hint=None, bounds=(-1.0, 3.0)) -> tuple:
+    """``(best L/L(0), its log10 a, at_bound)`` of the softmax sphere family on scores ``g``
+    (``(n, T)``, the q selected first; :func:`sample_scores`):
+    ``L/L(0) = 1 − (E S)²/(q E|s|²)`` at ``s = softmax(a g)`` (γ in closed form), minimised
+    over ``log10 a``: from ``hint``, a 7-point grid ``hint ± 0.3`` (falling back to the
+    whole search when its best point is an end), else a 17-point grid over ``bounds``;
+    then bounded Brent between the best grid point's neighbours (``xatol`` 2·10⁻³). The
+    row max of ``a g`` is ``a max g`` (``a > 0``), so ``g`` is shifted once for every ``a``;
+    ``S`` and ``|s|²`` from the unnormalised weights and their sum. ``at_bound``: the
+    best grid point is an end of ``bounds``."""
+    gc = g - g.max(axis=1, keepdims=True)          # a > 0: the row max of a·g is a·max g
+
+    def f(la):
+        z = gc * (10.0 ** la)
+        np.exp(z, out=z)
+        Z = z.sum(axis=1)
+        S = z[:, :q].sum(axis=1) / Z
+        Q = np.einsum("nt,nt->n", z, z) / (Z * Z)
+        return float(1.0 - S.mean() ** 2 / (q * Q.mean()))
+
+    def search(grid):
+        vals = [f(x) for x in grid]
+        k = int(np.argmin(vals))
+        return grid, vals, k
+    grid, vals, k = search(np.linspace(hint - 0.3, hint + 0.3, 7) if hint is not None
+                           else np.linspace(bounds[0], bounds[1], 17))
+    if hint is not None and k in (0, len(grid) - 1):
+        grid, vals, k = search(np.linspace(bounds[0], bounds[1], 17))
+    lo, hi = grid[max(k - 1, 0)], grid[min(k + 1, len(grid) - 1)]
+    r = minimize_scalar(f, bounds=(lo, hi), method="bounded", options={"xatol": 2e-3})
+    edge = bool(grid[k] in (bounds[0], bounds[1]))
+    return ((float(r.fun), float(r.x), edge) if r.fun <= vals[k]
+            else (float(vals[k]), float(grid[k]), edge))
 
 
 def family_loss_at(a, gamma, T, q, d, g):
@@ -119,39 +148,3 @@ def width_grid(max_width: int, min_width: int = 1) -> list:
     return out
 
 
-def family_search(q, T, targets, n_mc, seed, grid, query="sum"):
-    """Smallest ``d_e`` in ``grid`` whose family best ``L/L0`` is ≤ each target (bisection).
-
-    Assumes the best loss decreases with ``d_e`` (checked on the probes: a probe that
-    contradicts it raises). Every probe draws its own encodings (seed = ``seed``), so the
-    result is one Monte-Carlo replicate. Returns ``{"d_e@<t>": width or None (censored:
-    the largest grid width fails), "probes": "d_e:rel ..."}``.
-    """
-    grid = sorted(grid)
-    cache = {}
-
-    def rel(i):
-        if i not in cache:
-            cache[i] = best_family_loss(T, q, 1, grid[i], n_mc=n_mc, rng=seed, query=query)["rel"]
-        return cache[i]
-
-    out = {}
-    for t in sorted(targets, reverse=True):
-        lo, hi = -1, len(grid) - 1          # invariant: grid[lo] fails (or lo = -1), hi unknown
-        if rel(hi) > t:
-            out[f"d_e@{t:g}"] = None
-            continue
-        while hi - lo > 1:
-            mid = (lo + hi) // 2
-            if rel(mid) <= t:
-                hi = mid
-            else:
-                lo = mid
-        out[f"d_e@{t:g}"] = grid[hi]
-    items = sorted(cache.items())
-    for (i, r), (j, s) in zip(items, items[1:]):
-        if s > r * 1.05 + 0.01:
-            raise RuntimeError(f"family loss not monotone in d_e at q={q} T={T}: "
-                               f"{grid[i]}:{r:.4f} then {grid[j]}:{s:.4f}")
-    out["probes"] = " ".join(f"{grid[i]}:{r:.4f}" for i, r in items)
-    return out

@@ -26,6 +26,7 @@ import math
 
 import numpy as np
 
+from stsim.core.targets import Mean
 from stsim.theory.embedded import mc_ood
 from stsim.theory.reduced import ood_floor_onehot, ood_loss_onehot, query_coef, reduced_loss
 from stsim.theory.report import make_check
@@ -163,7 +164,7 @@ def check_ood_to_zero(enc, states, T, T_test, q, d, *, query="sum"):
         factor, factor_law = ood[0] / ood[1], states[0][2] * law[0] / (states[1][2] * law[1])
         f_tol = abs(dev[0]) + abs(dev[1]) + 1e-12
         # the closed forms cancel to ~1e-16 of L(0) = d/(2q): their rounding, relative
-        floor = max(1e-6, 1e-14 * d / (2.0 * q) / states[1][2])
+        floor = max(1e-6, 1e-14 * Mean().zero_loss(d, q) / states[1][2])
         this = (abs(dev[1]) <= max(abs(dev[0]) / LAG_SHRINK, floor) and ood[1] < ood[0]
                 and abs(factor / factor_law - 1.0) <= f_tol)
         ok = ok and this

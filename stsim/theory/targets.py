@@ -36,7 +36,7 @@ from stsim.core.targets import hermite, make_target, target_of
 from stsim.theory.population import make_population_objective
 
 __all__ = ["mean_task_dim", "exact_objective", "variance_linear_floor", "variance_linear_fit",
-           "heldout_fit", "readout_regressors", "family_target_rel", "family_target_crossing"]
+           "heldout_fit", "readout_regressors", "family_target_rel"]
 
 _KEYS = ("T", "q", "d", "d_e", "pe", "sampler", "query", "model", "seed", "attention",
          "temperature", "rank", "target")
@@ -50,7 +50,7 @@ def mean_task_dim(target, d: int) -> int:
     t = make_target(target)
     m = t.feature_dim(d)
     mom = t.moments(d)
-    if not (t.separable and t.readout == "linear" and t.dim(d) == m and mom is not None
+    if not (t.separable and t.linear_readout and t.dim(d) == m and mom is not None
             and np.array_equal(mom[0], np.zeros(m)) and np.array_equal(mom[1], np.eye(m))):
         raise ValueError(f"target {t.label!r}: the exact population loss is derived for a "
                          f"separable target with the linear readout and moments E phi = 0, "
@@ -121,7 +121,7 @@ def readout_regressors(target, h):
     quadratic one, ``f_o = (V h)_o + b_o + hᵀ Q_o h``. The positional part of the attended
     vector is left out: the target is independent of the positions, so its least-squares
     coefficient is 0 in population (a sample fit of it only adds noise)."""
-    if make_target(target).readout == "linear":
+    if make_target(target).linear_readout:
         return h
     a, b = np.triu_indices(h.shape[1])
     return np.concatenate([np.ones((len(h), 1)), h, h[:, a] * h[:, b]], axis=1)
@@ -175,18 +175,3 @@ def family_target_rel(target, T: int, q: int, d: int, d_e: int, n: int, seed, a=
             "diff_se": float(dif.std(ddof=1) / math.sqrt(n)), "a": float(a)}
 
 
-def family_target_crossing(target, T: int, q: int, d: int, ratio: float, n: int,
-                           seeds, rtol: float = 0.01, cap: int = 2 ** 15,
-                           bracket=(1, None)):
-    """The crossing ``d_e*`` where the target's family ``L/L(0)``
-    (:func:`family_target_rel`, the mean over the replicate ``seeds``) equals ``ratio``,
-    with its SE and bracket (:func:`stsim.theory.attention.crossing`, started from
-    ``bracket = (lo, hi)``: widened until it holds the crossing); None: censored at
-    ``cap``. The replicates' seeds are common to every ``d_e`` and every target (common
-    random numbers: the same scores' draws)."""
-    from stsim.theory.attention import crossing
-    if len(seeds) < 2:
-        raise ValueError(f"seeds must hold at least 2 replicates (for the SE), got {seeds!r}")
-    return crossing(lambda w: [family_target_rel(target, T, q, d, w, n, s)["rel"]
-                               for s in seeds], ratio, T, rtol, bracket[1], cap,
-                    lo=bracket[0])

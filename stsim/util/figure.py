@@ -61,7 +61,7 @@ def title(res) -> str:
     pe = c.get("pe")
     pe = f"{pe} ({c.get('sampler')})" if pe == "stochastic" else pe
     problem = f"STS_{c.get('q')}: T = {c.get('T')} tokens in d = {c.get('d')}"
-    if c.get("arch", "transformer") == "transformer":
+    if res.transformer:
         problem += f", {pe} encodings of width {c.get('d_e')}"
         net = f"{c.get('attention', 'softmax')}-attention transformer ({c.get('model')} model"
         net += f", rank {c['rank']})" if c.get("rank") else ")"

@@ -30,7 +30,7 @@ from stsim.util.thresholds import (RESAMPLES, WidthSearch, bootstrap_threshold, 
 
 __all__ = ["LinearFit", "fit_linear", "fit_growth_law", "compare_growth", "LAWS",
            "LOG_SQUARED", "fit_interval_law", "SIGMA_MIN", "threshold_width",
-           "bootstrap_threshold", "wilson_interval", "WidthSearch", "smallest_passing"]
+           "bootstrap_threshold", "wilson_interval", "WidthSearch", "smallest_passing", "law_value"]
 
 
 # ---- the least-squares line ----------------------------------------------------------
@@ -259,6 +259,19 @@ def compare_growth(T, y, *, laws=LAWS, censored=None, min_points: int = 2, weigh
 
 # ---- growth laws of grid thresholds: interval-censored maximum likelihood ------------
 SIGMA_MIN = 0.01      # floor of σ in log2 units (1/50 of a √2 grid step)
+
+
+def law_value(law, a, b, T, scale: float = 1.0):
+    """A fitted growth law at ``T`` (:func:`fit_growth_law`'s ``law``, ``a``, ``b``):
+    ``a log2 T + b``, ``a (log2 T)² + b``, ``a sT + b`` or ``2^b (sT)^a``.
+
+    >>> float(law_value("log2", 1.0, 3.0, 16)), float(law_value("power", 2.0, 0.0, 8))
+    (19.0, 64.0)
+    """
+    T = np.asarray(T, dtype=float)
+    if law == "power":
+        return 2.0 ** (a * np.log2(T * scale) + b)
+    return a * _regressor(law, T, scale) + b
 
 
 def _mu(law, x, a, b):

@@ -10,6 +10,7 @@ import os
 import numpy as np
 
 from stsim.util.io import atomic_write, write_csv, write_json
+from stsim.util.stats import law_value
 from stsim.util.plotting import plt, savefig
 
 __all__ = ["write_outputs"]
@@ -37,10 +38,11 @@ def _curves(cfg, out, table):
 def _widths(cfg, out, results):
     rows = results["width"]
     write_csv(os.path.join(out, "width.csv"),
-              ["series", "T", "width", "below", "censored", "replicates", "crossing",
-               "crossing_se"],
-              [[r["series"], r["T"], r["width"], r["below"], int(r["censored"]),
-                r["replicates"], r["crossing"], r["crossing_se"]] for r in rows])
+              ["series", "T", "crossing", "crossing_se", "lo", "hi", "censored", "n",
+               "precise", "replicates", "width", "below"],
+              [[r["series"], r["T"], r["crossing"], r["crossing_se"], r["lo"], r["hi"],
+                int(r["censored"]), r["n"], r["precise"], r["replicates"], r["width"],
+                r["below"]] for r in rows])
     fig, ax = plt.subplots(1, 1, figsize=(7, 4.5))
     for k, series in enumerate(sorted({r["series"] for r in rows})):
         pts = [r for r in rows if r["series"] == series]
@@ -61,8 +63,7 @@ def _widths(cfg, out, results):
             law = f["ranking"][0]
             fit = f["fits"][law]
             x = np.geomspace(T.min(), T.max(), 50)
-            y = {"power": 2.0 ** fit["b"] * x ** fit["a"], "linear": fit["a"] * x + fit["b"],
-                 "log": fit["a"] * np.log2(x) + fit["b"]}[law]
+            y = law_value(law, fit["a"], fit["b"], x)
             ax.plot(x, y, "-", color=col, lw=0.8, alpha=0.7)
     ax.set(xscale="log", yscale="log", xlabel="T",
            ylabel=f"d_e where the sphere family reaches {cfg['width_target']:g} L(0)")

@@ -103,7 +103,7 @@ def run_one(mechanism, T, q, d, steps, batch, T_test, seed, mult=1.0, base=None)
             "lr_V": float(lr.block("V")),
             "freeze": "+".join(res.config.get("freeze", [])) or "none",
             "steps": int(res.config["steps"]), "init": res.config["init"],
-            **run_measures(res, 0.5 * d / q, T_test, t0)}
+            **run_measures(res, res.target.zero_loss(d, q), T_test, t0)}
 
 
 def choose(rows, mults=None) -> dict:
@@ -122,7 +122,7 @@ def rank_one(T, q, rank, d, batch, steps, seed):
     return {"run_status": res.status, "steps": int(res.config["steps"]),
             "lr": float(Steps(res.config["lr"]).uniform or math.nan),
             "d_e": int(res.config["d_e"]),
-            "rel": res.final("val") / (0.5 * d / q) if ok else math.inf}
+            "rel": res.final("val") / res.target.zero_loss(d, q) if ok else math.inf}
 
 
 def sphere_one(mechanism, T, q, d_e, d, steps, seed):
@@ -136,4 +136,4 @@ def sphere_one(mechanism, T, q, d_e, d, steps, seed):
     ok = res.status == "completed"
     return {"run_status": res.status, "steps": int(res.config["steps"]),
             "lr": float(Steps(res.config["lr"]).uniform or math.nan),
-            "rel": res.final("val") / (0.5 * d / q) if ok else math.inf}
+            "rel": res.final("val") / res.target.zero_loss(d, q) if ok else math.inf}

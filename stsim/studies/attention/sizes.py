@@ -15,7 +15,7 @@ def check_sizes(cfg) -> None:
     family at each ``width_T`` and the reduced map (their largest arrays, by name, in the
     message); the message names the setting."""
     from stsim.core.config import Config
-    from stsim.studies.separation.design import n_mc
+    from stsim.studies.widths import Precision
     from stsim.util.validate import check_memory
     c = {k: cfg[k] for k in ("T", "q", "d", "batch")}
 
@@ -34,12 +34,11 @@ def check_sizes(cfg) -> None:
         fits(f"train_T, train_widths ({m})", T=cfg["train_T"], q=cfg["q"], d=cfg["d"],
              d_e=max(cfg["train_widths"]), pe="stochastic", sampler="sphere", model="theory",
              query="sum", attention=m)
+    prec = Precision.from_cfg(cfg)
     for T in cfg["width_T"]:
-        n, w = n_mc(T, cfg), min(cfg["width_max"], max(64, 8 * T))
-        check_memory({"scores (n_mc x T, x5)": 5 * n * T * 8,
-                      "encodings (n_mc x q x d_e, x2)": 2 * n * cfg["q"] * w * 8},
-                     f"attention: the family at T={T} (width_T), n_mc={n} (n_mc_max, "
-                     f"mc_budget), d_e up to {w} (width_max)")
+        check_memory({"scores and encodings (5 x max(fam_n_cells, fam_n_start T))":
+                      prec.memory(T)}, f"attention: the family at T={T} (width_T), "
+                     f"fam_n_start={prec.n_start}, fam_n_cells={prec.n_cells}")
     n = 20 * cfg["tau_T"] + 1
     check_memory({"reduced maps (2 x 4 x (20 tau_T + 1))": 8 * n * 8,
                   "their comparison (3 x (20 tau_T + 1))": 3 * n * 8},

@@ -29,10 +29,13 @@ import numpy as np
 
 from stsim.core.attention import ATTENTIONS, MECHANISMS, Softmax
 from stsim.core.config import MECHANISM_DEFAULTS
+from stsim.core.reduced import LEARNED
+from stsim.core.targets import make_target
 from stsim.studies.attention.sizes import check_sizes
 from stsim.studies.attention.runs import (TAU_RANGE, TUNE_ROOT, choose, mechanism_label,
                                           parse_mechanism, rank_one, run_one, sphere_one)
 from stsim.studies.tuning import at_chosen
+from stsim.studies.widths import Precision
 from stsim.util.io import write_json
 from stsim.util.validate import check_int, check_real
 from stsim.util.verdict import interval_se, judge
@@ -44,25 +47,30 @@ NAME = "attention"
 MECHS = list(ATTENTIONS) + ["rank=4", "tau=0.5"]
 #: a normalised element-wise mechanism has the family of its base one (a constant scale)
 WIDTH_MECHS = [n for n, m in MECHANISMS.items() if not (m.elementwise and m.normalised)]
+#: the precision rule of the family crossings (:class:`stsim.studies.widths.Precision`):
+#: the library's default in full, a coarse one in quick
+FAM_FULL = {f"fam_{k}": v for k, v in Precision().as_dict().items()}
+FAM_QUICK = {f"fam_{k}": v for k, v in Precision(replicates=2, se_rel=0.05, n_start=256,
+                                                 n_cells=2 ** 15).as_dict().items()}
 PRESETS = {
     "quick": {"mode": "quick", "T": 12, "q": 2, "d": 5, "seeds": 3, "mechanisms": MECHS,
-              "steps": 300, "batch": 64, "T_test": [16, 20], "target": 0.02,
+              "steps": 300, "batch": 64, "T_test": [16, 20], "target": LEARNED,
               "ood_target": 0.05, "tune_steps": 300, "tune_mults": [2.0, 1.0, 0.5],
               "rank_T": [8], "rank_q": [2], "rank_r": [4, 16], "rank_steps": 300,
               "width_mechs": WIDTH_MECHS, "width_target": 0.25, "width_T": [8, 16, 32, 64, 128],
-              "mc_seeds": 1, "mc_budget": 2 ** 13, "n_mc_max": 512, "width_max": 1024,
+              **FAM_QUICK, "width_max": 1024,
               "taus": [0.5, 1.0, 2.0], "tau_T": 50,
               "train_mechs": ["linear"], "train_T": 8, "train_widths": [16, 23, 32],
               "train_steps": 300},
     "full": {"mode": "full", "T": 200, "q": 3, "d": 5, "seeds": 3, "mechanisms": MECHS,
-             "steps": 1500, "batch": 256, "T_test": [250, 300, 350, 400], "target": 0.02,
+             "steps": 1500, "batch": 256, "T_test": [250, 300, 350, 400], "target": LEARNED,
              "ood_target": 0.05, "tune_steps": 1500,        # tuned at the full budget
              "tune_mults": [2.0 ** -k for k in range(-7, 10)],  # 128 ... 1/512, factor 2
              "rank_T": [8, 16, 32], "rank_q": [2, 3], "rank_r": [4, 8, 16, 32, 64],
              "rank_steps": 0,
              "width_mechs": WIDTH_MECHS, "width_target": 0.25,
              "width_T": [8, 16, 32, 64, 128, 256, 512, 1024, 2048, 4096],
-             "mc_seeds": 3, "mc_budget": 2 ** 18, "n_mc_max": 4096, "width_max": 32768,
+             **FAM_FULL, "width_max": 32768,
              "taus": [0.25, 0.5, 1.0, 2.0, 4.0], "tau_T": 200,
              "train_mechs": ["linear", "relu"], "train_T": 16,
              "train_widths": [23, 32, 45, 64, 91], "train_steps": 0},
@@ -80,9 +88,9 @@ def check(cfg: dict) -> dict:
     within memory (:func:`~stsim.studies.attention.sizes.check_sizes`)."""
     cfg = dict(cfg)
     for name, lo in (("T", 2), ("d", 1), ("seeds", 2), ("steps", 1), ("batch", 1),
-                     ("tune_steps", 1), ("rank_steps", 0), ("mc_seeds", 1),
-                     ("mc_budget", 1), ("n_mc_max", 1), ("width_max", 2)):
+                     ("tune_steps", 1), ("rank_steps", 0), ("width_max", 2)):
         cfg[name] = check_int(name, cfg[name], lo)
+    Precision.from_cfg(cfg)         # the family's precision settings, each checked
     cfg["q"] = check_int("q", cfg["q"], 1, cfg["T"] - 1)
     for key in LISTS:
         if not cfg[key]:
@@ -123,6 +131,12 @@ def check(cfg: dict) -> dict:
     return cfg
 
 
+def width_cap(T, cfg) -> int:
+    """The largest ``d_e`` a family crossing is searched to at ``T``: ``8T`` (at least
+    64), at most ``width_max``."""
+    return min(cfg["width_max"], max(64, 8 * T))
+
+
 def _raw(out, name):
     return os.path.join(out, "raw", name)
 
@@ -137,7 +151,6 @@ def run(cfg, out, executor, log):
     through :func:`stsim.sweep` into its table under ``raw/`` (resumable)."""
     from stsim.studies.attention.runs import base_schedule
     from stsim.studies.attention.widths import width_point
-    from stsim.studies.separation.design import n_mc
     from stsim.sweep import read_table, sweep
     os.makedirs(os.path.join(out, "raw"), exist_ok=True)
     t0 = time.time()
@@ -172,9 +185,11 @@ def run(cfg, out, executor, log):
                                                    cfg["rank_steps"], seed), pts,
          seeds=cfg["seeds"])
     wpts = [{"mechanism": m, "T": T} for m in cfg["width_mechs"] for T in cfg["width_T"]]
+    prec = Precision.from_cfg(cfg)
+    # one row per (mechanism, T): the replicates are the library's (their seeds come from
+    # the family, not from the sweep's seed)
     part("width", lambda mechanism, T, seed: width_point(
-        mechanism, T, cfg["q"], cfg["width_target"], n_mc(T, cfg),
-        min(cfg["width_max"], max(64, 8 * T)), seed), wpts, seeds=cfg["mc_seeds"], root_seed=2)
+        mechanism, T, cfg["q"], cfg["width_target"], prec, width_cap(T, cfg)), wpts, seeds=1)
     tpts = [{"mechanism": m, "d_e": w} for m in cfg["train_mechs"] for w in cfg["train_widths"]]
     part("trained", lambda mechanism, d_e, seed: sphere_one(mechanism, cfg["train_T"], cfg["q"],
                                                             d_e, cfg["d"], cfg["train_steps"],
@@ -235,7 +250,7 @@ def _temperature(cfg):
     for tau in cfg["taus"]:
         hot = reduced_gd(Softmax(tau), T, q, d, eta, n, horizon)
         cold = reduced_gd("softmax", T, q, d, eta / tau ** 2, n, horizon, lr_gamma=eta)
-        L0 = 0.5 * d / q
+        L0 = make_target("mean").zero_loss(d, q)
 
         def first(L):
             hit = np.flatnonzero(L <= cfg["target"] * L0)
@@ -365,7 +380,7 @@ def _width_checks(fits):
 
 def analyse(cfg, out) -> dict:
     """Every check, from the tables under ``raw/`` and the exact computations."""
-    from stsim.studies.attention.widths import REPLICATES, RTOL, family_rows, width_fits
+    from stsim.studies.attention.widths import family_rows, width_fits
     from stsim.sweep import read_table
     from stsim.theory.attention import linear_sphere_width
     cfg = _named(cfg)
@@ -420,27 +435,29 @@ def analyse(cfg, out) -> dict:
     errors += [e for es in werr.values() for e in es]
     width_rows = [r for r in family_rows(wtab) if (r["series"], r["T"]) not in werr]
     eps = cfg["width_target"]
+    prec = Precision.from_cfg(cfg)
     exact = [{"series": "linear (exact)", "T": T, "width": int(w), "below": int(w) - 1,
-              "censored": False, "replicates": "exact",
-              "crossing": (T - 1) * (1 / eps - 1), "crossing_se": 0.0}
+              "censored": False, "replicates": "exact", "lo": float(w) - 1, "hi": float(w),
+              "crossing": (T - 1) * (1 / eps - 1), "crossing_se": 0.0, "n": 0, "precise": 1}
              for T, w in zip(cfg["width_T"], linear_sphere_width(cfg["width_T"], eps))]
+    tol = 2 * prec.rtol
     for r in width_rows:
         if r["series"] == "linear" and not r["censored"]:
             T = r["T"]
             x = (T - 1) * (1 / eps - 1)
             checks.append(judged(abs(r["crossing"] - x) / x, r["crossing_se"] / x,
-                                 REPLICATES - 1, "<=", 2 * RTOL,
+                                 prec.replicates - 1, "<=", tol,
                                  f"linear attention's located family crossing at T={T} is "
-                                 f"within {2 * RTOL:.0%} of the exact (T - 1)(1/eps - 1) = "
+                                 f"within {tol:.0%} of the exact (T - 1)(1/eps - 1) = "
                                  f"{x:g}", note=f"crossing {r['crossing']:.4g} +- "
-                                 f"{r['crossing_se']:.2g} ({REPLICATES} replicates, "
-                                 f"bisection to {RTOL:.0%}); grid cell ({r['below']}, "
-                                 f"{r['width']}]", n=REPLICATES))
+                                 f"{r['crossing_se']:.2g} ({prec.replicates} replicates of "
+                                 f"{r['n']} samples, bisection to {prec.rtol:.0%})",
+                                 n=prec.replicates))
     for (m, T), errs in sorted(werr.items()):
         if m == "linear":
-            checks.append(_incomplete(verdict([math.nan], "<=", 2 * RTOL, f"linear "
+            checks.append(_incomplete(verdict([math.nan], "<=", tol, f"linear "
                                               f"attention's located family crossing at T={T} "
-                                              f"is within {2 * RTOL:.0%} of the exact"), errs))
+                                              f"is within {tol:.0%} of the exact"), errs))
     fits = width_fits(width_rows + exact)
     by = {m: [e for (s, _), es in werr.items() if s == m for e in es]
           for m in cfg["width_mechs"]}

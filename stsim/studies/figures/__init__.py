@@ -27,10 +27,9 @@ once); how they are run, resumed and drawn, and the files written: :mod:`.study`
 """
 from __future__ import annotations
 
-__all__ = ["NAME", "FIGURES", "PRESETS", "check", "run", "analyse", "report"]
+from stsim.studies.figures.common import FIGURES, NAME
 
-NAME = "figures"
-FIGURES = ("fig1", "fig2", "fig3", "fig4", "fig5", "beyond", "claims")
+__all__ = ["NAME", "FIGURES", "PRESETS", "check", "run", "analyse", "report"]
 _CONTRACT = ("PRESETS", "check", "run", "analyse", "report")
 
 

@@ -14,7 +14,8 @@ run and evaluation set: ``run, set, kind, value, block, n_blocks, final, initial
 every number of the figures :data:`REPLAYED`, to :data:`RTOL` (:data:`HISTORY_RTOL` for a
 check read off the 6-digit histories in ``<fig>.csv``).
 
-Command line: ``python -m stsim.studies.figures.blocks <out>`` writes ``<out>/blocks.csv``
+Command line (:mod:`stsim.studies.figures.recheck`):
+``python -m stsim.studies.figures.recheck <out>`` writes ``<out>/blocks.csv``
 from ``<out>/runs`` (the runs of a finished ``stsim figures``) and rechecks ``<out>``.
 """
 from __future__ import annotations
@@ -25,7 +26,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from stsim.studies.figures.common import figure_module, load_runs, runs_dir, unique_jobs
+from stsim.studies.figures.common import figure_module
 from stsim.studies.figures.evaluate import block_estimate, evaluation_stats, set_keys
 from stsim.util.io import read_csv, read_json, to_jsonable, write_csv
 
@@ -281,32 +282,3 @@ def _drop_history(measured):
     ``sphere_wall_time_s``)."""
     return {k: v for k, v in measured.items()
             if k not in ("fixed_reduced_state_a_gamma", "sphere_wall_time_s")}
-
-
-def main(argv=None) -> int:
-    """``python -m stsim.studies.figures.blocks OUT``: write ``OUT/blocks.csv`` from the
-    runs in ``OUT/runs`` and recheck ``OUT`` (exit 1 if a number does not reproduce)."""
-    import argparse
-    p = argparse.ArgumentParser(prog="python -m stsim.studies.figures.blocks",
-                                description=main.__doc__)
-    p.add_argument("out", help="the output folder of a finished `stsim figures` run")
-    p.add_argument("--mode", default=None, help="the preset (default: figures.json's mode)")
-    a = p.parse_args(argv)
-    if not os.path.isdir(runs_dir(a.out)):
-        raise SystemExit(f"out: no runs folder {runs_dir(a.out)!r}")
-    overview = read_json(os.path.join(a.out, "figures.json"))
-    mode = a.mode or overview["mode"]
-    from stsim.studies.contract import resolve_config
-    from stsim.studies import figures as study
-    cfg = resolve_config(study, mode, {})
-    results = load_runs(a.out, unique_jobs(cfg))
-    print(write_blocks(a.out, results), f"({len(results)} runs)")
-    bad = recheck(a.out)
-    for where, x, y in bad[:50]:
-        print(f"differs: {where}: committed {x!r}, recomputed {y!r}")
-    print(f"{len(bad)} numbers differ" if bad else "every number reproduces")
-    return 1 if bad else 0
-
-
-if __name__ == "__main__":
-    raise SystemExit(main())

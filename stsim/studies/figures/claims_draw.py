@@ -10,6 +10,7 @@ import textwrap
 
 import numpy as np
 
+from stsim.core.reduced import LEARNED
 from stsim.util.plotting import plt, savefig
 from stsim.studies.figures.claims_statements import STATEMENTS
 
@@ -165,7 +166,7 @@ def fits_markdown(cells, fits, inter, L0, q) -> str:
         s7 = L[j + 1] / L[j]
         se = s7 * np.hypot(S[j] / L[j], S[j + 1] / L[j + 1])
         lines.append(f"| near-orth. d_e={x['d_e']} at its W_ee = cI optimum (Monte-Carlo) | "
-                     f"{'yes' if rel <= 0.02 else 'no'} (floor {rel:.2%} of L(0)) | — (no "
+                     f"{'yes' if rel <= LEARNED else 'no'} (floor {rel:.2%} of L(0)) | — (no "
                      f"dynamics) | smallest consecutive ratio over q_test {','.join(ks)}: "
                      f"{s7:.3g} ± {se:.2g} (q_test {ks[j]} → {ks[j + 1]}) |")
     held = [(f"{c['column']} ({c['statement']})", cell_state(cs["FIT"]) == "held")

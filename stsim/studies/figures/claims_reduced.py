@@ -14,6 +14,7 @@ import json
 
 import numpy as np
 
+from stsim.core.reduced import LEARNED
 from stsim.util.stats import fit_linear
 from stsim.studies.figures.claims_statements import STATEMENTS
 from stsim.studies.figures.stability import reduced_stability
@@ -196,7 +197,7 @@ def fits_reduced(r):
                         record_every=ev)
         L0 = reduced_loss(0.0, 0.0, T, q, d, query=query)
         for i, lr in enumerate(lrs):
-            fit = o.loss[i] / L0 <= 0.02
+            fit = o.loss[i] / L0 <= LEARNED
             if not fit.any():
                 rows.append({"query": query, "lr": lr, "first_fit_step": None})
                 continue

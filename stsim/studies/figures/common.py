@@ -38,6 +38,10 @@ from stsim.core.cost import estimated_seconds
 from stsim.studies.contract import MODES
 from stsim.studies.figures.stability import needs_twin
 
+#: the study's name and its figures (in their order)
+NAME = "figures"
+FIGURES = ("fig1", "fig2", "fig3", "fig4", "fig5", "beyond", "claims")
+
 __all__ = ["Job", "train_job", "npz_path", "load_current", "runs_dir", "load_runs",
            "figure_module", "figure_jobs", "unique_jobs", "write_histories_csv",
            "seed_values", "second_half", "seed_band", "n_seeds", "summarise", "MODES",

@@ -165,12 +165,15 @@ def eval_sample(boot, results, names, key, relative=False):
 
 
 def initial_loss_of(config, key) -> float | None:
-    """The exact initial population loss ``d / (2 q)`` of a zero-initialised run, from its
+    """The exact initial population loss of a zero-initialised run, its target's L(0)
+    (:meth:`~stsim.core.targets.Target.zero_loss`, ``d / (2 q)`` for the mean), from its
     recorded ``config``, for its set ``key`` (``q``: the set's subset size), or None
     (random initialisation)."""
+    from stsim.core.targets import make_target
     if config.get("init", "zero") != "zero":
         return None
-    return 0.5 * float(config["d"]) / _set_q(config, key)
+    return make_target(config.get("target", "mean")).zero_loss(float(config["d"]),
+                                                               _set_q(config, key))
 
 
 def scalar_sample(boot, names, values):

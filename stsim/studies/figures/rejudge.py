@@ -8,7 +8,7 @@ from __future__ import annotations
 import os
 import sys
 
-from stsim.studies.figures import FIGURES
+from stsim.studies.figures.common import FIGURES
 from stsim.studies.figures.verdicts import rejudge, verdict_counts
 from stsim.util.io import read_json, write_json
 

@@ -42,7 +42,7 @@ from stsim.sweep import sweep
 from stsim.sweep.grid import point_key
 from stsim.sweep.journal import journal_path, load_journal
 from stsim.studies.contract import MODES
-from stsim.studies.figures import FIGURES, NAME
+from stsim.studies.figures.common import FIGURES, NAME
 from stsim.studies.figures.common import (Job, figure_jobs, figure_module, load_current,
                                           load_runs, npz_path, peak_rss_mb, runs_dir,
                                           summarise, train_job, unique_jobs,

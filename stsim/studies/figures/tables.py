@@ -12,7 +12,7 @@ import os
 
 import numpy as np
 
-from stsim.studies.figures import FIGURES
+from stsim.studies.figures.common import FIGURES
 from stsim.util.io import read_json
 
 SETTING_KEYS = ("T", "q", "d", "d_e", "d_e_list", "sampler", "model", "query",

@@ -3,63 +3,19 @@ and budget as a point, the smallest widths with their bootstrap intervals, the f
 widths, the growth-law fits and the trained/family agreement."""
 from __future__ import annotations
 
-import math
 import os
 
 import numpy as np
 
+from stsim.core.targets import make_target
+from stsim.studies import widths as wl
+from stsim.studies.cells import read_rows
 from stsim.studies.separation.design import (budgets_of, cells, family_widths, lr_edge,
-                                             params_of, pick_lr, series, tf_params, width_grid)
+                                             params_of, pick_lr, series, tf_params)
 from stsim.studies.separation.divergence import divergence_of
 from stsim.studies.separation.training import raw_dir
-from stsim.sweep import read_table
-from stsim.sweep.journal import build_table, journal_path, load_journal
-from stsim.util.stats import LAWS, bootstrap_threshold, compare_growth, threshold_width
 
-__all__ = ["analyse", "read_rows", "widths_fit", "width_interval", "FIT_KEYS"]
-
-# the fields of a growth-law fit in fits.json (y is published as "width": the smallest
-# passing grid width, or the cap where censored; the threshold lies in (lower, width])
-FIT_KEYS = ("law", "formula", "method", "a", "b", "a_ci", "b_ci", "level", "n", "n_censored",
-            "T", "y", "lower", "censored", "sigma", "flat", "loglik", "delta_2loglik", "crit",
-            "fit", "residuals_log2", "rms_log2", "max_abs_log2")
-
-
-def read_rows(path) -> list:
-    """The ``ok`` rows of one raw table, from its journal (complete even after a hard
-    kill), else from the CSV, else none."""
-    recs = list(load_journal(journal_path(path)).values())
-    if recs:
-        rows = build_table(recs, [])[0]
-    else:
-        rows = read_table(path) if os.path.exists(path) else []
-    return [r for r in rows if r["status"] == "ok"]
-
-
-def widths_fit(T, w, censored, lower, laws=LAWS):
-    """:func:`stsim.util.stats.compare_growth` as the study publishes it: each smallest
-    width is a grid cell ``(lower, width]`` (``lower`` = the grid width below, 0 where the
-    smallest grid width passes) or censored above its cap; interval-censored maximum
-    likelihood on ``log2 width``, ≥ 5 points (3 bounded above), every point entering;
-    ``laws`` those of :func:`~stsim.util.stats.fit_growth_law` to compare."""
-    c = compare_growth(T, w, censored=censored, lower=lower, min_points=5, what="width",
-                       laws=laws)
-    c["fits"] = {law: {("width" if k == "y" else k): f[k] for k in FIT_KEYS}
-                 for law, f in c["fits"].items()}
-    return c
-
-
-def width_interval(ws, vals, target, n_boot, rng):
-    """Smallest width with a paired bootstrap over seeds (``threshold_width`` on each
-    resample of the seed columns)."""
-    bt = bootstrap_threshold(lambda V: threshold_width(ws, V, target)[0], vals,
-                             resample="paired", n_boot=n_boot, rng=rng)
-    w = bt["estimate"]
-    below = None if w is None or w == ws[0] else ws[ws.index(w) - 1]
-    return {"width": w, "censored": bt["censored"], "lo": bt["lo"], "hi": bt["hi"],
-            "frac_censored": bt["frac_censored"], "below": below,
-            "lower_censored": bool(w is not None and w == ws[0]), "level": bt["level"],
-            "n_boot": bt["n_boot"], "n_seeds": len(vals[0])}
+__all__ = ["analyse"]
 
 
 def analyse(config, out):
@@ -102,7 +58,7 @@ def analyse(config, out):
                     continue
                 if b > r["steps"] or b not in budgets_of(r.get("budgets") or "", r["steps"]):
                     continue              # a run read at the long budget only
-                L0 = d / (2 * r["q"])
+                L0 = make_target(r.get("task", "mean")).zero_loss(d, r["q"])
                 sel = chosen.get((r["arch"], r["q"], r["T"], r["width"], b)) == r["lr"]
                 points.append(dict(role=role, arch=r["arch"], q=r["q"], T=r["T"], d=r["d"],
                                    width=r["width"], budget=b, lr=r["lr"],
@@ -131,7 +87,7 @@ def analyse(config, out):
                     incomplete.append(dict(series=name, q=q, T=T, done=ws,
                                            designed=sorted(want)))
                     continue
-                bt = width_interval(ws, vals, cfg["target"], cfg["n_boot"], [q, T, b])
+                bt = wl.trained_width(ws, vals, cfg["target"], cfg["n_boot"], [q, T, b])
                 w = bt["width"]
                 widths.append(dict(series=name, arch=arch, q=q, T=T, d=d, budget=b,
                                    grid=ws, medians=[float(np.nanmedian(v)) for v in vals],
@@ -139,38 +95,31 @@ def analyse(config, out):
                                    lr_edge=[edge.get((arch, q, T, x, b), "") for x in ws],
                                    params=None if w is None else params_of(arch, T, d, w),
                                    **bt))
-    # the family: per (q, T, target), median over MC replicates + bootstrap over them
-    family, fgrid = [], width_grid(cfg["family_max_width"], 2)
-    medians = {t: family_widths(fam, t) for t in cfg["targets"]}
-    for q in sorted({r["q"] for r in fam}):
-        for T in sorted({r["T"] for r in fam if r["q"] == q}):
-            rs = [r for r in fam if r["q"] == q and r["T"] == T]
-            for t in cfg["targets"]:
-                vals = [r.get(f"d_e@{t:g}") for r in rs]
-                finite = [math.inf if v is None else v for v in vals]
-                w = medians[t][(q, T)]
-                below = None if w is None or w == fgrid[0] else fgrid[fgrid.index(w) - 1]
-                family.append(dict(series="family", q=q, T=T, d=d, target=t, width=w,
-                                   censored=w is None, lo=min(finite), hi=max(finite),
-                                   below=below, cap=fgrid[-1],
-                                   replicates=vals,
-                                   params=None if w is None else tf_params(d, w)))
-    # growth-law fits, per q, per series, at the main target
+    # the family: per (q, T, level), its located crossing (the widths library's)
+    family = []
+    for r in sorted(fam, key=lambda r: (r["q"], r["T"], -float(r["level"]))):
+        cens = bool(int(r["censored"]))
+        w = None if cens else wl.grid_width(float(r["d_e"]), wl.width_grid(int(r["cap"]), 2))
+        family.append(dict(series="family", q=int(r["q"]), T=int(r["T"]), d=d,
+                           target=float(r["level"]), crossing=None if cens else r["d_e"],
+                           se=None if cens else r["se"], lo=r["lo"], hi=r["hi"],
+                           censored=cens, n=int(r["n"]), precise=int(r["precise"]),
+                           replicates=str(r["replicates"]), width=w, cap=int(r["cap"]),
+                           params=None if w is None else tf_params(d, w)))
+    # growth-law fits, per q, per series, at the main target; the family's at each level
     fits = {}
     for q in sorted(set(cfg["qs"]) | set(cfg["family_qs"])):
         e = fits.setdefault(str(q), {})
         for name, arch, b in series(cfg):
             ws = [w for w in widths if w["q"] == q and w["series"] == name]
             if ws:
-                e[name] = widths_fit([w["T"] for w in ws],
-                                      [w["grid"][-1] if w["censored"] else w["width"] for w in ws],
-                                      [w["censored"] for w in ws], [w["below"] for w in ws])
+                e[name] = wl.fit([w["T"] for w in ws],
+                                 [w["grid"][-1] if w["censored"] else w["width"] for w in ws],
+                                 [w["censored"] for w in ws], [w["below"] for w in ws])
         for t in cfg["targets"]:
             fs = [f for f in family if f["q"] == q and f["target"] == t]
             if fs:
-                e[f"family@{t:g}"] = widths_fit(
-                    [f["T"] for f in fs], [f["cap"] if f["censored"] else f["width"] for f in fs],
-                    [f["censored"] for f in fs], [f["below"] for f in fs])
+                e[f"family@{t:g}"] = wl.fit_rows(fs)
     # agreement: trained transformer (median over seeds, chosen lr) vs family at (q, T, d_e)
     agreement = []
     for (q, T, w) in sorted({(p["q"], p["T"], p["width"]) for p in points

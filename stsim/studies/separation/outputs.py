@@ -12,6 +12,7 @@ from stsim.baselines.fcn import fcn_param_count
 from stsim.studies.separation.design import params_of, series, tf_params
 from stsim.studies.separation.training import raw_dir
 from stsim.util.io import atomic_write, write_csv, write_json
+from stsim.util.stats import law_value
 
 __all__ = ["report", "plot_separation", "plot_agreement", "markdown_report", "width_text",
            "POINT_COLUMNS"]
@@ -39,11 +40,11 @@ def plot_separation(A, cfg, path):
             if fam:
                 tp = (lambda v: v) if what == "width" else (lambda v: tf_params(d, v))
                 fam = [f for f in fam if not f["censored"]]
-                Tf, yf = [f["T"] for f in fam], [tp(f["width"]) for f in fam]
+                Tf, yf = [f["T"] for f in fam], [tp(f["crossing"]) for f in fam]
                 lo = [tp(f["lo"]) for f in fam]
                 hi = [tp(f["hi"]) for f in fam if math.isfinite(f["hi"])]
                 ax.plot(Tf, yf, "-", color="C2", marker=".", label="transformer family "
-                        "W=aI, V=γI: smallest d_e (best population loss)")
+                        "W=aI, V=γI: located crossing d_e* (best population loss)")
                 if len(hi) == len(lo):
                     ax.fill_between(Tf, lo, hi, color="C2", alpha=0.2, lw=0)
             for name, arch, b in series(cfg):
@@ -77,9 +78,7 @@ def plot_separation(A, cfg, path):
                 if what == "width" and fit.get("ranking"):
                     best = fit["fits"][fit["ranking"][0]]
                     Tg = np.geomspace(min(best["T"]), max(best["T"]), 60)
-                    x = np.log2(Tg) if best["law"] in ("log", "power") else Tg
-                    yv = 2.0 ** (best["a"] * x + best["b"]) if best["law"] == "power" else \
-                        best["a"] * x + best["b"]
+                    yv = law_value(best["law"], best["a"], best["b"], Tg)
                     ax.plot(Tg, yv, "--", color=col, lw=1, label=_fit_label("best fit", fit))
             ff = A["fits"].get(str(q), {}).get(f"family@{cfg['target']:g}", {})
             if what == "width" and ff.get("ranking"):
@@ -179,8 +178,9 @@ def markdown_report(A, cfg) -> str:
                       zip(w["grid"], w["medians"], w["lr"], w.get("lr_edge", [""] * len(w["lr"]))))
         L.append(f"| {w['q']} | {w['series']} | {w['T']} | {width_text(w)} | "
                  f"{w['params'] if w['params'] is not None else '–'} | {g} |")
-    L += ["", "Family W_ee = aI, V_x = γI: smallest grid d_e (median over MC replicates; "
-          "[min, max] over replicates):", "",
+    L += ["", "Family W_ee = aI, V_x = γI: the located crossing d_e* ± its SE (the spread of "
+          "its Monte-Carlo replicates; the widths library, the number every study quotes):",
+          "",
           "| q | target | " + " | ".join(f"T={T}" for T in cfg["family_Ts"]) + " |",
           "|---|---|" + "---|" * len(cfg["family_Ts"])]
     for q in sorted({f["q"] for f in A["family"]}):
@@ -194,8 +194,7 @@ def markdown_report(A, cfg) -> str:
                 elif f["censored"]:
                     row.append(f">{cfg['family_max_width']}")
                 else:
-                    hi = "∞" if not math.isfinite(f["hi"]) else f"{f['hi']:g}"
-                    row.append(f"{f['width']} [{f['lo']:g}, {hi}]")
+                    row.append(f"{f['crossing']:.1f} ± {f['se']:.2f}")
             L.append(f"| {q} | {t:g} | " + " | ".join(row) + " |")
     L += ["", "Fits: interval-censored maximum likelihood on log2(width) — each smallest "
           "width is the grid cell (the grid width below, this width], a censored point lies "

@@ -10,9 +10,10 @@ import os
 
 import numpy as np
 
+from stsim.studies.targets.widths import family_kind
 from stsim.util.io import atomic_write, write_csv, write_json
 from stsim.util.plotting import plt, savefig
-from stsim.util.stats import LOG_SQUARED
+from stsim.util.stats import law_value
 
 __all__ = ["write_outputs", "table", "PARTS"]
 
@@ -65,7 +66,7 @@ def _learns(cfg, out, table):
     savefig(fig, os.path.join(out, "learns.png"))
 
 
-def _length(cfg, out, s):
+def _length(cfg, out, s, d_e):
     fig, ax = plt.subplots(1, 1, figsize=(7, 4))
     rows = []
     for k, t in enumerate(cfg["targets"]):
@@ -81,16 +82,10 @@ def _length(cfg, out, s):
     ax.axvline(cfg["T"], color="0.6", ls="--", lw=0.8)
     ax.set(yscale="log", xlabel="T at evaluation (dashed: T of training)",
            ylabel="validation loss / L(0)")
-    from stsim.studies.targets.study import encoding_width
     ax.set_title(f"trained at T = {cfg['T']} (stochastic encoding, d_e = "
-                 f"{encoding_width(cfg)}): seed mean ± SE", fontsize=9)
+                 f"{d_e}): seed mean ± SE", fontsize=9)
     ax.legend(fontsize=8)
     savefig(fig, os.path.join(out, "length.png"))
-
-
-_LAW = {"log": lambda a, b, T: a * np.log2(T) + b, "linear": lambda a, b, T: a * T + b,
-        "power": lambda a, b, T: 2.0 ** b * T ** a,
-        LOG_SQUARED: lambda a, b, T: a * np.log2(T) ** 2 + b}
 
 
 def _law_text(fits):
@@ -144,7 +139,7 @@ def _widths(cfg, out, s):
             if fits and fits.get("ranking") and len(T):
                 f = fits["fits"][fits["ranking"][0]]
                 Tg = np.geomspace(T.min(), T.max(), 50)
-                ax.plot(Tg, _LAW[f["law"]](f["a"], f["b"], Tg), ":", color=col, lw=1,
+                ax.plot(Tg, law_value(f["law"], f["a"], f["b"], Tg), ":", color=col, lw=1,
                         label=f"fit {f['formula']}, a = {f['a']:.3g}")
         if fam_t != "mean" and s["family"].get("mean"):
             m = [p for p in s["family"]["mean"] if not p["censored"]]
@@ -164,7 +159,6 @@ def _width_cells(s, t):
         law = "d_e* " + ", ".join(f"{p['d_e']:.1f}" if not p["censored"] else "cens."
                                   for p in fam) + f"; {_law_text(s['family_fits'].get(t))}"
     else:
-        from stsim.studies.targets.widths import family_kind
         law = "not measured" if family_kind(t) == "own" else "the mean's (derived)"
     ck = s["width_checks"][t]
     law += "".join(f"; {c['verdict']} {c['measured']:.3g} ± {c['se']:.2g}" for c in ck[:-1])
@@ -194,8 +188,9 @@ def table(cfg, s) -> list:
              *_width_cells(s, t)] for t in cfg["targets"]]
 
 
-def write_outputs(cfg, out, s):
-    """Every output file (module docstring)."""
+def write_outputs(cfg, out, s, d_e):
+    """Every output file (module docstring); ``d_e``: the runs' encoding width (the length
+    figure's title)."""
     from stsim.studies.contract import divergence_markdown
     from stsim.studies.tuning import at_chosen
     from stsim.sweep import read_table
@@ -205,7 +200,7 @@ def write_outputs(cfg, out, s):
     write_json(os.path.join(out, "targets.json"), dict(s, checks=checks, table=table(cfg, s)))
     _represents(cfg, out, s)
     _learns(cfg, out, runs)
-    _length(cfg, out, s)
+    _length(cfg, out, s, d_e)
     _widths(cfg, out, s)
     rec = s.get("record") or {}
     lines = [f"# stsim targets ({cfg['mode']})", "",

@@ -35,8 +35,10 @@ import time
 
 import numpy as np
 
+from stsim.core.reduced import LEARNED
 from stsim.core.targets import make_target
 from stsim.studies.targets import widths
+from stsim.studies.targets.outputs import write_outputs
 from stsim.studies.tuning import at_chosen, choose as choose_by, run_measures
 from stsim.util.validate import check_int, check_real
 from stsim.util.verdict import judge
@@ -48,7 +50,7 @@ NAME = "targets"
 TUNE_ROOT = 1          # root seed of the tuning replicate (the reported seeds: root 0)
 EXACT_LOSS = 1e-20     # the construction's loss is below it
 _COMMON = dict(targets=("mean", "moment:2", "moment:3", "variance"), q=3, d=5, batch=256,
-               mults=(0.25, 0.5, 1.0, 2.0), ratio=0.02, rep_T=8, n_batches=3,
+               mults=(0.25, 0.5, 1.0, 2.0), ratio=LEARNED, rep_T=8, n_batches=3,
                floor_tol=0.02)
 PRESETS = {"quick": dict(_COMMON, mode="quick", T=20, steps=300, seeds=2,
                          T_test=(25, 30, 40), n_fit=50_000, **widths.QUICK),
@@ -244,7 +246,6 @@ def report(cfg, out, results):
     record), ``represents.png``/``.csv``, ``learns.png`` with ``curves.csv``,
     ``length.png``/``.csv``, ``widths.png``/``.csv``, ``report.md``; returns the summary."""
     from stsim.studies.contract import divergence
-    from stsim.studies.targets.outputs import write_outputs
     from stsim.util.io import read_json
     rec = _raw(out, "run.json")
     record = read_json(rec, "run record") if os.path.isfile(rec) else {}
@@ -254,5 +255,5 @@ def report(cfg, out, results):
                       if not np.isfinite(results["learns"][t][0]["measured"])]
                      + [f"a run raised: {e}" for e in results["errors"]])
     summary = dict(results, **div, record=record, config=dict(cfg))
-    write_outputs(cfg, out, summary)
+    write_outputs(cfg, out, summary, encoding_width(cfg))
     return summary

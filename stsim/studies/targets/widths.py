@@ -23,7 +23,6 @@ power law's exponent ``>= 1``); the separation per target, both of its parts.
 """
 from __future__ import annotations
 
-import json
 import math
 import os
 import time
@@ -31,29 +30,31 @@ import time
 import numpy as np
 
 from stsim.core.targets import make_target
-from stsim.util.stats import LAWS, LOG_SQUARED
+from stsim.studies import widths as wl
+from stsim.studies.cells import cells, pick_lr, read_rows, train_cells, validate_point
+from stsim.studies.widths import FAMILY_LAWS, Precision  # noqa: F401
 from stsim.util.validate import check_int, check_real
 from stsim.util.verdict import interval_se, judge
 
-__all__ = ["WIDTH_KEYS", "QUICK", "FULL", "check", "family_kind", "family_interval", "run",
+__all__ = ["WIDTH_KEYS", "QUICK", "FULL", "check", "family_kind", "family_point", "run",
            "analyse", "estimate_cpu_s", "fcn_cells"]
 
 FULL = dict(width_d=1, reach=0.25, fam_Ts=tuple(2 ** k for k in range(3, 13)),
-            fam_n=10_000, fam_seeds=3, fam_rtol=0.02, eq_Ts=(16, 64), eq_n=200_000,
+            **{f"fam_{k}": v for k, v in Precision().as_dict().items()},
+            eq_Ts=(16, 64), eq_n=200_000,
             eq_tol=0.02, slope_tol=0.1, fcn_Ts=(8, 16, 32, 64, 128), fcn_steps=2000,
             fcn_batch=256,
             fcn_n_val=2048, fcn_seeds=3, fcn_lrs=(1e-3, 3e-3, 1e-2, 3e-2),
             fcn_lr_extra=(1e-4, 3e-4, 1e-1, 3e-1), fcn_span=8, fcn_max_width=2048,
             n_boot=2000)
-QUICK = dict(FULL, fam_Ts=(8, 16, 32, 64, 128), fam_n=2000, fam_seeds=2, fam_rtol=0.05,
+QUICK = dict(FULL, fam_Ts=(8, 16, 32, 64, 128),
+             **{f"fam_{k}": v for k, v in Precision(replicates=2, se_rel=0.05, n_start=256,
+                                                    n_cells=2 ** 15).as_dict().items()},
              eq_Ts=(16,), eq_n=50_000, fcn_Ts=(4, 6, 8, 12, 16), fcn_steps=300,
              fcn_batch=64, fcn_n_val=256, fcn_lrs=(3e-2,), fcn_lr_extra=(), fcn_span=4,
              fcn_max_width=64, n_boot=200)
 WIDTH_KEYS = tuple(FULL)
-FAM_ROOT = 2          # root seed of the family's replicates (the separation study's)
-#: the laws the family's crossings are ranked by: the studies' three and the mean's
-#: asymptotic ``(ln T)²`` (docs/targets.md, "The width law per target")
-FAMILY_LAWS = LAWS + (LOG_SQUARED,)
+FAM_ROOT = 2          # root seed of the family equality's paired samples
 
 
 def family_kind(target) -> str:
@@ -62,16 +63,17 @@ def family_kind(target) -> str:
     t = make_target(target)
     if t.paper:
         return "mean"
-    return "equal" if t.separable and t.orthonormal and t.readout == "linear" else "own"
+    return "equal" if t.mean_on_features else "own"
 
 
 def check(cfg):
     """The width settings validated (``ValueError`` naming each)."""
-    for key, lo in (("width_d", 1), ("fam_n", 100), ("fam_seeds", 2), ("eq_n", 100),
+    Precision.from_cfg(cfg)         # the family's precision settings, each checked
+    for key, lo in (("width_d", 1), ("eq_n", 100),
                     ("fcn_steps", 1), ("fcn_batch", 1), ("fcn_n_val", 1), ("fcn_seeds", 1),
                     ("fcn_span", 1), ("fcn_max_width", 1), ("n_boot", 10)):
         check_int(key, cfg[key], lo)
-    for key in ("reach", "fam_rtol", "eq_tol", "slope_tol"):
+    for key in ("reach", "eq_tol", "slope_tol"):
         check_real(key, cfg[key], lo=0.0, hi=1.0, lo_open=True, hi_open=True)
     for key, lo in (("fam_Ts", cfg["q"] + 1), ("fcn_Ts", cfg["q"] + 1)):
         for T in cfg[key]:
@@ -83,7 +85,6 @@ def check(cfg):
         check_real("fcn_lrs", lr, lo=0.0, lo_open=True)
     if not cfg["fcn_lrs"]:
         raise ValueError("fcn_lrs must hold at least one rate")
-    from stsim.studies.separation.design import validate_point
     for c, base in fcn_cells(cfg):          # every FCN run is a valid run (size, memory)
         try:
             validate_point(dict(base, lr=cfg["fcn_lrs"][0]))
@@ -97,41 +98,17 @@ def _raw(out, name):
     return os.path.join(out, "raw", name)
 
 
-def start_bracket(T):
-    """``(2 log2 T, 16 log2 T)``, rounded: where a family crossing's bisection starts
-    (:func:`stsim.theory.attention.crossing` widens it until it holds the crossing, so it
-    only saves probes). From the preview at ``T = 8 … 256`` (docs/targets.md): the mean's
-    crossings 3.9–8.4 log2 T, the variance's 1.5–3.9 log2 T."""
-    L = math.log2(T)
-    return max(1, int(2 * L)), max(2, int(math.ceil(16 * L)))
-
-
-def family_point(target, T, q, d, reach, n, n_rep, rtol, seed):
-    """A row of ``raw/family_width.csv``: the crossing (``d_e``, ``se``, the bracket
-    ``lo``, ``hi``; ``censored``) and its probes (JSON)."""
-    from stsim.theory.targets import family_target_crossing
-    seeds = [int(s.generate_state(1)[0]) for s in np.random.SeedSequence(seed).spawn(n_rep)]
-    x = family_target_crossing(target, T, q, d, reach, n, seeds, rtol, cap=64 * T,
-                               bracket=start_bracket(T))
-    if x is None:
-        return {"d_e": math.nan, "se": math.nan, "lo": 64 * T, "hi": 64 * T, "censored": 1,
-                "probes": "{}"}
-    return {"d_e": x["d_e"], "se": x["se"], "lo": x["lo"], "hi": x["hi"], "censored": 0,
-            "probes": json.dumps({str(k): v for k, v in sorted(x["probes"].items())})}
-
-
-def family_interval(p, cfg) -> tuple:
-    """``(lower, upper)``: where a family row's width lies, as the fits take it: around a
-    located crossing ``x ± (t·se + fam_rtol·x)``, ``t`` on ``fam_seeds − 1`` degrees of
-    freedom (:func:`stsim.theory.attention.crossing_interval`, the attention study's rule),
-    or its bisection bracket where it has no finite SE; ``(None, cap)`` where censored."""
-    from stsim.theory.attention import crossing_interval
-    if p["censored"]:
-        return None, p["hi"]
-    x, se = float(p["d_e"]), float(p["se"])
-    if not (math.isfinite(se) and se > 0):
-        return (p["lo"] if p["lo"] < p["hi"] else None), p["hi"]
-    return crossing_interval(x, se, cfg["fam_seeds"], cfg["fam_rtol"])
+def family_point(target, T, q, d, reach, precision):
+    """A row of ``raw/family_width.csv``: the target's family crossing of ``reach`` at ``T``
+    (:func:`stsim.studies.widths.locate`; censored at ``64 T``). The mean's is the softmax
+    sphere family's (:func:`~stsim.studies.widths.mechanism_loss`: the number every study
+    quotes); another target's is its own (:func:`~stsim.studies.widths.target_loss`)."""
+    if make_target(target).paper:
+        loss, key = wl.mechanism_loss("softmax", T, q), wl.family_key("softmax", T, q)
+    else:
+        loss = wl.target_loss(target, T, q, d)
+        key = wl.family_key(f"target:{make_target(target).label}", T, q, d)
+    return wl.locate(loss, [reach], T, key, precision, cap=64 * T, q=q)[float(reach)]
 
 
 def equal_point(target, T, d_e, q, d, n, seed):
@@ -150,7 +127,6 @@ def _sep_cfg(cfg):
 def fcn_cells(cfg):
     """``(cell, base)`` of every FCN cell of every target: the separation study's cells
     (:func:`stsim.studies.separation.design.cells`) at ``q``, ``fcn_Ts``, with ``task``."""
-    from stsim.studies.separation.design import cells
     fixed = dict(d=cfg["width_d"], batch=cfg["fcn_batch"], n_val=cfg["fcn_n_val"])
     return [(c, dict(c, **fixed, task=t)) for t in cfg["targets"]
             for c in cells(_sep_cfg(cfg))]
@@ -164,7 +140,7 @@ FAMILY_S_PER_TOKEN = 2.5e-7
 #: fixed CPU seconds of an FCN step beyond the cost model's multiply-adds, MEASURED at
 #: T = 16-64, batch 256, one BLAS thread: 1.1 s for 2000 steps at T = 16, width 23
 FCN_STEP_S = 5e-4
-_PROBES = 11        # probes of a crossing (bisection from start_bracket, rtol 0.02)
+_PROBES = 11        # probes of a replicate's bisection (stage 0: doubling, then to rtol)
 
 
 def estimate_cpu_s(cfg) -> dict:
@@ -190,7 +166,9 @@ def estimate_cpu_s(cfg) -> dict:
     fcn = model + runs * cfg["fcn_steps"] * FCN_STEP_S
     n_own = len({"mean"} | {t for t in cfg["targets"] if family_kind(t) == "own"})
     n_eq = sum(family_kind(t) == "equal" for t in cfg["targets"])
-    fam = FAMILY_S_PER_TOKEN * 2 * (n_own * _PROBES * cfg["fam_seeds"] * cfg["fam_n"]
+    p = Precision.from_cfg(cfg)
+    # the precision rule's stages at n_start and 4 n_start (most crossings stop there)
+    fam = FAMILY_S_PER_TOKEN * 2 * (n_own * _PROBES * p.replicates * 5 * p.n_start
                                     * sum(cfg["fam_Ts"]) + n_eq * cfg["eq_n"] * sum(cfg["eq_Ts"]))
     return {"fcn_model_s": model, "fcn_s": fcn, "runs": runs, "family_s": fam,
             "total_s": fcn + fam}
@@ -199,7 +177,6 @@ def estimate_cpu_s(cfg) -> dict:
 def run(cfg, out, executor, part, say):
     """The width parts' raw tables (module docstring); ``part(name, fn, points, **kw)`` is
     the study's resumable sweep of one table."""
-    from stsim.studies.separation.training import train_cells
     from stsim.sweep import read_table
     q, d = cfg["q"], cfg["width_d"]
     est = estimate_cpu_s(cfg)
@@ -208,12 +185,13 @@ def run(cfg, out, executor, part, say):
         f"{est['fcn_model_s']:.0f} s + {FCN_STEP_S:g} s a step)")
     own = [t for t in cfg["targets"] if family_kind(t) != "equal"]
     own = (["mean"] if "mean" not in own else []) + own
+    prec = Precision.from_cfg(cfg)
     part("family_width", lambda target, T, seed: family_point(
-        target, T, q, d, cfg["reach"], cfg["fam_n"], cfg["fam_seeds"], cfg["fam_rtol"], seed),
-         # the longest first: the last point to start is a short one (its seeds do not
-         # depend on the order)
+        target, T, q, d, cfg["reach"], prec),
+         # the longest first: the last point to start is a short one (the replicates' seeds
+         # are the library's, from the family's key)
          [dict(target=t, T=T) for T in sorted(cfg["fam_Ts"], reverse=True) for t in own],
-         root_seed=FAM_ROOT)
+         seeds=1)
     mean_x = {r["T"]: r for r in read_table(_raw(out, "family_width.csv"))
               if r["status"] == "ok" and r["target"] == "mean"}
     eq = [dict(target=t, T=T, d_e=int(round(mean_x[T]["d_e"])))
@@ -229,7 +207,6 @@ def run(cfg, out, executor, part, say):
 
 
 def _rows(out, name):
-    from stsim.studies.separation.analysis import read_rows
     return read_rows(_raw(out, name))
 
 
@@ -286,19 +263,14 @@ def analyse(cfg, out) -> dict:
     target), ``family_fits``, ``fcn`` (smallest widths per target and T), ``fcn_fits``,
     ``width_checks`` and ``separation`` (per target, lists of checks),
     ``fcn_construction`` (per target, the exact construction's width at each T, or None)."""
-    from stsim.studies.separation.analysis import width_interval, widths_fit
-    from stsim.studies.separation.design import pick_lr
     q, reach = cfg["q"], cfg["reach"]
     fam = [r for r in _rows(out, "family_width.csv")]
     family = {}
     for r in sorted(fam, key=lambda r: r["T"]):
         family.setdefault(r["target"], []).append(
-            {k: r[k] for k in ("T", "d_e", "se", "lo", "hi", "censored")})
-    fam_fits = {}
-    for t, ps in family.items():
-        lo, hi = zip(*(family_interval(p, cfg) for p in ps))
-        fam_fits[t] = widths_fit([p["T"] for p in ps], list(hi),
-                                 [bool(p["censored"]) for p in ps], list(lo), laws=FAMILY_LAWS)
+            {k: r[k] for k in ("T", "d_e", "se", "lo", "hi", "censored", "n", "precise",
+                               "replicates")})
+    fam_fits = {t: wl.fit_rows(ps, laws=FAMILY_LAWS) for t, ps in family.items()}
     eq = _rows(out, "family_equal.csv") if any(
         family_kind(t) == "equal" for t in cfg["targets"]) else []
     checks, fcn, fcn_fits, sep = {}, {}, {}, {}
@@ -335,11 +307,11 @@ def analyse(cfg, out) -> dict:
                     for w in ws]
             if not ws or {len(v) for v in vals} != {cfg["fcn_seeds"]}:
                 continue
-            bt = width_interval(ws, vals, reach, cfg["n_boot"], [q, T, k])
+            bt = wl.trained_width(ws, vals, reach, cfg["n_boot"], [q, T, k])
             ws_t.append(dict(T=T, grid=ws, medians=[float(np.nanmedian(v)) for v in vals],
                              lr=[chosen[w] for w in ws], **bt))
         fcn[t] = ws_t
-        fcn_fits[t] = widths_fit([w["T"] for w in ws_t],
+        fcn_fits[t] = wl.fit([w["T"] for w in ws_t],
                                  [w["grid"][-1] if w["censored"] else w["width"] for w in ws_t],
                                  [w["censored"] for w in ws_t], [w["below"] for w in ws_t])
         f_ck = _fit_check(t, fcn_fits[t], "the trained FCN's smallest width grows at least "

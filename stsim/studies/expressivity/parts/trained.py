@@ -15,6 +15,7 @@ import time
 import numpy as np
 
 from stsim.core.encodings import StochasticSphere
+from stsim.core.targets import make_target
 from stsim.core.task import sample_batch
 from stsim.studies.expressivity import qsa
 from stsim.studies.expressivity.common import (array_text, check_settings, plt_savefig, rng_of,
@@ -123,7 +124,8 @@ def trained_point(d_e, T, q, d, steps, batch, lr, n_val, lams, keep_W, study_see
                projected_loss=float(proj_loss), lam_opt=float(grid[iopt]),
                loss_opt=float(lg[iopt]), gamma_opt=float(gam[iopt]),
                lam_match=float(grid[below[0]]) if below.size else None,
-               initial_loss=d / (2 * q), wall_time_s=time.perf_counter() - t1,
+               initial_loss=res.target.zero_loss(d, q),
+               wall_time_s=time.perf_counter() - t1,
                curve_l1=array_text(l1), curve_lg=array_text(lg), curve_gamma=array_text(gam),
                run_status=res.status)
     if keep_W:
@@ -203,7 +205,7 @@ def plot_trained(A, cfg, path):
         a.set(xscale="log", yscale="log", xlabel="λ", ylabel="loss ½‖f − STS_q‖² (fresh samples)",
               title=f"({chr(98 + i)}) d_e={d_e}, T={T}, q={q}: {cfg['steps']} SGD steps, "
                     f"lr={cfg['lr']}",
-              ylim=(None, 2 * d / (2 * q)))
+              ylim=(None, 2 * make_target("mean").zero_loss(d, q)))
         a.legend(fontsize=7)
     fig.tight_layout()
     savefig(fig, path)
