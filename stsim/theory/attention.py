@@ -33,7 +33,7 @@ trained positions)::
 **Linear attention with sphere encodings** (:func:`linear_sphere_best`,
 :func:`linear_sphere_width`: the width is linear in T) and **every mechanism on the sphere
 family** (:func:`mechanism_family_rel`, :func:`best_mechanism_family_loss`,
-:func:`mechanism_family_width`, :func:`sigmoid_family_bound`): derived in
+:func:`sigmoid_family_bound`; their located widths: :mod:`stsim.studies.widths`): derived in
 docs/attention.md, §5 and §8. The reduced dynamics of every mechanism:
 :mod:`stsim.core.attention_dynamics`.
 """

@@ -3,19 +3,19 @@ how wide each arm must be to reach ``reach``·L(0), against T, per target, at ``
 
 - **family** (``raw/family_width.csv``): the transformer's sphere family (``W_ee = a I``
   at the mean's best ``a``, the target's readout fitted by least squares,
-  :func:`stsim.theory.targets.family_target_rel`): its crossing ``d_e*`` of ``reach``
-  (:func:`~stsim.theory.targets.family_target_crossing`) at each ``fam_Ts`` for the mean
-  and every target that is not separable (a separable target's is the mean's, derived).
+  :func:`stsim.theory.targets.family_target_rel`): its located crossing ``d_e*`` of
+  ``reach`` (the widths library, :func:`stsim.studies.widths.locate`) at each ``fam_Ts``
+  for the mean (the softmax family's, the number every study quotes) and every target
+  that is not separable (a separable target's is the mean's, derived).
 - **family equality** (``raw/family_equal.csv``): for each separable target but the mean,
   its family ``L/L(0)`` against the mean's at the mean's crossing at each ``eq_Ts``
   (paired Monte-Carlo, ``eq_n`` samples): judged ``|difference| <= eq_tol``.
-- **FCN** (``raw/fcn_tune.csv``, ``raw/fcn_runs.csv``): the separation study's trained FCN
-  cells (:func:`stsim.studies.separation.design.cells`: its width grid, its budget, its
-  equal tuning — the same rates chosen the same way,
-  :func:`stsim.studies.separation.training.tune_and_report`) with the task's target; the
-  smallest width per ``(target, T)`` by its reach criterion
-  (:func:`stsim.studies.separation.analysis.width_interval`) and the interval-censored fits
-  (:func:`~stsim.studies.separation.analysis.widths_fit`).
+- **FCN** (``raw/fcn_tune.csv``, ``raw/fcn_runs.csv``): the trained FCN cells the
+  separation study uses too (:func:`stsim.studies.cells.cells`: its width grid, its
+  budget, its equal tuning — the same rates chosen the same way,
+  :func:`stsim.studies.cells.tune_and_report`) with the task's target; the smallest width
+  per ``(target, T)`` by its reach criterion (:func:`stsim.studies.widths.trained_width`)
+  and the interval-censored fits (:func:`stsim.studies.widths.fit`).
 
 Verdicts: the variance's family width grows like the mean's (the exponent of
 ``d_var/d_mean`` in T within ``slope_tol`` of 0); the FCN's grows at least linearly (the
@@ -126,7 +126,7 @@ def _sep_cfg(cfg):
 
 def fcn_cells(cfg):
     """``(cell, base)`` of every FCN cell of every target: the separation study's cells
-    (:func:`stsim.studies.separation.design.cells`) at ``q``, ``fcn_Ts``, with ``task``."""
+    (:func:`stsim.studies.cells.cells`) at ``q``, ``fcn_Ts``, with ``task``."""
     fixed = dict(d=cfg["width_d"], batch=cfg["fcn_batch"], n_val=cfg["fcn_n_val"])
     return [(c, dict(c, **fixed, task=t)) for t in cfg["targets"]
             for c in cells(_sep_cfg(cfg))]
