@@ -153,3 +153,24 @@ def test_the_committed_studies_quote_one_softmax_family():
         text = f"{x['attention'][0]:.1f}"
         for page, body in pages.items():
             assert text in body, (page, T, text)
+
+
+@pytest.mark.parametrize("T", [8, 16])
+def test_linear_attention_crossing_is_3_T_minus_1_within_its_se(T):
+    """The located crossing (the widths library: 4 replicates, bisection to 1%, the SE
+    their spread) of linear attention's family at 0.25·L0 equals the exact
+    (T − 1)(1/0.25 − 1) = 3(T − 1) within 3 SE + the 1% bracket; seeded fault: the same law
+    shifted by 10% is further away, and ReLU's family (about half the leak) crosses far
+    below."""
+    p = wl.Precision(n_start=4096, n_max=4096)
+
+    def loc(m):
+        return wl.locate(wl.mechanism_loss(m, T, 3), [0.25], T, wl.family_key(m, T, 3),
+                         p)[0.25]
+    r = loc("linear")
+    x = 3 * (T - 1)
+    assert 0 < r["se"] < 0.05 * r["d_e"]
+    assert abs(r["d_e"] - x) <= 3 * r["se"] + 0.01 * x, r
+    assert abs(r["d_e"] - 1.1 * x) > 3 * r["se"] + 0.01 * x, r
+    relu = loc("relu")
+    assert relu["d_e"] + 3 * relu["se"] < 0.8 * x
