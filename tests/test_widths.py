@@ -63,8 +63,8 @@ def _old_se(loss, level, n, seeds, rtol):
 
 def test_the_se_is_the_spread_of_the_replicates_and_fails_on_a_seeded_fault():
     """Independent located crossings of one family (other keys) scatter as their stated SE
-    says (the ratio of their spread to the RMS SE within [1/2, 2]; 1.05 over 200 keys); the slope-of-a-bracket
-    SE understates the same scatter by more than 2x."""
+    says (the ratio of their spread to the RMS SE within [1/2, 2]: 1.22); the
+    slope-of-a-bracket SE understates the same scatter by more than 2x (63x)."""
     p = wl.Precision(replicates=4, se_rel=0.5, n_start=256, n_max=256)
     loss, level = _noisy(c=40.0, sigma=2.0), 0.25      # crossing 160: noisy slope
     rows = [wl.locate(loss, [level], 8, f"k{i}", p)[level] for i in range(16)]
