@@ -390,3 +390,38 @@ def test_without_loky_a_pool_request_runs_in_this_process_with_a_warning(monkeyp
     with pytest.warns(UserWarning, match="in this process"):
         res = sweep(lambda x, seed: {"y": x + 1}, grid={"x": [1, 2]}, max_workers=2)
     assert [r["y"] for r in res.rows] == [2, 3] and res.n_failed == 0
+
+
+def test_concurrent_resumes_of_one_table_recompute_nothing(tmp_path, monkeypatch):
+    """Sweeps of one table in threads of one process (the studies' cell drivers) share its
+    rows: a resume that reads them while another sweep reloads the journal must not see an
+    empty store and run finished points again (seeded: a slow journal reload and a slow
+    key lookup widen the window between one sweep's reload and the other's look-up)."""
+    import time as _time
+
+    import stsim.sweep as sw
+    from stsim.sweep import journal as jr
+    out = str(tmp_path / "t.csv")
+    calls = []
+
+    def fn(a, seed):
+        calls.append(a)
+        return {"v": a}
+    grids = [{"a": [0, 1, 2, 3]}, {"a": [4, 5, 6, 7]}]
+    for g in grids:
+        sweep(fn, g, executor=InlineExecutor(), out=out)
+    calls.clear()
+    real_load, real_key = jr.load_journal, sw.point_key
+
+    def slow_load(path):
+        _time.sleep(0.05)
+        return real_load(path)
+
+    def slow_key(p):
+        _time.sleep(0.02)
+        return real_key(p)
+    monkeypatch.setattr(jr, "load_journal", slow_load)
+    monkeypatch.setattr(sw, "point_key", slow_key)
+    with cf.ThreadPoolExecutor(2) as ex:
+        res = list(ex.map(lambda g: sweep(fn, g, executor=InlineExecutor(), out=out), grids * 2))
+    assert calls == [] and [r.n_skipped for r in res] == [4, 4, 4, 4]

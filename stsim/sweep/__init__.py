@@ -367,21 +367,24 @@ def sweep(fn: Callable, grid: dict | Sequence[dict], *, seeds: int = 1, root_see
     # SIGTERM/SIGHUP take the Ctrl-C path (rows saved, lock released), then end the process
     with end_like_interrupt(), held:
         lock = lock_for(journal) if journal is not None else threading.Lock()
-        with lock:  # the process-wide store of this journal, refreshed from the file once
+        # the process-wide store of this journal, refreshed from the file once; what is
+        # finished is read under the same lock: another sweep of this table in this
+        # process empties the store while it reloads it
+        todo, n_skipped = [], 0
+        with lock:
             records = shared_records(journal) if journal is not None else {}
             if journal is not None:     # rows of another root_seed are never served
                 check_seeds(journal, records, root_seed)
-        todo, n_skipped = [], 0
-        for p in points:
-            for r, s in enumerate(seed_values):
-                rec = records.get((point_key(p), r))
-                if rec is not None and rec["status"] == "ok" and keep is not None \
-                        and not keep(rec):
-                    rec = None                       # finished once, but no longer stands
-                if rec is not None and (rec["status"] == "ok" or not retry_failed):
-                    n_skipped += 1
-                else:
-                    todo.append((p, r, s))
+            for p in points:
+                for r, s in enumerate(seed_values):
+                    rec = records.get((point_key(p), r))
+                    if rec is not None and rec["status"] == "ok" and keep is not None \
+                            and not keep(rec):
+                        rec = None                   # finished once, but no longer stands
+                    if rec is not None and (rec["status"] == "ok" or not retry_failed):
+                        n_skipped += 1
+                    else:
+                        todo.append((p, r, s))
         param_order = list(dict.fromkeys(k for p in points for k in p))
 
         last_flush = [time.monotonic()]
