@@ -101,12 +101,12 @@ def test_width_verdicts_fail_on_seeded_faults():
 
 @pytest.mark.parametrize("law", ["log2", "log"])
 def test_family_laws_tell_log_squared_from_log(law):
-    """The family's ranking (``FAMILY_LAWS``, interval-censored fits on 2% brackets) puts
+    """The family's ranking (the widths library's ``FAMILY_LAWS``, interval-censored fits on 2% brackets) puts
     the law a series was made with first, not tied, at the study's T = 8 ... 4096: a
     series ``(log2 T)² + 3`` ranks ``log2`` (a = 1 within its interval), one
     ``12 log2 T − 20`` ranks ``log`` — so "the mean's law is (ln T)²" can fail."""
     from stsim.studies.widths import fit as widths_fit
-    from stsim.studies.targets.widths import FAMILY_LAWS
+    from stsim.studies.widths import FAMILY_LAWS
     T = np.array([2.0 ** k for k in range(3, 13)])
     x = np.log2(T) ** 2 + 3 if law == "log2" else 12 * np.log2(T) - 20
     hi, lo = np.ceil(x * 1.01), np.floor(x * 0.99)

@@ -120,6 +120,9 @@ def test_precision_settings_are_checked():
         wl.Precision(n_start=1024, n_max=512)
     cfg = {"fam_replicates": 3, "fam_rtol": 0.02, "other": 1}
     assert wl.Precision.from_cfg(cfg) == wl.Precision(replicates=3, rtol=0.02)
+    with pytest.raises(ValueError, match="^fam_replicates must be"):     # the config's key
+        wl.Precision.from_cfg({"fam_replicates": 1})
+    assert wl.Precision.from_cfg(wl.QUICK.settings()) == wl.QUICK
 
 
 def _committed_softmax():

@@ -39,7 +39,7 @@ from stsim.util.stats import (LAWS, LOG_SQUARED, bootstrap_threshold, compare_gr
                               threshold_width)
 from stsim.util.validate import check_int, check_real
 
-__all__ = ["Precision", "ROOT", "FAMILY_LAWS", "width_grid", "mechanism_loss",
+__all__ = ["Precision", "QUICK", "ROOT", "FAMILY_LAWS", "width_grid", "mechanism_loss",
            "target_loss", "family_key", "family_seeds", "bisect", "locate", "crossing_row",
            "interval", "row_interval", "fit", "fit_rows", "FIT_KEYS", "trained_width",
            "grid_width"]
@@ -91,12 +91,23 @@ class Precision:
     def as_dict(self) -> dict:
         return dataclasses.asdict(self)
 
+    def settings(self, prefix="fam_") -> dict:
+        """The rule as a study config's ``<prefix><field>`` keys (its presets)."""
+        return {prefix + k: v for k, v in self.as_dict().items()}
+
     @classmethod
     def from_cfg(cls, cfg, prefix="fam_") -> "Precision":
         """The rule from a study config's ``<prefix><field>`` keys (the defaults for the
-        others)."""
-        return cls(**{f.name: cfg[prefix + f.name] for f in dataclasses.fields(cls)
-                      if prefix + f.name in cfg})
+        others); ``ValueError`` naming the config key."""
+        try:
+            return cls(**{f.name: cfg[prefix + f.name] for f in dataclasses.fields(cls)
+                          if prefix + f.name in cfg})
+        except ValueError as exc:       # each message opens with the field's name
+            raise ValueError(f"{prefix}{exc}") from None
+
+
+#: the coarse rule of the studies' quick presets
+QUICK = Precision(replicates=2, se_rel=0.05, n_start=256, n_cells=2 ** 15)
 
 
 def width_grid(max_width: int, min_width: int = 1) -> list:

@@ -35,7 +35,7 @@ from stsim.studies.attention.sizes import check_sizes
 from stsim.studies.attention.runs import (TAU_RANGE, TUNE_ROOT, choose, mechanism_label,
                                           parse_mechanism, rank_one, run_one, sphere_one)
 from stsim.studies.tuning import at_chosen
-from stsim.studies.widths import Precision
+from stsim.studies.widths import QUICK as QUICK_PRECISION, Precision
 from stsim.util.io import write_json
 from stsim.util.validate import check_int, check_real
 from stsim.util.verdict import interval_se, judge
@@ -49,9 +49,8 @@ MECHS = list(ATTENTIONS) + ["rank=4", "tau=0.5"]
 WIDTH_MECHS = [n for n, m in MECHANISMS.items() if not (m.elementwise and m.normalised)]
 #: the precision rule of the family crossings (:class:`stsim.studies.widths.Precision`):
 #: the library's default in full, a coarse one in quick
-FAM_FULL = {f"fam_{k}": v for k, v in Precision().as_dict().items()}
-FAM_QUICK = {f"fam_{k}": v for k, v in Precision(replicates=2, se_rel=0.05, n_start=256,
-                                                 n_cells=2 ** 15).as_dict().items()}
+FAM_FULL = Precision().settings()
+FAM_QUICK = QUICK_PRECISION.settings()
 PRESETS = {
     "quick": {"mode": "quick", "T": 12, "q": 2, "d": 5, "seeds": 3, "mechanisms": MECHS,
               "steps": 300, "batch": 64, "T_test": [16, 20], "target": LEARNED,

@@ -15,7 +15,7 @@ from stsim.studies.cells import (TUNE_ROOT, _options, budgets_of, cells, extend_
                                  lr_edge, params_of, pick_lr, tf_params, train_point,
                                  validate_point)
 from stsim.studies import widths as wl
-from stsim.studies.widths import Precision, width_grid  # noqa: F401
+from stsim.studies.widths import QUICK as QUICK_PRECISION, Precision, width_grid  # noqa: F401
 from stsim.util.validate import check_int, check_memory
 
 __all__ = ["QUICK", "FULL", "TUNE_ROOT", "FAMILY_ROOT", "width_grid", "tf_params",
@@ -31,7 +31,7 @@ FULL = dict(qs=(2, 3), d=1, target=0.25, targets=(0.25, 0.1), steps=2000, long_s
             lr_extra=(1e-4, 3e-4, 1e-1, 3e-1),
             fcn_Ts=(8, 16, 32, 64, 128), tf_Ts=(8, 16, 32, 64, 128), long_Ts=(8, 16, 32, 64, 128),
             family_qs=(2, 3, 4), family_Ts=(8, 16, 32, 64, 128, 256, 512, 1024, 2048, 4096),
-            **{f"fam_{k}": v for k, v in Precision().as_dict().items()},
+            **Precision().settings(),
             family_max_width=1024,
             max_width_fcn=2048, long_max_width=512, fcn_span=4, n_boot=2000,
             extra_long=((3, 256, (512,)),))
@@ -39,8 +39,7 @@ QUICK = dict(qs=(2,), d=1, target=0.25, targets=(0.25,), steps=300, long_steps=6
              batch=64, n_val=256, seeds=3, lrs=(3e-3, 1e-2), lr_extra=(1e-3, 3e-2),
              fcn_Ts=(4, 8), tf_Ts=(4, 8),
              long_Ts=(8,), family_qs=(2,), family_Ts=(4, 8, 16, 32, 64),
-             **{f"fam_{k}": v for k, v in Precision(replicates=2, se_rel=0.05, n_start=256,
-                                                    n_cells=2 ** 15).as_dict().items()},
+             **QUICK_PRECISION.settings(),
              family_max_width=256, max_width_fcn=64,
              long_max_width=32, fcn_span=2, n_boot=200, extra_long=())
 

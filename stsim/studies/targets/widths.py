@@ -32,7 +32,7 @@ import numpy as np
 from stsim.core.targets import make_target
 from stsim.studies import widths as wl
 from stsim.studies.cells import cells, pick_lr, read_rows, train_cells, validate_point
-from stsim.studies.widths import FAMILY_LAWS, Precision  # noqa: F401
+from stsim.studies.widths import FAMILY_LAWS, QUICK as QUICK_PRECISION, Precision
 from stsim.util.validate import check_int, check_real
 from stsim.util.verdict import interval_se, judge
 
@@ -40,7 +40,7 @@ __all__ = ["WIDTH_KEYS", "QUICK", "FULL", "check", "family_kind", "family_point"
            "analyse", "estimate_cpu_s", "fcn_cells"]
 
 FULL = dict(width_d=1, reach=0.25, fam_Ts=tuple(2 ** k for k in range(3, 13)),
-            **{f"fam_{k}": v for k, v in Precision().as_dict().items()},
+            **Precision().settings(),
             eq_Ts=(16, 64), eq_n=200_000,
             eq_tol=0.02, slope_tol=0.1, fcn_Ts=(8, 16, 32, 64, 128), fcn_steps=2000,
             fcn_batch=256,
@@ -48,8 +48,7 @@ FULL = dict(width_d=1, reach=0.25, fam_Ts=tuple(2 ** k for k in range(3, 13)),
             fcn_lr_extra=(1e-4, 3e-4, 1e-1, 3e-1), fcn_span=8, fcn_max_width=2048,
             n_boot=2000)
 QUICK = dict(FULL, fam_Ts=(8, 16, 32, 64, 128),
-             **{f"fam_{k}": v for k, v in Precision(replicates=2, se_rel=0.05, n_start=256,
-                                                    n_cells=2 ** 15).as_dict().items()},
+             **QUICK_PRECISION.settings(),
              eq_Ts=(16,), eq_n=50_000, fcn_Ts=(4, 6, 8, 12, 16), fcn_steps=300,
              fcn_batch=64, fcn_n_val=256, fcn_lrs=(3e-2,), fcn_lr_extra=(), fcn_span=4,
              fcn_max_width=64, n_boot=200)
