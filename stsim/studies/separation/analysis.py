@@ -10,8 +10,8 @@ import numpy as np
 from stsim.core.targets import make_target
 from stsim.studies import widths as wl
 from stsim.studies.cells import read_rows
-from stsim.studies.separation.design import (budgets_of, cells, family_widths, lr_edge,
-                                             params_of, pick_lr, series, tf_params)
+from stsim.studies.separation.design import (budgets_of, cells, family_width, family_widths,
+                                             lr_edge, params_of, pick_lr, series, tf_params)
 from stsim.studies.separation.divergence import divergence_of
 from stsim.studies.separation.training import raw_dir
 
@@ -99,7 +99,7 @@ def analyse(config, out):
     family = []
     for r in sorted(fam, key=lambda r: (r["q"], r["T"], -float(r["level"]))):
         cens = bool(int(r["censored"]))
-        w = None if cens else wl.grid_width(float(r["d_e"]), wl.width_grid(int(r["cap"]), 2))
+        w = family_width(r)
         family.append(dict(series="family", q=int(r["q"]), T=int(r["T"]), d=d,
                            target=float(r["level"]), crossing=None if cens else r["d_e"],
                            se=None if cens else r["se"], lo=r["lo"], hi=r["hi"],

@@ -20,8 +20,8 @@ from stsim.util.validate import check_int, check_memory
 
 __all__ = ["QUICK", "FULL", "TUNE_ROOT", "FAMILY_ROOT", "width_grid", "tf_params",
            "params_of", "train_point", "validate_point", "cells", "priority", "check",
-           "family_widths", "pick_lr", "series", "n_mc", "budgets_of", "family_crossing_point",
-           "extend_rates", "lr_edge", "family_memory"]
+           "family_width", "family_widths", "pick_lr", "series", "n_mc", "budgets_of",
+           "family_crossing_point", "extend_rates", "lr_edge", "family_memory"]
 
 FAMILY_ROOT = 2      # root seed of the family's Monte-Carlo replicates
 
@@ -77,16 +77,17 @@ def n_mc(T, cfg):
     return int(min(p.n_limit(T), 16 * p.n_start))
 
 
+def family_width(row):
+    """A family row's design width: the √2 grid width (of ``[2, cap]``) at or above its
+    located crossing (None: censored)."""
+    return None if int(row["censored"]) else wl.grid_width(
+        float(row["d_e"]), width_grid(int(row["cap"]), 2))
+
+
 def family_widths(rows, level):
-    """The design's width per (q, T): the √2 grid width (of ``[2, family_max_width]``
-    rows' cap) at or above the family's located crossing of ``level`` (None: censored)."""
-    res = {}
-    for r in rows:
-        if float(r["level"]) != float(level):
-            continue
-        res[(int(r["q"]), int(r["T"]))] = None if int(r["censored"]) else wl.grid_width(
-            float(r["d_e"]), width_grid(int(r["cap"]), 2))
-    return res
+    """The design's width per (q, T) at ``level`` (:func:`family_width`)."""
+    return {(int(r["q"]), int(r["T"])): family_width(r) for r in rows
+            if float(r["level"]) == float(level)}
 
 
 def series(cfg):
