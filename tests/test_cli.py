@@ -95,8 +95,8 @@ def test_figures_report_prints_tables(tmp_path, capsys):
                     "verdict": "held", "margin_se": 4.0, "ok": True}]}))
     assert main(["figures", "--report", str(tmp_path)]) == 0
     out = capsys.readouterr().out
-    # the table carries the SE and the verdict with its margin; a check written
-    # before verdicts existed (no SE) is shown as such, never as a verdict
-    # (the critical-value column is empty for checks written before it was recorded)
-    assert "### fig1" in out and "| v | 1 | 0.25 | <= 2 |  | **held** (+4.0 SE) |" in out
-    assert "| c | 1 | nan | <= 2 |  | met (no SE recorded) |" in out
+    # the one table of checks carries the SE and the verdict with its margin; a check
+    # written before verdicts existed (no SE) is shown as such, never as a verdict (the
+    # critical-value column is empty for checks written before it was recorded)
+    assert "### fig1" in out and "| **held** | v | 1 | 0.25 | <= 2 |  | +4.0 |" in out
+    assert "| not judged (no se recorded) | c | 1 |  | <= 2 |  |  |" in out

@@ -75,3 +75,70 @@ def test_every_committed_check_is_as_the_one_module_judges_it():
     assert n > 300 and len(att) > 90
     bad = dict(next(c for c in att if c["df"] == 8), critical=1.959964)
     assert not same(bad, V.judge(*(bad[k] for k in keys)))
+
+
+def _committed_checks():
+    """``{file: [check records]}`` of every JSON of the committed studies' outputs."""
+    import glob
+    import json
+    import os
+    docs = os.path.join(os.path.dirname(__file__), "..", "docs", "figures")
+    out = {}
+    for path in sorted(glob.glob(os.path.join(docs, "**", "*.json"), recursive=True)):
+        with open(path) as fh:
+            cs = V.find_checks(json.load(fh))
+        if cs:
+            out[os.path.relpath(path, docs)] = cs
+    return out
+
+
+#: the JSON of each study that carries its checks
+STUDY_JSON = {"figures": "figures.json", "attention": "attention/attention.json",
+              "targets": "targets/targets.json"}
+
+
+def test_every_study_json_carries_its_checks_in_the_one_schema():
+    """Every check of every committed study has the record's keys; an inconclusive one says
+    why, a decided one does not; each is what the rule gives on its recorded numbers,
+    unless it was made inconclusive for a stated reason."""
+    found = _committed_checks()
+    assert set(STUDY_JSON.values()) <= set(found), sorted(found)
+    n = 0
+    for path, checks in found.items():
+        for c in checks:
+            missing = [k for k in V.CHECK_KEYS if k not in c]
+            assert not missing, (path, c["claim"], missing)
+            assert c["verdict"] in V.VERDICTS, (path, c["claim"])
+            assert bool(c["reason"]) == (c["verdict"] == "inconclusive"), (path, c["claim"])
+            again = V.rejudge(c)
+            assert again["verdict"] == c["verdict"] or (
+                c["verdict"] == "inconclusive" and "parts" not in c
+                and not c["reason"].startswith("within")), (path, c["claim"])
+            n += 1
+    assert n > 400
+
+
+def test_the_record_and_its_report():
+    c = V.judge("a claim", 0.17, ">=", 0.15, 0.01, df=2, T=8)
+    assert c["verdict"] == "inconclusive" and c["reason"].startswith("within the critical")
+    assert c["T"] == 8 and list(c)[:len(V.CHECK_KEYS)] == list(V.CHECK_KEYS)
+    with pytest.raises(ValueError, match="record's own"):
+        V.judge("x", 1, ">=", 0, verdict="held")
+    held = V.judge("b", 1.0, "<=", 2.0, 0.1)
+    down = V.inconclusive(held, "2 run(s) failed")
+    assert (held["verdict"], down["verdict"], down["reason"]) == ("held", "inconclusive",
+                                                                  "2 run(s) failed")
+    assert V.rejudge(down)["verdict"] == "held"                     # the downgrade is not
+    assert V.rejudge(down, "2 run(s) failed")["verdict"] == "inconclusive"   # in the numbers
+    failed = V.judge("f", 3.0, "<=", 2.0, 0.1)
+    both = V.all_of("both", [held, failed])
+    assert (both["verdict"], both["decided_by"], both["parts"]) == ("failed", "f", ["b", "f"])
+    assert V.all_of("both", [held, held])["verdict"] == "held"
+    und = V.all_of("both", [held, c])
+    assert und["verdict"] == "inconclusive" and und["reason"].startswith("a claim: within")
+    assert V.counts([held, failed, c]) == {"held": 1, "failed": 1, "inconclusive": 1}
+    assert V.summary_line([held, failed, c]) == "3 checks: 1 held, 1 failed, 1 inconclusive"
+    table = V.checks_table([held, down], context=("T",))
+    assert table[0].startswith("| T | verdict | claim |") and "| **held** | b |" in table[2]
+    assert "2 run(s) failed" in table[3]
+    assert V.check_line(failed).startswith("failed: f — measured 3 <= 2 (se 0.1, critical 2")

@@ -10,6 +10,8 @@ import ast
 import os
 import sys
 
+from stsim.util.verdict import check_line
+
 __all__ = ["DEFAULT_WORKERS", "add_study_arguments",
            "add_contract_options", "contract_overrides", "run_contract",
            "out_dir", "workers", "scheduler_executor", "logger", "int_tuple", "parse_set",
@@ -140,9 +142,7 @@ def print_checks(summary) -> None:
     """The claim checks of one figure, one line each."""
     print(f"== {summary['figure']} ({summary['mode']})")
     for c in summary["checks"]:
-        flag = "ok " if c["ok"] else "NOT"
-        print(f"  [{flag}] {c['claim']}: measured {c['measured']:.4g} {c['op']} "
-              f"{c['threshold']:.4g}" + (f"  ({c['note']})" if c.get("note") else ""))
+        print("  " + check_line(c))
 
 
 # --------------------------------------------------------------------------------------

@@ -20,9 +20,9 @@ EXIT = {"PASS": 0, "FAILED": 1, "HYPOTHESES FAIL": 3, "NOT VERIFIED": 4}
 def make_check(name, value, tolerance, measured, op=">=", threshold=1.0, data=None, *,
                on="reduced", source="D", ran=True) -> dict:
     """One gating check, exact (:func:`stsim.util.verdict.judge` with ``se = 0``: the
-    tolerance is the threshold, judged as written): ``{"name", "value", "tolerance",
-    "measured", "op", "threshold", "verdict", "passed", "ran", "on", "source"}``
-    (``value`` and ``tolerance`` are the printed texts; ``measured op threshold`` the
+    tolerance is the threshold, judged as written): the one check record, whose claim is
+    ``name``, with the context ``{"name", "value", "tolerance", "passed", "ran", "on",
+    "source"}`` (``value`` and ``tolerance`` are the printed texts; ``measured op threshold`` the
     check, a boolean outcome ``ok`` being ``float(ok) >= 1``; ``measured`` None if not
     finite; ``on``: ``"reduced"`` for a
     check of the two-scalar map, ``"model"`` for one of W and V themselves; ``source``:
@@ -32,14 +32,15 @@ def make_check(name, value, tolerance, measured, op=">=", threshold=1.0, data=No
     if on not in ON or source not in SOURCES:
         raise ValueError(f"on must be one of {ON} and source one of {SOURCES}, got "
                          f"{on!r}, {source!r}")
-    v = judge(name, float(measured), op, threshold)
-    out = {"name": name, "value": value, "tolerance": tolerance,
-           "measured": v["measured"] if math.isfinite(v["measured"]) else None, "op": op, "threshold": v["threshold"], "verdict": v["verdict"],
-           "passed": v["verdict"] == "held" and bool(ran), "ran": bool(ran), "on": on,
-           "source": source}
+    v = judge(name, float(measured), op, threshold,
+              reason="" if ran else "did not run", name=name, value=value,
+              tolerance=tolerance, passed=False, ran=bool(ran), on=on, source=source)
+    v["passed"] = v["verdict"] == "held"
+    if not math.isfinite(v["measured"]):
+        v["measured"] = None
     if data is not None:
-        out["data"] = data
-    return out
+        v["data"] = data
+    return v
 
 
 def not_run(name, reason, *, on, source="D") -> dict:

@@ -12,6 +12,7 @@ import numpy as np
 from stsim.util.io import atomic_write, write_csv, write_json
 from stsim.util.stats import law_value
 from stsim.util.plotting import plt, savefig
+from stsim.util.verdict import checks_table
 
 __all__ = ["write_outputs"]
 
@@ -79,11 +80,7 @@ def _markdown(cfg, results):
     for m, p in results["mechanisms"].items():
         lines.append(f"| {m} | {p['mult']} | {p['lr_W']} | {p['lr_V']} | {p['freeze']} | "
                      f"{p['init']} |")
-    lines += ["", "| check | measured | se | n | critical | verdict | note |",
-              "|---|---|---|---|---|---|---|"]
-    for c in results["checks"]:
-        lines.append(f"| {c['claim']} | {c['measured']:.4g} | {c['se']:.2g} | {c['n']} | "
-                     f"{c['critical']:.3g} | {c['verdict']} | {c['note']} |")
+    lines += [""] + checks_table(results["checks"], context=("n",))
     lines += ["", "| T | q | d_e | smallest r <= target | smallest r <= width target |",
               "|---|---|---|---|---|"]
     loose = f"smallest_r_{cfg['width_target']:g}"

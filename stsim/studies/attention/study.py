@@ -38,7 +38,7 @@ from stsim.studies.tuning import at_chosen
 from stsim.studies.widths import QUICK as QUICK_PRECISION, Precision
 from stsim.util.io import write_json
 from stsim.util.validate import check_int, check_real
-from stsim.util.verdict import interval_se, judge
+from stsim.util.verdict import inconclusive, interval_se, judge
 
 __all__ = ["NAME", "PRESETS", "check", "run", "analyse", "report", "verdict",
            "parse_mechanism", "run_one"]
@@ -212,7 +212,7 @@ def judged(m, se, df, op, threshold, claim, note="", n=1):
     """The check of a measured value ``m`` with standard error ``se`` on ``df`` degrees of
     freedom (:func:`stsim.util.verdict.judge`: critical ``max(2, t_{0.975, df})``; 0 and
     exact for ``se = 0``), with ``n``, the values it stands on."""
-    return {**judge(claim, m, op, threshold, se, df, note), "n": int(n)}
+    return judge(claim, m, op, threshold, se, df, note, n=int(n))
 
 
 def _failed(table, rows, keys) -> list:
@@ -224,11 +224,10 @@ def _failed(table, rows, keys) -> list:
 
 def _incomplete(check, errors):
     """``check`` made inconclusive when it needed runs that failed (``errors``): it is not
-    judged on the remaining runs as if they were all."""
+    judged on the remaining runs as if they were all (:func:`stsim.util.verdict.inconclusive`)."""
     if errors:
-        check["verdict"] = "inconclusive"
-        why = f"{len(errors)} run(s) failed, e.g. {errors[0]['run']}: {errors[0]['error']}"
-        check["note"] = f"{check['note']}; {why}" if check.get("note") else why
+        return inconclusive(check, f"{len(errors)} run(s) failed, e.g. {errors[0]['run']}: "
+                                   f"{errors[0]['error']}")
     return check
 
 

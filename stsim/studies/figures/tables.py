@@ -1,8 +1,8 @@
 """Markdown tables of the settings and claim checks written by ``stsim figures``.
 
 :func:`render` (command line: ``stsim figures --report DIR``) gives, for every
-``<fig>.json`` in ``DIR``, the settings and a table ``claim | measured | SE | target |
-critical | verdict (margin)``;
+``<fig>.json`` in ``DIR``, the settings and the one table of its checks
+(:func:`stsim.util.verdict.checks_table`);
 ``docs/reproduction.md`` quotes these tables, so the numbers in the report are the numbers
 in the JSON files.
 """
@@ -10,10 +10,10 @@ from __future__ import annotations
 
 import os
 
-import numpy as np
 
 from stsim.studies.figures.common import FIGURES
 from stsim.util.io import read_json
+from stsim.util.verdict import checks_table
 
 SETTING_KEYS = ("T", "q", "d", "d_e", "d_e_list", "sampler", "model", "query",
                 "optimizer", "lr", "steps", "batch", "init", "init_scale", "seeds")
@@ -28,40 +28,10 @@ def settings_row(name, s, summary):
     return "| " + " | ".join(cells) + " |"
 
 
-def verdict_text(c) -> str:
-    """The verdict of a check as the tables show it: **held** / **failed** /
-    inconclusive, with its margin in standard errors, and the stability label."""
-    m = c.get("margin_se")
-    margin = f" ({m:+.1f} SE)" if m is not None and np.isfinite(m) else ""
-    if c.get("stability", "stable") != "stable":
-        return f"unstable → inconclusive{margin}"
-    if c.get("unmeasured"):
-        return "unmeasured (diverged) → inconclusive"
-    if "verdict" not in c:          # written before verdicts existed: no standard error
-        return f"{'met' if c.get('ok') else 'not met'} (no SE recorded)"
-    v = c["verdict"]
-    return (f"**{v}**" if v in ("held", "failed") else v) + margin
-
-
-def checks_table(summary) -> str:
-    """Markdown table ``claim | measured | SE | target | critical | verdict (margin)`` of
-    ``summary["checks"]`` (:func:`verdict_text`; critical: the check's critical value,
-    "exact" for se = 0)."""
-    lines = ["| claim | measured | SE | target | critical | verdict (margin) |",
-             "|---|---|---|---|---|---|"]
-    for c in summary["checks"]:
-        se = c.get("se", float("nan"))
-        k = c.get("critical")
-        crit = "" if k is None else ("exact" if k == 0 else f"{k:.2f}")
-        lines.append(f"| {c['claim']} | {c['measured']:.4g} | {se:.2g} | {c['op']} "
-                     f"{c['threshold']:.4g} | {crit} | {verdict_text(c)} |")
-    return "\n".join(lines)
-
-
 def render(folder) -> str:
     """Markdown report of the ``<fig>.json`` files in ``folder`` (figures without a file are
     skipped): one settings table (a row per figure, ``claims`` left out), the claims map's
-    table if present, then each figure's checks table (:func:`checks_table`);
+    table if present, then each figure's checks (:func:`stsim.util.verdict.checks_table`);
     ``ValueError`` naming the folder if it holds none."""
     from stsim.studies.figures.claims import claims_markdown
     out = ["| figure | " + " | ".join(SETTING_KEYS) + " | train time (min, summed over runs) |",
@@ -84,7 +54,7 @@ def render(folder) -> str:
         else:                       # written before verdicts existed: no labelled cells
             out.append("(claims.json predates the labelled verdicts: rerun the claims map)")
     for n, s in summaries.items():
-        out += ["", f"### {n}", "", checks_table(s)]
+        out += ["", f"### {n}", ""] + checks_table(s["checks"])
         if s.get("diverged"):
             out += ["", f"Runs that did not complete: {', '.join(s['diverged'])}."]
     return "\n".join(out)

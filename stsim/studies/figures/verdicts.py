@@ -19,7 +19,8 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from stsim.util.verdict import judge
+from stsim.util.verdict import counts, inconclusive, judge
+from stsim.util.verdict import rejudge as _rejudge
 
 __all__ = ["N_BOOT", "make_check", "relabel", "Boot", "Sample", "boot_check", "DF_WITHIN",
            "rejudge", "verdict_counts"]
@@ -31,45 +32,43 @@ _NO_SPREAD = 1e-12      # a bootstrap spread below this (relative): the replicat
 
 def make_check(claim, measured, op, threshold, se, note="", runs=(), df=None,
                se_bootstrap=None) -> dict:
-    """A claim judged by :func:`stsim.util.verdict.judge` (``df``: the degrees of freedom
-    of ``se``, None: a large sample), with ``ok`` (``verdict == "held"``), ``unmeasured``
-    (the value is not finite: a run it needs diverged), ``stability`` (``"stable"`` until
-    :mod:`stsim.studies.figures.stability` labels it) and ``runs`` (the runs it was measured
-    on)."""
-    out = judge(claim, measured, op, threshold, se, df, note)
-    out.update(ok=out["verdict"] == "held", unmeasured=not np.isfinite(out["measured"]),
-               stability="stable", runs=sorted(set(runs)))
-    if se_bootstrap is not None:
-        out["se_bootstrap"] = float(se_bootstrap)
+    """A claim's check record (:func:`stsim.util.verdict.judge`; ``df``: the degrees of
+    freedom of ``se``, None: a large sample) with the figures' context: ``ok``
+    (``verdict == "held"``), ``unmeasured`` (the value is not finite: a run it needs
+    diverged), ``stability`` (``"stable"`` until :mod:`stsim.studies.figures.stability`
+    labels it), ``runs`` (the runs it was measured on) and ``se_bootstrap`` when given."""
+    extra = {} if se_bootstrap is None else {"se_bootstrap": float(se_bootstrap)}
+    out = judge(claim, measured, op, threshold, se, df, note, runs=sorted(set(runs)),
+                stability="stable", **extra)
+    out.update(ok=out["verdict"] == "held", unmeasured=not np.isfinite(out["measured"]))
     return out
 
 
 def verdict_counts(checks) -> dict:
-    """``{verdict: count}`` over ``checks``, and the ``unstable`` and ``unmeasured`` ones."""
-    out = {"held": 0, "failed": 0, "inconclusive": 0, "unstable": 0, "unmeasured": 0}
+    """``{verdict: count}`` over ``checks`` (:func:`stsim.util.verdict.counts`), and the
+    ``unstable`` and ``unmeasured`` ones."""
+    out = {**counts(checks), "unstable": 0, "unmeasured": 0}
     for c in checks:
-        out[c["verdict"]] += 1
         out["unstable"] += c["stability"] != "stable"
         out["unmeasured"] += bool(c["unmeasured"])
     return out
 
 
 def rejudge(check) -> dict:
-    """``check`` judged again by :func:`make_check` from its recorded ``measured``, ``op``,
-    ``threshold``, ``se`` and ``df``; every other key and the stability label kept."""
-    c = make_check(check["claim"], check["measured"], check["op"], check["threshold"],
-                   check["se"], check.get("note", ""), check.get("runs", ()),
-                   check.get("df"), check.get("se_bootstrap"))
-    return relabel({**check, **c}, check.get("stability"))
+    """``check`` judged again from its recorded numbers (:func:`stsim.util.verdict.rejudge`),
+    its stability label kept (an unstable one stays inconclusive)."""
+    return relabel({**_rejudge(check), "ok": None}, check.get("stability"))
 
 
 def relabel(check, stability=None) -> dict:
-    """``check`` with ``stability`` set (``"unstable: why"`` makes it inconclusive)."""
+    """``check`` with ``stability`` set: ``"unstable: why"`` makes it inconclusive
+    (:func:`stsim.util.verdict.inconclusive`, the label its reason)."""
     c = dict(check)
     if stability is not None:
         c["stability"] = stability
-    if c["stability"] != "stable" or c["unmeasured"]:
-        c["verdict"], c["ok"] = "inconclusive", False
+    if c["stability"] != "stable":
+        c = inconclusive(c, c["stability"])
+    c["ok"] = c["verdict"] == "held"
     return c
 
 

@@ -14,6 +14,7 @@ from stsim.studies.targets.widths import family_kind
 from stsim.util.io import atomic_write, write_csv, write_json
 from stsim.util.plotting import plt, savefig
 from stsim.util.stats import law_value
+from stsim.util.verdict import checks_table
 
 __all__ = ["write_outputs", "table", "PARTS"]
 
@@ -168,7 +169,7 @@ def _width_cells(s, t):
            + f"; {_law_text(s['fcn_fits'].get(t))}; {ck[-1]['verdict']}; construction "
            + ("2Td" if s["fcn_construction"].get(t) else "none in the code"))
     sep = s["separation"][t][0]
-    return [law, fcn, f"{sep['verdict']} ({sep['note']})"]
+    return [law, fcn, f"{sep['verdict']} (decided by: {sep['decided_by']})"]
 
 
 def table(cfg, s) -> list:
@@ -213,8 +214,6 @@ def write_outputs(cfg, out, s, d_e):
              "(transformer family) | FCN law (trained) | separation |",
              "|---|---|---|---|---|---|---|"]
     lines += ["| " + " | ".join(r) + " |" for r in table(cfg, s)]
-    lines += ["", "## Checks", ""] + [
-        f"- {c['verdict']}: {c['claim']} — measured {c['measured']:.4g} (se {c['se']:.2g}, "
-        f"critical {c['critical']:.3g})" for c in checks]
+    lines += ["", "## Checks", ""] + checks_table(checks)
     with atomic_write(os.path.join(out, "report.md"), "w") as fh:
         fh.write("\n".join(lines) + "\n" + divergence_markdown(s))

@@ -34,7 +34,7 @@ from stsim.studies import widths as wl
 from stsim.studies.cells import cells, pick_lr, read_rows, train_cells, validate_point
 from stsim.studies.widths import FAMILY_LAWS, QUICK as QUICK_PRECISION, Precision
 from stsim.util.validate import check_int, check_real
-from stsim.util.verdict import interval_se, judge
+from stsim.util.verdict import all_of, interval_se, judge
 
 __all__ = ["WIDTH_KEYS", "QUICK", "FULL", "check", "family_kind", "family_point", "run",
            "analyse", "estimate_cpu_s", "fcn_cells"]
@@ -245,16 +245,9 @@ def _ratio_check(label, T, dv, sv, dm, sm, tol):
 
 
 def _both(label, parts):
-    """The separation of a target: held when every part held, failed when one failed,
-    else inconclusive; se, critical and margin those of the deciding part."""
-    vs = [p["verdict"] for p in parts]
-    v = "failed" if "failed" in vs else "held" if set(vs) == {"held"} else "inconclusive"
-    key = next((p for p in parts if p["verdict"] == v), parts[0]) if v != "held" else min(
-        parts, key=lambda p: abs(p["margin_se"]) / max(p["critical"], 1e-300)
-        if np.isfinite(p["margin_se"]) else math.inf)
-    return dict(key, claim=f"{label}: separation (the transformer's width grows like the "
-                f"mean's while the FCN's grows at least linearly)", verdict=v,
-                parts=[p["claim"] for p in parts], note=f"decided by: {key['claim']}")
+    """The separation of a target: every part holds (:func:`stsim.util.verdict.all_of`)."""
+    return all_of(f"{label}: separation (the transformer's width grows like the mean's "
+                  f"while the FCN's grows at least linearly)", parts)
 
 
 def analyse(cfg, out) -> dict:
