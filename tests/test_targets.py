@@ -293,6 +293,21 @@ def test_zero_loss_is_half_the_mean_square_of_the_value(target):
         assert all(t.zero_loss(k, m) == k / (2 * m) for k in (1, 3, 5) for m in (2, 3, 7))
 
 
+@pytest.mark.parametrize("target", BUILT_IN + ["moment:4"])
+def test_constant_loss_is_half_the_variance_of_the_value(target):
+    """``L_c = ½ E‖target − E target‖²`` (the best constant output's loss, the footing every
+    target is judged on) against Monte-Carlo within 5 of its standard errors; it is L(0)
+    where ``E target = 0`` and half of it for the variance at q = 3 (``2/(q+1)``; giving the
+    variance L(0), or the mean's ``d/(2q)``, is off by many standard errors)."""
+    t, n, dd, qq = make_target(target), 60_000, 2, 3
+    b = t.draw(np.random.default_rng(8), n, 7, qq, dd)
+    half = 0.5 * np.sum((b.target - b.target.mean(axis=0)) ** 2, axis=1)
+    se = half.std(ddof=1) / np.sqrt(n)
+    assert abs(half.mean() - t.constant_loss(dd, qq)) <= 5 * se
+    ratio = t.constant_loss(dd, qq) / t.zero_loss(dd, qq)
+    assert ratio == (pytest.approx(2 / (qq + 1)) if target == "variance" else 1.0)
+
+
 def test_readout_facts():
     """What the schedule, the model's blocks and the theory ask of the readout."""
     for name in BUILT_IN:

@@ -14,7 +14,8 @@ from stsim import Config
 from stsim.core.encodings import PEBatch
 from stsim.core.targets import NO_COS_V, cosine_to_target, target_params, unique_V
 from stsim.core.schedule import LongRunWarning
-from stsim.core.stability import KAPPA_W, fourth_excess
+from stsim.core.stability import (KAPPA_W, SAFETY, eta_W_cap, fourth_excess,
+                                  sample_curvature)
 from stsim.core.targets import Mean, Moment, Target, Variance, construction, make_target
 
 
@@ -94,6 +95,34 @@ def test_batch_terms_equal_their_expectations(target, d, q):
     v, ms = _ideal_attention_terms(t, d, q, nodes=8)
     assert v == pytest.approx((m + 2) / q ** 2 + e_V / q ** 3, rel=1e-9)
     assert ms == pytest.approx((q + m) / q + e_W, rel=1e-9)
+    # the step is built from it: V's part of one sample's curvature is q E[|h|²(h·e)²]
+    # (W's parts off: c = 0), and W's cap is 2B·SAFETY over that ratio's excess
+    assert sample_curvature(q, m, 0.0, False, e_V) == pytest.approx(q * v, rel=1e-9)
+    assert eta_W_cap(256, 1.0, e_W) == pytest.approx(SAFETY * 2 * 256 / (KAPPA_W + e_W))
+
+
+def test_the_step_is_built_from_the_effective_dim_and_the_excess():
+    """Each number the default step is built from, pinned where a one-line fault moves it:
+    the variance's effective d is dim φ = 2d (its W step at T = 200 is 20, 40 on d);
+    ε_V enters one sample's curvature as ε_V/q (moment:3's V step at T = 200 is 2.603,
+    2.163 with ε_V); the label "derived" only for the mean task on features."""
+    assert [Variance().effective_dim(d) for d in (1, 5)] == [2, 10]
+    assert _lr("variance", T=200)[0]["W"] == pytest.approx(20.0021, abs=1e-4)
+    assert _lr("moment:3", T=200)[0]["V"] == pytest.approx(2.6034, abs=1e-4)
+    assert _lr("variance", T=200)[0]["V"] == pytest.approx(2.789, abs=1e-3)
+
+    class Squares(Target):                     # separable, linear, features not orthonormal
+        name, separable = "squares", True
+
+        def features(self, X):
+            return X * X
+
+        def value(self, X, y):
+            return np.take_along_axis(X * X, y[:, :, None], axis=1).mean(axis=1)
+
+    note = _lr(Squares(), T=50, steps=10, lr=0.1)[2].note
+    assert "derived" not in note.split("target squares:")[-1].split("neither")[0]
+    assert "neither derived nor measured" in _lr(Squares(), T=50)[2].note
 
 
 def test_batch_term_check_fails_on_a_seeded_fault():

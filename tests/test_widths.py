@@ -136,7 +136,8 @@ def _committed_softmax():
     sep = json.load(open(os.path.join(root, "separation", "summary.json")))
     return {"attention": {r["T"]: (r["crossing"], r["crossing_se"]) for r in att["width"]
                           if r["series"] == "softmax"},
-            "targets": {r["T"]: (r["d_e"], r["se"]) for r in tgt["family"]["mean"]},
+            "targets": {r["T"]: (r["d_e"], r["se"])
+                        for r in tgt["family_levels"]["mean"]["0.25"]},
             "separation": {r["T"]: (r["crossing"], r["se"]) for r in sep["family"]
                            if r["q"] == 3 and r["target"] == 0.25}}
 

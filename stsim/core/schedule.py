@@ -201,8 +201,9 @@ def _target_note(cfg, t, s) -> str:
     if t.measured:
         how = f"lr {s.lr} and steps measured on {t.measured}"
     elif t.mean_on_features:
-        how = (f"lr and steps derived: the mean task's with d replaced by "
-               f"||A||^2 = {t.effective_dim(cfg.d)} (dim phi = {m})" + tails)
+        how = (f"lr and steps the mean task's with d replaced by ||A||^2 = "
+               f"{t.effective_dim(cfg.d)} (dim phi = {m}; derived), a capped step at the "
+               f"calibrated cap with its derived excess" + tails)
     else:
         how = (f"lr {s.lr} and steps neither derived nor measured: the mean task's on dim "
                f"phi = {m}" + (", b and Q at the variance's measured factors"
@@ -230,8 +231,9 @@ def derived_steps(cfg, n, blocks=True):
         return single, (), note
     rule = (f"{NOISE_W:g} B n/(c^2 q d)" if lr_W < eta_W_cap(B, c, e_W)
             else "B/c^2 (calibrated: T = 500 on one seed, 1000 and 2000 on 3 seeds, docs/model.md)"
-            if not e_W else f"B/(c^2 (1 + eps_W)), eps_W = {e_W:.4g} (the features' fourth "
-                            f"moment; the cap B/c^2 calibrated on Gaussian tokens)")
+            if not e_W else f"B/(c^2 (1 + eps_W)): the calibrated cap B/c^2 (Gaussian "
+                            f"tokens) with the derived excess eps_W = {e_W:.4g} (the "
+                            f"features' fourth moment)")
     return {"W": lr_W, "V": lr_V}, FROZEN, (
         f"a step per block: W {lr_W:.4g} = {rule} with W's token rows "
         f"{'+'.join(FROZEN)} held at 0, V {lr_V:.4g} = eta_V/2" + (" x 1/2" if half else "")

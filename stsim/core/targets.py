@@ -134,6 +134,15 @@ class Target:
             return self.dim(d) / (2 * q)
         raise NotImplementedError(f"the target {self.label!r} gives no L(0)")
 
+    def constant_loss(self, d: int, q: int) -> float:
+        """``L_c = ½ E‖target − E target‖²``, the loss of the best constant output: the
+        footing on which every target is judged (docs/targets.md, "One footing"). For a
+        separable target with orthonormal features ``E target = E φ = 0``, so ``L_c =
+        L(0)``; ``NotImplementedError`` for a target that gives neither."""
+        if self.separable and self.orthonormal:
+            return self.zero_loss(d, q)
+        raise NotImplementedError(f"the target {self.label!r} gives no best-constant loss")
+
     def moments(self, d: int):
         """``(E φ, E φφᵀ)`` under ``x ~ N(0, I_d)`` when :attr:`orthonormal` (zeros and the
         identity), else None."""
@@ -251,6 +260,12 @@ class Variance(Target):
     def zero_loss(self, d, q):
         """``½ d (q²−1)/q²``: ``q·value ~ χ²_{q−1}`` elementwise, ``E v² = (q²−1)/q²``."""
         return 0.5 * d * (q * q - 1) / (q * q)
+
+    def constant_loss(self, d, q):
+        """``d (q−1)/q²``: ``E v = (q−1)/q`` and ``Var v = 2(q−1)/q²`` elementwise (``q·v ~
+        χ²_{q−1}``), so the best constant output ``E v`` leaves ``½ d Var v``; it is
+        ``2/(q+1)`` of ``L(0)``."""
+        return d * (q - 1) / (q * q)
 
     def exact(self, d):
         V = np.zeros((d, 2 * d))

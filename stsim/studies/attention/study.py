@@ -337,7 +337,8 @@ def _trained(cfg, table, width_rows, width_errors):
             cell = None if fam is None else f"({fam['below']}, {fam['width']}]"
             checks.append(_incomplete(verdict(
                 [1.0 if ok else 0.0], ">=", 1.0, f"{m}: the smallest trained width at T={T} "
-                f"is within one grid step of the family's",
+                f"is within one grid step of the family's (rule: family cell lower end/√2 < "
+                f"trained <= upper end·√2 + 1; trained widths on a √2 grid)",
                 note=f"trained {small}, family {cell}"), errs))
     return out, checks
 

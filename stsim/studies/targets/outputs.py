@@ -10,7 +10,7 @@ import os
 
 import numpy as np
 
-from stsim.studies.targets.widths import family_kind
+from stsim.studies.targets.widths import family_kind, footing
 from stsim.util.io import atomic_write, write_csv, write_json
 from stsim.util.plotting import plt, savefig
 from stsim.util.stats import law_value
@@ -37,13 +37,13 @@ def _represents(cfg, out, s):
                  f"d = {cfg['d']} (dotted: 1e-20)", fontsize=9)
     fits = [c for t in cfg["targets"] for c in s["represents"][t] if "fit" in c]
     for k, c in enumerate(fits):
-        bx.errorbar([k], [c["fit"] / c["L0"]], yerr=[c["se"] / c["L0"]], fmt="o", color="C3",
+        bx.errorbar([k], [c["fit"] / c["Lc"]], yerr=[c["se"] / c["Lc"]], fmt="o", color="C3",
                     label="least-squares fit (held out)" if k == 0 else None)
-        bx.hlines(c["floor"] / c["L0"], k - 0.3, k + 0.3, color="k",
+        bx.hlines(c["floor"] / c["Lc"], k - 0.3, k + 0.3, color="k",
                   label="floor d(q-1)/q^3" if k == 0 else None)
     bx.axhline(cfg["ratio"], color="k", ls=":", lw=0.8)
     bx.set(xticks=range(len(fits)), xticklabels=[c["claim"].split(":")[0] for c in fits],
-           xlim=(-1, len(fits)), ylim=(0, None), ylabel="loss / L(0)")
+           xlim=(-1, len(fits)), ylim=(0, None), ylabel="loss / L_c (best constant's)")
     bx.set_title(f"linear readout (dotted: {cfg['ratio']:g})", fontsize=9)
     bx.legend(fontsize=7, loc="center")
     savefig(fig, os.path.join(out, "represents.png"))
@@ -54,13 +54,14 @@ def _learns(cfg, out, table):
     rows = []
     for k, t in enumerate(cfg["targets"]):
         for j, r in enumerate(r for r in table if r["target"] == t):
-            c = json.loads(r["curve"])
-            ax.plot(c["step"], c["rel"], color=f"C{k % 10}", lw=1.0,
+            c, up = json.loads(r["curve"]), footing(t, cfg["d"], cfg["q"])
+            ax.plot(c["step"], np.asarray(c["rel"]) * up, color=f"C{k % 10}", lw=1.0,
                     alpha=1.0 if j == 0 else 0.5, label=t if j == 0 else None)
-            rows += [[t, r["seed"], a, v] for a, v in zip(c["step"], c["rel"])]
-    write_csv(os.path.join(out, "curves.csv"), ["target", "seed", "step", "rel"], rows)
+            rows += [[t, r["seed"], a, v * up, v] for a, v in zip(c["step"], c["rel"])]
+    write_csv(os.path.join(out, "curves.csv"), ["target", "seed", "step", "rel", "rel_zero"],
+              rows)
     ax.axhline(cfg["ratio"], color="k", ls=":", lw=0.8)
-    ax.set(yscale="log", xlabel="step", ylabel="validation loss / L(0)")
+    ax.set(yscale="log", xlabel="step", ylabel="validation loss / L_c (best constant's)")
     ax.set_title(f"T = {cfg['T']}, q = {cfg['q']}, d = {cfg['d']}: every seed "
                  f"(dotted: {cfg['ratio']:g})", fontsize=9)
     ax.legend(fontsize=8)
@@ -76,13 +77,14 @@ def _length(cfg, out, s, d_e):
         m = np.array([c["measured"] for c in cks])
         se = np.array([c["se"] for c in cks])
         ax.errorbar(Ts, m, yerr=se, fmt="o-", color=f"C{k % 10}", ms=4, capsize=3, label=t)
-        rows += [[t, c["T"], c["measured"], c["se"], c["n"], c["verdict"]] for c in cks]
+        rows += [[t, c["T"], c["measured"], c["se"], c["n"], c["verdict"], c["rel_zero"]]
+                 for c in cks]
     write_csv(os.path.join(out, "length.csv"), ["target", "T_test", "rel", "se", "seeds",
-                                                "verdict"], rows)
+                                                "verdict", "rel_zero"], rows)
     ax.axhline(cfg["ratio"], color="k", ls=":", lw=0.8)
     ax.axvline(cfg["T"], color="0.6", ls="--", lw=0.8)
     ax.set(yscale="log", xlabel="T at evaluation (dashed: T of training)",
-           ylabel="validation loss / L(0)")
+           ylabel="validation loss / L_c (best constant's)")
     ax.set_title(f"trained at T = {cfg['T']} (stochastic encoding, d_e = "
                  f"{d_e}): seed mean ± SE", fontsize=9)
     ax.legend(fontsize=8)
@@ -95,8 +97,20 @@ def _law_text(fits):
         return (fits or {}).get("note") or "not fitted"
     f = fits["fits"][fits["ranking"][0]]
     tied = [k for k in fits.get("tied", []) if k != fits["ranking"][0]]
-    return (f"{f['formula']}, a = {f['a']:.3g} [{f['a_ci'][0]:.3g}, {f['a_ci'][1]:.3g}]"
+    lo, hi = f["a_ci"]
+    if not determined(f):
+        return (f"{f['formula']}: a not determined by the data, its interval [{lo:.3g}, "
+                f"{hi:.3g}] wider than itself")
+    return (f"{f['formula']}, a = {f['a']:.3g} [{lo:.3g}, {hi:.3g}]"
             + (f" (tied: {', '.join(tied)})" if tied else ""))
+
+
+def determined(f) -> bool:
+    """Whether a fitted law's ``a`` is determined by the data: its interval finite and
+    narrower than ``|a|`` (a relative half-width below 1/2); else only the interval is
+    printed, never the point."""
+    lo, hi = f["a_ci"]
+    return bool(np.isfinite(lo) and np.isfinite(hi) and hi - lo < abs(f["a"]))
 
 
 def _widths(cfg, out, s):
@@ -137,7 +151,8 @@ def _widths(cfg, out, s):
             else:
                 ax.errorbar(T, [p["d_e"] for p in ok], yerr=[p["se"] for p in ok], fmt="o-",
                             color=col, ms=4, capsize=2, label=name)
-            if fits and fits.get("ranking") and len(T):
+            if fits and fits.get("ranking") and len(T) and determined(
+                    fits["fits"][fits["ranking"][0]]):          # no undetermined law drawn
                 f = fits["fits"][fits["ranking"][0]]
                 Tg = np.geomspace(T.min(), T.max(), 50)
                 ax.plot(Tg, law_value(f["law"], f["a"], f["b"], Tg), ":", color=col, lw=1,
@@ -147,7 +162,7 @@ def _widths(cfg, out, s):
             ax.plot([p["T"] for p in m], [p["d_e"] for p in m], "--", color="0.6", lw=1,
                     label="family (the mean)")
         ax.set(xscale="log", yscale="log", xlabel="T", ylabel=f"width reaching "
-               f"{cfg['reach']:g} L(0)")
+               f"{cfg['reach']:g} L_c")
         ax.set_title(f"{t} (q = {cfg['q']}, d = {cfg['width_d']})", fontsize=9)
         ax.legend(fontsize=6)
     fig.tight_layout()
@@ -181,7 +196,10 @@ def table(cfg, s) -> list:
         vs = {c["verdict"] for c in checks}
         v = "held" if vs == {"held"} else "failed" if "failed" in vs else "inconclusive"
         return f"{v}: " + ", ".join(fmt(c) for c in checks)
-    rel = lambda c: f"{c['measured']:.4f} ± {c['se']:.4f}"        # noqa: E731
+    def rel(c):             # over L_c; over L(0) beside it where the two differ
+        zero = (f" (over L(0): {c['rel_zero']:.4f})"
+                if abs(c["rel_zero"] - c["measured"]) > 1e-12 * abs(c["measured"]) else "")
+        return f"{c['measured']:.4f} ± {c['se']:.4f}{zero}"
     rep = lambda c: (f"linear readout {c['fit']:.5g} ± {c['se']:.1g} (floor {c['floor']:.5g})"
                      if "fit" in c else f"construction {c['measured']:.2g}")  # noqa: E731
     return [[t, cell(s["represents"][t], rep), cell(s["learns"][t], rel),
@@ -210,7 +228,7 @@ def write_outputs(cfg, out, s, d_e):
              f"a tuning seed: {s['mults']}. Run: {rec.get('wall_time_s', float('nan')):.0f} s, "
              f"load average (1, 5, 15 min) at its end "
              f"{', '.join(f'{x:.2f}' for x in rec.get('load_avg', []))}.", "",
-             "| target | represents | learns (val/L(0)) | length generalisation | width law "
+             "| target | represents | learns (val/L_c) | length generalisation | width law "
              "(transformer family) | FCN law (trained) | separation |",
              "|---|---|---|---|---|---|---|"]
     lines += ["| " + " | ".join(r) + " |" for r in table(cfg, s)]

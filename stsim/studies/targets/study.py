@@ -16,15 +16,18 @@ For each target of ``targets`` at ``q``, three parts, each a table under ``raw/`
   step times each multiplier of ``mults`` on one tuning replicate (root seed
   ``TUNE_ROOT``) at the full budget (the plan's step count, the same for every
   multiplier), the lowest final val/L(0) chosen per target (ties to the larger), then
-  ``seeds`` replicates at it: the seed mean of the final val/L(0) judged ``≤ ratio`` on
-  ``seeds − 1`` degrees of freedom (``L(0) = ½E‖target‖²``,
-  :meth:`~stsim.core.targets.Target.zero_loss`).
+  ``seeds`` replicates at it: the seed mean of the final val/L_c judged ``≤ ratio`` on
+  ``seeds − 1`` degrees of freedom. Every target is judged on one footing, ``L_c =
+  ½E‖target − E target‖²``, the best constant output's loss
+  (:meth:`~stsim.core.targets.Target.constant_loss`, :func:`.widths.footing`); it is ``L(0) =
+  ½E‖target‖²`` where ``E target = 0`` (the mean, the moments) and ``2/(q+1)`` of it for
+  the variance, whose val/L(0) each check records beside (``rel_zero``).
 - **length generalisation**: the same runs (the default encoding is the stochastic one,
   its width ``d_e = 2 max(T, T_test)``, :func:`encoding_width`) evaluated at each
-  ``T_test``: the seed mean of val/L(0) judged ``≤ ratio``.
+  ``T_test``: the seed mean of val/L_c judged ``≤ ratio``.
 - **widths** (:mod:`stsim.studies.targets.widths`; ``raw/family_width.csv``,
   ``raw/family_equal.csv``, ``raw/fcn_tune.csv``, ``raw/fcn_runs.csv``): the transformer's
-  sphere-family width and the trained FCN's smallest width reaching ``reach``·L(0) against
+  sphere-family width and the trained FCN's smallest width reaching ``reach``·L_c against
   T per target, their growth laws, and the separation per target.
 """
 from __future__ import annotations
@@ -121,7 +124,8 @@ def represents_checks(label, row, q, d, tol):
             f"{label}: the best linear readout's loss is the floor d(q-1)/q^3 = {floor:.6g} "
             f"(within {tol:g} of it)", abs(fit - floor), "<=", tol * floor,
             float(row["fit_se"]), note=f"least-squares fit, held-out loss {fit:.6g}"),
-            fit=fit, floor=floor, L0=make_target(label).zero_loss(d, q)))
+            fit=fit, floor=floor, L0=make_target(label).zero_loss(d, q),
+            Lc=make_target(label).constant_loss(d, q)))
     return out
 
 
@@ -230,14 +234,17 @@ def analyse(cfg, out):
         rows = [r for r in ok["runs"] if r["target"] == t]
         res["diverged"] += [f"{t} seed {r['seed']}" for r in rows
                             if r["run_status"] != "completed"]
+        up = widths.footing(t, cfg["d"], cfg["q"])
         for part, key, where in [("learns", "rel", cfg["T"])] + [
                 ("length", f"rel_T{Tt}", Tt) for Tt in cfg["T_test"]]:
             m, se, df = _seed_stats([math.nan] if failed else [float(r[key]) for r in rows])
-            ck = judge(f"{t}: val/L(0) at T = {where} <= {cfg['ratio']:g} (trained at "
+            ck = judge(f"{t}: val/L_c at T = {where} <= {cfg['ratio']:g} (trained at "
                        f"T = {cfg['T']}, {len(rows)} seeds, multiplier {mults.get(t)})",
-                       m, "<=", cfg["ratio"], se, df,
-                       note="; ".join(failed) or "seed mean, se = s/sqrt(n)")
-            res[part].setdefault(t, []).append(dict(ck, T=where, n=len(rows)))
+                       m * up, "<=", cfg["ratio"], se * up, df,
+                       note="; ".join(failed) or f"seed mean, se = s/sqrt(n); val/L(0) = "
+                                                 f"{m:.4g} ± {se:.2g}", T=where,
+                       n=len(rows), rel_zero=m, rel_zero_se=se)
+            res[part].setdefault(t, []).append(ck)
     return dict(res, **widths.analyse(cfg, out))
 
 

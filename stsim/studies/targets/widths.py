@@ -1,5 +1,8 @@
 r"""The width parts of ``stsim targets`` (docs/targets.md, "The width law" and "The FCN"):
-how wide each arm must be to reach ``reach``·L(0), against T, per target, at ``width_d``.
+how wide each arm must be to reach ``reach``·L_c, against T, per target, at ``width_d``
+(``L_c``, the best constant output's loss, the footing of every target: :func:`footing`;
+the losses are recorded over L(0), so the level is ``reach`` of ``L_c`` in those units,
+:func:`level`, and each row of ``raw/family_width.csv`` carries it).
 
 - **family** (``raw/family_width.csv``): the transformer's sphere family (``W_ee = a I``
   at the mean's best ``a``, the target's readout fitted by least squares,
@@ -37,9 +40,9 @@ from stsim.util.validate import check_int, check_real
 from stsim.util.verdict import all_of, interval_se, judge
 
 __all__ = ["WIDTH_KEYS", "QUICK", "FULL", "check", "family_kind", "family_point", "run",
-           "analyse", "estimate_cpu_s", "fcn_cells"]
+           "analyse", "estimate_cpu_s", "fcn_cells", "footing", "level"]
 
-FULL = dict(width_d=1, reach=0.25, fam_Ts=tuple(2 ** k for k in range(3, 13)),
+FULL = dict(width_d=1, reach=0.5, fam_Ts=tuple(2 ** k for k in range(3, 13)),
             **Precision().settings(),
             eq_Ts=(16, 64), eq_n=200_000,
             eq_tol=0.02, slope_tol=0.1, fcn_Ts=(8, 16, 32, 64, 128), fcn_steps=2000,
@@ -97,8 +100,24 @@ def _raw(out, name):
     return os.path.join(out, "raw", name)
 
 
+def footing(target, d, q) -> float:
+    """``L(0)/L_c`` of ``target``: a loss over L(0) times it is the loss over ``L_c``, the
+    best constant output's (:meth:`~stsim.core.targets.Target.constant_loss`), the one
+    footing every target is judged on (1 where ``E target = 0``; ``(q+1)/2`` for the
+    variance)."""
+    t = make_target(target)
+    return t.zero_loss(d, q) / t.constant_loss(d, q)
+
+
+def level(target, cfg) -> float:
+    """The width parts' level of ``target`` in units of its L(0): ``reach`` of its ``L_c``
+    (``reach / footing``; the family's loss and the FCN's are recorded over L(0))."""
+    return float(cfg["reach"]) / footing(target, cfg["width_d"], cfg["q"])
+
+
 def family_point(target, T, q, d, reach, precision):
-    """A row of ``raw/family_width.csv``: the target's family crossing of ``reach`` at ``T``
+    """A row of ``raw/family_width.csv``: the target's family crossing of ``reach`` (in
+    units of L(0)) at ``T``
     (:func:`stsim.studies.widths.locate`; censored at ``64 T``). The mean's is the softmax
     sphere family's (:func:`~stsim.studies.widths.mechanism_loss`: the number every study
     quotes); another target's is its own (:func:`~stsim.studies.widths.target_loss`)."""
@@ -185,14 +204,16 @@ def run(cfg, out, executor, part, say):
     own = [t for t in cfg["targets"] if family_kind(t) != "equal"]
     own = (["mean"] if "mean" not in own else []) + own
     prec = Precision.from_cfg(cfg)
-    part("family_width", lambda target, T, seed: family_point(
-        target, T, q, d, cfg["reach"], prec),
+    part("family_width", lambda target, T, level, seed: family_point(
+        target, T, q, d, level, prec),
          # the longest first: the last point to start is a short one (the replicates' seeds
-         # are the library's, from the family's key)
-         [dict(target=t, T=T) for T in sorted(cfg["fam_Ts"], reverse=True) for t in own],
-         seeds=1)
+         # are the library's, from the family's key); each at reach·L_c in units of L(0)
+         [dict(target=t, T=T, level=level(t, cfg)) for T in sorted(cfg["fam_Ts"],
+                                                                    reverse=True)
+          for t in own], seeds=1)
     mean_x = {r["T"]: r for r in read_table(_raw(out, "family_width.csv"))
-              if r["status"] == "ok" and r["target"] == "mean"}
+              if r["status"] == "ok" and r["target"] == "mean"
+              and r["level"] == level("mean", cfg)}
     eq = [dict(target=t, T=T, d_e=int(round(mean_x[T]["d_e"])))
           for t in cfg["targets"] if family_kind(t) == "equal" for T in cfg["eq_Ts"]
           if T in mean_x and not mean_x[T]["censored"]]
@@ -253,20 +274,25 @@ def _both(label, parts):
 def analyse(cfg, out) -> dict:
     """The width parts' results from the raw tables alone: ``family`` (crossings per
     target), ``family_fits``, ``fcn`` (smallest widths per target and T), ``fcn_fits``,
-    ``width_checks`` and ``separation`` (per target, lists of checks),
+    ``width_checks`` and ``separation`` (per target, lists of checks), ``family_levels``
+    (every crossing of the raw table, by target and level in units of L(0)),
     ``fcn_construction`` (per target, the exact construction's width at each T, or None)."""
-    q, reach = cfg["q"], cfg["reach"]
-    fam = [r for r in _rows(out, "family_width.csv")]
-    family = {}
-    for r in sorted(fam, key=lambda r: r["T"]):
-        family.setdefault(r["target"], []).append(
-            {k: r[k] for k in ("T", "d_e", "se", "lo", "hi", "censored", "n", "precise",
-                               "replicates")})
+    q = cfg["q"]
+    family, levels = {}, {}
+    for r in sorted(_rows(out, "family_width.csv"), key=lambda r: r["T"]):
+        row = {k: r[k] for k in ("T", "d_e", "se", "lo", "hi", "censored", "n", "precise",
+                                 "replicates")}
+        if r["level"] == level(r["target"], cfg):
+            family.setdefault(r["target"], []).append(row)
+        levels.setdefault(r["target"], {}).setdefault(f"{r['level']:g}", []).append(row)
     fam_fits = {t: wl.fit_rows(ps, laws=FAMILY_LAWS) for t, ps in family.items()}
     eq = _rows(out, "family_equal.csv") if any(
         family_kind(t) == "equal" for t in cfg["targets"]) else []
     checks, fcn, fcn_fits, sep = {}, {}, {}, {}
     mean = {p["T"]: p for p in family.get("mean", []) if not p["censored"]}
+    # the equality rows at the mean's crossing of this level (a row at another d_e is
+    # another level's)
+    eq = [r for r in eq if r["T"] in mean and r["d_e"] == int(round(mean[r["T"]]["d_e"]))]
     for t in cfg["targets"]:
         kind, cs = family_kind(t), []
         if kind == "equal":
@@ -299,7 +325,7 @@ def analyse(cfg, out) -> dict:
                     for w in ws]
             if not ws or {len(v) for v in vals} != {cfg["fcn_seeds"]}:
                 continue
-            bt = wl.trained_width(ws, vals, reach, cfg["n_boot"], [q, T, k])
+            bt = wl.trained_width(ws, vals, level(t, cfg), cfg["n_boot"], [q, T, k])
             ws_t.append(dict(T=T, grid=ws, medians=[float(np.nanmedian(v)) for v in vals],
                              lr=[chosen[w] for w in ws], **bt))
         fcn[t] = ws_t
@@ -310,7 +336,10 @@ def analyse(cfg, out) -> dict:
                           "linearly (power-law exponent >= 1)", ">=", 1.0)
         checks[t] = checks[t] + [f_ck]
         sep[t] = [_both(t, checks[t])]
-    return {"family": family, "family_fits": fam_fits, "fcn": fcn, "fcn_fits": fcn_fits,
+    return {"family": family, "family_fits": fam_fits,
+            # every crossing the raw table holds, by target and level in units of L(0)
+            # (the mean's at 0.25: the softmax family every study quotes)
+            "family_levels": levels, "fcn": fcn, "fcn_fits": fcn_fits,
             "width_checks": checks, "separation": sep,
             # the exact FCN construction's width (the mean's only); None: none in the code
             # (docs/targets.md, "The FCN side")
