@@ -9,6 +9,7 @@ import numpy as np
 from stsim.studies.sparse.analysis import stats_of
 from stsim.studies.sparse.design import plan, published_config, run_record_path
 from stsim.util.io import atomic_write, read_json, write_csv, write_json
+from stsim.util.verdict import checks_table, summary_line
 
 __all__ = ["report", "plot_heatmaps", "plot_mstar", "markdown_report", "write_mstar_csv",
            "format_fit", "describe"]
@@ -208,13 +209,16 @@ def report(config, out, results) -> dict:
     write_json(os.path.join(out, "fits.json"), {f"{tg:g}": f for tg, _, f in panels})
     with atomic_write(os.path.join(out, "report.md"), "w") as fh:
         fh.write("\n".join(markdown_report(ms_, f, stats, tg) for tg, ms_, f in panels))
+        fh.write("\n".join(["", "## Checks", "", summary_line(results["checks"]), ""]
+                           + checks_table(results["checks"])) + "\n")
     record = run_record_path(out)
     run_record = read_json(record, "run record") if os.path.exists(record) else {}
     summary = {"config": published_config(cfg), "mode": cfg.get("mode"),
                "n_trials": results["n_trials"], "cpu_time_trials_s": results["cpu_time_trials_s"],
                "m_star": {f"{tg:g}": ms_ for tg, ms_, _ in panels},
                "cells": results["cells"], **run_record,
-               **{k: results[k] for k in ("diverged", "unmeasured") if k in results}}
+               **{k: results[k] for k in ("diverged", "unmeasured") if k in results},
+               "checks": results["checks"]}
     write_json(os.path.join(out, "summary.json"), summary)
     desc = describe(cfg)
     plot_heatmaps(stats, results["grid"], p["Ts"], p["fns"], p["models"],
