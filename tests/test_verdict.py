@@ -94,7 +94,11 @@ def _committed_checks():
 
 #: the JSON of each study that carries its checks
 STUDY_JSON = {"figures": "figures.json", "attention": "attention/attention.json",
-              "targets": "targets/targets.json"}
+              "targets": "targets/targets.json", "sparse": "sparse/summary.json",
+              "sparse restarts": "sparse/restarts_summary.json",
+              "sparse, the FCN's own protocol": "sparse/fcn_tuned_summary.json",
+              "separation": "separation/summary.json",
+              "expressivity": "expressivity/expressivity.json"}
 
 
 def test_every_study_json_carries_its_checks_in_the_one_schema():
