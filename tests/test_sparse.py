@@ -393,3 +393,12 @@ def test_sparse_committed_checks_are_the_analysis_of_the_committed_tables(tmp_pa
     cfg = sparse.check(dict(sparse.PRESETS["full"], **s["config"]))
     res = sparse.analyse(cfg, str(tmp_path))
     assert json.loads(json.dumps(res["checks"])) == s["checks"]
+
+
+def test_the_page_quotes_every_check():
+    """docs/sparse-functions.md quotes the verdict and numbers of every check of the three
+    committed runs where it states the claim."""
+    from test_verdict import unquoted
+    assert unquoted("sparse-functions.md", ["sparse/summary.json",
+                                            "sparse/restarts_summary.json",
+                                            "sparse/fcn_tuned_summary.json"]) == []
