@@ -3,7 +3,8 @@ about its data, each judged by :func:`stsim.util.verdict.judge` from the analysi
 
 * the trained FCN's smallest width grows at least linearly in T (per q and budget): the
   power-law exponent of its interval-censored fit ``>= 1``, se from the profile CI on
-  ``n − n_censored − 2`` degrees of freedom (the targets study's rule);
+  ``n − n_censored − 2`` degrees of freedom (:func:`stsim.studies.widths.fit_check`, the
+  targets study's check too);
 * the FCN's width grows faster with T than the transformer's: the difference of the two
   exponents ``> 0``, se the two SEs in quadrature on the smaller df;
 * from T = 64 the FCN needs more width than the transformer (per q, budget, T):
@@ -24,7 +25,7 @@ import math
 
 import numpy as np
 
-from stsim.studies.targets.widths import _fit_check as fit_check
+from stsim.studies.widths import fit_check
 from stsim.util.verdict import interval_se, judge
 
 __all__ = ["checks", "FAMILY_LAW", "FROM_T"]

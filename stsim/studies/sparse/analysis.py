@@ -154,8 +154,7 @@ def analyse(config, out) -> dict:
     """Read ``<out>/trials.csv``; return the cells (:func:`cell_stats` over every replicate
     seed of the design, as :func:`cells_of`), the m grid, ``n_trials``,
     ``cpu_time_trials_s`` and, per success target (``target`` and 1/2), m*
-    (:func:`estimate_mstar`) and its fits (:func:`fit_mstar`), and the ``checks``
-    (:mod:`~stsim.studies.sparse.checks`). Nothing is written."""
+    (:func:`estimate_mstar`) and its fits (:func:`fit_mstar`). Nothing is written."""
     p = plan(config)
     path = trials_path(out)
     rows = [r for r in read_table(path) if r["status"] == "ok"] if os.path.exists(path) else []
@@ -166,9 +165,7 @@ def analyse(config, out) -> dict:
         ms_ = estimate_mstar(stats, p["grid"], tg)
         panels.append({"target": tg, "mstar": ms_, "fits": fit_mstar(ms_)})
     seeds = set(p["seeds"])
-    from stsim.studies.sparse.checks import checks
     return {"grid": p["grid"], "cells": cells_of(stats), "panels": panels,
-            "checks": checks(stats, p["grid"], panels),
             "n_trials": sum(c["n"] for c in stats.values()),
             "cpu_time_trials_s": sum(c["cpu_s"] for c in stats.values()),
             **divergence_of([r for r in rows if r["seed"] in seeds], panels)}
