@@ -403,3 +403,10 @@ def test_separation_checks_reproduce_the_committed_ones_and_fail_on_seeded_fault
     cs = checks(cfg, bad)
     assert [c["verdict"] for c in _by_claim(cs, "q = 3, family at 0.25·L0: its width")] == [
         "failed"]
+
+
+def test_the_page_quotes_every_check():
+    """docs/separation.md quotes the verdict and numbers of every committed check where it
+    states the claim."""
+    from test_verdict import unquoted
+    assert unquoted("separation.md", ["separation/summary.json"]) == []
