@@ -407,3 +407,10 @@ def test_expressivity_checks_reproduce_the_committed_ones_and_fail_on_seeded_fau
     assert verdicts("width", "width, sphere, q = 8") == {"failed"}
     doctor("curves", lambda r: r.update(l1_worst=1e-3) if r["q"] == 2 else None)
     assert verdicts("curves", "curves, sphere: the sum query is exact") == {"failed"}
+
+
+def test_the_page_quotes_every_check():
+    """docs/expressivity.md quotes the verdict and numbers of every committed check where
+    it states the claim."""
+    from test_verdict import unquoted
+    assert unquoted("expressivity.md", ["expressivity/expressivity.json"]) == []
