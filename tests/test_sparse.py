@@ -405,3 +405,16 @@ def test_the_page_quotes_every_check():
     assert unquoted("sparse-functions.md", ["sparse/summary.json",
                                             "sparse/restarts_summary.json",
                                             "sparse/fcn_tuned_summary.json"]) == []
+
+
+def test_sparse_check_on_cells_that_do_not_vary_has_no_standard_error():
+    """Every cell at 0/n or n/n: the redraws do not vary, so the check is inconclusive
+    ("no standard error"), not exact."""
+    step = {("majority", 3, "attention"): lambda T: 8 * math.log2(T),
+            ("majority", 3, "fcn"): lambda T: 3.0 * T}
+    stats, grid = _synthetic(step)
+    for c in stats.values():
+        c["rate"] = float(c["rate"] >= 0.5)
+    cs = [c for c in _judged(stats, grid) if "fewer samples" in c["claim"]]
+    assert cs and all(c["verdict"] == "inconclusive" and not c["exact"]
+                      and c["reason"].startswith("no standard error") for c in cs)

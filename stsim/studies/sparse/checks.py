@@ -19,7 +19,8 @@ redraws of every cell's count from ``Binomial(n, rate)`` (the bootstrap of m*'s 
 :func:`~stsim.studies.sparse.analysis.estimate_mstar`; its own generator, so the
 published intervals do not move), on ``n − 1`` degrees of freedom for the fewest trials
 ``n`` of a cell it uses (10 trials: 9). Redraws in which a fitted point never reaches the
-target are left out of the fit's spread (their fraction is in the note).
+target are left out of the fit's spread (their fraction is in the note); redraws that do
+not vary give no standard error (the check is inconclusive), not an exact value.
 """
 from __future__ import annotations
 
@@ -66,6 +67,15 @@ def _rel_rms_gap(x_log, x_lin, Y):
     return out[0] - out[1]
 
 
+def _spread(x):
+    """The standard deviation of the redraws ``x``; NaN (no standard error) below 3 of
+    them or when they do not vary (every cell at 0/n or n/n: the redraws cannot show how
+    far the statistic may be off, so it is not an exact value either)."""
+    x = np.asarray(x, float)
+    sd = float(np.std(x, ddof=1)) if len(x) > 2 else math.nan
+    return sd if sd > 1e-12 * max(1.0, float(np.abs(x).mean())) else math.nan  # rounding
+
+
 def _law_claim(model, target):
     """'log' or 'linear': the law the page says wins for this series."""
     if model == "fcn":
@@ -103,7 +113,7 @@ def checks(stats, grid, panels) -> list:
             ok = np.all(np.isfinite(Y), axis=1)
             gap = _rel_rms_gap(np.log2(Ts), np.asarray(Ts, float), Y[ok])
             n_min = min(draws[(fn, s, model, T)][2] for T in Ts)
-            se = float(np.std(gap, ddof=1)) if ok.sum() > 2 else math.nan
+            se = _spread(gap)
             out.append(judge(claim, e["log_T"]["rel_rms"] - e["linear_T"]["rel_rms"], op,
                              0.0, se, n_min - 1,
                              note=f"rel rms {e['log_T']['rel_rms']:.3f} (log T) against "
@@ -127,7 +137,7 @@ def checks(stats, grid, panels) -> list:
                     f"{fn} s={s}, T = {T}, success >= {tg:g}: the head needs fewer samples "
                     f"than the FCN (log2(m*_FCN / m*_head) > 0)",
                     math.log2(f_val / mh), ">", 0.0,
-                    float(np.std(d, ddof=1)) if len(d) > 2 else math.nan, min(nh, nf) - 1,
+                    _spread(d), min(nh, nf) - 1,
                     note=f"{mh:.0f} against {'> ' if lower else ''}{f_val:.0f}"
                          + (" (the FCN never reaches it: its largest m)" if lower else ""),
                     target=tg, fn=fn, T=T))
