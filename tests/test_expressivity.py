@@ -353,3 +353,64 @@ def test_the_study_follows_the_contract():
                        ({"seed": "-1"}, "seed must be")):
         with pytest.raises(ValueError, match=words):
             resolve_config(expressivity, "quick", bad)
+
+
+# --------------------------------------------------------------------------------------
+# the checks (stsim.studies.expressivity.checks)
+# --------------------------------------------------------------------------------------
+def _committed_expressivity():
+    import os
+    return os.path.join(os.path.dirname(__file__), "..", "docs", "figures", "expressivity")
+
+
+def test_expressivity_checks_reproduce_the_committed_ones_and_fail_on_seeded_faults(tmp_path):
+    """The checks judged from the committed part tables equal expressivity.json's; with the
+    tables doctored so a statement is false its check fails: the JL scheme below the exact
+    one, the sum query reaching ε in seq2seq, the sum query narrower than the exact one,
+    m* flat in ln N, the sum query inexact at q = 2."""
+    import csv
+    import json
+    import shutil
+    from stsim.studies.expressivity.checks import checks, read_table
+    src = _committed_expressivity()
+    ov = json.load(open(f"{src}/expressivity.json"))
+    assert json.loads(json.dumps(checks(src, E.PARTS))) == ov["checks"]
+    for name in ("width", "curves", "seq2seq", "jl"):
+        shutil.copy(f"{src}/{name}.csv", tmp_path / f"{name}.csv")
+    shutil.copy(f"{src}/seq2seq.json", tmp_path / "seq2seq.json")
+
+    def doctor(name, fix):
+        rows = read_table(src, name)
+        for r in rows:
+            fix(r)
+        with open(tmp_path / f"{name}.csv", "w", newline="") as fh:
+            w = csv.DictWriter(fh, list(rows[0]))
+            w.writeheader()
+            w.writerows(rows)
+
+    def verdicts(part, start):
+        return {c["verdict"] for c in checks(str(tmp_path), [part])
+                if c["claim"].startswith(start)}
+    assert verdicts("jl", "jl, L = 4096") == {"held"}
+    doctor("jl", lambda r: r.update(d_star=r["d_star_exact_scheme"] // 4))
+    assert verdicts("jl", "jl, L = ") == {"failed"}
+    doctor("seq2seq", lambda r: r.update(l1_worst=r["l1_worst"] / 100))
+    assert verdicts("seq2seq", "seq2seq: the sum query") == {"failed"}
+
+    def width_fault(r):
+        if r["query"] == "sum":
+            r["m_star"] = 10
+        elif r["q"] == 8 and r["family"] == "sphere":
+            r["m_star"] = 250 + r["rep"]          # flat in ln N
+    doctor("width", width_fault)
+    assert verdicts("width", "width, sphere, q = 4, N = ") == {"failed"}
+    assert verdicts("width", "width, sphere, q = 8") == {"failed"}
+    doctor("curves", lambda r: r.update(l1_worst=1e-3) if r["q"] == 2 else None)
+    assert verdicts("curves", "curves, sphere: the sum query is exact") == {"failed"}
+
+
+def test_the_page_quotes_every_check():
+    """docs/expressivity.md quotes the verdict and numbers of every committed check where
+    it states the claim."""
+    from test_verdict import unquoted
+    assert unquoted("expressivity.md", ["expressivity/expressivity.json"]) == []

@@ -355,3 +355,58 @@ def test_the_study_follows_the_contract():
         assert cfg["mode"] == mode and cfg["target"] in cfg["targets"]
     with pytest.raises(ValueError, match="lr must be"):        # every rate, before any work
         resolve_config(separation, "quick", {"lrs": "[0.01, -1]"})
+
+
+# --------------------------------------------------------------------------------------
+# the checks (stsim.studies.separation.checks)
+# --------------------------------------------------------------------------------------
+def _committed_separation():
+    """``(cfg, A, checks)`` of the committed run: the analysis parts the checks read."""
+    docs = os.path.join(os.path.dirname(__file__), "..", "docs", "figures", "separation")
+    s = json.load(open(os.path.join(docs, "summary.json")))
+    fits = json.load(open(os.path.join(docs, "fits.json")))
+    return s["config"], {"fits": fits, "widths": s["widths"], "family": s["family"]}, s["checks"]
+
+
+def _by_claim(cs, start):
+    return [c for c in cs if c["claim"].startswith(start)]
+
+
+def test_separation_checks_reproduce_the_committed_ones_and_fail_on_seeded_faults():
+    """The checks judged from the committed analysis equal the committed ones; doctored so
+    each statement is false, its check fails: the transformer wider than the FCN at T = 64,
+    a trained d_e off the family's, the FCN's exponent 0.5 (its CI shifted), the family's
+    first law another one."""
+    import copy
+    from stsim.studies.separation.checks import checks
+    cfg, A, committed = _committed_separation()
+    got = checks(cfg, A)
+    assert json.loads(json.dumps(got)) == committed
+    assert {c["verdict"] for c in got} <= {"held", "inconclusive"}
+    bad = copy.deepcopy(A)
+    for w in bad["widths"]:
+        if w["series"] == "transformer" and w["q"] == 3 and w["T"] == 64:
+            w.update(width=256, lo=256.0, hi=256.0)
+    cs = checks(cfg, bad)
+    assert [c["verdict"] for c in _by_claim(cs, "q = 3, fcn@8000, T = 64")] == ["failed"]
+    assert [c["verdict"] for c in _by_claim(cs, "q = 3: the trained transformer")] == ["failed"]
+    bad = copy.deepcopy(A)
+    f = bad["fits"]["3"]["fcn@8000"]["fits"]["power"]
+    shift = f["a"] - 0.5
+    f["a"], f["a_ci"] = 0.5, [x - shift for x in f["a_ci"]]
+    cs = checks(cfg, bad)
+    assert [c["verdict"] for c in _by_claim(cs, "q = 3, fcn@8000: the trained FCN's")] == [
+        "failed"]
+    bad = copy.deepcopy(A)
+    e = bad["fits"]["3"]["family@0.25"]["fits"]
+    e["log2"]["delta_2loglik"], e["power"]["delta_2loglik"] = 28.65, 0.0
+    cs = checks(cfg, bad)
+    assert [c["verdict"] for c in _by_claim(cs, "q = 3, family at 0.25·L0: its width")] == [
+        "failed"]
+
+
+def test_the_page_quotes_every_check():
+    """docs/separation.md quotes the verdict and numbers of every committed check where it
+    states the claim."""
+    from test_verdict import unquoted
+    assert unquoted("separation.md", ["separation/summary.json"]) == []

@@ -331,3 +331,90 @@ def test_the_study_follows_the_contract():
         assert set(published_config(cfg)) == set(sparse.QUICK)
     with pytest.raises(ValueError, match="table is only used"):
         resolve_config(study, "quick", {"table": "01101001"})
+
+
+# --------------------------------------------------------------------------------------
+# the checks (stsim.studies.sparse.checks)
+# --------------------------------------------------------------------------------------
+def _synthetic(mstar, Ts=(16, 32, 64, 128, 256, 512), n=30):
+    """Cell statistics whose success rate rises smoothly in log2 m through 1/2 at
+    ``mstar[(fn, s, model)](T)`` (the grid of the full design)."""
+    grid = sparse.m_grid(16, 2048, math.sqrt(2))
+    stats = {}
+    for (fn, s, model), f in mstar.items():
+        for T in Ts:
+            for m in grid:
+                z = 2.0 * (math.log2(m) - math.log2(f(T)))
+                stats[(fn, s, model, T, m)] = {"rate": round(n / (1 + math.exp(-z))) / n,
+                                               "n": n}
+    return stats, grid
+
+
+def _judged(stats, grid):
+    from stsim.studies.sparse.analysis import estimate_mstar, fit_mstar
+    from stsim.studies.sparse.checks import checks
+    panels = []
+    for tg in (0.9, 0.5):
+        ms = estimate_mstar(stats, grid, tg, n_boot=50)
+        panels.append({"target": tg, "mstar": ms, "fits": fit_mstar(ms)})
+    return checks(stats, grid, panels)
+
+
+def test_sparse_checks_hold_on_the_claimed_laws_and_fail_on_seeded_faults():
+    """A head whose m* grows like log T and an FCN whose m* grows like T: the checks at
+    success 1/2 hold (log fit better for the head, linear for the FCN, the head needs
+    fewer samples). Swapped (the head linear, the FCN logarithmic and below it) they fail;
+    a parity head that reaches 1/2 at T = 128 fails the wall check."""
+    log_head = {("and", 3, "attention"): lambda T: 8 * math.log2(T),
+                ("and", 3, "fcn"): lambda T: 3.0 * T}
+    ok = [c for c in _judged(*_synthetic(log_head)) if c["target"] == 0.5]
+    assert ok and {c["verdict"] for c in ok} == {"held"}, [
+        (c["claim"], c["verdict"]) for c in ok]
+    swapped = {("and", 3, "attention"): lambda T: 3.0 * T,
+               ("and", 3, "fcn"): lambda T: 8 * math.log2(T)}
+    bad = [c for c in _judged(*_synthetic(swapped)) if c["target"] == 0.5]
+    law = [c for c in bad if "better fitted" in c["claim"]]
+    fewer = [c for c in bad if "fewer samples" in c["claim"] and c["T"] >= 128]
+    assert law and fewer and {c["verdict"] for c in law + fewer} == {"failed"}
+    wall = {("parity", 2, "attention"): lambda T: 2048 * T / 64}
+    cs = [c for c in _judged(*_synthetic(wall)) if "never reaches" in c["claim"]]
+    assert [c["verdict"] for c in cs] == ["held"]
+    wall = {("parity", 2, "attention"): lambda T: 400.0}
+    cs = [c for c in _judged(*_synthetic(wall)) if "never reaches" in c["claim"]]
+    assert [c["verdict"] for c in cs] == ["failed"] and cs[0]["measured"] == 3
+
+
+def test_sparse_committed_checks_are_the_analysis_of_the_committed_tables(tmp_path):
+    """summary.json's checks are what the analysis of trials.csv gives."""
+    import shutil
+    docs = os.path.join(os.path.dirname(__file__), "..", "docs", "figures", "sparse")
+    s = json.load(open(os.path.join(docs, "summary.json")))
+    shutil.copy(os.path.join(docs, "trials.csv"), tmp_path / "trials.csv")
+    cfg = sparse.check(dict(sparse.PRESETS["full"], **s["config"]))
+    from stsim.studies.sparse.analysis import stats_of
+    from stsim.studies.sparse.checks import checks
+    res = sparse.analyse(cfg, str(tmp_path))
+    got = checks(stats_of(res["cells"]), res["grid"], res["panels"])
+    assert json.loads(json.dumps(got)) == s["checks"]
+
+
+def test_the_page_quotes_every_check():
+    """docs/sparse-functions.md quotes the verdict and numbers of every check of the three
+    committed runs where it states the claim."""
+    from test_verdict import unquoted
+    assert unquoted("sparse-functions.md", ["sparse/summary.json",
+                                            "sparse/restarts_summary.json",
+                                            "sparse/fcn_tuned_summary.json"]) == []
+
+
+def test_sparse_check_on_cells_that_do_not_vary_has_no_standard_error():
+    """Every cell at 0/n or n/n: the redraws do not vary, so the check is inconclusive
+    ("no standard error"), not exact."""
+    step = {("majority", 3, "attention"): lambda T: 8 * math.log2(T),
+            ("majority", 3, "fcn"): lambda T: 3.0 * T}
+    stats, grid = _synthetic(step)
+    for c in stats.values():
+        c["rate"] = float(c["rate"] >= 0.5)
+    cs = [c for c in _judged(stats, grid) if "fewer samples" in c["claim"]]
+    assert cs and all(c["verdict"] == "inconclusive" and not c["exact"]
+                      and c["reason"].startswith("no standard error") for c in cs)

@@ -92,9 +92,40 @@ def _committed_checks():
     return out
 
 
+def quote(c) -> str:
+    """How a doc page quotes a check: ``verdict (measured ± se, critical k)``, ``verdict
+    (exact: measured)`` or ``verdict (no standard error: measured)``."""
+    import math
+    v, m, se = c["verdict"], c["measured"], c["se"]
+    if se is None or not math.isfinite(se):
+        return f"{v} (no standard error: {m:.3g})"
+    if c["exact"]:
+        return f"{v} (exact: {m:.4g})"
+    return f"{v} ({m:.3g} ± {se:.2g}, critical {c['critical']:.3g})"
+
+
+def unquoted(page, jsons) -> list:
+    """The checks of the committed ``jsons`` (paths under docs/figures) that the doc
+    ``page`` (under docs/) does not quote (:func:`quote`)."""
+    import json
+    import os
+    docs = os.path.join(os.path.dirname(__file__), "..", "docs")
+    body = " ".join(open(os.path.join(docs, page), encoding="utf-8").read().split())
+    out = []
+    for j in jsons:
+        with open(os.path.join(docs, "figures", j), encoding="utf-8") as fh:
+            out += [(j, c["claim"], quote(c)) for c in json.load(fh)["checks"]
+                    if quote(c) not in body]
+    return out
+
+
 #: the JSON of each study that carries its checks
 STUDY_JSON = {"figures": "figures.json", "attention": "attention/attention.json",
-              "targets": "targets/targets.json"}
+              "targets": "targets/targets.json", "sparse": "sparse/summary.json",
+              "sparse restarts": "sparse/restarts_summary.json",
+              "sparse, the FCN's own protocol": "sparse/fcn_tuned_summary.json",
+              "separation": "separation/summary.json",
+              "expressivity": "expressivity/expressivity.json"}
 
 
 def test_every_study_json_carries_its_checks_in_the_one_schema():

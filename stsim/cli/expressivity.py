@@ -28,6 +28,7 @@ def add_arguments(p) -> None:
 def main(args) -> int:
     """Run the selected parts; print the wall time of each and where the files are."""
     from stsim.cli.common import out_dir
+    from stsim.util.verdict import summary_line
     res = run_contract(args, expressivity)
     times = ", ".join(f"{k} {v:.1f}s" if v is not None else f"{k} (no run record)"
                       for k, v in res["part_wall_time_s"].items())
@@ -35,5 +36,6 @@ def main(args) -> int:
     print(f"expressivity{how}: {times} -> {out_dir(args)}")
     for name in res["incomplete"]:
         print(f"  {name}: incomplete (points missing from {out_dir(args)}/raw)")
+    print(summary_line(res["checks"]))
     print(f"wall time {res['wall_time_s']:.1f}s")
     return res["exit_status"]

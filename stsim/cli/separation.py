@@ -41,12 +41,14 @@ def main(args) -> int:
     """Run the study and print the smallest width of every series point."""
     from stsim.cli.common import out_dir
     from stsim.studies.separation.outputs import width_text
+    from stsim.util.verdict import summary_line
     res = run_contract(args, separation)
     for w in res["widths"]:
         print(f"q={w['q']} {w['series']:>10s} T={w['T']:>4d}: {width_text(w)}")
     for w in res["incomplete"]:
         print(f"q={w['q']} {w['series']:>10s} T={w['T']:>4d}: incomplete "
               f"(done {w['done']} of {w['designed']})")
+    print(summary_line(res["checks"]))
     how = "analysed only" if res["analyse_only"] else "run and analysed"
     print(f"wall time {res['wall_time_s']:.1f}s ({how}), files in {out_dir(args)}")
     return res["exit_status"]

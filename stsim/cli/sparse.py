@@ -41,6 +41,7 @@ def main(args) -> int:
     """Run the study and print m* for every (function, model, T) and the fits."""
     from stsim.cli.common import out_dir
     from stsim.studies.sparse.outputs import format_fit
+    from stsim.util.verdict import summary_line
     res = run_contract(args, sparse)
     for r in res["mstar"]:
         ms = (f">{r['m_max']}" if r["censored"] == "above" else
@@ -49,6 +50,7 @@ def main(args) -> int:
     for key, e in res["fits"].items():
         print(f"{key}: log2T fit {format_fit(e['log_T'], 'log_T')}; "
               f"T fit {format_fit(e['linear_T'], 'linear_T')}")
+    print(summary_line(res["checks"]))
     done = ("analysed only" if res["analyse_only"] or "n_run" not in res
             else f"{res['n_run']} trials run")
     print(f"wall time {res['wall_time_s']:.1f}s, {done}, {res['n_trials']} trials in the "

@@ -38,11 +38,12 @@ from stsim.theory.family import width_grid as _width_grid
 from stsim.util.stats import (LAWS, LOG_SQUARED, bootstrap_threshold, compare_growth,
                               threshold_width)
 from stsim.util.validate import check_int, check_real
+from stsim.util.verdict import interval_se, judge
 
 __all__ = ["Precision", "QUICK", "ROOT", "FAMILY_LAWS", "width_grid", "mechanism_loss",
            "target_loss", "family_key", "family_seeds", "bisect", "locate", "crossing_row",
            "interval", "row_interval", "fit", "fit_rows", "FIT_KEYS", "trained_width",
-           "grid_width"]
+           "grid_width", "fit_check"]
 
 #: the root of every family replicate's seed
 ROOT = 2
@@ -361,3 +362,19 @@ def trained_width(ws, vals, level, n_boot, rng) -> dict:
             "frac_censored": bt["frac_censored"], "below": below,
             "lower_censored": bool(w is not None and w == ws[0]), "level": bt["level"],
             "n_boot": bt["n_boot"], "n_seeds": len(vals[0])}
+
+
+def fit_check(label, fits, what, op, threshold, law="power"):
+    """The check ``exponent op threshold`` of the law ``law`` fitted to a width series
+    (:func:`fit`): se from its profile CI on ``m − 2`` degrees of freedom (``m`` points
+    bounded above); the claim ``"{label}: {what}"``, the law recorded as ``law``."""
+    f = (fits or {}).get("fits", {}).get(law)
+    if not f:
+        return judge(f"{label}: {what}", math.nan, op, threshold, math.nan,
+                     note=(fits or {}).get("note", "not fitted"))
+    df = max(1, int(f["n"]) - int(f["n_censored"]) - 2)
+    lo, hi = f["a_ci"]
+    se = interval_se(lo, hi, df) if np.isfinite(lo) and np.isfinite(hi) else math.inf
+    return dict(judge(f"{label}: {what}", f["a"], op, threshold, se, df,
+                      note=f"{f['formula']}: a = {f['a']:.3g} [{lo:.3g}, {hi:.3g}]"),
+                law=law)

@@ -26,6 +26,7 @@ import numpy as np
 
 from stsim.studies.contract import divergence
 from stsim.studies.expressivity import patterns as pt
+from stsim.studies.expressivity.checks import checks as part_checks
 from stsim.studies.expressivity.common import (design_results, load_run_record, raw_table,
                                                rng_of, update_run_record)
 from stsim.studies.expressivity.memory import check_part_memory
@@ -33,11 +34,13 @@ from stsim.studies.expressivity.parts import curves, jl, patterns, seq2seq, trai
 from stsim.studies.expressivity.parts.patterns import predicted_d, search_pattern_dim
 from stsim.studies.expressivity.parts.width import predicted_m, search_width
 from stsim.sweep import sweep
-from stsim.util.io import write_json
+from stsim.util.io import atomic_write, write_json
 from stsim.util.validate import check_int
+from stsim.util.verdict import checks_table, summary_line
 
 __all__ = ["NAME", "PRESETS", "PARTS", "QUICK", "FULL", "check", "run", "analyse", "report",
-           "predicted_m", "predicted_d", "search_width", "search_pattern_dim", "part_module"]
+           "predicted_m", "predicted_d", "search_width", "search_pattern_dim", "part_module",
+           "write_overview"]
 
 NAME = "expressivity"
 PARTS = ("curves", "width", "seq2seq", "trained", "patterns", "jl")
@@ -169,8 +172,9 @@ def analyse(config, out) -> dict:
 
 def report(config, out, results) -> dict:
     """Each complete part writes its CSV, PNG and JSON; then ``expressivity.json``
-    (``mode``, ``seed``, ``parts``, per-part ``wall_time_s`` of the run that computed its
-    points, ``summaries``, the ``incomplete`` parts). Returns that overview, with the
+    (:func:`write_overview`: ``mode``, ``seed``, ``parts``, per-part ``wall_time_s`` of the
+    run that computed its points, ``summaries``, the ``incomplete`` parts, the
+    ``checks``). Returns that overview, with the
     per-part times also as ``part_wall_time_s`` (the driver puts the command's total in
     ``wall_time_s``)."""
     record = load_run_record(out).get("parts", {})
@@ -182,9 +186,24 @@ def report(config, out, results) -> dict:
         times[name] = record.get(name, {}).get("wall_time_s")
         summaries[name] = _MODULES[name].write(config[name], config["seed"], out,
                                                results[name], wall_time_s=times[name])
+    overview = write_overview(config, out, summaries, times, incomplete,
+                              {k: results[k] for k in ("diverged", "unmeasured") if k in results})
+    return dict(overview, part_wall_time_s=times)
+
+
+def write_overview(config, out, summaries, times, incomplete, extra=None) -> dict:
+    """Write ``expressivity.json``: ``mode``, ``seed``, ``parts``, per-part ``wall_time_s``,
+    ``summaries``, the ``incomplete`` parts, ``extra`` (diverged / unmeasured) and the
+    ``checks`` of the complete parts, judged from the tables they wrote in ``out``
+    (:mod:`~stsim.studies.expressivity.checks`), and ``report.md``, their table. Returns
+    it."""
+    done = [p for p in config["only"] if p not in incomplete]
     overview = {"mode": config.get("mode"), "seed": config["seed"],
                 "parts": list(config["only"]), "wall_time_s": times, "summaries": summaries,
-                "incomplete": incomplete,
-                **{k: results[k] for k in ("diverged", "unmeasured") if k in results}}
+                "incomplete": incomplete, **(extra or {}), "checks": part_checks(out, done)}
     write_json(os.path.join(out, "expressivity.json"), overview)
-    return dict(overview, part_wall_time_s=times)
+    with atomic_write(os.path.join(out, "report.md"), "w") as fh:
+        fh.write("\n".join([f"# Expressivity: checks ({config.get('mode')} run, parts "
+                            f"{', '.join(done)})", "", summary_line(overview["checks"]), ""]
+                           + checks_table(overview["checks"], ("part",))) + "\n")
+    return overview

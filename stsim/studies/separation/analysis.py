@@ -10,6 +10,7 @@ import numpy as np
 from stsim.core.targets import make_target
 from stsim.studies import widths as wl
 from stsim.studies.cells import read_rows
+from stsim.studies.separation.checks import checks
 from stsim.studies.separation.design import (budgets_of, cells, family_width, family_widths,
                                              lr_edge, params_of, pick_lr, series, tf_params)
 from stsim.studies.separation.divergence import divergence_of
@@ -19,8 +20,9 @@ __all__ = ["analyse"]
 
 
 def analyse(config, out):
-    """Read the raw tables in ``out``; return points, widths, family, fits, agreement and
-    the incomplete series points (JSON-ready; nothing is written)."""
+    """Read the raw tables in ``out``; return points, widths, family, fits, agreement, the
+    incomplete series points and the checks (:mod:`~stsim.studies.separation.checks`;
+    JSON-ready; nothing is written)."""
     cfg = config
     raw = raw_dir(out)
     tune, runs, fam, famc = (read_rows(os.path.join(raw, n))
@@ -133,6 +135,8 @@ def analyse(config, out):
                                   trained=tr, family=float(np.mean(fm)),
                                   family_sd=float(np.std(fm)),
                                   ratio=float(np.median(tr) / np.mean(fm))))
-    return {"points": points, "widths": widths, "family": family, "fits": fits,
-            "agreement": agreement, "incomplete": incomplete,
-            **divergence_of(cfg, tune, runs, widths, incomplete)}
+    res = {"points": points, "widths": widths, "family": family, "fits": fits,
+           "agreement": agreement, "incomplete": incomplete,
+           **divergence_of(cfg, tune, runs, widths, incomplete)}
+    res["checks"] = checks(cfg, res)
+    return res

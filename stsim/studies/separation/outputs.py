@@ -13,6 +13,7 @@ from stsim.studies.separation.design import params_of, series, tf_params
 from stsim.studies.separation.training import raw_dir
 from stsim.util.io import atomic_write, write_csv, write_json
 from stsim.util.stats import law_value
+from stsim.util.verdict import checks_table, summary_line
 
 __all__ = ["report", "plot_separation", "plot_agreement", "markdown_report", "width_text",
            "POINT_COLUMNS"]
@@ -226,6 +227,8 @@ def markdown_report(A, cfg) -> str:
             L.append(f"| {a['q']} | {a['T']} | {a['d_e']} | {a['trained_median']:.3f} "
                      f"({', '.join(f'{x:.3f}' for x in a['trained'])}) | {a['family']:.3f} ± "
                      f"{a['family_sd']:.3f} | {a['ratio']:.2f} |")
+    if "checks" in A:
+        L += ["", "## Checks", "", summary_line(A["checks"]), ""] + checks_table(A["checks"])
     return "\n".join(L) + "\n"
 
 
@@ -249,7 +252,7 @@ def report(config, out, results) -> dict:
     summary = {"config": published_config(cfg),
                "widths": A["widths"], "family": A["family"], "agreement": A["agreement"],
                "incomplete": A["incomplete"], "cpu_time_training_s": cpu,
-               "mode": cfg.get("mode"), **run_record}
+               "mode": cfg.get("mode"), **run_record, "checks": A["checks"]}
     write_json(os.path.join(out, "summary.json"), summary)
     with atomic_write(os.path.join(out, "report.md"), "w") as fh:
         fh.write(markdown_report(A, cfg))

@@ -7,8 +7,10 @@ import os
 import numpy as np
 
 from stsim.studies.sparse.analysis import stats_of
+from stsim.studies.sparse.checks import checks as sparse_checks
 from stsim.studies.sparse.design import plan, published_config, run_record_path
 from stsim.util.io import atomic_write, read_json, write_csv, write_json
+from stsim.util.verdict import checks_table, summary_line
 
 __all__ = ["report", "plot_heatmaps", "plot_mstar", "markdown_report", "write_mstar_csv",
            "format_fit", "describe"]
@@ -196,25 +198,30 @@ def describe(cfg) -> str:
 def report(config, out, results) -> dict:
     """Write ``mstar.csv`` (both targets), ``fits.json``, ``report.md``, ``summary.json``
     (with the run record of ``run.json`` when there is one: ``workers``, ``wall_time_s``,
-    ``n_run``, ``levels``), ``sparse_heatmap.png`` and ``sparse_mstar.png`` into ``out``.
+    ``n_run``, ``levels``; and the ``checks``, :mod:`~stsim.studies.sparse.checks`),
+    ``sparse_heatmap.png`` and ``sparse_mstar.png`` into ``out``.
     Returns the summary with ``fits`` and ``mstar`` at the first target."""
     cfg = config
     p = plan(cfg)
     stats = stats_of(results["cells"])
     panels = [(pn["target"], pn["mstar"], pn["fits"]) for pn in results["panels"]]
     _, mstar, fits = panels[0]
+    checks = sparse_checks(stats, results["grid"], results["panels"])
     os.makedirs(out, exist_ok=True)
     write_mstar_csv(os.path.join(out, "mstar.csv"), [r for _, ms_, _ in panels for r in ms_])
     write_json(os.path.join(out, "fits.json"), {f"{tg:g}": f for tg, _, f in panels})
     with atomic_write(os.path.join(out, "report.md"), "w") as fh:
         fh.write("\n".join(markdown_report(ms_, f, stats, tg) for tg, ms_, f in panels))
+        fh.write("\n".join(["", "## Checks", "", summary_line(checks), ""]
+                           + checks_table(checks)) + "\n")
     record = run_record_path(out)
     run_record = read_json(record, "run record") if os.path.exists(record) else {}
     summary = {"config": published_config(cfg), "mode": cfg.get("mode"),
                "n_trials": results["n_trials"], "cpu_time_trials_s": results["cpu_time_trials_s"],
                "m_star": {f"{tg:g}": ms_ for tg, ms_, _ in panels},
                "cells": results["cells"], **run_record,
-               **{k: results[k] for k in ("diverged", "unmeasured") if k in results}}
+               **{k: results[k] for k in ("diverged", "unmeasured") if k in results},
+               "checks": checks}
     write_json(os.path.join(out, "summary.json"), summary)
     desc = describe(cfg)
     plot_heatmaps(stats, results["grid"], p["Ts"], p["fns"], p["models"],

@@ -37,7 +37,7 @@ from stsim.studies import widths as wl
 from stsim.studies.cells import cells, pick_lr, read_rows, train_cells, validate_point
 from stsim.studies.widths import FAMILY_LAWS, QUICK as QUICK_PRECISION, Precision
 from stsim.util.validate import check_int, check_real
-from stsim.util.verdict import all_of, interval_se, judge
+from stsim.util.verdict import all_of, judge
 
 __all__ = ["WIDTH_KEYS", "QUICK", "FULL", "check", "family_kind", "family_point", "run",
            "analyse", "estimate_cpu_s", "fcn_cells", "footing", "level"]
@@ -230,19 +230,9 @@ def _rows(out, name):
     return read_rows(_raw(out, name))
 
 
-def _fit_check(label, fits, what, op, threshold, law="power"):
-    """The check ``exponent op threshold`` of the law ``law`` fitted to a width series:
-    se from its profile CI on ``m − 2`` degrees of freedom (``m`` points bounded above)."""
-    f = (fits or {}).get("fits", {}).get(law)
-    if not f:
-        return judge(f"{label}: {what}", math.nan, op, threshold, math.nan,
-                     note=(fits or {}).get("note", "not fitted"))
-    df = max(1, int(f["n"]) - int(f["n_censored"]) - 2)
-    lo, hi = f["a_ci"]
-    se = interval_se(lo, hi, df) if np.isfinite(lo) and np.isfinite(hi) else math.inf
-    return dict(judge(f"{label}: {what}", f["a"], op, threshold, se, df,
-                      note=f"{f['formula']}: a = {f['a']:.3g} [{lo:.3g}, {hi:.3g}]"),
-                law=law)
+#: the check ``exponent op threshold`` of a fitted width law (:func:`stsim.studies.widths
+#: .fit_check`)
+_fit_check = wl.fit_check
 
 
 def _ratio_check(label, T, dv, sv, dm, sm, tol):
