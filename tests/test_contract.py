@@ -37,7 +37,8 @@ def _study(calls):
                              "full": dict(PRESET, steps=100, mode="full")},
         check=check, run=lambda cfg, out, ex, log: calls.append(("run", cfg["steps"])),
         analyse=lambda cfg, out: calls.append("analyse") or {"x": 1},
-        report=lambda cfg, out, res: calls.append("report") or dict(res))
+        report=lambda cfg, out, res: calls.append("report") or dict(res, checks=[]),
+        HELP={"lr": "the step"}, EPILOG="", console=lambda summary: [])
 
 
 def test_run_study_calls_the_contract_in_order(tmp_path):
@@ -100,3 +101,24 @@ def test_every_preset_names_itself():
     bad.PRESETS["full"]["mode"] = "quick"
     with pytest.raises(TypeError, match="must name itself"):
         check_study(bad)
+
+
+def test_every_study_command_is_built_from_its_study():
+    """The five study commands are one module (stsim.cli.study) reading each study's
+    presets and their help: every flag-able setting has help written beside its preset,
+    and ``--help`` shows it."""
+    from stsim.cli import COMMANDS, build_parser
+    from stsim.cli.study import STUDIES, study_of
+    for name in STUDIES:
+        assert COMMANDS[name][0] == "stsim.cli.study"
+        study = study_of(name)
+        check_study(study)
+        flat = [k for k, v in {**study.PRESETS["quick"], **study.PRESETS["full"]}.items()
+                if k != "mode" and not isinstance(v, dict) and not (
+                    isinstance(v, (list, tuple)) and v and isinstance(v[0], (list, tuple,
+                                                                             dict)))]
+        assert sorted(set(flat) - set(study.HELP)) == [], name
+        assert set(study.HELP) <= set(study.PRESETS["full"]) | set(study.PRESETS["quick"])
+        text = build_parser(name).format_help()
+        k = flat[0]
+        assert study.HELP[k].split()[0] in text and study.EPILOG.split()[0] in text, name

@@ -35,28 +35,34 @@ COMMANDS = {
                "stochastic encodings; length generalisation with --T_test) numerically on the "
                "reduced population dynamics; draw the theory figures"),
     "figures": ("stsim.cli.figures", "reproduce the paper's Figures 1-5 (and one beyond)"),
-    "separation": ("stsim.cli.separation",
+    "separation": ("stsim.cli.study",
                    "transformer vs fully-connected net: width needed against T"),
-    "expressivity": ("stsim.cli.expressivity",
+    "expressivity": ("stsim.cli.study",
                      "explicit attention constructions (qSA, sparse patterns) and width laws"),
-    "sparse": ("stsim.cli.sparse",
+    "sparse": ("stsim.cli.study",
                "sparse Boolean functions: sample complexity against T, attention head vs FCN"),
-    "attention": ("stsim.cli.attention",
+    "attention": ("stsim.cli.study",
                   "other attention mechanisms (linear, ReLU, sigmoid, temperature, rank): "
                   "do they learn, generalise in length, and at what width"),
-    "targets": ("stsim.cli.targets", "other targets (Hermite moments, the variance): "
+    "targets": ("stsim.cli.study", "other targets (Hermite moments, the variance): "
                 "represented, learned, generalised in length"),
 }
 
 
 def build_parser(name: str) -> argparse.ArgumentParser:
-    """The parser of ``stsim <name>``."""
+    """The parser of ``stsim <name>``: a study command is built from its study
+    (:mod:`stsim.cli.study`), any other from its module's ``add_arguments`` and ``main``."""
     mod = importlib.import_module(COMMANDS[name][0])
+    study = mod.study_of(name) if mod.__name__ == "stsim.cli.study" else None
     p = argparse.ArgumentParser(prog=f"stsim {name}", description=COMMANDS[name][1],
-                                epilog=getattr(mod, "EPILOG", None),
+                                epilog=getattr(study or mod, "EPILOG", None),
                                 formatter_class=argparse.RawDescriptionHelpFormatter)
-    mod.add_arguments(p)
-    p.set_defaults(_main=mod.main)
+    if study is None:
+        mod.add_arguments(p)
+        p.set_defaults(_main=mod.main)
+    else:
+        mod.add_arguments(p, study)
+        p.set_defaults(_main=lambda args: mod.main(args, study))
     return p
 
 

@@ -10,26 +10,13 @@ import ast
 import os
 import sys
 
-from stsim.util.verdict import check_line
 
 __all__ = ["DEFAULT_WORKERS", "add_study_arguments",
            "add_contract_options", "contract_overrides", "run_contract",
            "out_dir", "workers", "scheduler_executor", "logger", "int_tuple", "parse_set",
-           "print_checks", "report_divergence"]
+           "report_divergence"]
 
 DEFAULT_WORKERS = 2
-
-#: the help of the family crossings' precision settings (:class:`stsim.studies.widths.
-#: Precision`), the same in every study that locates a crossing
-FAM_HELP = {"fam_replicates": "independent Monte-Carlo replicates of a family crossing "
-            "(its SE is their spread)",
-            "fam_rtol": "relative bracket of each replicate's bisection in d_e",
-            "fam_se_rel": "the SE a crossing needs, relative to it: the sample size grows "
-            "x4 until it is met and the crossing stops moving",
-            "fam_n_start": "Monte-Carlo samples of a crossing's first stage",
-            "fam_n_max": "most Monte-Carlo samples of a crossing's stage",
-            "fam_n_cells": "most samples x T of one family evaluation (memory)"}
-
 
 def int_tuple(text):
     """``"8,16,32"`` → ``(8, 16, 32)``."""
@@ -136,13 +123,6 @@ def parse_set(items) -> dict:
         except (ValueError, SyntaxError):
             out[k.strip()] = v
     return out
-
-
-def print_checks(summary) -> None:
-    """The claim checks of one figure, one line each."""
-    print(f"== {summary['figure']} ({summary['mode']})")
-    for c in summary["checks"]:
-        print("  " + check_line(c))
 
 
 # --------------------------------------------------------------------------------------

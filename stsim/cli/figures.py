@@ -4,15 +4,12 @@ from __future__ import annotations
 
 import argparse
 
-from stsim.cli.common import add_contract_options, print_checks, run_contract
+from stsim.cli.common import add_contract_options, run_contract
 from stsim.studies import figures
 
 __all__ = ["add_arguments", "main"]
 
-EPILOG = ("examples: stsim figures                      # all figures, small problem (seconds)\n"
-          "          stsim figures --full --only fig2,fig4 --set fig2.lr=3\n"
-          "          stsim figures --out runs/figures-quick --analyse-only   # redraw only\n"
-          "          stsim figures --report docs/figures   # tables of a finished run")
+EPILOG = figures.EPILOG
 
 _REMOVED = ("the runs of `stsim figures` live in OUT/runs, where a rerun with the same --out "
             "trains only what is missing (its journal); to redraw from them use --out OUT "
@@ -35,9 +32,7 @@ class _Removed(argparse.Action):
 
 def add_arguments(p) -> None:
     """Options of ``stsim figures``."""
-    add_contract_options(p, figures, help={
-        "only": f"comma-separated subset of {','.join(figures.FIGURES)} (fig4 shares the "
-                "runs and settings of fig2)"})
+    add_contract_options(p, figures, help=figures.HELP)
     g = p.add_argument_group("figure options")
     g.add_argument("--report", default=None, metavar="DIR",
                    help="only print the markdown tables of the <fig>.json files in DIR "
@@ -77,11 +72,8 @@ def main(args) -> int:
     if args.mode == "quick":        # said before the [NOT] lines it explains, and after them
         print(QUICK_SCOPE, flush=True)
     res = run_contract(args, figures)
-    for summary in res["summaries"].values():
-        print_checks(summary)
-    for fig, runs in res["missing"].items():
-        print(f"== {fig}: NOT drawn, runs missing: "
-              + "; ".join(f"{name} ({why})" for name, why in runs.items()))
+    for line in figures.console(res):
+        print(line)
     trained = "" if res["analyse_only"] else f" ({res['n_trained']} trained now)"
     print(f"wall time {res['wall_time_s']:.1f}s, {res['n_runs']} runs{trained}, peak memory "
           f"per run {res['peak_rss_mb_max_run']} MB, files in {res['out']}")

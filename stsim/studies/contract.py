@@ -19,7 +19,8 @@ __all__ = ["MODES", "STUDY_MEMBERS", "apply_overrides", "resolve_config", "run_s
            "check_study", "divergence", "publish_divergence", "divergence_markdown"]
 
 MODES = ("quick", "full")
-STUDY_MEMBERS = ("NAME", "PRESETS", "check", "run", "analyse", "report")
+STUDY_MEMBERS = ("NAME", "PRESETS", "HELP", "EPILOG", "check", "run", "analyse", "report",
+                 "console")
 
 
 def check_study(study) -> None:

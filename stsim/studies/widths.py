@@ -53,6 +53,17 @@ ROOT = 2
 FAMILY_LAWS = LAWS + (LOG_SQUARED,)
 
 
+_PRECISION_HELP = {
+    "replicates": "independent Monte-Carlo replicates of a family crossing (its SE is their "
+                  "spread)",
+    "rtol": "relative bracket of each replicate's bisection in d_e",
+    "se_rel": "the SE a crossing needs, relative to it: the sample size grows x4 until it "
+              "is met and the crossing stops moving",
+    "n_start": "Monte-Carlo samples of a crossing's first stage",
+    "n_max": "most Monte-Carlo samples of a crossing's stage",
+    "n_cells": "most samples x T of one family evaluation (memory)"}
+
+
 @dataclasses.dataclass(frozen=True)
 class Precision:
     """The precision rule of a located crossing (:func:`locate`), recorded in each study's
@@ -95,6 +106,11 @@ class Precision:
     def settings(self, prefix="fam_") -> dict:
         """The rule as a study config's ``<prefix><field>`` keys (its presets)."""
         return {prefix + k: v for k, v in self.as_dict().items()}
+
+    @staticmethod
+    def help(prefix="fam_") -> dict:
+        """The help of each ``<prefix><field>`` setting (the study commands' options)."""
+        return {prefix + k: v for k, v in _PRECISION_HELP.items()}
 
     @classmethod
     def from_cfg(cls, cfg, prefix="fam_") -> "Precision":

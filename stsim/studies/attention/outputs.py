@@ -101,8 +101,8 @@ def _markdown(cfg, results):
 
 
 def write_outputs(cfg, out, results) -> dict:
-    """Write every output of the study into ``out``; the summary: the counts of the
-    verdicts and, when runs failed, ``errors`` (``"raw/<table>.csv, <run>: <error>"``)."""
+    """Write every output of the study into ``out``; the summary: its ``checks`` and, when
+    runs failed, ``errors`` (``"raw/<table>.csv, <run>: <error>"``)."""
     from stsim.studies.tuning import at_chosen
     from stsim.sweep import read_table
     write_json(os.path.join(out, "attention.json"), results)
@@ -122,9 +122,6 @@ def write_outputs(cfg, out, results) -> dict:
     _widths(cfg, out, results)
     with atomic_write(os.path.join(out, "report.md"), "w") as f:
         f.write(_markdown(cfg, results))
-    counts = {v: sum(c["verdict"] == v for c in results["checks"])
-              for v in ("held", "failed", "inconclusive")}
     errors = [f"raw/{e['table']}.csv, {e['run']}: {e['error']}"
               for e in results.get("errors", [])]
-    return {"checks": len(results["checks"]), **counts, "out": out,
-            **({"errors": errors} if errors else {})}
+    return {"checks": results["checks"], "out": out, **({"errors": errors} if errors else {})}

@@ -75,6 +75,44 @@ PRESETS = {
              "train_widths": [23, 32, 45, 64, 91], "train_steps": 0},
 }
 
+EPILOG = ("writes raw/tune.csv, raw/runs.csv, raw/rank.csv, raw/width.csv (a rerun with the\n"
+          "same --out resumes) and raw/run.json, then attention.json (every check with se,\n"
+          "critical, verdict), report.md, width.csv, rank.csv, temperature.csv, curves.csv,\n"
+          "curves.png, width.png (--analyse-only: from raw/)\n"
+          "examples: stsim attention                       # quick, T = 12\n"
+          "          stsim attention --full --out docs/figures/attention")
+
+HELP = {"T": "training length", "q": "subset size", "d": "token dimension",
+        "seeds": "seeds per mechanism", "mechanisms": "names, rank=r (r <= d + d_e), "
+        "tau=t (1e-100 <= t <= 1e100: tau^2 and 1/tau^2 scale the steps, and stay 1e108 "
+        "inside float64's range)",
+        "steps": "the budget: steps of every reported run", "batch": "batch size",
+        "T_test": "out-of-distribution lengths", "target": "learns: loss <= target L(0)",
+        "ood_target": "generalises: loss <= ood_target L(0)",
+        "width_target": "width law: loss <= width_target L(0)",
+        "width_T": "lengths of the width law", "taus": "temperatures of the reduced "
+        "map (1e-100 ... 1e100, as tau=t)",
+        "tau_T": "length of the reduced map (q < "
+        "tau_T; 20 tau_T steps, within memory)",
+        "tune_steps": "steps of a tuning run", "tune_mults": "multipliers of the paper "
+        "model's step tried per mechanism", "rank_T": "lengths of the rank grid",
+        "rank_q": "subset sizes of the rank grid", "rank_r": "ranks of the rank grid (each "
+        "<= 2 max(rank_T), one <= 2 min(rank_T): d_e = 2T)",
+        "rank_steps": "steps of a rank run (0: its default)",
+        "width_mechs": "mechanisms of the width law",
+        **Precision.help(), "width_max": "largest d_e a family crossing is searched to (at most 8T)",
+        "train_mechs": "mechanisms trained on the sphere against d_e",
+        "train_T": "length of the trained width check",
+        "train_widths": "d_e of the trained width check",
+        "train_steps": "steps of a trained width run (0: its default)"}
+
+
+
+def console(summary) -> list:
+    """What ``stsim attention`` prints above the counts of its checks: nothing more (its
+    tables are in report.md)."""
+    return []
+
 
 LISTS = ("mechanisms", "tune_mults", "width_mechs", "rank_T", "rank_q", "rank_r", "width_T",
          "train_mechs", "train_widths")

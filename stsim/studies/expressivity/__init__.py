@@ -4,5 +4,6 @@
 :mod:`stsim.studies.contract` (``stsim expressivity``, described in
 :mod:`~stsim.studies.expressivity.study`; its parts in
 :mod:`~stsim.studies.expressivity.parts`)."""
-from stsim.studies.expressivity.study import (NAME, PRESETS, analyse, check,  # noqa: F401
-                                              report, run)
+from stsim.studies.expressivity.study import (EPILOG, HELP, NAME, PRESETS, analyse,  # noqa: F401
+                                              check, console, report, run)
+from stsim.studies.expressivity.study import WORKERS_HELP  # noqa: F401

@@ -87,6 +87,30 @@ FULL = {
 PRESETS = {"quick": dict(QUICK, seed=0, only=PARTS, mode="quick"),
            "full": dict(FULL, seed=0, only=PARTS, mode="full")}
 
+EPILOG = ("every part sweeps its points into raw/<table>.csv (resumable; --workers N runs\n"
+          "them on N processes), then writes <part>.csv, <part>.png and <part>.json, and\n"
+          "expressivity.json; part settings: --set width.eps=0.05 (dotted keys)\n"
+          "examples: stsim expressivity                    # seconds\n"
+          "          stsim expressivity --full --only width,patterns --out DIR\n"
+          "          stsim expressivity --full --out DIR --analyse-only")
+
+HELP = {"seed": "root seed of every part", "only": "the parts to run, a comma list"}
+
+#: the help of ``--workers`` (the parts' points run on the workers)
+WORKERS_HELP = ("worker processes for the points of each part, one BLAS thread each "
+                "(default: 2); 0 or 1 runs in this process")
+
+
+def console(summary) -> list:
+    """What ``stsim expressivity`` prints: the wall time of each part and the incomplete
+    ones."""
+    times = ", ".join(f"{k} {v:.1f}s" if v is not None else f"{k} (no run record)"
+                      for k, v in summary["part_wall_time_s"].items())
+    how = (" (analysed only; the parts' times are their runs')" if summary["analyse_only"]
+           else "")
+    return [f"expressivity{how}: {times}"] + [
+        f"  {name}: incomplete (points missing from raw/)" for name in summary["incomplete"]]
+
 _MODULES = {"curves": curves, "width": width, "seq2seq": seq2seq, "trained": trained,
             "patterns": patterns, "jl": jl}
 _POINT_FNS = {"curves": curves.curves_point, "width": width.width_point,

@@ -29,8 +29,9 @@ from __future__ import annotations
 
 from stsim.studies.figures.common import FIGURES, NAME
 
-__all__ = ["NAME", "FIGURES", "PRESETS", "check", "run", "analyse", "report"]
-_CONTRACT = ("PRESETS", "check", "run", "analyse", "report")
+__all__ = ["NAME", "FIGURES", "PRESETS", "HELP", "EPILOG", "check", "run", "analyse",
+           "report", "console"]
+_CONTRACT = ("PRESETS", "HELP", "EPILOG", "check", "run", "analyse", "report", "console")
 
 
 def __getattr__(name):

@@ -52,7 +52,8 @@ from stsim.studies.figures.evaluate import evaluation_stats
 from stsim.studies.figures.stability import above_bound
 from stsim.studies.figures.verdicts import relabel, verdict_counts
 
-__all__ = ["NAME", "FIGURES", "PRESETS", "check", "run", "analyse", "report"]
+__all__ = ["NAME", "FIGURES", "PRESETS", "HELP", "EPILOG", "check", "run", "analyse",
+           "report", "console"]
 
 TABLE = "jobs.csv"          # the sweep table of the runs, in <out>/runs
 SESSION = "run.json"        # workers and wall time of the last run step, in <out>/runs
@@ -75,6 +76,30 @@ def _preset(mode) -> dict:
 
 
 PRESETS = {m: _preset(m) for m in MODES}
+#: the help of the top-level settings (the options of ``stsim figures``; the figures' own
+#: settings are nested: ``--set fig2.lr=3``)
+HELP = {"only": f"comma-separated subset of {','.join(FIGURES)} (fig4 shares the runs and "
+                "settings of fig2)"}
+#: the command's epilog
+EPILOG = ("examples: stsim figures                      # all figures, small problem "
+          "(seconds)\n"
+          "          stsim figures --full --only fig2,fig4 --set fig2.lr=3\n"
+          "          stsim figures --out runs/figures-quick --analyse-only   # redraw only\n"
+          "          stsim figures --report docs/figures   # tables of a finished run")
+
+
+def console(summary) -> list:
+    """What ``stsim figures`` prints: every figure's checks, one line each
+    (:func:`stsim.util.verdict.check_line`), and the figures not drawn."""
+    from stsim.util.verdict import check_line
+    out = []
+    for s in summary["summaries"].values():
+        out.append(f"== {s['figure']} ({s['mode']})")
+        out += ["  " + check_line(c) for c in s["checks"]]
+    for fig, runs in summary["missing"].items():
+        out.append(f"== {fig}: NOT drawn, runs missing: "
+                   + "; ".join(f"{name} ({why})" for name, why in runs.items()))
+    return out
 
 
 def _link(cfg, fig, key, src):

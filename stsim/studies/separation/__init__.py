@@ -1,5 +1,5 @@
 """Transformer vs fully-connected net: the smallest width reaching a target loss as T grows
 (``stsim separation``): a study of :mod:`stsim.studies.contract`, described in
 :mod:`~stsim.studies.separation.study`."""
-from stsim.studies.separation.study import (NAME, PRESETS, analyse, check,  # noqa: F401
-                                            report, run)
+from stsim.studies.separation.study import (EPILOG, HELP, NAME, PRESETS, analyse,  # noqa: F401
+                                            check, console, report, run)

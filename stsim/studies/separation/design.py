@@ -42,6 +42,23 @@ QUICK = dict(qs=(2,), d=1, target=0.25, targets=(0.25,), steps=300, long_steps=6
              **QUICK_PRECISION.settings(),
              family_max_width=256, max_width_fcn=64,
              long_max_width=32, fcn_span=2, n_boot=200, extra_long=())
+#: the help of each setting (the options of ``stsim separation``), beside its preset
+HELP = {"qs": "subset sizes q of the trained arms", "d": "token dimension",
+        "target": "a width passes when its median val loss <= target * d/(2q)",
+        "targets": "targets of the family's width search (the main target is added)",
+        "steps": "Adam steps of the common budget", "long_steps": "the FCN's second budget",
+        "batch": "fresh samples per step", "n_val": "validation points",
+        "seeds": "reported seeds per cell", "lrs": "the learning-rate grid of both arms",
+        "lr_extra": "rates tuned past an end of lrs, one at a time, while the chosen rate "
+                    "sits on that end (both arms)",
+        "fcn_Ts": "T of the trained FCN", "tf_Ts": "T of the trained transformer",
+        "long_Ts": "T at which the FCN also gets long_steps",
+        "family_qs": "q of the family", "family_Ts": "T of the family",
+        **Precision.help(),
+        "family_max_width": "largest d_e of the family search",
+        "max_width_fcn": "largest FCN width", "long_max_width": "largest FCN width at long_steps",
+        "fcn_span": "FCN widths up to fcn_span * T", "n_boot": "bootstrap resamples"}
+
 
 
 def family_crossing_point(q, T, level, cap, precision):

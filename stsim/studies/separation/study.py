@@ -14,13 +14,13 @@ The study follows :mod:`stsim.studies.contract`: ``PRESETS`` (``QUICK`` / ``FULL
 ``run.json`` in ``<out>/raw/``), :func:`analyse` (:mod:`~stsim.studies.separation.analysis`,
 from the raw tables alone; diverged runs: :mod:`~stsim.studies.separation.divergence`) and
 :func:`report` (:mod:`~stsim.studies.separation.outputs`). The command line is
-:mod:`stsim.cli.separation`.
+:mod:`stsim.cli.study` (``stsim separation``).
 """
 from __future__ import annotations
 
 from stsim.studies.separation.analysis import analyse
-from stsim.studies.separation.design import (FULL, QUICK, cells, check, tf_params, train_point,
-                                             width_grid)
+from stsim.studies.separation.design import (FULL, HELP, QUICK, cells, check, tf_params,
+                                             train_point, width_grid)
 from stsim.studies.separation.outputs import (markdown_report, plot_agreement, plot_separation,
                                               report, width_text)
 from stsim.studies.separation.training import run
@@ -32,3 +32,19 @@ __all__ = ["NAME", "PRESETS", "check", "run", "analyse", "report", "QUICK", "FUL
 NAME = "separation"
 # the presets of the contract; ``mode`` (reserved by the contract) names the preset in the outputs
 PRESETS = {"quick": dict(QUICK, mode="quick"), "full": dict(FULL, mode="full")}
+
+EPILOG = ("writes points.csv (one row per training run and budget), fits.json, summary.json,\n"
+          "report.md, separation.png, agreement.png; the raw sweep tables (resumable), their\n"
+          "journals and the run record run.json in raw/\n"
+          "examples: stsim separation                 # about 20 s of CPU\n"
+          "          stsim separation --full --out runs/separation\n"
+          "          stsim separation --full --out docs/figures/separation --analyse-only")
+
+
+def console(summary) -> list:
+    """What ``stsim separation`` prints: the smallest width of every series point."""
+    from stsim.studies.separation.outputs import width_text
+    return ([f"q={w['q']} {w['series']:>10s} T={w['T']:>4d}: {width_text(w)}"
+             for w in summary["widths"]]
+            + [f"q={w['q']} {w['series']:>10s} T={w['T']:>4d}: incomplete (done "
+               f"{w['done']} of {w['designed']})" for w in summary["incomplete"]])

@@ -209,14 +209,16 @@ def table(cfg, s) -> list:
 
 def write_outputs(cfg, out, s, d_e):
     """Every output file (module docstring); ``d_e``: the runs' encoding width (the length
-    figure's title)."""
+    figure's title). Returns the summary with ``checks`` (every check, a list) and
+    ``table`` (the side-by-side rows)."""
     from stsim.studies.contract import divergence_markdown
     from stsim.studies.tuning import at_chosen
     from stsim.sweep import read_table
     runs = at_chosen([r for r in read_table(os.path.join(out, "raw", "runs.csv"))
                       if r["status"] == "ok"], "target", s["mults"])
     checks = [c for part in PARTS for t in cfg["targets"] for c in s[part][t]]
-    write_json(os.path.join(out, "targets.json"), dict(s, checks=checks, table=table(cfg, s)))
+    s = dict(s, checks=checks, table=table(cfg, s))
+    write_json(os.path.join(out, "targets.json"), s)
     _represents(cfg, out, s)
     _learns(cfg, out, runs)
     _length(cfg, out, s, d_e)
@@ -235,3 +237,4 @@ def write_outputs(cfg, out, s, d_e):
     lines += ["", "## Checks", ""] + checks_table(checks)
     with atomic_write(os.path.join(out, "report.md"), "w") as fh:
         fh.write("\n".join(lines) + "\n" + divergence_markdown(s))
+    return s

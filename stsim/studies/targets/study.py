@@ -60,6 +60,31 @@ PRESETS = {"quick": dict(_COMMON, mode="quick", T=20, steps=300, seeds=2,
            "full": dict(_COMMON, mode="full", T=200, steps=0, seeds=3,
                         T_test=(250, 300, 400), n_fit=200_000, **widths.FULL)}
 
+EPILOG = ("writes raw/represents.csv, raw/tune.csv, raw/runs.csv, raw/family_width.csv,\n"
+          "raw/family_equal.csv, raw/fcn_tune.csv, raw/fcn_runs.csv (a rerun with the same\n"
+          "--out resumes) and raw/run.json, then targets.json (every check with se,\n"
+          "critical, verdict), report.md, represents.png/.csv, learns.png with curves.csv,\n"
+          "length.png/.csv, widths.png/.csv (--analyse-only: from raw/)\n"
+          "examples: stsim targets                       # quick, T = 20\n"
+          "          stsim targets --full --out docs/figures/targets")
+
+HELP = {"targets": "targets: mean, moment:k, variance", "T": "training length",
+        "q": "subset size", "d": "token dimension", "batch": "batch size",
+        "mults": "multipliers of each target's default step tried on the tuning seed",
+        "ratio": "learns: final val <= ratio L_c (the best constant output's loss)",
+        "rep_T": "length of the constructions",
+        "n_batches": "batches of 256 on which a construction is evaluated",
+        "floor_tol": "the variance's linear fit within floor_tol of its floor",
+        "steps": "steps of every run (0: the plan's default)", "seeds": "seeds per target",
+        "T_test": "lengths of evaluation (<= 2T)",
+        "n_fit": "samples of the variance's least-squares fit (and as many held out)",
+        **widths.HELP}
+
+
+def console(summary) -> list:
+    """What ``stsim targets`` prints: its side-by-side table, a row per target."""
+    return [" | ".join(row) for row in summary["table"]]
+
 
 def check(cfg):
     """Every setting validated (``ValueError`` naming it) before any work."""
@@ -262,5 +287,4 @@ def report(cfg, out, results):
                       if not np.isfinite(results["learns"][t][0]["measured"])]
                      + [f"a run raised: {e}" for e in results["errors"]])
     summary = dict(results, **div, record=record, config=dict(cfg))
-    write_outputs(cfg, out, summary, encoding_width(cfg))
-    return summary
+    return write_outputs(cfg, out, summary, encoding_width(cfg))

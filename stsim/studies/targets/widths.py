@@ -56,6 +56,18 @@ QUICK = dict(FULL, fam_Ts=(8, 16, 32, 64, 128),
              fcn_batch=64, fcn_n_val=256, fcn_lrs=(3e-2,), fcn_lr_extra=(), fcn_span=4,
              fcn_max_width=64, n_boot=200)
 WIDTH_KEYS = tuple(FULL)
+#: the help of each width setting (options of ``stsim targets``), beside its preset
+HELP = {"width_d": "token dimension of the width parts",
+        "reach": "the width parts' level: reach L_c (the best constant output's loss)",
+        "fam_Ts": "T of the family's crossings", **Precision.help(),
+        "eq_Ts": "T where a separable target's family loss is compared with the mean's",
+        "eq_n": "samples of that comparison", "eq_tol": "its tolerance on L/L(0)",
+        "slope_tol": "the variance's family width like the mean's: |exponent| <= slope_tol",
+        "fcn_Ts": "T of the trained FCN", "fcn_steps": "Adam steps of an FCN run",
+        "fcn_batch": "FCN batch", "fcn_n_val": "FCN validation points",
+        "fcn_seeds": "FCN seeds per cell", "fcn_lrs": "FCN rates tuned (separation's rule)",
+        "fcn_lr_extra": "rates added past an end", "fcn_span": "FCN widths T/2 .. span T",
+        "fcn_max_width": "largest FCN width", "n_boot": "bootstrap resamples of a width"}
 FAM_ROOT = 2          # root seed of the family equality's paired samples
 
 
