@@ -1,0 +1,1 @@
+"""The corpora stsim ships (:mod:`stsim.core.corpus`): data, no code."""
