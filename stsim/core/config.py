@@ -99,7 +99,7 @@ class Config:
                              "the law is really stochastic: d_e = T would use every slot, in "
                              "order, i.e. the fixed one-hot PE), max(T, T_test) for onehot, 64 "
                              "for dense")
-    sampler: str = _field("slots", "law of the stochastic family: slots | sphere")
+    sampler: str = _field("slots", "law of the stochastic family: slots | sphere | sinusoid")
     model: str = _field("theory", "theory | practical (attention also over the query token)")
     query: str = _field("sum", "query token: sum (p_query = sum of p_j, j in y) | mean")
     attention: str = _field("softmax", "attention mechanism: softmax | linear | relu | sigmoid "

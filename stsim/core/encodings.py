@@ -29,6 +29,7 @@ __all__ = [
     "NearOrthogonal",
     "StochasticSlots",
     "StochasticSphere",
+    "StochasticSinusoid",
     "PE_NAMES",
     "SAMPLERS",
     "coherence",
@@ -38,7 +39,7 @@ __all__ = [
 ]
 
 PE_NAMES = ("onehot", "near-orthogonal", "stochastic")
-SAMPLERS = ("slots", "sphere")
+SAMPLERS = ("slots", "sphere", "sinusoid")
 _ALIASES = {"one-hot": "onehot", "one_hot": "onehot", "near_orthogonal": "near-orthogonal",
             "nearorthogonal": "near-orthogonal"}
 
@@ -410,6 +411,53 @@ class StochasticSphere(Encoding):
 
     def approx_reduced_n(self, T):
         return self.d_e   # near-orthogonal: approximated by the slots map with n = d_e
+
+
+class StochasticSinusoid(Encoding):
+    r"""A smooth randomised *ordered* encoding: per sample, ``T`` distinct indices drawn as
+    a uniformly random ordered subset of ``[0, span)`` (:func:`sorted_subsets`, as the
+    slots' law), each encoded by a fixed sinusoidal code of its index,
+
+    ``p(k) = √(2/d_e) [sin(ω_j k), cos(ω_j k)]_{j < d_e/2}``,  ``ω_j = span^{−2j/d_e}``
+
+    (the Transformer's sinusoids with base ``span``: wavelengths from 2π to about
+    ``2π span``). Then ``|p(k)| = 1`` and
+    ``⟨p(k), p(k')⟩ = (2/d_e) Σ_j cos(ω_j (k − k'))``: a function of the gap ``k − k'``
+    alone, 1 at gap 0 and near 1 for nearby indices (the slots' codes are orthogonal at
+    every gap). Order is kept and the absolute index is random, as with the slots; what is
+    added is that "near" is one direction of the code. ``span`` defaults to ``2 T_max``
+    (the slots' default width); ``d_e`` is even."""
+
+    name = "stochastic"
+    fixed = False
+    index = False
+    label = "stochastic/sinusoid"
+
+    def __init__(self, d_e: int, span: int | None = None, T_max: int | None = None):
+        super().__init__(d_e)
+        if self.d_e % 2:
+            raise ValueError(f"d_e must be even for the sinusoidal encoding (pairs of sin "
+                             f"and cos), got {self.d_e}")
+        if span is None:
+            if T_max is None:
+                raise ValueError("span (the index range) or T_max is required")
+            span = 2 * check_int("T_max", T_max, 1)
+        self.span = check_int("span", span, 1)
+        k = np.arange(self.span, dtype=np.float64)[:, None]
+        omega = float(self.span) ** (-2.0 * np.arange(self.d_e // 2) / self.d_e)
+        table = np.empty((self.span, self.d_e))
+        table[:, 0::2], table[:, 1::2] = np.sin(k * omega), np.cos(k * omega)
+        self.table = table * math.sqrt(2.0 / self.d_e)
+        self.table.flags.writeable = False
+
+    def check_length(self, T):
+        if T > self.span:
+            raise ValueError(f"T={T} exceeds the index range span={self.span} of the "
+                             f"sinusoidal encoding; give span >= the largest T or T_test")
+
+    def sample(self, rng, B, T):
+        self.check_length(T)
+        return PEBatch(d_e=self.d_e, P=self.table[sorted_subsets(rng, B, self.span, T)])
 
 
 class NearOrthogonal(Encoding):

@@ -13,8 +13,8 @@ import inspect
 import numpy as np
 
 from stsim.core.encodings import (_ALIASES, PE_NAMES, SAMPLERS, Encoding, NearOrthogonal,
-                                  OneHot, PEBatch, StochasticSlots, StochasticSphere,
-                                  _check_width)
+                                  OneHot, PEBatch, StochasticSinusoid, StochasticSlots,
+                                  StochasticSphere, _check_width)
 from stsim.util.validate import check_int
 
 __all__ = ["register_encoding", "canonical_pe", "encoding_spec", "EncodingSpec", "is_dense",
@@ -33,7 +33,8 @@ def _near_orthogonal(d_e, T_max, rng):
 #: the built-in families: name -> (Encoding subclass, factory); ``stochastic``: per sampler
 _BUILTIN = {"onehot": (OneHot, OneHot), "near-orthogonal": (NearOrthogonal, _near_orthogonal),
             ("stochastic", "slots"): (StochasticSlots, StochasticSlots),
-            ("stochastic", "sphere"): (StochasticSphere, StochasticSphere)}
+            ("stochastic", "sphere"): (StochasticSphere, StochasticSphere),
+            ("stochastic", "sinusoid"): (StochasticSinusoid, StochasticSinusoid)}
 _REGISTERED: dict = {}   # name -> (factory, index, default_d_e)
 
 
@@ -216,7 +217,7 @@ def encoding_spec(pe, *, T_max: int, d_e: int | None = None, sampler: str = "slo
     d_e : int, optional
         Width. Default: a registered ``default_d_e``; else 64 for dense families,
         ``slots_factor * T_max`` for per-sample index families, ``T_max`` for fixed ones.
-    sampler : {"slots", "sphere"}
+    sampler : {"slots", "sphere", "sinusoid"}
         Law of the stochastic family (validated for every family, used by that one).
     slots_factor : int
         See ``d_e`` (:class:`Config` passes 2: each slot is then used with probability
