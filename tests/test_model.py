@@ -157,3 +157,74 @@ def test_bad_input(small_setup, bad, match):
         (kw if k in ("model", "query") else args).__setitem__(k, v)
     with pytest.raises(ValueError, match=match):
         loss_and_grad(args["W"], args["V"], args["X"], args["y"], args["P"], **kw)
+
+
+def _xent_target(rng, n_class):
+    """One-hot rows of random classes, and a soft distribution, (B, n_class) each."""
+    hard = np.eye(n_class)[rng.integers(n_class, size=B)]
+    soft = rng.random((B, n_class))
+    return hard, soft / soft.sum(axis=1, keepdims=True)
+
+
+@pytest.mark.parametrize("pe,sampler,d_e", FAMILIES)
+@pytest.mark.parametrize("model", ["theory", "practical"])
+def test_cross_entropy_readout_finite_differences(small_setup, pe, sampler, d_e, model):
+    """``loss="xent"``: logits ``V h`` over ``o`` classes, ``ℓ = logsumexp − f·y``; its
+    analytic gradients against float64 finite differences on the index (onehot, slots)
+    and dense (near-orthogonal, sphere) paths, with hard and soft targets, and against a
+    per-sample oracle of the definition."""
+    rng, batch, peb, W, _ = small_setup(pe, sampler, d_e)
+    o = 5
+    V = 0.7 * rng.standard_normal((o, W.shape[0]))
+    for y_t in _xent_target(rng, o):
+        def fg(params):
+            loss, dW, dV = forward_backward(params[0], params[1], batch.X, batch.y, peb,
+                                            model=model, target=y_t, loss="xent")
+            return loss, [dW, dV]
+        check_grad(fg, [W, V], rng, n_dirs=4, h=1e-5, rtol=1e-6)
+        check_grad(lambda p: (fg([W, p[0]])[0], [fg([W, p[0]])[1][1]]), [V], rng, rtol=1e-6)
+        # the definition, sample by sample (the attended vector from the squared path)
+        P = peb.dense()
+        L = 0.0
+        for b in range(B):
+            Pb = P if P.ndim == 2 else P[b]
+            Z = np.concatenate([batch.X[b].T, Pb.T], axis=0)
+            zq = np.concatenate([np.zeros(d), Pb[batch.y[b]].sum(axis=0)])
+            if model == "practical":
+                Z = np.concatenate([Z, zq[:, None]], axis=1)
+            a = Z.T @ W @ zq
+            s = np.exp(a - a.max()) / np.exp(a - a.max()).sum()
+            f = V @ (Z @ s)
+            L += np.log(np.exp(f - f.max()).sum()) + f.max() - f @ y_t[b]
+        assert fg([W, V])[0] == pytest.approx(L / B, rel=1e-12)
+
+
+def test_cross_entropy_check_fails_on_a_seeded_fault(small_setup, monkeypatch):
+    """``r = softmax(f) − y`` with the softmax's normaliser dropped: the finite differences
+    catch it."""
+    import stsim.core.kernels as K
+    import stsim.core.model as M
+    rng, batch, peb, W, _ = small_setup("stochastic", "sphere", 6)
+    V = 0.7 * rng.standard_normal((4, W.shape[0]))
+    y_t = _xent_target(rng, 4)[0]
+    real = K._residual
+
+    def faulty(f, y_true, xent=False):
+        loss, r = real(f, y_true, xent)
+        return loss, (r + y_true) * 1.3 - y_true      # a wrong ∂ℓ/∂f
+    monkeypatch.setattr(M, "_residual", faulty)
+
+    def fg(params):
+        loss, dW, dV = forward_backward(params[0], params[1], batch.X, batch.y, peb,
+                                        target=y_t, loss="xent")
+        return loss, [dW, dV]
+    with pytest.raises(AssertionError):
+        check_grad(fg, [W, V], rng, n_dirs=4, h=1e-5, rtol=1e-6)
+
+
+def test_cross_entropy_refusals(small_setup):
+    rng, batch, peb, W, V = small_setup("onehot", "slots", 11)
+    with pytest.raises(ValueError, match="loss must be one of"):
+        forward_backward(W, V, batch.X, batch.y, peb, loss="hinge")
+    with pytest.raises(ValueError, match="needs target"):
+        forward_backward(W, V, batch.X, batch.y, peb, loss="xent")

@@ -8,7 +8,7 @@ import numpy as np
 from scipy.sparse import csr_matrix
 
 from stsim.core.attention import Softmax
-from stsim.core.kernels import _bmv, _bvm, _logits, _loss, _quadratic, _quadratic_back
+from stsim.core.kernels import _bmv, _bvm, _logits, _quadratic, _quadratic_back, _residual
 from stsim.core.sparse_grad import SparseGradW, flat_view
 
 __all__ = []   # internal to stsim.core (model.forward_backward dispatches here)
@@ -207,7 +207,7 @@ class _IndexOps:
 
 
 def _index_forward_backward(W, V, X, ops, y_true, need_grad, sparse_grad=False, att=None,
-                            head=None):
+                            head=None, xent=False):
     """The same formulas for index encodings, in token space and in parts of the batch
     (:meth:`_IndexOps.parts`): per part the logits, softmax, mixture (and ``V_e h_e`` on
     the gather route); then the products over the whole batch (``V h``, the loss, ``dV``,
@@ -245,8 +245,7 @@ def _index_forward_backward(W, V, X, ops, y_true, need_grad, sparse_grad=False, 
         r = h_x @ V[:, :d].T
         r += r_e
     Qh = None if head is None else _quadratic(head, h_x, r)
-    r -= y_true
-    loss = _loss(r)
+    loss, r = _residual(r, y_true, xent)
     if not need_grad:
         return (loss, None, None) + ((None,) if head is not None else ())
     r /= B

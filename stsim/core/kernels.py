@@ -57,6 +57,26 @@ def _loss(r):
     return 0.5 * float(np.einsum("bd,bd->", r, r)) / r.shape[0]
 
 
+def _residual(f, y_true, xent=False):
+    """``(loss, r)`` of the outputs ``f`` (B, o) against ``y_true``, ``r = ∂ℓ_b/∂f_b`` in
+    place of ``f``: squared, ``ℓ = ½|f − y|²`` and ``r = f − y``; cross entropy
+    (``xent``; ``y`` a distribution over the ``o`` classes, a one-hot row for one class),
+    ``ℓ = logsumexp(f) − f·y`` and ``r = softmax(f) − y`` (``Σ_o y_o = 1``). The loss is
+    the batch mean; shifting ``f`` by its row maximum leaves both unchanged."""
+    if not xent:
+        f -= y_true
+        return _loss(f), f
+    m = f.max(axis=1, keepdims=True)
+    fy = np.einsum("bo,bo->b", f, y_true)
+    f -= m
+    np.exp(f, out=f)
+    Z = f.sum(axis=1, keepdims=True)
+    loss = float(np.mean(np.log(Z[:, 0]) + m[:, 0] - fy))
+    f /= Z
+    f -= y_true
+    return loss, f
+
+
 def _quadratic(head, h_x, r):
     """``r += b + [h_φᵀ Q_o h_φ]_o`` in place (``head = {"b": (o,), "Q": (o, m, m)}``,
     ``h_x``: ``h_φ`` (B, m)); returns ``Q h_φ`` (B, o, m) for :func:`_quadratic_back`."""

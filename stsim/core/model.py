@@ -46,6 +46,17 @@ Backward (the derivative sits beside the forward formula):
       && (z_q \text{ depends on no parameter}).
     \end{aligned}
 
+A readout into classes (``loss="xent"``: the masked-character task, :mod:`stsim.core.text`)
+reads ``f = V h`` as logits over ``V``'s rows and ``target`` as a distribution ``y`` over
+them (a one-hot row for one class):
+
+.. math::
+
+    \ell = \log\textstyle\sum_o e^{f_o} - f^\top y, \qquad
+    r = \partial\ell/\partial f = \operatorname{softmax}(f) - y ,
+
+and the backward above is unchanged with this ``r`` (every line is linear in ``r``).
+
 The batch loss is the batch mean of ℓ, and so are the gradients. Other mechanisms (linear,
 ReLU and sigmoid attention, a temperature, a key/query pair of rank r) replace ``softmax``
 and its Jacobian by their own map and vector-Jacobian product (:mod:`stsim.core.attention`;
@@ -71,7 +82,7 @@ from scipy.special import softmax
 from stsim.core.attention import Softmax, check_rank, lowrank_W, lowrank_grad, make_attention
 from stsim.core.encodings import PEBatch
 from stsim.core.index_form import _index_forward_backward, _IndexOps
-from stsim.core.kernels import _bmv, _bvm, _logits, _loss, _quadratic, _quadratic_back
+from stsim.core.kernels import _bmv, _bvm, _logits, _quadratic, _quadratic_back, _residual
 from stsim.core.task import sts_target
 from stsim.util.validate import check_choice
 
@@ -84,10 +95,12 @@ __all__ = [
     "softmax",
     "MODELS",
     "QUERIES",
+    "LOSSES",
 ]
 
 MODELS = ("theory", "practical")
 QUERIES = ("sum", "mean")
+LOSSES = ("squared", "xent")     # ½|f − target|², or the cross entropy of logits f
 _SOFTMAX = Softmax()
 
 
@@ -228,7 +241,7 @@ class _DenseOps:
 
 
 def _forward_backward(W, V, X, ops, y_true, need_grad, sparse_grad=False, att=_SOFTMAX,
-                      head=None):
+                      head=None, xent=False):
     """The formulas of the module docstring, dense encodings; ``Z = [X; P]`` is never
     built. ``att``: the map from logits to weights (:mod:`stsim.core.attention`);
     ``head``: the quadratic readout's ``{"b", "Q"}`` (then a fourth value, their
@@ -238,8 +251,7 @@ def _forward_backward(W, V, X, ops, y_true, need_grad, sparse_grad=False, att=_S
     h = ops.mix(X, s)                              # Z s
     r = ops.value(V, h)
     Qh = None if head is None else _quadratic(head, h[:, :d], r)
-    r -= y_true                                    # f − target, (B, o)
-    loss = _loss(r)
+    loss, r = _residual(r, y_true, xent)           # r = ∂ℓ/∂f: f − target, or softmax − y
     if not need_grad:
         return (loss, None, None) + ((None,) if head is not None else ())
     r /= B                                         # folds the batch mean into the backward
@@ -256,7 +268,7 @@ def _forward_backward(W, V, X, ops, y_true, need_grad, sparse_grad=False, att=_S
 # --------------------------------------------------------------------------------------
 def forward_backward(W, V, X, y, pe: PEBatch, *, model="theory", query="sum", x_query=None,
                      target=None, need_grad=True, sparse_grad=False, attention=None,
-                     temperature=1.0, rank=None, readout=None):
+                     temperature=1.0, rank=None, readout=None, loss="squared"):
     """Batch-mean loss and (optionally) gradients, dispatching on the encoding's form.
 
     Parameters
@@ -298,6 +310,10 @@ def forward_backward(W, V, X, y, pe: PEBatch, *, model="theory", query="sum", x_
     readout : dict, optional
         The quadratic readout's ``{"b": (o,), "Q": (o, d, d)}`` (module docstring); then a
         fourth value is returned, their gradients as a dict (None without ``need_grad``).
+    loss : {"squared", "xent"}
+        ``½|V h − target|²`` (the paper's), or the cross entropy of the logits ``V h``
+        against ``target``, a distribution over V's rows per sample (a one-hot row names
+        one class; module docstring).
 
     Returns
     -------
@@ -311,6 +327,10 @@ def forward_backward(W, V, X, y, pe: PEBatch, *, model="theory", query="sum", x_
     """
     check_choice("model", model, MODELS)
     check_choice("query", query, QUERIES)
+    check_choice("loss", loss, LOSSES)
+    if loss == "xent" and (target is None or readout is not None):
+        raise ValueError("loss='xent' needs target (class distributions, (B, o)) and the "
+                         "linear readout (no readout=)")
     att = _SOFTMAX if attention is None and temperature == 1.0 else \
         make_attention(attention, temperature)
     if rank is not None:
@@ -321,20 +341,22 @@ def forward_backward(W, V, X, y, pe: PEBatch, *, model="theory", query="sum", x_
                              f"{np.shape(W_K)}")
     return forward_backward_unchecked(W, V, X, y, pe, model == "practical", query, x_query,
                                       target, need_grad, sparse_grad, att, rank is not None,
-                                      readout)
+                                      readout, loss == "xent")
 
 
 def forward_backward_unchecked(W, V, X, y, pe, practical, query, x_query, target, need_grad,
-                               sparse_grad, att, pair, head=None):
+                               sparse_grad, att, pair, head=None, xent=False):
     """:func:`forward_backward` without its checks, for a run's step (its config checked
     the options once): ``practical`` a bool, ``query`` ``"sum"`` or ``"mean"``, ``att`` an
     :class:`~stsim.core.attention.Attention` or None (softmax), ``pair``: ``W`` is the pair
-    ``(W_K, W_Q)``; ``head``: the quadratic readout's parameters."""
+    ``(W_K, W_Q)``; ``head``: the quadratic readout's parameters; ``xent``: the cross
+    entropy of ``V h`` as logits against ``target`` (class distributions)."""
     att = _SOFTMAX if att is None else att
     if pair:
         W_K, W_Q = W
         out = forward_backward_unchecked(lowrank_W(W_K, W_Q), V, X, y, pe, practical, query,
-                                         x_query, target, need_grad, False, att, False, head)
+                                         x_query, target, need_grad, False, att, False, head,
+                                         xent)
         G = out[1]
         return (out[0], None if G is None else lowrank_grad(W_K, W_Q, G)) + out[2:]
     c = _coef(query, y.shape[1])
@@ -343,9 +365,9 @@ def forward_backward_unchecked(W, V, X, y, pe, practical, query, x_query, target
     if pe.is_index:
         ops = _IndexOps(pe.idx, pe.d_e, y, c, d, practical, xq)
         return _index_forward_backward(W, V, X, ops, y_true, need_grad, sparse_grad, att,
-                                       head)
+                                       head, xent)
     ops = _DenseOps(pe.P, y, c, d, practical, xq)
-    return _forward_backward(W, V, X, ops, y_true, need_grad, sparse_grad, att, head)
+    return _forward_backward(W, V, X, ops, y_true, need_grad, sparse_grad, att, head, xent)
 
 
 def loss_and_grad(W, V, X, y, P, *, model="theory", query="sum", x_query=None, target=None,
