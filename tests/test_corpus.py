@@ -98,6 +98,6 @@ def test_a_short_text_refuses_a_window_longer_than_its_held_part(tmp_path):
 def test_the_packaged_file_is_compressed_once():
     """The shipped file decompresses to the recorded text (what the docs quote)."""
     from importlib import resources
-    blob = resources.files("stsim.data").joinpath("tinyshakespeare.txt.gz").read_bytes()
+    blob = resources.files("stsim").joinpath("data", "tinyshakespeare.txt.gz").read_bytes()
     assert len(blob) < 450_000 and hashlib.sha256(gzip.decompress(blob)).hexdigest() == \
         CORPORA["tinyshakespeare"]["sha256"]

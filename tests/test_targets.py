@@ -67,7 +67,7 @@ def test_facts_of_the_built_ins():
     assert np.array_equal(Moment(1).features(X), X)          # h_1 = x
     assert (v.feature_dim(d), v.dim(d), v.readout, v.separable) == (2 * d, d, "quadratic", False)
     assert make_target("MOMENT:3") == Moment(3) and make_target("moment:3").label == "moment:3"
-    assert set(TARGETS) == {"mean", "moment", "variance"}
+    assert set(TARGETS) == {"mean", "moment", "variance", "text", "masked"}
 
 
 @pytest.mark.parametrize("bad", ["moment", "moment:0", "moment:9", "moment:x", "mean:2",

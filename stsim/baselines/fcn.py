@@ -237,8 +237,8 @@ class FCNProblem(Problem):
         self.target = target_of(cfg)    # its output: the target's dimension
         super().__init__(cfg, streams)
 
-    def _draw(self, rng, B, T, q):
-        b = self.target.draw(rng, B, T, q, self.cfg.d)
+    def _draw(self, rng, B, T, q, part="train"):
+        b = self.target.draw(rng, B, T, q, self.cfg.d, part=part)
         return fcn_input(b.X, b.y), b.target
 
     @property

@@ -112,7 +112,7 @@ class Corpus:
 
 
 def _read_builtin(name: str) -> bytes:
-    with resources.files("stsim.data").joinpath(CORPORA[name]["file"]).open("rb") as fh:
+    with resources.files("stsim").joinpath("data").joinpath(CORPORA[name]["file"]).open("rb") as fh:
         return gzip.decompress(fh.read())
 
 

@@ -192,7 +192,9 @@ class Problem:
     registered objective (:func:`register_objective`, given ``cfg`` and :attr:`enc`).
 
     A subclass sets what it needs before calling ``Problem.__init__`` and implements
-    ``_draw(rng, B, T, q)`` (B points of length T with subsets of size q),
+    ``_draw(rng, B, T, q, part="train")`` (B points of length T with subsets of size q;
+    ``part``: ``"held"`` for the validation sets, which a target drawing from a corpus takes
+    from its held-out part, :mod:`stsim.core.corpus`),
     ``batch_loss_grad(params, data, need_grad=True) -> (loss, grads)``,
     ``init_params(rng)``, and optionally ``population_loss_grad(params)``,
     ``metrics(params)`` and ``info()``.
@@ -202,13 +204,13 @@ class Problem:
 
     def __init__(self, cfg, streams: Streams):
         self.cfg = cfg
-        self.val = {"val": self._draw(streams.validation(), cfg.n_val, cfg.T, cfg.q)}
+        self.val = {"val": self._draw(streams.validation(), cfg.n_val, cfg.T, cfg.q, "held")}
         for Tt in cfg.T_test:
             self.val[val_key("T", Tt)] = self._draw(streams.validation("T", Tt), cfg.n_val,
-                                                    Tt, cfg.q)
+                                                    Tt, cfg.q, "held")
         for qt in cfg.q_test:
             self.val[val_key("q", qt)] = self._draw(streams.validation("q", qt), cfg.n_val,
-                                                    cfg.T, qt)
+                                                    cfg.T, qt, "held")
         self.fixed = None
         self.population = None
         if cfg.objective == "sample":
@@ -219,7 +221,7 @@ class Problem:
                                  f"(registered: {sorted(_OBJECTIVES)})")
             self.population = _OBJECTIVES[cfg.objective](cfg, self.enc)
 
-    def _draw(self, rng, B, T, q):  # pragma: no cover - the subclass's
+    def _draw(self, rng, B, T, q, part="train"):  # pragma: no cover - the subclass's
         raise NotImplementedError
 
     def batch_loss_grad(self, params, data, need_grad=True):  # pragma: no cover
@@ -280,8 +282,8 @@ class TransformerProblem(Problem):
         self.m = self.target.feature_dim(cfg.d)
         super().__init__(cfg, streams)
 
-    def _draw(self, rng, B, T, q):
-        return (self.target.draw(rng, B, T, q, self.cfg.d, features=True),
+    def _draw(self, rng, B, T, q, part="train"):
+        return (self.target.draw(rng, B, T, q, self.cfg.d, features=True, part=part),
                 sample_checked(self.enc, rng, B, T))
 
     @property
@@ -316,7 +318,7 @@ class TransformerProblem(Problem):
         loss, dW, dV, *dh = forward_backward_unchecked(
             (params["W_K"], params["W_Q"]) if pair else params["W"], params["V"], b.X, b.y, pe,
             self.cfg.model == "practical", self.cfg.query, None, b.target, need_grad, True,
-            self.att, pair, head)
+            self.att, pair, head, self.target.loss == "xent")
         out = {"W": dW} if not pair else dict(zip(("W_K", "W_Q"), (None, None) if dW is None
                                                   else dW))
         out["V"] = dV

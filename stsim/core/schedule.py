@@ -108,6 +108,10 @@ def _reduction(cfg):
     encoding with no reduction)."""
     if not cfg.resolved.arch.reduced:
         return None, False, f"arch={cfg.arch!r} (registered without reduced dynamics)"
+    t = getattr(cfg.resolved, "target", None)
+    if t is not None and not t.gaussian_tokens:
+        return None, False, (f"the target {t.label!r} (its tokens are not Gaussian: the "
+                             f"reduced dynamics are derived for N(0, I) tokens)")
     spec = cfg.resolved.encoding
     n = spec.reduced_n(cfg.T)
     if n is not None:
@@ -198,6 +202,9 @@ def _target_note(cfg, t, s) -> str:
              f"eps_W = {e_W:.4g})" if t.fourth_moments(cfg.d) is not None else
              ", the batch terms with Gaussian fourth moments of phi (assumed: the target "
              "gives no fourth_moments)")
+    if not t.gaussian_tokens:
+        return (f"target {t.label}: lr {s.lr} and steps neither derived nor measured (give lr "
+                f"and steps)")
     if t.measured:
         how = f"lr {s.lr} and steps measured on {t.measured}"
     elif t.mean_on_features:

@@ -36,14 +36,17 @@ import math
 
 import numpy as np
 
+from stsim.core.corpus import load_corpus
 from stsim.core.task import Batch, draw_subsets, sts_target
-from stsim.util.validate import check_int
+from stsim.util.validate import check_choice, check_int
 
-__all__ = ["Target", "Mean", "Moment", "Variance", "TARGETS", "READOUTS", "MAX_ORDER",
+__all__ = ["Target", "Mean", "Moment", "Variance", "TextSelection", "MaskedChar", "TARGETS",
+           "READOUTS", "LOSSES", "EMBEDDINGS", "MAX_ORDER",
            "make_target", "target_of", "resolve_target", "hermite", "construction",
            "HEAD_STEPS", "target_params", "cosine_to_target", "unique_V", "NO_COS_V"]
 
 READOUTS = ("linear", "quadratic")
+LOSSES = ("squared", "xent")
 MAX_ORDER = 8      # the highest Hermite order of "moment:k" (E h_k⁴ grows like 3^k)
 #: the quadratic readout's b and Q at 1/20 of V's step: MEASURED on the variance (T = 50,
 #: q = 3, seeds 0-1; docs/targets.md, "Default step")
@@ -69,6 +72,12 @@ class Target:
 
     name = "target"
     readout = "linear"        # READOUTS: f = V h, or f = V h + b + [h_φᵀ Q_o h_φ]_o
+    #: the tokens are N(0, I_d) (:meth:`tokens`): what the reduced dynamics and the default
+    #: step are derived for; a target drawing its tokens elsewhere sets False
+    gaussian_tokens = True
+    #: LOSSES: "squared", ½|f − target|², or "xent", the cross entropy of the logits f
+    #: against a class distribution (the masked character, :mod:`stsim.core.text`)
+    loss = "squared"
     separable = False         # the value is (1/q) Σ_{j∈y} φ(x_j): the mean task on φ(x)
     orthonormal = False       # E φ = 0, E φφᵀ = I under x ~ N(0, I_d)
     paper = False             # the paper's task (its metrics, its population objective)
@@ -149,12 +158,23 @@ class Target:
         m = self.feature_dim(d)
         return (np.zeros(m), np.eye(m)) if self.orthonormal else None
 
+    def check(self, d: int, T_max: int, q: int) -> None:
+        """The run's sizes checked against the target before any work (``ValueError``
+        naming the setting); nothing to check here."""
+
+    def tokens(self, rng: np.random.Generator, B: int, T: int, d: int,
+               part: str = "train") -> np.ndarray:
+        """The tokens of ``B`` sequences, (B, T, d): ``X ~ N(0, I_d)`` (``part`` is for a
+        target whose tokens come from a corpus, :mod:`stsim.core.text`: ``"train"`` or
+        ``"held"``)."""
+        return rng.standard_normal((B, T, d))
+
     def draw(self, rng: np.random.Generator, B: int, T: int, q: int, d: int,
-             features: bool = False) -> Batch:
-        """A batch: tokens ``X ~ N(0, I_d)`` (B, T, d), then the subsets (the draws of
-        :func:`stsim.core.task.draw_batch`), and the target; with ``features`` the batch's
-        ``X`` is ``φ(X)`` (what the model reads)."""
-        X = rng.standard_normal((B, T, d))
+             features: bool = False, part: str = "train") -> Batch:
+        """A batch: the tokens (:meth:`tokens`; Gaussian ``X ~ N(0, I_d)``, (B, T, d)),
+        then the subsets (the draws of :func:`stsim.core.task.draw_batch`), and the
+        target; with ``features`` the batch's ``X`` is ``φ(X)`` (what the model reads)."""
+        X = self.tokens(rng, B, T, d, part)
         y = draw_subsets(rng, B, T, q)
         return Batch(X=self.features(X) if features else X, y=y, target=self.value(X, y))
 
@@ -275,8 +295,124 @@ class Variance(Target):
         return {"V_x": V, "b": np.ones(d), "Q": Q}
 
 
-#: the built-in targets by name (``"moment"`` takes its order: ``"moment:3"``)
-TARGETS = {"mean": Mean, "moment": Moment, "variance": Variance}
+EMBEDDINGS = ("onehot", "gaussian")
+EMBED_ROOT = 4          # root seed of a Gaussian character embedding (with its seed)
+
+
+class _OnText(Target):
+    """What the two tasks on real text share (docs/text.md): the tokens of a window of
+    ``T`` consecutive characters of ``corpus`` (:func:`stsim.core.corpus.load_corpus`:
+    a built-in name or the path of a UTF-8 file) are fixed embeddings of its characters —
+    ``"onehot"`` over the vocabulary (then ``d`` is the vocabulary's size) or
+    ``"gaussian"``, a fixed N(0, I_d) row per character drawn from ``seed``. Training
+    draws come from the corpus's first 90%, validation draws from the rest (``part``)."""
+
+    readout = "linear"
+    gaussian_tokens = False
+
+    def __init__(self, corpus="tinyshakespeare", embedding="onehot", seed=0):
+        self.corpus = load_corpus(corpus)
+        self.embedding = check_choice("embedding", embedding, EMBEDDINGS)
+        self.seed = check_int("seed", seed, 0)
+        self._tables = {}
+
+    def settings(self):
+        return {"corpus": self.corpus.label, "embedding": self.embedding, "seed": self.seed}
+
+    def vocab_size(self) -> int:
+        return len(self.corpus.vocab)
+
+    def feature_dim(self, d):
+        """The embedding's width: the vocabulary's size (one-hot), else ``d``."""
+        return self.vocab_size() if self.embedding == "onehot" else d
+
+    def table(self, d: int) -> np.ndarray:
+        """The embedding, (vocabulary, width) (read-only; a Gaussian one drawn once per
+        ``d`` from ``(EMBED_ROOT, seed)``)."""
+        if d not in self._tables:
+            V = self.vocab_size()
+            E = np.eye(V) if self.embedding == "onehot" else \
+                np.random.default_rng([EMBED_ROOT, self.seed]).standard_normal((V, d))
+            E.flags.writeable = False
+            self._tables[d] = E
+        return self._tables[d]
+
+    def check(self, d: int, T_max: int, q: int) -> None:
+        """The run's sizes against the text (``ValueError`` naming each): ``d`` the
+        vocabulary's size for the one-hot embedding; a window of ``T_max`` characters
+        within each part of the corpus."""
+        if self.embedding == "onehot" and d != self.vocab_size():
+            raise ValueError(f"target {self.label!r}: d must be the vocabulary's size "
+                             f"{self.vocab_size()} for the one-hot embedding, got {d}")
+        self.corpus.check_window(T_max, "T")
+
+    def ids(self, rng, B, T, part):
+        return self.corpus.windows(rng, B, T, part)
+
+    def tokens(self, rng, B, T, d, part="train"):
+        return self.table(self.feature_dim(d))[self.ids(rng, B, T, part)]
+
+    def fourth_moments(self, d):
+        return None             # not Gaussian tokens: unknown (the plan says so)
+
+
+class TextSelection(_OnText):
+    """The paper's task on real tokens: the mean of the ``q`` named tokens of a window of
+    text (:class:`_OnText`: its corpus, embedding and seed). Separable, the linear
+    readout; nothing of the Gaussian task's reductions or default step is derived for it
+    (its tokens are neither Gaussian nor orthonormal: the run's message says "neither")."""
+
+    name = "text"
+    separable = True
+
+    def dim(self, d):
+        return self.feature_dim(d)
+
+    def value(self, X, y):
+        return sts_target(X, y)
+
+
+class MaskedChar(_OnText):
+    """The masked character: a window of ``T`` characters of which one position ``m``
+    (uniform) is masked — its token's content is 0, its position kept — and named alone
+    (``q = 1``: the query is ``m``'s positional encoding, no content); ``V`` maps the
+    attended vector to logits over the vocabulary, and the loss is their cross entropy
+    with ``m``'s character (``loss = "xent"``, :func:`stsim.core.model.forward_backward`;
+    the target of a sample is the one-hot row of that character)."""
+
+    name = "masked"
+    loss = "xent"
+
+    def dim(self, d):
+        return self.vocab_size()
+
+    def check(self, d, T_max, q):
+        super().check(d, T_max, q)
+        if q != 1:
+            raise ValueError(f"target {self.label!r}: q must be 1 (the masked position is the "
+                             f"one named), got {q}")
+
+    def value(self, X, y):
+        """The one-hot rows of the named tokens' characters (``X`` unmasked: each token is
+        its character's embedding row, found by the nearest row of the table)."""
+        sel = np.take_along_axis(X, y[:, :1, None], axis=1)[:, 0]      # (B, width)
+        E = self.table(X.shape[2])
+        return np.eye(self.vocab_size())[np.argmin(
+            ((sel[:, None, :] - E[None]) ** 2).sum(axis=2), axis=1)]
+
+    def draw(self, rng, B, T, q, d, features=False, part="train"):
+        ids = self.ids(rng, B, T, part)
+        m = rng.integers(T, size=B)
+        X = self.table(self.feature_dim(d))[ids]
+        X[np.arange(B), m] = 0.0                          # the mask: no content at m
+        target = np.eye(self.vocab_size())[ids[np.arange(B), m]]
+        return Batch(X=X, y=m[:, None], target=target)
+
+
+#: the built-in targets by name (``"moment"`` takes its order: ``"moment:3"``; ``"text"``
+#: and ``"masked"`` their corpus, embedding and seed: ``"text:tinyshakespeare:onehot:0"``)
+TARGETS = {"mean": Mean, "moment": Moment, "variance": Variance, "text": TextSelection,
+           "masked": MaskedChar}
 
 
 def make_target(target="mean") -> Target:
@@ -287,11 +423,20 @@ def make_target(target="mean") -> Target:
         return target
     name, _, arg = target.strip().lower().partition(":") if isinstance(target, str) else \
         ("", "", "")
-    if name in TARGETS and (name == "moment") == bool(arg) and (
+    if name in ("text", "masked"):
+        parts = arg.split(":") if arg else []
+        if parts[:1] == ["file"]:
+            raise ValueError(f"target {target!r} names a text of your own by its hash: pass "
+                             f"the object, target={TARGETS[name].__name__}('<path>', ...)")
+        if len(parts) <= 3 and (len(parts) < 3 or parts[2].isdigit()):
+            return TARGETS[name](*parts[:2], *map(int, parts[2:]))
+    elif name in TARGETS and (name == "moment") == bool(arg) and (
             not arg or arg.isdigit() and 1 <= int(arg) <= MAX_ORDER):
         return Moment(int(arg)) if arg else TARGETS[name]()
-    raise ValueError(f"target must be 'mean', 'moment:k' (1 <= k <= {MAX_ORDER}), 'variance' "
-                     f"or a Target object, got {target!r}")
+    raise ValueError(f"target must be 'mean', 'moment:k' (1 <= k <= {MAX_ORDER}), "
+                     f"'variance', 'text[:corpus[:embedding[:seed]]]', "
+                     f"'masked[:corpus[:embedding[:seed]]]' or a Target object, got "
+                     f"{target!r}")
 
 
 def target_of(cfg) -> Target:
@@ -314,6 +459,7 @@ def resolve_target(c, objects: dict) -> Target:
         raise ValueError(f"target: {t!r} has readout={t.readout!r}, not one of {READOUTS}")
     if type(t) is TARGETS.get(t.name):      # a built-in: recorded as its label
         objects.pop("target", None)
+    t.check(c.d, max((c.T, *c.T_test)), c.q)
     if c.objective == "population" and not t.paper:
         raise ValueError(f"target={t.label!r}: objective='population' is the mean task's "
                          f"exact population loss; use objective 'online' or 'sample'")

@@ -1,1 +1,0 @@
-"""The corpora stsim ships (:mod:`stsim.core.corpus`): data, no code."""
