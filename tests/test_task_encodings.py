@@ -163,6 +163,7 @@ def test_sinusoid_codes_are_unit_smooth_and_ordered():
         assert P[k] @ P[k2] == pytest.approx(want, abs=1e-12)
     assert P[10] @ P[11] == pytest.approx(P[150] @ P[151], abs=1e-12)   # gap only
     assert P[10] @ P[11] > 0.9 and P[10] @ P[11] > P[10] @ P[14] > P[10] @ P[74]
+    assert (round(P[10] @ P[11], 2), round(P[10] @ P[12], 2)) == (0.94, 0.79)   # docs
     pe = enc.sample(np.random.default_rng(0), 50, 40)
     idx = np.argmax(pe.P @ P.T, axis=-1)                                  # decode
     assert np.allclose(pe.P, P[idx]) and (np.diff(idx, axis=1) > 0).all()

@@ -111,3 +111,60 @@ def test_gaussian_tokens_in_place_of_the_corpus_give_the_gaussian_task():
     for k in ("W", "V"):
         assert np.array_equal(ours.params[k], mean.params[k])
     assert np.array_equal(ours.history["val"], mean.history["val"])
+
+
+def _dict_ce(fit, score, beta, p_uni, key):
+    """The smoothed conditional cross entropy by dictionaries (independent of numpy
+    bincounts): ``key(x, i) -> context or None``."""
+    from collections import Counter
+    joint, ctx = Counter(), Counter()
+    for i in range(len(fit)):
+        k = key(fit, i)
+        if k is not None:
+            joint[(k, fit[i])] += 1
+            ctx[k] += 1
+    tot, n = 0.0, 0
+    for i in range(len(score)):
+        k = key(score, i)
+        if k is not None:
+            p = (joint[(k, score[i])] + beta * p_uni[score[i]]) / (ctx[k] + beta)
+            tot -= np.log(p)
+            n += 1
+    return tot / n
+
+
+def test_baselines_against_an_independent_count(tmp_path):
+    """The unigram and the neighbour baselines on a small text, recomputed with
+    dictionaries, and the window's mix of one- and two-sided contexts (the one-sided
+    conditional entropies are equal up to edge terms on a stationary text, so only the
+    two-sided one, far below them, tells the contexts apart)."""
+    from stsim.baselines import text as BT
+    rng = np.random.default_rng(0)
+    words = ["the ", "cat ", "sat ", "on ", "a ", "mat. ", "and ", "ran "]
+    p = tmp_path / "small.txt"
+    p.write_text("".join(rng.choice(words, 3000)), encoding="utf-8")
+    c = load_corpus(str(p))
+    V, train, held = len(c.vocab), list(c.part("train")), list(c.part("held"))
+    p_uni = BT.unigram(np.array(train), V)
+    assert BT.unigram_bits(str(p)) == pytest.approx(
+        -np.mean(np.log(p_uni[held])) / np.log(2), rel=1e-12)
+    out = BT.neighbour_bits(str(p), T=10)
+    both = _dict_ce(train, held, out["beta"], p_uni,
+                    lambda x, i: (x[i - 1], x[i + 1]) if 0 < i < len(x) - 1 else None)
+    left = _dict_ce(train, held, out["beta"], p_uni, lambda x, i: x[i - 1] if i > 0 else None)
+    right = _dict_ce(train, held, out["beta"], p_uni,
+                     lambda x, i: x[i + 1] if i < len(x) - 1 else None)
+    ln2 = np.log(2)
+    assert (out["both"], out["left"], out["right"]) == pytest.approx(
+        (both / ln2, left / ln2, right / ln2), rel=1e-10)
+    assert out["bits"] == pytest.approx((right + left + 8 * both) / 10 / ln2, rel=1e-10)
+    assert out["both"] < out["left"] < BT.unigram_bits(str(p))
+
+
+def test_tiny_shakespeare_baselines():
+    """The numbers docs/text.md quotes."""
+    from stsim.baselines.text import neighbour_bits, unigram_bits
+    assert unigram_bits() == pytest.approx(4.8292, abs=1e-4)
+    nb = neighbour_bits(T=64)
+    assert (round(nb["both"], 4), round(nb["left"], 4), round(nb["right"], 4),
+            round(nb["bits"], 4), nb["beta"]) == (2.346, 3.5883, 3.5856, 2.3848, 10.0)
