@@ -44,6 +44,8 @@ COMMANDS = {
     "attention": ("stsim.cli.study",
                   "other attention mechanisms (linear, ReLU, sigmoid, temperature, rank): "
                   "do they learn, generalise in length, and at what width"),
+    "text": ("stsim.cli.study", "real text (Tiny Shakespeare): do stochastic encodings "
+             "generalise in length on selection and on the masked character"),
     "targets": ("stsim.cli.study", "other targets (Hermite moments, the variance): "
                 "represented, learned, generalised in length"),
 }

@@ -20,7 +20,7 @@ from stsim.util.verdict import summary_line
 __all__ = ["STUDIES", "study_of", "add_arguments", "main"]
 
 #: the study commands built here: ``stsim <name>`` runs ``stsim.studies.<name>``
-STUDIES = ("separation", "expressivity", "sparse", "attention", "targets")
+STUDIES = ("separation", "expressivity", "sparse", "attention", "targets", "text")
 
 
 def study_of(name: str):

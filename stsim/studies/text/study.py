@@ -1,0 +1,317 @@
+r"""``stsim text``: do the paper's stochastic positional encodings generalise in length on
+real text (docs/text.md, "The study")?
+
+Arms: each task of ``tasks`` — ``"mean"`` (the Gaussian task, the reference, at the same
+``T, q, d``), ``"text"`` (selection on Tiny Shakespeare) and ``"masked"`` (the masked
+character, ``q = 1``) — with each encoding of ``encodings`` (:data:`ENCODINGS`: the
+paper's fixed one-hot and near-orthogonal encodings, its stochastic slots, the
+stochastic sphere and the smooth randomised ordered encoding). Every arm is trained at
+``T`` with SGD at ``lr`` × a multiplier of ``mults`` for ``steps`` steps (the same grid
+and budget for every arm), on one tuning seed (root seed :data:`TUNE_ROOT`); the lowest
+final in-distribution validation loss chooses the multiplier, then ``seeds`` seeds (root
+0) run at it. Each run is evaluated on fresh held-out windows at ``T`` and at every
+``T_test`` (the validation sets; the text's come from its held-out 10%).
+
+Measures per run: for ``mean`` and ``text`` the final validation loss over the initial one
+at the same length (the run starts at zero, where the loss is ``½ E|target|²`` of that
+validation set); for ``masked`` the cross entropy in bits per character. Checks (the one
+check record, :mod:`stsim.util.verdict`; seed means, SE ``s/√S`` on ``S − 1`` degrees of
+freedom):
+
+- **learns**: ``mean``/``text`` at ``T``: loss ≤ ``ratio`` of the initial; ``masked``: at
+  least ``margin`` bits below the unigram entropy (:func:`stsim.baselines.text.unigram_bits`);
+  the neighbour baseline printed beside.
+- **generalises** at each ``T_test``, per encoding, in the words the paper's Fig. 2 is
+  judged in docs/reproduction.md: a stochastic encoding's loss at ``T_test`` ≤ ``ratio`` of
+  the initial (``masked``: within ``gen_bits`` bits of its loss at ``T``); a fixed one's ≥
+  ``fail`` of the initial (``masked``: at least ``fail_bits`` above its loss at ``T``).
+- **the paper's claim on real tokens**, per task: every one of those checks holds
+  (:func:`stsim.util.verdict.all_of`).
+- **the choice is interior**: the chosen multiplier is not an end of ``mults`` (exact).
+
+The attention of each trained masked model (seed 0) around the masked position is
+recorded per encoding (mean weight by offset).
+"""
+from __future__ import annotations
+
+import json
+import math
+import os
+import time
+
+import numpy as np
+
+from stsim.studies.tuning import at_chosen, choose
+from stsim.util.validate import check_int, check_real
+from stsim.util.verdict import all_of, judge
+
+__all__ = ["NAME", "PRESETS", "HELP", "EPILOG", "check", "run", "analyse", "report",
+           "console", "ENCODINGS", "TASKS", "train_one"]
+
+NAME = "text"
+TUNE_ROOT = 1
+#: the encodings compared: name -> the run's options
+ENCODINGS = {"onehot": {"pe": "onehot"}, "near-orthogonal": {"pe": "near-orthogonal"},
+             "slots": {"pe": "stochastic", "sampler": "slots"},
+             "sphere": {"pe": "stochastic", "sampler": "sphere"},
+             "sinusoid": {"pe": "stochastic", "sampler": "sinusoid"}}
+FIXED = ("onehot", "near-orthogonal")       # the paper's fixed encodings
+TASKS = ("mean", "text", "masked")
+VOCAB = 65                                  # Tiny Shakespeare's symbols: the one-hot d
+
+_COMMON = dict(tasks=TASKS, q=3, batch=256, lr=8.0, ratio=0.02, fail=0.15, margin=0.5,
+               gen_bits=0.1, fail_bits=0.5, attn_offsets=8)
+PRESETS = {"quick": dict(_COMMON, mode="quick", encodings=("onehot", "slots"), T=12,
+                         T_test=(24,), steps=150, seeds=2, n_val=128, mults=(0.125, 0.5, 2.0)),
+           "full": dict(_COMMON, mode="full", encodings=tuple(ENCODINGS), T=64,
+                        T_test=(128, 256, 512), steps=2000, seeds=3, n_val=512,
+                        mults=(0.0625, 0.125, 0.25, 0.5, 1.0, 2.0, 4.0))}
+#: the help of each setting (the options of ``stsim text``), beside its preset
+HELP = {"tasks": "mean (Gaussian tokens), text (selection on Tiny Shakespeare), masked",
+        "encodings": f"of {', '.join(ENCODINGS)}", "q": "subset size of mean and text",
+        "batch": "batch size", "lr": "the SGD step the multipliers scale (every arm; the "
+        "text tasks' tokens are unit vectors, so their steps are larger than the Gaussian's)",
+        "ratio": "learns / generalises: loss <= ratio of the initial",
+        "fail": "a fixed encoding fails to generalise: loss >= fail of the initial",
+        "margin": "masked learns: this many bits below the unigram entropy",
+        "gen_bits": "masked generalises: within gen_bits of its loss at T",
+        "fail_bits": "masked fails to generalise: at least fail_bits above its loss at T",
+        "n_val": "held-out windows of each validation set",
+        "attn_offsets": "offsets from the masked position in the attention maps",
+        "T": "training length", "T_test": "lengths of evaluation (> T)",
+        "steps": "SGD steps of every run", "seeds": "seeds per arm (>= 2: the SE)",
+        "mults": "multipliers of lr tried on the tuning seed (the same for every arm)"}
+#: the command's epilog
+EPILOG = ("writes raw/tune.csv, raw/runs.csv (a rerun with the same --out resumes) and\n"
+          "raw/run.json, then text.json (every check with se, critical, verdict),\n"
+          "report.md, length.png/.csv, attention.png/.csv (--analyse-only: from raw/)\n"
+          "examples: stsim text                       # quick, T = 16\n"
+          "          stsim text --full --out docs/figures/text")
+
+
+def _raw(out, name):
+    return os.path.join(out, "raw", name)
+
+
+def check(cfg):
+    """Every setting validated (``ValueError`` naming it), before any work."""
+    bad = [t for t in cfg["tasks"] if t not in TASKS]
+    if bad or not cfg["tasks"]:
+        raise ValueError(f"tasks must be a non-empty list of {TASKS}, got {list(cfg['tasks'])}")
+    bad = [e for e in cfg["encodings"] if e not in ENCODINGS]
+    if bad or not cfg["encodings"]:
+        raise ValueError(f"encodings must be a non-empty list of {tuple(ENCODINGS)}, got "
+                         f"{list(cfg['encodings'])}")
+    T = check_int("T", cfg["T"], cfg["q"] + 1, 4096)
+    check_int("q", cfg["q"], 1, 64)
+    for Tt in cfg["T_test"]:
+        check_int("T_test", Tt, T + 1, 8192)
+    for key, lo in (("batch", 1), ("steps", 1), ("seeds", 2), ("n_val", 16),
+                    ("attn_offsets", 1)):
+        check_int(key, cfg[key], lo)
+    for key in ("lr", "margin", "gen_bits", "fail_bits"):
+        check_real(key, cfg[key], lo=0.0, lo_open=True)
+    for key in ("ratio", "fail"):
+        check_real(key, cfg[key], lo=0.0, hi=1.0, lo_open=True)
+    if not cfg["mults"]:
+        raise ValueError("mults must hold at least one multiplier")
+    for m in cfg["mults"]:
+        check_real("mults", m, lo=0.0, lo_open=True)
+    if len(set(cfg["mults"])) != len(cfg["mults"]):
+        raise ValueError(f"mults must be distinct, got {list(cfg['mults'])}")
+    from stsim.core.corpus import load_corpus
+    load_corpus().check_window(max(cfg["T_test"]), "T_test")
+    return cfg
+
+
+def _options(task, encoding, cfg):
+    """The options of one run of an arm (the Gaussian task at the text's ``d``)."""
+    target = {"mean": "mean", "text": "text", "masked": "masked"}[task]
+    return dict(T=cfg["T"], q=1 if task == "masked" else cfg["q"], d=VOCAB, target=target,
+                batch=cfg["batch"], steps=cfg["steps"], T_test=tuple(cfg["T_test"]),
+                n_val=cfg["n_val"], eval_every=max(1, cfg["steps"] // 20),
+                **ENCODINGS[encoding])
+
+
+def train_one(task, encoding, mult, seed, cfg):
+    """One run of an arm (a row of ``raw/tune.csv`` or ``raw/runs.csv``): its status,
+    the final and initial validation loss at ``T`` and at each ``T_test`` (``val``,
+    ``val0``, ``val_T<T>``, ``val0_T<T>``), the CPU time, the curve (JSON) and, for the
+    masked task, the mean attention weight by offset from the masked position on
+    ``n_val`` held-out windows (``attn``, JSON)."""
+    import stsim
+    from stsim.core.targets import make_target
+    kw = _options(task, encoding, cfg)
+    t0 = time.process_time()
+    res = stsim.run(seed=seed, progress=False, lr=cfg["lr"] * mult, **kw)
+    h = res.history
+    ok = res.status == "completed"
+    row = {"run_status": res.status, "cpu_time_s": time.process_time() - t0,
+           "val": float(h["val"][-1]) if ok else math.inf, "val0": float(h["val"][0]),
+           "curve": json.dumps({"step": [int(s) for s in h["step"]],
+                                "val": [float(v) for v in h["val"]]})}
+    for Tt in cfg["T_test"]:
+        k = f"val/T={Tt}"
+        row[f"val_T{Tt}"] = float(h[k][-1]) if ok else math.inf
+        row[f"val0_T{Tt}"] = float(h[k][0])
+    attn = {}
+    if task == "masked" and ok:
+        t = make_target(kw["target"])
+        b = t.draw(np.random.default_rng([7, seed]), cfg["n_val"], cfg["T"], 1, VOCAB,
+                   part="held")
+        s = res.attention(b.X, b.y)[:, :cfg["T"]]
+        off = np.arange(cfg["T"])[None, :] - b.y
+        for k in range(-cfg["attn_offsets"], cfg["attn_offsets"] + 1):
+            w = s[off == k]
+            attn[str(k)] = float(w.mean()) if w.size else math.nan
+    row["attn"] = json.dumps(attn)
+    return row
+
+
+def _arms(cfg):
+    return [{"task": t, "encoding": e} for t in cfg["tasks"] for e in cfg["encodings"]]
+
+
+def _arm(r) -> str:
+    return f"{r['task']}/{r['encoding']}"
+
+
+def run(cfg, out, executor, log=None):
+    """The tuning and the reported runs under ``raw/``, each a resumable sweep."""
+    from stsim.sweep import read_table, sweep
+    from stsim.util.io import write_json
+    os.makedirs(os.path.join(out, "raw"), exist_ok=True)
+    say, walls, t0 = log or (lambda msg: None), {}, time.time()
+
+    def part(name, fn, points, **kw):
+        t = time.time()
+        sweep(fn, points, executor=executor, out=_raw(out, f"{name}.csv"), **kw)
+        walls[name] = time.time() - t
+        say(f"{name}: {walls[name]:.1f}s")
+
+    part("tune", lambda task, encoding, mult, seed: train_one(task, encoding, mult, seed, cfg),
+         [dict(a, mult=m) for a in _arms(cfg) for m in cfg["mults"]], root_seed=TUNE_ROOT)
+    mults = _choose(read_table(_raw(out, "tune.csv")), cfg)
+    part("runs", lambda task, encoding, mult, seed: train_one(task, encoding, mult, seed, cfg),
+         [dict(a, mult=mults[_arm(a)]) for a in _arms(cfg)], seeds=cfg["seeds"])
+    write_json(_raw(out, "run.json"), {"wall_time_s": time.time() - t0,
+                                       "wall_time_parts_s": walls, "mults": mults,
+                                       "load_avg": list(os.getloadavg())})
+
+
+def _choose(rows, cfg) -> dict:
+    """``{arm: multiplier}``: the lowest final in-distribution loss of the tuning seed."""
+    rows = [dict(r, arm=_arm(r), rel=r["val"]) for r in rows if r["status"] == "ok"]
+    return choose(rows, "arm", cfg["mults"])
+
+
+def _stats(v):
+    v = np.asarray(v, float)
+    if v.size < 2 or not np.all(np.isfinite(v)):
+        return float(np.mean(v)) if v.size else math.nan, math.nan, None
+    return float(v.mean()), float(v.std(ddof=1) / math.sqrt(v.size)), v.size - 1
+
+
+def analyse(cfg, out) -> dict:
+    """Every check and table from the raw tables alone (module docstring)."""
+    from stsim.baselines.text import neighbour_bits, unigram_bits
+    from stsim.sweep import read_table
+    tune = read_table(_raw(out, "tune.csv"))
+    mults = _choose(tune, cfg)
+    runs = [dict(r, arm=_arm(r)) for r in read_table(_raw(out, "runs.csv"))
+            if r["status"] == "ok"]
+    runs = at_chosen(runs, "arm", mults)
+    errors = [f"{_arm(r)} seed {r['seed']}: {r.get('error')}"
+              for t in (tune, read_table(_raw(out, "runs.csv"))) for r in t
+              if r["status"] != "ok"]
+    uni = unigram_bits()
+    nb = neighbour_bits(T=cfg["T"])
+    ln2 = math.log(2.0)
+    arms, checks, claims, diverged = [], [], {t: [] for t in cfg["tasks"]}, []
+    for a in _arms(cfg):
+        name, task, enc = _arm(a), a["task"], a["encoding"]
+        rows = sorted((r for r in runs if r["arm"] == name), key=lambda r: r["seed_index"])
+        diverged += [f"{name} seed {r['seed']}" for r in rows if r["run_status"] != "completed"]
+        if task == "masked":
+            ind = [r["val"] / ln2 for r in rows]
+            per_T = {Tt: [r[f"val_T{Tt}"] / ln2 for r in rows] for Tt in cfg["T_test"]}
+        else:
+            ind = [r["val"] / r["val0"] for r in rows]
+            per_T = {Tt: [r[f"val_T{Tt}"] / r[f"val0_T{Tt}"] for r in rows]
+                     for Tt in cfg["T_test"]}
+        m, se, df = _stats(ind)
+        unit = "bits" if task == "masked" else "of the initial loss"
+        ctx = dict(task=task, encoding=enc, T=cfg["T"], n=len(rows), part="learns")
+        if task == "masked":
+            learn = judge(f"{name}: learns at T = {cfg['T']}: at least {cfg['margin']:g} bits "
+                          f"below the unigram's {uni:.3f}", m, "<=", uni - cfg["margin"], se,
+                          df, note=f"neighbour baseline {nb['bits']:.3f} bits", **ctx)
+        else:
+            learn = judge(f"{name}: learns at T = {cfg['T']}: loss <= {cfg['ratio']:g} of the "
+                          f"initial", m, "<=", cfg["ratio"], se, df, **ctx)
+        checks.append(learn)
+        length = {}
+        ctx["part"] = "length"
+        for Tt, vals in per_T.items():
+            fixed = enc in FIXED
+            if task == "masked":
+                gap = [v - i for v, i in zip(vals, ind)]
+                gm, gse, gdf = _stats(gap)
+                c = (judge(f"{name}: fails to generalise to T = {Tt}: at least "
+                           f"{cfg['fail_bits']:g} bits above its loss at T", gm, ">=",
+                           cfg["fail_bits"], gse, gdf, **dict(ctx, T=Tt)) if fixed else
+                     judge(f"{name}: generalises to T = {Tt}: within {cfg['gen_bits']:g} bits "
+                           f"of its loss at T", gm, "<=", cfg["gen_bits"], gse, gdf,
+                           **dict(ctx, T=Tt)))
+            else:
+                vm, vse, vdf = _stats(vals)
+                c = (judge(f"{name}: fails to generalise to T = {Tt}: loss >= {cfg['fail']:g} "
+                           f"of the initial", vm, ">=", cfg["fail"], vse, vdf,
+                           **dict(ctx, T=Tt)) if fixed else
+                     judge(f"{name}: generalises to T = {Tt}: loss <= {cfg['ratio']:g} of the "
+                           f"initial", vm, "<=", cfg["ratio"], vse, vdf, **dict(ctx, T=Tt)))
+            checks.append(c)
+            claims[task].append(c)
+            length[Tt] = _stats(vals)[:2]
+        chosen = mults.get(name)
+        ends = (min(cfg["mults"]), max(cfg["mults"]))
+        checks.append(judge(f"{name}: the chosen multiplier {chosen} is inside the grid",
+                            float(chosen is not None and ends[0] < chosen < ends[1]), ">=",
+                            1.0, note=f"grid {list(cfg['mults'])}",
+                            **dict(ctx, part="tuning")))
+        attn = {}
+        if task == "masked" and rows:
+            attn = json.loads(rows[0]["attn"])
+        arms.append({"arm": name, "task": task, "encoding": enc, "mult": chosen,
+                     "unit": unit, "in_distribution": [m, se], "length":
+                     {str(k): v for k, v in length.items()}, "attention": attn})
+    claim = [all_of(f"{t}: the paper's claim on real tokens — the stochastic encodings "
+                    f"generalise in length and the fixed ones do not", cs, task=t)
+             for t, cs in claims.items() if cs]
+    return {"arms": arms, "checks": checks + claim, "claims": claim, "mults": mults,
+            "baselines": {"unigram_bits": uni, "neighbour": nb}, "errors": errors,
+            "diverged": diverged}
+
+
+def report(cfg, out, results) -> dict:
+    """``text.json``, ``report.md``, ``length.png``/``.csv``, ``attention.png``/``.csv``;
+    returns the summary (its ``checks``, the divergence entries)."""
+    from stsim.studies.contract import divergence
+    from stsim.studies.text.outputs import write_outputs
+    n_runs = len(_arms(cfg)) * cfg["seeds"]
+    div = divergence(results["diverged"], n_runs,
+                     [f"{a['arm']}: in distribution" for a in results["arms"]
+                      if not np.isfinite(a["in_distribution"][0])])
+    summary = dict(results, **div, config=dict(cfg))
+    write_outputs(cfg, out, summary)
+    return summary
+
+
+def console(summary) -> list:
+    """What ``stsim text`` prints: a row per arm (in distribution, then at each T_test)."""
+    out = []
+    for a in summary["arms"]:
+        m, se = a["in_distribution"]
+        cells = ", ".join(f"T={T} {v[0]:.4g}" for T, v in a["length"].items())
+        out.append(f"{a['arm']:>24s} x{a['mult']}: {m:.4g} ± {se:.2g} ({a['unit']}); {cells}")
+    return out

@@ -1,0 +1,90 @@
+"""The study on real text (stsim text): it follows the contract, writes every check in the
+one schema, reruns from its raw tables alone, and its checks fail on seeded faults."""
+import csv
+import json
+
+import pytest
+
+from stsim.studies import text
+from stsim.studies.text.study import TASKS
+from stsim.studies.contract import check_study, run_study
+from stsim.util import verdict as V
+
+SMALL = dict(encodings=["onehot", "slots"], T=8, T_test=[12], steps=30, seeds=2, n_val=64,
+             mults=[0.125, 0.5, 2.0], batch=64)
+
+
+@pytest.fixture(scope="module")
+def done(tmp_path_factory):
+    out = str(tmp_path_factory.mktemp("text"))
+    return out, run_study(text, out, mode="quick", overrides=SMALL)
+
+
+def test_the_study_runs_and_writes_every_check_in_the_one_schema(done):
+    out, res = done
+    check_study(text)
+    data = json.load(open(f"{out}/text.json"))
+    assert data["checks"] == res["checks"] and len(res["checks"]) > 10
+    for c in V.find_checks(data["checks"]):
+        assert set(V.CHECK_KEYS) <= set(c) and c["verdict"] in V.VERDICTS
+    assert {a["arm"] for a in res["arms"]} == {f"{t}/{e}" for t in TASKS
+                                              for e in SMALL["encodings"]}
+    assert len(res["claims"]) == 3 and all("parts" in c for c in res["claims"])
+    masked = next(a for a in res["arms"] if a["arm"] == "masked/onehot")
+    assert set(masked["attention"]) == {str(k) for k in range(-8, 9)}
+    import os
+    for f in ("report.md", "length.png", "length.csv", "attention.png", "attention.csv"):
+        assert os.path.getsize(os.path.join(out, f)) > 0, f
+
+
+def test_analyse_only_rewrites_the_same_checks(done):
+    out, res = done
+    again = run_study(text, out, mode="quick", overrides=SMALL, analyse_only=True)
+    assert again["checks"] == res["checks"]
+
+
+def _doctor(out, fn):
+    path = f"{out}/raw/runs.csv"
+    rows = list(csv.DictReader(open(path)))
+    for r in rows:
+        fn(r)
+    with open(path, "w", newline="") as fh:
+        w = csv.DictWriter(fh, fieldnames=list(rows[0]))
+        w.writeheader()
+        w.writerows(rows)
+    import os
+    os.remove(path + ".journal.jsonl")      # the table as the truth of the analysis
+
+
+def test_the_claim_fails_when_a_stochastic_encoding_does_not_generalise(tmp_path):
+    """Seeded fault: the slots runs' loss at T_test doctored to their initial loss — the
+    stochastic encoding's "generalises" check and with it the paper's claim fail for the
+    selection task."""
+    import shutil
+    out = str(tmp_path / "t")
+    run_study(text, out, mode="quick", overrides=dict(SMALL, tasks=["text"]))
+    shutil.copy(f"{out}/raw/runs.csv", f"{out}/runs.bak")
+
+    def spoil(r):
+        if r["encoding"] == "slots":
+            r["val_T12"] = r["val0_T12"]
+    _doctor(out, spoil)
+    res = run_study(text, out, mode="quick", overrides=dict(SMALL, tasks=["text"]),
+                    analyse_only=True)
+    gen = [c for c in res["checks"] if c["claim"].startswith("text/slots: generalises")]
+    assert [c["verdict"] for c in gen] == ["failed"]
+    assert res["claims"][0]["verdict"] == "failed"
+
+
+@pytest.mark.parametrize("key, value, match", [
+    ("encodings", ["onehot", "rope"], "encodings must be"),
+    ("tasks", ["mean", "sum"], "tasks must be"),
+    ("T_test", [8], "T_test must be"),
+    ("seeds", 1, "seeds must be"),
+    ("mults", [1.0, 1.0], "mults must be distinct"),
+    ("T_test", [10 ** 6], "T_test must be"),
+])
+def test_bad_settings_are_refused_before_work(tmp_path, key, value, match):
+    with pytest.raises(ValueError, match=match):
+        run_study(text, str(tmp_path / "x"), mode="quick", overrides=dict(SMALL, **{key: value}))
+    assert not (tmp_path / "x").exists()
