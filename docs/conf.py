@@ -145,15 +145,5 @@ def _resolve_alias(app, env, node, contnode):
     return None
 
 
-def _sweep_module_doc(app, what, name, obj, options, lines):
-    """``stsim.sweep``'s docstring is its function's (what ``help(stsim.sweep)`` shows); the
-    page documents that function below, so the module's text here is one line."""
-    if what == "module" and name == "stsim.sweep":
-        lines[:] = ["Parameter sweeps on any ``concurrent.futures.Executor``, resumable, into "
-                    "one CSV table: :func:`sweep` (``stsim.sweep`` is this module and that "
-                    "function at once).", ""]
-
-
 def setup(app):
     app.connect("missing-reference", _resolve_alias)
-    app.connect("autodoc-process-docstring", _sweep_module_doc)

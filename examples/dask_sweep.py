@@ -49,7 +49,7 @@ if __name__ == "__main__":
             stsim.sweep(train, {"lr": LRS}, seeds=SEEDS, executor=ex, out=table,
                         progress=stop_after(3))
         except KeyboardInterrupt:
-            print(f"interrupted: {len(stsim.sweep.read_table(table))} rows kept in {table}")
+            print(f"interrupted: {len(stsim.sweeps.read_table(table))} rows kept in {table}")
         res = stsim.sweep(train, {"lr": LRS}, seeds=SEEDS, executor=ex, out=table)
     print(f"resumed: {res.n_skipped} rows found finished, {res.n_run} computed now")
     for lr in LRS:

@@ -49,7 +49,12 @@ def test_sweep_has_its_own_signature_and_docstring():
     assert list(sig.parameters)[:3] == ["fn", "grid", "seeds"]
     assert sig.parameters["seeds"].default == 1
     assert stsim.sweep.__doc__.startswith("Run ``fn(**point, seed=seed)``")
-    assert "Parameters\n" in pydoc.render_doc(stsim.sweep)
+    text = pydoc.render_doc(stsim.sweep)
+    assert "Parameters\n" in text
+    # help() shows the function, not a package of modules (was 680 lines on a package)
+    assert text.splitlines()[0].endswith("function sweep in module stsim.sweeps")
+    assert "PACKAGE CONTENTS" not in text and len(text.splitlines()) < 200
+    assert inspect.isfunction(stsim.sweep) and stsim.sweep is stsim.sweeps.sweep
 
 
 def test_every_public_function_is_annotated():

@@ -12,7 +12,7 @@ from stsim.cli import main as cli_main
 from stsim.baselines.fcn import fcn_param_count
 from stsim.studies.separation.study import (cells, check, tf_params, train_point, width_grid,
                                             FULL, QUICK)
-from stsim.sweep import read_table
+from stsim.sweeps import read_table
 from stsim.theory.family import (best_family_loss, family_loss_at, family_rel,
                                  sample_scores)
 from stsim.util.stats import bootstrap_threshold, compare_growth, fit_growth_law, threshold_width

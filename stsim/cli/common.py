@@ -78,7 +78,7 @@ SCHEDULER_TIMEOUT_S = 20.0
 
 def scheduler_executor(address: str, timeout: float | None = None):
     """``(executor, client)`` for the Dask scheduler at ``address``: the client's executor
-    (``pure=False``, see :mod:`stsim.sweep`), whose ``workers`` is the cluster's worker
+    (``pure=False``, see :mod:`stsim.sweeps`), whose ``workers`` is the cluster's worker
     count; the caller closes the client. ``ValueError`` naming ``--scheduler`` for an
     address that is not ``[tcp://]host:port``, without Dask (naming the extra), or when
     no scheduler answers within ``timeout`` seconds (default
@@ -213,7 +213,7 @@ def run_contract(args, study) -> dict:
     (:func:`report_divergence`). Returns the summary, with ``exit_status`` 1 when something
     is unmeasured, else 0."""
     from stsim.studies.contract import resolve_config, run_study
-    from stsim.sweep.pool import OneThreadProcessPool, make_executor, stop_on_interrupt
+    from stsim.sweeps.pool import OneThreadProcessPool, make_executor, stop_on_interrupt
     from stsim.util.io import FileLock, OutputLocked, check_writable_folder
     overrides = contract_overrides(args, study)
     resolve_config(study, args.mode, overrides)      # bad input: refused before any work

@@ -143,7 +143,7 @@ def attention_figure(s, y, title="attention weights of the trained model"):
 def sweep_figure(rows, params, x, y):
     """``y`` against ``x`` over the ``ok`` rows of a sweep table: the mean over the seeds
     with their standard deviation as error bars, one line per value of the other
-    parameters ``params`` (:meth:`stsim.sweep.SweepResult.plot`)."""
+    parameters ``params`` (:meth:`stsim.sweeps.SweepResult.plot`)."""
     rows = [r for r in rows if r.get("status", "ok") == "ok" and r.get(y) is not None]
     if not rows:
         raise ValueError(f"no ok row of the table has a value of y={y!r}")

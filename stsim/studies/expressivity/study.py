@@ -32,7 +32,7 @@ from stsim.studies.expressivity.memory import check_part_memory
 from stsim.studies.expressivity.parts import curves, jl, patterns, seq2seq, trained, width
 from stsim.studies.expressivity.parts.patterns import predicted_d, search_pattern_dim
 from stsim.studies.expressivity.parts.width import predicted_m, search_width
-from stsim.sweep import sweep
+from stsim.sweeps import sweep
 from stsim.util.io import write_json
 from stsim.util.validate import check_int
 
