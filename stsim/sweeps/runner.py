@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import concurrent.futures as cf
 import contextlib
-import os
 import threading
 import time
 import traceback
