@@ -123,14 +123,6 @@ def test_a_step_per_block_copied_without_its_freeze_says_so():
     assert "trained (the derived" not in plain.message
 
 
-def test_a_warm_start_from_parameters_is_refused_in_a_line():
-    res = stsim.run(T=12, q=2, steps=3, batch=16, progress=False)
-    with pytest.raises(ValueError, match="init must be one of") as e:
-        stsim.run(T=12, q=2, init=res.params, progress=False)
-    assert "checkpoint" in str(e.value) and "array" not in str(e.value)
-    assert len(str(e.value)) < 300
-
-
 @pytest.mark.parametrize("field, cls", [("pe", stsim.NearOrthogonal), ("optimizer", stsim.Adam)])
 def test_a_class_in_place_of_an_object_asks_for_an_instance(field, cls):
     with pytest.raises(ValueError, match=rf"{field} got the class {cls.__name__}, not an "

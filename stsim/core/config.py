@@ -22,6 +22,7 @@ from stsim.core.schedule import FROZEN, MARGIN, settle
 from stsim.core.stability import NOISE_W
 from stsim.core.seeds import seed_record
 from stsim.core.targets import resolve_target
+from stsim.core.warm import LABEL as WARM_LABEL, StartParams, is_source, start_params
 from stsim.core.memory import run_memory
 from stsim.util.validate import (Steps, check_choice, check_int, check_memory, check_real,
                                  int_tuple)
@@ -36,8 +37,9 @@ INITS = ("zero", "random", "random_rows0")
 
 
 #: the fields that also take an object (an Encoding, an optimiser, an ArchSpec, a mechanism
-#: of one's own: a built-in mechanism object is recorded as its name and temperature)
-OBJECT_FIELDS = ("pe", "optimizer", "arch", "attention", "target")
+#: of one's own: a built-in mechanism object is recorded as its name and temperature; a
+#: warm start's parameters, stsim.core.warm)
+OBJECT_FIELDS = ("pe", "optimizer", "arch", "attention", "target", "init")
 
 
 @dataclass(frozen=True)
@@ -139,12 +141,14 @@ class Config:
                                f"{ADAM_STEPS_PER_T} T); see stsim.core.schedule")
     batch: int = _field(256, "batch size")
     n_train: int | None = _field(None, "size of the fixed sample (objective sample)", "batch")
-    init: str | None = _field(None, "initialisation: zero | random (i.i.d. N(0, "
+    init: str | os.PathLike | dict | Result | None = _field(None, "initialisation: zero | random (i.i.d. N(0, "
                               "init_scale^2)) | random_rows0 (random, with W's token rows "
                               "W_xx, W_xe at 0, softmax's value; merged W only); zero is "
                               "refused where it is a stationary point "
-                              "(linear, relu, relu-norm, any rank)", "zero; random where zero "
-                              "is a stationary point")
+                              "(linear, relu, relu-norm, any rank) | the path of a saved result "
+                              "or checkpoint: a warm start from its parameters, a new run "
+                              "recorded as params:<hash> (Python: also a Result or a dict of "
+                              "parameters)", "zero; random where zero is a stationary point")
     init_scale: float = _field(0.02, "std of the random initialisation")
     seed: int = _field(0, "seed of every random stream (Python: also a numpy SeedSequence or "
                        "Generator, recorded as JSON: stsim.core.seeds.seed_record)")
@@ -186,7 +190,16 @@ class Config:
         for name, obj in (prev.objects.items() if prev is not None else ()):
             if getattr(c, name) == _object_name(name, obj):     # resolved again: the object
                 setattr(c, name, obj)
-        objects = {k: getattr(c, k) for k in OBJECT_FIELDS if not isinstance(getattr(c, k), str)}
+        if is_source(c.init, INITS):     # a warm start: a Result, a saved file, a dict
+            c.init = start_params(c.init)
+        elif isinstance(c.init, str) and c.init.startswith(WARM_LABEL):
+            raise ValueError(f"init={c.init!r} records a warm start from parameters with that "
+                             f"hash: pass the source again, init=<the Result, its saved file "
+                             f"or the dict of parameters>")
+        objects = {k: getattr(c, k) for k in OBJECT_FIELDS
+                   if not isinstance(getattr(c, k), str) and not (k == "init" and c.init is None)}
+        if "init" in objects:       # recorded by the source's hash
+            c.init = objects["init"].name
         for name, obj in objects.items():
             if isinstance(obj, type):       # NearOrthogonal for NearOrthogonal(16, 200, rng)
                 raise ValueError(f"{name} got the class {obj.__name__}, not an object: pass "
@@ -401,6 +414,14 @@ def options_from_record(record: dict, given: dict) -> dict:
     out.pop("optimizer_settings", None)     # the optimiser object's, given again below
     for name in OBJECT_FIELDS:
         kind = out.pop(f"{name}_object", None)
+        if kind is not None and name == "init" and "init" not in given:
+            raise ValueError(f"this config's init was a warm start (recorded as init="
+                             f"{out.get('init')!r}, the hash of its parameters), which a "
+                             f"config dict does not hold: pass its source again, "
+                             f"run(config=res.config, init=<the Result, its saved file or "
+                             f"the dict of parameters>)")
+        if name == "init":      # a path is a source as well
+            continue
         if kind is not None and (name not in given or isinstance(given[name], str)):
             raise ValueError(
                 f"this config's {name} was an object ({kind}, recorded as {name}="
