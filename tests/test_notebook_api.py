@@ -223,6 +223,14 @@ def test_the_figure_is_titled_in_words_and_every_panel_labelled(res):
         assert ax.get_xlabel() and ax.get_ylabel() and ax.get_title(), ax.get_title()
 
 
+@pytest.mark.parametrize("target, task", [("variance", "variance of q = 3 tokens"),
+                                          ("moment:3", "moment:3 of q = 3 tokens")])
+def test_the_figure_names_its_target(target, task):
+    from stsim.util.figure import title
+    res = stsim.run(T=8, q=3, target=target, steps=4, batch=8, progress=False)
+    assert title(res).startswith(f"{task}: T = 8 tokens") and "STS_" not in title(res)
+
+
 # ---------------------------------------------------------------- the backend is left alone
 _BACKEND = textwrap.dedent("""
     import sys, matplotlib
