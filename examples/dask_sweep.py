@@ -1,7 +1,9 @@
-"""A sweep on a Dask LocalCluster (learning rate × seed), interrupted and resumed.
-Needs Dask, the optional extra: pip install ".[dask]".
+"""A sweep on a Dask LocalCluster (learning rate × seed), interrupted and resumed
+==============================================================================
 
-stsim.sweep runs fn(**point, seed=seed) on any concurrent.futures executor — here
+Needs Dask, the optional extra: ``pip install ".[dask]"``.
+
+``stsim.sweep`` runs ``fn(**point, seed=seed)`` on any concurrent.futures executor — here
 Client.get_executor() of a LocalCluster (its workers run one BLAS thread each). Every
 finished row goes to a journal at once, so a rerun after an interruption (Ctrl-C, a killed
 job) computes only the missing rows; the table is the same either way.

@@ -1,4 +1,5 @@
-"""An encoding of your own: the smallest code that adds a positional-encoding family.
+"""An encoding of your own: the smallest code that adds a positional-encoding family
+=================================================================================
 
 Subclass stsim.Encoding, implement sample(rng, B, T) -> PEBatch (dense P of shape (T, d_e)
 or (B, T, d_e), or one-hot slots idx), and pass it to stsim.run — as an instance, or
