@@ -18,6 +18,7 @@ _guard_cli_imports()    # the stsim command: Ctrl-C during these imports is one 
 
 from stsim.core.task import Batch, sample_batch, sample_subsets, sts_target
 from stsim.core.targets import Target
+from stsim.core.attention import Attention
 from stsim.core.encodings import (PEBatch, Encoding, OneHot, NearOrthogonal, StochasticSlots,
                                   StochasticSphere, coherence)
 from stsim.core.families import make_encoding, register_encoding
@@ -40,7 +41,7 @@ from stsim.baselines.fcn import FCNProblem  # registers arch="fcn"
 from stsim.sweeps import sweep  # the function; its parts are the package stsim.sweeps
 
 __all__ = [
-    "__version__", "Batch", "sample_batch", "sample_subsets", "sts_target", "Target",
+    "__version__", "Batch", "sample_batch", "sample_subsets", "sts_target", "Target", "Attention",
     "PEBatch", "Encoding", "OneHot", "NearOrthogonal", "StochasticSlots", "StochasticSphere",
     "make_encoding", "register_encoding", "coherence", "loss_and_grad", "forward_backward", "target_params",
     "cosine_to_target", "check_grad", "directional_check", "SGD", "Adam", "make_optimizer",

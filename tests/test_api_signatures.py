@@ -136,3 +136,32 @@ def test_a_bad_lr_flag_is_named_as_the_flag(capsys):
         main(["run", "--lr", "0.1.2", "--T", "10"])
     err = capsys.readouterr().err
     assert "argument --lr: give one number" in err and "step_arg" not in err
+
+
+def test_the_annotations_say_what_a_field_takes():
+    """A field that takes an object is annotated with it (``help``, Jupyter and IDEs show
+    the annotation): names and objects alike, in run's and Session's signatures."""
+    expected = {"pe": "Encoding", "attention": "Attention", "optimizer": "Optimizer",
+                "target": "Target", "arch": "ArchSpec", "init": "Result"}
+    for fn in (stsim.run, stsim.Session):
+        params = inspect.signature(fn).parameters
+        for name, kind in expected.items():
+            text = str(params[name].annotation)
+            assert "str" in text and kind in text, (fn, name, text)
+        seed = str(params["seed"].annotation)
+        assert all(t in seed for t in ("int", "SeedSequence", "Generator")), seed
+    from stsim.core.optim import Optimizer
+    assert isinstance(stsim.Adam(0.02), Optimizer) and not isinstance("adam", Optimizer)
+
+
+def test_help_of_run_lists_the_mechanisms_as_the_command_line_does(capsys):
+    from stsim.cli import main
+    from stsim.core.attention import ATTENTIONS
+    text = pydoc.render_doc(stsim.run)
+    with pytest.raises(SystemExit):
+        main(["run", "--help"])
+    cli = " ".join(capsys.readouterr().out.split())
+    for name in ATTENTIONS:
+        assert f'"{name}"' in text and f" {name} " in cli, name
+    assert "{MECHANISM_NAMES}" not in text
+    assert stsim.Attention is stsim.core.attention.Attention and "Attention" in stsim.__all__

@@ -11,7 +11,7 @@ import copy
 import dataclasses
 from dataclasses import dataclass, field
 
-from stsim.core.attention import TAU_RANGE, resolve_mechanism
+from stsim.core.attention import ATTENTIONS, TAU_RANGE, resolve_mechanism
 from stsim.core.families import SAMPLERS, encoding_spec
 from stsim.core.model import MODELS, QUERIES
 from stsim.core.optim import (ADAM_LR, ADAM_STEPS_PER_T, LR_DECAYS, object_spec,
@@ -94,7 +94,7 @@ class Config:
 
     T: int = _field(200, "sequence length")
     q: int = _field(3, "subset size, 1 <= q <= T")
-    pe: str = _field("stochastic", "positional encodings: onehot | near-orthogonal | stochastic "
+    pe: str | Encoding = _field("stochastic", "positional encodings: onehot | near-orthogonal | stochastic "
                      "(Python: also an Encoding object, built-ins included)")
     d: int = _field(5, "token dimension")
     d_e: int | None = _field(None, "PE width", "2 max(T, T_test) for stochastic/slots (so that "
@@ -104,10 +104,10 @@ class Config:
     sampler: str = _field("slots", "law of the stochastic family: slots | sphere")
     model: str = _field("theory", "theory | practical (attention also over the query token)")
     query: str = _field("sum", "query token: sum (p_query = sum of p_j, j in y) | mean")
-    attention: str = _field("softmax", "attention mechanism: softmax | linear | relu | sigmoid "
-                            "| relu-norm | sigmoid-norm (the last two divided by the number of "
-                            "attended tokens; Python: also an Attention object; "
-                            "docs/attention.md)")
+    attention: str | Attention = _field(
+        "softmax", f"attention mechanism: {' | '.join(ATTENTIONS)} (the -norm ones divided by "
+        f"the number of attended tokens, sigmoid-bias with the logit bias -ln N; Python: also "
+        f"an Attention object; docs/attention.md)")
     rank: int | None = _field(None, "rank r of a key/query pair W = W_K^T W_Q (W_K, W_Q of shape "
                               "(r, D)) in place of the merged W", "none: the merged W")
     temperature: float = _field(1.0, f"temperature tau, {TAU_RANGE[0]:g} <= tau <= "
@@ -116,7 +116,7 @@ class Config:
     objective: str = _field("online", "the data: online (a fresh minibatch every step) | sample "
                             "(a fixed sample of n_train points: full-batch training) | "
                             "population (the exact population loss)")
-    optimizer: str = _field("sgd", "sgd (plain gradient steps) | adam | gd (alias: sgd with "
+    optimizer: str | Optimizer = _field("sgd", "sgd (plain gradient steps) | adam | gd (alias: sgd with "
                             "objective sample, or on the population) | a registered name "
                             "(Python: also an optimiser object such as stsim.SGD(lr=1.0))")
     lr: float | dict | None = _field(
@@ -150,7 +150,7 @@ class Config:
                               "recorded as params:<hash> (Python: also a Result or a dict of "
                               "parameters)", "zero; random where zero is a stationary point")
     init_scale: float = _field(0.02, "std of the random initialisation")
-    seed: int = _field(0, "seed of every random stream (Python: also a numpy SeedSequence or "
+    seed: int | SeedSequence | Generator = _field(0, "seed of every random stream (Python: also a numpy SeedSequence or "
                        "Generator, recorded as JSON: stsim.core.seeds.seed_record)")
     T_test: tuple = _field((), "out-of-distribution validation lengths (comma list, e.g. 60,80)",
                            "none")
@@ -159,11 +159,11 @@ class Config:
     n_val: int = _field(128, "points per validation set (drawn once, before training)")
     eval_every: int | None = _field(None, "record metrics every k steps (and at the end)",
                                     "max(1, steps // 100)")
-    arch: str = _field("transformer", "transformer | fcn (fully-connected baseline, "
+    arch: str | ArchSpec = _field("transformer", "transformer | fcn (fully-connected baseline, "
                        "stsim.baselines.fcn) | a registered name (Python: also an ArchSpec)")
     width: int | None = _field(None, "FCN hidden width", "64")
     depth: int = _field(1, "FCN number of hidden layers")
-    target: str = _field("mean", "what the task asks of the selected tokens: mean | moment:k "
+    target: str | Target = _field("mean", "what the task asks of the selected tokens: mean | moment:k "
                          "(the mean of h_k = He_k/sqrt(k!), elementwise) | variance (Python: "
                          "also a Target object; docs/targets.md)")
 
