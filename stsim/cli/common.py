@@ -11,7 +11,7 @@ import os
 import sys
 
 __all__ = ["DEFAULT_WORKERS", "add_study_arguments",
-           "add_contract_options", "contract_overrides", "run_contract",
+           "add_contract_options", "set_example", "contract_overrides", "run_contract",
            "out_dir", "workers", "scheduler_executor", "logger", "int_tuple", "parse_set",
            "print_checks", "report_divergence"]
 
@@ -163,8 +163,7 @@ def add_contract_options(p: argparse.ArgumentParser, study, *, help: dict | None
                              "each defaults to the --quick / --full preset; every setting, "
                              "nested ones included, can also be given as --set KEY=VALUE")
     g.add_argument("--set", dest="set", action="append", default=[], metavar="KEY=VALUE",
-                   help="override a setting (repeatable), e.g. --set lr=0.01 "
-                        "--set fig1.seeds=[0,1,2]")
+                   help=f"override a setting (repeatable), e.g. {set_example(study)}")
     g.add_argument("--analyse-only", "--analyse_only", dest="analyse_only",
                    action="store_true", help="compute nothing: analyse the raw tables "
                    "already in --out and write the outputs")
@@ -184,6 +183,25 @@ def add_contract_options(p: argparse.ArgumentParser, study, *, help: dict | None
         g.add_argument(*flags, dest=f"preset_{name}", type=str, default=None,
                        metavar="LIST" if isinstance(ref, (list, tuple)) else name.upper(),
                        help=f"{text}{' ' if text else ''}(default: {shown})")
+
+
+def set_example(study) -> str:
+    """An example ``--set KEY=VALUE`` of the study's own, from its full preset: a nested
+    group's ``seeds`` (or its first list), else the top-level ``seeds``, else the first
+    number (``--set fig1.seeds=[0,1,2]`` for the figures, ``--set seeds=3`` elsewhere)."""
+    full = {k: v for k, v in study.PRESETS["full"].items() if k != "mode"}
+    groups = [(k, v) for k, v in full.items() if isinstance(v, dict)]
+    for key in ("seeds", None):
+        for g, sub in groups:
+            for k, v in sub.items():
+                if (k == key or key is None) and isinstance(v, (list, tuple)) and v \
+                        and all(isinstance(x, (int, float)) for x in v):
+                    return f"--set {g}.{k}=[{','.join(map(str, v))}]"
+    if "seeds" in full:
+        return "--set seeds=" + repr(full["seeds"]).replace(" ", "")
+    name, value = next((k, v) for k, v in full.items()
+                       if isinstance(v, (int, float)) and not isinstance(v, bool))
+    return f"--set {name}={value!r}"
 
 
 def contract_overrides(args, study) -> dict:
