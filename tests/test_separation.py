@@ -342,7 +342,7 @@ def test_cli_errors(tmp_path, capsys):
     assert "T must be an integer" in capsys.readouterr().err
     assert cli.main(["separation", "--quick", "--max-width-fcn", "0",
                      "--out", str(tmp_path / "y")]) == 2
-    assert cli.main(["separation", "--quick", "--target", "1.5",
+    assert cli.main(["separation", "--quick", "--level", "1.5",
                      "--out", str(tmp_path / "z")]) == 2
 
 
