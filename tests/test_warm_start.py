@@ -121,3 +121,16 @@ def test_no_checkpoint_message_advises_removing_a_file():
     from stsim.core import state
     text = inspect.getsource(state)
     assert "remove it" not in text and "delete it" not in text
+
+
+def test_a_run_folder_is_a_source_and_a_text_file_is_not(trained, tmp_path):
+    res, path = trained
+    folder = tmp_path / "run"
+    folder.mkdir()
+    (folder / "result.npz").write_bytes(open(path, "rb").read())
+    warm = stsim.run(steps=5, init=str(folder), **RUN)
+    assert warm.config["init"] == start_params(res).name
+    text = tmp_path / "table.csv"
+    text.write_text("a,b\n1,2\n")
+    with pytest.raises(ValueError, match=r"init='.*table.csv': .* text file"):
+        stsim.run(steps=5, init=str(text), **RUN)

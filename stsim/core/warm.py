@@ -15,6 +15,8 @@ import os
 
 import numpy as np
 
+from stsim.util.io import load_npz
+
 __all__ = ["StartParams", "start_params", "is_source", "fit_message", "initial_params", "LABEL"]
 
 #: the prefix of the ``init`` a warm start records
@@ -61,12 +63,17 @@ def start_params(init) -> StartParams:
             raise ValueError(f"init must be one of ('zero', 'random', 'random_rows0') or the "
                              f"path of an existing file (a result saved with res.save(), or "
                              f"a checkpoint), got {path!r}: no such name or file")
-        from stsim.core.result import Result
-        try:
-            res = Result.load(path)
+        if os.path.isdir(path) and os.path.isfile(os.path.join(path, "result.npz")):
+            path = os.path.join(path, "result.npz")        # a run's output folder
+        try:        # a result's or a checkpoint's parameters: the arrays param/<name>
+            arrays, meta = load_npz(path, what="result")
         except ValueError as exc:
             raise ValueError(f"init={path!r}: {exc}") from None
-        return _checked(res.params, f"the file {path!r}")
+        params = {k[len("param/"):]: v for k, v in arrays.items() if k.startswith("param/")}
+        if "config" not in meta or not params:
+            raise ValueError(f"init={path!r} holds no run's parameters (not a result saved "
+                             f"with res.save(), nor a checkpoint)")
+        return _checked(params, f"the file {path!r}")
     if isinstance(init, dict):
         return _checked(init, "the dict of parameters")
     if hasattr(init, "params") and hasattr(init, "config"):
