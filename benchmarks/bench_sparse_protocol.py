@@ -25,7 +25,7 @@ import time
 import numpy as np
 
 from stsim.studies.sparse.boolean import train_trial
-from stsim.sweep import spawn_seeds
+from stsim.sweeps import spawn_seeds
 
 VARIANTS = {
     "default": {},

@@ -56,7 +56,7 @@ import time
 
 import numpy as np
 
-from stsim.sweep.pool import make_executor
+from stsim.sweeps.pool import make_executor
 from stsim.theory import family_asymptotic as fa
 from stsim.theory import family_width as fw
 from stsim.theory.family import best_family_loss, sample_scores

@@ -27,7 +27,7 @@ import stsim
 from stsim.cli import main as cli
 from stsim.core.encodings import Encoding, PEBatch
 from stsim.core.session import Session
-from stsim.sweep import InlineExecutor, read_table, sweep
+from stsim.sweeps import InlineExecutor, read_table, sweep
 from stsim.util.io import load_npz, save_npz
 
 RESULTS: dict = {}
@@ -396,7 +396,7 @@ def kill_sweeps(n, rng, signum):
             time.sleep(rng.uniform(3.0, 7.0))
             p.send_signal(signum)
             _, err = p.communicate(timeout=120)
-            journal = stsim.sweep.journal.load_journal(out + ".journal.jsonl")
+            journal = stsim.sweeps.journal.load_journal(out + ".journal.jsonl")
             ok = p.returncode == -signum and "Traceback" not in err
             if signum != signal.SIGKILL:
                 ok = ok and not os.path.exists(out + ".lock")
@@ -504,7 +504,7 @@ def _manifest_folder():
 DEAD_WORKER = """
 import os, signal, sys
 import stsim
-from stsim.sweep import ExecutorFailed
+from stsim.sweeps import ExecutorFailed
 def row(a, seed):
     if a == 1:
         os.kill(os.getpid(), signal.SIGKILL)

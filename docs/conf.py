@@ -15,9 +15,28 @@ author = "stsim developers"
 copyright = f"2026, {author}"     # the footer: "© 2026, stsim developers."
 version = release = stsim.__version__
 extensions = ["sphinx.ext.autodoc", "sphinx.ext.napoleon", "sphinx.ext.mathjax",
-              "sphinx-mathjax-offline", "myst_parser"]
+              "sphinx-mathjax-offline", "myst_parser", "sphinx_gallery.gen_gallery"]
 source_suffix = {".rst": "restructuredtext", ".md": "markdown"}
 exclude_patterns = ["_build", "figures"]   # figures/: generated study reports
+
+# the gallery (sphinx-gallery): examples/*.py run at build time, with the figures they write
+# (docs/gallery_scraper.py) into a folder of the build's own; the Dask example is shown
+# without running (it needs the extra "dask", which the docs do not install)
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import tempfile  # noqa: E402
+os.environ["STSIM_EXAMPLE_OUT"] = tempfile.mkdtemp(prefix="stsim-gallery-")
+os.environ.setdefault("MPLBACKEND", "Agg")
+sphinx_gallery_conf = {
+    "examples_dirs": "../examples",
+    "gallery_dirs": "gallery",
+    "filename_pattern": r"/(?!dask_sweep)[^/]+\.py$",
+    "image_scrapers": ("gallery_scraper.written_figures",),
+    "abort_on_example_error": True,
+    "download_all_examples": False,
+    "show_signature": False,
+    "min_reported_time": 0,
+    "write_computation_times": False,   # its page loads DataTables from the network
+}
 root_doc = "index"
 html_theme = "alabaster"
 # room for the formulas and the code of the documents beside the navigation
@@ -145,15 +164,5 @@ def _resolve_alias(app, env, node, contnode):
     return None
 
 
-def _sweep_module_doc(app, what, name, obj, options, lines):
-    """``stsim.sweep``'s docstring is its function's (what ``help(stsim.sweep)`` shows); the
-    page documents that function below, so the module's text here is one line."""
-    if what == "module" and name == "stsim.sweep":
-        lines[:] = ["Parameter sweeps on any ``concurrent.futures.Executor``, resumable, into "
-                    "one CSV table: :func:`sweep` (``stsim.sweep`` is this module and that "
-                    "function at once).", ""]
-
-
 def setup(app):
     app.connect("missing-reference", _resolve_alias)
-    app.connect("autodoc-process-docstring", _sweep_module_doc)

@@ -1,4 +1,5 @@
-"""A long run with checkpoints, interrupted and resumed.
+"""A long run with checkpoints, interrupted and resumed
+====================================================
 
 stsim.run(checkpoint=path, checkpoint_every=k) writes its state every k steps; called
 again with the same path it resumes from that file and continues bit-for-bit like a run

@@ -1,7 +1,9 @@
-"""A sweep on a Dask LocalCluster (learning rate × seed), interrupted and resumed.
-Needs Dask, the optional extra: pip install ".[dask]".
+"""A sweep on a Dask LocalCluster (learning rate × seed), interrupted and resumed
+==============================================================================
 
-stsim.sweep runs fn(**point, seed=seed) on any concurrent.futures executor — here
+Needs Dask, the optional extra: ``pip install ".[dask]"``.
+
+``stsim.sweep`` runs ``fn(**point, seed=seed)`` on any concurrent.futures executor — here
 Client.get_executor() of a LocalCluster (its workers run one BLAS thread each). Every
 finished row goes to a journal at once, so a rerun after an interruption (Ctrl-C, a killed
 job) computes only the missing rows; the table is the same either way.
@@ -49,7 +51,7 @@ if __name__ == "__main__":
             stsim.sweep(train, {"lr": LRS}, seeds=SEEDS, executor=ex, out=table,
                         progress=stop_after(3))
         except KeyboardInterrupt:
-            print(f"interrupted: {len(stsim.sweep.read_table(table))} rows kept in {table}")
+            print(f"interrupted: {len(stsim.sweeps.read_table(table))} rows kept in {table}")
         res = stsim.sweep(train, {"lr": LRS}, seeds=SEEDS, executor=ex, out=table)
     print(f"resumed: {res.n_skipped} rows found finished, {res.n_run} computed now")
     for lr in LRS:

@@ -1,10 +1,10 @@
-"""An encoding of your own: the smallest code that adds a positional-encoding family.
+"""An encoding of your own: the smallest code that adds a positional-encoding family
+=================================================================================
 
-Subclass stsim.Encoding, implement sample(rng, B, T) -> PEBatch (dense P of shape (T, d_e)
-or (B, T, d_e), or one-hot slots idx), and pass it to stsim.run — as an instance, or
-registered by name with stsim.register_encoding (then pe="dft" works in Config, run,
-sweeps and Result.attention). Of two sinusoidal families, "dft" learns like one-hot
-and "sinusoid" (Vaswani et al.'s frequencies) does not; the script says why.
+Subclass stsim.Encoding, implement sample(rng, B, T) -> PEBatch (dense P, (T, d_e) or
+(B, T, d_e), or one-hot slots idx); pass an instance to stsim.run, or register it by name
+(stsim.register_encoding: pe="dft" in Config, run, sweeps, Result.attention). Of two
+sinusoidal families "dft" learns like one-hot, "sinusoid" (Vaswani et al.) does not: why.
 """
 import os
 

@@ -1,4 +1,5 @@
-"""Quickstart: train one model, then look at what it learned.
+"""Quickstart: train one model, then look at what it learned
+=========================================================
 
 The trained attention puts its weight on the q selected positions of each sample, and the
 training loss falls like 1/t.  Run:  python examples/quickstart.py  (figures in runs/examples)

@@ -1,4 +1,5 @@
-"""Theory beside simulation: online SGD and the exact reduced population dynamics.
+"""Theory beside simulation: online SGD and the exact reduced population dynamics
+==============================================================================
 
 From zero initialisation, population GD with one-hot encodings stays on the two-scalar
 family W_ee = a (I − J/T), V_x = γ I (stsim.theory.reduced). Its loss is the expected loss

@@ -1,4 +1,5 @@
-"""The transformer and a fully-connected net on the same task at one T, side by side.
+"""The transformer and a fully-connected net on the same task at one T, side by side
+=================================================================================
 
 The FCN (stsim.run(arch="fcn", width=..., depth=...)) sees the T tokens and a one-hot
 mask of the selected positions; the paper shows it needs a width growing with T, while

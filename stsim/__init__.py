@@ -4,7 +4,7 @@ Wang, Wei, Hsu & Lee, *Transformers Provably Learn Sparse Token Selection While
 Fully-Connected Nets Cannot* (ICML 2024). The package is layered; data flows one way
 (what each layer holds: ``docs/architecture.md``)::
 
-    util  →  core  →  theory  →  baselines  →  sweep  →  studies  →  cli
+    util  →  core  →  theory  →  baselines  →  sweeps  →  studies  →  cli
 
 >>> import stsim
 >>> res = stsim.run(T=20, q=2, pe="stochastic", steps=20, batch=16)
@@ -18,6 +18,7 @@ _guard_cli_imports()    # the stsim command: Ctrl-C during these imports is one 
 
 from stsim.core.task import Batch, sample_batch, sample_subsets, sts_target
 from stsim.core.targets import Target
+from stsim.core.attention import Attention
 from stsim.core.encodings import (PEBatch, Encoding, OneHot, NearOrthogonal, StochasticSlots,
                                   StochasticSphere, coherence)
 from stsim.core.families import make_encoding, register_encoding
@@ -37,10 +38,10 @@ from stsim.theory.reduced import (reduced_gd, reduced_loss, gradient_flow, ood_l
                                   ood_floor_onehot)
 from stsim.theory.checks import check_theorem
 from stsim.baselines.fcn import FCNProblem  # registers arch="fcn"
-from stsim import sweep  # the module is callable: stsim.sweep(fn, grid, ...)
+from stsim.sweeps import sweep  # the function; its parts are the package stsim.sweeps
 
 __all__ = [
-    "__version__", "Batch", "sample_batch", "sample_subsets", "sts_target", "Target",
+    "__version__", "Batch", "sample_batch", "sample_subsets", "sts_target", "Target", "Attention",
     "PEBatch", "Encoding", "OneHot", "NearOrthogonal", "StochasticSlots", "StochasticSphere",
     "make_encoding", "register_encoding", "coherence", "loss_and_grad", "forward_backward", "target_params",
     "cosine_to_target", "check_grad", "directional_check", "SGD", "Adam", "make_optimizer",

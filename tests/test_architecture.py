@@ -1,12 +1,12 @@
 """The layers of docs/architecture.md: every import inside the package goes to the same or
-a lower layer (util → core → theory → baselines → sweep → studies → cli)."""
+a lower layer (util → core → theory → baselines → sweeps → studies → cli)."""
 import ast
 import pathlib
 import re
 
 import stsim
 
-LAYERS = ["util", "core", "theory", "baselines", "sweep", "studies", "cli"]
+LAYERS = ["util", "core", "theory", "baselines", "sweeps", "studies", "cli"]
 ROOT = pathlib.Path(stsim.__file__).parent
 
 
@@ -56,7 +56,7 @@ def test_one_process_pool():
     # built or subclassed (not merely named in a docstring) in one place only
     hits = [str(p.relative_to(ROOT)) for p in ROOT.rglob("*.py")
             if re.search(r"ProcessPoolExecutor\s*[()]", p.read_text(encoding="utf-8"))]
-    assert hits == ["sweep/pool.py"], hits
+    assert hits == ["sweeps/pool.py"], hits
 
 
 def test_architecture_doc_examples_run():

@@ -1,6 +1,6 @@
-"""examples/beyond_the_paper.ipynb, the options beyond the paper in the README's own words,
+"""examples/beyond_the_paper.ipynb, the options beyond the paper in the user guide's own words,
 run in a real Jupyter kernel (nbclient + ipykernel): every line of its code is a line of the
-README's Python API block and of docs/getting-started.md, and every cell runs; a check cell
+Python API block of docs/guide.md and of docs/getting-started.md, and every cell runs; a check cell
 appended here (not in the notebook) asks the kernel what the lines promise."""
 import os
 import re
@@ -30,10 +30,10 @@ def _notebook_lines(nb):
             for line in c.source.splitlines() if line.strip()]
 
 
-def test_the_notebook_says_only_what_the_readme_and_getting_started_say():
+def test_the_notebook_says_only_what_the_guide_and_getting_started_say():
     nb = nbformat.read(NOTEBOOK, as_version=4)
     lines = _notebook_lines(nb)
-    for where in (_code_lines("README.md", "The Python API"),
+    for where in (_code_lines("docs/guide.md", "The Python API"),
                   _code_lines("docs/getting-started.md", "Beyond the paper")):
         assert [line for line in lines if line not in where] == []
     words = " ".join(lines)
@@ -43,13 +43,13 @@ def test_the_notebook_says_only_what_the_readme_and_getting_started_say():
     assert not any(c.get("outputs") for c in nb.cells if c.cell_type == "code")  # committed clean
 
 
-def test_the_check_sees_a_line_the_readme_does_not_have():
+def test_the_check_sees_a_line_the_guide_does_not_have():
     nb = nbformat.read(NOTEBOOK, as_version=4)
     nb.cells[-1].source += "\nres = stsim.run(T=20, q=2, attention='cubic')"
     assert "res = stsim.run(T=20, q=2, attention='cubic')" not in _code_lines(
-        "README.md", "The Python API")
+        "docs/guide.md", "The Python API")
     assert [line for line in _notebook_lines(nb)
-            if line not in _code_lines("README.md", "The Python API")]
+            if line not in _code_lines("docs/guide.md", "The Python API")]
 
 
 def test_the_notebook_runs_in_a_real_kernel(tmp_path, monkeypatch):

@@ -65,6 +65,38 @@ def test_every_study_command_has_the_common_options(name, tmp_path):
         assert flag in text
 
 
+@pytest.mark.parametrize("name", STUDIES + ("attention", "targets"))
+def test_the_set_example_of_a_study_is_its_own(name):
+    """``stsim <study> --help`` shows a ``--set`` example of that study's settings, which
+    the study takes (the figures' ``fig1.seeds`` only for the figures)."""
+    import importlib
+
+    from stsim.cli.common import contract_overrides
+    from stsim.studies.contract import resolve_config
+    study = importlib.import_module(COMMANDS[name][0]).__dict__.get(name) or \
+        importlib.import_module(f"stsim.studies.{name}")
+    text = " ".join(build_parser(name).format_help().split())
+    example = text.split("override a setting (repeatable), e.g. ", 1)[1].split(" ")[:2]
+    assert example[0] == "--set" and ("fig1." in example[1]) == (name == "figures"), example
+    args = build_parser(name).parse_args(["--full", *example])
+    resolve_config(study, "full", contract_overrides(args, study))      # accepted
+
+
+@pytest.mark.parametrize("name", ("attention", "separation", "sparse"))
+def test_a_studys_loss_level_is_level_and_target_says_so(name, tmp_path, capsys):
+    """A study's loss level is ``--level`` (its setting ``target``); ``--target``, the
+    task's target of ``stsim run``, is refused in one line naming ``--level``, before any
+    file is written."""
+    args = build_parser(name).parse_args(["--level", "0.5"])
+    assert args.preset_target == "0.5"
+    assert "--level LEVEL" in build_parser(name).format_help()
+    out = tmp_path / "o"
+    assert main([name, "--target", "variance", "--out", str(out)]) == 2
+    err = capsys.readouterr().err
+    assert f"the loss level of stsim {name} is --level" in err and err.count("\n") == 1
+    assert not out.exists()
+
+
 def test_study_preset_options_default_to_the_chosen_preset():
     from stsim.cli.common import contract_overrides
     from stsim.studies import separation

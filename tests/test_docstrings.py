@@ -13,7 +13,7 @@ MODULES = sorted(m.name for m in pkgutil.walk_packages(stsim.__path__, "stsim.")
 
 
 def test_every_module_is_found():
-    assert {"stsim.core.run", "stsim.theory.reduced", "stsim.sweep", "stsim.util.validate"} <= \
+    assert {"stsim.core.run", "stsim.theory.reduced", "stsim.sweeps", "stsim.util.validate"} <= \
         set(MODULES)
 
 

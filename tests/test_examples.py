@@ -1,6 +1,7 @@
 """Every script in examples/ runs, in its small setting (STSIM_EXAMPLE_SMOKE=1), so none
 can rot. They run in this process (runpy, as ``__main__``): one import of stsim for all."""
 import os
+import re
 import runpy
 import time
 
@@ -26,6 +27,32 @@ FIGURES = {"quickstart": ["quickstart.png", "quickstart_history.png"],
 
 def test_every_example_is_listed():
     assert EXPECTED <= set(NAMES)
+
+
+def gallery_title(source: str):
+    """The title sphinx-gallery reads from an example: the first line of its docstring,
+    underlined with "=" at least as long (None when it has none)."""
+    m = re.match(r'"""(.+)\n(=+)\n', source)
+    return m.group(1) if m and len(m.group(2)) >= len(m.group(1)) else None
+
+
+@pytest.mark.parametrize("name", NAMES)
+def test_every_example_has_a_gallery_title(name):
+    with open(os.path.join(EXAMPLES, f"{name}.py"), encoding="utf-8") as f:
+        assert gallery_title(f.read()), f"{name}.py: no underlined title for the gallery"
+    assert gallery_title('"""A title\n===\n"""') is None          # the check sees a short line
+
+
+def test_the_docs_build_the_gallery_from_the_docs_extra():
+    import configparser
+    root = os.path.join(EXAMPLES, "..")
+    conf = open(os.path.join(root, "docs", "conf.py"), encoding="utf-8").read()
+    assert '"sphinx_gallery.gen_gallery"' in conf and '"examples_dirs": "../examples"' in conf
+    assert os.path.isfile(os.path.join(EXAMPLES, "GALLERY_HEADER.rst"))
+    cfg = configparser.ConfigParser()
+    cfg.read(os.path.join(root, "setup.cfg"))
+    assert "sphinx-gallery" in cfg["options.extras_require"]["docs"]
+    assert "sphinx" not in cfg["options"]["install_requires"]      # not a runtime dependency
 
 
 @pytest.mark.parametrize("name", NAMES)

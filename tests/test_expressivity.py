@@ -277,7 +277,7 @@ def test_cli_quick_runs_and_writes_outputs(tmp_path):
     import os
 
     from stsim.cli import main
-    from stsim.sweep import read_table
+    from stsim.sweeps import read_table
     rc = main(["expressivity", "--quick", "--only", "seq2seq,trained,patterns,jl",
                "--workers", "0", "--out", str(tmp_path), "--quiet"])
     assert rc == 0

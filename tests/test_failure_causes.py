@@ -196,7 +196,7 @@ def test_default_run_of_a_measured_mechanism_learns_at_q3(mech, T, seed):
 KILLED_WORKER = """
 import os, signal, sys
 import stsim
-from stsim.sweep import ExecutorFailed
+from stsim.sweeps import ExecutorFailed
 
 def row(a, seed):
     if a == 1:

@@ -13,7 +13,7 @@ import numpy as np
 import pytest
 
 import stsim
-from stsim.sweep import InlineExecutor, read_table, sweep
+from stsim.sweeps import InlineExecutor, read_table, sweep
 from stsim.util.io import atomic_write, load_npz
 
 
@@ -988,7 +988,7 @@ def test_sparse_full_disk_is_one_line_naming_the_file_and_a_rerun_resumes(tmp_pa
     assert proc.returncode == 2 and len(err) == 1, proc.stderr
     assert re.match(r"stsim: error: \S+/trials\.csv(\.journal\.jsonl)?: File too large \(",
                     err[0]), err[0]
-    kept = len(stsim.sweep.journal.load_journal(out / "trials.csv.journal.jsonl"))
+    kept = len(stsim.sweeps.journal.load_journal(out / "trials.csv.journal.jsonl"))
     assert kept >= 1
     proc = subprocess.run(argv + [str(10 ** 7)] + SPARSE_TINY + ["--out", str(out)],
                           capture_output=True, text=True, timeout=300, env=env)
@@ -1062,7 +1062,7 @@ def test_ctrl_c_on_a_study_is_one_line_exit_130_and_a_rerun_resumes(tmp_path):
     assert proc.returncode == 130 and len(lines) == 1, err
     assert lines[0] == (f"stsim: interrupted (Ctrl-C); the finished runs are kept in {out}; "
                         f"rerun the same command to resume")
-    done = stsim.sweep.journal.load_journal(journal)
+    done = stsim.sweeps.journal.load_journal(journal)
     assert done and all(r["status"] == "ok" for r in done.values())
     assert not (out / ".stsim-study.lock").exists()
 

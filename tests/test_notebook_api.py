@@ -13,7 +13,7 @@ import pytest
 
 import stsim
 from stsim.core import families
-from stsim.sweep import InlineExecutor, sweep
+from stsim.sweeps import InlineExecutor, sweep
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
@@ -110,14 +110,14 @@ def test_registered_encoding_reaches_the_default_pool(flipped, monkeypatch):
     res = sweep(_with_flipped, {"lr": [0.5, 1.0]}, max_workers=2)
     assert [r["status"] for r in res.rows] == ["ok", "ok"], [r["error"] for r in res.rows]
     # seeded fault: the registrations do not travel -> the workers do not know the name
-    from stsim.sweep.carry import Registrations
-    monkeypatch.setattr(stsim.sweep, "_registrations", lambda: Registrations({}))
+    from stsim.sweeps.carry import Registrations
+    monkeypatch.setattr(stsim.sweeps.runner, "_registrations", lambda: Registrations({}))
     bad = sweep(_with_flipped, {"lr": [0.5]}, max_workers=2)
     assert bad.rows[0]["status"] == "error" and "pe must be one of" in bad.rows[0]["error"]
 
 
 def test_registrations_carry_only_the_callers_entries(flipped):
-    from stsim.sweep.carry import snapshot
+    from stsim.sweeps.carry import snapshot
     names = snapshot().names()
     assert "flipped-test" in names["_REGISTERED"]
     carried = {n for v in names.values() for n in v}
@@ -129,7 +129,7 @@ def test_registrations_carry_only_the_callers_entries(flipped):
 
 
 def test_registrations_install_into_a_table_that_lacks_them(flipped):
-    from stsim.sweep.carry import snapshot
+    from stsim.sweeps.carry import snapshot
     regs = snapshot()
     families._REGISTERED.pop("flipped-test")           # as in a fresh worker
     with pytest.raises(ValueError, match="pe must be one of"):
@@ -221,6 +221,14 @@ def test_the_figure_is_titled_in_words_and_every_panel_labelled(res):
     assert title.endswith(": completed") and "=W" not in title and "held=" not in title
     for ax in fig.axes:
         assert ax.get_xlabel() and ax.get_ylabel() and ax.get_title(), ax.get_title()
+
+
+@pytest.mark.parametrize("target, task", [("variance", "variance of q = 3 tokens"),
+                                          ("moment:3", "moment:3 of q = 3 tokens")])
+def test_the_figure_names_its_target(target, task):
+    from stsim.util.figure import title
+    res = stsim.run(T=8, q=3, target=target, steps=4, batch=8, progress=False)
+    assert title(res).startswith(f"{task}: T = 8 tokens") and "STS_" not in title(res)
 
 
 # ---------------------------------------------------------------- the backend is left alone

@@ -1,6 +1,8 @@
-"""README.md reads in order and what it shows works: it starts with exactly the
-two set-up commands, whose extras exist and whose run writes what the README says; then
-what the tool is and its figure, the Python quick start (run as pasted), then the details.
+"""README.md is a map that reads in order and what it shows works: it starts with exactly
+the two set-up commands, whose extras exist and whose run writes what the README says; then
+what the tool is and its figure, the Python quick start (run as pasted), a table of tasks,
+a command per paper figure (each parsed, the single run's settings the study's), the
+documents; at most 150 lines, and its list of ``stsim.run`` keywords is the signature's.
 The links and quoted sections of the README are tests/test_api_docs.py's."""
 import configparser
 import os
@@ -19,8 +21,9 @@ COMMAND_1 = ('python3 -m venv .venv && . .venv/bin/activate && pip install ".[fa
              'stsim run --T 50 --out runs/demo')
 COMMAND_2 = 'python3 -m venv .venv && . .venv/bin/activate && pip install ".[test]" && pytest'
 #: the sections in reading order: what it is, the quick start, then the details
-ORDER = ["What it is", "Quick start (Python)", "The task and the model", "The Python API",
-         "Examples", "Command line", "Timings", "Documentation"]
+ORDER = ["What it is", "Quick start (Python)", "I want to …", "The paper's figures",
+         "Documentation"]
+MAX_LINES = 150
 
 
 def setup_commands(text) -> list:
@@ -70,8 +73,10 @@ def test_the_extras_the_commands_and_examples_name_exist():
     extras = cfg["options.extras_require"]
     for name in re.findall(r'pip install "\.\[(\w+)\]"', README):
         assert name in extras, name
-    # the Dask example's note: command 1's extra lacks Dask, command 2's has it
-    row = next(line for line in README.splitlines() if line.startswith("| `examples/dask_sweep"))
+    # the Dask example's note (the guide's table of examples): command 1's extra lacks
+    # Dask, command 2's has it
+    guide = (ROOT / "docs" / "guide.md").read_text(encoding="utf-8")
+    row = next(line for line in guide.splitlines() if line.startswith("| `examples/dask_sweep"))
     assert '".[dask]"' in row and "dask" in extras["dask"]
     assert "dask" not in extras["fast"] and "dask" in extras["test"]
 
@@ -116,24 +121,78 @@ def test_the_quick_start_runs_as_pasted(tmp_path):
     out = proc.stdout.splitlines()
     assert out[1].startswith("status: completed (learned)")
     assert (tmp_path / "run.png").is_file()
-    assert out[-7] == "True"                    # the most attended positions are y
+    assert out[-8] == "True"                    # the most attended positions are y
+    assert out[-7].startswith("status: completed (learned)") and "target variance" in out[-7]
     rows = [line.split() for line in out[-6:]]
     assert sorted(r[0] for r in rows) == ["0.5", "0.5", "1.0", "1.0", "2.0", "2.0"]
     print(f"quick start: {secs:.1f} s")
 
 
-def test_the_api_block_runs(tmp_path, monkeypatch):
-    """The Python API block, its one long run (T = 200) made small; the gradient lines as
-    written."""
-    code, = python_blocks(README, "The Python API")
-    first = re.search(r"^res = stsim\.run\(.*$", code, flags=re.M).group(0)
-    code = code.replace(first, 'res = stsim.run(T=20, q=3, pe="stochastic", T_test=[250, 300], '
-                               'd_e=300, steps=50)')
-    monkeypatch.chdir(tmp_path)
-    scope = {}
-    exec(compile(code, "README.md", "exec"), scope)
-    assert scope["dW"].shape == (25, 25) and scope["dV"].shape == (5, 25)
-    assert scope["res"].status == "completed" and (tmp_path / "run.npz").is_file()
+def test_the_readme_is_a_map_of_at_most_150_lines():
+    assert README.count("\n") <= MAX_LINES
+    table = README.split("\n## I want to …\n", 1)[1].split("\n## ", 1)[0]
+    rows = [r for r in table.splitlines() if r.startswith("| ") and "---" not in r][1:]
+    assert len(rows) >= 10 and all(r.count(" | ") == 2 for r in rows)
+    assert 'target="variance"' in table
+
+
+def run_keywords(text) -> list:
+    """The keywords the README's paragraph "``stsim.run``'s keywords" lists, in order."""
+    para = text.split("**`stsim.run`'s keywords**", 1)[1].split("\n\n", 1)[0]
+    return re.findall(r"`(\w+)`", para)
+
+
+def test_the_keyword_list_is_the_signature_of_run():
+    """The list is run's own keywords then Config's fields, in the signature's order: a
+    field added to Config (or renamed) fails here until the README names it."""
+    import dataclasses
+    import inspect
+
+    import stsim
+    fields = [f.name for f in dataclasses.fields(stsim.Config)]
+    own = [p for p in inspect.signature(stsim.run).parameters if p not in fields]
+    assert run_keywords(README) == own + fields
+    assert "target" in fields and "n_train" in fields and "checkpoint" in own
+    stale = README.replace("`n_train`, ", "")
+    assert run_keywords(stale) != own + fields
+
+
+def figure_commands(text) -> dict:
+    """``{figN: argv}`` of the lines of "The paper's figures" that reproduce one figure."""
+    part = text.split("\n## The paper's figures\n", 1)[1].split("\n## ", 1)[0]
+    out = {}
+    for line in part.splitlines():
+        m = re.match(r"\s+stsim (figures .*?)\s+# Fig\. (\d)", line)
+        if m:
+            out[f"fig{m.group(2)}"] = m.group(1).split()
+    return out
+
+
+def test_one_command_per_paper_figure_at_the_full_preset():
+    from stsim.cli import build_parser
+    cmds = figure_commands(README)
+    assert sorted(cmds) == ["fig1", "fig2", "fig3", "fig4", "fig5"]
+    for fig, argv in cmds.items():
+        args = build_parser(argv[0]).parse_args(argv[1:])
+        assert args.mode == "full" and args.preset_only == fig and args.out == f"runs/{fig}", argv
+
+
+def test_the_single_fig2_run_has_the_studys_settings():
+    """The one-line ``stsim run`` of Fig. 2 is the full preset's fig2 run (seed 0, the
+    stochastic encoding): every setting the preset names."""
+    import stsim
+    from stsim.cli import build_parser
+    from stsim.studies.figures import study
+    line = next(line for line in README.splitlines() if line.strip().startswith("stsim run "))
+    args = build_parser("run").parse_args(line.split()[2:])
+    cfg = stsim.Config.from_options(**{k: getattr(args, k) for k in (
+        f.name for f in __import__("dataclasses").fields(stsim.Config))})
+    preset = study.PRESETS["full"]["fig2"]
+    for key in ("T", "q", "d", "d_e", "pe", "sampler", "batch", "init", "model", "query",
+                "optimizer", "lr", "steps", "n_val"):
+        assert getattr(cfg, key) == preset[key], key
+    assert list(cfg.T_test) == preset["T_test"] and list(cfg.q_test) == preset["q_test"]
+    assert cfg.seed == 0 and cfg.lr_decay == "none" and not cfg.freeze
 
 
 @pytest.mark.parametrize("stale", ["Theorems 1–2", "Theorems 1-2", '"gd" |'])

@@ -337,7 +337,7 @@ def test_sigterm_on_a_study_is_one_line_exit_143_and_keeps_the_finished_runs(tmp
     assert proc.returncode == 143 and len(lines) == 1, err
     assert lines[0] == (f"stsim: interrupted (SIGTERM); the finished runs are kept in {out}; "
                         f"rerun the same command to resume")
-    done = stsim.sweep.journal.load_journal(journal)
+    done = stsim.sweeps.journal.load_journal(journal)
     assert done and all(r["status"] == "ok" for r in done.values())
     assert not (out / ".stsim-study.lock").exists()
 
@@ -372,7 +372,7 @@ SWEEP_TERM = """
 import os, signal, sys, time
 signal.signal(signal.SIGINT, signal.default_int_handler)
 import stsim
-from stsim.sweep import InlineExecutor
+from stsim.sweeps import InlineExecutor
 
 def row(a, seed):
     if a >= 2:
@@ -397,7 +397,7 @@ def test_sigterm_ends_a_python_sweep_after_saving_its_rows_and_lock(tmp_path):
     _, err = proc.communicate(timeout=60)
     assert proc.returncode == -signal.SIGTERM and "Traceback" not in err   # as by default
     # before: the rows were in the journal, but the table was stale and the lock stayed
-    assert [r["a"] for r in stsim.sweep.read_table(out)] == [0, 1]
+    assert [r["a"] for r in stsim.sweeps.read_table(out)] == [0, 1]
     assert not (tmp_path / "t.csv.lock").exists()
 
 
@@ -461,7 +461,7 @@ def test_sigterm_on_a_pool_sweep_ends_it_quietly(tmp_path, timing):
     _, err = proc.communicate(timeout=60)
     assert proc.returncode == -signal.SIGTERM
     assert "Traceback" not in err and "leaked" not in err, err
-    assert [r["a"] for r in stsim.sweep.read_table(out)] == [0, 1]
+    assert [r["a"] for r in stsim.sweeps.read_table(out)] == [0, 1]
     assert not (tmp_path / "t.csv.lock").exists()
 
 
@@ -471,7 +471,7 @@ def test_a_shutdown_after_a_kill_keeps_the_kill_and_waits_for_it():
     # before: kill() (not waiting, as from a signal handler) then shutdown(wait=True) set
     # loky's kill_workers back to False and returned at once: the workers ran their rows
     # on (a SIGTERM-ed `stsim attention` printed its line, then hung, 3 of 12 runs)
-    from stsim.sweep.pool import OneThreadProcessPool
+    from stsim.sweeps.pool import OneThreadProcessPool
     ex = OneThreadProcessPool(2)
     futs = [ex.submit(time.sleep, 60) for _ in range(2)]
     workers = list(ex._processes.values())

@@ -12,7 +12,7 @@ from stsim.cli import main as cli_main
 from stsim.baselines.fcn import fcn_param_count
 from stsim.studies.separation.study import (cells, check, tf_params, train_point, width_grid,
                                             FULL, QUICK)
-from stsim.sweep import read_table
+from stsim.sweeps import read_table
 from stsim.theory.family import (best_family_loss, family_loss_at, family_rel,
                                  sample_scores)
 from stsim.util.stats import bootstrap_threshold, compare_growth, fit_growth_law, threshold_width
@@ -342,7 +342,7 @@ def test_cli_errors(tmp_path, capsys):
     assert "T must be an integer" in capsys.readouterr().err
     assert cli.main(["separation", "--quick", "--max-width-fcn", "0",
                      "--out", str(tmp_path / "y")]) == 2
-    assert cli.main(["separation", "--quick", "--target", "1.5",
+    assert cli.main(["separation", "--quick", "--level", "1.5",
                      "--out", str(tmp_path / "z")]) == 2
 
 

@@ -13,7 +13,7 @@ from stsim.cli import main as cli_main
 from stsim.studies.sparse import boolean as sparse_boolean
 from stsim.studies.sparse import study as sparse
 from stsim.studies.sparse.design import plan
-from stsim.sweep import InlineExecutor, make_executor, read_table
+from stsim.sweeps import InlineExecutor, make_executor, read_table
 
 TINY = dict(sparse.QUICK, Ts=(8, 16), m_min=8, m_max=32, ratio=2.0, fns="majority:3",
             seeds=2, max_steps=40, n_test=200)
@@ -97,7 +97,7 @@ def test_resume_after_topup_retires_the_same_series(tmp_path, monkeypatch):
     # the ladder retires every series at the first two levels (0.9 each), the top-up takes
     # those cells to 30 trials (rate 9/30); a rerun must read the ladder's 10-trial rates
     # again, not the 30-trial ones, and so run nothing new
-    from stsim.sweep import spawn_seeds
+    from stsim.sweeps import spawn_seeds
     wins = set(spawn_seeds(10)[:9])
 
     def fake_trial(seed, **point):

@@ -14,7 +14,7 @@ import numpy as np
 import pytest
 
 from stsim.studies.separation.study import train_point
-from stsim.sweep import InlineExecutor, expand_grid, read_table, spawn_seeds, sweep
+from stsim.sweeps import InlineExecutor, expand_grid, read_table, spawn_seeds, sweep
 
 CALLS = []
 
@@ -125,7 +125,7 @@ def test_keep_rejects_finished_rows_that_no_longer_stand(tmp_path):
 
 @pytest.mark.pool
 def test_make_executor_is_the_one_pool():
-    from stsim.sweep import OneThreadProcessPool, make_executor
+    from stsim.sweeps import OneThreadProcessPool, make_executor
     for n in (0, 1):
         ex = make_executor(n)
         assert isinstance(ex, InlineExecutor) and ex.workers == 1
@@ -312,7 +312,7 @@ def _dies_on_three(a, seed, flag):
 
 @pytest.mark.pool
 def test_a_worker_that_dies_stops_the_sweep_and_keeps_the_finished_rows(tmp_path):
-    from stsim.sweep import ExecutorFailed
+    from stsim.sweeps import ExecutorFailed
     out, flag = tmp_path / "t.csv", tmp_path / "die"
     flag.write_text("")
     grid = {"a": [1, 2, 3], "flag": [str(flag)]}
@@ -328,7 +328,7 @@ def test_a_worker_that_dies_stops_the_sweep_and_keeps_the_finished_rows(tmp_path
 
 @pytest.mark.pool
 def test_pool_workers_get_one_blas_thread_and_the_driver_keeps_its_environment(monkeypatch):
-    from stsim.sweep.pool import PREFETCH_VAR, THREAD_VARS, OneThreadProcessPool
+    from stsim.sweeps.pool import PREFETCH_VAR, THREAD_VARS, OneThreadProcessPool
     for k in THREAD_VARS + (PREFETCH_VAR,):
         monkeypatch.delenv(k, raising=False)
     before = dict(os.environ)
@@ -353,7 +353,7 @@ def _worker_env():
 def test_three_threads_sharing_one_pool_on_one_out_never_refuse_themselves(tmp_path):
     """Own-process refusals: threads of one process sharing a pool and one ``out``, many calls
     each (before the FileLock fix: 13-27 refusals of its own pid in 1600 calls)."""
-    from stsim.sweep import make_executor
+    from stsim.sweeps import make_executor
     out = tmp_path / "shared.csv"
     ex = make_executor(2)
     errors = []
@@ -380,7 +380,7 @@ def test_without_loky_a_pool_request_runs_in_this_process_with_a_warning(monkeyp
     """loky is the optional extra "pool": without it ``import stsim`` works, a pool of two
     or more workers becomes the inline executor with a warning naming the extra, and a
     sweep asking for workers still returns every row."""
-    from stsim.sweep import pool
+    from stsim.sweeps import pool
     monkeypatch.setattr(pool, "HAVE_POOL", False)
     with pytest.warns(UserWarning, match=r'stsim\[pool\]'):
         ex = pool.make_executor(2)
@@ -399,8 +399,8 @@ def test_concurrent_resumes_of_one_table_recompute_nothing(tmp_path, monkeypatch
     key lookup widen the window between one sweep's reload and the other's look-up)."""
     import time as _time
 
-    import stsim.sweep as sw
-    from stsim.sweep import journal as jr
+    import stsim.sweeps as sw
+    from stsim.sweeps import journal as jr
     out = str(tmp_path / "t.csv")
     calls = []
 
@@ -411,7 +411,7 @@ def test_concurrent_resumes_of_one_table_recompute_nothing(tmp_path, monkeypatch
     for g in grids:
         sweep(fn, g, executor=InlineExecutor(), out=out)
     calls.clear()
-    real_load, real_key = jr.load_journal, sw.point_key
+    real_load, real_key = jr.load_journal, sw.runner.point_key
 
     def slow_load(path):
         _time.sleep(0.05)
@@ -421,7 +421,7 @@ def test_concurrent_resumes_of_one_table_recompute_nothing(tmp_path, monkeypatch
         _time.sleep(0.02)
         return real_key(p)
     monkeypatch.setattr(jr, "load_journal", slow_load)
-    monkeypatch.setattr(sw, "point_key", slow_key)
+    monkeypatch.setattr(sw.runner, "point_key", slow_key)
     with cf.ThreadPoolExecutor(2) as ex:
         res = list(ex.map(lambda g: sweep(fn, g, executor=InlineExecutor(), out=out), grids * 2))
     assert calls == [] and [r.n_skipped for r in res] == [4, 4, 4, 4]

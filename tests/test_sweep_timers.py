@@ -92,7 +92,7 @@ def test_a_timeout_the_timer_cannot_hold_is_refused_before_any_row(timeout):
 
 
 def test_the_largest_timeout_is_accepted_and_its_row_runs():
-    from stsim.sweep.rows import MAX_TIMEOUT
+    from stsim.sweeps.rows import MAX_TIMEOUT
 
     res = stsim.sweep(lambda x, seed: x, {"x": [1]}, seeds=1, max_workers=1,
                       timeout=MAX_TIMEOUT)

@@ -9,9 +9,9 @@ import time
 
 import pytest
 
-import stsim.sweep as sw
-from stsim.sweep import InlineExecutor, read_table, sweep
-from stsim.sweep.rows import call_with_timeout, result_row
+import stsim.sweeps as sw
+from stsim.sweeps import InlineExecutor, read_table, sweep
+from stsim.sweeps.rows import call_with_timeout, result_row
 
 GRID = {"a": [1, 2]}
 
@@ -167,7 +167,7 @@ def test_bad_timeout_is_refused_before_any_work(tmp_path, bad):
 
 def test_full_disk_names_the_journal_not_the_table(tmp_path, monkeypatch):
     out = tmp_path / "t.csv"
-    real = sw.append_journal
+    real = sw.runner.append_journal
     n = [0]
 
     def append(path, rec):
@@ -179,8 +179,8 @@ def test_full_disk_names_the_journal_not_the_table(tmp_path, monkeypatch):
     def write_csv(path, *a, **k):
         raise OSError(errno.ENOSPC, "No space left on device", os.fspath(path))
 
-    monkeypatch.setattr(sw, "append_journal", append)
-    monkeypatch.setattr(sw, "write_csv", write_csv)
+    monkeypatch.setattr(sw.runner, "append_journal", append)
+    monkeypatch.setattr(sw.runner, "write_csv", write_csv)
     with pytest.raises(OSError) as err:
         sweep(_v1, GRID, executor=InlineExecutor(), out=out)
     assert err.value.filename.endswith(".journal.jsonl")

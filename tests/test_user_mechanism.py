@@ -67,6 +67,19 @@ def test_run_asks_for_lr_before_any_work(tmp_path):
     assert res.status == "completed" and res.history["val"][-1] < 0.5 * res.history["val"][0]
 
 
+def test_a_step_of_ones_own_is_obeyed_and_can_diverge():
+    """docs/attention.md's numbers at T = 20, q = 2 (2 000 steps, batch 256): undeclared,
+    lr 0.2 diverges at step 24 and lr 0.1 ends at 64% of L(0); declared normalised, the
+    paper model's step learns (2.2%)."""
+    bad = stsim.run(T=20, q=2, attention=Softplus(), lr=0.2, progress=False)
+    assert bad.status == "diverged" and "at step 24" in bad.message
+    slow = stsim.run(T=20, q=2, attention=Softplus(), lr=0.1, progress=False)
+    assert slow.status == "completed"
+    assert 0.60 < slow.final("val") / slow.history["val"][0] < 0.68
+    good = stsim.run(T=20, q=2, attention=SoftplusNorm(), progress=False)
+    assert good.final("val") / good.history["val"][0] == pytest.approx(0.0216, abs=0.001)
+
+
 @pytest.mark.parametrize("att", [Softplus(), SoftplusNorm(0.6)])
 @pytest.mark.parametrize("practical", [False, True])
 def test_reduced_loss_grad_by_finite_differences(att, practical):

@@ -126,7 +126,7 @@ def _one_line_errors() -> tuple:
     """The exceptions besides ``ValueError`` that a user's situation causes and that are
     said in one line: another process writing the output (``OutputLocked``), a sweep whose
     executor stopped (``ExecutorFailed``: a worker died; the finished rows are kept)."""
-    from stsim.sweep import ExecutorFailed
+    from stsim.sweeps import ExecutorFailed
     from stsim.util.io import OutputLocked
     return (OutputLocked, ExecutorFailed)
 

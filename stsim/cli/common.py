@@ -12,7 +12,7 @@ import sys
 
 
 __all__ = ["DEFAULT_WORKERS", "add_study_arguments",
-           "add_contract_options", "contract_overrides", "run_contract",
+           "add_contract_options", "set_example", "contract_overrides", "run_contract",
            "out_dir", "workers", "scheduler_executor", "logger", "int_tuple", "parse_set",
            "report_divergence"]
 
@@ -67,7 +67,7 @@ SCHEDULER_TIMEOUT_S = 20.0
 
 def scheduler_executor(address: str, timeout: float | None = None):
     """``(executor, client)`` for the Dask scheduler at ``address``: the client's executor
-    (``pure=False``, see :mod:`stsim.sweep`), whose ``workers`` is the cluster's worker
+    (``pure=False``, see :mod:`stsim.sweeps`), whose ``workers`` is the cluster's worker
     count; the caller closes the client. ``ValueError`` naming ``--scheduler`` for an
     address that is not ``[tcp://]host:port``, without Dask (naming the extra), or when
     no scheduler answers within ``timeout`` seconds (default
@@ -143,8 +143,7 @@ def add_contract_options(p: argparse.ArgumentParser, study, *, help: dict | None
                              "each defaults to the --quick / --full preset; every setting, "
                              "nested ones included, can also be given as --set KEY=VALUE")
     g.add_argument("--set", dest="set", action="append", default=[], metavar="KEY=VALUE",
-                   help="override a setting (repeatable), e.g. --set lr=0.01 "
-                        "--set fig1.seeds=[0,1,2]")
+                   help=f"override a setting (repeatable), e.g. {set_example(study)}")
     g.add_argument("--analyse-only", "--analyse_only", dest="analyse_only",
                    action="store_true", help="compute nothing: analyse the raw tables "
                    "already in --out and write the outputs")
@@ -158,17 +157,60 @@ def add_contract_options(p: argparse.ArgumentParser, study, *, help: dict | None
         shown = (f"quick {_show(quick[name])}, full {_show(full[name])}"
                  if name in quick and name in full and quick[name] != full[name]
                  else _show(ref))
-        flags = dict.fromkeys((f"--{name}", f"--{name.replace('_', '-')}"))
+        flag = LEVEL_FLAGS.get(name) if _is_level(ref) else None
+        if flag is not None:        # a loss level: --target is the task's (stsim run)
+            text += f"{' ' if text else ''}(the setting {name})"
+            if name == "target":
+                g.add_argument("--target", dest="misnamed_target", default=None,
+                               help=argparse.SUPPRESS)
+        flags = dict.fromkeys((f"--{flag or name}", f"--{(flag or name).replace('_', '-')}"))
         # text, parsed by apply_overrides against the preset's type (one parser for
         # --key VALUE and --set key=VALUE)
         g.add_argument(*flags, dest=f"preset_{name}", type=str, default=None,
-                       metavar="LIST" if isinstance(ref, (list, tuple)) else name.upper(),
-                       help=f"{text}{' ' if text else ''}(default: {shown})")
+                       metavar="LIST" if isinstance(ref, (list, tuple)) else
+                       (flag or name).upper(), help=f"{text}{' ' if text else ''}"
+                                                    f"(default: {shown})")
+
+
+#: the flags of the settings that are a loss level, whose names say "target": on the command
+#: line ``--target`` is the task's target (``stsim run --target variance``)
+LEVEL_FLAGS = {"target": "level", "targets": "levels", "ood_target": "ood_level",
+               "width_target": "width_level"}
+
+
+def _is_level(ref) -> bool:
+    """A number, or a list of numbers: a level, not a task's name."""
+    items = ref if isinstance(ref, (list, tuple)) else [ref]
+    return bool(items) and all(isinstance(x, (int, float)) and not isinstance(x, bool)
+                               for x in items)
+
+
+def set_example(study) -> str:
+    """An example ``--set KEY=VALUE`` of the study's own, from its full preset: a nested
+    group's ``seeds`` (or its first list), else the top-level ``seeds``, else the first
+    number (``--set fig1.seeds=[0,1,2]`` for the figures, ``--set seeds=3`` elsewhere)."""
+    full = {k: v for k, v in study.PRESETS["full"].items() if k != "mode"}
+    groups = [(k, v) for k, v in full.items() if isinstance(v, dict)]
+    for key in ("seeds", None):
+        for g, sub in groups:
+            for k, v in sub.items():
+                if (k == key or key is None) and isinstance(v, (list, tuple)) and v \
+                        and all(isinstance(x, (int, float)) for x in v):
+                    return f"--set {g}.{k}=[{','.join(map(str, v))}]"
+    if "seeds" in full:
+        return "--set seeds=" + repr(full["seeds"]).replace(" ", "")
+    name, value = next((k, v) for k, v in full.items()
+                       if isinstance(v, (int, float)) and not isinstance(v, bool))
+    return f"--set {name}={value!r}"
 
 
 def contract_overrides(args, study) -> dict:
     """The overrides given on the command line: the generated ``--key`` flags (comma lists
     become lists) and every ``--set``."""
+    if getattr(args, "misnamed_target", None) is not None:
+        raise ValueError(f"--target {args.misnamed_target}: --target is the task's target of "
+                         f"stsim run; the loss level of stsim {study.NAME} is --level (the "
+                         f"setting target)")
     out = {}
     for k, v in vars(args).items():
         if k.startswith("preset_") and v is not None:
@@ -193,7 +235,7 @@ def run_contract(args, study) -> dict:
     (:func:`report_divergence`). Returns the summary, with ``exit_status`` 1 when something
     is unmeasured, else 0."""
     from stsim.studies.contract import resolve_config, run_study
-    from stsim.sweep.pool import OneThreadProcessPool, make_executor, stop_on_interrupt
+    from stsim.sweeps.pool import OneThreadProcessPool, make_executor, stop_on_interrupt
     from stsim.util.io import FileLock, OutputLocked, check_writable_folder
     overrides = contract_overrides(args, study)
     resolve_config(study, args.mode, overrides)      # bad input: refused before any work

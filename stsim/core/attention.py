@@ -459,10 +459,8 @@ def resolve_mechanism(c, objects: dict, inits) -> Attention:
     saddle = att.zero_saddle or c.rank is not None
     if c.init is None:
         c.init = "random" if saddle else "zero"
-    if not isinstance(c.init, str):     # e.g. a result's parameters: a dict of arrays
-        raise ValueError(f"init must be one of {tuple(inits)}, got a {type(c.init).__name__}; "
-                         f"a run starts from zero or random parameters: to train a run on, "
-                         f"give it checkpoint='run.npz' and rerun it with more steps")
+    if "init" in objects:       # a warm start (stsim.core.warm): the source's parameters
+        return att
     c.init = check_choice("init", c.init, inits, ignore_case=True)
     if c.init == "random_rows0" and c.rank is not None:
         raise ValueError(f"init='random_rows0' sets W's token rows to 0: a key/query pair of "

@@ -11,7 +11,7 @@ import copy
 import dataclasses
 from dataclasses import dataclass, field
 
-from stsim.core.attention import TAU_RANGE, resolve_mechanism
+from stsim.core.attention import ATTENTIONS, TAU_RANGE, resolve_mechanism
 from stsim.core.families import SAMPLERS, encoding_spec
 from stsim.core.model import MODELS, QUERIES
 from stsim.core.optim import (ADAM_LR, ADAM_STEPS_PER_T, LR_DECAYS, object_spec,
@@ -22,6 +22,7 @@ from stsim.core.schedule import FROZEN, MARGIN, settle
 from stsim.core.stability import NOISE_W
 from stsim.core.seeds import seed_record
 from stsim.core.targets import resolve_target
+from stsim.core.warm import LABEL as WARM_LABEL, StartParams, is_source, start_params
 from stsim.core.memory import run_memory
 from stsim.util.validate import (Steps, check_choice, check_int, check_memory, check_real,
                                  int_tuple)
@@ -36,8 +37,9 @@ INITS = ("zero", "random", "random_rows0")
 
 
 #: the fields that also take an object (an Encoding, an optimiser, an ArchSpec, a mechanism
-#: of one's own: a built-in mechanism object is recorded as its name and temperature)
-OBJECT_FIELDS = ("pe", "optimizer", "arch", "attention", "target")
+#: of one's own: a built-in mechanism object is recorded as its name and temperature; a
+#: warm start's parameters, stsim.core.warm)
+OBJECT_FIELDS = ("pe", "optimizer", "arch", "attention", "target", "init")
 
 
 @dataclass(frozen=True)
@@ -92,7 +94,7 @@ class Config:
 
     T: int = _field(200, "sequence length")
     q: int = _field(3, "subset size, 1 <= q <= T")
-    pe: str = _field("stochastic", "positional encodings: onehot | near-orthogonal | stochastic "
+    pe: str | Encoding = _field("stochastic", "positional encodings: onehot | near-orthogonal | stochastic "
                      "(Python: also an Encoding object, built-ins included)")
     d: int = _field(5, "token dimension")
     d_e: int | None = _field(None, "PE width", "2 max(T, T_test) for stochastic/slots (so that "
@@ -102,10 +104,10 @@ class Config:
     sampler: str = _field("slots", "law of the stochastic family: slots | sphere | sinusoid")
     model: str = _field("theory", "theory | practical (attention also over the query token)")
     query: str = _field("sum", "query token: sum (p_query = sum of p_j, j in y) | mean")
-    attention: str = _field("softmax", "attention mechanism: softmax | linear | relu | sigmoid "
-                            "| relu-norm | sigmoid-norm (the last two divided by the number of "
-                            "attended tokens; Python: also an Attention object; "
-                            "docs/attention.md)")
+    attention: str | Attention = _field(
+        "softmax", f"attention mechanism: {' | '.join(ATTENTIONS)} (the -norm ones divided by "
+        f"the number of attended tokens, sigmoid-bias with the logit bias -ln N; Python: also "
+        f"an Attention object; docs/attention.md)")
     rank: int | None = _field(None, "rank r of a key/query pair W = W_K^T W_Q (W_K, W_Q of shape "
                               "(r, D)) in place of the merged W", "none: the merged W")
     temperature: float = _field(1.0, f"temperature tau, {TAU_RANGE[0]:g} <= tau <= "
@@ -114,7 +116,7 @@ class Config:
     objective: str = _field("online", "the data: online (a fresh minibatch every step) | sample "
                             "(a fixed sample of n_train points: full-batch training) | "
                             "population (the exact population loss)")
-    optimizer: str = _field("sgd", "sgd (plain gradient steps) | adam | gd (alias: sgd with "
+    optimizer: str | Optimizer = _field("sgd", "sgd (plain gradient steps) | adam | gd (alias: sgd with "
                             "objective sample, or on the population) | a registered name "
                             "(Python: also an optimiser object such as stsim.SGD(lr=1.0))")
     lr: float | dict | None = _field(
@@ -139,14 +141,16 @@ class Config:
                                f"{ADAM_STEPS_PER_T} T); see stsim.core.schedule")
     batch: int = _field(256, "batch size")
     n_train: int | None = _field(None, "size of the fixed sample (objective sample)", "batch")
-    init: str | None = _field(None, "initialisation: zero | random (i.i.d. N(0, "
+    init: str | os.PathLike | dict | Result | None = _field(None, "initialisation: zero | random (i.i.d. N(0, "
                               "init_scale^2)) | random_rows0 (random, with W's token rows "
                               "W_xx, W_xe at 0, softmax's value; merged W only); zero is "
                               "refused where it is a stationary point "
-                              "(linear, relu, relu-norm, any rank)", "zero; random where zero "
-                              "is a stationary point")
+                              "(linear, relu, relu-norm, any rank) | the path of a saved result "
+                              "or checkpoint: a warm start from its parameters, a new run "
+                              "recorded as params:<hash> (Python: also a Result or a dict of "
+                              "parameters)", "zero; random where zero is a stationary point")
     init_scale: float = _field(0.02, "std of the random initialisation")
-    seed: int = _field(0, "seed of every random stream (Python: also a numpy SeedSequence or "
+    seed: int | SeedSequence | Generator = _field(0, "seed of every random stream (Python: also a numpy SeedSequence or "
                        "Generator, recorded as JSON: stsim.core.seeds.seed_record)")
     T_test: tuple = _field((), "out-of-distribution validation lengths (comma list, e.g. 60,80)",
                            "none")
@@ -155,11 +159,11 @@ class Config:
     n_val: int = _field(128, "points per validation set (drawn once, before training)")
     eval_every: int | None = _field(None, "record metrics every k steps (and at the end)",
                                     "max(1, steps // 100)")
-    arch: str = _field("transformer", "transformer | fcn (fully-connected baseline, "
+    arch: str | ArchSpec = _field("transformer", "transformer | fcn (fully-connected baseline, "
                        "stsim.baselines.fcn) | a registered name (Python: also an ArchSpec)")
     width: int | None = _field(None, "FCN hidden width", "64")
     depth: int = _field(1, "FCN number of hidden layers")
-    target: str = _field("mean", "what the task asks of the selected tokens: mean | moment:k "
+    target: str | Target = _field("mean", "what the task asks of the selected tokens: mean | moment:k "
                          "(the mean of h_k = He_k/sqrt(k!), elementwise) | variance (Python: "
                          "also a Target object; docs/targets.md)")
 
@@ -186,7 +190,16 @@ class Config:
         for name, obj in (prev.objects.items() if prev is not None else ()):
             if getattr(c, name) == _object_name(name, obj):     # resolved again: the object
                 setattr(c, name, obj)
-        objects = {k: getattr(c, k) for k in OBJECT_FIELDS if not isinstance(getattr(c, k), str)}
+        if is_source(c.init, INITS):     # a warm start: a Result, a saved file, a dict
+            c.init = start_params(c.init)
+        elif isinstance(c.init, str) and c.init.startswith(WARM_LABEL):
+            raise ValueError(f"init={c.init!r} records a warm start from parameters with that "
+                             f"hash: pass the source again, init=<the Result, its saved file "
+                             f"or the dict of parameters>")
+        objects = {k: getattr(c, k) for k in OBJECT_FIELDS
+                   if not isinstance(getattr(c, k), str) and not (k == "init" and c.init is None)}
+        if "init" in objects:       # recorded by the source's hash
+            c.init = objects["init"].name
         for name, obj in objects.items():
             if isinstance(obj, type):       # NearOrthogonal for NearOrthogonal(16, 200, rng)
                 raise ValueError(f"{name} got the class {obj.__name__}, not an object: pass "
@@ -401,6 +414,14 @@ def options_from_record(record: dict, given: dict) -> dict:
     out.pop("optimizer_settings", None)     # the optimiser object's, given again below
     for name in OBJECT_FIELDS:
         kind = out.pop(f"{name}_object", None)
+        if kind is not None and name == "init" and "init" not in given:
+            raise ValueError(f"this config's init was a warm start (recorded as init="
+                             f"{out.get('init')!r}, the hash of its parameters), which a "
+                             f"config dict does not hold: pass its source again, "
+                             f"run(config=res.config, init=<the Result, its saved file or "
+                             f"the dict of parameters>)")
+        if name == "init":      # a path is a source as well
+            continue
         if kind is not None and (name not in given or isinstance(given[name], str)):
             raise ValueError(
                 f"this config's {name} was an object ({kind}, recorded as {name}="

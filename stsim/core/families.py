@@ -66,7 +66,7 @@ def register_encoding(name: str, factory, *, index: bool | None = None,
 
     A sweep's workers (the default pool, any process pool, a Dask cluster) do not run the
     calling script or notebook; :func:`stsim.sweep` sends the registrations made in the
-    calling process with every task (:mod:`stsim.sweep.carry`), so ``pe=name`` works in
+    calling process with every task (:mod:`stsim.sweeps.carry`), so ``pe=name`` works in
     its rows too. A :func:`stsim.load` in a process where ``name`` is not registered warns
     how to register it.
 

@@ -26,14 +26,14 @@ from __future__ import annotations
 import copy
 import dataclasses
 from dataclasses import dataclass
-from typing import Callable
+from typing import Callable, Protocol, runtime_checkable
 
 import numpy as np
 
 from stsim.core.reduced import MEASURED_STEPS_PER_T, measured_steps
 from stsim.util.validate import Steps, check_choice, check_lr
 
-__all__ = ["SGD", "Adam", "make_optimizer", "all_finite", "LR_DECAYS",
+__all__ = ["Optimizer", "SGD", "Adam", "make_optimizer", "all_finite", "LR_DECAYS",
            "register_optimizer", "optimizer_spec",
            "resolve_optimizer", "OptimizerSpec", "object_spec", "REDUCED", "ALIASES",
            "adam_steps"]
@@ -50,6 +50,20 @@ def all_finite(g) -> bool:
     (:class:`stsim.core.sparse_grad.SparseGradW`), which is not made dense for it."""
     check = getattr(g, "all_finite", None)
     return bool(check()) if check is not None else bool(np.all(np.isfinite(g)))
+
+
+@runtime_checkable
+class Optimizer(Protocol):
+    """What an optimiser object passed as ``optimizer`` provides (:func:`object_spec`):
+    :class:`SGD`, :class:`Adam`, a subclass, or any class with these."""
+
+    base_lr: object
+
+    def step(self, params: dict, grads: dict) -> None: ...
+
+    def state_dict(self) -> dict: ...
+
+    def load_state_dict(self, state: dict) -> None: ...
 
 
 class SGD:

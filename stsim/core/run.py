@@ -17,6 +17,7 @@ from collections.abc import Callable
 
 import numpy as np
 
+from stsim.core.attention import ATTENTIONS
 from stsim.core.config import Config
 from stsim.core.encodings import Encoding
 from stsim.core.progress import check_progress
@@ -110,7 +111,9 @@ def run(T: int | None = None, q: int | None = None, pe: str | Encoding | None = 
     **options
         Every other field of :class:`Config`, a keyword with its default (the signature
         lists them, made from the fields: :func:`with_options`): ``d``, ``d_e``,
-        ``sampler``, ``model``, ``query``, ``attention``, ``rank``, ``temperature``,
+        ``sampler``, ``model``, ``query``, ``attention`` — a mechanism's name,
+        {MECHANISM_NAMES}, or an :class:`~stsim.core.attention.Attention` object
+        (docs/attention.md) —, ``rank``, ``temperature``,
         ``objective``, ``optimizer``, ``lr`` — a number, or a step per parameter such as
         ``{"W": 200, "V": 5.5}`` —, ``target`` — ``"mean"``, ``"moment:k"``,
         ``"variance"`` or a :class:`~stsim.core.targets.Target` (docs/targets.md) —,
@@ -208,5 +211,8 @@ def _type(text: str):
         return text
 
 
+if run.__doc__:      # None under python -OO; the names as registered, written once there
+    run.__doc__ = run.__doc__.replace("{MECHANISM_NAMES}", ", ".join(
+        f'``"{n}"``' for n in ATTENTIONS))
 with_options(run)
 with_options(Session)

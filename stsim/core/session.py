@@ -27,6 +27,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from stsim.core.config import Config, options_from_record
+from stsim.core.warm import initial_params
 from stsim.core.optim import all_finite
 from stsim.core.problem import make_problem
 from stsim.core.progress import make_progress
@@ -219,7 +220,7 @@ class Session:
         if checkpoint is not None:      # an optimiser whose state no checkpoint can hold
             check_state_dict(self.opt, self.opt.state_dict())
         rng = streams.train()
-        init = problem.init_params(streams.init())
+        init = initial_params(problem, cfg, streams.init())
         if checkpoint is not None and os.path.exists(checkpoint):
             self.state, cfg = RunState.load(checkpoint, cfg, self.opt, rng, template=init,
                                             eval_given=eval_given)

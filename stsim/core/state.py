@@ -33,8 +33,8 @@ _META_KEYS = ("config", "step", "rng", "acc", "history_keys")
 
 
 def _bad(path, what, defect):
-    return ValueError(f"{what} {os.fspath(path)!r} is corrupt: {defect}; remove it or use "
-                      f"another path")
+    return ValueError(f"{what} {os.fspath(path)!r} is corrupt: {defect}; give another "
+                      f"path")
 
 
 def check_params(path, what, params: dict, shapes: dict | None, *, finite: bool) -> None:
@@ -259,10 +259,15 @@ class RunState:
         (:func:`check_history`), the optimiser arrays (numeric and finite;
         ``<slot>/<param>`` of its parameter's shape) and the generator state. A defect
         raises ``ValueError`` naming the file and the defect."""
+        if "status" in meta and "step" not in meta:     # a file written by Result.save
+            raise ValueError(f"checkpoint {os.fspath(path)!r} is a saved result, not a "
+                             f"checkpoint: to train on from its parameters, start a new run "
+                             f"with init={os.fspath(path)!r}; checkpoint= takes a file that "
+                             f"run(checkpoint=...) writes, or a path where none is yet")
         for key in _META_KEYS:
             if key not in meta:
                 raise ValueError(f"checkpoint {os.fspath(path)!r} lacks its {key!r} record: not "
-                                 f"a complete stsim checkpoint; remove it or use another path")
+                                 f"a complete stsim checkpoint; give checkpoint= another path")
         _check_meta(path, meta, arrays)
         params = {k[6:]: v for k, v in arrays.items() if k.startswith("param/")}
         check_params(path, "checkpoint", params, shapes, finite=True)
@@ -318,8 +323,9 @@ class RunState:
                                  f"{new.get(k, ADDED_LATER.get(k))!r} here"
                                  for k in diff[:6]) + (", ..." if len(diff) > 6 else "")
                 raise ValueError(f"checkpoint {os.fspath(path)!r} was written with a "
-                                 f"different config (differs in {diff}: {what}); remove it "
-                                 f"or use another checkpoint path")
+                                 f"different config (differs in {diff}: {what}); give "
+                                 f"another checkpoint path, or init={os.fspath(path)!r} to "
+                                 f"start a new run from its parameters")
         shapes = None if template is None else {k: v.shape for k, v in template.items()}
         params = cls.read_checked(path, arrays, meta, shapes)   # a dict config: old set above
         kind = meta["rng"].get("bit_generator")
@@ -327,7 +333,7 @@ class RunState:
             raise ValueError(f"checkpoint {os.fspath(path)!r} holds a {kind} generator state; "
                              f"this run's training stream is "
                              f"{type(rng.bit_generator).__name__} (numpy.random.default_rng): "
-                             f"not a checkpoint of this run; remove it or use another path")
+                             f"not a checkpoint of this run; give another path")
         if meta["step"] > cfg.steps:
             raise ValueError(f"checkpoint {os.fspath(path)!r} is at step {meta['step']}, beyond "
                              f"steps={cfg.steps}: a run cannot be shortened; give steps >= "

@@ -16,8 +16,8 @@ from stsim.baselines.fcn import fcn_param_count
 from stsim.core.config import Config
 from stsim.core.run import run
 from stsim.studies.widths import width_grid
-from stsim.sweep import InlineExecutor, read_table, sweep
-from stsim.sweep.journal import build_table, journal_path, load_journal
+from stsim.sweeps import InlineExecutor, read_table, sweep
+from stsim.sweeps.journal import build_table, journal_path, load_journal
 from stsim.util.validate import check_int
 
 __all__ = ["TUNE_ROOT", "tf_params", "params_of", "budgets_of", "train_point",

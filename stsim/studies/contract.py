@@ -123,7 +123,7 @@ def run_study(study, out: str, *, mode: str = "quick", overrides: dict | None = 
     tables, ``report``. Returns the summary with ``mode``, ``analyse_only``,
     ``wall_time_s``, ``diverged`` and ``unmeasured`` (:func:`divergence`; both also written
     into the outputs, :func:`publish_divergence`)."""
-    from stsim.sweep.pool import InlineExecutor
+    from stsim.sweeps.pool import InlineExecutor
     config = resolve_config(study, mode, overrides)
     t0 = time.perf_counter()
     if not analyse_only:

@@ -130,7 +130,7 @@ def family_loss_at(a, gamma, T, q, d, g):
 def family_point(q, T, d_e, n_mc, seed, query="sum"):
     """One Monte-Carlo estimate of the family's best ``L/L0`` at ``(q, T, d_e)`` (d-free).
 
-    For :func:`stsim.sweep.sweep`: returns ``rel`` (best loss / L0), ``a``, ``gamma`` (at
+    For :func:`stsim.sweeps.sweep`: returns ``rel`` (best loss / L0), ``a``, ``gamma`` (at
     ``d = 1``; γ does not depend on d), ``at_bound`` (the optimum hit the search bound).
     """
     r = best_family_loss(T, q, 1, d_e, n_mc=n_mc, rng=seed, query=query)

@@ -52,7 +52,8 @@ def _plottable(v, limit=1e100):
 
 def title(res) -> str:
     """The figure's title in words: the problem, then what trained and how, and how it
-    ended (``"STS_3: T = 50 tokens in d = 5, stochastic (slots) encodings of width 100"``
+    ended (``"STS_3: T = 50 tokens in d = 5, stochastic (slots) encodings of width 100"``;
+    another target by its label, ``"variance of q = 3 tokens: ..."``
     over ``"softmax-attention transformer (theory model), SGD, a step per block (W 10,
     V 2.898), W_xx, W_xe held: completed"``)."""
     c = res.config
@@ -60,7 +61,9 @@ def title(res) -> str:
         return f"a run: {res.status}"
     pe = c.get("pe")
     pe = f"{pe} ({c.get('sampler')})" if pe == "stochastic" else pe
-    problem = f"STS_{c.get('q')}: T = {c.get('T')} tokens in d = {c.get('d')}"
+    target = c.get("target", "mean")      # the paper's task is STS_q, the others by name
+    task = f"STS_{c.get('q')}" if target == "mean" else f"{target} of q = {c.get('q')} tokens"
+    problem = f"{task}: T = {c.get('T')} tokens in d = {c.get('d')}"
     if res.transformer:
         problem += f", {pe} encodings of width {c.get('d_e')}"
         net = f"{c.get('attention', 'softmax')}-attention transformer ({c.get('model')} model"
@@ -143,7 +146,7 @@ def attention_figure(s, y, title="attention weights of the trained model"):
 def sweep_figure(rows, params, x, y):
     """``y`` against ``x`` over the ``ok`` rows of a sweep table: the mean over the seeds
     with their standard deviation as error bars, one line per value of the other
-    parameters ``params`` (:meth:`stsim.sweep.SweepResult.plot`)."""
+    parameters ``params`` (:meth:`stsim.sweeps.SweepResult.plot`)."""
     rows = [r for r in rows if r.get("status", "ok") == "ok" and r.get(y) is not None]
     if not rows:
         raise ValueError(f"no ok row of the table has a value of y={y!r}")

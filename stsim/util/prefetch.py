@@ -15,7 +15,7 @@ the thread has already drawn further.
 :func:`prefetch_default` is the automatic choice: on when
 :func:`stsim.util.threads.parallel_default` allows a second thread (two or more CPUs, BLAS
 not pinned to one thread by the environment: a pool worker of
-:class:`stsim.sweep.pool.OneThreadProcessPool` is pinned, it owns one core and a second
+:class:`stsim.sweeps.pool.OneThreadProcessPool` is pinned, it owns one core and a second
 thread per worker would oversubscribe the machine). ``STSIM_PREFETCH=0`` / ``=1`` overrides
 it. While it draws, the training loop pins BLAS to one thread
 (:func:`stsim.util.threads.one_blas_thread`).

@@ -7,7 +7,7 @@ run so far lost, a lock file left. Inside :class:`TerminateAsInterrupt` such a s
 takes the path Ctrl-C takes — it calls whatever handles SIGINT at that moment: a run's
 loop stops at its next step boundary and returns its result so far
 (:meth:`stsim.core.state.RunState.catch_interrupt`), a sweep or a study raises
-``KeyboardInterrupt`` after ending its pool (:func:`stsim.sweep.pool.stop_on_interrupt`),
+``KeyboardInterrupt`` after ending its pool (:func:`stsim.sweeps.pool.stop_on_interrupt`),
 elsewhere ``KeyboardInterrupt`` is raised — and records which signal came, so that the
 command exits ``128 + signal number`` (143 for SIGTERM, 129 for SIGHUP) after one line.
 Locks are released on the way out, the files of the run so far written.

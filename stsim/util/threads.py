@@ -13,7 +13,7 @@ the duration of a ``with`` block, through ``threadpoolctl`` (the optional extra
 
 :func:`parallel_default` is the one rule: threads are used when this process may run on two
 or more CPUs and BLAS is not pinned to one thread by the environment (a worker of
-:class:`stsim.sweep.pool.OneThreadProcessPool` is pinned: it owns one core). Splitting
+:class:`stsim.sweeps.pool.OneThreadProcessPool` is pinned: it owns one core). Splitting
 work over threads changes no number: every stream is split the same way whether its
 pieces run on one thread or two (tested bit for bit). Pinning BLAS can change the last
 bits of a long BLAS reduction (:func:`one_blas_thread`).
@@ -28,7 +28,7 @@ from concurrent.futures import ThreadPoolExecutor
 
 __all__ = ["THREAD_VARS", "n_cpus", "parallel_default", "map_threads", "one_blas_thread"]
 
-# the BLAS thread-count variables (set to 1 by stsim.sweep.pool's workers)
+# the BLAS thread-count variables (set to 1 by stsim.sweeps.pool's workers)
 THREAD_VARS = ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS")
 
 _POOL: ThreadPoolExecutor | None = None

@@ -104,7 +104,7 @@ def write_outputs(cfg, out, results) -> dict:
     """Write every output of the study into ``out``; the summary: its ``checks`` and, when
     runs failed, ``errors`` (``"raw/<table>.csv, <run>: <error>"``)."""
     from stsim.studies.tuning import at_chosen
-    from stsim.sweep import read_table
+    from stsim.sweeps import read_table
     write_json(os.path.join(out, "attention.json"), results)
     temp = results["temperature"]
     write_csv(os.path.join(out, "temperature.csv"), list(temp[0]) if temp else ["tau"],

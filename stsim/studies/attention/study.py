@@ -188,7 +188,7 @@ def run(cfg, out, executor, log):
     through :func:`stsim.sweep` into its table under ``raw/`` (resumable)."""
     from stsim.studies.attention.runs import base_schedule
     from stsim.studies.attention.widths import width_point
-    from stsim.sweep import read_table, sweep
+    from stsim.sweeps import read_table, sweep
     os.makedirs(os.path.join(out, "raw"), exist_ok=True)
     t0 = time.time()
     c = {k: cfg[k] for k in ("T", "q", "d", "batch")}
@@ -418,7 +418,7 @@ def _width_checks(fits):
 def analyse(cfg, out) -> dict:
     """Every check, from the tables under ``raw/`` and the exact computations."""
     from stsim.studies.attention.widths import family_rows, width_fits
-    from stsim.sweep import read_table
+    from stsim.sweeps import read_table
     from stsim.theory.attention import linear_sphere_width
     cfg = _named(cfg)
 

@@ -7,8 +7,8 @@ import os
 
 import numpy as np
 
-from stsim.sweep.grid import point_key
-from stsim.sweep.journal import journal_path, load_journal
+from stsim.sweeps.grid import point_key
+from stsim.sweeps.journal import journal_path, load_journal
 from stsim.util.io import read_json, write_json
 from stsim.util.stats import compare_growth
 

@@ -33,7 +33,7 @@ from stsim.studies.expressivity.memory import check_part_memory
 from stsim.studies.expressivity.parts import curves, jl, patterns, seq2seq, trained, width
 from stsim.studies.expressivity.parts.patterns import predicted_d, search_pattern_dim
 from stsim.studies.expressivity.parts.width import predicted_m, search_width
-from stsim.sweep import sweep
+from stsim.sweeps import sweep
 from stsim.util.io import atomic_write, write_json
 from stsim.util.validate import check_int
 from stsim.util.verdict import checks_table, summary_line

@@ -323,7 +323,7 @@ def run_claims(mode="quick", out=os.path.join("runs", "claims"), *, workers=1, o
     settings and ``workers`` processes. Returns the claims summary."""
     from stsim.studies import figures
     from stsim.studies.contract import run_study
-    from stsim.sweep.pool import make_executor
+    from stsim.sweeps.pool import make_executor
     over = {"only": ["claims"], **{f"claims.{k}": v for k, v in (overrides or {}).items()}}
     ex = make_executor(workers)
     try:

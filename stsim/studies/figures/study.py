@@ -38,9 +38,9 @@ import numpy as np
 
 from stsim.util.io import read_json, write_csv, write_json
 from stsim.util.validate import check_choice, check_int
-from stsim.sweep import sweep
-from stsim.sweep.grid import point_key
-from stsim.sweep.journal import journal_path, load_journal
+from stsim.sweeps import sweep
+from stsim.sweeps.grid import point_key
+from stsim.sweeps.journal import journal_path, load_journal
 from stsim.studies.contract import MODES
 from stsim.studies.figures.common import FIGURES, NAME
 from stsim.studies.figures.common import (Job, figure_jobs, figure_module, load_current,

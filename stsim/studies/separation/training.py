@@ -10,7 +10,7 @@ from stsim.studies.cells import train_cells, tune_and_report  # noqa: F401
 from stsim.studies.separation.design import (FAMILY_ROOT, Precision, cells,
                                              family_crossing_point, family_widths, n_mc,
                                              priority)
-from stsim.sweep import sweep
+from stsim.sweeps import sweep
 from stsim.theory.family import family_point
 from stsim.util.io import write_json
 

@@ -11,7 +11,7 @@ import numpy as np
 
 from stsim.studies.contract import divergence
 from stsim.studies.sparse.design import FIT_ACC, MEDIAN, plan, trials_path
-from stsim.sweep import read_table
+from stsim.sweeps import read_table
 from stsim.util.stats import bootstrap_threshold, compare_growth, wilson_interval
 
 __all__ = ["analyse", "cell_stats", "estimate_mstar", "fit_mstar", "crossing",

@@ -222,7 +222,7 @@ def validate_trial(T, m, s=3, fn="and", model="attention", pos="onehot", table=N
 
 
 def validate_point(point: dict):
-    """:func:`validate_trial` on a sweep point (the ``validate=`` of :func:`stsim.sweep.sweep`)."""
+    """:func:`validate_trial` on a sweep point (the ``validate=`` of :func:`stsim.sweeps.sweep`)."""
     return validate_trial(**point)
 
 

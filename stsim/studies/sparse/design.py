@@ -6,7 +6,7 @@ import math
 import os
 
 from stsim.studies.sparse.boolean import SparseFunction, validate_trial
-from stsim.sweep import spawn_seeds
+from stsim.sweeps import spawn_seeds
 from stsim.util.validate import check_int, check_memory
 
 __all__ = ["FULL", "QUICK", "OPTIONAL", "TRIAL_KEYS", "TOPUP_RANGE", "FIT_ACC", "MEDIAN",

@@ -10,7 +10,7 @@ import numpy as np
 from stsim.studies.sparse.analysis import cell_stats
 from stsim.studies.sparse.boolean import train_trial, validate_point
 from stsim.studies.sparse.design import plan, run_record_path, trials_path
-from stsim.sweep import read_table, sweep
+from stsim.sweeps import read_table, sweep
 from stsim.util.io import write_json
 
 __all__ = ["run"]

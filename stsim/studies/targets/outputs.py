@@ -213,7 +213,7 @@ def write_outputs(cfg, out, s, d_e):
     ``table`` (the side-by-side rows)."""
     from stsim.studies.contract import divergence_markdown
     from stsim.studies.tuning import at_chosen
-    from stsim.sweep import read_table
+    from stsim.sweeps import read_table
     runs = at_chosen([r for r in read_table(os.path.join(out, "raw", "runs.csv"))
                       if r["status"] == "ok"], "target", s["mults"])
     checks = [c for part in PARTS for t in cfg["targets"] for c in s[part][t]]

@@ -201,7 +201,7 @@ def choose(rows, mults=None) -> dict:
 
 def run(cfg, out, executor, log=None):
     """The three tables under ``raw/`` (module docstring), each a resumable sweep."""
-    from stsim.sweep import read_table, sweep
+    from stsim.sweeps import read_table, sweep
     from stsim.util.io import write_json
     os.makedirs(os.path.join(out, "raw"), exist_ok=True)
     say, walls, t0 = log or (lambda msg: None), {}, time.time()
@@ -241,7 +241,7 @@ def analyse(cfg, out):
     """The checks of every part, from the tables under ``raw/`` alone. A run that raised
     (its row's ``status``) leaves its target's checks of that part inconclusive (measured
     NaN, the error in the note) and is listed in ``errors``."""
-    from stsim.sweep import read_table
+    from stsim.sweeps import read_table
     tables = {n: read_table(_raw(out, f"{n}.csv")) for n in ("represents", "tune", "runs")}
     errors = [f"{n}: {r['target']} seed {r['seed']}: {r.get('error')}"
               for n, rows in tables.items() for r in rows if r["status"] != "ok"]

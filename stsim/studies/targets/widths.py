@@ -207,7 +207,7 @@ def estimate_cpu_s(cfg) -> dict:
 def run(cfg, out, executor, part, say):
     """The width parts' raw tables (module docstring); ``part(name, fn, points, **kw)`` is
     the study's resumable sweep of one table."""
-    from stsim.sweep import read_table
+    from stsim.sweeps import read_table
     q, d = cfg["q"], cfg["width_d"]
     est = estimate_cpu_s(cfg)
     say(f"width parts: estimated {est['total_s']:.0f} CPU-s (family {est['family_s']:.0f}, "

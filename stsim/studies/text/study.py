@@ -178,7 +178,7 @@ def _arm(r) -> str:
 
 def run(cfg, out, executor, log=None):
     """The tuning and the reported runs under ``raw/``, each a resumable sweep."""
-    from stsim.sweep import read_table, sweep
+    from stsim.sweeps import read_table, sweep
     from stsim.util.io import write_json
     os.makedirs(os.path.join(out, "raw"), exist_ok=True)
     say, walls, t0 = log or (lambda msg: None), {}, time.time()
@@ -215,7 +215,7 @@ def _stats(v):
 def analyse(cfg, out) -> dict:
     """Every check and table from the raw tables alone (module docstring)."""
     from stsim.baselines.text import neighbour_bits, unigram_bits
-    from stsim.sweep import read_table
+    from stsim.sweeps import read_table
     tune = read_table(_raw(out, "tune.csv"))
     mults = _choose(tune, cfg)
     runs = [dict(r, arm=_arm(r)) for r in read_table(_raw(out, "runs.csv"))

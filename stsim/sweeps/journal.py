@@ -7,7 +7,7 @@ import numbers
 import os
 import threading
 
-from stsim.sweep.grid import BOOKKEEPING, point_key
+from stsim.sweeps.grid import BOOKKEEPING, point_key
 
 __all__ = ["journal_path", "load_journal", "append_journal", "build_table", "lock_for",
            "shared_records", "result_column", "check_record"]
@@ -42,12 +42,12 @@ def shared_records(path) -> dict:
 def check_seeds(path, records: dict, root_seed: int) -> None:
     """``ValueError`` naming the journal ``path`` when one of its ``records`` was written
     with another ``root_seed``: its ``seed`` is not the seed this ``root_seed`` gives its
-    replicate (:func:`stsim.sweep.grid.spawn_seeds`). Serving it would mix two seed
+    replicate (:func:`stsim.sweeps.grid.spawn_seeds`). Serving it would mix two seed
     streams in one table; the message names the recorded root seed when the record has
     it (journals of earlier versions do not)."""
     if not records:
         return
-    from stsim.sweep.grid import spawn_seeds
+    from stsim.sweeps.grid import spawn_seeds
     n = 1 + max(r["seed_index"] for r in records.values())
     want = spawn_seeds(n, root_seed)
     for rec in records.values():

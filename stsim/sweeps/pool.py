@@ -8,7 +8,7 @@
   of 13.7 min), and a result's last bits depend on the BLAS thread count, so a table must
   not depend on which worker ran a row.
 * :func:`make_executor` picks one from a worker count (0 or 1: inline) — the one place
-  where a pool is built: :func:`stsim.sweep.sweep` without an executor and the study
+  where a pool is built: :func:`stsim.sweeps.sweep` without an executor and the study
   commands (:func:`stsim.cli.common.run_contract`) call it.
 * :func:`stop_on_interrupt`: Ctrl-C while a pool works stops its workers at once.
 

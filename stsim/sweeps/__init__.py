@@ -1,52 +1,37 @@
-"""Parameter sweeps on any ``concurrent.futures.Executor``, resumable, into one CSV table:
-:func:`sweep`, whose docstring (its design under "Notes") is also this module's, so that
-``help(stsim.sweep)`` shows it (``stsim.sweep`` is this module and the function at once).
+"""Parameter sweeps on any ``concurrent.futures.Executor``, resumable, into one CSV table.
+
+:func:`sweep` (also ``stsim.sweep``) runs a function over a grid; its docstring holds the
+design (under "Notes"). The parts: :mod:`~stsim.sweeps.grid` (points and seeds),
+:mod:`~stsim.sweeps.journal` (the per-row journal and the table built from it),
+:mod:`~stsim.sweeps.runner` (one call's steps: plan, submit, record, flush),
+:mod:`~stsim.sweeps.pool` (the default process pool), :mod:`~stsim.sweeps.carry` (the
+caller's registrations, sent to the workers) and :mod:`~stsim.sweeps.rows` (a row's
+result and time limit).
 """
 from __future__ import annotations
 
 import concurrent.futures as cf
 import contextlib
-import inspect
 import os
-import sys
-import threading
-import time
-import traceback
-import types
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 
-
-from stsim.sweep.grid import (BOOKKEEPING, check_signature, expand_grid, point_key,
-                              spawn_seeds)
-from stsim.sweep.journal import (append_journal, build_table, check_seeds, journal_path,
-                                 lock_for, shared_records)
-from stsim.sweep import pool as _pool
-from stsim.sweep.carry import snapshot as _registrations
-from stsim.sweep.rows import call_with_timeout, check_timeout, result_row
-from stsim.sweep.pool import (InlineExecutor, OneThreadProcessPool, ShutdownExecutorError,
-                              make_executor, pool_dumps, stop_on_interrupt)
-from stsim.core.progress import check_progress, make_counter
+from stsim.sweeps.grid import BOOKKEEPING, check_signature, expand_grid, spawn_seeds
+from stsim.sweeps.journal import journal_path
+from stsim.sweeps import pool as _pool
+from stsim.sweeps.rows import check_timeout
+from stsim.sweeps.pool import InlineExecutor, OneThreadProcessPool, make_executor, pool_dumps
+from stsim.sweeps.runner import FLUSH_SECONDS, ExecutorFailed, Runner, check_runs
+from stsim.core.progress import check_progress
 from stsim.util.signals import end_like_interrupt
-from stsim.util.io import FileLock, check_writable_file, read_csv, write_csv
+from stsim.util.io import FileLock, check_writable_file, read_csv
 from stsim.util.validate import check_int
 
 __all__ = ["sweep", "SweepResult", "ExecutorFailed", "InlineExecutor", "OneThreadProcessPool",
            "make_executor", "check_runs", "expand_grid", "spawn_seeds", "read_table",
-           "BOOKKEEPING"]
+           "BOOKKEEPING", "FLUSH_SECONDS"]
 
 read_table = read_csv  # a sweep table is a CSV written by stsim.util.io.write_csv
-FLUSH_SECONDS = 2.0     # the CSV is rewritten at most this often while a sweep runs
-
-
-class ExecutorFailed(RuntimeError):
-    """The executor stopped running a sweep's rows (a worker died, the pool was shut down
-    or broke): no row is recorded for the tasks it lost; the finished ones are in the
-    journal, and a rerun computes the rest."""
-
-
-# a future's exception that is the executor's failure, not the row's
-_EXECUTOR_FAULTS = (cf.BrokenExecutor, cf.CancelledError, ShutdownExecutorError)
 
 
 def check_out(out):
@@ -59,47 +44,6 @@ def check_out(out):
     if os.path.isdir(journal):
         raise ValueError(f"out={out!r}: its journal {journal!r} is a folder")
     return out
-
-
-def _ready(fn):
-    """A task carrying ``fn`` that does nothing: the executor can unpickle and call it."""
-    return callable(fn)
-
-
-def check_runs(executor, fn) -> None:
-    """``ValueError`` unless ``executor`` can run ``fn``: one task carrying ``fn`` is sent
-    and awaited before any row (a worker that cannot start, cannot import ``fn``'s
-    module, or a pool that breaks, says so here rather than in a table of error rows)."""
-    try:
-        ok = executor.submit(_ready, fn).result()
-    except Exception as exc:  # noqa: BLE001 - whatever it is, nothing ran yet
-        hint = ""
-        if isinstance(exc, cf.BrokenExecutor):
-            hint = (" (a spawned concurrent.futures.ProcessPoolExecutor re-runs the main "
-                    "script in every worker and finds functions by name: guard the script "
-                    "with if __name__ == '__main__', or use the default executor, which "
-                    "runs from scripts, stdin and notebooks alike)")
-        raise ValueError(f"the executor cannot run fn "
-                         f"{getattr(fn, '__name__', type(fn).__name__)!r}: "
-                         f"{type(exc).__name__}: {exc}{hint}") from None
-    if ok is not True:
-        raise ValueError(f"the executor cannot run fn: its probe returned {ok!r}")
-
-
-def _call(fn, point, seed, registrations=None, timeout=None):
-    """Worker side: ``fn(**point, seed=seed)`` -> (status, result, error, traceback, seconds),
-    after installing the caller's ``registrations`` (:mod:`stsim.sweep.carry`). A result
-    the table cannot store, or a row over ``timeout``, is an error row
-    (:mod:`stsim.sweep.rows`)."""
-    t0 = time.perf_counter()
-    try:
-        if registrations:
-            registrations.install()
-        out = result_row(call_with_timeout(fn, {**point, "seed": seed}, timeout))
-        return "ok", out, "", "", time.perf_counter() - t0
-    except Exception as exc:  # noqa: BLE001 - recorded in the table, the sweep goes on
-        return ("error", {}, f"{type(exc).__name__}: {exc}", traceback.format_exc(),
-                time.perf_counter() - t0)
 
 
 @dataclass
@@ -216,7 +160,7 @@ def sweep(fn: Callable, grid: dict | Sequence[dict], *, seeds: int = 1, root_see
     executor : concurrent.futures.Executor, optional
         Any executor (:class:`OneThreadProcessPool`, ``distributed.Client.get_executor()``,
         :class:`InlineExecutor`, ...), left running. Default: ``make_executor(max_workers)``
-        (:mod:`stsim.sweep.pool`: this process for ``max_workers=1``, else a loky pool
+        (:mod:`stsim.sweeps.pool`: this process for ``max_workers=1``, else a loky pool
         of ``min(max_workers, os.cpu_count())`` workers, one BLAS thread each), created
         and shut down here.
     out : str or os.PathLike, optional
@@ -240,11 +184,11 @@ def sweep(fn: Callable, grid: dict | Sequence[dict], *, seeds: int = 1, root_see
         it no longer stands (say, the file it wrote is gone) and it is computed again.
         Default: every finished row stands.
     timeout : float, optional
-        Seconds one row may run, at most :data:`stsim.sweep.rows.MAX_TIMEOUT` (default
+        Seconds one row may run, at most :data:`stsim.sweeps.rows.MAX_TIMEOUT` (default
         ``None``: no limit). A row over it is recorded as an error (``TimeoutError``) and
         the sweep goes on; a rerun tries it again. How ``fn`` is stopped, and how it
         composes with a nested sweep's or the caller's own timer:
-        :func:`stsim.sweep.rows.call_with_timeout`.
+        :func:`stsim.sweeps.rows.call_with_timeout`.
 
     Returns
     -------
@@ -297,19 +241,19 @@ def sweep(fn: Callable, grid: dict | Sequence[dict], *, seeds: int = 1, root_see
       the same ``out`` is refused with :class:`stsim.util.io.OutputLocked` (a ``RuntimeError``)
       while the first runs (``<out>.lock``, released by the kernel if the holder dies, removed
       when the sweep ends).
-    * **Executors** — the default is :func:`stsim.sweep.pool.make_executor` (this process for
-      ``max_workers=1``, else the loky pool of :mod:`stsim.sweep.pool`, which runs ``fn``
+    * **Executors** — the default is :func:`stsim.sweeps.pool.make_executor` (this process for
+      ``max_workers=1``, else the loky pool of :mod:`stsim.sweeps.pool`, which runs ``fn``
       wherever it was defined). Before the first row, one task carrying ``fn`` is sent to the
       executor (:func:`check_runs`): an ``fn`` the executor cannot run raises ``ValueError``
       there, never a table of error rows. A pool that breaks later raises
       :class:`ExecutorFailed` after saving the finished rows; a rerun computes the lost ones.
     * **Registrations** — the encodings, optimisers and architectures registered in the
       calling process (``stsim.register_encoding`` ...) travel with every task to the workers
-      and are registered there before the row runs (:mod:`stsim.sweep.carry`).
+      and are registered there before the row runs (:mod:`stsim.sweeps.carry`).
     * **Tables** — :meth:`SweepResult.to_pandas` (pandas, the extra ``stsim[pandas]``); a
       notebook shows a :class:`SweepResult` as an HTML table.
     * **Ctrl-C, SIGTERM, SIGHUP** — the finished rows are saved, the table written, the pool
-      ended and the lock released (:func:`stsim.sweep.pool.stop_on_interrupt`; docs/model.md,
+      ended and the lock released (:func:`stsim.sweeps.pool.stop_on_interrupt`; docs/model.md,
       the table of faults).
     * **Dask** — pass ``client.get_executor(pure=False)``: Dask names a task by its function
       and arguments, so with ``pure=True`` the rerun of a row whose task an interrupted sweep
@@ -320,12 +264,12 @@ def sweep(fn: Callable, grid: dict | Sequence[dict], *, seeds: int = 1, root_see
       it takes ``**kwargs``), a missing required parameter, a non-scalar value, duplicate
       points, a point rejected by ``validate(point)``, an ``out`` that is empty, a folder or
       not writable, an ``fn`` that does not pickle (default pool), or a journal line that is
-      not a record (:func:`stsim.sweep.journal.load_journal`) raise ``ValueError`` before any
+      not a record (:func:`stsim.sweeps.journal.load_journal`) raise ``ValueError`` before any
       work starts. An exception inside ``fn`` is recorded in the row and the sweep continues.
 
     Examples
     --------
-    >>> from stsim.sweep import sweep, InlineExecutor
+    >>> from stsim.sweeps import sweep, InlineExecutor
     >>> def f(a, b, seed):                       # any function, also for the pool
     ...     return {"s": a + b}
     >>> res = sweep(f, {"a": [1, 2], "b": [10]}, seeds=2, executor=InlineExecutor())
@@ -361,134 +305,14 @@ def sweep(fn: Callable, grid: dict | Sequence[dict], *, seeds: int = 1, root_see
         raise ValueError(f"executor must be a concurrent.futures.Executor, "
                          f"got {type(executor).__name__}")
 
-    journal = journal_path(out) if out is not None else None
     # one process writes a table at a time (a second one is refused, see FileLock)
     held = FileLock(out, remove=True) if out is not None else contextlib.nullcontext()
     # SIGTERM/SIGHUP take the Ctrl-C path (rows saved, lock released), then end the process
     with end_like_interrupt(), held:
-        lock = lock_for(journal) if journal is not None else threading.Lock()
-        # the process-wide store of this journal, refreshed from the file once; what is
-        # finished is read under the same lock: another sweep of this table in this
-        # process empties the store while it reloads it
-        todo, n_skipped = [], 0
-        with lock:
-            records = shared_records(journal) if journal is not None else {}
-            if journal is not None:     # rows of another root_seed are never served
-                check_seeds(journal, records, root_seed)
-            for p in points:
-                for r, s in enumerate(seed_values):
-                    rec = records.get((point_key(p), r))
-                    if rec is not None and rec["status"] == "ok" and keep is not None \
-                            and not keep(rec):
-                        rec = None                   # finished once, but no longer stands
-                    if rec is not None and (rec["status"] == "ok" or not retry_failed):
-                        n_skipped += 1
-                    else:
-                        todo.append((p, r, s))
-        param_order = list(dict.fromkeys(k for p in points for k in p))
-
-        last_flush = [time.monotonic()]
-
-        def flush_table():
-            # from the shared store (rows of concurrent sweeps in this process are kept); the
-            # journal is the per-row record, the CSV is rewritten at most every FLUSH_SECONDS
-            # during the sweep and once at its end (so the cost stays linear in the rows)
-            with lock:
-                rows, columns = build_table(list(records.values()), param_order)
-                if out is not None:
-                    write_csv(out, columns, rows)
-            last_flush[0] = time.monotonic()
-            return rows, columns
-
-        n_failed, times = 0, {}
-        if todo:
-            ex = make_executor(max_workers) if own else executor
-            futures = {}
-            # what the caller registered goes with every task (a worker of a pool or a
-            # cluster imports stsim afresh); nothing to carry within this process
-            regs = None if isinstance(ex, InlineExecutor) else _registrations() or None
-            reporter = make_counter(progress, total=len(todo))
-
-            def finish(fut, done):
-                nonlocal n_failed
-                p, r, s = futures.pop(fut)
-                try:
-                    status, result, err, tb, secs = fut.result()
-                except _EXECUTOR_FAULTS as exc:     # the executor failed, not the row
-                    raise ExecutorFailed(
-                        f"the executor stopped running the sweep's rows "
-                        f"({type(exc).__name__}: {exc}); the rows it finished are kept"
-                        + (f" in {journal!r}: rerun to compute the rest" if journal else "")
-                    ) from exc
-                except Exception as exc:  # noqa: BLE001 - e.g. fn's result did not unpickle
-                    status, result, err, tb, secs = ("error", {}, f"{type(exc).__name__}: {exc}",
-                                                     traceback.format_exc(), float("nan"))
-                rec = {"point": p, "seed_index": r, "seed": s, "root_seed": root_seed,
-                       "status": status, "error": err, "result": result, "traceback": tb,
-                       "time_s": secs}
-                with lock:      # the journal first: the table never holds a row it lacks
-                    if journal is not None:
-                        append_journal(journal, rec)
-                    records[(point_key(p), r)] = rec
-                times[(point_key(p), r)] = secs
-                n_failed += status != "ok"
-                if journal is not None:
-                    if time.monotonic() - last_flush[0] >= FLUSH_SECONDS:
-                        flush_table()
-                if reporter is not None:
-                    reporter(done, len(todo), rec)
-
-            try:
-                with stop_on_interrupt(ex if own else None):
-                    if isinstance(ex, InlineExecutor):  # one at a time: each row saved at once
-                        for done, (p, r, s) in enumerate(todo, 1):
-                            fut = ex.submit(_call, fn, p, s, None, timeout)
-                            futures[fut] = (p, r, s)
-                            finish(fut, done)
-                    else:
-                        check_runs(ex, fn)
-                        for p, r, s in todo:
-                            futures[ex.submit(_call, fn, p, s, regs, timeout)] = (p, r, s)
-                        for done, fut in enumerate(cf.as_completed(list(futures)), 1):
-                            finish(fut, done)
-            except BaseException:  # interrupted: finished rows are journaled already
-                for f in futures:
-                    f.cancel()
-                if own:
-                    with contextlib.suppress(Exception):
-                        if isinstance(ex, OneThreadProcessPool):
-                            ex.shutdown(wait=True, kill_workers=True)   # workers ended now
-                        else:
-                            ex.shutdown(wait=False, cancel_futures=True)
-                if out is not None and times:     # rows finished now: the table shows them
-                    # a table that cannot be written (the full disk that stopped the
-                    # journal) must not hide the first error, which names the journal
-                    with contextlib.suppress(OSError):
-                        flush_table()
-                raise
-            finally:
-                if hasattr(reporter, "close"):
-                    reporter.close()
-            if own:
-                ex.shutdown(wait=True)
-        rows, columns = flush_table()
-        return SweepResult(rows=rows, columns=columns, path=None if out is None else os.fspath(out),
-                           journal=journal, n_run=len(todo), n_skipped=n_skipped,
-                           n_failed=n_failed, times=times)
-
-
-class _CallableModule(types.ModuleType):
-    """``stsim.sweep`` is this module AND the function: ``stsim.sweep(fn, grid, ...)`` calls
-    :func:`sweep`, and ``stsim.sweep.InlineExecutor`` etc. are its members."""
-
-    def __call__(self, *args, **kwargs):
-        return sweep(*args, **kwargs)
-
-
-sys.modules[__name__].__class__ = _CallableModule
-# what help(stsim.sweep), Jupyter's stsim.sweep? and inspect.signature show: the function's
-__doc__ = sweep.__doc__
-try:
-    __signature__ = inspect.signature(sweep, eval_str=True)
-except (TypeError, NameError):      # Python 3.9: no "X | Y" at run time
-    __signature__ = inspect.signature(sweep)
+        runner = Runner(fn, points, seed_values, root_seed=root_seed, out=out, keep=keep,
+                        retry_failed=retry_failed, timeout=timeout, progress=progress)
+        runner.plan()
+        rows, columns = runner.execute(executor, own, max_workers)
+    return SweepResult(rows=rows, columns=columns, path=None if out is None else os.fspath(out),
+                       journal=runner.journal, n_run=len(runner.todo),
+                       n_skipped=runner.n_skipped, n_failed=runner.n_failed, times=runner.times)

@@ -25,7 +25,7 @@ about 1e9 s here, and 2**31 - 1 s with a 32-bit ``time_t``."""
 
 
 def check_timeout(timeout):
-    """``timeout`` of :func:`stsim.sweep.sweep`: ``None`` (no limit) or seconds in
+    """``timeout`` of :func:`stsim.sweeps.sweep`: ``None`` (no limit) or seconds in
     (0, :data:`MAX_TIMEOUT`]; ``ValueError`` naming the parameter otherwise (a larger
     value is refused, not read as no limit: ``None`` says that)."""
     if timeout is None:
