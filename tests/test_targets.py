@@ -12,7 +12,8 @@ from stsim.core import kernels
 from stsim.core.encodings import PEBatch
 from stsim.core.gradcheck import check_grad
 from stsim.core.model import forward_backward
-from stsim.core.targets import (TARGETS, Moment, Target, construction, hermite, make_target)
+from stsim.core.targets import (TARGETS, Mean, Moment, Target, construction, hermite,
+                                make_target)
 from stsim.core.task import draw_batch, sts_target
 
 BUILT_IN = ["mean", "moment:2", "moment:3", "variance"]
@@ -225,6 +226,53 @@ def test_resume_with_another_target_refused(tmp_path):
         stsim.run(T=12, q=2, steps=10, batch=16, target=first, checkpoint=ck)
         with pytest.raises(ValueError, match="differs in .*target"):
             stsim.run(T=12, q=2, steps=20, batch=16, target=second, checkpoint=ck)
+
+
+class OwnMoment(Target):
+    """A target of one's own that shares a built-in's label (name "moment", k = 3)."""
+
+    name = "moment"
+    separable = orthonormal = True
+
+    def settings(self):
+        return {"k": 3}
+
+    def value(self, X, y):
+        return sts_target(hermite(X, 3), y)
+
+
+def test_resume_compares_what_either_side_recorded(tmp_path):
+    """A checkpoint of a target of one's own is not the built-in target of its label's,
+    nor the reverse."""
+    for first, second in ((OwnMoment(), "moment:3"), ("moment:3", OwnMoment())):
+        ck = tmp_path / f"{type(first).__name__}.npz"
+        stsim.run(T=12, q=2, steps=10, batch=16, target=first, checkpoint=ck,
+                  callback=lambda row: row["step"] >= 4)
+        with pytest.raises(ValueError, match="differs in .*target_object"):
+            stsim.run(T=12, q=2, steps=20, batch=16, target=second, checkpoint=ck)
+
+
+def test_a_target_is_immutable_and_checked_before_work():
+    m = Moment(3)
+    with pytest.raises(AttributeError, match="immutable"):
+        m.k = 0
+    assert m.k == 3 and stsim.Config.from_options(T=8, q=2, target=m).resolve().target == \
+        "moment:3"
+    # the variance of one token is 0: refused, naming q
+    with pytest.raises(ValueError, match="needs q >= 2"):
+        stsim.run(T=8, q=1, steps=3, target="variance")
+
+
+class Doubled(Mean):
+    def value(self, X, y):
+        return 2 * sts_target(X, y)
+
+
+def test_a_mean_of_ones_own_is_not_trained_on_the_mean_population_loss():
+    with pytest.raises(ValueError, match="Doubled has a value or features of its own"):
+        stsim.run(T=8, q=2, steps=3, target=Doubled(), objective="population")
+    ok = stsim.run(T=8, q=2, steps=3, target="mean", objective="population", progress=False)
+    assert ok.status == "completed"
 
 
 def test_fcn_and_sweep_take_targets():

@@ -39,6 +39,16 @@ def test_contract_and_presets():
             resolve_config(targets, "quick", bad)
 
 
+def test_a_target_is_one_spelling_and_its_q_is_checked():
+    cfg = resolve_config(targets, "quick", {"targets": ["Moment:3", "mean"]})
+    assert list(cfg["targets"]) == ["moment:3", "mean"]
+    with pytest.raises(ValueError, match="distinct targets"):
+        resolve_config(targets, "quick", {"targets": ["moment:3", "MOMENT:3"]})
+    with pytest.raises(ValueError, match="q must be"):
+        resolve_config(targets, "quick", {"q": 1})       # the variance of one token is 0
+    assert resolve_config(targets, "quick", {"q": 1, "targets": ["mean"]})["q"] == 1
+
+
 def test_tiny_run_end_to_end(tiny):
     out, res = tiny
     data = json.load(open(f"{out}/targets.json"))

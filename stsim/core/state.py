@@ -309,8 +309,9 @@ class RunState:
             # another run's checkpoint (another T: its parameters have other shapes) is
             # named as such, with the fields that differ, before its parts are checked
             old = upgrade_config(meta["config"])
-            # a field left out at its value (ADDED_LATER) is compared at that value
-            keys = (set(new) | set(ADDED_LATER)) - free
+            # every key either side recorded (an object's class and settings too); a
+            # field left out at its value (ADDED_LATER) is compared at that value
+            keys = (set(new) | set(old) | set(ADDED_LATER)) - free
             diff = sorted(k for k in keys if old.get(k, ADDED_LATER.get(k)) !=
                           new.get(k, ADDED_LATER.get(k)))
             if diff:

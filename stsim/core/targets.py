@@ -78,6 +78,15 @@ class Target:
     #: where the default step was measured (docs/targets.md, "Default step"); None: not
     #: measured
     measured = None
+    #: the smallest subset size at which the target is not identically 0
+    min_q = 1
+
+    def __setattr__(self, name, value):
+        # a target is immutable: a run records its label, which must stay what it trained
+        if name in self.__dict__:
+            raise AttributeError(f"{type(self).__name__}.{name} cannot be changed: a target "
+                                 f"is immutable; make a new one (e.g. Moment(4))")
+        super().__setattr__(name, value)
 
     def settings(self) -> dict:
         """The target's settings (recorded in its :attr:`label`)."""
@@ -226,6 +235,7 @@ class Variance(Target):
     name = "variance"
     readout = "quadratic"
     orthonormal = True
+    min_q = 2               # the variance of one token is 0
     #: MEASURED at T = 50, q = 3, seeds 0 and 1 (docs/targets.md, "Default step"): W and
     #: V at the plan's steps on dim φ, b and Q at 1/20 of V's
     measured = "T=50, q=3, seeds 0-1 (docs/targets.md)"
@@ -299,9 +309,16 @@ def resolve_target(c, objects: dict) -> Target:
         raise ValueError(f"target: {t!r} has readout={t.readout!r}, not one of {READOUTS}")
     if type(t) is TARGETS.get(t.name):      # a built-in: recorded as its label
         objects.pop("target", None)
-    if c.objective == "population" and not t.paper:
+    if c.q < t.min_q:
+        raise ValueError(f"target={t.label!r} needs q >= {t.min_q} (its value is "
+                         f"identically 0 below), got q={c.q}")
+    paper = t.paper and all(getattr(type(t), m) is getattr(Mean, m)
+                            for m in ("value", "features", "feature_dim", "dim"))
+    if c.objective == "population" and not paper:
+        own = (f" ({type(t).__name__} has a value or features of its own, which it does "
+               f"not train on)" if t.paper else "")
         raise ValueError(f"target={t.label!r}: objective='population' is the mean task's "
-                         f"exact population loss; use objective 'online' or 'sample'")
+                         f"exact population loss{own}; use objective 'online' or 'sample'")
     return t
 
 

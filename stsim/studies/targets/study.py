@@ -64,11 +64,13 @@ def check(cfg):
         if not isinstance(t, str):      # the tables' column: a built-in target's label
             raise ValueError(f"targets must hold names ('mean', 'moment:k', 'variance'), "
                              f"got {t!r}")
-        make_target(t)
-    if not cfg["targets"] or len(set(cfg["targets"])) != len(cfg["targets"]):
+    # one spelling a target: its label (the tables' column), so MOMENT:3 is moment:3
+    labels = [make_target(t).label for t in cfg["targets"]]
+    if not labels or len(set(labels)) != len(labels):
         raise ValueError(f"targets must hold distinct targets, got {cfg['targets']}")
+    cfg["targets"] = type(cfg["targets"])(labels)
     T = check_int("T", cfg["T"], 3)
-    check_int("q", cfg["q"], 1, T - 1)
+    check_int("q", cfg["q"], max(make_target(t).min_q for t in labels), T - 1)
     check_int("rep_T", cfg["rep_T"], cfg["q"] + 1)
     for key, lo in (("d", 1), ("batch", 1), ("steps", 0), ("seeds", 2), ("n_batches", 1),
                     ("n_fit", 1000)):
