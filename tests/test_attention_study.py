@@ -50,6 +50,42 @@ def test_quick_study_writes_every_check_with_se_critical_verdict(tmp_path):
     assert json.loads((tmp_path / "a" / "attention.json").read_text()) == data
 
 
+@pytest.fixture(scope="module")
+def small(tmp_path_factory):
+    out = str(tmp_path_factory.mktemp("a") / "a")
+    return out, run_study(attention, out, mode="quick", overrides=SMALL)
+
+
+@pytest.mark.parametrize("key, value", [("steps", 30), ("T", 9), ("tune_steps", 12),
+                                        ("batch", 32), ("d", 3), ("T_test", [12]),
+                                        ("tune_mults", [1.0, 0.1, 2.0]), ("rank_steps", 20),
+                                        ("rank_r", [2, 4]), ("width_T", [8, 16, 256]),
+                                        ("fam_n_start", 64), ("width_max", 512),
+                                        ("train_steps", 10), ("train_widths", [16, 32]),
+                                        ("mechanisms", ["softmax", "relu"])])
+def test_analysis_refuses_settings_no_row_was_made_with(small, key, value):
+    with pytest.raises(ValueError, match="made with|no row"):
+        run_study(attention, small[0], mode="quick", overrides=dict(SMALL, **{key: value}),
+                  analyse_only=True)
+
+
+def test_a_rerun_with_other_settings_computes_their_rows(small, tmp_path, monkeypatch):
+    import shutil
+
+    from stsim.studies.attention import study
+    out = str(tmp_path / "a")
+    shutil.copytree(small[0], out)
+    made = []
+    monkeypatch.setattr(study, "run_one", lambda *a, _f=study.run_one, **k:
+                        made.append(k["steps"]) or _f(*a, **k))
+    run_study(attention, out, mode="quick", overrides=dict(SMALL, steps=30))
+    assert made == [30] * 3 * SMALL["seeds"]        # the reported runs only, at 30 steps
+    data = json.loads(open(f"{out}/attention.json").read())
+    assert all(" in 30 steps" in c["claim"] for c in data["checks"] if " learns: " in c["claim"])
+    again = run_study(attention, out, mode="quick", overrides=SMALL, analyse_only=True)
+    assert again["checks"] == small[1]["checks"] and again["held"] == small[1]["held"]
+
+
 def test_verdict_rule_with_seeded_values():
     # the mean 0.01 ± 0.001 (3 seeds) is below 0.02 by 10 se > t(0.975, 2) = 4.30
     assert verdict([0.009, 0.010, 0.011], "<=", 0.02, "x")["verdict"] == "held"

@@ -90,6 +90,31 @@ def test_resumes_from_its_journals(tiny, monkeypatch):
     assert again["fcn"] == res["fcn"] and again["family"] == res["family"]
 
 
+@pytest.mark.parametrize("key, value", [("T", 10), ("steps", 50), ("q", 2), ("d", 2),
+                                        ("batch", 16), ("T_test", [12]), ("fam_Ts", [8, 64]),
+                                        ("fam_n_start", 256), ("width_d", 2),
+                                        ("rep_T", 6), ("fcn_Ts", [4, 8, 12])])
+def test_analysis_refuses_settings_no_row_was_made_with(tiny, key, value):
+    out, _ = tiny
+    with pytest.raises(ValueError, match="made with|no row"):
+        run_study(targets, out, mode="quick", overrides=dict(TINY, **{key: value}),
+                  analyse_only=True)
+
+
+def test_a_rerun_with_other_settings_computes_their_rows(tiny, tmp_path, monkeypatch):
+    import shutil
+    out = str(tmp_path / "o")
+    shutil.copytree(tiny[0], out)
+    made = []
+    monkeypatch.setattr(study, "train_one", lambda *a, _f=study.train_one, **k:
+                        made.append(k["T"]) or _f(*a, **k))
+    res = run_study(targets, out, mode="quick", overrides=dict(TINY, T=10))
+    assert made and set(made) == {10}       # nothing reused from the rows made at T = 8
+    assert "trained at T = 10" in res["learns"]["mean"][0]["claim"]
+    again = run_study(targets, out, mode="quick", overrides=TINY, analyse_only=True)
+    assert again["learns"] == tiny[1]["learns"]     # the T = 8 rows serve T = 8 still
+
+
 class WrongVariance(Variance):
     """A seeded fault: the construction's bias 0.9 for 1."""
 

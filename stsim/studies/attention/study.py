@@ -34,6 +34,7 @@ from stsim.core.targets import make_target
 from stsim.studies.attention.sizes import check_sizes
 from stsim.studies.attention.runs import (TAU_RANGE, TUNE_ROOT, choose, mechanism_label,
                                           parse_mechanism, rank_one, run_one, sphere_one)
+from stsim.studies.cells import made_with, settings_text, stamped
 from stsim.studies.tuning import at_chosen
 from stsim.studies.widths import QUICK as QUICK_PRECISION, Precision
 from stsim.util.io import write_json
@@ -78,6 +79,26 @@ PRESETS = {
 
 LISTS = ("mechanisms", "tune_mults", "width_mechs", "rank_T", "rank_q", "rank_r", "width_T",
          "train_mechs", "train_widths")
+
+
+#: the settings that make a row of each table (its ``settings`` cell,
+#: :func:`stsim.studies.cells.settings_text`): a rerun with others computes other rows, an
+#: analysis refuses settings no row was made with
+MADE_BY = {"tune": ("T", "q", "d", "batch", "T_test", "tune_steps"),
+           "runs": ("T", "q", "d", "batch", "T_test", "steps"),
+           "rank": ("d", "batch", "rank_steps"),
+           "width": ("q", "width_target", "width_max", *FAM_FULL),
+           "trained": ("train_T", "q", "d", "train_steps")}
+
+
+def made_by(cfg, name) -> str:
+    """The ``settings`` cell of the rows of table ``name`` made with ``cfg``."""
+    return settings_text(**{k: cfg[k] for k in MADE_BY[name]})
+
+
+def _rank_points(cfg) -> list:
+    return [{"T": T, "q": q, "rank": r} for T in cfg["rank_T"] for q in cfg["rank_q"]
+            for r in cfg["rank_r"] if q < T and r <= 2 * T]
 
 
 def check(cfg: dict) -> dict:
@@ -150,7 +171,7 @@ def run(cfg, out, executor, log):
     through :func:`stsim.sweep` into its table under ``raw/`` (resumable)."""
     from stsim.studies.attention.runs import base_schedule
     from stsim.studies.attention.widths import width_point
-    from stsim.sweep import read_table, sweep
+    from stsim.sweep import sweep
     os.makedirs(os.path.join(out, "raw"), exist_ok=True)
     t0 = time.time()
     c = {k: cfg[k] for k in ("T", "q", "d", "batch")}
@@ -160,6 +181,7 @@ def run(cfg, out, executor, log):
 
     def part(name, fn, points, **kw):       # one sweep into raw/<name>.csv, timed
         t = time.time()
+        fn, points = stamped(fn, points, made_by(cfg, name))
         sweep(fn, points, executor=executor, out=_raw(out, f"{name}.csv"), **kw)
         walls[name] = time.time() - t
 
@@ -169,7 +191,7 @@ def run(cfg, out, executor, log):
 
     part("tune", tune, {"mechanism": list(mechs), "mult": cfg["tune_mults"]}, seeds=1,
          root_seed=TUNE_ROOT)
-    mults = choose(read_table(_raw(out, "tune.csv")), cfg["tune_mults"])
+    mults = choose(made_with(_raw(out, "tune.csv"), made_by(cfg, "tune")), cfg["tune_mults"])
 
     def main(mechanism, mult, seed):
         return run_one(mechs[mechanism], steps=cfg["steps"], T_test=cfg["T_test"], seed=seed,
@@ -178,10 +200,8 @@ def run(cfg, out, executor, log):
     # the chosen multiplier is part of each run's point: a tuning that chooses another
     # (more multipliers, a rerun) runs the reported runs again instead of reusing them
     part("runs", main, [{"mechanism": m, "mult": mults[m]} for m in mechs], seeds=cfg["seeds"])
-    pts = [{"T": T, "q": q, "rank": r} for T in cfg["rank_T"] for q in cfg["rank_q"]
-           for r in cfg["rank_r"] if q < T and r <= 2 * T]
     part("rank", lambda T, q, rank, seed: rank_one(T, q, rank, cfg["d"], cfg["batch"],
-                                                   cfg["rank_steps"], seed), pts,
+                                                   cfg["rank_steps"], seed), _rank_points(cfg),
          seeds=cfg["seeds"])
     wpts = [{"mechanism": m, "T": T} for m in cfg["width_mechs"] for T in cfg["width_T"]]
     prec = Precision.from_cfg(cfg)
@@ -380,15 +400,18 @@ def _width_checks(fits):
 def analyse(cfg, out) -> dict:
     """Every check, from the tables under ``raw/`` and the exact computations."""
     from stsim.studies.attention.widths import family_rows, width_fits
-    from stsim.sweep import read_table
     from stsim.theory.attention import linear_sphere_width
     cfg = _named(cfg)
+    ms = cfg["mechanisms"]
 
-    def table(name):
-        return read_table(_raw(out, name)) if os.path.exists(_raw(out, name)) else []
-    tune = [r for r in table("tune.csv") if float(r["mult"]) in cfg["tune_mults"]]
+    def table(name, needed):        # the rows made with these settings; each needed one
+        return made_with(_raw(out, f"{name}.csv"), made_by(cfg, name), needed)
+    tune = [r for r in table("tune", [{"mechanism": m, "mult": x} for m in ms
+                                      for x in cfg["tune_mults"]])
+            if r["mechanism"] in ms and float(r["mult"]) in cfg["tune_mults"]]
     mults = choose(tune)
-    runs = at_chosen(table("runs.csv"), "mechanism", mults)
+    runs = at_chosen(table("runs", [{"mechanism": m, "mult": mults[m]} for m in ms]),
+                     "mechanism", mults)
     errors = _failed("tune", tune, ("mechanism", "mult")) + \
         _failed("runs", runs, ("mechanism", "seed"))
     checks, per = [], {}
@@ -415,7 +438,7 @@ def analyse(cfg, out) -> dict:
                 [_value(r, f"rel_T{Tt}") for r in rows], "<=", cfg["ood_target"],
                 f"{mech} generalises to T_test={Tt}: loss <= {cfg['ood_target']:g} L(0)"),
                 errs))
-    rank = table("rank.csv")
+    rank = table("rank", _rank_points(cfg))
     errors += _failed("rank", rank, ("T", "q", "rank", "seed"))
     rank_rows, rank_checks = _rank(cfg, rank) if rank else ([], [])
     checks += rank_checks
@@ -426,7 +449,9 @@ def analyse(cfg, out) -> dict:
                               f"equals W step / tau^2 (reduced map, T={cfg['tau_T']})",
                               note=f"steps to {cfg['target']:g} L(0): {r['t2_tau']} at tau, "
                                    f"{r['t2_equivalent']} equivalent; same: {same}"))
-    wtab = table("width.csv")
+    wtab = [r for r in table("width", [{"mechanism": m, "T": T} for m in cfg["width_mechs"]
+                                       for T in cfg["width_T"]])
+            if r["mechanism"] in cfg["width_mechs"] and int(r["T"]) in cfg["width_T"]]
     werr = {}       # (mechanism, T): the failed replicates; the point is left out
     for r in wtab:
         for e in _failed("width", [r], ("mechanism", "T", "seed")):
@@ -471,7 +496,8 @@ def analyse(cfg, out) -> dict:
                 [float(len(cens))], "<=", 0.0, f"{m}: the family reaches {eps:g} L(0) within "
                 f"d_e <= {cfg['width_max']} at every T", note=f"censored at T = {cens}"),
                 by[m]))
-    trained, tab = [], table("trained.csv")
+    trained, tab = [], table("trained", [{"mechanism": m, "d_e": w} for m in cfg["train_mechs"]
+                                         for w in cfg["train_widths"]])
     if tab:
         errors += _failed("trained", tab, ("mechanism", "d_e", "seed"))
         trained, tchecks = _trained(cfg, tab, width_rows, werr)

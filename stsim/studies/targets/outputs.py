@@ -192,10 +192,11 @@ def write_outputs(cfg, out, s, d_e):
     """Every output file (module docstring); ``d_e``: the runs' encoding width (the length
     figure's title)."""
     from stsim.studies.contract import divergence_markdown
+    from stsim.studies.cells import made_with
+    from stsim.studies.targets.study import made_by
     from stsim.studies.tuning import at_chosen
-    from stsim.sweep import read_table
-    runs = at_chosen([r for r in read_table(os.path.join(out, "raw", "runs.csv"))
-                      if r["status"] == "ok"], "target", s["mults"])
+    runs = at_chosen(made_with(os.path.join(out, "raw", "runs.csv"), made_by(cfg, "runs"),
+                               ok=True), "target", s["mults"])
     checks = [c for part in PARTS for t in cfg["targets"] for c in s[part][t]]
     write_json(os.path.join(out, "targets.json"), dict(s, checks=checks, table=table(cfg, s)))
     _represents(cfg, out, s)

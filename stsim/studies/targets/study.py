@@ -37,6 +37,7 @@ import numpy as np
 
 from stsim.core.reduced import LEARNED
 from stsim.core.targets import make_target
+from stsim.studies.cells import made_with, settings_text, stamped
 from stsim.studies.targets import widths
 from stsim.studies.targets.outputs import write_outputs
 from stsim.studies.tuning import at_chosen, choose as choose_by, run_measures
@@ -56,6 +57,19 @@ PRESETS = {"quick": dict(_COMMON, mode="quick", T=20, steps=300, seeds=2,
                          T_test=(25, 30, 40), n_fit=50_000, **widths.QUICK),
            "full": dict(_COMMON, mode="full", T=200, steps=0, seeds=3,
                         T_test=(250, 300, 400), n_fit=200_000, **widths.FULL)}
+
+
+#: the settings that make a row of each table (its ``settings`` cell,
+#: :func:`stsim.studies.cells.settings_text`): a rerun with others computes other rows, an
+#: analysis refuses settings no row was made with
+MADE_BY = {"represents": ("rep_T", "q", "d", "n_batches", "n_fit"),
+           "tune": ("T", "q", "d", "batch", "steps", "T_test"),
+           "runs": ("T", "q", "d", "batch", "steps", "T_test"), **widths.MADE_BY}
+
+
+def made_by(cfg, name) -> str:
+    """The ``settings`` cell of the rows of table ``name`` made with ``cfg``."""
+    return settings_text(**{k: cfg[k] for k in MADE_BY[name]})
 
 
 def check(cfg):
@@ -174,7 +188,7 @@ def choose(rows, mults=None) -> dict:
 
 def run(cfg, out, executor, log=None):
     """The three tables under ``raw/`` (module docstring), each a resumable sweep."""
-    from stsim.sweep import read_table, sweep
+    from stsim.sweep import sweep
     from stsim.util.io import write_json
     os.makedirs(os.path.join(out, "raw"), exist_ok=True)
     say, walls, t0 = log or (lambda msg: None), {}, time.time()
@@ -183,6 +197,7 @@ def run(cfg, out, executor, log=None):
 
     def part(name, fn, points, **kw):
         t = time.time()
+        fn, points = stamped(fn, points, made_by(cfg, name))
         sweep(fn, points, executor=executor, out=_raw(out, f"{name}.csv"), **kw)
         walls[name] = time.time() - t
         say(f"{name}: {walls[name]:.1f}s")
@@ -192,7 +207,7 @@ def run(cfg, out, executor, log=None):
          {"target": list(cfg["targets"])})
     part("tune", lambda target, mult, seed: train_one(target, mult=mult, seed=seed, **c),
          {"target": list(cfg["targets"]), "mult": list(cfg["mults"])}, root_seed=TUNE_ROOT)
-    mults = choose(read_table(_raw(out, "tune.csv")), cfg["mults"])
+    mults = choose(made_with(_raw(out, "tune.csv"), made_by(cfg, "tune")), cfg["mults"])
     # the chosen multiplier is part of each run's point: another choice reruns the runs
     part("runs", lambda target, mult, seed: train_one(target, mult=mult, seed=seed, **c),
          [{"target": t, "mult": mults[t]} for t in cfg["targets"]], seeds=cfg["seeds"])
@@ -214,14 +229,20 @@ def analyse(cfg, out):
     """The checks of every part, from the tables under ``raw/`` alone. A run that raised
     (its row's ``status``) leaves its target's checks of that part inconclusive (measured
     NaN, the error in the note) and is listed in ``errors``."""
-    from stsim.sweep import read_table
-    tables = {n: read_table(_raw(out, f"{n}.csv")) for n in ("represents", "tune", "runs")}
+    ts = cfg["targets"]
+
+    def table(name, needed):        # the rows made with these settings; each needed one
+        return made_with(_raw(out, f"{name}.csv"), made_by(cfg, name), needed)
+    tables = {"represents": table("represents", [{"target": t} for t in ts]),
+              "tune": table("tune", [{"target": t, "mult": m} for t in ts
+                                     for m in cfg["mults"]])}
+    mults = choose(tables["tune"], cfg["mults"])
+    tables["runs"] = at_chosen(table("runs", [{"target": t, "mult": mults[t]} for t in ts]),
+                               "target", mults)
     errors = [f"{n}: {r['target']} seed {r['seed']}: {r.get('error')}"
               for n, rows in tables.items() for r in rows if r["status"] != "ok"]
     ok = {n: [r for r in rows if r["status"] == "ok"] for n, rows in tables.items()}
     rep = {r["target"]: r for r in ok["represents"]}
-    mults = choose(ok["tune"], cfg["mults"])
-    ok["runs"] = at_chosen(ok["runs"], "target", mults)
     res = {"represents": {}, "learns": {}, "length": {}, "mults": mults, "errors": errors,
            "diverged": []}
     for t in cfg["targets"]:

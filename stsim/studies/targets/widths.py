@@ -31,12 +31,13 @@ import numpy as np
 
 from stsim.core.targets import make_target
 from stsim.studies import widths as wl
-from stsim.studies.cells import cells, pick_lr, read_rows, train_cells, validate_point
+from stsim.studies.cells import (cells, made_with, pick_lr, read_rows, settings_text,
+                                 train_cells, validate_point)
 from stsim.studies.widths import FAMILY_LAWS, QUICK as QUICK_PRECISION, Precision
 from stsim.util.validate import check_int, check_real
 from stsim.util.verdict import interval_se, judge
 
-__all__ = ["WIDTH_KEYS", "QUICK", "FULL", "check", "family_kind", "family_point", "run",
+__all__ = ["WIDTH_KEYS", "QUICK", "FULL", "MADE_BY", "check", "family_kind", "family_point", "run",
            "analyse", "estimate_cpu_s", "fcn_cells"]
 
 FULL = dict(width_d=1, reach=0.25, fam_Ts=tuple(2 ** k for k in range(3, 13)),
@@ -54,6 +55,14 @@ QUICK = dict(FULL, fam_Ts=(8, 16, 32, 64, 128),
              fcn_max_width=64, n_boot=200)
 WIDTH_KEYS = tuple(FULL)
 FAM_ROOT = 2          # root seed of the family equality's paired samples
+#: the settings that make a row of the family tables (the FCN tables' rows carry every
+#: argument of their run in their point)
+MADE_BY = {"family_width": ("q", "width_d", "reach", *Precision().settings()),
+           "family_equal": ("q", "width_d", "eq_n")}
+
+
+def _made(cfg, name) -> str:
+    return settings_text(**{k: cfg[k] for k in MADE_BY[name]})
 
 
 def family_kind(target) -> str:
@@ -176,14 +185,12 @@ def estimate_cpu_s(cfg) -> dict:
 def run(cfg, out, executor, part, say):
     """The width parts' raw tables (module docstring); ``part(name, fn, points, **kw)`` is
     the study's resumable sweep of one table."""
-    from stsim.sweep import read_table
     q, d = cfg["q"], cfg["width_d"]
     est = estimate_cpu_s(cfg)
     say(f"width parts: estimated {est['total_s']:.0f} CPU-s (family {est['family_s']:.0f}, "
         f"FCN {est['fcn_s']:.0f}: {est['runs']} runs at most, cost model "
         f"{est['fcn_model_s']:.0f} s + {FCN_STEP_S:g} s a step)")
-    own = [t for t in cfg["targets"] if family_kind(t) != "equal"]
-    own = (["mean"] if "mean" not in own else []) + own
+    own = _family_targets(cfg)
     prec = Precision.from_cfg(cfg)
     part("family_width", lambda target, T, seed: family_point(
         target, T, q, d, cfg["reach"], prec),
@@ -191,8 +198,9 @@ def run(cfg, out, executor, part, say):
          # are the library's, from the family's key)
          [dict(target=t, T=T) for T in sorted(cfg["fam_Ts"], reverse=True) for t in own],
          seeds=1)
-    mean_x = {r["T"]: r for r in read_table(_raw(out, "family_width.csv"))
-              if r["status"] == "ok" and r["target"] == "mean"}
+    mean_x = {r["T"]: r for r in made_with(_raw(out, "family_width.csv"),
+                                           _made(cfg, "family_width"), ok=True)
+              if r["target"] == "mean"}
     eq = [dict(target=t, T=T, d_e=int(round(mean_x[T]["d_e"])))
           for t in cfg["targets"] if family_kind(t) == "equal" for T in cfg["eq_Ts"]
           if T in mean_x and not mean_x[T]["censored"]]
@@ -205,8 +213,26 @@ def run(cfg, out, executor, part, say):
     return {"fcn": time.time() - t, "width_estimate_cpu_s": est}
 
 
-def _rows(out, name):
-    return read_rows(_raw(out, name))
+def _family_targets(cfg) -> list:
+    """The targets of the family's own crossings (the mean's always: the reference)."""
+    own = [t for t in cfg["targets"] if family_kind(t) != "equal"]
+    return (["mean"] if "mean" not in own else []) + own
+
+
+def _rows(out, name, cfg):
+    """The ``ok`` rows of table ``name`` made with ``cfg``: a family table's by its
+    ``settings`` cell (each crossing of ``fam_Ts`` needed); an FCN table's by the arguments
+    of its runs."""
+    if name in MADE_BY:
+        needed = [dict(target=t, T=T) for t in _family_targets(cfg) for T in cfg["fam_Ts"]] \
+            if name == "family_width" else []
+        return made_with(_raw(out, f"{name}.csv"), _made(cfg, name), needed, ok=True)
+    made = dict(q=cfg["q"], d=cfg["width_d"], batch=cfg["fcn_batch"], n_val=cfg["fcn_n_val"],
+                steps=cfg["fcn_steps"])
+    rates = {float(x) for x in (*cfg["fcn_lrs"], *cfg["fcn_lr_extra"])}
+    return [r for r in read_rows(_raw(out, f"{name}.csv"))
+            if all(r.get(k) == v for k, v in made.items()) and float(r["lr"]) in rates
+            and (name != "fcn_runs" or r["seed_index"] < cfg["fcn_seeds"])]
 
 
 def _fit_check(label, fits, what, op, threshold, law="power"):
@@ -263,14 +289,15 @@ def analyse(cfg, out) -> dict:
     ``width_checks`` and ``separation`` (per target, lists of checks),
     ``fcn_construction`` (per target, the exact construction's width at each T, or None)."""
     q, reach = cfg["q"], cfg["reach"]
-    fam = [r for r in _rows(out, "family_width.csv")]
+    fam = [r for r in _rows(out, "family_width", cfg)
+           if r["target"] in _family_targets(cfg) and r["T"] in cfg["fam_Ts"]]
     family = {}
     for r in sorted(fam, key=lambda r: r["T"]):
         family.setdefault(r["target"], []).append(
             {k: r[k] for k in ("T", "d_e", "se", "lo", "hi", "censored", "n", "precise",
                                "replicates")})
     fam_fits = {t: wl.fit_rows(ps, laws=FAMILY_LAWS) for t, ps in family.items()}
-    eq = _rows(out, "family_equal.csv") if any(
+    eq = _rows(out, "family_equal", cfg) if any(
         family_kind(t) == "equal" for t in cfg["targets"]) else []
     checks, fcn, fcn_fits, sep = {}, {}, {}, {}
     mean = {p["T"]: p for p in family.get("mean", []) if not p["censored"]}
@@ -282,7 +309,7 @@ def analyse(cfg, out) -> dict:
                              abs(r["diff"]), "<=", cfg["eq_tol"], r["diff_se"],
                              note=f"{r['rel']:.4f} against the mean's {r['mean_rel']:.4f}, "
                                   f"paired, {cfg['eq_n']} samples"), T=r["T"])
-                  for r in eq if r["target"] == t]
+                  for r in eq if r["target"] == t and r["T"] in cfg["eq_Ts"]]
             cs = cs or [judge(f"{t}: its family L/L(0) is the mean's", math.nan, "<=",
                               cfg["eq_tol"], math.nan, note="not measured")]
         elif kind == "own":
@@ -291,11 +318,15 @@ def analyse(cfg, out) -> dict:
                                [p["se"] for p in ps], [mean[p["T"]]["d_e"] for p in ps],
                                [mean[p["T"]]["se"] for p in ps], cfg["slope_tol"])]
         checks[t] = cs
-    tune, runs = _rows(out, "fcn_tune.csv"), _rows(out, "fcn_runs.csv")
+    tune, runs = _rows(out, "fcn_tune", cfg), _rows(out, "fcn_runs", cfg)
     for k, t in enumerate(cfg["targets"]):
         ws_t = []
         for T in cfg["fcn_Ts"]:
             tr = [r for r in tune if r["task"] == t and r["T"] == T]
+            if not tr and T > q:
+                raise ValueError(f"raw/fcn_tune.csv has no row of target {t!r} at T = {T} "
+                                 f"made with these settings: rerun without --analyse-only "
+                                 f"to compute it")
             chosen = {w: pick_lr([r for r in tr if r["width"] == w], cfg["fcn_steps"])
                       for w in sorted({r["width"] for r in tr})}
             sel = [r for r in runs if r["task"] == t and r["T"] == T
