@@ -86,6 +86,33 @@ def test_a_rerun_with_other_settings_computes_their_rows(small, tmp_path, monkey
     assert again["checks"] == small[1]["checks"] and again["held"] == small[1]["held"]
 
 
+def test_quick_tunes_each_mechanism_around_its_own_step():
+    """At the quick preset's three multipliers of the paper model's step (1.62) linear, ReLU
+    and sigmoid attention diverge every time; around their own default they train."""
+    from stsim.studies.attention.runs import base_schedule
+    assert attention.PRESETS["quick"]["tune_base"] == "own"
+    c = {k: attention.PRESETS["quick"][k] for k in ("T", "q", "d", "batch", "T_test")}
+    paper = base_schedule(**c)[0]
+    for m in ("linear", "relu", "sigmoid"):
+        own = base_schedule(**c, mechanism=m)[0]
+        assert own < paper / 4, m
+
+
+def test_diverged_runs_are_reported_and_unmeasured_exits_1(tmp_path, capsys):
+    from stsim.cli.common import report_divergence
+    out = str(tmp_path / "d")
+    cfg = dict(SMALL, mechanisms=["softmax", "linear"], tune_base="paper", tune_mults=[16.0],
+               train_mechs=["linear"])
+    res = run_study(attention, out, mode="quick", overrides=cfg)
+    assert res["diverged"]["runs"] >= SMALL["seeds"]
+    assert any(u.startswith("linear at step x 16.0 of the paper model's (every tuning "
+                            "multiplier [16.0] diverged too)") for u in res["unmeasured"])
+    data = json.loads(open(f"{out}/attention.json").read())
+    assert data["unmeasured"] == res["unmeasured"] and data["diverged"] == res["diverged"]
+    assert "## Diverged runs" in open(f"{out}/report.md").read()
+    assert report_divergence(res) == 1 and "linear at step x 16.0" in capsys.readouterr().err
+
+
 def test_verdict_rule_with_seeded_values():
     # the mean 0.01 ± 0.001 (3 seeds) is below 0.02 by 10 se > t(0.975, 2) = 4.30
     assert verdict([0.009, 0.010, 0.011], "<=", 0.02, "x")["verdict"] == "held"

@@ -26,8 +26,9 @@ HELP = {"T": "training length", "q": "subset size", "d": "token dimension",
         "map (1e-100 ... 1e100, as tau=t)",
         "tau_T": "length of the reduced map (q < "
         "tau_T; 20 tau_T steps, within memory)",
-        "tune_steps": "steps of a tuning run", "tune_mults": "multipliers of the paper "
-        "model's step tried per mechanism", "rank_T": "lengths of the rank grid",
+        "tune_steps": "steps of a tuning run", "tune_mults": "multipliers of the base "
+        "step tried per mechanism", "tune_base": "the base step: own (each mechanism's "
+        "default) or paper (the paper model's for every one)", "rank_T": "lengths of the rank grid",
         "rank_q": "subset sizes of the rank grid", "rank_r": "ranks of the rank grid (each "
         "<= 2 max(rank_T), one <= 2 min(rank_T): d_e = 2T)",
         "rank_steps": "steps of a rank run (0: its default)",

@@ -1,8 +1,10 @@
 r"""The training runs of ``stsim attention``: one run, the equal tuning of every mechanism,
 the rank grid and the trained widths.
 
-**Equal tuning.** Every mechanism gets the same procedure: the step of the paper's
-softmax model at this config (:func:`base_schedule`: its derived default — at the paper's
+**Equal tuning.** Every mechanism gets the same procedure: a base step (``tune_base``:
+``"own"``, each mechanism's own default at this config, or ``"paper"``, the full preset's,
+the step of the paper's softmax model for every one, :func:`base_schedule`) times one
+multiplier of ``tune_mults``. The paper's step is its derived default — at the paper's
 scale a step per block ``{"W": η_W, "V": η_V}`` with W's token rows ``W_xx, W_xe`` held at
 their initial value) times one multiplier ``m`` of ``tune_mults`` (full preset: 128 … 1/512,
 neighbours a factor 2 apart), the same ``freeze``; ``m`` is chosen per mechanism on a
@@ -61,11 +63,14 @@ def mechanism_label(mechanism) -> str:
     return mechanism.label if isinstance(mechanism, Attention) else mechanism
 
 
-def base_schedule(T, q, d, batch, T_test) -> tuple:
-    """``(lr, freeze)`` of the paper's softmax model's default at this config (lr a number
-    or ``{"W": η_W, "V": η_V}``)."""
+def base_schedule(T, q, d, batch, T_test, mechanism=None) -> tuple:
+    """``(lr, freeze)`` of the default at this config (lr a number or ``{"W": η_W, "V":
+    η_V}``): the paper's softmax model's, or with ``mechanism`` that mechanism's own
+    (``tune_base="own"``: its tuning multiplies its own default step)."""
     from stsim.core.config import Config
-    plan = Config(T=T, q=q, d=d, batch=batch, T_test=tuple(T_test)).resolve().resolved.plan
+    own = parse_mechanism(mechanism) if mechanism is not None else {}
+    plan = Config(T=T, q=q, d=d, batch=batch, T_test=tuple(T_test),
+                  **own).resolve().resolved.plan
     return plan.lr.record(), plan.freeze
 
 

@@ -56,6 +56,7 @@ PRESETS = {
     "quick": {"mode": "quick", "T": 12, "q": 2, "d": 5, "seeds": 3, "mechanisms": MECHS,
               "steps": 300, "batch": 64, "T_test": [16, 20], "target": LEARNED,
               "ood_target": 0.05, "tune_steps": 300, "tune_mults": [2.0, 1.0, 0.5],
+              "tune_base": "own",
               "rank_T": [8], "rank_q": [2], "rank_r": [4, 16], "rank_steps": 300,
               "width_mechs": WIDTH_MECHS, "width_target": 0.25, "width_T": [8, 16, 32, 64, 128],
               **FAM_QUICK, "width_max": 1024,
@@ -66,6 +67,7 @@ PRESETS = {
              "steps": 1500, "batch": 256, "T_test": [250, 300, 350, 400], "target": LEARNED,
              "ood_target": 0.05, "tune_steps": 1500,        # tuned at the full budget
              "tune_mults": [2.0 ** -k for k in range(-7, 10)],  # 128 ... 1/512, factor 2
+             "tune_base": "paper",      # the grid spans every mechanism's own default
              "rank_T": [8, 16, 32], "rank_q": [2, 3], "rank_r": [4, 8, 16, 32, 64],
              "rank_steps": 0,
              "width_mechs": WIDTH_MECHS, "width_target": 0.25,
@@ -77,6 +79,9 @@ PRESETS = {
 }
 
 
+#: the step a mechanism's tuning multiplies: its own default, or the paper model's
+TUNE_BASES = ("own", "paper")
+BASE_TEXT = {"own": "its own default", "paper": "the paper model's"}
 LISTS = ("mechanisms", "tune_mults", "width_mechs", "rank_T", "rank_q", "rank_r", "width_T",
          "train_mechs", "train_widths")
 
@@ -84,8 +89,8 @@ LISTS = ("mechanisms", "tune_mults", "width_mechs", "rank_T", "rank_q", "rank_r"
 #: the settings that make a row of each table (its ``settings`` cell,
 #: :func:`stsim.studies.cells.settings_text`): a rerun with others computes other rows, an
 #: analysis refuses settings no row was made with
-MADE_BY = {"tune": ("T", "q", "d", "batch", "T_test", "tune_steps"),
-           "runs": ("T", "q", "d", "batch", "T_test", "steps"),
+MADE_BY = {"tune": ("T", "q", "d", "batch", "T_test", "tune_steps", "tune_base"),
+           "runs": ("T", "q", "d", "batch", "T_test", "steps", "tune_base"),
            "rank": ("d", "batch", "rank_steps"),
            "width": ("q", "width_target", "width_max", *FAM_FULL),
            "trained": ("train_T", "q", "d", "train_steps")}
@@ -139,6 +144,8 @@ def check(cfg: dict) -> dict:
                          f"rank above 2T is not run at T), got {cfg['rank_r']}")
     cfg["tune_mults"] = [check_real("tune_mults", m, lo=0.0, lo_open=True)
                          for m in cfg["tune_mults"]]
+    if cfg["tune_base"] not in TUNE_BASES:
+        raise ValueError(f"tune_base must be one of {TUNE_BASES}, got {cfg['tune_base']!r}")
     cfg["taus"] = [check_real("taus", t, lo=TAU_RANGE[0], hi=TAU_RANGE[1]) for t in cfg["taus"]]
     cfg["train_T"] = check_int("train_T", cfg["train_T"], max(4, q + 1))
     cfg["train_steps"] = check_int("train_steps", cfg["train_steps"], 0)
@@ -175,9 +182,11 @@ def run(cfg, out, executor, log):
     os.makedirs(os.path.join(out, "raw"), exist_ok=True)
     t0 = time.time()
     c = {k: cfg[k] for k in ("T", "q", "d", "batch")}
-    base = base_schedule(T_test=cfg["T_test"], **c)
     walls = {}
     mechs = {mechanism_label(m): m for m in cfg["mechanisms"]}
+    own = cfg["tune_base"] == "own"
+    bases = {k: base_schedule(T_test=cfg["T_test"], mechanism=m if own else None, **c)
+             for k, m in mechs.items()}
 
     def part(name, fn, points, **kw):       # one sweep into raw/<name>.csv, timed
         t = time.time()
@@ -187,7 +196,7 @@ def run(cfg, out, executor, log):
 
     def tune(mechanism, mult, seed):
         return run_one(mechs[mechanism], steps=cfg["tune_steps"], T_test=cfg["T_test"], seed=seed,
-                       mult=mult, base=base, **c)
+                       mult=mult, base=bases[mechanism], **c)
 
     part("tune", tune, {"mechanism": list(mechs), "mult": cfg["tune_mults"]}, seeds=1,
          root_seed=TUNE_ROOT)
@@ -195,7 +204,7 @@ def run(cfg, out, executor, log):
 
     def main(mechanism, mult, seed):
         return run_one(mechs[mechanism], steps=cfg["steps"], T_test=cfg["T_test"], seed=seed,
-                       mult=mult, base=base, **c)
+                       mult=mult, base=bases[mechanism], **c)
 
     # the chosen multiplier is part of each run's point: a tuning that chooses another
     # (more multipliers, a rerun) runs the reported runs again instead of reusing them
@@ -397,6 +406,36 @@ def _width_checks(fits):
     return out
 
 
+def _diverged(cfg, tune, runs, rank, trained, mults) -> dict:
+    """The ``diverged`` and ``unmeasured`` entries (:func:`stsim.studies.contract.divergence`)
+    of the reported, rank and trained runs: each diverged run, and each group of runs a check
+    stands on with a diverged one (its check is then not measured), naming the step."""
+    from stsim.studies.contract import divergence
+    groups = []
+    for m in cfg["mechanisms"]:
+        every = [r for r in tune if r["mechanism"] == m]
+        lost = every and all(r.get("run_status") != "completed" for r in every)
+        groups.append((f"{m} at step x {mults.get(m)} of {BASE_TEXT[cfg['tune_base']]}"
+                       + (f" (every tuning multiplier {cfg['tune_mults']} diverged too)"
+                          if lost else ""), [r for r in runs if r["mechanism"] == m]))
+    groups += [(f"rank {r} at T={T}, q={q}", [x for x in rank if (int(x["T"]), int(x["q"]),
+                                                                  int(x["rank"])) == (T, q, r)])
+               for T, q, r in sorted({(int(x["T"]), int(x["q"]), int(x["rank"]))
+                                      for x in rank})]
+    groups += [(f"{m} trained at d_e={w}", [x for x in trained if x["mechanism"] == m
+                                            and int(x["d_e"]) == w])
+               for m in cfg["train_mechs"] for w in cfg["train_widths"]]
+    where, unmeasured, total = [], [], 0
+    for label, rows in groups:
+        rows = [r for r in rows if r.get("status", "ok") == "ok"]   # errors: reported apart
+        bad = [r for r in rows if r.get("run_status") != "completed"]
+        total += len(rows)
+        where += [f"{label}, seed {r['seed_index']}: {r.get('run_status')}" for r in bad]
+        if bad:
+            unmeasured.append(f"{label}: {len(bad)} of {len(rows)} runs diverged")
+    return divergence(where, total, unmeasured)
+
+
 def analyse(cfg, out) -> dict:
     """Every check, from the tables under ``raw/`` and the exact computations."""
     from stsim.studies.attention.widths import family_rows, width_fits
@@ -431,8 +470,8 @@ def analyse(cfg, out) -> dict:
         checks.append(_incomplete(verdict(
             [_value(r) for r in rows], "<=", cfg["target"], f"{mech} learns: final loss <= "
             f"{cfg['target']:g} L(0) in {cfg['steps']} steps (T={cfg['T']}, q={cfg['q']})",
-            note=f"{len(ok)}/{len(rows)} runs completed; step x {mults.get(mech)} of the "
-                 f"paper model's"), errs))
+            note=f"{len(ok)}/{len(rows)} runs completed; step x {mults.get(mech)} of "
+                 f"{BASE_TEXT[cfg['tune_base']]}"), errs))
         for Tt in cfg["T_test"]:
             checks.append(_incomplete(verdict(
                 [_value(r, f"rel_T{Tt}") for r in rows], "<=", cfg["ood_target"],
@@ -504,10 +543,12 @@ def analyse(cfg, out) -> dict:
         checks += tchecks
     return {"config": cfg, "mechanisms": per, "checks": checks, "temperature": temp,
             "trained": trained, "rank": rank_rows, "width": width_rows + exact, "fits": fits,
+            **_diverged(cfg, tune, runs, rank, tab, mults),
             **({"errors": errors} if errors else {})}
 
 
 def report(cfg, out, results) -> dict:
     """Every output file (:func:`stsim.studies.attention.outputs.write_outputs`)."""
     from stsim.studies.attention.outputs import write_outputs
-    return write_outputs(_named(cfg), out, results)
+    return dict(write_outputs(_named(cfg), out, results),
+                **{k: results[k] for k in ("diverged", "unmeasured")})
