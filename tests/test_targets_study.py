@@ -172,6 +172,7 @@ def test_cli_exit_statuses(tmp_path, monkeypatch, capsys):
     data = json.load(open(f"{out}/targets.json"))
     assert data["learns"]["mean"][0]["verdict"] == "inconclusive"
     assert any("MemoryError" in u for u in data["unmeasured"])
+    assert "learns: mean (a run raised)" in data["unmeasured"]     # its cause, not divergence
 
 
 def test_the_reach_ratio_is_the_learned_level():

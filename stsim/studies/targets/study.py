@@ -264,6 +264,16 @@ def analyse(cfg, out):
     return dict(res, **widths.analyse(cfg, out))
 
 
+def _cause(t, results) -> str:
+    """Why the learns check of target ``t`` has no finite value."""
+    n = sum(w.startswith(f"{t} seed ") for w in results["diverged"])
+    if n:
+        return f"{n} of its runs diverged at multiplier {results['mults'].get(t)}"
+    if any(e.startswith(f"runs: {t} ") for e in results["errors"]):
+        return "a run raised"
+    return "its value is not finite"
+
+
 def report(cfg, out, results):
     """``targets.json`` (every check with se, critical and verdict; the config; the run
     record), ``represents.png``/``.csv``, ``learns.png`` with ``curves.csv``,
@@ -274,7 +284,7 @@ def report(cfg, out, results):
     record = read_json(rec, "run record") if os.path.isfile(rec) else {}
     n_runs = len(cfg["targets"]) * cfg["seeds"]
     div = divergence(results["diverged"], n_runs,
-                     [f"learns: {t}" for t in cfg["targets"]
+                     [f"learns: {t} ({_cause(t, results)})" for t in cfg["targets"]
                       if not np.isfinite(results["learns"][t][0]["measured"])]
                      + [f"a run raised: {e}" for e in results["errors"]])
     summary = dict(results, **div, record=record, config=dict(cfg))
