@@ -115,6 +115,25 @@ def test_a_rerun_with_other_settings_computes_their_rows(tiny, tmp_path, monkeyp
     assert again["learns"] == tiny[1]["learns"]     # the T = 8 rows serve T = 8 still
 
 
+def test_damaged_tables_are_read_from_their_journals(tiny, tmp_path):
+    """A duplicated or edited row, a garbled or emptied table: the journal is the truth;
+    without one, two rows of one point and replicate are refused, naming the table."""
+    import os
+    import shutil
+    out = str(tmp_path / "o")
+    shutil.copytree(tiny[0], out)
+    runs = f"{out}/raw/runs.csv"
+    lines = open(runs).read().splitlines()
+    open(runs, "w").write("\n".join(lines + [lines[1]]).replace(",40,", ",999,") + "\n")
+    open(f"{out}/raw/tune.csv", "w").write("garbage\x00,,\n")
+    open(f"{out}/raw/represents.csv", "w").write("")
+    again = run_study(targets, out, mode="quick", overrides=TINY, analyse_only=True)
+    assert again["learns"] == tiny[1]["learns"] and again["represents"] == tiny[1]["represents"]
+    os.remove(runs + ".journal.jsonl")
+    with pytest.raises(ValueError, match="runs.csv' holds two rows of one point"):
+        run_study(targets, out, mode="quick", overrides=TINY, analyse_only=True)
+
+
 class WrongVariance(Variance):
     """A seeded fault: the construction's bias 0.9 for 1."""
 

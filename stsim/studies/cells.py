@@ -298,10 +298,16 @@ def read_rows(path, ok=True) -> list:
     elif os.path.exists(path):
         try:
             rows = read_table(path)
+            keys = [json.dumps([r.get(k) for k in list(r)[:list(r).index("seed_index") + 1]])
+                    for r in rows]
         except (ValueError, TypeError, csv.Error) as exc:
             raise ValueError(f"cannot read the table {os.fspath(path)!r} ({exc}) and it has "
                              f"no journal: rerun without --analyse-only to compute it again "
                              f"in another --out") from None
+        if len(set(keys)) != len(keys):
+            raise ValueError(f"the table {os.fspath(path)!r} holds two rows of one point and "
+                             f"replicate, and no journal to say which is the run's: rerun "
+                             f"without --analyse-only to compute it again in another --out")
     else:
         rows = []
     return [r for r in rows if r.get("status") == "ok"] if ok else rows
