@@ -72,7 +72,7 @@ def test_facts_of_the_built_ins():
 
 
 @pytest.mark.parametrize("bad", ["moment", "moment:0", "moment:9", "moment:x", "mean:2",
-                                 "median", 3, None])
+                                 "median", 3, None, "moment:³", "moment:٣"])
 def test_bad_target_refused_before_any_file(tmp_path, bad):
     ck = tmp_path / "ck.npz"
     with pytest.raises(ValueError, match="target must be"):
@@ -273,6 +273,24 @@ def test_a_mean_of_ones_own_is_not_trained_on_the_mean_population_loss():
         stsim.run(T=8, q=2, steps=3, target=Doubled(), objective="population")
     ok = stsim.run(T=8, q=2, steps=3, target="mean", objective="population", progress=False)
     assert ok.status == "completed"
+
+
+def test_quadratic_readout_with_a_key_query_pair_and_frozen_blocks():
+    """The variance's b and Q are not W or V blocks: a rank-r pair gets its default step
+    per parameter (W_K, W_Q take W's), and holding V or every W/V block still trains b and
+    Q (and, through them, W)."""
+    r = stsim.run(T=8, q=2, steps=10, batch=16, target="variance", rank=2, progress=False)
+    assert r.status == "completed" and r.config["lr"]["W_K"] == r.config["lr"]["W_Q"]
+    held_v = stsim.run(T=8, q=2, steps=60, batch=64, target="variance",
+                       freeze=("V_x", "V_e"), progress=False)
+    assert held_v.history["val"][-1] < 0.8 * held_v.history["val"][0]
+    assert np.abs(held_v.params["W"]).sum() > 0
+    blocks = ("W_xx", "W_xe", "W_ex", "W_ee", "V_x", "V_e")
+    held = stsim.run(T=8, q=2, steps=60, batch=64, target="variance", freeze=blocks,
+                     progress=False)
+    assert held.history["val"][-1] < 0.8 * held.history["val"][0]
+    with pytest.raises(ValueError, match="nothing would train"):
+        stsim.run(T=8, q=2, steps=3, freeze=blocks)            # the mean's: nothing else
 
 
 def test_fcn_and_sweep_take_targets():

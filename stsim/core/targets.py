@@ -283,7 +283,7 @@ def make_target(target="mean") -> Target:
     name, _, arg = target.strip().lower().partition(":") if isinstance(target, str) else \
         ("", "", "")
     if name in TARGETS and (name == "moment") == bool(arg) and (
-            not arg or arg.isdigit() and 1 <= int(arg) <= MAX_ORDER):
+            not arg or arg.isascii() and arg.isdigit() and 1 <= int(arg) <= MAX_ORDER):
         return Moment(int(arg)) if arg else TARGETS[name]()
     raise ValueError(f"target must be 'mean', 'moment:k' (1 <= k <= {MAX_ORDER}), 'variance' "
                      f"or a Target object, got {target!r}")
