@@ -408,7 +408,11 @@ def check_freeze(freeze, arch, cfg) -> tuple | None:
     from stsim.core.targets import make_target
     # a quadratic readout's own blocks (b, Q) are not W or V blocks: they train, and pass
     # a gradient to W through the attended vector
-    head = arch.transformer and not make_target(getattr(cfg, "target", "mean")).linear_readout
+    try:
+        t = make_target(getattr(cfg, "target", "mean"))
+    except ValueError:          # one's own target's label: refused elsewhere, naming it
+        t = None
+    head = arch.transformer and t is not None and not t.linear_readout
     if set(names) == set(allowed) and not head:
         raise ValueError(f"freeze holds every block {allowed}: nothing would train; leave "
                          f"at least one free (steps=0 evaluates the initial state)")

@@ -66,11 +66,17 @@ def mechanism_label(mechanism) -> str:
 def base_schedule(T, q, d, batch, T_test, mechanism=None) -> tuple:
     """``(lr, freeze)`` of the default at this config (lr a number or ``{"W": η_W, "V":
     η_V}``): the paper's softmax model's, or with ``mechanism`` that mechanism's own
-    (``tune_base="own"``: its tuning multiplies its own default step)."""
+    (``tune_base="own"``: its tuning multiplies its own default step; a mechanism of one's
+    own that declares no default step gets the paper model's)."""
     from stsim.core.config import Config
     own = parse_mechanism(mechanism) if mechanism is not None else {}
-    plan = Config(T=T, q=q, d=d, batch=batch, T_test=tuple(T_test),
-                  **own).resolve().resolved.plan
+    try:
+        plan = Config(T=T, q=q, d=d, batch=batch, T_test=tuple(T_test),
+                      **own).resolve().resolved.plan
+    except ValueError:      # one's own mechanism with no default step: the paper model's
+        if not own:
+            raise
+        return base_schedule(T, q, d, batch, T_test)
     return plan.lr.record(), plan.freeze
 
 
