@@ -275,6 +275,32 @@ def test_a_mean_of_ones_own_is_not_trained_on_the_mean_population_loss():
     assert ok.status == "completed"
 
 
+def _own(**methods):
+    """A subclass of MeanSquare with the given methods (each a function of self, ...)."""
+    return type("Broken", (MeanSquare,), methods)()
+
+
+@pytest.mark.parametrize("methods, match", [
+    (dict(value=lambda s, X, y: sts_target(X, y)[:, :2]), r"value\(X, y\) must "
+     r"return an array of shape \(2, 3\)"),
+    (dict(value=lambda s, X, y: sts_target(X, y)[:, 0]), r"value\(X, y\) .* shape"),
+    (dict(value=lambda s, X, y: sts_target(X, y) + 0j), r"value\(X, y\) must return real"),
+    (dict(value=lambda s, X, y: sts_target(X, y) * np.nan), r"value\(X, y\) returned "
+     r"values that are not finite"),
+    (dict(features=lambda s, X: np.concatenate([X, X], 2)), r"features\(X\) .* shape"),
+    (dict(feature_dim=lambda s, d: 0), r"feature_dim\(3\) must be an integer >= 1"),
+    (dict(effective_dim=lambda s, d: 0), r"effective_dim\(3\) must be an integer >= 1"),
+    (dict(fourth_moments=lambda s, d: (1.0,)), r"fourth_moments\(3\) must return None"),
+    (dict(fourth_moments=lambda s, d: ("a", "b")), r"fourth_moments\(3\) must return"),
+    (dict(exact=lambda s, d: {"V_x": np.zeros((d, d)), "b": np.zeros(d),
+                              "Q": np.zeros((d, d))}), r"exact\(3\)\['Q'\] .* shape")])
+def test_a_target_of_ones_own_is_checked_before_work(tmp_path, methods, match):
+    ck = tmp_path / "ck.npz"
+    with pytest.raises(ValueError, match="target: Broken." + match.removeprefix("Broken.")):
+        stsim.run(T=8, q=2, d=3, steps=3, target=_own(**methods), checkpoint=ck)
+    assert not ck.exists()
+
+
 def test_quadratic_readout_with_a_key_query_pair_and_frozen_blocks():
     """The variance's b and Q are not W or V blocks: a rank-r pair gets its default step
     per parameter (W_K, W_Q take W's), and holding V or every W/V block still trains b and
