@@ -34,7 +34,14 @@ def test_contract_and_presets():
                       ({"targets": [Variance()]}, "targets"), ({"fcn_Ts": [3]}, "fcn_Ts"),
                       ({"eq_Ts": [17]}, "eq_Ts"), ({"reach": 1.5}, "reach"),
                       ({"fcn_batch": 0}, "fcn_batch"),
-                      ({"fcn_max_width": 10 ** 9, "fcn_span": 10 ** 8}, "memory")]:
+                      ({"fcn_max_width": 10 ** 9, "fcn_span": 10 ** 8}, "memory"),
+                      # impossible sizes: refused with the memory they would need
+                      ({"T": 10 ** 9}, "run of mean .*memory"),
+                      ({"d": 10 ** 9}, "run of mean .*memory"),
+                      ({"batch": 10 ** 9}, "run of mean .*memory"),
+                      ({"eq_n": 10 ** 12}, "eq_n=.*memory"),
+                      ({"fcn_Ts": [4, 10 ** 9]}, "fcn_Ts: T=1000000000 has no FCN width"),
+                      ({"mults": [1.0, 1.0]}, "mults must hold distinct")]:
         with pytest.raises(ValueError, match=name):
             resolve_config(targets, "quick", bad)
 

@@ -93,8 +93,17 @@ def check(cfg):
     check_real("floor_tol", cfg["floor_tol"], lo=0.0, hi=1.0, lo_open=True)
     if not cfg["mults"] or any(not (m > 0 and math.isfinite(m)) for m in cfg["mults"]):
         raise ValueError(f"mults must be finite numbers > 0, got {cfg['mults']}")
+    if len(set(cfg["mults"])) != len(cfg["mults"]):
+        raise ValueError(f"mults must hold distinct multipliers, got {list(cfg['mults'])}")
     for Tt in cfg["T_test"]:
         check_int("T_test", Tt, cfg["q"] + 1, 2 * T)    # at most twice the training T
+    from stsim.core.config import Config
+    for t in labels:        # each run fits (its memory, its options), before any work
+        try:
+            Config(T=T, q=cfg["q"], d=cfg["d"], batch=cfg["batch"], T_test=tuple(cfg["T_test"]),
+                   target=t, **({"steps": cfg["steps"]} if cfg["steps"] else {})).resolve()
+        except ValueError as exc:
+            raise ValueError(f"targets: the run of {t} (T, d, batch, T_test): {exc}") from None
     return widths.check(cfg)
 
 

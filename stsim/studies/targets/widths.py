@@ -93,6 +93,20 @@ def check(cfg):
         check_real("fcn_lrs", lr, lo=0.0, lo_open=True)
     if not cfg["fcn_lrs"]:
         raise ValueError("fcn_lrs must hold at least one rate")
+    from stsim.util.validate import check_memory
+    for T in cfg["fcn_Ts"]:
+        if not [c for c in cells(_sep_cfg(cfg)) if c["T"] == T]:
+            raise ValueError(f"fcn_Ts: T={T} has no FCN width in [T/2, fcn_span T] up to "
+                             f"fcn_max_width={cfg['fcn_max_width']}")
+    for T in cfg["eq_Ts"]:      # the family equality holds its samples' scores and features
+        check_memory({"scores, features and regressors (3 x eq_n x T, float64)":
+                      3 * 8 * int(cfg["eq_n"]) * T},
+                     f"targets: the family equality at T={T} (eq_Ts), eq_n={cfg['eq_n']}")
+    prec = Precision.from_cfg(cfg)
+    for T in cfg["fam_Ts"]:
+        check_memory({"scores and encodings (5 x max(fam_n_cells, fam_n_start T))":
+                      prec.memory(T)}, f"targets: the family at T={T} (fam_Ts), "
+                     f"fam_n_start={prec.n_start}, fam_n_cells={prec.n_cells}")
     for c, base in fcn_cells(cfg):          # every FCN run is a valid run (size, memory)
         try:
             validate_point(dict(base, lr=cfg["fcn_lrs"][0]))
