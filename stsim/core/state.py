@@ -318,9 +318,15 @@ class RunState:
                 what = ", ".join(f"{k}: {old.get(k, ADDED_LATER.get(k))!r} there, "
                                  f"{new.get(k, ADDED_LATER.get(k))!r} here"
                                  for k in diff[:6]) + (", ..." if len(diff) > 6 else "")
+                why = ""
+                if "steps" in diff and cfg.lr_decay != "none":
+                    why = (f"; lr_decay={cfg.lr_decay!r} (Adam's default) ties the step "
+                           f"schedule to the step count, so a run cannot be extended: resume "
+                           f"with steps={old.get('steps')!r}, or give lr_decay='none' to runs "
+                           f"meant to be extended")
                 raise ValueError(f"checkpoint {os.fspath(path)!r} was written with a "
-                                 f"different config (differs in {diff}: {what}); remove it "
-                                 f"or use another checkpoint path")
+                                 f"different config (differs in {diff}: {what}){why}; resume "
+                                 f"it with its config, or use another checkpoint path")
         shapes = None if template is None else {k: v.shape for k, v in template.items()}
         params = cls.read_checked(path, arrays, meta, shapes)   # a dict config: old set above
         kind = meta["rng"].get("bit_generator")
