@@ -106,7 +106,7 @@ def _markdown(cfg, results):
 def write_outputs(cfg, out, results) -> dict:
     """Write every output of the study into ``out``; the summary: the counts of the
     verdicts and, when runs failed, ``errors`` (``"raw/<table>.csv, <run>: <error>"``)."""
-    from stsim.studies.attention.study import made_by
+    from stsim.studies.attention.runs import made_by
     from stsim.studies.cells import made_with
     from stsim.studies.tuning import at_chosen
     write_json(os.path.join(out, "attention.json"), results)

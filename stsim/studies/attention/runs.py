@@ -28,13 +28,28 @@ import time
 import stsim
 from stsim.core.attention import (ATTENTIONS, MECHANISMS, TAU_RANGE, Attention,
                                   check_temperature)
+from stsim.studies.cells import settings_text
 from stsim.studies.tuning import choose as choose_by, run_measures
+from stsim.studies.widths import Precision
 from stsim.util.validate import Steps, check_int
 
 __all__ = ["TAU_RANGE", "parse_mechanism", "mechanism_label", "base_schedule", "mechanism_options",
-           "run_one", "choose", "rank_one", "sphere_one"]
+           "run_one", "choose", "rank_one", "sphere_one", "MADE_BY", "made_by"]
 
 TUNE_ROOT = 1        # root seed of the tuning replicate (the reported seeds use root 0)
+#: the settings that make a row of each of the study's tables (its ``settings`` cell,
+#: :func:`stsim.studies.cells.settings_text`): a rerun with others computes other rows, an
+#: analysis refuses settings no row was made with
+MADE_BY = {"tune": ("T", "q", "d", "batch", "T_test", "tune_steps", "tune_base"),
+           "runs": ("T", "q", "d", "batch", "T_test", "steps", "tune_base"),
+           "rank": ("d", "batch", "rank_steps"),
+           "width": ("q", "width_target", "width_max", *Precision().settings()),
+           "trained": ("train_T", "q", "d", "train_steps")}
+
+
+def made_by(cfg, name) -> str:
+    """The ``settings`` cell of the rows of table ``name`` made with ``cfg``."""
+    return settings_text(**{k: cfg[k] for k in MADE_BY[name]})
 
 
 def parse_mechanism(label) -> dict:

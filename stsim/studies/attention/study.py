@@ -32,9 +32,10 @@ from stsim.core.config import MECHANISM_DEFAULTS
 from stsim.core.reduced import LEARNED
 from stsim.core.targets import make_target
 from stsim.studies.attention.sizes import check_sizes
-from stsim.studies.attention.runs import (TAU_RANGE, TUNE_ROOT, choose, mechanism_label,
-                                          parse_mechanism, rank_one, run_one, sphere_one)
-from stsim.studies.cells import made_with, settings_text, stamped
+from stsim.studies.attention.runs import (TAU_RANGE, TUNE_ROOT, choose, made_by,
+                                          mechanism_label, parse_mechanism, rank_one, run_one,
+                                          sphere_one)
+from stsim.studies.cells import made_with, stamped
 from stsim.studies.tuning import at_chosen
 from stsim.studies.widths import QUICK as QUICK_PRECISION, Precision
 from stsim.util.io import write_json
@@ -84,21 +85,6 @@ TUNE_BASES = ("own", "paper")
 BASE_TEXT = {"own": "its own default", "paper": "the paper model's"}
 LISTS = ("mechanisms", "tune_mults", "width_mechs", "rank_T", "rank_q", "rank_r", "width_T",
          "train_mechs", "train_widths")
-
-
-#: the settings that make a row of each table (its ``settings`` cell,
-#: :func:`stsim.studies.cells.settings_text`): a rerun with others computes other rows, an
-#: analysis refuses settings no row was made with
-MADE_BY = {"tune": ("T", "q", "d", "batch", "T_test", "tune_steps", "tune_base"),
-           "runs": ("T", "q", "d", "batch", "T_test", "steps", "tune_base"),
-           "rank": ("d", "batch", "rank_steps"),
-           "width": ("q", "width_target", "width_max", *FAM_FULL),
-           "trained": ("train_T", "q", "d", "train_steps")}
-
-
-def made_by(cfg, name) -> str:
-    """The ``settings`` cell of the rows of table ``name`` made with ``cfg``."""
-    return settings_text(**{k: cfg[k] for k in MADE_BY[name]})
 
 
 def _rank_points(cfg) -> list:

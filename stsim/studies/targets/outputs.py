@@ -193,7 +193,7 @@ def write_outputs(cfg, out, s, d_e):
     figure's title)."""
     from stsim.studies.contract import divergence_markdown
     from stsim.studies.cells import made_with
-    from stsim.studies.targets.study import made_by
+    from stsim.studies.targets.settings import made_by
     from stsim.studies.tuning import at_chosen
     runs = at_chosen(made_with(os.path.join(out, "raw", "runs.csv"), made_by(cfg, "runs"),
                                ok=True), "target", s["mults"])

@@ -37,8 +37,9 @@ import numpy as np
 
 from stsim.core.reduced import LEARNED
 from stsim.core.targets import make_target
-from stsim.studies.cells import made_with, settings_text, stamped
+from stsim.studies.cells import made_with, stamped
 from stsim.studies.targets import widths
+from stsim.studies.targets.settings import made_by
 from stsim.studies.targets.outputs import write_outputs
 from stsim.studies.tuning import at_chosen, choose as choose_by, run_measures
 from stsim.util.validate import check_int, check_real
@@ -57,19 +58,6 @@ PRESETS = {"quick": dict(_COMMON, mode="quick", T=20, steps=300, seeds=2,
                          T_test=(25, 30, 40), n_fit=50_000, **widths.QUICK),
            "full": dict(_COMMON, mode="full", T=200, steps=0, seeds=3,
                         T_test=(250, 300, 400), n_fit=200_000, **widths.FULL)}
-
-
-#: the settings that make a row of each table (its ``settings`` cell,
-#: :func:`stsim.studies.cells.settings_text`): a rerun with others computes other rows, an
-#: analysis refuses settings no row was made with
-MADE_BY = {"represents": ("rep_T", "q", "d", "n_batches", "n_fit"),
-           "tune": ("T", "q", "d", "batch", "steps", "T_test"),
-           "runs": ("T", "q", "d", "batch", "steps", "T_test"), **widths.MADE_BY}
-
-
-def made_by(cfg, name) -> str:
-    """The ``settings`` cell of the rows of table ``name`` made with ``cfg``."""
-    return settings_text(**{k: cfg[k] for k in MADE_BY[name]})
 
 
 def check(cfg):

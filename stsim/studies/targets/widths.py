@@ -31,13 +31,14 @@ import numpy as np
 
 from stsim.core.targets import make_target
 from stsim.studies import widths as wl
-from stsim.studies.cells import (cells, made_with, pick_lr, read_rows, settings_text,
-                                 train_cells, validate_point)
+from stsim.studies.cells import (cells, made_with, pick_lr, read_rows, train_cells,
+                                 validate_point)
+from stsim.studies.targets.settings import MADE_BY, made_by
 from stsim.studies.widths import FAMILY_LAWS, QUICK as QUICK_PRECISION, Precision
 from stsim.util.validate import check_int, check_real
 from stsim.util.verdict import interval_se, judge
 
-__all__ = ["WIDTH_KEYS", "QUICK", "FULL", "MADE_BY", "check", "family_kind", "family_point", "run",
+__all__ = ["WIDTH_KEYS", "QUICK", "FULL", "check", "family_kind", "family_point", "run",
            "analyse", "estimate_cpu_s", "fcn_cells"]
 
 FULL = dict(width_d=1, reach=0.25, fam_Ts=tuple(2 ** k for k in range(3, 13)),
@@ -55,14 +56,7 @@ QUICK = dict(FULL, fam_Ts=(8, 16, 32, 64, 128),
              fcn_max_width=64, n_boot=200)
 WIDTH_KEYS = tuple(FULL)
 FAM_ROOT = 2          # root seed of the family equality's paired samples
-#: the settings that make a row of the family tables (the FCN tables' rows carry every
-#: argument of their run in their point)
-MADE_BY = {"family_width": ("q", "width_d", "reach", *Precision().settings()),
-           "family_equal": ("q", "width_d", "eq_n")}
 
-
-def _made(cfg, name) -> str:
-    return settings_text(**{k: cfg[k] for k in MADE_BY[name]})
 
 
 def family_kind(target) -> str:
@@ -213,7 +207,7 @@ def run(cfg, out, executor, part, say):
          [dict(target=t, T=T) for T in sorted(cfg["fam_Ts"], reverse=True) for t in own],
          seeds=1)
     mean_x = {r["T"]: r for r in made_with(_raw(out, "family_width.csv"),
-                                           _made(cfg, "family_width"), ok=True)
+                                           made_by(cfg, "family_width"), ok=True)
               if r["target"] == "mean"}
     eq = [dict(target=t, T=T, d_e=int(round(mean_x[T]["d_e"])))
           for t in cfg["targets"] if family_kind(t) == "equal" for T in cfg["eq_Ts"]
@@ -240,7 +234,7 @@ def _rows(out, name, cfg):
     if name in MADE_BY:
         needed = [dict(target=t, T=T) for t in _family_targets(cfg) for T in cfg["fam_Ts"]] \
             if name == "family_width" else []
-        return made_with(_raw(out, f"{name}.csv"), _made(cfg, name), needed, ok=True)
+        return made_with(_raw(out, f"{name}.csv"), made_by(cfg, name), needed, ok=True)
     made = dict(q=cfg["q"], d=cfg["width_d"], batch=cfg["fcn_batch"], n_val=cfg["fcn_n_val"],
                 steps=cfg["fcn_steps"])
     rates = {float(x) for x in (*cfg["fcn_lrs"], *cfg["fcn_lr_extra"])}
