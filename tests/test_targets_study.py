@@ -139,6 +139,12 @@ def test_damaged_tables_are_read_from_their_journals(tiny, tmp_path):
     os.remove(runs + ".journal.jsonl")
     with pytest.raises(ValueError, match="runs.csv' holds two rows of one point"):
         run_study(targets, out, mode="quick", overrides=TINY, analyse_only=True)
+    shutil.copy(f"{tiny[0]}/raw/runs.csv.journal.jsonl", runs + ".journal.jsonl")
+    fcn = f"{out}/raw/fcn_runs.csv"             # the FCN's reported runs lost
+    os.remove(fcn + ".journal.jsonl")
+    open(fcn, "w").write("")
+    with pytest.raises(ValueError, match="fcn_runs.csv has no row of target 'mean' at T = 4"):
+        run_study(targets, out, mode="quick", overrides=TINY, analyse_only=True)
 
 
 class WrongVariance(Variance):

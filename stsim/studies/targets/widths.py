@@ -339,6 +339,11 @@ def analyse(cfg, out) -> dict:
                       for w in sorted({r["width"] for r in tr})}
             sel = [r for r in runs if r["task"] == t and r["T"] == T
                    and chosen.get(r["width"]) == r["lr"]]
+            lost = sorted(set(chosen) - {r["width"] for r in sel})
+            if lost:
+                raise ValueError(f"raw/fcn_runs.csv has no row of target {t!r} at T = {T}, "
+                                 f"width {lost[0]}, lr {chosen[lost[0]]:g} made with these "
+                                 f"settings: rerun without --analyse-only to compute it")
             ws = sorted({r["width"] for r in sel})
             vals = [[np.nan if r["rel"] is None else r["rel"] for r in
                      sorted((r for r in sel if r["width"] == w), key=lambda r: r["seed_index"])]
