@@ -41,7 +41,8 @@ def test_contract_and_presets():
                       ({"batch": 10 ** 9}, "run of mean .*memory"),
                       ({"eq_n": 10 ** 12}, "eq_n=.*memory"),
                       ({"fcn_Ts": [4, 10 ** 9]}, "fcn_Ts: T=1000000000 has no FCN width"),
-                      ({"mults": [1.0, 1.0]}, "mults must hold distinct")]:
+                      ({"mults": [1.0, 1.0]}, "mults must hold distinct"),
+                      ({"steps": 10 ** 20}, r"steps must be an integer in \[0, ")]:
         with pytest.raises(ValueError, match=name):
             resolve_config(targets, "quick", bad)
 
