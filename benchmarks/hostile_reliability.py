@@ -644,7 +644,6 @@ def study_folders():
     and duplicate spellings (refused before any folder); reruns with other settings (their
     runs computed, the claims naming the new settings)."""
     import contextlib
-    import copy
     import io
     import shutil
     from stsim.studies import attention, targets
