@@ -19,10 +19,17 @@ SMALL = {"mechanisms": ["softmax", "linear", "rank=2"], "seeds": 2, "steps": 40,
          "train_steps": 20}
 
 
-def test_quick_study_writes_every_check_with_se_critical_verdict(tmp_path):
+@pytest.fixture(scope="module")
+def small(tmp_path_factory):
+    out = str(tmp_path_factory.mktemp("a") / "a")
+    return out, run_study(attention, out, mode="quick", overrides=SMALL)
+
+
+def test_quick_study_writes_every_check_with_se_critical_verdict(small, tmp_path):
+    import shutil
     check_study(attention)
-    out = str(tmp_path / "a")
-    res = run_study(attention, out, mode="quick", overrides=SMALL)
+    out, res = str(tmp_path / "a"), small[1]
+    shutil.copytree(small[0], out)
     data = json.loads((tmp_path / "a" / "attention.json").read_text())
     assert res["checks"] == len(data["checks"])
     claims = [c["claim"] for c in data["checks"]]
@@ -48,12 +55,6 @@ def test_quick_study_writes_every_check_with_se_critical_verdict(tmp_path):
     assert all(c["verdict"] == "held" and c["se"] == 0 for c in temp)
     run_study(attention, out, mode="quick", overrides=SMALL, analyse_only=True)
     assert json.loads((tmp_path / "a" / "attention.json").read_text()) == data
-
-
-@pytest.fixture(scope="module")
-def small(tmp_path_factory):
-    out = str(tmp_path_factory.mktemp("a") / "a")
-    return out, run_study(attention, out, mode="quick", overrides=SMALL)
 
 
 @pytest.mark.parametrize("key, value", [("steps", 30), ("T", 9), ("tune_steps", 12),
@@ -102,7 +103,8 @@ def test_diverged_runs_are_reported_and_unmeasured_exits_1(tmp_path, capsys):
     from stsim.cli.common import report_divergence
     out = str(tmp_path / "d")
     cfg = dict(SMALL, mechanisms=["softmax", "linear"], tune_base="paper", tune_mults=[16.0],
-               train_mechs=["linear"])
+               train_mechs=["linear"], width_T=[8, 16], width_mechs=["linear"], rank_r=[2],
+               train_widths=[16], taus=[1.0])
     res = run_study(attention, out, mode="quick", overrides=cfg)
     assert res["diverged"]["runs"] >= SMALL["seeds"]
     assert any(u.startswith("linear at step x 16.0 of the paper model's (every tuning "

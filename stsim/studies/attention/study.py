@@ -437,6 +437,13 @@ def analyse(cfg, out) -> dict:
     mults = choose(tune)
     runs = at_chosen(table("runs", [{"mechanism": m, "mult": mults[m]} for m in ms]),
                      "mechanism", mults)
+    # every table read (and refused when its settings made no row) before any computation
+    rank = table("rank", _rank_points(cfg))
+    wtab = [r for r in table("width", [{"mechanism": m, "T": T} for m in cfg["width_mechs"]
+                                       for T in cfg["width_T"]])
+            if r["mechanism"] in cfg["width_mechs"] and int(r["T"]) in cfg["width_T"]]
+    tab = table("trained", [{"mechanism": m, "d_e": w} for m in cfg["train_mechs"]
+                            for w in cfg["train_widths"]])
     errors = _failed("tune", tune, ("mechanism", "mult")) + \
         _failed("runs", runs, ("mechanism", "seed"))
     checks, per = [], {}
@@ -463,7 +470,6 @@ def analyse(cfg, out) -> dict:
                 [_value(r, f"rel_T{Tt}") for r in rows], "<=", cfg["ood_target"],
                 f"{mech} generalises to T_test={Tt}: loss <= {cfg['ood_target']:g} L(0)"),
                 errs))
-    rank = table("rank", _rank_points(cfg))
     errors += _failed("rank", rank, ("T", "q", "rank", "seed"))
     rank_rows, rank_checks = _rank(cfg, rank) if rank else ([], [])
     checks += rank_checks
@@ -474,9 +480,6 @@ def analyse(cfg, out) -> dict:
                               f"equals W step / tau^2 (reduced map, T={cfg['tau_T']})",
                               note=f"steps to {cfg['target']:g} L(0): {r['t2_tau']} at tau, "
                                    f"{r['t2_equivalent']} equivalent; same: {same}"))
-    wtab = [r for r in table("width", [{"mechanism": m, "T": T} for m in cfg["width_mechs"]
-                                       for T in cfg["width_T"]])
-            if r["mechanism"] in cfg["width_mechs"] and int(r["T"]) in cfg["width_T"]]
     werr = {}       # (mechanism, T): the failed replicates; the point is left out
     for r in wtab:
         for e in _failed("width", [r], ("mechanism", "T", "seed")):
@@ -521,8 +524,7 @@ def analyse(cfg, out) -> dict:
                 [float(len(cens))], "<=", 0.0, f"{m}: the family reaches {eps:g} L(0) within "
                 f"d_e <= {cfg['width_max']} at every T", note=f"censored at T = {cens}"),
                 by[m]))
-    trained, tab = [], table("trained", [{"mechanism": m, "d_e": w} for m in cfg["train_mechs"]
-                                         for w in cfg["train_widths"]])
+    trained = []
     if tab:
         errors += _failed("trained", tab, ("mechanism", "d_e", "seed"))
         trained, tchecks = _trained(cfg, tab, width_rows, werr)
