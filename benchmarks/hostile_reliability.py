@@ -4,7 +4,9 @@ records no run writes, bad commands, symlinked locks, kill -9 while a run writes
 folder, kill -9 of a sweep and its resume, SIGTERM / SIGHUP at random moments of
 ``stsim run`` and of a Python sweep; the newer surfaces (group K: objects with state,
 sessions, steps per block, freeze, callbacks, the diagnoses, a full disk, the attention
-study's settings, a dead pool worker). Prints, per group and in all, the cases tried,
+study's settings, a dead pool worker; group L: the targets and attention studies' folders,
+analysed with settings no row was made with, with damaged tables, impossible sizes, reruns
+with other settings). Prints, per group and in all, the cases tried,
 handled (the documented behaviour seen) and failed, with each failure.
 
     PYTHONPATH=. python benchmarks/hostile_reliability.py [--kills 10] [--terms 8]
@@ -583,6 +585,172 @@ def new_surfaces():
         record(g, name, ok, str(detail))
 
 
+# ---- L. the targets and attention studies' folders -------------------------------------
+# tiny presets of both studies (seconds); every case works on a copy of one folder
+TARGETS_TINY = {"targets": ["mean", "variance"], "T": 8, "steps": 40, "seeds": 3,
+                "mults": [1.0], "T_test": [10], "n_fit": 2000, "rep_T": 5, "batch": 32,
+                "fam_Ts": [8, 16, 32], "fam_n_start": 128, "fam_n_max": 512,
+                "fam_replicates": 2, "fam_se_rel": 0.1, "fam_rtol": 0.1, "eq_Ts": [8],
+                "fcn_Ts": [4, 8], "fcn_steps": 40, "fcn_batch": 32, "fcn_n_val": 64,
+                "fcn_max_width": 8, "fcn_span": 2, "n_boot": 50}
+ATTENTION_TINY = {"mechanisms": ["softmax", "linear", "rank=2"], "seeds": 2, "steps": 40,
+                  "T": 8, "T_test": [10], "tune_steps": 10, "tune_mults": [1.0, 0.1],
+                  "rank_T": [6], "rank_r": [2, 12], "rank_steps": 30,
+                  "width_T": [8, 16, 32, 64, 128], "width_mechs": ["softmax", "linear"],
+                  "fam_n_start": 128, "fam_n_max": 128, "fam_replicates": 2,
+                  "width_max": 256, "taus": [0.5, 1.0], "tau_T": 20, "train_T": 8,
+                  "train_widths": [16, 23], "train_steps": 20}
+# settings a folder's rows were not made with: an analysis must refuse them
+TARGETS_OTHER = {"T": [9, 10, 12], "steps": [30, 50], "q": [2], "d": [2, 4], "batch": [16, 64],
+                 "T_test": [[12], [9, 10]], "rep_T": [6, 7], "n_batches": [2], "n_fit": [3000],
+                 "fam_Ts": [[8, 16, 64], [8, 64]], "fam_n_start": [256, 64], "fam_n_max": [1024],
+                 "fam_replicates": [3], "fam_rtol": [0.05], "fam_se_rel": [0.2],
+                 "width_d": [2], "reach": [0.3], "mults": [[1.0, 2.0]],
+                 "targets": [["moment:2"], ["mean", "moment:3"]], "fcn_Ts": [[4, 8, 12]],
+                 "fcn_steps": [50], "fcn_batch": [16], "fcn_n_val": [128]}
+ATTENTION_OTHER = {"steps": [30, 50], "T": [9, 10], "tune_steps": [12], "batch": [32],
+                   "d": [3], "q": [3], "T_test": [[12]], "tune_mults": [[1.0, 0.1, 2.0]],
+                   "tune_base": ["paper"], "rank_steps": [20], "rank_r": [[2, 4]],
+                   "rank_T": [[7]], "width_T": [[8, 16, 256]], "fam_n_start": [64],
+                   "fam_replicates": [3], "width_max": [512], "width_target": [0.3],
+                   "train_steps": [10], "train_widths": [[16, 32]], "train_T": [10],
+                   "mechanisms": [["softmax", "relu"]]}
+TARGETS_TABLES = ("represents", "tune", "runs", "family_width", "fcn_tune",
+                  "fcn_runs")
+ATTENTION_TABLES = ("tune", "runs", "rank", "width", "trained")
+
+
+def _damage(path, how):
+    """Damage the CSV ``path``: a duplicated row, an edited cell, garbage, empty, truncated."""
+    text = open(path).read()
+    lines = text.splitlines()
+    if how == "duplicate row":
+        text = "\n".join(lines + lines[1:2]) + "\n"
+    elif how == "edited steps":
+        text = text.replace(",40,", ",999,").replace(",0.5,", ",0.25,")
+    elif how == "garbage":
+        text = "garbage\x00,,\n\x01\n"
+    elif how == "empty":
+        text = ""
+    elif how == "truncated":
+        text = text[:len(text) // 2]
+    open(path, "w").write(text)
+
+
+def study_folders():
+    """The targets and attention studies' folders: analyses with settings no row was made
+    with (refused, naming them); damaged tables (read from their journals: the results
+    unchanged; without a journal, a damaged table refused, naming it); impossible sizes
+    and duplicate spellings (refused before any folder); reruns with other settings (their
+    runs computed, the claims naming the new settings)."""
+    import contextlib
+    import io
+    import shutil
+    from stsim.studies import attention, targets
+    from stsim.studies.contract import run_study
+    g = "L study folders"
+    quiet = contextlib.redirect_stdout(io.StringIO())
+    tmp = tempfile.mkdtemp()
+    base = {}
+    with quiet:
+        for name, study, tiny in (("targets", targets, TARGETS_TINY),
+                                  ("attention", attention, ATTENTION_TINY)):
+            out = os.path.join(tmp, name)
+            base[name] = (study, tiny, out, run_study(study, out, overrides=tiny))
+
+    def key(name, res):
+        if name == "targets":
+            return json.dumps({k: res[k] for k in ("represents", "learns", "length", "fcn",
+                                                   "family")}, sort_keys=True, default=str)
+        return json.dumps(res["checks"], sort_keys=True, default=str)
+
+    def copy_of(name):
+        dst = tempfile.mkdtemp(dir=tmp)
+        shutil.copytree(base[name][2], os.path.join(dst, "o"))
+        return os.path.join(dst, "o")
+
+    def analyse(name, out, over=None):
+        study, tiny, _, _ = base[name]
+        with quiet:
+            return run_study(study, out, overrides=dict(tiny, **(over or {})),
+                             analyse_only=True)
+    # 1. settings no row was made with: refused (ValueError), never analysed silently
+    for name, other in (("targets", TARGETS_OTHER), ("attention", ATTENTION_OTHER)):
+        for k, values in other.items():
+            for v in values:
+                try:
+                    res = analyse(name, base[name][2], {k: v})
+                    ok, detail = False, f"analysed: {key(name, res)[:80]}"
+                except ValueError as exc:
+                    ok, detail = True, str(exc)
+                except Exception as exc:  # noqa: BLE001
+                    ok, detail = False, f"{type(exc).__name__}: {exc}"
+                record(g, f"{name} --analyse-only {k}={v}", ok, detail)
+    # 2. damaged tables: the journal is the truth; without it, refused naming the table
+    for name, tables in (("targets", TARGETS_TABLES), ("attention", ATTENTION_TABLES)):
+        want = key(name, base[name][3])
+        for t in tables:
+            for how in ("duplicate row", "edited steps", "garbage", "empty", "truncated"):
+                out = copy_of(name)
+                path = os.path.join(out, "raw", f"{t}.csv")
+                _damage(path, how)
+                try:
+                    got = key(name, analyse(name, out))
+                    ok, detail = got == want, "" if got == want else "results changed"
+                except Exception as exc:  # noqa: BLE001
+                    ok, detail = False, f"{type(exc).__name__}: {exc}"
+                record(g, f"{name} {t}.csv {how}, journal kept", ok, detail)
+                if how in ("duplicate row", "garbage", "empty"):
+                    os.remove(path + ".journal.jsonl")
+                    try:
+                        analyse(name, out)
+                        ok, detail = False, "analysed"
+                    except ValueError as exc:
+                        ok, detail = t in str(exc) or "no row" in str(exc), str(exc)
+                    except Exception as exc:  # noqa: BLE001
+                        ok, detail = False, f"{type(exc).__name__}: {exc}"
+                    record(g, f"{name} {t}.csv {how}, no journal", ok, detail)
+    # 3. refused before any folder: impossible sizes, one target twice, the variance at q=1
+    bad = [("targets", {"T": 10 ** 9}), ("targets", {"d": 10 ** 9}),
+           ("targets", {"batch": 10 ** 9}), ("targets", {"eq_n": 10 ** 12}),
+           ("targets", {"fcn_Ts": [4, 10 ** 9]}), ("targets", {"mults": [1.0, 1.0]}),
+           ("targets", {"targets": ["moment:3", "MOMENT:3"]}), ("targets", {"q": 1}),
+           ("targets", {"targets": ["moment:³"]}), ("targets", {"fam_Ts": [8, 10 ** 9]}),
+           ("attention", {"T": 10 ** 9}), ("attention", {"batch": 10 ** 9}),
+           ("attention", {"tune_base": "mine"}), ("attention", {"tune_mults": [1.0, 1.0]})]
+    for name, over in bad:
+        study, tiny = base[name][0], base[name][1]
+        out = os.path.join(tempfile.mkdtemp(dir=tmp), "x")
+        t0 = time.perf_counter()
+        try:
+            with quiet:
+                run_study(study, out, overrides=dict(tiny, **over))
+            ok, detail = False, "accepted"
+        except ValueError as exc:
+            ok, detail = not os.path.exists(out) and time.perf_counter() - t0 < 30, str(exc)
+        except Exception as exc:  # noqa: BLE001
+            ok, detail = False, f"{type(exc).__name__}: {exc}"
+        record(g, f"{name} {over}", ok, detail)
+    # 4. reruns with other settings: their runs are computed, the claims name them
+    for name, over, words in (("targets", {"T": 10}, "trained at T = 10"),
+                              ("targets", {"T_test": [12]}, "at T = 12 <="),
+                              ("attention", {"steps": 30}, "in 30 steps"),
+                              ("attention", {"T": 9}, "T=9")):
+        study, tiny = base[name][0], base[name][1]
+        out = copy_of(name)
+        try:
+            with quiet:
+                res = run_study(study, out, overrides=dict(tiny, **over))
+            text = json.dumps(res, default=str) + open(os.path.join(out, f"{name}.json")).read()
+            again = key(name, analyse(name, out))     # the first settings' rows still serve
+            ok = words in text and again == key(name, base[name][3])
+            detail = "" if ok else "claims or first settings' results wrong"
+        except Exception as exc:  # noqa: BLE001
+            ok, detail = False, f"{type(exc).__name__}: {exc}"
+        record(g, f"{name} rerun with {over}", ok, detail)
+    shutil.rmtree(tmp, ignore_errors=True)
+
+
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--kills", type=int, default=10)
@@ -605,7 +773,7 @@ def main():
                            terms(max(1, a.terms // 2), rng, signal.SIGHUP)),
              "J": lambda: (kill_sweeps(a.sweeps, rng, signal.SIGKILL),
                            kill_sweeps(a.sweeps, rng, signal.SIGTERM)),
-             "K": new_surfaces}
+             "K": new_surfaces, "L": study_folders}
     for letter, step in steps.items():
         if not only or letter in only:
             step()

@@ -19,10 +19,17 @@ SMALL = {"mechanisms": ["softmax", "linear", "rank=2"], "seeds": 2, "steps": 40,
          "train_steps": 20}
 
 
-def test_quick_study_writes_every_check_with_se_critical_verdict(tmp_path):
+@pytest.fixture(scope="module")
+def small(tmp_path_factory):
+    out = str(tmp_path_factory.mktemp("a") / "a")
+    return out, run_study(attention, out, mode="quick", overrides=SMALL)
+
+
+def test_quick_study_writes_every_check_with_se_critical_verdict(small, tmp_path):
+    import shutil
     check_study(attention)
-    out = str(tmp_path / "a")
-    res = run_study(attention, out, mode="quick", overrides=SMALL)
+    out, res = str(tmp_path / "a"), small[1]
+    shutil.copytree(small[0], out)
     data = json.loads((tmp_path / "a" / "attention.json").read_text())
     assert res["checks"] == data["checks"]
     claims = [c["claim"] for c in data["checks"]]
@@ -48,6 +55,64 @@ def test_quick_study_writes_every_check_with_se_critical_verdict(tmp_path):
     assert all(c["verdict"] == "held" and c["se"] == 0 for c in temp)
     run_study(attention, out, mode="quick", overrides=SMALL, analyse_only=True)
     assert json.loads((tmp_path / "a" / "attention.json").read_text()) == data
+
+
+@pytest.mark.parametrize("key, value", [("steps", 30), ("T", 9), ("tune_steps", 12),
+                                        ("batch", 32), ("d", 3), ("T_test", [12]),
+                                        ("tune_mults", [1.0, 0.1, 2.0]), ("rank_steps", 20),
+                                        ("rank_r", [2, 4]), ("width_T", [8, 16, 256]),
+                                        ("fam_n_start", 64), ("width_max", 512),
+                                        ("train_steps", 10), ("train_widths", [16, 32]),
+                                        ("mechanisms", ["softmax", "relu"])])
+def test_analysis_refuses_settings_no_row_was_made_with(small, key, value):
+    with pytest.raises(ValueError, match="made with|no row"):
+        run_study(attention, small[0], mode="quick", overrides=dict(SMALL, **{key: value}),
+                  analyse_only=True)
+
+
+def test_a_rerun_with_other_settings_computes_their_rows(small, tmp_path, monkeypatch):
+    import shutil
+
+    from stsim.studies.attention import study
+    out = str(tmp_path / "a")
+    shutil.copytree(small[0], out)
+    made = []
+    monkeypatch.setattr(study, "run_one", lambda *a, _f=study.run_one, **k:
+                        made.append(k["steps"]) or _f(*a, **k))
+    run_study(attention, out, mode="quick", overrides=dict(SMALL, steps=30))
+    assert made == [30] * 3 * SMALL["seeds"]        # the reported runs only, at 30 steps
+    data = json.loads(open(f"{out}/attention.json").read())
+    assert all(" in 30 steps" in c["claim"] for c in data["checks"] if " learns: " in c["claim"])
+    again = run_study(attention, out, mode="quick", overrides=SMALL, analyse_only=True)
+    assert again["checks"] == small[1]["checks"] and again["held"] == small[1]["held"]
+
+
+def test_quick_tunes_each_mechanism_around_its_own_step():
+    """At the quick preset's three multipliers of the paper model's step (1.62) linear, ReLU
+    and sigmoid attention diverge every time; around their own default they train."""
+    from stsim.studies.attention.runs import base_schedule
+    assert attention.PRESETS["quick"]["tune_base"] == "own"
+    c = {k: attention.PRESETS["quick"][k] for k in ("T", "q", "d", "batch", "T_test")}
+    paper = base_schedule(**c)[0]
+    for m in ("linear", "relu", "sigmoid"):
+        own = base_schedule(**c, mechanism=m)[0]
+        assert own < paper / 4, m
+
+
+def test_diverged_runs_are_reported_and_unmeasured_exits_1(tmp_path, capsys):
+    from stsim.cli.common import report_divergence
+    out = str(tmp_path / "d")
+    cfg = dict(SMALL, mechanisms=["softmax", "linear"], tune_base="paper", tune_mults=[16.0],
+               train_mechs=["linear"], width_T=[8, 16], width_mechs=["linear"], rank_r=[2],
+               train_widths=[16], taus=[1.0])
+    res = run_study(attention, out, mode="quick", overrides=cfg)
+    assert res["diverged"]["runs"] >= SMALL["seeds"]
+    assert any(u.startswith("linear at step x 16.0 of the paper model's (every tuning "
+                            "multiplier [16.0] diverged too)") for u in res["unmeasured"])
+    data = json.loads(open(f"{out}/attention.json").read())
+    assert data["unmeasured"] == res["unmeasured"] and data["diverged"] == res["diverged"]
+    assert "## Diverged runs" in open(f"{out}/report.md").read()
+    assert report_divergence(res) == 1 and "linear at step x 16.0" in capsys.readouterr().err
 
 
 def test_verdict_rule_with_seeded_values():

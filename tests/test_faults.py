@@ -1008,8 +1008,8 @@ def test_a_study_whose_runs_all_diverge_says_so_and_exits_1(tmp_path, capsys):
     rc, _, err = _cli_main(SEP_DIVERGE + ["--out", str(out)], capsys)
     assert rc == 1 and len(err) == 2, err
     assert re.match(r"stsim: warning: (\d+) of \1 runs diverged \(e\.g\. fcn q=2 T=4", err[0])
-    assert err[1].startswith("stsim: error: not measured because runs diverged: the smallest "
-                             "width of transformer at q=2, T=4: every tuning run diverged")
+    assert err[1].startswith("stsim: error: not measured: the smallest width of transformer "
+                             "at q=2, T=4: every tuning run diverged")
     summary = json.loads((out / "summary.json").read_text())
     assert summary["diverged"]["runs"] == summary["diverged"]["of"] > 0
     assert len(summary["unmeasured"]) == 2 and summary["widths"] == []

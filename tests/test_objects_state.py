@@ -38,6 +38,12 @@ def test_optimizer_settings_recorded_and_checked_on_resume(tmp_path):
         stsim.run(**SMALL, steps=12, optimizer=stsim.Adam(0.02, eps=1e-6), checkpoint=ck)
     again = stsim.run(**SMALL, steps=12, optimizer=stsim.Adam(0.02), checkpoint=ck)
     assert again.status == "completed"
+    # a key only the checkpoint holds is compared too: the object's settings against a name
+    ck2 = tmp_path / "ck2.npz"
+    stsim.run(**SMALL, steps=12, optimizer=stsim.Adam(0.02, betas=(0.5, 0.9)), checkpoint=ck2,
+              callback=lambda row: row["step"] >= 6)
+    with pytest.raises(ValueError, match="optimizer_settings"):
+        stsim.run(**SMALL, steps=12, optimizer="adam", lr=0.02, checkpoint=ck2)
     # a config dict with the settings reruns with the object given again
     rerun = stsim.run(config=b.config, optimizer=stsim.Adam(0.02, betas=(0.5, 0.9)),
                       progress=False)
@@ -82,6 +88,9 @@ def test_finished_session_is_final():
     with pytest.raises(RuntimeError, match="finished"):
         s.finish()
     np.testing.assert_array_equal(r.params["W"], W)
+    V = r.params["V"].copy()
+    s.state.params["V"] *= 0            # the session's arrays are not the result's
+    np.testing.assert_array_equal(r.params["V"], V)
 
 
 def test_session_takes_a_dict_and_refuses_other_things():

@@ -300,7 +300,9 @@ def test_decaying_run_resumes_bit_identically_and_refuses_other_steps(tmp_path,
     for k in full.history:
         np.testing.assert_array_equal(resumed.history[k], full.history[k])
     # the schedule depends on the total: the checkpoint cannot be continued to 80 steps
-    with pytest.raises(ValueError, match="steps"):
+    with pytest.raises(ValueError, match=r"ties the step schedule to the step count, so a "
+                                         r"run cannot be extended: resume with steps=40, or "
+                                         r"give lr_decay='none'"):
         stsim.run(checkpoint=ck, **dict(kw, steps=80))
 
 

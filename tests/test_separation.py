@@ -331,6 +331,12 @@ def test_quick_study_end_to_end(tmp_path, over):
                      "--analyse-only"]) == 0
     assert {f: open(os.path.join(out, f), "rb").read() for f in files} == before
     assert os.path.getsize(os.path.join(out, "separation.png")) > 0
+    # a row serves only the settings that made it: another precision of the family is
+    # refused, naming it; runs of another d, batch or n_val are not this config's
+    with pytest.raises(ValueError, match="fam_n_start: 256 there, 512 here"):
+        analyse(check(dict(S, fam_n_start=512)), out)
+    for key, value in (("d", 3), ("batch", 32), ("n_val", 128)):
+        assert analyse(check(dict(S, **{key: value})), out)["widths"] == [], key
 
 
 def test_cli_errors(tmp_path, capsys):

@@ -90,6 +90,10 @@ def test_experiment_runs_resumes_and_is_executor_independent(tmp_path):
     assert e1["n_run"] == len(t1) - 1 > 0
     again = run_experiment(TINY, out1, executor=InlineExecutor())
     assert again["n_run"] == 0 and len(again["rows"]) == len(e1["rows"])
+    # a row serves only the trial settings that made it: another lr analyses no trial
+    from stsim.studies.sparse.analysis import analyse
+    assert analyse(sparse.check(TINY), out1)["n_trials"] == len(e1["rows"])
+    assert analyse(sparse.check(dict(TINY, lr=0.01)), out1)["n_trials"] == 0
 
 
 def test_resume_after_topup_retires_the_same_series(tmp_path, monkeypatch):

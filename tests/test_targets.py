@@ -12,7 +12,8 @@ from stsim.core import kernels
 from stsim.core.encodings import PEBatch
 from stsim.core.gradcheck import check_grad
 from stsim.core.model import forward_backward
-from stsim.core.targets import (TARGETS, Moment, Target, construction, hermite, make_target)
+from stsim.core.targets import (TARGETS, Mean, Moment, Target, construction, hermite,
+                                make_target)
 from stsim.core.task import draw_batch, sts_target
 
 BUILT_IN = ["mean", "moment:2", "moment:3", "variance"]
@@ -71,7 +72,7 @@ def test_facts_of_the_built_ins():
 
 
 @pytest.mark.parametrize("bad", ["moment", "moment:0", "moment:9", "moment:x", "mean:2",
-                                 "median", 3, None])
+                                 "median", 3, None, "moment:³", "moment:٣"])
 def test_bad_target_refused_before_any_file(tmp_path, bad):
     ck = tmp_path / "ck.npz"
     with pytest.raises(ValueError, match="target must be"):
@@ -225,6 +226,97 @@ def test_resume_with_another_target_refused(tmp_path):
         stsim.run(T=12, q=2, steps=10, batch=16, target=first, checkpoint=ck)
         with pytest.raises(ValueError, match="differs in .*target"):
             stsim.run(T=12, q=2, steps=20, batch=16, target=second, checkpoint=ck)
+
+
+class OwnMoment(Target):
+    """A target of one's own that shares a built-in's label (name "moment", k = 3)."""
+
+    name = "moment"
+    separable = orthonormal = True
+
+    def settings(self):
+        return {"k": 3}
+
+    def value(self, X, y):
+        return sts_target(hermite(X, 3), y)
+
+
+def test_resume_compares_what_either_side_recorded(tmp_path):
+    """A checkpoint of a target of one's own is not the built-in target of its label's,
+    nor the reverse."""
+    for first, second in ((OwnMoment(), "moment:3"), ("moment:3", OwnMoment())):
+        ck = tmp_path / f"{type(first).__name__}.npz"
+        stsim.run(T=12, q=2, steps=10, batch=16, target=first, checkpoint=ck,
+                  callback=lambda row: row["step"] >= 4)
+        with pytest.raises(ValueError, match="differs in .*target_object"):
+            stsim.run(T=12, q=2, steps=20, batch=16, target=second, checkpoint=ck)
+
+
+def test_a_target_is_immutable_and_checked_before_work():
+    m = Moment(3)
+    with pytest.raises(AttributeError, match="immutable"):
+        m.k = 0
+    assert m.k == 3 and stsim.Config.from_options(T=8, q=2, target=m).resolve().target == \
+        "moment:3"
+    # the variance of one token is 0: refused, naming q
+    with pytest.raises(ValueError, match="needs q >= 2"):
+        stsim.run(T=8, q=1, steps=3, target="variance")
+
+
+class Doubled(Mean):
+    def value(self, X, y):
+        return 2 * sts_target(X, y)
+
+
+def test_a_mean_of_ones_own_is_not_trained_on_the_mean_population_loss():
+    with pytest.raises(ValueError, match="Doubled has a value or features of its own"):
+        stsim.run(T=8, q=2, steps=3, target=Doubled(), objective="population")
+    ok = stsim.run(T=8, q=2, steps=3, target="mean", objective="population", progress=False)
+    assert ok.status == "completed"
+
+
+def _own(**methods):
+    """A subclass of MeanSquare with the given methods (each a function of self, ...)."""
+    return type("Broken", (MeanSquare,), methods)()
+
+
+@pytest.mark.parametrize("methods, match", [
+    (dict(value=lambda s, X, y: sts_target(X, y)[:, :2]), r"value\(X, y\) must "
+     r"return an array of shape \(2, 3\)"),
+    (dict(value=lambda s, X, y: sts_target(X, y)[:, 0]), r"value\(X, y\) .* shape"),
+    (dict(value=lambda s, X, y: sts_target(X, y) + 0j), r"value\(X, y\) must return real"),
+    (dict(value=lambda s, X, y: sts_target(X, y) * np.nan), r"value\(X, y\) returned "
+     r"values that are not finite"),
+    (dict(features=lambda s, X: np.concatenate([X, X], 2)), r"features\(X\) .* shape"),
+    (dict(feature_dim=lambda s, d: 0), r"feature_dim\(3\) must be an integer >= 1"),
+    (dict(effective_dim=lambda s, d: 0), r"effective_dim\(3\) must be an integer >= 1"),
+    (dict(fourth_moments=lambda s, d: (1.0,)), r"fourth_moments\(3\) must return None"),
+    (dict(fourth_moments=lambda s, d: ("a", "b")), r"fourth_moments\(3\) must return"),
+    (dict(exact=lambda s, d: {"V_x": np.zeros((d, d)), "b": np.zeros(d),
+                              "Q": np.zeros((d, d))}), r"exact\(3\)\['Q'\] .* shape")])
+def test_a_target_of_ones_own_is_checked_before_work(tmp_path, methods, match):
+    ck = tmp_path / "ck.npz"
+    with pytest.raises(ValueError, match="target: Broken." + match.removeprefix("Broken.")):
+        stsim.run(T=8, q=2, d=3, steps=3, target=_own(**methods), checkpoint=ck)
+    assert not ck.exists()
+
+
+def test_quadratic_readout_with_a_key_query_pair_and_frozen_blocks():
+    """The variance's b and Q are not W or V blocks: a rank-r pair gets its default step
+    per parameter (W_K, W_Q take W's), and holding V or every W/V block still trains b and
+    Q (and, through them, W)."""
+    r = stsim.run(T=8, q=2, steps=10, batch=16, target="variance", rank=2, progress=False)
+    assert r.status == "completed" and r.config["lr"]["W_K"] == r.config["lr"]["W_Q"]
+    held_v = stsim.run(T=8, q=2, steps=60, batch=64, target="variance",
+                       freeze=("V_x", "V_e"), progress=False)
+    assert held_v.history["val"][-1] < 0.8 * held_v.history["val"][0]
+    assert np.abs(held_v.params["W"]).sum() > 0
+    blocks = ("W_xx", "W_xe", "W_ex", "W_ee", "V_x", "V_e")
+    held = stsim.run(T=8, q=2, steps=60, batch=64, target="variance", freeze=blocks,
+                     progress=False)
+    assert held.history["val"][-1] < 0.8 * held.history["val"][0]
+    with pytest.raises(ValueError, match="nothing would train"):
+        stsim.run(T=8, q=2, steps=3, freeze=blocks)            # the mean's: nothing else
 
 
 def test_fcn_and_sweep_take_targets():

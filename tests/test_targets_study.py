@@ -34,9 +34,27 @@ def test_contract_and_presets():
                       ({"targets": [Variance()]}, "targets"), ({"fcn_Ts": [3]}, "fcn_Ts"),
                       ({"eq_Ts": [17]}, "eq_Ts"), ({"reach": 1.5}, "reach"),
                       ({"fcn_batch": 0}, "fcn_batch"),
-                      ({"fcn_max_width": 10 ** 9, "fcn_span": 10 ** 8}, "memory")]:
+                      ({"fcn_max_width": 10 ** 9, "fcn_span": 10 ** 8}, "memory"),
+                      # impossible sizes: refused with the memory they would need
+                      ({"T": 10 ** 9}, "run of mean .*memory"),
+                      ({"d": 10 ** 9}, "run of mean .*memory"),
+                      ({"batch": 10 ** 9}, "run of mean .*memory"),
+                      ({"eq_n": 10 ** 12}, "eq_n=.*memory"),
+                      ({"fcn_Ts": [4, 10 ** 9]}, "fcn_Ts: T=1000000000 has no FCN width"),
+                      ({"mults": [1.0, 1.0]}, "mults must hold distinct"),
+                      ({"steps": 10 ** 20}, r"steps must be an integer in \[0, ")]:
         with pytest.raises(ValueError, match=name):
             resolve_config(targets, "quick", bad)
+
+
+def test_a_target_is_one_spelling_and_its_q_is_checked():
+    cfg = resolve_config(targets, "quick", {"targets": ["Moment:3", "mean"]})
+    assert list(cfg["targets"]) == ["moment:3", "mean"]
+    with pytest.raises(ValueError, match="distinct targets"):
+        resolve_config(targets, "quick", {"targets": ["moment:3", "MOMENT:3"]})
+    with pytest.raises(ValueError, match="q must be"):
+        resolve_config(targets, "quick", {"q": 1})       # the variance of one token is 0
+    assert resolve_config(targets, "quick", {"q": 1, "targets": ["mean"]})["q"] == 1
 
 
 def test_tiny_run_end_to_end(tiny):
@@ -78,6 +96,56 @@ def test_resumes_from_its_journals(tiny, monkeypatch):
     again = run_study(targets, out, mode="quick", overrides=TINY)
     assert calls == [] and again["learns"] == res["learns"]
     assert again["fcn"] == res["fcn"] and again["family"] == res["family"]
+
+
+@pytest.mark.parametrize("key, value", [("T", 10), ("steps", 50), ("q", 2), ("d", 2),
+                                        ("batch", 16), ("T_test", [12]), ("fam_Ts", [8, 64]),
+                                        ("fam_n_start", 256), ("width_d", 2),
+                                        ("rep_T", 6), ("fcn_Ts", [4, 8, 12])])
+def test_analysis_refuses_settings_no_row_was_made_with(tiny, key, value):
+    out, _ = tiny
+    with pytest.raises(ValueError, match="made with|no row"):
+        run_study(targets, out, mode="quick", overrides=dict(TINY, **{key: value}),
+                  analyse_only=True)
+
+
+def test_a_rerun_with_other_settings_computes_their_rows(tiny, tmp_path, monkeypatch):
+    import shutil
+    out = str(tmp_path / "o")
+    shutil.copytree(tiny[0], out)
+    made = []
+    monkeypatch.setattr(study, "train_one", lambda *a, _f=study.train_one, **k:
+                        made.append(k["T"]) or _f(*a, **k))
+    res = run_study(targets, out, mode="quick", overrides=dict(TINY, T=10))
+    assert made and set(made) == {10}       # nothing reused from the rows made at T = 8
+    assert "trained at T = 10" in res["learns"]["mean"][0]["claim"]
+    again = run_study(targets, out, mode="quick", overrides=TINY, analyse_only=True)
+    assert again["learns"] == tiny[1]["learns"]     # the T = 8 rows serve T = 8 still
+
+
+def test_damaged_tables_are_read_from_their_journals(tiny, tmp_path):
+    """A duplicated or edited row, a garbled or emptied table: the journal is the truth;
+    without one, two rows of one point and replicate are refused, naming the table."""
+    import os
+    import shutil
+    out = str(tmp_path / "o")
+    shutil.copytree(tiny[0], out)
+    runs = f"{out}/raw/runs.csv"
+    lines = open(runs).read().splitlines()
+    open(runs, "w").write("\n".join(lines + [lines[1]]).replace(",40,", ",999,") + "\n")
+    open(f"{out}/raw/tune.csv", "w").write("garbage\x00,,\n")
+    open(f"{out}/raw/represents.csv", "w").write("")
+    again = run_study(targets, out, mode="quick", overrides=TINY, analyse_only=True)
+    assert again["learns"] == tiny[1]["learns"] and again["represents"] == tiny[1]["represents"]
+    os.remove(runs + ".journal.jsonl")
+    with pytest.raises(ValueError, match="runs.csv' holds two rows of one point"):
+        run_study(targets, out, mode="quick", overrides=TINY, analyse_only=True)
+    shutil.copy(f"{tiny[0]}/raw/runs.csv.journal.jsonl", runs + ".journal.jsonl")
+    fcn = f"{out}/raw/fcn_runs.csv"             # the FCN's reported runs lost
+    os.remove(fcn + ".journal.jsonl")
+    open(fcn, "w").write("")
+    with pytest.raises(ValueError, match="fcn_runs.csv has no row of target 'mean' at T = 4"):
+        run_study(targets, out, mode="quick", overrides=TINY, analyse_only=True)
 
 
 class WrongVariance(Variance):
@@ -137,6 +205,7 @@ def test_cli_exit_statuses(tmp_path, monkeypatch, capsys):
     data = json.load(open(f"{out}/targets.json"))
     assert data["learns"]["mean"][0]["verdict"] == "inconclusive"
     assert any("MemoryError" in u for u in data["unmeasured"])
+    assert "learns: mean (a run raised)" in data["unmeasured"]     # its cause, not divergence
 
 
 def test_the_reach_ratio_is_the_learned_level():

@@ -281,11 +281,22 @@ def test_progress_default_on_only_for_long_interactive_runs(monkeypatch, capsys)
     assert capsys.readouterr().err == ""
 
 
-@pytest.mark.parametrize("how, expected", [("stdin", True), ("-c", True), ("script", False)])
+@pytest.mark.parametrize("how, expected", [("stdin", False), ("-c", False), ("script", False),
+                                           ("stdin-tty", True), ("-c-tty", True)])
 def test_interactive_session_detection(tmp_path, how, expected):
+    """Code from stdin or -c is watched only with a terminal on stderr (a log is not)."""
     code = "from stsim.core.progress import interactive_session as i; print(i())\n"
     env = dict(os.environ, PYTHONPATH=os.getcwd())
-    if how == "stdin":
+    if how.endswith("-tty"):
+        import pty
+        master, slave = pty.openpty()
+        args = ["-"] if how == "stdin-tty" else ["-c", code]
+        out = subprocess.run([sys.executable, *args], input=code if how == "stdin-tty" else None,
+                             stdout=subprocess.PIPE, stderr=slave, text=True, env=env,
+                             timeout=120)
+        os.close(slave)
+        os.close(master)
+    elif how == "stdin":
         out = subprocess.run([sys.executable, "-"], input=code, capture_output=True, text=True,
                              env=env, timeout=120)
     elif how == "-c":

@@ -280,7 +280,7 @@ def run_contract(args, study) -> dict:
 def report_divergence(summary, file=None) -> int:
     """Print a study summary's ``diverged`` and ``unmeasured`` entries
     (:mod:`stsim.studies.contract`) on stderr, one line each: ``stsim: warning: N of M runs
-    diverged (e.g. …)`` and ``stsim: error: not measured because runs diverged: …``.
+    diverged (e.g. …)`` and ``stsim: error: not measured: …`` (each entry names its cause).
     Returns the exit status: 1 when something is unmeasured, else 0."""
     file = file or sys.stderr
     d, un = summary.get("diverged") or {}, summary.get("unmeasured") or []
@@ -288,6 +288,6 @@ def report_divergence(summary, file=None) -> int:
         eg = f" (e.g. {'; '.join(d['where'][:3])})" if d.get("where") else ""
         print(f"stsim: warning: {d['runs']} of {d.get('of')} runs diverged{eg}", file=file)
     if un:
-        print(f"stsim: error: not measured because runs diverged: {'; '.join(un)}",
+        print(f"stsim: error: not measured: {'; '.join(un)}",
               file=file)
     return 1 if un else 0

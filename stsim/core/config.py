@@ -287,6 +287,8 @@ class Config:
 
 #: the mechanism fields at the paper's model
 MECHANISM_DEFAULTS = {"attention": "softmax", "rank": None, "temperature": 1.0}
+#: the largest step count: a step number is an int64 in the history (2^63 - 1)
+MAX_STEPS = 2 ** 63 - 1
 #: fields added later, at the value meant where absent (:meth:`Config.to_dict` omits them)
 ADDED_LATER = {**MECHANISM_DEFAULTS, "freeze": [], "target": "mean"}
 
@@ -307,8 +309,8 @@ def _check_fields(c) -> None:
         if name != "lr_decay" or c.lr_decay is not None:     # None: the plan's
             setattr(c, name, check_choice(name, getattr(c, name), allowed, ignore_case=True))
     for name, lo in (("steps", 0), ("eval_every", 1)):
-        if getattr(c, name) is not None:
-            setattr(c, name, check_int(name, getattr(c, name), lo))
+        if getattr(c, name) is not None:    # a step number is an int64 in the history
+            setattr(c, name, check_int(name, getattr(c, name), lo, MAX_STEPS))
     c.batch = check_int("batch", c.batch, 1)
     c.n_train = check_int("n_train", c.batch if c.n_train is None else c.n_train, 1)
     c.n_val = check_int("n_val", c.n_val, 1)

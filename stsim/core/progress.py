@@ -44,7 +44,8 @@ def check_progress(progress):
 def interactive_session() -> bool:
     """Whether this process is a session a person watches: the interactive prompt
     (``sys.ps1``, ``python -i``), IPython or a Jupyter kernel, or code read from stdin or
-    ``-c`` (``__main__`` without a file) — and not a ``multiprocessing`` worker."""
+    ``-c`` (``__main__`` without a file) writing to a terminal (stderr a tty: ``python - <
+    script > log 2>&1`` is not watched) — and not a ``multiprocessing`` worker."""
     import multiprocessing
     if multiprocessing.parent_process() is not None:
         return False
@@ -54,7 +55,12 @@ def interactive_session() -> bool:
     if ipy is not None and getattr(ipy, "get_ipython", lambda: None)() is not None:
         return True
     main = sys.modules.get("__main__")
-    return getattr(main, "__file__", None) in (None, "<stdin>", "-")
+    if getattr(main, "__file__", None) not in (None, "<stdin>", "-"):
+        return False
+    try:
+        return sys.stderr is not None and sys.stderr.isatty()
+    except (AttributeError, ValueError):        # replaced or closed
+        return False
 
 
 def _extra(row) -> str:

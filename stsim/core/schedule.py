@@ -360,7 +360,10 @@ def plan(cfg, noted=False) -> Plan:
     s.note = _note(cfg, s.lr, s.freeze, noted)
     if t is not None and cfg.lr is None and not t.linear_readout:   # b, Q: x V's step
         base = s.lr.record()
-        lr = dict(base) if isinstance(base, dict) else {"W": base, "V": base}
+        base = base if isinstance(base, dict) else {"W": base, "V": base}
+        # every parameter of the architecture: a key/query pair's W_K, W_Q take W's step
+        names = tuple(arch.shapes(cfg)) if arch.shapes is not None else tuple(base)
+        lr = {n: base.get(n, base["W"]) for n in names if n not in t.head_steps}
         lr.update({k: lr["V"] * f for k, f in t.head_steps.items()})
         s.lr = Steps(lr)
     if t is not None and noted:
@@ -411,10 +414,18 @@ def check_freeze(freeze, arch, cfg) -> tuple | None:
     bad = [n for n in names if n not in allowed]
     if bad:
         raise ValueError(f"freeze must name blocks of {allowed}, got {bad!r}")
-    if set(names) == set(allowed):
+    from stsim.core.targets import make_target
+    # a quadratic readout's own blocks (b, Q) are not W or V blocks: they train, and pass
+    # a gradient to W through the attended vector
+    try:
+        t = make_target(getattr(cfg, "target", "mean"))
+    except ValueError:          # one's own target's label: refused elsewhere, naming it
+        t = None
+    head = arch.transformer and t is not None and not t.linear_readout
+    if set(names) == set(allowed) and not head:
         raise ValueError(f"freeze holds every block {allowed}: nothing would train; leave "
                          f"at least one free (steps=0 evaluates the initial state)")
-    if {"V_x", "V_e"} <= set(names) and cfg.init == "zero" and arch.transformer:
+    if {"V_x", "V_e"} <= set(names) and cfg.init == "zero" and arch.transformer and not head:
         raise ValueError("freeze holds V_x and V_e at their initial value 0 (init='zero'): "
                          "with V = 0 no gradient reaches W (f = V Z s = 0 and dl/ds = Z^T "
                          "V^T r = 0, so dl/dW = 0), so nothing would train; free V, or give "

@@ -425,7 +425,10 @@ class Session:
                 message = f"completed {steps} steps" + (f"; {note}" if note else "")
             info["assessment"], note = assess_run(cfg, history)   # plateau diagnosis
             message += f"; {note}" if note else ""
-        res = Result(config=cfg.to_dict(), params=state.params, history=history,
+        # the result's own arrays: nothing done to the session later reaches them
+        res = Result(config=cfg.to_dict(), params={k: np.array(v, copy=True)
+                                                   for k, v in state.params.items()},
+                     history=history,
                      status=status, message=message, info=info)
         res._config = cfg       # the resolved config, objects included (Result.attention)
         if self.error is not None:

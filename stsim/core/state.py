@@ -314,16 +314,23 @@ class RunState:
             # another run's checkpoint (another T: its parameters have other shapes) is
             # named as such, with the fields that differ, before its parts are checked
             old = upgrade_config(meta["config"])
-            # a field left out at its value (ADDED_LATER) is compared at that value
-            keys = (set(new) | set(ADDED_LATER)) - free
+            # every key either side recorded (an object's class and settings too); a
+            # field left out at its value (ADDED_LATER) is compared at that value
+            keys = (set(new) | set(old) | set(ADDED_LATER)) - free
             diff = sorted(k for k in keys if old.get(k, ADDED_LATER.get(k)) !=
                           new.get(k, ADDED_LATER.get(k)))
             if diff:
                 what = ", ".join(f"{k}: {old.get(k, ADDED_LATER.get(k))!r} there, "
                                  f"{new.get(k, ADDED_LATER.get(k))!r} here"
                                  for k in diff[:6]) + (", ..." if len(diff) > 6 else "")
+                why = ""
+                if "steps" in diff and cfg.lr_decay != "none":
+                    why = (f"; lr_decay={cfg.lr_decay!r} (Adam's default) ties the step "
+                           f"schedule to the step count, so a run cannot be extended: resume "
+                           f"with steps={old.get('steps')!r}, or give lr_decay='none' to runs "
+                           f"meant to be extended")
                 raise ValueError(f"checkpoint {os.fspath(path)!r} was written with a "
-                                 f"different config (differs in {diff}: {what}); give "
+                                 f"different config (differs in {diff}: {what}){why}; give "
                                  f"another checkpoint path, or init={os.fspath(path)!r} to "
                                  f"start a new run from its parameters")
         shapes = None if template is None else {k: v.shape for k, v in template.items()}

@@ -41,7 +41,7 @@ from stsim.core.task import Batch, draw_subsets, sts_target
 from stsim.util.validate import check_choice, check_int
 
 __all__ = ["Target", "Mean", "Moment", "Variance", "TextSelection", "MaskedChar", "TARGETS",
-           "READOUTS", "LOSSES", "EMBEDDINGS", "MAX_ORDER",
+           "READOUTS", "LOSSES", "EMBEDDINGS", "MAX_ORDER", "check_target",
            "make_target", "target_of", "resolve_target", "hermite", "construction",
            "HEAD_STEPS", "target_params", "cosine_to_target", "unique_V", "NO_COS_V"]
 
@@ -87,6 +87,15 @@ class Target:
     #: where the default step was measured (docs/targets.md, "Default step"); None: not
     #: measured
     measured = None
+    #: the smallest subset size at which the target is not identically 0
+    min_q = 1
+
+    def __setattr__(self, name, value):
+        # a target is immutable: a run records its label, which must stay what it trained
+        if name in self.__dict__:
+            raise AttributeError(f"{type(self).__name__}.{name} cannot be changed: a target "
+                                 f"is immutable; make a new one (e.g. Moment(4))")
+        super().__setattr__(name, value)
 
     def settings(self) -> dict:
         """The target's settings (recorded in its :attr:`label`)."""
@@ -255,6 +264,7 @@ class Variance(Target):
     name = "variance"
     readout = "quadratic"
     orthonormal = True
+    min_q = 2               # the variance of one token is 0
     #: MEASURED at T = 50, q = 3, seeds 0 and 1 (docs/targets.md, "Default step"): W and
     #: V at the plan's steps on dim φ, b and Q at 1/20 of V's
     measured = "T=50, q=3, seeds 0-1 (docs/targets.md)"
@@ -431,7 +441,7 @@ def make_target(target="mean") -> Target:
         if len(parts) <= 3 and (len(parts) < 3 or parts[2].isdigit()):
             return TARGETS[name](*parts[:2], *map(int, parts[2:]))
     elif name in TARGETS and (name == "moment") == bool(arg) and (
-            not arg or arg.isdigit() and 1 <= int(arg) <= MAX_ORDER):
+            not arg or arg.isascii() and arg.isdigit() and 1 <= int(arg) <= MAX_ORDER):
         return Moment(int(arg)) if arg else TARGETS[name]()
     raise ValueError(f"target must be 'mean', 'moment:k' (1 <= k <= {MAX_ORDER}), "
                      f"'variance', 'text[:corpus[:embedding[:seed]]]', "
@@ -460,10 +470,75 @@ def resolve_target(c, objects: dict) -> Target:
     if type(t) is TARGETS.get(t.name):      # a built-in: recorded as its label
         objects.pop("target", None)
     t.check(c.d, max((c.T, *c.T_test)), c.q)
-    if c.objective == "population" and not t.paper:
+    if c.q < t.min_q:
+        raise ValueError(f"target={t.label!r} needs q >= {t.min_q} (its value is "
+                         f"identically 0 below), got q={c.q}")
+    if type(t) is not TARGETS.get(t.name):  # one's own: its methods checked once, here
+        check_target(t, c.d, c.q, c.T)
+    paper = t.paper and all(getattr(type(t), m) is getattr(Mean, m)
+                            for m in ("value", "features", "feature_dim", "dim"))
+    if c.objective == "population" and not paper:
+        own = (f" ({type(t).__name__} has a value or features of its own, which it does "
+               f"not train on)" if t.paper else "")
         raise ValueError(f"target={t.label!r}: objective='population' is the mean task's "
-                         f"exact population loss; use objective 'online' or 'sample'")
+                         f"exact population loss{own}; use objective 'online' or 'sample'")
     return t
+
+
+def _bad(t, method, what) -> ValueError:
+    return ValueError(f"target: {type(t).__name__}.{method} {what}")
+
+
+def _dim(t, method, d) -> int:
+    n = getattr(t, method)(d)
+    if isinstance(n, bool) or not isinstance(n, (int, np.integer)) or n < 1:
+        raise _bad(t, f"{method}({d})", f"must be an integer >= 1, got {n!r}")
+    return int(n)
+
+
+def _array(t, method, a, shape) -> np.ndarray:
+    a = np.asarray(a)
+    if a.dtype.kind not in "fiu":
+        raise _bad(t, method, f"must return real numbers, got dtype {a.dtype}")
+    if a.shape != shape:
+        raise _bad(t, method, f"must return an array of shape {shape}, got {a.shape}")
+    if not np.all(np.isfinite(a)):
+        raise _bad(t, method, "returned values that are not finite (NaN or inf)")
+    return a
+
+
+def check_target(t, d: int, q: int, T: int) -> None:
+    """Check a target of one's own once, before any work (``ValueError`` naming the method
+    and what it returned): ``dim``, ``feature_dim``, ``effective_dim`` integers ≥ 1;
+    ``features`` and ``value`` on a probe batch (2 samples of ``T`` tokens, a generator
+    seeded 0) of shapes ``(2, T, feature_dim)`` and ``(2, dim)``, real and finite;
+    ``fourth_moments`` None or two finite numbers ≥ 0; ``exact`` (when it has one) the
+    readout's blocks of their shapes."""
+    m, n = _dim(t, "feature_dim", d), _dim(t, "dim", d)
+    _dim(t, "effective_dim", d)
+    rng = np.random.default_rng(0)
+    X, y = rng.standard_normal((2, T, d)), draw_subsets(rng, 2, T, q)
+    _array(t, "features(X)", t.features(X), (2, T, m))
+    _array(t, "value(X, y)", t.value(X, y), (2, n))
+    fm = t.fourth_moments(d)
+    if fm is not None:
+        try:
+            ok = len(fm) == 2 and all(math.isfinite(float(v)) and float(v) >= 0 for v in fm)
+        except (TypeError, ValueError):
+            ok = False
+        if not ok:
+            raise _bad(t, f"fourth_moments({d})", f"must return None or two finite numbers "
+                                                  f">= 0 (M_V, M_4), got {fm!r}")
+    try:
+        ex = t.exact(d)
+    except NotImplementedError:
+        return
+    if not isinstance(ex, dict) or "V_x" not in ex:
+        raise _bad(t, f"exact({d})", f"must return a dict with 'V_x', got {ex!r}")
+    _array(t, f"exact({d})['V_x']", ex["V_x"], (n, m))
+    if not t.linear_readout:
+        _array(t, f"exact({d})['b']", ex.get("b", ()), (n,))
+        _array(t, f"exact({d})['Q']", ex.get("Q", ()), (n, m, m))
 
 
 def construction(target, d: int, d_e: int, beta: float = 800.0) -> dict:

@@ -3,10 +3,13 @@ run (:func:`train_point`, one row of a sweep table), the trained cells of a widt
 (:func:`cells`: the FCN's widths on the √2 grid and the transformer's around the family's
 crossing), their equal tuning and reported runs (:func:`tune_and_report`,
 :func:`train_cells`: the same rates chosen the same way for every arm and cell) and a raw
-table's completed rows (:func:`read_rows`). Parameter counts: :func:`params_of`."""
+table's rows (:func:`read_rows`) and the settings that made each (:func:`settings_text`,
+:func:`stamped`, :func:`made_with`). Parameter counts: :func:`params_of`."""
 from __future__ import annotations
 
 import concurrent.futures as cf
+import csv
+import json
 import math
 import os
 import threading
@@ -22,9 +25,11 @@ from stsim.util.validate import check_int
 
 __all__ = ["TUNE_ROOT", "tf_params", "params_of", "budgets_of", "train_point",
            "validate_point", "cells", "pick_lr", "extend_rates", "lr_edge", "tune_and_report",
-           "train_cells", "read_rows"]
+           "train_cells", "read_rows", "SETTINGS", "settings_text", "stamped", "made_with"]
 
 TUNE_ROOT = 1        # root seed of the tuning replicate (the reported seeds use root 0)
+#: the column of a study's raw table holding the settings that made a row (JSON text)
+SETTINGS = "settings"
 
 
 def tf_params(d, d_e):
@@ -283,12 +288,91 @@ def train_cells(todo, cfg, executor, tune_t, runs_t, say, t0) -> int:
     return done[1]
 
 
-def read_rows(path) -> list:
-    """The ``ok`` rows of one raw table, from its journal (complete even after a hard
-    kill), else from the CSV, else none."""
+def read_rows(path, ok=True) -> list:
+    """The rows of one raw table (only the ``ok`` ones unless ``ok`` is False), from its
+    journal (complete even after a hard kill, one row a point and replicate), else from the
+    CSV, else none. A CSV that cannot be read as a table raises ``ValueError`` naming it."""
     recs = list(load_journal(journal_path(path)).values())
     if recs:
         rows = build_table(recs, [])[0]
+    elif os.path.exists(path):
+        try:
+            rows = read_table(path)
+            keys = [json.dumps([r.get(k) for k in list(r)[:list(r).index("seed_index") + 1]])
+                    for r in rows]
+        except (ValueError, TypeError, csv.Error) as exc:
+            raise ValueError(f"cannot read the table {os.fspath(path)!r} ({exc}) and it has "
+                             f"no journal: rerun without --analyse-only to compute it again "
+                             f"in another --out") from None
+        if len(set(keys)) != len(keys):
+            raise ValueError(f"the table {os.fspath(path)!r} holds two rows of one point and "
+                             f"replicate, and no journal to say which is the run's: rerun "
+                             f"without --analyse-only to compute it again in another --out")
     else:
-        rows = read_table(path) if os.path.exists(path) else []
-    return [r for r in rows if r["status"] == "ok"]
+        rows = []
+    return [r for r in rows if r.get("status") == "ok"] if ok else rows
+
+
+def settings_text(**settings) -> str:
+    """The :data:`SETTINGS` cell of a row made with ``settings`` (sorted JSON, lists for
+    tuples): what a rerun and an analysis compare, so that a row serves only the settings
+    that made it.
+
+    >>> settings_text(T=20, T_test=(25, 30))
+    '{"T": 20, "T_test": [25, 30]}'
+    """
+    from stsim.util.io import to_jsonable
+    return json.dumps(to_jsonable(settings), sort_keys=True)
+
+
+def stamped(fn, points, text):
+    """``(fn, points)`` for a sweep whose rows carry the settings ``text``
+    (:func:`settings_text`): each point with its :data:`SETTINGS` cell, and ``fn`` called
+    without it (a rerun with other settings computes other rows; the same ones are
+    resumed)."""
+    from stsim.sweeps import expand_grid
+
+    def made(seed, **point):
+        point.pop(SETTINGS)
+        return fn(seed=seed, **point)
+    return made, [dict(p, **{SETTINGS: text}) for p in expand_grid(points)]
+
+
+def _differing(rows, text) -> str:
+    """What differs between the settings of ``rows`` and ``text`` (for a refusal)."""
+    want = json.loads(text)
+    seen = [r.get(SETTINGS) for r in rows]
+    if not any(isinstance(v, str) and v.startswith("{") for v in seen):
+        return ("its rows do not record the settings that made them (a table of an earlier "
+                "version)")
+    there = json.loads(next(v for v in seen if isinstance(v, str) and v.startswith("{")))
+    diff = [f"{k}: {there.get(k)!r} there, {want.get(k)!r} here"
+            for k in sorted(set(want) | set(there)) if there.get(k) != want.get(k)]
+    return "its rows were made with other settings (" + "; ".join(diff) + ")"
+
+
+def made_with(path, text, needed=(), ok=False) -> list:
+    """The rows of the raw table ``path`` (:func:`read_rows`) made with the settings
+    ``text`` (:func:`settings_text`). ``ValueError`` naming the table when it holds rows but
+    none made with them (saying which settings differ), or when a point of ``needed`` (dicts
+    of column values) has no row made with them: an analysis reports only what its
+    settings made."""
+    rows = read_rows(path, ok=False)
+    mine = [r for r in rows if r.get(SETTINGS) == text]
+    name = os.path.join(os.path.basename(os.path.dirname(path)), os.path.basename(path))
+    if rows and not mine:
+        raise ValueError(f"{name}: {_differing(rows, text)}; rerun without --analyse-only "
+                         f"to compute rows with these settings (the table keeps both), or "
+                         f"give the settings that made them")
+    for p in needed:
+        if not any(all(_same(r.get(k), v) for k, v in p.items()) for r in mine):
+            what = ", ".join(f"{k}={v!r}" for k, v in p.items())
+            raise ValueError(f"{name} has no row of {what} made with these settings: rerun "
+                             f"without --analyse-only to compute it")
+    return [r for r in mine if r.get("status") == "ok"] if ok else mine
+
+
+def _same(a, b) -> bool:
+    if isinstance(a, (int, float)) and isinstance(b, (int, float)):
+        return float(a) == float(b)
+    return a == b

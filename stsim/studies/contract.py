@@ -145,7 +145,8 @@ def divergence(where, total: int, unmeasured=(), examples: int = 8) -> dict:
     ``{"diverged": {"runs", "of", "where"}, "unmeasured": [...]}`` from ``where`` (one
     description per diverged run, e.g. ``"fcn q=2 T=8 width 4 lr 1e+06"``; the first
     ``examples`` distinct ones are kept), ``total`` (the runs they are out of) and
-    ``unmeasured`` (each quantity not measured because runs diverged).
+    ``unmeasured`` (each quantity that could not be measured, with its cause: runs that
+    diverged or raised).
 
     >>> divergence(["fcn T=4", "fcn T=4", "tf T=8"], 10, ["width of fcn at T=4"])
     {'diverged': {'runs': 3, 'of': 10, 'where': ['fcn T=4', 'tf T=8']},
@@ -167,7 +168,7 @@ def divergence_markdown(summary) -> str:
              f"{d.get('runs', 0)} of {d.get('of')} runs diverged"
              + (f" (e.g. {'; '.join(d['where'])})." if d.get("where") else ".")]
     if un:
-        lines += ["", "Not measured, because runs diverged (lower the learning rate):", ""]
+        lines += ["", "Not measured (each with its cause):", ""]
         lines += [f"- {u}" for u in un]
     return "\n".join(lines) + "\n"
 

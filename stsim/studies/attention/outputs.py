@@ -103,8 +103,9 @@ def _markdown(cfg, results):
 def write_outputs(cfg, out, results) -> dict:
     """Write every output of the study into ``out``; the summary: its ``checks`` and, when
     runs failed, ``errors`` (``"raw/<table>.csv, <run>: <error>"``)."""
+    from stsim.studies.attention.runs import made_by
+    from stsim.studies.cells import made_with
     from stsim.studies.tuning import at_chosen
-    from stsim.sweeps import read_table
     write_json(os.path.join(out, "attention.json"), results)
     temp = results["temperature"]
     write_csv(os.path.join(out, "temperature.csv"), list(temp[0]) if temp else ["tau"],
@@ -117,7 +118,8 @@ def write_outputs(cfg, out, results) -> dict:
                                                  "critical", "verdict"],
               [[r["mechanism"], r["T"], c["d_e"], c["measured"], c["se"], c["critical"],
                 c["verdict"]] for r in results.get("trained", []) for c in r["cells"]])
-    _curves(cfg, out, at_chosen(read_table(os.path.join(out, "raw", "runs.csv")), "mechanism",
+    _curves(cfg, out, at_chosen(made_with(os.path.join(out, "raw", "runs.csv"),
+                                          made_by(cfg, "runs")), "mechanism",
                                 {m: p["mult"] for m, p in results["mechanisms"].items()}))
     _widths(cfg, out, results)
     with atomic_write(os.path.join(out, "report.md"), "w") as f:

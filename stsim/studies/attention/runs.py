@@ -1,8 +1,10 @@
 r"""The training runs of ``stsim attention``: one run, the equal tuning of every mechanism,
 the rank grid and the trained widths.
 
-**Equal tuning.** Every mechanism gets the same procedure: the step of the paper's
-softmax model at this config (:func:`base_schedule`: its derived default — at the paper's
+**Equal tuning.** Every mechanism gets the same procedure: a base step (``tune_base``:
+``"own"``, each mechanism's own default at this config, or ``"paper"``, the full preset's,
+the step of the paper's softmax model for every one, :func:`base_schedule`) times one
+multiplier of ``tune_mults``. The paper's step is its derived default — at the paper's
 scale a step per block ``{"W": η_W, "V": η_V}`` with W's token rows ``W_xx, W_xe`` held at
 their initial value) times one multiplier ``m`` of ``tune_mults`` (full preset: 128 … 1/512,
 neighbours a factor 2 apart), the same ``freeze``; ``m`` is chosen per mechanism on a
@@ -26,13 +28,28 @@ import time
 import stsim
 from stsim.core.attention import (ATTENTIONS, MECHANISMS, TAU_RANGE, Attention,
                                   check_temperature)
+from stsim.studies.cells import settings_text
 from stsim.studies.tuning import choose as choose_by, run_measures
+from stsim.studies.widths import Precision
 from stsim.util.validate import Steps, check_int
 
 __all__ = ["TAU_RANGE", "parse_mechanism", "mechanism_label", "base_schedule", "mechanism_options",
-           "run_one", "choose", "rank_one", "sphere_one"]
+           "run_one", "choose", "rank_one", "sphere_one", "MADE_BY", "made_by"]
 
 TUNE_ROOT = 1        # root seed of the tuning replicate (the reported seeds use root 0)
+#: the settings that make a row of each of the study's tables (its ``settings`` cell,
+#: :func:`stsim.studies.cells.settings_text`): a rerun with others computes other rows, an
+#: analysis refuses settings no row was made with
+MADE_BY = {"tune": ("T", "q", "d", "batch", "T_test", "tune_steps", "tune_base"),
+           "runs": ("T", "q", "d", "batch", "T_test", "steps", "tune_base"),
+           "rank": ("d", "batch", "rank_steps"),
+           "width": ("q", "width_target", "width_max", *Precision().settings()),
+           "trained": ("train_T", "q", "d", "train_steps")}
+
+
+def made_by(cfg, name) -> str:
+    """The ``settings`` cell of the rows of table ``name`` made with ``cfg``."""
+    return settings_text(**{k: cfg[k] for k in MADE_BY[name]})
 
 
 def parse_mechanism(label) -> dict:
@@ -61,11 +78,20 @@ def mechanism_label(mechanism) -> str:
     return mechanism.label if isinstance(mechanism, Attention) else mechanism
 
 
-def base_schedule(T, q, d, batch, T_test) -> tuple:
-    """``(lr, freeze)`` of the paper's softmax model's default at this config (lr a number
-    or ``{"W": η_W, "V": η_V}``)."""
+def base_schedule(T, q, d, batch, T_test, mechanism=None) -> tuple:
+    """``(lr, freeze)`` of the default at this config (lr a number or ``{"W": η_W, "V":
+    η_V}``): the paper's softmax model's, or with ``mechanism`` that mechanism's own
+    (``tune_base="own"``: its tuning multiplies its own default step; a mechanism of one's
+    own that declares no default step gets the paper model's)."""
     from stsim.core.config import Config
-    plan = Config(T=T, q=q, d=d, batch=batch, T_test=tuple(T_test)).resolve().resolved.plan
+    own = parse_mechanism(mechanism) if mechanism is not None else {}
+    try:
+        plan = Config(T=T, q=q, d=d, batch=batch, T_test=tuple(T_test),
+                      **own).resolve().resolved.plan
+    except ValueError:      # one's own mechanism with no default step: the paper model's
+        if not own:
+            raise
+        return base_schedule(T, q, d, batch, T_test)
     return plan.lr.record(), plan.freeze
 
 

@@ -32,8 +32,10 @@ from stsim.core.config import MECHANISM_DEFAULTS
 from stsim.core.reduced import LEARNED
 from stsim.core.targets import make_target
 from stsim.studies.attention.sizes import check_sizes
-from stsim.studies.attention.runs import (TAU_RANGE, TUNE_ROOT, choose, mechanism_label,
-                                          parse_mechanism, rank_one, run_one, sphere_one)
+from stsim.studies.attention.runs import (TAU_RANGE, TUNE_ROOT, choose, made_by,
+                                          mechanism_label, parse_mechanism, rank_one, run_one,
+                                          sphere_one)
+from stsim.studies.cells import made_with, stamped
 from stsim.studies.tuning import at_chosen
 from stsim.studies.widths import QUICK as QUICK_PRECISION, Precision
 from stsim.util.io import write_json
@@ -55,6 +57,7 @@ PRESETS = {
     "quick": {"mode": "quick", "T": 12, "q": 2, "d": 5, "seeds": 3, "mechanisms": MECHS,
               "steps": 300, "batch": 64, "T_test": [16, 20], "target": LEARNED,
               "ood_target": 0.05, "tune_steps": 300, "tune_mults": [2.0, 1.0, 0.5],
+              "tune_base": "own",
               "rank_T": [8], "rank_q": [2], "rank_r": [4, 16], "rank_steps": 300,
               "width_mechs": WIDTH_MECHS, "width_target": 0.25, "width_T": [8, 16, 32, 64, 128],
               **FAM_QUICK, "width_max": 1024,
@@ -65,6 +68,7 @@ PRESETS = {
              "steps": 1500, "batch": 256, "T_test": [250, 300, 350, 400], "target": LEARNED,
              "ood_target": 0.05, "tune_steps": 1500,        # tuned at the full budget
              "tune_mults": [2.0 ** -k for k in range(-7, 10)],  # 128 ... 1/512, factor 2
+             "tune_base": "paper",      # the grid spans every mechanism's own default
              "rank_T": [8, 16, 32], "rank_q": [2, 3], "rank_r": [4, 8, 16, 32, 64],
              "rank_steps": 0,
              "width_mechs": WIDTH_MECHS, "width_target": 0.25,
@@ -94,8 +98,10 @@ HELP = {"T": "training length", "q": "subset size", "d": "token dimension",
         "map (1e-100 ... 1e100, as tau=t)",
         "tau_T": "length of the reduced map (q < "
         "tau_T; 20 tau_T steps, within memory)",
-        "tune_steps": "steps of a tuning run", "tune_mults": "multipliers of the paper "
-        "model's step tried per mechanism", "rank_T": "lengths of the rank grid",
+        "tune_steps": "steps of a tuning run", "tune_mults": "multipliers of the base "
+        "step tried per mechanism", "tune_base": "the base step: own (each mechanism's "
+        "default) or paper (the paper model's for every one)",
+        "rank_T": "lengths of the rank grid",
         "rank_q": "subset sizes of the rank grid", "rank_r": "ranks of the rank grid (each "
         "<= 2 max(rank_T), one <= 2 min(rank_T): d_e = 2T)",
         "rank_steps": "steps of a rank run (0: its default)",
@@ -114,8 +120,16 @@ def console(summary) -> list:
     return []
 
 
+#: the step a mechanism's tuning multiplies: its own default, or the paper model's
+TUNE_BASES = ("own", "paper")
+BASE_TEXT = {"own": "its own default", "paper": "the paper model's"}
 LISTS = ("mechanisms", "tune_mults", "width_mechs", "rank_T", "rank_q", "rank_r", "width_T",
          "train_mechs", "train_widths")
+
+
+def _rank_points(cfg) -> list:
+    return [{"T": T, "q": q, "rank": r} for T in cfg["rank_T"] for q in cfg["rank_q"]
+            for r in cfg["rank_r"] if q < T and r <= 2 * T]
 
 
 def check(cfg: dict) -> dict:
@@ -156,6 +170,8 @@ def check(cfg: dict) -> dict:
                          f"rank above 2T is not run at T), got {cfg['rank_r']}")
     cfg["tune_mults"] = [check_real("tune_mults", m, lo=0.0, lo_open=True)
                          for m in cfg["tune_mults"]]
+    if cfg["tune_base"] not in TUNE_BASES:
+        raise ValueError(f"tune_base must be one of {TUNE_BASES}, got {cfg['tune_base']!r}")
     cfg["taus"] = [check_real("taus", t, lo=TAU_RANGE[0], hi=TAU_RANGE[1]) for t in cfg["taus"]]
     cfg["train_T"] = check_int("train_T", cfg["train_T"], max(4, q + 1))
     cfg["train_steps"] = check_int("train_steps", cfg["train_steps"], 0)
@@ -188,38 +204,39 @@ def run(cfg, out, executor, log):
     through :func:`stsim.sweep` into its table under ``raw/`` (resumable)."""
     from stsim.studies.attention.runs import base_schedule
     from stsim.studies.attention.widths import width_point
-    from stsim.sweeps import read_table, sweep
+    from stsim.sweeps import sweep
     os.makedirs(os.path.join(out, "raw"), exist_ok=True)
     t0 = time.time()
     c = {k: cfg[k] for k in ("T", "q", "d", "batch")}
-    base = base_schedule(T_test=cfg["T_test"], **c)
     walls = {}
     mechs = {mechanism_label(m): m for m in cfg["mechanisms"]}
+    own = cfg["tune_base"] == "own"
+    bases = {k: base_schedule(T_test=cfg["T_test"], mechanism=m if own else None, **c)
+             for k, m in mechs.items()}
 
     def part(name, fn, points, **kw):       # one sweep into raw/<name>.csv, timed
         t = time.time()
+        fn, points = stamped(fn, points, made_by(cfg, name))
         sweep(fn, points, executor=executor, out=_raw(out, f"{name}.csv"), **kw)
         walls[name] = time.time() - t
 
     def tune(mechanism, mult, seed):
         return run_one(mechs[mechanism], steps=cfg["tune_steps"], T_test=cfg["T_test"], seed=seed,
-                       mult=mult, base=base, **c)
+                       mult=mult, base=bases[mechanism], **c)
 
     part("tune", tune, {"mechanism": list(mechs), "mult": cfg["tune_mults"]}, seeds=1,
          root_seed=TUNE_ROOT)
-    mults = choose(read_table(_raw(out, "tune.csv")), cfg["tune_mults"])
+    mults = choose(made_with(_raw(out, "tune.csv"), made_by(cfg, "tune")), cfg["tune_mults"])
 
     def main(mechanism, mult, seed):
         return run_one(mechs[mechanism], steps=cfg["steps"], T_test=cfg["T_test"], seed=seed,
-                       mult=mult, base=base, **c)
+                       mult=mult, base=bases[mechanism], **c)
 
     # the chosen multiplier is part of each run's point: a tuning that chooses another
     # (more multipliers, a rerun) runs the reported runs again instead of reusing them
     part("runs", main, [{"mechanism": m, "mult": mults[m]} for m in mechs], seeds=cfg["seeds"])
-    pts = [{"T": T, "q": q, "rank": r} for T in cfg["rank_T"] for q in cfg["rank_q"]
-           for r in cfg["rank_r"] if q < T and r <= 2 * T]
     part("rank", lambda T, q, rank, seed: rank_one(T, q, rank, cfg["d"], cfg["batch"],
-                                                   cfg["rank_steps"], seed), pts,
+                                                   cfg["rank_steps"], seed), _rank_points(cfg),
          seeds=cfg["seeds"])
     wpts = [{"mechanism": m, "T": T} for m in cfg["width_mechs"] for T in cfg["width_T"]]
     prec = Precision.from_cfg(cfg)
@@ -415,18 +432,58 @@ def _width_checks(fits):
     return out
 
 
+def _diverged(cfg, tune, runs, rank, trained, mults) -> dict:
+    """The ``diverged`` and ``unmeasured`` entries (:func:`stsim.studies.contract.divergence`)
+    of the reported, rank and trained runs: each diverged run, and each group of runs a check
+    stands on with a diverged one (its check is then not measured), naming the step."""
+    from stsim.studies.contract import divergence
+    groups = []
+    for m in cfg["mechanisms"]:
+        every = [r for r in tune if r["mechanism"] == m]
+        lost = every and all(r.get("run_status") != "completed" for r in every)
+        groups.append((f"{m} at step x {mults.get(m)} of {BASE_TEXT[cfg['tune_base']]}"
+                       + (f" (every tuning multiplier {cfg['tune_mults']} diverged too)"
+                          if lost else ""), [r for r in runs if r["mechanism"] == m]))
+    groups += [(f"rank {r} at T={T}, q={q}", [x for x in rank if (int(x["T"]), int(x["q"]),
+                                                                  int(x["rank"])) == (T, q, r)])
+               for T, q, r in sorted({(int(x["T"]), int(x["q"]), int(x["rank"]))
+                                      for x in rank})]
+    groups += [(f"{m} trained at d_e={w}", [x for x in trained if x["mechanism"] == m
+                                            and int(x["d_e"]) == w])
+               for m in cfg["train_mechs"] for w in cfg["train_widths"]]
+    where, unmeasured, total = [], [], 0
+    for label, rows in groups:
+        rows = [r for r in rows if r.get("status", "ok") == "ok"]   # errors: reported apart
+        bad = [r for r in rows if r.get("run_status") != "completed"]
+        total += len(rows)
+        where += [f"{label}, seed {r['seed_index']}: {r.get('run_status')}" for r in bad]
+        if bad:
+            unmeasured.append(f"{label}: {len(bad)} of {len(rows)} runs diverged")
+    return divergence(where, total, unmeasured)
+
+
 def analyse(cfg, out) -> dict:
     """Every check, from the tables under ``raw/`` and the exact computations."""
     from stsim.studies.attention.widths import family_rows, width_fits
-    from stsim.sweeps import read_table
     from stsim.theory.attention import linear_sphere_width
     cfg = _named(cfg)
+    ms = cfg["mechanisms"]
 
-    def table(name):
-        return read_table(_raw(out, name)) if os.path.exists(_raw(out, name)) else []
-    tune = [r for r in table("tune.csv") if float(r["mult"]) in cfg["tune_mults"]]
+    def table(name, needed):        # the rows made with these settings; each needed one
+        return made_with(_raw(out, f"{name}.csv"), made_by(cfg, name), needed)
+    tune = [r for r in table("tune", [{"mechanism": m, "mult": x} for m in ms
+                                      for x in cfg["tune_mults"]])
+            if r["mechanism"] in ms and float(r["mult"]) in cfg["tune_mults"]]
     mults = choose(tune)
-    runs = at_chosen(table("runs.csv"), "mechanism", mults)
+    runs = at_chosen(table("runs", [{"mechanism": m, "mult": mults[m]} for m in ms]),
+                     "mechanism", mults)
+    # every table read (and refused when its settings made no row) before any computation
+    rank = table("rank", _rank_points(cfg))
+    wtab = [r for r in table("width", [{"mechanism": m, "T": T} for m in cfg["width_mechs"]
+                                       for T in cfg["width_T"]])
+            if r["mechanism"] in cfg["width_mechs"] and int(r["T"]) in cfg["width_T"]]
+    tab = table("trained", [{"mechanism": m, "d_e": w} for m in cfg["train_mechs"]
+                            for w in cfg["train_widths"]])
     errors = _failed("tune", tune, ("mechanism", "mult")) + \
         _failed("runs", runs, ("mechanism", "seed"))
     checks, per = [], {}
@@ -446,14 +503,13 @@ def analyse(cfg, out) -> dict:
         checks.append(_incomplete(verdict(
             [_value(r) for r in rows], "<=", cfg["target"], f"{mech} learns: final loss <= "
             f"{cfg['target']:g} L(0) in {cfg['steps']} steps (T={cfg['T']}, q={cfg['q']})",
-            note=f"{len(ok)}/{len(rows)} runs completed; step x {mults.get(mech)} of the "
-                 f"paper model's"), errs))
+            note=f"{len(ok)}/{len(rows)} runs completed; step x {mults.get(mech)} of "
+                 f"{BASE_TEXT[cfg['tune_base']]}"), errs))
         for Tt in cfg["T_test"]:
             checks.append(_incomplete(verdict(
                 [_value(r, f"rel_T{Tt}") for r in rows], "<=", cfg["ood_target"],
                 f"{mech} generalises to T_test={Tt}: loss <= {cfg['ood_target']:g} L(0)"),
                 errs))
-    rank = table("rank.csv")
     errors += _failed("rank", rank, ("T", "q", "rank", "seed"))
     rank_rows, rank_checks = _rank(cfg, rank) if rank else ([], [])
     checks += rank_checks
@@ -464,7 +520,6 @@ def analyse(cfg, out) -> dict:
                               f"equals W step / tau^2 (reduced map, T={cfg['tau_T']})",
                               note=f"steps to {cfg['target']:g} L(0): {r['t2_tau']} at tau, "
                                    f"{r['t2_equivalent']} equivalent; same: {same}"))
-    wtab = table("width.csv")
     werr = {}       # (mechanism, T): the failed replicates; the point is left out
     for r in wtab:
         for e in _failed("width", [r], ("mechanism", "T", "seed")):
@@ -509,17 +564,19 @@ def analyse(cfg, out) -> dict:
                 [float(len(cens))], "<=", 0.0, f"{m}: the family reaches {eps:g} L(0) within "
                 f"d_e <= {cfg['width_max']} at every T", note=f"censored at T = {cens}"),
                 by[m]))
-    trained, tab = [], table("trained.csv")
+    trained = []
     if tab:
         errors += _failed("trained", tab, ("mechanism", "d_e", "seed"))
         trained, tchecks = _trained(cfg, tab, width_rows, werr)
         checks += tchecks
     return {"config": cfg, "mechanisms": per, "checks": checks, "temperature": temp,
             "trained": trained, "rank": rank_rows, "width": width_rows + exact, "fits": fits,
+            **_diverged(cfg, tune, runs, rank, tab, mults),
             **({"errors": errors} if errors else {})}
 
 
 def report(cfg, out, results) -> dict:
     """Every output file (:func:`stsim.studies.attention.outputs.write_outputs`)."""
     from stsim.studies.attention.outputs import write_outputs
-    return write_outputs(_named(cfg), out, results)
+    return dict(write_outputs(_named(cfg), out, results),
+                **{k: results[k] for k in ("diverged", "unmeasured")})

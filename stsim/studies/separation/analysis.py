@@ -9,10 +9,11 @@ import numpy as np
 
 from stsim.core.targets import make_target
 from stsim.studies import widths as wl
-from stsim.studies.cells import read_rows
+from stsim.studies.cells import made_with, read_rows
 from stsim.studies.separation.checks import checks
-from stsim.studies.separation.design import (budgets_of, cells, family_width, family_widths,
-                                             lr_edge, params_of, pick_lr, series, tf_params)
+from stsim.studies.separation.design import (budgets_of, cells, family_settings, family_width,
+                                             family_widths, lr_edge, params_of, pick_lr,
+                                             series, tf_params)
 from stsim.studies.separation.divergence import divergence_of
 from stsim.studies.separation.training import raw_dir
 
@@ -25,8 +26,13 @@ def analyse(config, out):
     JSON-ready; nothing is written)."""
     cfg = config
     raw = raw_dir(out)
-    tune, runs, fam, famc = (read_rows(os.path.join(raw, n))
-                             for n in ("tune.csv", "runs.csv", "family.csv", "family_cells.csv"))
+    tune, runs, famc = (read_rows(os.path.join(raw, n))
+                        for n in ("tune.csv", "runs.csv", "family_cells.csv"))
+    fam = made_with(os.path.join(raw, "family.csv"), family_settings(cfg), ok=True)
+    # the runs made with these settings (a row carries every argument of its run)
+    made = {k: cfg[k] for k in ("d", "batch", "n_val")}
+    tune, runs = ([r for r in rows if all(r.get(k) == v for k, v in made.items())]
+                  for rows in (tune, runs))
     # the designed widths of every series point: a point is analysed only when all are done
     design, designed = {}, set()
     for c in cells(cfg, family_widths(fam, cfg["target"])):

@@ -87,6 +87,13 @@ def priority(c, cfg):
         return (rank, estimated_seconds(Config.from_options(**opts)))
 
 
+def family_settings(cfg) -> str:
+    """The ``settings`` cell of a ``raw/family.csv`` row made with ``cfg``: its precision
+    rule (:func:`stsim.studies.cells.settings_text`; the other settings are its point's)."""
+    from stsim.studies.cells import settings_text
+    return settings_text(**Precision.from_cfg(cfg).settings())
+
+
 def n_mc(T, cfg):
     """Monte-Carlo samples of the family's loss at a trained cell (the agreement check):
     ``16 fam_n_start``, at most the precision rule's largest at ``T``."""

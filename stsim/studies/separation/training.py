@@ -6,10 +6,10 @@ from __future__ import annotations
 import os
 import time
 
-from stsim.studies.cells import train_cells, tune_and_report  # noqa: F401
+from stsim.studies.cells import SETTINGS, stamped, train_cells, tune_and_report  # noqa: F401
 from stsim.studies.separation.design import (FAMILY_ROOT, Precision, cells,
-                                             family_crossing_point, family_widths, n_mc,
-                                             priority)
+                                             family_crossing_point, family_settings,
+                                             family_widths, n_mc, priority)
 from stsim.sweeps import sweep
 from stsim.theory.family import family_point
 from stsim.util.io import write_json
@@ -56,14 +56,18 @@ def run(config, out, executor, log=None) -> None:
     fpoints = [dict(q=q, T=T, level=t, cap=cfg["family_max_width"])
                for T in sorted(cfg["family_Ts"], reverse=True) for q in cfg["family_qs"]
                for t in cfg["targets"] if T > q]
-    fam = sweep(lambda q, T, level, cap, seed: family_crossing_point(q, T, level, cap, prec),
-                fpoints, seeds=1, executor=ex, out=os.path.join(raw, "family.csv"))
-    bad = [r for r in fam.rows if r["status"] != "ok"]
+    # a row carries the precision that made it: another precision computes other rows
+    made = family_settings(cfg)
+    fn, fpoints = stamped(lambda q, T, level, cap, seed: family_crossing_point(
+        q, T, level, cap, prec), fpoints, made)
+    fam = sweep(fn, fpoints, seeds=1, executor=ex, out=os.path.join(raw, "family.csv"))
+    rows = [r for r in fam.rows if r.get(SETTINGS) == made]
+    bad = [r for r in rows if r["status"] != "ok"]
     if bad:
         raise RuntimeError(f"family search failed: {bad[0]['error']}")
-    say(f"family searches done ({len(fam.rows)} rows, {fam.n_run} run now), "
+    say(f"family searches done ({len(rows)} rows, {fam.n_run} run now), "
         f"{time.perf_counter() - t0:.0f}s")
-    fw = family_widths(fam.rows, cfg["target"])
+    fw = family_widths(rows, cfg["target"])
     todo = sorted(cells(cfg, fw), key=lambda c: priority(c, cfg))
     fixed = dict(d=cfg["d"], batch=cfg["batch"], n_val=cfg["n_val"])
     # the family's loss at every trained transformer cell (the agreement check)

@@ -10,7 +10,7 @@ from collections import Counter
 import numpy as np
 
 from stsim.studies.contract import divergence
-from stsim.studies.sparse.design import FIT_ACC, MEDIAN, plan, trials_path
+from stsim.studies.sparse.design import FIT_ACC, MEDIAN, made_with, plan, trials_path
 from stsim.sweeps import read_table
 from stsim.util.stats import bootstrap_threshold, compare_growth, wilson_interval
 
@@ -157,7 +157,8 @@ def analyse(config, out) -> dict:
     (:func:`estimate_mstar`) and its fits (:func:`fit_mstar`). Nothing is written."""
     p = plan(config)
     path = trials_path(out)
-    rows = [r for r in read_table(path) if r["status"] == "ok"] if os.path.exists(path) else []
+    rows = made_with([r for r in read_table(path) if r["status"] == "ok"]
+                     if os.path.exists(path) else [], p)
     stats = cell_stats(rows, set(p["seeds"]))
     tg0 = float(config["target"])
     panels = []

@@ -73,6 +73,22 @@ def parse_models(text) -> list:
     return models
 
 
+def made_with(rows, p) -> list:
+    """The rows of ``rows`` made with the trial settings of the plan ``p`` (:func:`plan`):
+    a row carries every setting of its trial, and serves only those (``restarts``, absent
+    at 1, and a ``table`` function's truth table included)."""
+    def same(a, b):
+        num = (int, float)
+        return float(a) == float(b) if isinstance(a, num) and isinstance(b, num) else a == b
+    made = dict(p["fixed"])
+    made.setdefault("restarts", None)
+    return [r for r in rows
+            if all(same(r.get(k), v) or (k == "restarts" and r.get(k) in (None, 1))
+                   for k, v in made.items())
+            and all(same(r.get(k), v)
+                    for k, v in p["extra"].get((r.get("fn"), r.get("s")), {}).items())]
+
+
 def plan(cfg) -> dict:
     """What a config runs: ``series`` (fn, s, model, T), the m ``grid``, the trial
     settings ``fixed`` (with ``restarts`` only when > 1), ``extra`` (per (fn, s): the

@@ -9,7 +9,7 @@ import numpy as np
 
 from stsim.studies.sparse.analysis import cell_stats
 from stsim.studies.sparse.boolean import train_trial, validate_point
-from stsim.studies.sparse.design import plan, run_record_path, trials_path
+from stsim.studies.sparse.design import made_with, plan, run_record_path, trials_path
 from stsim.sweeps import read_table, sweep
 from stsim.util.io import write_json
 
@@ -78,7 +78,7 @@ def run(config, out, executor, log=None) -> None:
             f"{time.perf_counter() - tl:.1f}s (total {time.perf_counter() - t0:.0f}s)")
     if topup > seeds:
         tl = time.perf_counter()
-        rows = [r for r in read_table(path) if r["status"] == "ok"]
+        rows = made_with([r for r in read_table(path) if r["status"] == "ok"], p)
         stats = cell_stats(rows, ladder_seeds)
         in_design = set(series)
         cells = sorted(k for k, c in stats.items() if lo <= c["rate"] <= hi

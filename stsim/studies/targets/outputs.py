@@ -212,10 +212,11 @@ def write_outputs(cfg, out, s, d_e):
     figure's title). Returns the summary with ``checks`` (every check, a list) and
     ``table`` (the side-by-side rows)."""
     from stsim.studies.contract import divergence_markdown
+    from stsim.studies.cells import made_with
+    from stsim.studies.targets.settings import made_by
     from stsim.studies.tuning import at_chosen
-    from stsim.sweeps import read_table
-    runs = at_chosen([r for r in read_table(os.path.join(out, "raw", "runs.csv"))
-                      if r["status"] == "ok"], "target", s["mults"])
+    runs = at_chosen(made_with(os.path.join(out, "raw", "runs.csv"), made_by(cfg, "runs"),
+                               ok=True), "target", s["mults"])
     checks = [c for part in PARTS for t in cfg["targets"] for c in s[part][t]]
     s = dict(s, checks=checks, table=table(cfg, s))
     write_json(os.path.join(out, "targets.json"), s)

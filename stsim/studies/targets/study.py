@@ -40,7 +40,9 @@ import numpy as np
 
 from stsim.core.reduced import LEARNED
 from stsim.core.targets import make_target
+from stsim.studies.cells import made_with, stamped
 from stsim.studies.targets import widths
+from stsim.studies.targets.settings import made_by
 from stsim.studies.targets.outputs import write_outputs
 from stsim.studies.tuning import at_chosen, choose as choose_by, run_measures
 from stsim.util.validate import check_int, check_real
@@ -92,11 +94,13 @@ def check(cfg):
         if not isinstance(t, str):      # the tables' column: a built-in target's label
             raise ValueError(f"targets must hold names ('mean', 'moment:k', 'variance'), "
                              f"got {t!r}")
-        make_target(t)
-    if not cfg["targets"] or len(set(cfg["targets"])) != len(cfg["targets"]):
+    # one spelling a target: its label (the tables' column), so MOMENT:3 is moment:3
+    labels = [make_target(t).label for t in cfg["targets"]]
+    if not labels or len(set(labels)) != len(labels):
         raise ValueError(f"targets must hold distinct targets, got {cfg['targets']}")
+    cfg["targets"] = type(cfg["targets"])(labels)
     T = check_int("T", cfg["T"], 3)
-    check_int("q", cfg["q"], 1, T - 1)
+    check_int("q", cfg["q"], max(make_target(t).min_q for t in labels), T - 1)
     check_int("rep_T", cfg["rep_T"], cfg["q"] + 1)
     for key, lo in (("d", 1), ("batch", 1), ("steps", 0), ("seeds", 2), ("n_batches", 1),
                     ("n_fit", 1000)):
@@ -105,8 +109,17 @@ def check(cfg):
     check_real("floor_tol", cfg["floor_tol"], lo=0.0, hi=1.0, lo_open=True)
     if not cfg["mults"] or any(not (m > 0 and math.isfinite(m)) for m in cfg["mults"]):
         raise ValueError(f"mults must be finite numbers > 0, got {cfg['mults']}")
+    if len(set(cfg["mults"])) != len(cfg["mults"]):
+        raise ValueError(f"mults must hold distinct multipliers, got {list(cfg['mults'])}")
     for Tt in cfg["T_test"]:
         check_int("T_test", Tt, cfg["q"] + 1, 2 * T)    # at most twice the training T
+    from stsim.core.config import Config
+    for t in labels:        # each run fits (its memory, its options), before any work
+        try:
+            Config(T=T, q=cfg["q"], d=cfg["d"], batch=cfg["batch"], T_test=tuple(cfg["T_test"]),
+                   target=t, **({"steps": cfg["steps"]} if cfg["steps"] else {})).resolve()
+        except ValueError as exc:
+            raise ValueError(f"targets: the run of {t} (T, d, batch, T_test): {exc}") from None
     return widths.check(cfg)
 
 
@@ -201,7 +214,7 @@ def choose(rows, mults=None) -> dict:
 
 def run(cfg, out, executor, log=None):
     """The three tables under ``raw/`` (module docstring), each a resumable sweep."""
-    from stsim.sweeps import read_table, sweep
+    from stsim.sweeps import sweep
     from stsim.util.io import write_json
     os.makedirs(os.path.join(out, "raw"), exist_ok=True)
     say, walls, t0 = log or (lambda msg: None), {}, time.time()
@@ -210,6 +223,7 @@ def run(cfg, out, executor, log=None):
 
     def part(name, fn, points, **kw):
         t = time.time()
+        fn, points = stamped(fn, points, made_by(cfg, name))
         sweep(fn, points, executor=executor, out=_raw(out, f"{name}.csv"), **kw)
         walls[name] = time.time() - t
         say(f"{name}: {walls[name]:.1f}s")
@@ -219,7 +233,7 @@ def run(cfg, out, executor, log=None):
          {"target": list(cfg["targets"])})
     part("tune", lambda target, mult, seed: train_one(target, mult=mult, seed=seed, **c),
          {"target": list(cfg["targets"]), "mult": list(cfg["mults"])}, root_seed=TUNE_ROOT)
-    mults = choose(read_table(_raw(out, "tune.csv")), cfg["mults"])
+    mults = choose(made_with(_raw(out, "tune.csv"), made_by(cfg, "tune")), cfg["mults"])
     # the chosen multiplier is part of each run's point: another choice reruns the runs
     part("runs", lambda target, mult, seed: train_one(target, mult=mult, seed=seed, **c),
          [{"target": t, "mult": mults[t]} for t in cfg["targets"]], seeds=cfg["seeds"])
@@ -241,14 +255,20 @@ def analyse(cfg, out):
     """The checks of every part, from the tables under ``raw/`` alone. A run that raised
     (its row's ``status``) leaves its target's checks of that part inconclusive (measured
     NaN, the error in the note) and is listed in ``errors``."""
-    from stsim.sweeps import read_table
-    tables = {n: read_table(_raw(out, f"{n}.csv")) for n in ("represents", "tune", "runs")}
+    ts = cfg["targets"]
+
+    def table(name, needed):        # the rows made with these settings; each needed one
+        return made_with(_raw(out, f"{name}.csv"), made_by(cfg, name), needed)
+    tables = {"represents": table("represents", [{"target": t} for t in ts]),
+              "tune": table("tune", [{"target": t, "mult": m} for t in ts
+                                     for m in cfg["mults"]])}
+    mults = choose(tables["tune"], cfg["mults"])
+    tables["runs"] = at_chosen(table("runs", [{"target": t, "mult": mults[t]} for t in ts]),
+                               "target", mults)
     errors = [f"{n}: {r['target']} seed {r['seed']}: {r.get('error')}"
               for n, rows in tables.items() for r in rows if r["status"] != "ok"]
     ok = {n: [r for r in rows if r["status"] == "ok"] for n, rows in tables.items()}
     rep = {r["target"]: r for r in ok["represents"]}
-    mults = choose(ok["tune"], cfg["mults"])
-    ok["runs"] = at_chosen(ok["runs"], "target", mults)
     res = {"represents": {}, "learns": {}, "length": {}, "mults": mults, "errors": errors,
            "diverged": []}
     for t in cfg["targets"]:
@@ -273,6 +293,16 @@ def analyse(cfg, out):
     return dict(res, **widths.analyse(cfg, out))
 
 
+def _cause(t, results) -> str:
+    """Why the learns check of target ``t`` has no finite value."""
+    n = sum(w.startswith(f"{t} seed ") for w in results["diverged"])
+    if n:
+        return f"{n} of its runs diverged at multiplier {results['mults'].get(t)}"
+    if any(e.startswith(f"runs: {t} ") for e in results["errors"]):
+        return "a run raised"
+    return "its value is not finite"
+
+
 def report(cfg, out, results):
     """``targets.json`` (every check with se, critical and verdict; the config; the run
     record), ``represents.png``/``.csv``, ``learns.png`` with ``curves.csv``,
@@ -283,7 +313,7 @@ def report(cfg, out, results):
     record = read_json(rec, "run record") if os.path.isfile(rec) else {}
     n_runs = len(cfg["targets"]) * cfg["seeds"]
     div = divergence(results["diverged"], n_runs,
-                     [f"learns: {t}" for t in cfg["targets"]
+                     [f"learns: {t} ({_cause(t, results)})" for t in cfg["targets"]
                       if not np.isfinite(results["learns"][t][0]["measured"])]
                      + [f"a run raised: {e}" for e in results["errors"]])
     summary = dict(results, **div, record=record, config=dict(cfg))

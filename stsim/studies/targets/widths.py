@@ -34,7 +34,9 @@ import numpy as np
 
 from stsim.core.targets import make_target
 from stsim.studies import widths as wl
-from stsim.studies.cells import cells, pick_lr, read_rows, train_cells, validate_point
+from stsim.studies.cells import (cells, made_with, pick_lr, read_rows, train_cells,
+                                 validate_point)
+from stsim.studies.targets.settings import MADE_BY, made_by
 from stsim.studies.widths import FAMILY_LAWS, QUICK as QUICK_PRECISION, Precision
 from stsim.util.validate import check_int, check_real
 from stsim.util.verdict import all_of, judge
@@ -71,6 +73,7 @@ HELP = {"width_d": "token dimension of the width parts",
 FAM_ROOT = 2          # root seed of the family equality's paired samples
 
 
+
 def family_kind(target) -> str:
     """``"mean"``, ``"equal"`` (separable with orthonormal features and the linear readout:
     its family loss ratio is the mean's, derived) or ``"own"`` (measured)."""
@@ -99,6 +102,20 @@ def check(cfg):
         check_real("fcn_lrs", lr, lo=0.0, lo_open=True)
     if not cfg["fcn_lrs"]:
         raise ValueError("fcn_lrs must hold at least one rate")
+    from stsim.util.validate import check_memory
+    for T in cfg["fcn_Ts"]:
+        if not [c for c in cells(_sep_cfg(cfg)) if c["T"] == T]:
+            raise ValueError(f"fcn_Ts: T={T} has no FCN width in [T/2, fcn_span T] up to "
+                             f"fcn_max_width={cfg['fcn_max_width']}")
+    for T in cfg["eq_Ts"]:      # the family equality holds its samples' scores and features
+        check_memory({"scores, features and regressors (3 x eq_n x T, float64)":
+                      3 * 8 * int(cfg["eq_n"]) * T},
+                     f"targets: the family equality at T={T} (eq_Ts), eq_n={cfg['eq_n']}")
+    prec = Precision.from_cfg(cfg)
+    for T in cfg["fam_Ts"]:
+        check_memory({"scores and encodings (5 x max(fam_n_cells, fam_n_start T))":
+                      prec.memory(T)}, f"targets: the family at T={T} (fam_Ts), "
+                     f"fam_n_start={prec.n_start}, fam_n_cells={prec.n_cells}")
     for c, base in fcn_cells(cfg):          # every FCN run is a valid run (size, memory)
         try:
             validate_point(dict(base, lr=cfg["fcn_lrs"][0]))
@@ -207,14 +224,12 @@ def estimate_cpu_s(cfg) -> dict:
 def run(cfg, out, executor, part, say):
     """The width parts' raw tables (module docstring); ``part(name, fn, points, **kw)`` is
     the study's resumable sweep of one table."""
-    from stsim.sweeps import read_table
     q, d = cfg["q"], cfg["width_d"]
     est = estimate_cpu_s(cfg)
     say(f"width parts: estimated {est['total_s']:.0f} CPU-s (family {est['family_s']:.0f}, "
         f"FCN {est['fcn_s']:.0f}: {est['runs']} runs at most, cost model "
         f"{est['fcn_model_s']:.0f} s + {FCN_STEP_S:g} s a step)")
-    own = [t for t in cfg["targets"] if family_kind(t) != "equal"]
-    own = (["mean"] if "mean" not in own else []) + own
+    own = _family_targets(cfg)
     prec = Precision.from_cfg(cfg)
     part("family_width", lambda target, T, level, seed: family_point(
         target, T, q, d, level, prec),
@@ -223,9 +238,9 @@ def run(cfg, out, executor, part, say):
          [dict(target=t, T=T, level=level(t, cfg)) for T in sorted(cfg["fam_Ts"],
                                                                     reverse=True)
           for t in own], seeds=1)
-    mean_x = {r["T"]: r for r in read_table(_raw(out, "family_width.csv"))
-              if r["status"] == "ok" and r["target"] == "mean"
-              and r["level"] == level("mean", cfg)}
+    mean_x = {r["T"]: r for r in made_with(_raw(out, "family_width.csv"),
+                                           made_by(cfg, "family_width"), ok=True)
+              if r["target"] == "mean" and r["level"] == level("mean", cfg)}
     eq = [dict(target=t, T=T, d_e=int(round(mean_x[T]["d_e"])))
           for t in cfg["targets"] if family_kind(t) == "equal" for T in cfg["eq_Ts"]
           if T in mean_x and not mean_x[T]["censored"]]
@@ -238,8 +253,26 @@ def run(cfg, out, executor, part, say):
     return {"fcn": time.time() - t, "width_estimate_cpu_s": est}
 
 
-def _rows(out, name):
-    return read_rows(_raw(out, name))
+def _family_targets(cfg) -> list:
+    """The targets of the family's own crossings (the mean's always: the reference)."""
+    own = [t for t in cfg["targets"] if family_kind(t) != "equal"]
+    return (["mean"] if "mean" not in own else []) + own
+
+
+def _rows(out, name, cfg):
+    """The ``ok`` rows of table ``name`` made with ``cfg``: a family table's by its
+    ``settings`` cell (each crossing of ``fam_Ts`` needed); an FCN table's by the arguments
+    of its runs."""
+    if name in MADE_BY:
+        needed = [dict(target=t, T=T, level=level(t, cfg)) for t in _family_targets(cfg)
+                  for T in cfg["fam_Ts"]] if name == "family_width" else []
+        return made_with(_raw(out, f"{name}.csv"), made_by(cfg, name), needed, ok=True)
+    made = dict(q=cfg["q"], d=cfg["width_d"], batch=cfg["fcn_batch"], n_val=cfg["fcn_n_val"],
+                steps=cfg["fcn_steps"])
+    rates = {float(x) for x in (*cfg["fcn_lrs"], *cfg["fcn_lr_extra"])}
+    return [r for r in read_rows(_raw(out, f"{name}.csv"))
+            if all(r.get(k) == v for k, v in made.items()) and float(r["lr"]) in rates
+            and (name != "fcn_runs" or r["seed_index"] < cfg["fcn_seeds"])]
 
 
 #: the check ``exponent op threshold`` of a fitted width law (:func:`stsim.studies.widths
@@ -281,14 +314,15 @@ def analyse(cfg, out) -> dict:
     ``fcn_construction`` (per target, the exact construction's width at each T, or None)."""
     q = cfg["q"]
     family, levels = {}, {}
-    for r in sorted(_rows(out, "family_width.csv"), key=lambda r: r["T"]):
+    for r in sorted(_rows(out, "family_width", cfg), key=lambda r: r["T"]):
         row = {k: r[k] for k in ("T", "d_e", "se", "lo", "hi", "censored", "n", "precise",
                                  "replicates")}
-        if r["level"] == level(r["target"], cfg):
+        if r["target"] in _family_targets(cfg) and r["T"] in cfg["fam_Ts"] and \
+                r["level"] == level(r["target"], cfg):
             family.setdefault(r["target"], []).append(row)
         levels.setdefault(r["target"], {}).setdefault(f"{r['level']:g}", []).append(row)
     fam_fits = {t: wl.fit_rows(ps, laws=FAMILY_LAWS) for t, ps in family.items()}
-    eq = _rows(out, "family_equal.csv") if any(
+    eq = _rows(out, "family_equal", cfg) if any(
         family_kind(t) == "equal" for t in cfg["targets"]) else []
     checks, fcn, fcn_fits, sep = {}, {}, {}, {}
     mean = {p["T"]: p for p in family.get("mean", []) if not p["censored"]}
@@ -303,7 +337,7 @@ def analyse(cfg, out) -> dict:
                              abs(r["diff"]), "<=", cfg["eq_tol"], r["diff_se"],
                              note=f"{r['rel']:.4f} against the mean's {r['mean_rel']:.4f}, "
                                   f"paired, {cfg['eq_n']} samples"), T=r["T"])
-                  for r in eq if r["target"] == t]
+                  for r in eq if r["target"] == t and r["T"] in cfg["eq_Ts"]]
             cs = cs or [judge(f"{t}: its family L/L(0) is the mean's", math.nan, "<=",
                               cfg["eq_tol"], math.nan, note="not measured")]
         elif kind == "own":
@@ -312,15 +346,24 @@ def analyse(cfg, out) -> dict:
                                [p["se"] for p in ps], [mean[p["T"]]["d_e"] for p in ps],
                                [mean[p["T"]]["se"] for p in ps], cfg["slope_tol"])]
         checks[t] = cs
-    tune, runs = _rows(out, "fcn_tune.csv"), _rows(out, "fcn_runs.csv")
+    tune, runs = _rows(out, "fcn_tune", cfg), _rows(out, "fcn_runs", cfg)
     for k, t in enumerate(cfg["targets"]):
         ws_t = []
         for T in cfg["fcn_Ts"]:
             tr = [r for r in tune if r["task"] == t and r["T"] == T]
+            if not tr and T > q:
+                raise ValueError(f"raw/fcn_tune.csv has no row of target {t!r} at T = {T} "
+                                 f"made with these settings: rerun without --analyse-only "
+                                 f"to compute it")
             chosen = {w: pick_lr([r for r in tr if r["width"] == w], cfg["fcn_steps"])
                       for w in sorted({r["width"] for r in tr})}
             sel = [r for r in runs if r["task"] == t and r["T"] == T
                    and chosen.get(r["width"]) == r["lr"]]
+            lost = sorted(set(chosen) - {r["width"] for r in sel})
+            if lost:
+                raise ValueError(f"raw/fcn_runs.csv has no row of target {t!r} at T = {T}, "
+                                 f"width {lost[0]}, lr {chosen[lost[0]]:g} made with these "
+                                 f"settings: rerun without --analyse-only to compute it")
             ws = sorted({r["width"] for r in sel})
             vals = [[np.nan if r["rel"] is None else r["rel"] for r in
                      sorted((r for r in sel if r["width"] == w), key=lambda r: r["seed_index"])]
