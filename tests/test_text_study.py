@@ -88,3 +88,18 @@ def test_bad_settings_are_refused_before_work(tmp_path, key, value, match):
     with pytest.raises(ValueError, match=match):
         run_study(text, str(tmp_path / "x"), mode="quick", overrides=dict(SMALL, **{key: value}))
     assert not (tmp_path / "x").exists()
+
+
+def test_a_row_serves_only_the_settings_that_made_it(done, tmp_path):
+    """Another step count: --analyse-only is refused (no row was made with it); a rerun
+    computes its rows beside the old ones."""
+    import shutil
+    out = str(tmp_path / "copy")
+    shutil.copytree(done[0], out)
+    other = dict(SMALL, steps=31, tasks=["text"])
+    with pytest.raises(ValueError, match="steps"):
+        run_study(text, out, mode="quick", overrides=other, analyse_only=True)
+    res = run_study(text, out, mode="quick", overrides=other)
+    assert res["arms"] and all(a["task"] == "text" for a in res["arms"])
+    rows = list(csv.DictReader(open(f"{out}/raw/runs.csv")))
+    assert {json.loads(r["settings"])["steps"] for r in rows} == {30, 31}

@@ -41,6 +41,7 @@ import time
 
 import numpy as np
 
+from stsim.studies.cells import made_with, settings_text, stamped
 from stsim.studies.tuning import at_chosen, choose
 from stsim.util.validate import check_int, check_real
 from stsim.util.verdict import all_of, judge
@@ -87,6 +88,17 @@ EPILOG = ("writes raw/tune.csv, raw/runs.csv (a rerun with the same --out resume
           "report.md, length.png/.csv, attention.png/.csv (--analyse-only: from raw/)\n"
           "examples: stsim text                       # quick, T = 16\n"
           "          stsim text --full --out docs/figures/text")
+
+
+#: the settings that make a row of either table (its ``settings`` cell; the arm and the
+#: multiplier are in its point): a rerun with others computes other rows, an analysis uses
+#: only the rows its settings made
+MADE_BY = ("T", "q", "T_test", "steps", "batch", "lr", "n_val", "attn_offsets")
+
+
+def made_by(cfg) -> str:
+    """The ``settings`` cell of the rows made with ``cfg``."""
+    return settings_text(**{k: cfg[k] for k in MADE_BY})
 
 
 def _raw(out, name):
@@ -178,20 +190,21 @@ def _arm(r) -> str:
 
 def run(cfg, out, executor, log=None):
     """The tuning and the reported runs under ``raw/``, each a resumable sweep."""
-    from stsim.sweeps import read_table, sweep
+    from stsim.sweeps import sweep
     from stsim.util.io import write_json
     os.makedirs(os.path.join(out, "raw"), exist_ok=True)
     say, walls, t0 = log or (lambda msg: None), {}, time.time()
 
     def part(name, fn, points, **kw):
         t = time.time()
+        fn, points = stamped(fn, points, made_by(cfg))
         sweep(fn, points, executor=executor, out=_raw(out, f"{name}.csv"), **kw)
         walls[name] = time.time() - t
         say(f"{name}: {walls[name]:.1f}s")
 
     part("tune", lambda task, encoding, mult, seed: train_one(task, encoding, mult, seed, cfg),
          [dict(a, mult=m) for a in _arms(cfg) for m in cfg["mults"]], root_seed=TUNE_ROOT)
-    mults = _choose(read_table(_raw(out, "tune.csv")), cfg)
+    mults = _choose(made_with(_raw(out, "tune.csv"), made_by(cfg)), cfg)
     part("runs", lambda task, encoding, mult, seed: train_one(task, encoding, mult, seed, cfg),
          [dict(a, mult=mults[_arm(a)]) for a in _arms(cfg)], seeds=cfg["seeds"])
     write_json(_raw(out, "run.json"), {"wall_time_s": time.time() - t0,
@@ -215,20 +228,21 @@ def _stats(v):
 def analyse(cfg, out) -> dict:
     """Every check and table from the raw tables alone (module docstring)."""
     from stsim.baselines.text import neighbour_bits, unigram_bits
-    from stsim.sweeps import read_table
-    tune = read_table(_raw(out, "tune.csv"))
+    arms = _arms(cfg)
+    tune = made_with(_raw(out, "tune.csv"), made_by(cfg),
+                     [dict(a, mult=m) for a in arms for m in cfg["mults"]])
     mults = _choose(tune, cfg)
-    runs = [dict(r, arm=_arm(r)) for r in read_table(_raw(out, "runs.csv"))
-            if r["status"] == "ok"]
-    runs = at_chosen(runs, "arm", mults)
-    errors = [f"{_arm(r)} seed {r['seed']}: {r.get('error')}"
-              for t in (tune, read_table(_raw(out, "runs.csv"))) for r in t
-              if r["status"] != "ok"]
+    every = made_with(_raw(out, "runs.csv"), made_by(cfg),
+                      [dict(a, mult=mults[_arm(a)]) for a in arms if _arm(a) in mults])
+    runs = at_chosen([dict(r, arm=_arm(r)) for r in every if r["status"] == "ok"], "arm",
+                     mults)
+    errors = [f"{_arm(r)} seed {r['seed']}: {r.get('error')}" for t in (tune, every)
+              for r in t if r["status"] != "ok"]
     uni = unigram_bits()
     nb = neighbour_bits(T=cfg["T"])
     ln2 = math.log(2.0)
-    arms, checks, claims, diverged = [], [], {t: [] for t in cfg["tasks"]}, []
-    for a in _arms(cfg):
+    out_arms, checks, claims, diverged = [], [], {t: [] for t in cfg["tasks"]}, []
+    for a in arms:
         name, task, enc = _arm(a), a["task"], a["encoding"]
         rows = sorted((r for r in runs if r["arm"] == name), key=lambda r: r["seed_index"])
         diverged += [f"{name} seed {r['seed']}" for r in rows if r["run_status"] != "completed"]
@@ -282,13 +296,13 @@ def analyse(cfg, out) -> dict:
         attn = {}
         if task == "masked" and rows:
             attn = json.loads(rows[0]["attn"])
-        arms.append({"arm": name, "task": task, "encoding": enc, "mult": chosen,
+        out_arms.append({"arm": name, "task": task, "encoding": enc, "mult": chosen,
                      "unit": unit, "in_distribution": [m, se], "length":
                      {str(k): v for k, v in length.items()}, "attention": attn})
     claim = [all_of(f"{t}: the paper's claim on real tokens — the stochastic encodings "
                     f"generalise in length and the fixed ones do not", cs, task=t)
              for t, cs in claims.items() if cs]
-    return {"arms": arms, "checks": checks + claim, "claims": claim, "mults": mults,
+    return {"arms": out_arms, "checks": checks + claim, "claims": claim, "mults": mults,
             "baselines": {"unigram_bits": uni, "neighbour": nb}, "errors": errors,
             "diverged": diverged}
 
