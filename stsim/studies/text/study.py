@@ -41,6 +41,7 @@ import time
 
 import numpy as np
 
+from stsim.core.reduced import LEARNED
 from stsim.studies.cells import made_with, settings_text, stamped
 from stsim.studies.tuning import at_chosen, choose
 from stsim.util.validate import check_int, check_real
@@ -60,7 +61,7 @@ FIXED = ("onehot", "near-orthogonal")       # the paper's fixed encodings
 TASKS = ("mean", "text", "masked")
 VOCAB = 65                                  # Tiny Shakespeare's symbols: the one-hot d
 
-_COMMON = dict(tasks=TASKS, q=3, batch=256, lr=8.0, ratio=0.02, fail=0.15, margin=0.5,
+_COMMON = dict(tasks=TASKS, q=3, batch=256, lr=8.0, ratio=LEARNED, fail=0.15, margin=0.5,
                gen_bits=0.1, fail_bits=0.5, attn_offsets=8)
 PRESETS = {"quick": dict(_COMMON, mode="quick", encodings=("onehot", "slots"), T=12,
                          T_test=(24,), steps=150, seeds=2, n_val=128, mults=(0.125, 0.5, 2.0)),
