@@ -62,15 +62,17 @@ def test_the_claim_fails_when_a_stochastic_encoding_does_not_generalise(tmp_path
     selection task."""
     import shutil
     out = str(tmp_path / "t")
-    run_study(text, out, mode="quick", overrides=dict(SMALL, tasks=["text"]))
+    wide = dict(SMALL, tasks=["text"], mults=[0.125, 0.5, 2.0, 8.0])
+    first = run_study(text, out, mode="quick", overrides=wide)
+    inside = {c["encoding"]: c["verdict"] for c in first["checks"] if c.get("part") == "tuning"}
+    assert inside["slots"] == "held", first["mults"]           # an interior choice
     shutil.copy(f"{out}/raw/runs.csv", f"{out}/runs.bak")
 
     def spoil(r):
         if r["encoding"] == "slots":
             r["val_T12"] = r["val0_T12"]
     _doctor(out, spoil)
-    res = run_study(text, out, mode="quick", overrides=dict(SMALL, tasks=["text"]),
-                    analyse_only=True)
+    res = run_study(text, out, mode="quick", overrides=wide, analyse_only=True)
     gen = [c for c in res["checks"] if c["claim"].startswith("text/slots: generalises")]
     assert [c["verdict"] for c in gen] == ["failed"]
     assert res["claims"][0]["verdict"] == "failed"
@@ -103,3 +105,16 @@ def test_a_row_serves_only_the_settings_that_made_it(done, tmp_path):
     assert res["arms"] and all(a["task"] == "text" for a in res["arms"])
     rows = list(csv.DictReader(open(f"{out}/raw/runs.csv")))
     assert {json.loads(r["settings"])["steps"] for r in rows} == {30, 31}
+
+
+def test_a_choice_at_an_end_of_the_grid_leaves_its_arm_inconclusive(done):
+    """Where an arm's chosen multiplier is an end of the grid, its best step may lie
+    outside it: its checks are inconclusive, saying so (the quick grid's ends)."""
+    out, res = done
+    ends = [c for c in res["checks"] if c.get("part") == "tuning" and c["verdict"] == "failed"]
+    assert ends, "some arm should choose an end of a three-point grid"
+    for e in ends:
+        mine = [c for c in res["checks"] if c.get("encoding") == e["encoding"]
+                and c.get("task") == e["task"] and c.get("part") != "tuning"]
+        assert mine and all(c["verdict"] == "inconclusive" and "end of the grid" in
+                            c["reason"] for c in mine)

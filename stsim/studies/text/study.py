@@ -27,7 +27,9 @@ freedom):
   ``fail`` of the initial (``masked``: at least ``fail_bits`` above its loss at ``T``).
 - **the paper's claim on real tokens**, per task: every one of those checks holds
   (:func:`stsim.util.verdict.all_of`).
-- **the choice is interior**: the chosen multiplier is not an end of ``mults`` (exact).
+- **the choice is interior**: the chosen multiplier is not an end of ``mults`` (exact);
+  where it is, the arm's other checks are made inconclusive (its best step may lie
+  outside the grid), with that reason.
 
 The attention of each trained masked model (seed 0) around the masked position is
 recorded per encoding (mean weight by offset).
@@ -45,7 +47,7 @@ from stsim.core.reduced import LEARNED
 from stsim.studies.cells import made_with, settings_text, stamped
 from stsim.studies.tuning import at_chosen, choose
 from stsim.util.validate import check_int, check_real
-from stsim.util.verdict import all_of, judge
+from stsim.util.verdict import all_of, inconclusive, judge
 
 __all__ = ["NAME", "PRESETS", "HELP", "EPILOG", "check", "run", "analyse", "report",
            "console", "ENCODINGS", "TASKS", "train_one"]
@@ -290,9 +292,18 @@ def analyse(cfg, out) -> dict:
             length[Tt] = _stats(vals)[:2]
         chosen = mults.get(name)
         ends = (min(cfg["mults"]), max(cfg["mults"]))
+        inside = chosen is not None and ends[0] < chosen < ends[1]
+        if not inside:          # the arm's best step may lie outside the grid: not judged
+            why = (f"the chosen multiplier {chosen} is at an end of the grid "
+                   f"{list(cfg['mults'])}: the arm's best step may lie outside it")
+            mine = [i for i, c in enumerate(checks) if c.get("task") == task
+                    and c.get("encoding") == enc]
+            for i in mine:
+                checks[i] = inconclusive(checks[i], why)
+            claims[task] = [inconclusive(c, why) if c.get("encoding") == enc else c
+                            for c in claims[task]]
         checks.append(judge(f"{name}: the chosen multiplier {chosen} is inside the grid",
-                            float(chosen is not None and ends[0] < chosen < ends[1]), ">=",
-                            1.0, note=f"grid {list(cfg['mults'])}",
+                            float(inside), ">=", 1.0, note=f"grid {list(cfg['mults'])}",
                             **dict(ctx, part="tuning")))
         attn = {}
         if task == "masked" and rows:
