@@ -62,7 +62,7 @@ def test_the_claim_fails_when_a_stochastic_encoding_does_not_generalise(tmp_path
     selection task."""
     import shutil
     out = str(tmp_path / "t")
-    wide = dict(SMALL, tasks=["text"], mults=[0.125, 0.5, 2.0, 8.0])
+    wide = dict(SMALL, tasks=["text"], mults=[0.125, 0.5, 2.0, 8.0], ratio=0.5)
     first = run_study(text, out, mode="quick", overrides=wide)
     inside = {c["encoding"]: c["verdict"] for c in first["checks"] if c.get("part") == "tuning"}
     assert inside["slots"] == "held", first["mults"]           # an interior choice
@@ -118,3 +118,22 @@ def test_a_choice_at_an_end_of_the_grid_leaves_its_arm_inconclusive(done):
                 and c.get("task") == e["task"] and c.get("part") != "tuning"]
         assert mine and all(c["verdict"] == "inconclusive" and "end of the grid" in
                             c["reason"] for c in mine)
+
+
+def test_docs_quote_the_committed_run():
+    """docs/text.md's table and counts are the committed text.json's."""
+    import os
+    root = os.path.join(os.path.dirname(__file__), "..")
+    page = open(os.path.join(root, "docs", "text.md"), encoding="utf-8").read()
+    data = json.load(open(os.path.join(root, "docs", "figures", "text", "text.json")))
+    n = V.counts(data["checks"])
+    assert (f"{sum(n.values())} checks: {n['held']} held, {n['failed']} failed, "
+            f"{n['inconclusive']} inconclusive") in page
+    for a in data["arms"]:
+        fmt = (lambda x: f"{x:.3f}") if a["task"] == "masked" else (lambda x: f"{x:.3g}")
+        m, se = a["in_distribution"]
+        row = (f"| {a['task']} | {a['encoding']} | {a['mult']:g}")
+        cells = [f"{fmt(m)} ± {se:.2g}"] + [fmt(a["length"][k][0]) for k in
+                                             sorted(a["length"], key=int)]
+        line = next(x for x in page.splitlines() if x.startswith(row))
+        assert all(c in line for c in cells), (line, cells)

@@ -125,7 +125,7 @@ STUDY_JSON = {"figures": "figures.json", "attention": "attention/attention.json"
               "sparse restarts": "sparse/restarts_summary.json",
               "sparse, the FCN's own protocol": "sparse/fcn_tuned_summary.json",
               "separation": "separation/summary.json",
-              "expressivity": "expressivity/expressivity.json"}
+              "expressivity": "expressivity/expressivity.json", "text": "text/text.json"}
 
 
 def test_every_study_json_carries_its_checks_in_the_one_schema():

@@ -26,7 +26,8 @@ freedom):
   the initial (``masked``: within ``gen_bits`` bits of its loss at ``T``); a fixed one's ≥
   ``fail`` of the initial (``masked``: at least ``fail_bits`` above its loss at ``T``).
 - **the paper's claim on real tokens**, per task: every one of those checks holds
-  (:func:`stsim.util.verdict.all_of`).
+  (:func:`stsim.util.verdict.all_of`). An arm that did not learn at ``T`` (its learns
+  check not held) has its length checks inconclusive: there is nothing to generalise.
 - **the choice is interior**: the chosen multiplier is not an end of ``mults`` (exact);
   where it is, the arm's other checks are made inconclusive (its best step may lie
   outside the grid), with that reason.
@@ -287,6 +288,9 @@ def analyse(cfg, out) -> dict:
                            **dict(ctx, T=Tt)) if fixed else
                      judge(f"{name}: generalises to T = {Tt}: loss <= {cfg['ratio']:g} of the "
                            f"initial", vm, "<=", cfg["ratio"], vse, vdf, **dict(ctx, T=Tt)))
+            if learn["verdict"] != "held":       # no learning at T: nothing to generalise
+                c = inconclusive(c, f"it did not learn at T = {cfg['T']} (its learns check "
+                                    f"{learn['verdict']}): length generalisation is not judged")
             checks.append(c)
             claims[task].append(c)
             length[Tt] = _stats(vals)[:2]
