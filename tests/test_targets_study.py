@@ -212,3 +212,19 @@ def test_the_reach_ratio_is_the_learned_level():
     """The targets study's ratio is core.reduced.LEARNED."""
     from stsim.core.reduced import LEARNED
     assert all(targets.PRESETS[m]["ratio"] == LEARNED for m in ("quick", "full"))
+
+
+def test_a_damaged_curve_in_the_journal_is_refused_naming_its_run(tiny, tmp_path):
+    """A run's curve written as ``{}`` into the journal itself: the figure's reading names
+    the table and the run (was: a KeyError traceback)."""
+    import json
+    import shutil
+    out = str(tmp_path / "o")
+    shutil.copytree(tiny[0], out)
+    path = f"{out}/raw/runs.csv.journal.jsonl"
+    recs = [json.loads(x) for x in open(path)]
+    recs[0]["result"]["curve"] = "{}"
+    open(path, "w").write("".join(json.dumps(r) + "\n" for r in recs))
+    with pytest.raises(ValueError, match=r"raw/runs.csv: the curve of the run target=.* is "
+                                         r"damaged"):
+        run_study(targets, out, mode="quick", overrides=TINY, analyse_only=True)

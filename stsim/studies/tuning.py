@@ -6,7 +6,7 @@ import json
 import math
 import time
 
-__all__ = ["run_measures", "choose", "at_chosen"]
+__all__ = ["run_measures", "choose", "at_chosen", "read_curve"]
 
 
 def run_measures(res, L0, T_test, t0) -> dict:
@@ -51,3 +51,21 @@ def at_chosen(rows, arm, chosen) -> list:
         return list(rows)
     return [r for r in rows if r.get("mult") not in (None, "")
             and float(r["mult"]) == chosen.get(r[arm])]
+
+
+def read_curve(row, table: str, arm: str) -> dict:
+    """The validation curve of a table's row (:func:`run_measures`' JSON: ``step`` and
+    ``rel``, lists of one length); ``ValueError`` naming the table and the row (its arm
+    and seed) when it is damaged, instead of a traceback in the figure."""
+    try:
+        c = json.loads(row["curve"])
+        ok = (isinstance(c, dict) and isinstance(c.get("step"), list)
+              and isinstance(c.get("rel"), list) and len(c["step"]) == len(c["rel"]))
+    except (TypeError, ValueError):
+        ok = False
+    if not ok:
+        raise ValueError(f"raw/{table}: the curve of the run {arm}={row.get(arm)!r}, seed "
+                         f"{row.get('seed')} is damaged ({str(row.get('curve'))[:40]!r}): "
+                         f"rerun without --analyse-only in another --out to compute it "
+                         f"again")
+    return c

@@ -4,7 +4,6 @@ the CSVs beside each figure, ``curves.png`` (validation loss per mechanism, ever
 ``width.png`` (width against T on log axes with the fitted laws), ``report.md``."""
 from __future__ import annotations
 
-import json
 import os
 
 import numpy as np
@@ -12,6 +11,7 @@ import numpy as np
 from stsim.util.io import atomic_write, write_csv, write_json
 from stsim.util.stats import law_value
 from stsim.util.plotting import plt, savefig
+from stsim.studies.tuning import read_curve
 from stsim.util.verdict import checks_table
 
 __all__ = ["write_outputs"]
@@ -23,7 +23,7 @@ def _curves(cfg, out, table):
     for k, mech in enumerate(cfg["mechanisms"]):
         runs = [r for r in table if r["mechanism"] == mech and r.get("curve")]
         for j, r in enumerate(runs):
-            c = json.loads(r["curve"])
+            c = read_curve(r, "runs.csv", "mechanism")
             ax.plot(c["step"], c["rel"], color=f"C{k % 10}", lw=1.2 if j == 0 else 0.6,
                     alpha=1.0 if j == 0 else 0.5, label=mech if j == 0 else None)
             rows += [[mech, r["seed"], s, v] for s, v in zip(c["step"], c["rel"])]

@@ -4,7 +4,6 @@ check with se, critical and verdict), one figure per part with its CSV beside it
 side-by-side table."""
 from __future__ import annotations
 
-import json
 import math
 import os
 
@@ -14,6 +13,7 @@ from stsim.studies.targets.widths import family_kind, footing
 from stsim.util.io import atomic_write, write_csv, write_json
 from stsim.util.plotting import plt, savefig
 from stsim.util.stats import law_value
+from stsim.studies.tuning import read_curve
 from stsim.util.verdict import checks_table
 
 __all__ = ["write_outputs", "table", "PARTS"]
@@ -54,7 +54,7 @@ def _learns(cfg, out, table):
     rows = []
     for k, t in enumerate(cfg["targets"]):
         for j, r in enumerate(r for r in table if r["target"] == t):
-            c, up = json.loads(r["curve"]), footing(t, cfg["d"], cfg["q"])
+            c, up = read_curve(r, "runs.csv", "target"), footing(t, cfg["d"], cfg["q"])
             ax.plot(c["step"], np.asarray(c["rel"]) * up, color=f"C{k % 10}", lw=1.0,
                     alpha=1.0 if j == 0 else 0.5, label=t if j == 0 else None)
             rows += [[t, r["seed"], a, v * up, v] for a, v in zip(c["step"], c["rel"])]
