@@ -164,5 +164,15 @@ def _resolve_alias(app, env, node, contnode):
     return None
 
 
+def _drop_generated_gallery(app, exc):
+    """The gallery's generated sources (``docs/gallery``: rST, notebooks, images with their
+    data) are an intermediate of the build, not kept in the tree: the HTML holds the pages,
+    the figures and, as downloads, their data."""
+    import shutil
+    shutil.rmtree(os.path.join(app.srcdir, sphinx_gallery_conf["gallery_dirs"]),
+                  ignore_errors=True)
+
+
 def setup(app):
     app.connect("missing-reference", _resolve_alias)
+    app.connect("build-finished", _drop_generated_gallery)

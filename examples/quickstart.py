@@ -25,7 +25,7 @@ for b in range(len(s)):
     print(f"sample {b}: selected {sorted(y[b].tolist())}  most attended {top.tolist()}  "
           f"weight on the selected {s[b, y[b]].sum():.2f}")
 
+# each figure with its data beside it (quickstart.csv, quickstart_history.csv)
 res.plot_attention(os.path.join(OUT, "quickstart.png"), n=4, seed=1)   # the same samples
 res.plot(os.path.join(OUT, "quickstart_history.png"))   # the `stsim run` figure
-res.history_csv(os.path.join(OUT, "quickstart_history.csv"))
-print("wrote", OUT + "/quickstart.png, quickstart_history.png, quickstart_history.csv")
+print("wrote", OUT + "/quickstart.png, quickstart_history.png and their CSVs")

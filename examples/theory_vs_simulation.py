@@ -39,6 +39,13 @@ ax.set(xlabel="step", ylabel="loss", title=f"T={T}, q={q}, d={d}, one-hot, η={l
 ax.legend(fontsize=8)
 fig.tight_layout()
 fig.savefig(os.path.join(OUT, "theory_vs_simulation.png"))
+with open(os.path.join(OUT, "theory_vs_simulation.csv"), "w") as fh:     # the data beside it
+    fh.write("curve,step,loss\n")
+    rows = ([("sgd_train", s, v) for s, v in zip(h["step"], h["loss"])]
+            + [("sgd_val", s, v) for s, v in zip(h["step"], h["val"])]
+            + [("reduced_gd", s, v) for s, v in zip(gd.step, gd.loss[0])]
+            + [("gradient_flow", t / lr, v) for t, v in zip(tau, flow.loss[0])])
+    fh.writelines(f"{c},{float(s):g},{float(v):.10g}\n" for c, s, v in rows)
 
 for k in (steps // 10, steps // 2, steps):
     i = np.searchsorted(h["step"], k)

@@ -37,4 +37,9 @@ ax[0].set_ylabel("loss")
 fig.suptitle(f"STS_q, T={T}, q={q}")
 fig.tight_layout()
 fig.savefig(os.path.join(OUT, "transformer_vs_fcn.png"))
+with open(os.path.join(OUT, "transformer_vs_fcn.csv"), "w") as fh:       # the data beside it
+    fh.write("model,step,loss,val\n")
+    fh.writelines(f"{name},{int(s)},{lo:.10g},{v:.10g}\n" for name, res in runs.items()
+                  for s, lo, v in zip(res.history["step"], res.history["loss"],
+                                      res.history["val"]))
 print("wrote", os.path.join(OUT, "transformer_vs_fcn.png"))

@@ -149,3 +149,19 @@ def test_the_runs_target_is_its_object(tmp_path):
         back = stsim.Result.load(tmp_path / f"{target}.npz")
         assert type(r.target) is kind and type(back.target) is kind
     assert stsim.Result.load(tmp_path / "mean.npz").target.zero_loss(3, 2) == 3 / 4
+
+
+def test_a_written_figure_has_its_data_beside_it(tmp_path):
+    """``plot(path)`` writes the history beside the figure, ``plot_attention(path)`` the
+    weights (one row per sample and position, the selected ones marked)."""
+    import csv
+    res = stsim.run(T=8, q=2, steps=20, batch=16, progress=False)
+    res.plot(tmp_path / "h.png")
+    rows = list(csv.DictReader(open(tmp_path / "h.csv")))
+    assert len(rows) == len(res.history["step"]) and float(rows[-1]["val"]) == \
+        pytest.approx(res.history["val"][-1])
+    res.plot_attention(tmp_path / "a.png", n=3, seed=1)
+    rows = list(csv.DictReader(open(tmp_path / "a.csv")))
+    s, _, y = res.attention(n=3, seed=1, return_inputs=True)
+    assert len(rows) == 3 * 8 and sum(int(r["selected"]) for r in rows) == 3 * 2
+    assert float(rows[0]["weight"]) == pytest.approx(s[0, 0])

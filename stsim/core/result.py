@@ -160,23 +160,32 @@ class Result:
         growth = the O(1/t) rate) and the cosines to the target, as a
         ``matplotlib.figure.Figure`` that a notebook shows (as a PNG, with or without
         ``%matplotlib inline``). With ``path``, it is also written there (format from the
-        extension). It never selects or changes matplotlib's backend: a script's later
-        ``plt.show()`` shows its own figures as before."""
+        extension), and its data beside it, ``<stem>.csv`` (:meth:`history_csv`). It never
+        selects or changes matplotlib's backend: a script's later ``plt.show()`` shows its
+        own figures as before."""
         from stsim.util.figure import history_figure, save_figure
         fig = history_figure(self)
         if path is not None:
             save_figure(fig, path)
+            self.history_csv(os.path.splitext(os.fspath(path))[0] + ".csv")
         return fig
 
     def plot_attention(self, path=None, **options):
         """The attention weights of :meth:`attention` (``options``: its ``n``, ``seed``,
         ``T``, ...) as an image, each sample's selected positions marked: a matplotlib
-        ``Figure``, also written to ``path`` if given (as :meth:`plot`)."""
+        ``Figure``, also written to ``path`` if given (as :meth:`plot`), with its data
+        beside it, ``<stem>.csv``: ``sample, position, weight, selected``."""
         from stsim.util.figure import attention_figure, save_figure
         s, _, y = self.attention(return_inputs=True, **options)
         fig = attention_figure(s, y)
         if path is not None:
             save_figure(fig, path)
+            sel = np.zeros(s.shape, dtype=int)
+            np.put_along_axis(sel, y, 1, axis=1)
+            write_csv(os.path.splitext(os.fspath(path))[0] + ".csv",
+                      ["sample", "position", "weight", "selected"],
+                      [(b, i, float(s[b, i]), int(sel[b, i])) for b in range(s.shape[0])
+                       for i in range(s.shape[1])])
         return fig
 
     def attention(self, X=None, y=None, *, n=4, seed=0, T=None, return_inputs=False,
