@@ -23,7 +23,7 @@ from stsim.core.encodings import (PEBatch, Encoding, OneHot, NearOrthogonal, Sto
                                   StochasticSphere, coherence)
 from stsim.core.families import make_encoding, register_encoding
 from stsim.core.model import loss_and_grad, forward_backward
-from stsim.core.targets import target_params, cosine_to_target
+from stsim.core.constructions import cosine_to_target, target_params
 from stsim.core.gradcheck import check_grad, directional_check
 from stsim.core.optim import SGD, Adam, make_optimizer, register_optimizer
 from stsim.core.problem import register_arch

@@ -13,7 +13,7 @@ from stsim.core.encodings import PEBatch
 from stsim.core.families import make_encoding
 from stsim.core.gradcheck import check_grad
 from stsim.core.model import forward_backward, loss_and_grad
-from stsim.core.targets import target_params
+from stsim.core.constructions import target_params
 
 FAMILIES = [("onehot", "slots", 11), ("stochastic", "slots", 13), ("stochastic", "sphere", 6)]
 

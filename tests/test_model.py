@@ -11,7 +11,7 @@ from conftest import B, T, d, q
 from stsim.core.encodings import PEBatch
 from stsim.core.gradcheck import check_grad
 from stsim.core.model import forward_backward, loss_and_grad
-from stsim.core.targets import cosine_to_target, target_params
+from stsim.core.constructions import cosine_to_target, target_params
 
 FAMILIES = [("onehot", "slots", 11), ("near-orthogonal", "slots", 7),
             ("stochastic", "slots", 13), ("stochastic", "sphere", 6)]

@@ -12,8 +12,8 @@ from stsim.core import kernels
 from stsim.core.encodings import PEBatch
 from stsim.core.gradcheck import check_grad
 from stsim.core.model import forward_backward
-from stsim.core.targets import (TARGETS, Mean, Moment, Target, construction, hermite,
-                                make_target)
+from stsim.core.constructions import construction
+from stsim.core.targets import TARGETS, Mean, Moment, Target, hermite, make_target
 from stsim.core.task import draw_batch, sts_target
 
 BUILT_IN = ["mean", "moment:2", "moment:3", "variance"]

@@ -12,11 +12,12 @@ import pytest
 import stsim
 from stsim import Config
 from stsim.core.encodings import PEBatch
-from stsim.core.targets import NO_COS_V, cosine_to_target, target_params, unique_V
+from stsim.core.constructions import NO_COS_V, cosine_to_target, target_params, unique_V
 from stsim.core.schedule import LongRunWarning
 from stsim.core.stability import (KAPPA_W, SAFETY, eta_W_cap, fourth_excess,
                                   sample_curvature)
-from stsim.core.targets import Mean, Moment, Target, Variance, construction, make_target
+from stsim.core.constructions import construction
+from stsim.core.targets import Mean, Moment, Target, Variance, make_target
 
 
 def _grid(n_var, nodes):

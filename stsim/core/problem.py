@@ -28,7 +28,7 @@ import numpy as np
 
 from stsim.core.encodings import sample_checked
 from stsim.core.model import forward_backward_unchecked
-from stsim.core.targets import NO_COS_V, cosine_to_target, unique_V
+from stsim.core.constructions import NO_COS_V, cosine_to_target, unique_V
 from stsim.core.seeds import Streams
 from stsim.core.targets import target_of
 
@@ -337,7 +337,7 @@ class TransformerProblem(Problem):
     def metrics(self, params):
         """``cos_W``, ``cos_V`` against the target's construction (of ``W_Kᵀ W_Q`` for a
         key/query pair; no ``cos_V`` where it is not unique,
-        :func:`~stsim.core.targets.cosine_to_target`) and the objective's own metrics."""
+        :func:`~stsim.core.constructions.cosine_to_target`) and the objective's own metrics."""
         out = {}
         out["cos_W"], cos_V = cosine_to_target(self.merged_W(params), params["V"], self.cfg.d,
                                                self.target)

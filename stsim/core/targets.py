@@ -37,13 +37,13 @@ import math
 import numpy as np
 
 from stsim.core.corpus import load_corpus
+from stsim.core.target_checks import check_target
 from stsim.core.task import Batch, draw_subsets, sts_target
 from stsim.util.validate import check_choice, check_int
 
 __all__ = ["Target", "Mean", "Moment", "Variance", "TextSelection", "MaskedChar", "TARGETS",
-           "READOUTS", "LOSSES", "EMBEDDINGS", "MAX_ORDER", "check_target",
-           "make_target", "target_of", "resolve_target", "hermite", "construction",
-           "HEAD_STEPS", "target_params", "cosine_to_target", "unique_V", "NO_COS_V"]
+           "READOUTS", "LOSSES", "EMBEDDINGS", "MAX_ORDER", "make_target", "target_of",
+           "resolve_target", "hermite", "HEAD_STEPS"]
 
 READOUTS = ("linear", "quadratic")
 LOSSES = ("squared", "xent")
@@ -483,138 +483,3 @@ def resolve_target(c, objects: dict) -> Target:
         raise ValueError(f"target={t.label!r}: objective='population' is the mean task's "
                          f"exact population loss{own}; use objective 'online' or 'sample'")
     return t
-
-
-def _bad(t, method, what) -> ValueError:
-    return ValueError(f"target: {type(t).__name__}.{method} {what}")
-
-
-def _dim(t, method, d) -> int:
-    n = getattr(t, method)(d)
-    if isinstance(n, bool) or not isinstance(n, (int, np.integer)) or n < 1:
-        raise _bad(t, f"{method}({d})", f"must be an integer >= 1, got {n!r}")
-    return int(n)
-
-
-def _array(t, method, a, shape) -> np.ndarray:
-    a = np.asarray(a)
-    if a.dtype.kind not in "fiu":
-        raise _bad(t, method, f"must return real numbers, got dtype {a.dtype}")
-    if a.shape != shape:
-        raise _bad(t, method, f"must return an array of shape {shape}, got {a.shape}")
-    if not np.all(np.isfinite(a)):
-        raise _bad(t, method, "returned values that are not finite (NaN or inf)")
-    return a
-
-
-def check_target(t, d: int, q: int, T: int) -> None:
-    """Check a target of one's own once, before any work (``ValueError`` naming the method
-    and what it returned): ``dim``, ``feature_dim``, ``effective_dim`` integers ≥ 1;
-    ``features`` and ``value`` on a probe batch (2 samples of ``T`` tokens, a generator
-    seeded 0) of shapes ``(2, T, feature_dim)`` and ``(2, dim)``, real and finite;
-    ``fourth_moments`` None or two finite numbers ≥ 0; ``exact`` (when it has one) the
-    readout's blocks of their shapes."""
-    m, n = _dim(t, "feature_dim", d), _dim(t, "dim", d)
-    _dim(t, "effective_dim", d)
-    rng = np.random.default_rng(0)
-    X, y = rng.standard_normal((2, T, d)), draw_subsets(rng, 2, T, q)
-    _array(t, "features(X)", t.features(X), (2, T, m))
-    _array(t, "value(X, y)", t.value(X, y), (2, n))
-    fm = t.fourth_moments(d)
-    if fm is not None:
-        try:
-            ok = len(fm) == 2 and all(math.isfinite(float(v)) and float(v) >= 0 for v in fm)
-        except (TypeError, ValueError):
-            ok = False
-        if not ok:
-            raise _bad(t, f"fourth_moments({d})", f"must return None or two finite numbers "
-                                                  f">= 0 (M_V, M_4), got {fm!r}")
-    try:
-        ex = t.exact(d)
-    except NotImplementedError:
-        return
-    if not isinstance(ex, dict) or "V_x" not in ex:
-        raise _bad(t, f"exact({d})", f"must return a dict with 'V_x', got {ex!r}")
-    _array(t, f"exact({d})['V_x']", ex["V_x"], (n, m))
-    if not t.linear_readout:
-        _array(t, f"exact({d})['b']", ex.get("b", ()), (n,))
-        _array(t, f"exact({d})['Q']", ex.get("Q", ()), (n, m, m))
-
-
-def construction(target, d: int, d_e: int, beta: float = 800.0) -> dict:
-    """The parameters that represent ``target`` (a name or :class:`Target`) with tokens of
-    dimension ``d`` and encodings of width ``d_e``: ``W = β [[0, 0], [0, I_{d_e}]]``
-    (selected logits ``β c`` above the others: at ``β = 800`` the attention is ``1/q`` on
-    the selected tokens to the last bit for one-hot encodings), ``V = [V_x, 0]`` and, for
-    the quadratic readout, ``b`` and ``Q`` (:meth:`Target.exact`)."""
-    t = make_target(target)
-    ex = t.exact(d)
-    m = t.feature_dim(d)
-    W = np.zeros((m + d_e, m + d_e))
-    W[m:, m:] = beta * np.eye(d_e)
-    V = np.zeros((t.dim(d), m + d_e))
-    V[:, :m] = ex.pop("V_x")
-    return {"W": W, "V": V, **ex}
-
-
-def target_params(d: int, d_e: int, target="mean"):
-    """The ``target``'s exact construction at unit scale (:func:`stsim.core.targets.construction`
-    with ``β = 1``): ``W* = [[0,0],[0,I_{d_e}]]`` and ``V* = [V_x*, 0]`` (``V_x*`` of
-    :meth:`~stsim.core.targets.Target.exact`, on the features); for the mean, the ground
-    truth of the paper's figures, ``V* = [I_d, 0]``. The quadratic readout's ``b*``,
-    ``Q*``: ``construction``."""
-    p = construction(target, d, d_e, beta=1.0)
-    return p["W"], p["V"]
-
-
-#: why a run records no ``cos_V`` for some targets (:func:`cosine_to_target`)
-NO_COS_V = ("no cos_V: the target's readout has no unique construction (the quadratic "
-            "readout's constant b trades with V_e h_e, whose encoding weights sum to 1), "
-            "or none is known")
-
-
-def unique_V(target, d: int):
-    """``V_x*`` of the ``target``'s construction (:meth:`~stsim.core.targets.Target.exact`)
-    when it is the only ``V`` that represents the target given the ideal attention — the
-    linear readout —, else None (:data:`NO_COS_V`)."""
-    t = make_target(target)
-    if not t.linear_readout:
-        return None
-    try:
-        return t.exact(d)["V_x"]
-    except NotImplementedError:
-        return None
-
-
-def cosine_to_target(W, V, d: int, target="mean"):
-    """``(cos(W, W*), cos(V, V*))`` against the ``target``'s construction
-    (:func:`target_params`; tokens of dimension ``d``, features ``φ`` of ``m`` numbers),
-    ``cos(A, B) = <A,B>/(|A|_F |B|_F)`` (0 if A = 0, NaN if A holds a non-finite entry).
-
-    ``W* = [[0,0],[0,I]]`` for every target, so ``<W, W*> = tr W_ee``; for the mean
-    ``<V, V*> = tr V_x`` (no target matrix is built), for another target
-    ``<V_φ, V_x*>``. ``cos_V`` is None (:data:`NO_COS_V`) where the construction of ``V``
-    is not unique — the quadratic readout (``Σ_k (h_e)_k = 1`` for the one-hot and slot
-    encodings, so ``V_e = u 1ᵀ`` with ``b − u`` represents the same function; the
-    variance's V stays near 0.73 of its construction's direction while its loss falls) —
-    or the target has no construction.
-    """
-    t = make_target(target)
-    m = t.feature_dim(d)
-    d_e = W.shape[0] - m
-    nW, nV = np.linalg.norm(W), np.linalg.norm(V)
-
-    def cos(tr, n, k):
-        if not np.isfinite(n):
-            return float("nan")
-        return 0.0 if n == 0 else float(tr / (n * np.sqrt(k)))
-
-    cos_W = cos(np.trace(W[m:, m:]), nW, d_e)
-    if t.paper:
-        return cos_W, cos(np.trace(V[:, :d]), nV, d)
-    Vx = unique_V(t, d)
-    if Vx is None:
-        return cos_W, None
-    if not np.isfinite(nV):
-        return cos_W, float("nan")
-    return cos_W, 0.0 if nV == 0 else float(np.sum(V[:, :m] * Vx) / (nV * np.linalg.norm(Vx)))

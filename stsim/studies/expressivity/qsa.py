@@ -30,7 +30,7 @@ import numpy as np
 from scipy.special import logsumexp
 
 from stsim.core.encodings import StochasticSphere
-from stsim.core.targets import target_params
+from stsim.core.constructions import target_params
 from stsim.core.task import sts_target
 from stsim.util.validate import check_choice, check_int, check_real
 
@@ -184,7 +184,7 @@ def solve_gram(G: np.ndarray, c: np.ndarray) -> np.ndarray:
 def qsa_params(d: int, m: int, lam: float):
     """``W = λ [[0,0],[0,I_m]]`` ((d+m) × (d+m), rows key side) and ``V = [I_d, 0]``.
 
-    The paper's ground truth ``(W*, V*)`` (:func:`stsim.core.targets.target_params`) scaled by λ.
+    The paper's ground truth ``(W*, V*)`` (:func:`stsim.core.constructions.target_params`) scaled by λ.
     """
     d, m = check_int("d", d, 1), check_int("m", m, 1)
     W, V = target_params(d, m)

@@ -5,7 +5,7 @@ For each target of ``targets`` at ``q``, three parts, each a table under ``raw/`
 :func:`stsim.sweep` (its journal makes a rerun compute only what is missing):
 
 - **represents** (``raw/represents.csv``): the exact construction
-  (:func:`stsim.core.targets.construction`, the ideal attention) on ``n_batches`` batches of
+  (:func:`stsim.core.constructions.construction`, the ideal attention) on ``n_batches`` batches of
   256 at ``rep_T``: its largest loss, judged ``< 1e-20``; for the variance also the best
   readout linear in the attended vector, fitted by least squares on ``n_fit`` samples
   (:func:`stsim.theory.targets.variance_linear_fit`), its held-out loss against the derived
@@ -132,7 +132,8 @@ def represents(target, T, q, d, n_batches, n_fit, seed):
     target other than the variance."""
     from stsim.core.encodings import PEBatch
     from stsim.core.model import forward_backward
-    from stsim.core.targets import Variance, construction
+    from stsim.core.constructions import construction
+    from stsim.core.targets import Variance
     from stsim.theory.targets import variance_linear_fit
     t = make_target(target)
     rng = np.random.default_rng(seed)
