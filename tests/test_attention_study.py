@@ -8,7 +8,8 @@ import pytest
 
 from stsim.studies import attention
 from stsim.studies.attention.runs import choose, mechanism_options
-from stsim.studies.attention.study import _width_checks, judged, parse_mechanism, verdict
+from stsim.studies.attention.analysis import _width_checks, judged, verdict
+from stsim.studies.attention.study import parse_mechanism
 from stsim.studies.contract import check_study, run_study
 
 SMALL = {"mechanisms": ["softmax", "linear", "rank=2"], "seeds": 2, "steps": 40, "T": 8,

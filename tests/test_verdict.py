@@ -3,7 +3,7 @@ through it — a seeded fault in its critical value or its rule changes a figure
 an attention-study verdict and a theory-report check alike."""
 import pytest
 
-from stsim.studies.attention.study import verdict as attention_verdict
+from stsim.studies.attention.analysis import verdict as attention_verdict
 from stsim.studies.figures.claims_reduced import _held
 from stsim.studies.figures.verdicts import make_check
 from stsim.theory.report import make_check as theory_check

@@ -23,6 +23,7 @@ it gets ``{"W_K": mη_W, "W_Q": mη_W, "V": mη_V}``, its default random initial
 from __future__ import annotations
 
 import math
+import os
 import time
 
 import stsim
@@ -163,3 +164,23 @@ def sphere_one(mechanism, T, q, d_e, d, steps, seed):
     return {"run_status": res.status, "steps": int(res.config["steps"]),
             "lr": float(Steps(res.config["lr"]).uniform or math.nan),
             "rel": res.final("val") / res.target.zero_loss(d, q) if ok else math.inf}
+
+
+#: the words for each tuning base in a check's note
+BASE_TEXT = {"own": "its own default", "paper": "the paper model's"}
+
+
+def rank_points(cfg) -> list:
+    """The rank grid's points ``{T, q, rank}`` (q < T, rank <= 2T)."""
+    return [{"T": T, "q": q, "rank": r} for T in cfg["rank_T"] for q in cfg["rank_q"]
+            for r in cfg["rank_r"] if q < T and r <= 2 * T]
+
+
+def raw_path(out, name):
+    """The raw table ``name`` of the folder ``out``."""
+    return os.path.join(out, "raw", name)
+
+
+def named(cfg):
+    """``cfg`` with each mechanism by its label (the tables', JSON-ready)."""
+    return dict(cfg, mechanisms=[mechanism_label(m) for m in cfg["mechanisms"]])
