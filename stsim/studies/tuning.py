@@ -6,7 +6,9 @@ import json
 import math
 import time
 
-__all__ = ["run_measures", "choose", "at_chosen", "read_curve"]
+import numpy as np
+
+__all__ = ["run_measures", "choose", "at_chosen", "read_curve", "seed_stats"]
 
 
 def run_measures(res, L0, T_test, t0) -> dict:
@@ -69,3 +71,13 @@ def read_curve(row, table: str, arm: str) -> dict:
                          f"rerun without --analyse-only in another --out to compute it "
                          f"again")
     return c
+
+
+def seed_stats(values) -> tuple:
+    """``(mean, se = s/√n, df = n − 1)`` of a statistic over the seeds (``n`` values); the
+    se NaN and df None where it cannot be estimated (fewer than two values, or one not
+    finite: a run that diverged)."""
+    v = np.asarray(values, float)
+    if v.size < 2 or not np.all(np.isfinite(v)):
+        return float(np.mean(v)) if v.size else math.nan, math.nan, None
+    return float(v.mean()), float(v.std(ddof=1) / math.sqrt(v.size)), v.size - 1

@@ -5,8 +5,8 @@ For each target of ``targets`` at ``q``, three parts, each a table under ``raw/`
 :func:`stsim.sweep` (its journal makes a rerun compute only what is missing):
 
 - **represents** (``raw/represents.csv``): the exact construction
-  (:func:`stsim.core.constructions.construction`, the ideal attention) on ``n_batches`` batches of
-  256 at ``rep_T``: its largest loss, judged ``< 1e-20``; for the variance also the best
+  (:func:`stsim.core.constructions.construction`, the ideal attention) on ``n_batches``
+  batches of 256 at ``rep_T``: its largest loss, judged ``< 1e-20``; for the variance also the best
   readout linear in the attended vector, fitted by least squares on ``n_fit`` samples
   (:func:`stsim.theory.targets.variance_linear_fit`), its held-out loss against the derived
   floor ``d(q−1)/q³`` (:func:`~stsim.theory.targets.variance_linear_floor`), judged within
@@ -44,7 +44,7 @@ from stsim.studies.cells import made_with, stamped
 from stsim.studies.targets import widths
 from stsim.studies.targets.settings import made_by
 from stsim.studies.targets.outputs import write_outputs
-from stsim.studies.tuning import at_chosen, choose as choose_by, run_measures
+from stsim.studies.tuning import at_chosen, choose as choose_by, run_measures, seed_stats
 from stsim.util.validate import check_int, check_real
 from stsim.util.verdict import judge
 
@@ -245,13 +245,6 @@ def run(cfg, out, executor, log=None):
                                        "load_avg": list(os.getloadavg()), **more})
 
 
-def _seed_stats(values):
-    """``(mean, se = s/√n, df = n − 1)`` of the seed values (se NaN for one value)."""
-    v = np.asarray(values, float)
-    se = float(np.std(v, ddof=1) / math.sqrt(v.size)) if v.size > 1 else math.nan
-    return float(np.mean(v)) if v.size else math.nan, se, v.size - 1 if v.size > 1 else None
-
-
 def analyse(cfg, out):
     """The checks of every part, from the tables under ``raw/`` alone. A run that raised
     (its row's ``status``) leaves its target's checks of that part inconclusive (measured
@@ -283,7 +276,7 @@ def analyse(cfg, out):
         up = widths.footing(t, cfg["d"], cfg["q"])
         for part, key, where in [("learns", "rel", cfg["T"])] + [
                 ("length", f"rel_T{Tt}", Tt) for Tt in cfg["T_test"]]:
-            m, se, df = _seed_stats([math.nan] if failed else [float(r[key]) for r in rows])
+            m, se, df = seed_stats([math.nan] if failed else [float(r[key]) for r in rows])
             ck = judge(f"{t}: val/L_c at T = {where} <= {cfg['ratio']:g} (trained at "
                        f"T = {cfg['T']}, {len(rows)} seeds, multiplier {mults.get(t)})",
                        m * up, "<=", cfg["ratio"], se * up, df,

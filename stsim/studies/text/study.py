@@ -46,7 +46,7 @@ import numpy as np
 
 from stsim.core.reduced import LEARNED
 from stsim.studies.cells import made_with, settings_text, stamped
-from stsim.studies.tuning import at_chosen, choose
+from stsim.studies.tuning import at_chosen, choose, seed_stats
 from stsim.util.validate import check_int, check_real
 from stsim.util.verdict import all_of, inconclusive, judge
 
@@ -222,13 +222,6 @@ def _choose(rows, cfg) -> dict:
     return choose(rows, "arm", cfg["mults"])
 
 
-def _stats(v):
-    v = np.asarray(v, float)
-    if v.size < 2 or not np.all(np.isfinite(v)):
-        return float(np.mean(v)) if v.size else math.nan, math.nan, None
-    return float(v.mean()), float(v.std(ddof=1) / math.sqrt(v.size)), v.size - 1
-
-
 def analyse(cfg, out) -> dict:
     """Every check and table from the raw tables alone (module docstring)."""
     from stsim.baselines.text import neighbour_bits, unigram_bits
@@ -257,7 +250,7 @@ def analyse(cfg, out) -> dict:
             ind = [r["val"] / r["val0"] for r in rows]
             per_T = {Tt: [r[f"val_T{Tt}"] / r[f"val0_T{Tt}"] for r in rows]
                      for Tt in cfg["T_test"]}
-        m, se, df = _stats(ind)
+        m, se, df = seed_stats(ind)
         unit = "bits" if task == "masked" else "of the initial loss"
         ctx = dict(task=task, encoding=enc, T=cfg["T"], n=len(rows), part="learns")
         if task == "masked":
@@ -274,7 +267,7 @@ def analyse(cfg, out) -> dict:
             fixed = enc in FIXED
             if task == "masked":
                 gap = [v - i for v, i in zip(vals, ind)]
-                gm, gse, gdf = _stats(gap)
+                gm, gse, gdf = seed_stats(gap)
                 c = (judge(f"{name}: fails to generalise to T = {Tt}: at least "
                            f"{cfg['fail_bits']:g} bits above its loss at T", gm, ">=",
                            cfg["fail_bits"], gse, gdf, **dict(ctx, T=Tt)) if fixed else
@@ -282,7 +275,7 @@ def analyse(cfg, out) -> dict:
                            f"of its loss at T", gm, "<=", cfg["gen_bits"], gse, gdf,
                            **dict(ctx, T=Tt)))
             else:
-                vm, vse, vdf = _stats(vals)
+                vm, vse, vdf = seed_stats(vals)
                 c = (judge(f"{name}: fails to generalise to T = {Tt}: loss >= {cfg['fail']:g} "
                            f"of the initial", vm, ">=", cfg["fail"], vse, vdf,
                            **dict(ctx, T=Tt)) if fixed else
@@ -293,7 +286,7 @@ def analyse(cfg, out) -> dict:
                                     f"{learn['verdict']}): length generalisation is not judged")
             checks.append(c)
             claims[task].append(c)
-            length[Tt] = _stats(vals)[:2]
+            length[Tt] = seed_stats(vals)[:2]
         chosen = mults.get(name)
         ends = (min(cfg["mults"]), max(cfg["mults"]))
         inside = chosen is not None and ends[0] < chosen < ends[1]
