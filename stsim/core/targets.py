@@ -169,7 +169,11 @@ class Target:
 
     def check(self, d: int, T_max: int, q: int) -> None:
         """The run's sizes checked against the target before any work (``ValueError``
-        naming the setting); nothing to check here."""
+        naming the setting): here ``q >= min_q``; a subclass with more to check calls this
+        one too."""
+        if q < self.min_q:
+            raise ValueError(f"target={self.label!r} needs q >= {self.min_q} (its value is "
+                             f"identically 0 below), got q={q}")
 
     def tokens(self, rng: np.random.Generator, B: int, T: int, d: int,
                part: str = "train") -> np.ndarray:
@@ -351,6 +355,7 @@ class _OnText(Target):
         """The run's sizes against the text (``ValueError`` naming each): ``d`` the
         vocabulary's size for the one-hot embedding; a window of ``T_max`` characters
         within each part of the corpus."""
+        super().check(d, T_max, q)
         if self.embedding == "onehot" and d != self.vocab_size():
             raise ValueError(f"target {self.label!r}: d must be the vocabulary's size "
                              f"{self.vocab_size()} for the one-hot embedding, got {d}")
@@ -470,9 +475,6 @@ def resolve_target(c, objects: dict) -> Target:
     if type(t) is TARGETS.get(t.name):      # a built-in: recorded as its label
         objects.pop("target", None)
     t.check(c.d, max((c.T, *c.T_test)), c.q)
-    if c.q < t.min_q:
-        raise ValueError(f"target={t.label!r} needs q >= {t.min_q} (its value is "
-                         f"identically 0 below), got q={c.q}")
     if type(t) is not TARGETS.get(t.name):  # one's own: its methods checked once, here
         check_target(t, c.d, c.q, c.T)
     paper = t.paper and all(getattr(type(t), m) is getattr(Mean, m)
