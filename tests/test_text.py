@@ -168,3 +168,13 @@ def test_tiny_shakespeare_baselines():
     nb = neighbour_bits(T=64)
     assert (round(nb["both"], 4), round(nb["left"], 4), round(nb["right"], 4),
             round(nb["bits"], 4), nb["beta"]) == (2.346, 3.5883, 3.5856, 2.3848, 10.0)
+
+
+def test_the_masked_task_records_no_cos_W_and_says_why():
+    """Its ideal attention is on the neighbours, not the named position: no cos_W against
+    the named-position construction (which a selection run keeps)."""
+    m = stsim.run(T=12, q=1, d=65, target="masked", pe="onehot", lr=8, steps=5,
+                  progress=False)
+    assert "cos_W" not in m.history and m.info["cos_W"].startswith("no cos_W")
+    s = stsim.run(T=12, q=3, d=65, target="text", pe="onehot", lr=8, steps=5, progress=False)
+    assert "cos_W" in s.history and "cos_W" not in s.info

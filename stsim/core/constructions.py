@@ -7,7 +7,8 @@ import numpy as np
 
 from stsim.core.targets import make_target
 
-__all__ = ["construction", "target_params", "unique_V", "cosine_to_target", "NO_COS_V"]
+__all__ = ["construction", "target_params", "unique_V", "cosine_to_target", "NO_COS_V",
+           "NO_COS_W"]
 
 
 def construction(target, d: int, d_e: int, beta: float = 800.0) -> dict:
@@ -38,6 +39,10 @@ def target_params(d: int, d_e: int, target="mean"):
 
 
 #: why a run records no ``cos_V`` for some targets (:func:`cosine_to_target`)
+#: why no ``cos_W`` is recorded for a target whose attention is not on the named positions
+NO_COS_W = ("no cos_W: the target's attention is not on the named position (the masked "
+            "character is read from its neighbours), so W* = [[0,0],[0,I]] is not its "
+            "construction")
 NO_COS_V = ("no cos_V: the target's readout has no unique construction (the quadratic "
             "readout's constant b trades with V_e h_e, whose encoding weights sum to 1), "
             "or none is known")
@@ -57,7 +62,8 @@ def unique_V(target, d: int):
 
 
 def cosine_to_target(W, V, d: int, target="mean"):
-    """``(cos(W, W*), cos(V, V*))`` against the ``target``'s construction
+    """``(cos(W, W*), cos(V, V*))`` against the ``target``'s construction (``cos_W`` None,
+    :data:`NO_COS_W`, for a target whose attention is not on the named positions)
     (:func:`target_params`; tokens of dimension ``d``, features ``φ`` of ``m`` numbers),
     ``cos(A, B) = <A,B>/(|A|_F |B|_F)`` (0 if A = 0, NaN if A holds a non-finite entry).
 
@@ -79,7 +85,7 @@ def cosine_to_target(W, V, d: int, target="mean"):
             return float("nan")
         return 0.0 if n == 0 else float(tr / (n * np.sqrt(k)))
 
-    cos_W = cos(np.trace(W[m:, m:]), nW, d_e)
+    cos_W = cos(np.trace(W[m:, m:]), nW, d_e) if t.attends_to_named else None
     if t.paper:
         return cos_W, cos(np.trace(V[:, :d]), nV, d)
     Vx = unique_V(t, d)

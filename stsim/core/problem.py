@@ -28,7 +28,7 @@ import numpy as np
 
 from stsim.core.encodings import sample_checked
 from stsim.core.model import forward_backward_unchecked
-from stsim.core.constructions import NO_COS_V, cosine_to_target, unique_V
+from stsim.core.constructions import NO_COS_V, NO_COS_W, cosine_to_target, unique_V
 from stsim.core.seeds import Streams
 from stsim.core.targets import target_of
 
@@ -338,9 +338,9 @@ class TransformerProblem(Problem):
         """``cos_W``, ``cos_V`` against the target's construction (of ``W_Kᵀ W_Q`` for a
         key/query pair; no ``cos_V`` where it is not unique,
         :func:`~stsim.core.constructions.cosine_to_target`) and the objective's own metrics."""
-        out = {}
-        out["cos_W"], cos_V = cosine_to_target(self.merged_W(params), params["V"], self.cfg.d,
-                                               self.target)
+        cos_W, cos_V = cosine_to_target(self.merged_W(params), params["V"], self.cfg.d,
+                                        self.target)
+        out = {} if cos_W is None else {"cos_W": cos_W}     # None: NO_COS_W
         if cos_V is not None:               # None: no unique construction (NO_COS_V)
             out["cos_V"] = cos_V
         if self.population is not None:
@@ -353,6 +353,8 @@ class TransformerProblem(Problem):
         out = {"encoding": self.enc.describe()}
         if not self.target.paper and unique_V(self.target, self.cfg.d) is None:
             out["cos_V"] = NO_COS_V
+        if not self.target.attends_to_named:
+            out["cos_W"] = NO_COS_W
         return out
 
 

@@ -75,6 +75,9 @@ class Target:
     #: the tokens are N(0, I_d) (:meth:`tokens`): what the reduced dynamics and the default
     #: step are derived for; a target drawing its tokens elsewhere sets False
     gaussian_tokens = True
+    #: the ideal attention is on the named positions (the construction's W*, what
+    #: ``cos_W`` compares with); the masked character is read from the neighbours instead
+    attends_to_named = True
     #: LOSSES: "squared", ½|f − target|², or "xent", the cross entropy of the logits f
     #: against a class distribution (the masked character, :mod:`stsim.core.text`)
     loss = "squared"
@@ -397,6 +400,7 @@ class MaskedChar(_OnText):
 
     name = "masked"
     loss = "xent"
+    attends_to_named = False
 
     def dim(self, d):
         return self.vocab_size()
