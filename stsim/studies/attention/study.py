@@ -2,7 +2,7 @@ r"""``stsim attention``: which attention mechanisms learn sparse token selection
 what width (docs/attention.md, "The study: `stsim attention`").
 
 Five parts, each check carrying its standard error, the critical value right for its
-sample size and a verdict (:func:`verdict`):
+sample size and a verdict (:func:`stsim.util.verdict.judge`):
 
 * **runs** (:mod:`.runs`) — every mechanism of ``mechanisms`` (names of
   :data:`stsim.core.attention.ATTENTIONS`, ``rank=r``, ``tau=τ`` or one's own
