@@ -20,6 +20,8 @@ from stsim.core.problem import (ArchSpec, arch_names, arch_spec,
                                 check_objective)
 from stsim.core.schedule import FROZEN, MARGIN, settle
 from stsim.core.stability import NOISE_W
+from stsim.core.stopping import Settled
+from stsim.core.token_stats import resolve_draws
 from stsim.core.seeds import seed_record
 from stsim.core.targets import resolve_target
 from stsim.core.warm import LABEL as WARM_LABEL, StartParams, is_source, start_params
@@ -139,6 +141,17 @@ class Config:
                                f"the plan's: {MARGIN:g}x the step where the reduced dynamics "
                                f"reach 2 percent of the initial loss; adam max(2000, "
                                f"{ADAM_STEPS_PER_T} T); see stsim.core.schedule")
+    stop: str | dict | Settled = _field(
+        "auto", "when a run may end before steps: auto (the settled rule when steps is "
+        "left to the plan and the step is constant, else none) | none (every step) | "
+        "settled (validation loss <= 1 percent of initial on 3 records, falling by at most 2 "
+        "percent per record; Python: also Settled(level, patience, tol) or its dict); "
+        "stsim.core.stopping", "auto")
+    draws: str = _field(
+        "auto", "how a step draws its tokens: tokens (all T d entries) | statistics (only "
+        "what the loss and gradients read: exact in distribution where W's token rows are "
+        "held at 0, the mean task, online; stsim.core.token_stats) | auto (statistics where "
+        "they hold, else tokens)", "auto")
     batch: int = _field(256, "batch size")
     n_train: int | None = _field(None, "size of the fixed sample (objective sample)", "batch")
     init: str | os.PathLike | dict | Result | None = _field(None, "initialisation: zero | random (i.i.d. N(0, "
@@ -209,6 +222,7 @@ class Config:
         check_objective(c)      # e.g. a population too large to enumerate: before any work
         c.check_memory()
         c._resolved = dataclasses.replace(c._resolved, plan=settle(c))
+        c.draws = resolve_draws(c)      # after the plan: it decides the blocks held
         c.eval_every = c.eval_every or max(1, c.steps // 100)
         return c
 
@@ -290,7 +304,8 @@ MECHANISM_DEFAULTS = {"attention": "softmax", "rank": None, "temperature": 1.0}
 #: the largest step count: a step number is an int64 in the history (2^63 - 1)
 MAX_STEPS = 2 ** 63 - 1
 #: fields added later, at the value meant where absent (:meth:`Config.to_dict` omits them)
-ADDED_LATER = {**MECHANISM_DEFAULTS, "freeze": [], "target": "mean"}
+ADDED_LATER = {**MECHANISM_DEFAULTS, "freeze": [], "target": "mean", "stop": "none",
+               "draws": "tokens"}
 
 
 def _check_fields(c) -> None:

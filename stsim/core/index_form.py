@@ -65,6 +65,8 @@ class _IndexOps:
         one part: a small batch, shared slots (one-hot: its products are matrix products
         over the batch) or ``x_q ≠ 0`` (``x_q W_xxᵀ`` is one product over the batch)."""
         B, T, d = X.shape
+        if not isinstance(X, np.ndarray):   # tokens as statistics: (B, T) arrays per part
+            d = 1
         if self.shared or self.xq is not None or B * T * d <= 4 * _PART:
             return [(slice(None), self)]
         n = max(1, _PART // (T * d))
@@ -104,13 +106,14 @@ class _IndexOps:
         e = (E @ xq.T).T if self.shared else _bmv(E, xq)
         return e, self.c * np.take(e, self.yflat).sum(axis=1)
 
-    def mix(self, X, s, out=None):
-        """``(h_x, h_e)``: ``Σ_i s_i x_i`` (B, d) and the weights at the slots (B, T)."""
+    def mix(self, X, s, out=None, tokens=True):
+        """``(h_x, h_e)``: ``Σ_i s_i x_i`` (B, d) and the weights at the slots (B, T);
+        ``tokens=False``: ``h_x`` not formed (zeros)."""
         T = X.shape[1]
         if not self.practical:
-            return _bvm(s, X), s
+            return (_bvm(s, X) if tokens else np.zeros((s.shape[0], self.d))), s
         st, sq = s[:, :T], s[:, T]
-        h_x = _bvm(st, X)
+        h_x = _bvm(st, X) if tokens else np.zeros((s.shape[0], self.d))
         h_e = st.copy()
         h_e.reshape(-1)[self.yflat] += sq[:, None] * self.c
         if self.xq is not None:
@@ -207,7 +210,7 @@ class _IndexOps:
 
 
 def _index_forward_backward(W, V, X, ops, y_true, need_grad, sparse_grad=False, att=None,
-                            head=None, xent=False):
+                            head=None, xent=False, token_rows=True):
     """The same formulas for index encodings, in token space and in parts of the batch
     (:meth:`_IndexOps.parts`): per part the logits, softmax, mixture (and ``V_e h_e`` on
     the gather route); then the products over the whole batch (``V h``, the loss, ``dV``,
@@ -215,7 +218,8 @@ def _index_forward_backward(W, V, X, ops, y_true, need_grad, sparse_grad=False, 
     computed as on the whole batch and every product over the batch on the whole batch, so
     the parts change no bit. ``att``: the map from logits to weights
     (:mod:`stsim.core.attention`; None: softmax); ``head``: the quadratic readout's
-    parameters (then a fourth value, their gradients)."""
+    parameters (then a fourth value, their gradients); ``token_rows=False``: W's token rows
+    of the gradient (``u_x``, what ``W_xe`` reads with ``x_q = 0``) are not formed: zeros."""
     if att is None:
         att = Softmax()
     B, T, d = X.shape
@@ -264,7 +268,7 @@ def _index_forward_backward(W, V, X, ops, y_true, need_grad, sparse_grad=False, 
     for sl, o in parts:
         g_c = att.backward(o.back(V, X[sl], r[sl], v_x[sl], None if v is None else v[sl]),
                            s[sl])
-        ux_c, ue_c = o.mix(X[sl], g_c)
+        ux_c, ue_c = o.mix(X[sl], g_c, tokens=token_rows)
         u_x[sl] = ux_c
         if one:
             u_e = ue_c

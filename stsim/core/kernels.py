@@ -18,12 +18,19 @@ def _softmax_rows(a):
 
 
 def _bmv(X, v):
-    """``[x_{bt}ᵀ v_b]``: (B, T, d), (B, d) -> (B, T) (batched matmul; faster than einsum)."""
+    """``[x_{bt}ᵀ v_b]``: (B, T, d), (B, d) -> (B, T) (batched matmul; faster than einsum);
+    tokens drawn through their statistics (:class:`stsim.core.token_stats.TokenStats`):
+    its ``project``."""
+    if type(X) is not np.ndarray:
+        return X.project(v)
     return (X @ v[:, :, None])[:, :, 0]
 
 
 def _bvm(s, X):
-    """``Σ_t s_{bt} x_{bt}``: (B, T), (B, T, d) -> (B, d)."""
+    """``Σ_t s_{bt} x_{bt}``: (B, T), (B, T, d) -> (B, d); a
+    :class:`~stsim.core.token_stats.TokenStats`: its ``combine``."""
+    if type(X) is not np.ndarray:
+        return X.combine(s)
     return (s[:, None, :] @ X)[:, 0, :]
 
 

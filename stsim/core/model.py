@@ -204,12 +204,13 @@ class _DenseOps:
         m_e = xq @ W[self.d:, :self.d].T                      # W_ex x_q, (B, d_e)
         return self.take(m_e), np.einsum("be,be->b", self.pq, m_e)
 
-    def mix(self, X, s, out=None):
-        """``Z s`` (the practical model: ``[Z, z_q] s``) as a (B, D) array (``out`` reused)."""
+    def mix(self, X, s, out=None, tokens=True):
+        """``Z s`` (the practical model: ``[Z, z_q] s``) as a (B, D) array (``out`` reused);
+        ``tokens=False``: its token part is not formed (zeros)."""
         B, T, d = X.shape
         st = s[:, :T] if self.practical else s
         h = np.empty((B, d + self.pq.shape[1])) if out is None else out
-        h[:, :d] = _bvm(st, X)
+        h[:, :d] = _bvm(st, X) if tokens else 0.0
         self.put_D(st, h)
         if self.practical:
             h += s[:, T:] * self.zq
@@ -241,11 +242,12 @@ class _DenseOps:
 
 
 def _forward_backward(W, V, X, ops, y_true, need_grad, sparse_grad=False, att=_SOFTMAX,
-                      head=None, xent=False):
+                      head=None, xent=False, token_rows=True):
     """The formulas of the module docstring, dense encodings; ``Z = [X; P]`` is never
     built. ``att``: the map from logits to weights (:mod:`stsim.core.attention`);
     ``head``: the quadratic readout's ``{"b", "Q"}`` (then a fourth value, their
-    gradients)."""
+    gradients); ``token_rows=False``: W's token rows of the gradient (``u_x``) are not
+    formed (zeros)."""
     B, d = X.shape[0], X.shape[2]
     s = att.weights(_logits(W, X, ops))
     h = ops.mix(X, s)                              # Z s
@@ -258,7 +260,7 @@ def _forward_backward(W, V, X, ops, y_true, need_grad, sparse_grad=False, att=_S
     dV = ops.grad_V(r, h)                          # Σ_b r hᵀ / B
     dh, extra = (None, None) if head is None else _quadratic_back(head, h[:, :d], r, Qh)
     g = att.backward(ops.back(V, X, r, extra), s)  # δ from g_i = z_iᵀ ∂ℓ/∂h
-    u = ops.mix(X, g, out=h)                       # u = Z δ (h is no longer needed)
+    u = ops.mix(X, g, out=h, tokens=token_rows)    # u = Z δ (h is no longer needed)
     out = (loss, ops.grad_W(u, sparse_grad), dV)   # Σ_b (Zδ) z_qᵀ
     return out if head is None else out + (dh,)
 
@@ -345,12 +347,15 @@ def forward_backward(W, V, X, y, pe: PEBatch, *, model="theory", query="sum", x_
 
 
 def forward_backward_unchecked(W, V, X, y, pe, practical, query, x_query, target, need_grad,
-                               sparse_grad, att, pair, head=None, xent=False):
+                               sparse_grad, att, pair, head=None, xent=False, token_rows=True):
     """:func:`forward_backward` without its checks, for a run's step (its config checked
     the options once): ``practical`` a bool, ``query`` ``"sum"`` or ``"mean"``, ``att`` an
     :class:`~stsim.core.attention.Attention` or None (softmax), ``pair``: ``W`` is the pair
     ``(W_K, W_Q)``; ``head``: the quadratic readout's parameters; ``xent``: the cross
-    entropy of ``V h`` as logits against ``target`` (class distributions)."""
+    entropy of ``V h`` as logits against ``target`` (class distributions); ``token_rows=False``
+    (a run holding ``W_xe`` with ``x_q = 0``): the rows of ``dW`` that only ``W``'s token
+    rows read, ``u_x z_qᵀ``, are left 0 instead of formed — the held block's gradient,
+    which no step uses."""
     att = _SOFTMAX if att is None else att
     if pair:
         W_K, W_Q = W
@@ -365,9 +370,10 @@ def forward_backward_unchecked(W, V, X, y, pe, practical, query, x_query, target
     if pe.is_index:
         ops = _IndexOps(pe.idx, pe.d_e, y, c, d, practical, xq)
         return _index_forward_backward(W, V, X, ops, y_true, need_grad, sparse_grad, att,
-                                       head, xent)
+                                       head, xent, token_rows)
     ops = _DenseOps(pe.P, y, c, d, practical, xq)
-    return _forward_backward(W, V, X, ops, y_true, need_grad, sparse_grad, att, head, xent)
+    return _forward_backward(W, V, X, ops, y_true, need_grad, sparse_grad, att, head, xent,
+                             token_rows)
 
 
 def loss_and_grad(W, V, X, y, P, *, model="theory", query="sum", x_query=None, target=None,

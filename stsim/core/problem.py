@@ -31,6 +31,8 @@ from stsim.core.model import forward_backward_unchecked
 from stsim.core.constructions import NO_COS_V, NO_COS_W, cosine_to_target, unique_V
 from stsim.core.seeds import Streams
 from stsim.core.targets import target_of
+from stsim.core.task import Batch, draw_subsets
+from stsim.core.token_stats import TokenStats
 
 __all__ = ["Problem", "TransformerProblem", "make_problem", "register_arch", "arch_spec",
            "arch_names", "is_transformer", "ArchSpec", "register_objective", "val_key",
@@ -280,9 +282,15 @@ class TransformerProblem(Problem):
         self.rank = getattr(cfg, "rank", None)
         self.target = target_of(cfg)         # the task's target (stsim.core.targets)
         self.m = self.target.feature_dim(cfg.d)
+        # W_xe held (x_q = 0, the merged W): its rows of dW, which no step uses, not formed
+        self.token_rows = self.rank is not None or "W_xe" not in (cfg.freeze or ())
         super().__init__(cfg, streams)
 
     def _draw(self, rng, B, T, q, part="train"):
+        if part == "train" and self.cfg.draws == "statistics":  # stsim.core.token_stats
+            y = draw_subsets(rng, B, T, q)
+            X = TokenStats.draw(rng, y, T, self.cfg.d)
+            return Batch(X=X, y=y, target=X.target), sample_checked(self.enc, rng, B, T)
         return (self.target.draw(rng, B, T, q, self.cfg.d, features=True, part=part),
                 sample_checked(self.enc, rng, B, T))
 
@@ -311,14 +319,15 @@ class TransformerProblem(Problem):
 
     def batch_loss_grad(self, params, data, need_grad=True):
         """``(loss, {"W": dW, "V": dV})`` of :func:`stsim.core.model.forward_backward` on
-        ``data = (Batch, PEBatch)``."""
+        ``data = (Batch, PEBatch)``; with ``W_xe`` held, ``dW``'s token rows are 0 (not
+        formed: the block is written back after every step)."""
         b, pe = data
         pair = self.rank is not None        # W = W_Kᵀ W_Q (stsim.core.attention)
         head = {"b": params["b"], "Q": params["Q"]} if "Q" in params else None
         loss, dW, dV, *dh = forward_backward_unchecked(
             (params["W_K"], params["W_Q"]) if pair else params["W"], params["V"], b.X, b.y, pe,
             self.cfg.model == "practical", self.cfg.query, None, b.target, need_grad, True,
-            self.att, pair, head, self.target.loss == "xent")
+            self.att, pair, head, self.target.loss == "xent", self.token_rows)
         out = {"W": dW} if not pair else dict(zip(("W_K", "W_Q"), (None, None) if dW is None
                                                   else dW))
         out["V"] = dV

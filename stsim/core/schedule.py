@@ -57,6 +57,7 @@ from stsim.core.cost import estimated_seconds, wall_seconds
 from stsim.core.model import query_coef
 from stsim.core.optim import REDUCED
 from stsim.core.reduced import MARGIN, MAX_STEPS, reduced_map_steps, step_count
+from stsim.core.stopping import resolve_stop
 from stsim.core.stability import (NOISE_W, SAFETY, eta_max, eta_V_max, eta_W_block, eta_W_cap,
                                   fourth_excess)
 from stsim.util.validate import Steps, check_int
@@ -99,6 +100,7 @@ class Plan:
     freeze: tuple = ()
     lr_decay: str = "none"
     note: str = ""
+    stop: object = None
 
 
 def _reduction(cfg):
@@ -383,10 +385,14 @@ def settle(cfg) -> Plan:
     if cfg.lr is not None:
         cfg.lr = Steps(cfg.lr, names=None if arch.shapes is None else tuple(arch.shapes(cfg)))
     cfg.freeze = check_freeze(cfg.freeze, arch, cfg)
+    noted_steps = cfg.steps is None
     # left to the default: lr or steps not given, or given by an optimiser object
     noted = cfg.lr is None or cfg.steps is None or "optimizer" in cfg.resolved.objects
     p = plan(cfg, noted)
     cfg.lr, cfg.steps, cfg.freeze, cfg.lr_decay = p.lr.record(), p.steps, p.freeze, p.lr_decay
+    # the stop rule (stsim.core.stopping): by default only where the step count is the plan's
+    p.stop = resolve_stop(cfg.stop, not noted_steps, p.lr_decay)
+    cfg.stop = "none" if p.stop is None else p.stop.record()
     return p
 
 

@@ -36,6 +36,7 @@ from stsim.core.assessment import assess_run, divergence_hint
 from stsim.core.cost import estimated_seconds
 from stsim.core.seeds import Streams
 from stsim.core.state import RunState
+from stsim.core.stopping import resolve_stop
 from stsim.util.malloc import keep_freed_memory, release_freed_memory
 from stsim.util.prefetch import Prefetch, prefetch_default
 from stsim.util.signals import signal_name
@@ -240,6 +241,8 @@ class Session:
                                       estimated_s=estimated_seconds(cfg, cfg.steps - self.start))
         self.bad_params = []        # non-finite parameters at the last record
         self.stop_step = None       # the record at which a callback asked to stop (or raised)
+        self.stop_rule = resolve_stop(cfg.stop, True, cfg.lr_decay)   # None: every step
+        self.settled = None         # the record at which the stop rule held
         self.error = None           # what the callback or the progress callable raised
         self.end = None             # the loop's LoopEnd, or "interrupted"
         self.finished = False       # finish() has returned the result
@@ -276,6 +279,10 @@ class Session:
         except (Exception, SystemExit) as exc:  # noqa: BLE001 - raised by finish(), result kept
             if self.error is None:
                 self.error, self.stop_step = exc, step
+        if self.stop_rule is not None and self.settled is None and self.stop_step is None:
+            vals = state.history.get("val") or state.history["loss"]
+            if self.stop_rule.holds(vals):
+                self.settled = step
         # entries the loss never reaches can hold NaN while loss and gradients stay finite
         self.bad_params[:] = [k for k, v in state.params.items() if not np.all(np.isfinite(v))]
 
@@ -299,7 +306,7 @@ class Session:
             self._record(step)
 
     def _stop(self, step, out):
-        return bool(self.bad_params) or self.stop_step is not None
+        return bool(self.bad_params) or self.stop_step is not None or self.settled is not None
 
     def _hold_frozen(self, params):
         for param, index, values in self._frozen:
@@ -389,6 +396,14 @@ class Session:
                        f"far" + ("; checkpoint written (rerun the same call to resume)"
                                  if self.checkpoint is not None else ""))
             warn(f"stsim: run {message}; status 'interrupted'", RunInterrupted)
+        elif end is not None and end.status == "stopped" and self.settled is not None \
+                and not self.bad_params:
+            note = cfg.resolved.plan.note
+            message = (f"completed at step {end.step} of at most {steps}: the stop rule held "
+                       f"({self.stop_rule}; stop={cfg.stop['rule']!r}, stsim.core.stopping)"
+                       + (f"; {note}" if note else ""))
+            if self.checkpoint is not None:     # the same call resumed stops at that record
+                state.save(self.checkpoint, cfg, at_mark=True)
         elif end is None or (end.status == "stopped" and not self.bad_params):
             status = "stopped"
             at = state.step if end is None else end.step
@@ -413,6 +428,8 @@ class Session:
                 state.loss_sum, state.loss_count = float(end.out[0]), 1
                 self._record(end.step)
         info = {"wall_time_s": time.perf_counter() - self.t0, **self.problem.info()}
+        if self.settled is not None:
+            info["settled_at_step"] = self.settled
         if status in ("interrupted", "stopped"):
             info[f"{status}_at_step"] = state.step if end in (None, "interrupted") else end.step
         if status == "interrupted":
@@ -420,7 +437,7 @@ class Session:
         history = {k: np.asarray(v, dtype=np.int64 if k == "step" else None)
                    for k, v in state.history.items()}
         if status in ("completed", "interrupted", "stopped"):
-            if status == "completed":
+            if status == "completed" and self.settled is None:
                 note = cfg.resolved.plan.note       # what the run does beyond the paper
                 message = f"completed {steps} steps" + (f"; {note}" if note else "")
             info["assessment"], note = assess_run(cfg, history)   # plateau diagnosis
