@@ -165,3 +165,33 @@ def test_the_held_rows_gradient_is_not_formed_and_the_rest_is_unchanged():
         dW, dW0 = np.asarray(full[1]), np.asarray(part[1])
         assert np.array_equal(dW0[D_TOK:], dW[D_TOK:]) and not dW0[:D_TOK].any()
         assert dW[:D_TOK].any()
+
+
+@pytest.mark.parametrize("model", ["theory", "practical"])
+def test_a_batch_in_parts_gives_the_numbers_of_one_part(model, monkeypatch):
+    """The index form cuts a long batch into parts (``_PART`` token numbers each); drawn
+    through their statistics, a sample's part holds T numbers per sample, and the step's
+    loss and gradients are those of the batch in one part, bit for bit. (The seeded fault,
+    a part built with the statistics' width 1 as its token dimension, reads W at the wrong
+    offsets: the default call at T = 4000 was the first to cut its batch and diverged.)"""
+    from stsim.core import index_form
+    W, V, _ = _setup()
+    rng = np.random.default_rng(5)
+    B = 8
+    idx = np.stack([rng.permutation(D_E)[:T] for _ in range(B)])
+    y = np.stack([rng.permutation(T)[:Q] for _ in range(B)])
+    pe = PEBatch(D_E, idx=idx)
+    base = TokenStats.draw(rng, y, T, D_TOK)
+
+    def step():
+        X = TokenStats(base.nu.copy(), base.zeta.copy(), base.xi.copy(), y)
+        L, dW, dV = forward_backward(W, V, X, y, pe, model=model, target=X.target)
+        return L, np.asarray(dW), dV
+
+    one = step()
+    monkeypatch.setattr(index_form, "_PART", 4)       # parts of one sample each
+    ops = index_form._IndexOps(idx, D_E, y, 1.0, D_TOK, model == "practical", None)
+    assert len(ops.parts(TokenStats(base.nu, base.zeta, base.xi, y))) == B
+    cut = step()
+    assert cut[0] == one[0]
+    assert np.array_equal(cut[1], one[1]) and np.array_equal(cut[2], one[2])

@@ -65,11 +65,11 @@ class _IndexOps:
         one part: a small batch, shared slots (one-hot: its products are matrix products
         over the batch) or ``x_q ≠ 0`` (``x_q W_xxᵀ`` is one product over the batch)."""
         B, T, d = X.shape
-        if not isinstance(X, np.ndarray):   # tokens as statistics: (B, T) arrays per part
-            d = 1
-        if self.shared or self.xq is not None or B * T * d <= 4 * _PART:
+        # token numbers per sample: d, or T alone for tokens as statistics ((B, T) arrays)
+        width = T * (d if isinstance(X, np.ndarray) else 1)
+        if self.shared or self.xq is not None or B * width <= 4 * _PART:
             return [(slice(None), self)]
-        n = max(1, _PART // (T * d))
+        n = max(1, _PART // width)
         out = []
         for s in range(0, B, n):
             sl = slice(s, s + n)
