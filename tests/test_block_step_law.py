@@ -112,10 +112,21 @@ def test_wall_seconds_is_its_formula():
     per = cost.SECONDS_PER_TOKEN_AHEAD * cfg.batch * cfg.T
     n_rec = cfg.steps // cfg.eval_every + 2
     rec = cost.RECORD_COST * per * cfg.n_val / cfg.batch
-    assert wall_seconds(cfg, ahead=True) == pytest.approx(
+    assert wall_seconds(cfg, ahead=True, statistics=False) == pytest.approx(
         cost.START_S + cfg.steps * per + n_rec * rec, rel=1e-12)
     one = cost.SECONDS_PER_TOKEN * cfg.batch * cfg.T
     assert wall_seconds(cfg, ahead=False) == pytest.approx(
         cost.START_S + cfg.steps * one + n_rec * cost.RECORD_COST * one * 0.5,
         rel=1e-12)
     assert wall_seconds(cfg, steps=10, ahead=True) < wall_seconds(cfg, ahead=True)
+    # the default call draws its tokens through their statistics: its own per-token cost,
+    # measured with the records, and the schedule's estimate is that one
+    assert cfg.draws == "statistics"
+    stats = cost.START_S + cfg.steps * cost.SECONDS_PER_TOKEN_STATS * cfg.batch * cfg.T
+    assert wall_seconds(cfg, ahead=True) == pytest.approx(stats, rel=1e-12)
+    assert cfg.resolved.plan.estimated_s == pytest.approx(wall_seconds(cfg), rel=1e-12)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        tok = Config.from_options(T=200, q=3, draws="tokens")
+    assert tok.resolved.plan.estimated_s == pytest.approx(
+        wall_seconds(tok, statistics=False), rel=1e-12)

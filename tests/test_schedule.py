@@ -217,6 +217,12 @@ def test_long_default_run_says_so():
     with warnings.catch_warnings():
         warnings.simplefilter("error")
         Config.from_options(T=500, q=3, steps=10)                  # user steps: no warning
+    # a long default with the stop rule: its step count is a most, and it says why
+    with pytest.warns(UserWarning, match=r"at most 10200 steps .*the stop rule ends it"):
+        Config.from_options(T=2000, q=3)
+    with pytest.warns(UserWarning) as seen:
+        Config.from_options(T=2000, q=3, stop="none")
+    assert all("stop rule" not in str(w.message) for w in seen)
 
 
 def test_plateau_is_reported(tmp_path, capsys):

@@ -58,6 +58,7 @@ from stsim.core.model import query_coef
 from stsim.core.optim import REDUCED
 from stsim.core.reduced import MARGIN, MAX_STEPS, reduced_map_steps, step_count
 from stsim.core.stopping import resolve_stop
+from stsim.core.token_stats import _why_not
 from stsim.core.stability import (NOISE_W, SAFETY, eta_max, eta_V_max, eta_W_block, eta_W_cap,
                                   fourth_excess)
 from stsim.util.validate import Steps, check_int
@@ -316,14 +317,20 @@ def predict(cfg, lr=None, steps=None, blocks=False) -> Plan:
                                   else f"{steps} (user)"))
     s = Plan(lr=use_lr, steps=d_steps, eta_max=em, escape_step=esc, target_step=learned_at,
              explanation=expl, freeze=freeze)
-    s.estimated_s = wall_seconds(cfg, d_steps)
+    # the tokens drawn through their statistics where they hold with the blocks held
+    held = tuple(set(cfg.freeze or ()) | set(freeze))
+    s.estimated_s = wall_seconds(cfg, d_steps, statistics=str(cfg.draws).lower() != "tokens"
+                                 and not _why_not(cfg, held))
     if steps is None and s.estimated_s > LONG_RUN_S:
         # where the plateau ends, and that online SGD with W's token rows free lags it
         lag = "; online SGD leaves it later" if cfg.objective == "online" and not freeze else ""
-        s.warning = _long_run_warning(f"the default schedule needs {d_steps} steps (population "
-                                      f"gradient descent, i.e. the reduced dynamics, leaves the "
-                                      f"plateau near step {esc} at lr {use_lr}{lag})",
-                                      s.estimated_s)
+        decay = cfg.lr_decay or cfg.resolved.optimizer.decay or "none"
+        stops = ("; the stop rule ends it once the validation loss has settled"
+                 if resolve_stop(cfg.stop, False, decay) is not None else "")
+        s.warning = _long_run_warning(f"the default schedule needs at most {d_steps} steps "
+                                      f"(population gradient descent, i.e. the reduced "
+                                      f"dynamics, leaves the plateau near step {esc} at lr "
+                                      f"{use_lr}{lag}{stops})", s.estimated_s)
     if steps is None and learned_at is None:
         s.warning = (f"the reduced dynamics do not reach 2% of L(0) within {horizon} steps at lr "
                      f"{use_lr}; running {d_steps} steps")

@@ -175,10 +175,12 @@ class TokenStats:
 
 
 
-def _why_not(cfg) -> str:
+def _why_not(cfg, freeze=None) -> str:
     """Why a run of the resolved ``cfg`` (its plan made) cannot draw its tokens through
-    their statistics (module docstring, *Where it holds*), or ``""``."""
+    their statistics (module docstring, *Where it holds*), or ``""``; ``freeze``: the blocks
+    held, when the plan deciding them is being made (None: ``cfg.freeze``)."""
     r = cfg.resolved
+    freeze = cfg.freeze if freeze is None else freeze
     if not r.arch.transformer:
         return f"arch={cfg.arch!r} reads every token (the statistics are the attention model's)"
     if cfg.objective != "online":
@@ -189,7 +191,7 @@ def _why_not(cfg) -> str:
                 f"tokens)")
     if cfg.rank is not None:
         return "rank is given (W = W_K^T W_Q: its token rows W_xe cannot be held at 0)"
-    if "W_xe" not in (cfg.freeze or ()):
+    if "W_xe" not in (freeze or ()):
         return ("W's token rows W_xe are trained (freeze does not hold W_xe): the logits then "
                 "read the tokens")
     if cfg.init not in (None, "zero", "random_rows0"):
@@ -197,15 +199,15 @@ def _why_not(cfg) -> str:
     return ""
 
 
-def resolve_draws(cfg) -> str:
+def resolve_draws(cfg, freeze=None) -> str:
     """The run's ``draws`` from its config's (``"auto"``: ``"statistics"`` where they hold,
     else ``"tokens"``); ``ValueError`` naming ``draws`` for ``"statistics"`` where they do
-    not hold, saying why."""
+    not hold, saying why. ``freeze``: as :func:`_why_not`'s."""
     from stsim.util.validate import check_choice
     draws = check_choice("draws", cfg.draws, DRAWS, ignore_case=True)
     if draws == "tokens":
         return draws
-    why = _why_not(cfg)
+    why = _why_not(cfg, freeze)
     if draws == "statistics" and why:
         raise ValueError(f"draws='statistics' does not hold for this run: {why}; use "
                          f"draws='tokens' (or 'auto')")
