@@ -40,12 +40,13 @@ the tokens drawn through their statistics) and to stsim's step of the peer's own
 computation (:data:`PEER_STEP`: lr 0.5 on every parameter, every token drawn)::
 
     python benchmarks/bench_long_default.py --minutes --T 1000 2000 4000 --seeds 0 1 2 \
-        --peer-python /work/peervenv/bin/python
+        --peer-python PATH/TO/peervenv/bin/python
 
 writes ``docs/figures/long/long_default_minutes.csv`` (``--out``; rows of other (T, seed)
 kept) and ``long_default_peer.csv``, and prints both tables. ``--profile --T 2000 4000``
-prints where a bare default step goes (``cProfile`` of 30 steps, the main thread). ``--seeds`` with no seed
-measures only the step against the peer (on an idle machine, after the long runs).
+prints where a bare default step goes (``cProfile`` of 30 steps, the main thread).
+``--seeds`` with no seed measures only the step against the peer (on an idle machine,
+after the long runs).
 """
 from __future__ import annotations
 
@@ -144,8 +145,9 @@ def table(rows):
 MINUTES = ["T", "seed", "draws", "stop", "steps_planned", "steps_to_2pct", "steps_run",
            "settled_at_step", "status", "final_val_over_L0", "cos_V", "wall_s",
            "s_per_step", "peak_rss_mb", "estimated_mb", "load_start", "load_end"]
-PEER = ["T", "d_e", "stsim_ms_per_step", "stsim_tokens_ms", "stsim_peer_step_ms", "peer_ms_per_step",
-        "peer_over_stsim", "peer_over_stsim_same_step", "load_start", "load_end"]
+PEER = ["T", "d_e", "stsim_ms_per_step", "stsim_tokens_ms", "stsim_peer_step_ms",
+        "peer_ms_per_step", "peer_over_stsim", "peer_over_stsim_same_step", "load_start",
+        "load_end"]
 REPO = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..")
 
 

@@ -41,8 +41,8 @@ for another target (the variance's is not linear in the tokens) or with ``x_q �
 The derivation is in docs/model.md, "Drawing only what the gradient needs".
 
 :class:`TokenStats` stands in the place of the (B, T, d) token array in the step's
-kernels (:mod:`stsim.core.kernels`): its :meth:`combine` is ``Σ_i s_i x_i`` and its
-:meth:`project` is ``X w``, in the order the step calls them (the weights' combination
+kernels (:mod:`stsim.core.kernels`): its :meth:`TokenStats.combine` is ``Σ_i s_i x_i`` and its
+:meth:`TokenStats.project` is ``X w``, in the order the step calls them (the weights' combination
 first, then the projection, then the combination of ``δ``).
 """
 from __future__ import annotations
