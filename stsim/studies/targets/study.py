@@ -43,7 +43,6 @@ from stsim.core.targets import make_target
 from stsim.studies.cells import made_with, stamped
 from stsim.studies.targets import widths
 from stsim.studies.targets.settings import made_by
-from stsim.studies.targets.outputs import write_outputs
 from stsim.studies.tuning import at_chosen, choose as choose_by, run_measures, seed_stats
 from stsim.util.validate import check_int, check_real
 from stsim.util.verdict import judge
@@ -311,4 +310,6 @@ def report(cfg, out, results):
                       if not np.isfinite(results["learns"][t][0]["measured"])]
                      + [f"a run raised: {e}" for e in results["errors"]])
     summary = dict(results, **div, record=record, config=dict(cfg))
+    # the figures' module (matplotlib) only where they are written, as in the other studies
+    from stsim.studies.targets.outputs import write_outputs
     return write_outputs(cfg, out, summary, encoding_width(cfg))
