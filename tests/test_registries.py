@@ -8,7 +8,8 @@ import pytest
 
 import stsim
 from stsim.core import optim, problem
-from stsim.core.config import Config, upgrade_config
+from stsim.core.config import Config
+from stsim.core.records import upgrade_config
 from stsim.core.encodings import Encoding, PEBatch, StochasticSlots
 from stsim.core.families import _REGISTERED, register_encoding
 from stsim.core.optim import SGD, register_optimizer

@@ -29,8 +29,7 @@ from stsim.core.memory import run_memory
 from stsim.util.validate import (Steps, check_choice, check_int, check_memory, check_real,
                                  int_tuple)
 
-__all__ = ["Config", "Resolved", "OBJECTIVES", "INITS", "OBJECT_FIELDS", "field_help",
-           "upgrade_config", "options_from_record", "recorded_shapes"]
+__all__ = ["Config", "Resolved", "OBJECTIVES", "INITS", "OBJECT_FIELDS", "field_help"]
 
 #: the data regimes: fresh minibatches, a fixed sample of n_train points (full batch), the
 #: exact population loss (registered by stsim.theory.population)
@@ -419,70 +418,6 @@ def _take_object_settings(c, opt) -> None:
             raise ValueError(f"{key}={given!r} differs from the optimizer object's {value!r}; "
                              f"give it once (the object's)")
         setattr(c, key, value)
-
-
-def options_from_record(record: dict, given: dict) -> dict:
-    """The options of a recorded config dict (``Result.config``, a checkpoint's), in
-    today's terms (:func:`upgrade_config`), for a run that also gets the options
-    ``given``. A field that was given as an object (recorded as ``<field>_object``: the
-    object's class) cannot be rebuilt from its name: it must be in ``given`` again
-    (``run(config=res.config, pe=enc)``), else ``ValueError`` saying so."""
-    out = upgrade_config(record)
-    out.pop("optimizer_settings", None)     # the optimiser object's, given again below
-    for name in OBJECT_FIELDS:
-        kind = out.pop(f"{name}_object", None)
-        if kind is not None and name == "init" and "init" not in given:
-            raise ValueError(f"this config's init was a warm start (recorded as init="
-                             f"{out.get('init')!r}, the hash of its parameters), which a "
-                             f"config dict does not hold: pass its source again, "
-                             f"run(config=res.config, init=<the Result, its saved file or "
-                             f"the dict of parameters>)")
-        if name == "init":      # a path is a source as well
-            continue
-        if kind is not None and (name not in given or isinstance(given[name], str)):
-            raise ValueError(
-                f"this config's {name} was an object ({kind}, recorded as {name}="
-                f"{out.get(name)!r}), which a config dict does not hold: pass the object "
-                f"again, e.g. run(config=res.config, {name}=<the {kind}>)")
-    return out
-
-
-def recorded_shapes(record: dict):
-    """``{name: shape}`` of the parameters of a run from its recorded config dict: its
-    architecture's ``shapes`` rule (:func:`~stsim.core.problem.register_arch`), or None
-    when it has none (or the architecture is not registered in this process, or was an
-    object)."""
-    if "arch_object" in record:
-        return None
-    try:
-        spec = arch_spec(record.get("arch", "transformer"))
-    except ValueError:
-        return None
-    if spec.shapes is None:
-        return None
-    names = {f.name for f in dataclasses.fields(Config)}
-    cfg = Config(**{k: v for k, v in record.items() if k in names})
-    try:
-        return {k: tuple(v) for k, v in spec.shapes(cfg).items()}
-    except (TypeError, ValueError, KeyError):
-        return None
-
-
-def upgrade_config(old: dict) -> dict:
-    """A config dict written by an earlier version, in today's terms (checkpoints and
-    results keep the config they were written with): ``lr_decay`` (added later) is
-    ``"none"``; ``optimizer="gd"`` is resolved to ``"sgd"`` with ``objective="sample"``
-    (or the population). Unknown keys are kept.
-
-    >>> upgrade_config({"optimizer": "gd", "objective": "online"})
-    {'optimizer': 'sgd', 'objective': 'sample', 'lr_decay': 'none'}
-    """
-    new = dict(old)
-    new.setdefault("lr_decay", "none")
-    if "optimizer" in new and "objective" in new:
-        new["optimizer"], new["objective"] = resolve_optimizer(new["optimizer"],
-                                                               new["objective"])
-    return new
 
 
 def field_help(f: dataclasses.Field) -> str:

@@ -7,15 +7,24 @@ lacks the fields that size the parameters or holds values no run accepts (``T="x
 ``lr=-1``), an architecture not registered in this process (its parameter shapes could
 not be checked), ``history_keys`` missing while the file holds history arrays (they
 would be dropped silently), or history arrays it does not name.
+
+A recorded config dict is read back in today's terms (:func:`upgrade_config`), as the
+options of a new run (:func:`options_from_record`) and as the shapes of its parameters
+(:func:`recorded_shapes`).
 """
 from __future__ import annotations
 
+import dataclasses
 import numbers
 import os
 
+from stsim.core.config import OBJECT_FIELDS, Config
+from stsim.core.optim import resolve_optimizer
+from stsim.core.problem import arch_names, arch_spec
 from stsim.util.validate import Steps
 
-__all__ = ["check_result_records", "STATUSES"]
+__all__ = ["check_result_records", "STATUSES", "upgrade_config", "options_from_record",
+           "recorded_shapes"]
 
 #: a Result's status: how the run ended ("checkpoint": read from a checkpoint, unfinished)
 STATUSES = ("completed", "diverged", "interrupted", "stopped", "checkpoint")
@@ -34,8 +43,6 @@ def check_config_record(path, config) -> dict:
     """The config record of a result file, upgraded (:func:`upgrade_config`) and checked:
     ``T``, ``q`` (``1 <= q <= T``), ``d`` and ``steps`` whole numbers, ``lr`` a finite
     number > 0, ``arch`` registered, ``pe`` text for the transformer. Returns it."""
-    from stsim.core.config import upgrade_config
-    from stsim.core.problem import arch_names
     if not isinstance(config, dict):
         raise _bad(path, f"its config record is a {type(config).__name__}, not a JSON object")
     cfg = upgrade_config(config)
@@ -94,3 +101,67 @@ def check_result_records(path, meta: dict, arrays: dict) -> dict:
     if unnamed:
         raise _bad(path, f"its arrays {unnamed} are not named by its history_keys")
     return check_config_record(path, meta["config"])
+
+
+def options_from_record(record: dict, given: dict) -> dict:
+    """The options of a recorded config dict (``Result.config``, a checkpoint's), in
+    today's terms (:func:`upgrade_config`), for a run that also gets the options
+    ``given``. A field that was given as an object (recorded as ``<field>_object``: the
+    object's class) cannot be rebuilt from its name: it must be in ``given`` again
+    (``run(config=res.config, pe=enc)``), else ``ValueError`` saying so."""
+    out = upgrade_config(record)
+    out.pop("optimizer_settings", None)     # the optimiser object's, given again below
+    for name in OBJECT_FIELDS:
+        kind = out.pop(f"{name}_object", None)
+        if kind is not None and name == "init" and "init" not in given:
+            raise ValueError(f"this config's init was a warm start (recorded as init="
+                             f"{out.get('init')!r}, the hash of its parameters), which a "
+                             f"config dict does not hold: pass its source again, "
+                             f"run(config=res.config, init=<the Result, its saved file or "
+                             f"the dict of parameters>)")
+        if name == "init":      # a path is a source as well
+            continue
+        if kind is not None and (name not in given or isinstance(given[name], str)):
+            raise ValueError(
+                f"this config's {name} was an object ({kind}, recorded as {name}="
+                f"{out.get(name)!r}), which a config dict does not hold: pass the object "
+                f"again, e.g. run(config=res.config, {name}=<the {kind}>)")
+    return out
+
+
+def recorded_shapes(record: dict):
+    """``{name: shape}`` of the parameters of a run from its recorded config dict: its
+    architecture's ``shapes`` rule (:func:`~stsim.core.problem.register_arch`), or None
+    when it has none (or the architecture is not registered in this process, or was an
+    object)."""
+    if "arch_object" in record:
+        return None
+    try:
+        spec = arch_spec(record.get("arch", "transformer"))
+    except ValueError:
+        return None
+    if spec.shapes is None:
+        return None
+    names = {f.name for f in dataclasses.fields(Config)}
+    cfg = Config(**{k: v for k, v in record.items() if k in names})
+    try:
+        return {k: tuple(v) for k, v in spec.shapes(cfg).items()}
+    except (TypeError, ValueError, KeyError):
+        return None
+
+
+def upgrade_config(old: dict) -> dict:
+    """A config dict written by an earlier version, in today's terms (checkpoints and
+    results keep the config they were written with): ``lr_decay`` (added later) is
+    ``"none"``; ``optimizer="gd"`` is resolved to ``"sgd"`` with ``objective="sample"``
+    (or the population). Unknown keys are kept.
+
+    >>> upgrade_config({"optimizer": "gd", "objective": "online"})
+    {'optimizer': 'sgd', 'objective': 'sample', 'lr_decay': 'none'}
+    """
+    new = dict(old)
+    new.setdefault("lr_decay", "none")
+    if "optimizer" in new and "objective" in new:
+        new["optimizer"], new["objective"] = resolve_optimizer(new["optimizer"],
+                                                               new["objective"])
+    return new

@@ -7,8 +7,8 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from stsim.core.config import ADDED_LATER, recorded_shapes
-from stsim.core.records import STATUSES, check_result_records
+from stsim.core.config import ADDED_LATER
+from stsim.core.records import STATUSES, check_result_records, recorded_shapes
 from stsim.core.state import check_history, check_params
 from stsim.util.io import load_npz, save_npz, write_csv
 from stsim.util.validate import lr_text
@@ -236,7 +236,8 @@ class Result:
         """
         import dataclasses
 
-        from stsim.core.config import Config, options_from_record
+        from stsim.core.config import Config
+        from stsim.core.records import options_from_record
         from stsim.core.encodings import sample_checked
         from stsim.core.model import attention_weights
         from stsim.core.seeds import Streams
@@ -328,7 +329,7 @@ class Result:
 
     @classmethod
     def _from_checkpoint(cls, path, arrays, meta) -> "Result":
-        from stsim.core.config import upgrade_config
+        from stsim.core.records import upgrade_config
         from stsim.core.state import RunState
         cfg = meta.get("config")        # read_checked refuses a missing or non-dict one
         cfg = upgrade_config(cfg) if isinstance(cfg, dict) else None

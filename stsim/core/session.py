@@ -26,7 +26,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from stsim.core.config import Config, options_from_record
+from stsim.core.config import Config
+from stsim.core.records import options_from_record
 from stsim.core.warm import initial_params
 from stsim.core.optim import all_finite
 from stsim.core.problem import make_problem
@@ -152,7 +153,7 @@ def uses_second_thread(enc, prefetch: bool) -> bool:
 def config_options(config, options: dict, name: str = "config") -> dict:
     """The options of a run: ``config``'s fields (None: the defaults; a :class:`Config`, its
     objects included; or a config dict such as ``Result.config``, read by
-    :func:`~stsim.core.config.options_from_record`), then ``options`` over them."""
+    :func:`~stsim.core.records.options_from_record`), then ``options`` over them."""
     if config is None:
         base = {}
     elif isinstance(config, Config):

@@ -22,7 +22,8 @@ import threading
 
 import numpy as np
 
-from stsim.core.config import ADDED_LATER, upgrade_config
+from stsim.core.config import ADDED_LATER
+from stsim.core.records import upgrade_config
 from stsim.util.io import load_npz, save_npz
 from stsim.util.signals import route_termination
 from stsim.util.validate import check_state_dict
