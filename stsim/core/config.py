@@ -24,7 +24,7 @@ from stsim.core.stopping import Settled
 from stsim.core.token_stats import resolve_draws
 from stsim.core.seeds import seed_record
 from stsim.core.targets import resolve_target
-from stsim.core.warm import LABEL as WARM_LABEL, StartParams, is_source, start_params
+from stsim.core.warm import LABEL as WARM_LABEL, is_source, start_params
 from stsim.core.memory import run_memory
 from stsim.util.validate import (Steps, check_choice, check_int, check_memory, check_real,
                                  int_tuple)

@@ -58,7 +58,7 @@ from stsim.core.model import query_coef
 from stsim.core.optim import REDUCED
 from stsim.core.reduced import MARGIN, MAX_STEPS, reduced_map_steps, step_count
 from stsim.core.stopping import resolve_stop
-from stsim.core.token_stats import _why_not
+from stsim.core.token_stats import resolve_draws
 from stsim.core.stability import (NOISE_W, SAFETY, eta_max, eta_V_max, eta_W_block, eta_W_cap,
                                   fourth_excess)
 from stsim.util.validate import Steps, check_int
@@ -317,16 +317,15 @@ def predict(cfg, lr=None, steps=None, blocks=False) -> Plan:
                                   else f"{steps} (user)"))
     s = Plan(lr=use_lr, steps=d_steps, eta_max=em, escape_step=esc, target_step=learned_at,
              explanation=expl, freeze=freeze)
-    # the tokens drawn through their statistics where they hold with the blocks held
+    # the run's draws with the blocks this plan holds (resolve_draws, as the config will)
     held = tuple(set(cfg.freeze or ()) | set(freeze))
-    s.estimated_s = wall_seconds(cfg, d_steps, statistics=str(cfg.draws).lower() != "tokens"
-                                 and not _why_not(cfg, held))
+    s.estimated_s = wall_seconds(cfg, d_steps,
+                                 statistics=resolve_draws(cfg, held) == "statistics")
     if steps is None and s.estimated_s > LONG_RUN_S:
         # where the plateau ends, and that online SGD with W's token rows free lags it
         lag = "; online SGD leaves it later" if cfg.objective == "online" and not freeze else ""
-        decay = cfg.lr_decay or cfg.resolved.optimizer.decay or "none"
         stops = ("; the stop rule ends it once the validation loss has settled"
-                 if resolve_stop(cfg.stop, False, decay) is not None else "")
+                 if resolve_stop(cfg.stop, False, _lr_decay(cfg)) is not None else "")
         s.warning = _long_run_warning(f"the default schedule needs at most {d_steps} steps "
                                       f"(population gradient descent, i.e. the reduced "
                                       f"dynamics, leaves the plateau near step {esc} at lr "
@@ -341,6 +340,12 @@ class LongRunWarning(UserWarning):
     """A default schedule expected to take long, or one the reduced dynamics cannot
     bound (``stsim run --quiet`` hides it; ``warnings.simplefilter("ignore",
     LongRunWarning)`` does in Python)."""
+
+
+def _lr_decay(cfg) -> str:
+    """The run's ``lr_decay``: the caller's, else the optimiser's (Adam: linear) with a
+    derived lr, else none."""
+    return cfg.lr_decay or (cfg.resolved.optimizer.decay if cfg.lr is None else "none")
 
 
 def plan(cfg, noted=False) -> Plan:
@@ -365,7 +370,7 @@ def plan(cfg, noted=False) -> Plan:
         if s.warning:
             warn(f"stsim: {s.warning}", LongRunWarning)
     s.freeze = tuple(b for b in blocks if b in set(given or ()) | set(default))   # merged
-    s.lr_decay = cfg.lr_decay or (cfg.resolved.optimizer.decay if cfg.lr is None else "none")
+    s.lr_decay = _lr_decay(cfg)
     s.note = _note(cfg, s.lr, s.freeze, noted)
     if t is not None and cfg.lr is None and not t.linear_readout:   # b, Q: x V's step
         base = s.lr.record()
