@@ -191,20 +191,33 @@ def long_default(T, seed, q=3, log=None):
 PEER_STEP = dict(lr=0.5, freeze=(), draws="tokens")
 
 
-def bare_step_ms(T, n=30, q=3, **opts):
-    """Milliseconds of one default step at ``T`` (``n`` steps after 3, no records);
-    ``opts``: other options of the run (:data:`PEER_STEP`: the peer's step)."""
+def bare_steps(T, n, q=3, around=None, **opts):
+    """Seconds of ``n`` bare steps at ``T`` (after 3, no records) of the default call, or
+    of the run with the options ``opts``; ``around``: a (start, stop) pair of callables
+    run just around them (a profiler's)."""
     from stsim.core.session import Session
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
         s = Session(T=T, q=q, seed=0, steps=10 ** 9, eval_every=10 ** 9, progress=False,
                     **opts)
-        s.advance(3)
-        t0 = time.perf_counter()
-        s.advance(n)
-        dt = time.perf_counter() - t0
-        s.close()
-    return 1000 * dt / n
+        try:
+            s.advance(3)
+            if around:
+                around[0]()
+            t0 = time.perf_counter()
+            s.advance(n)
+            dt = time.perf_counter() - t0
+            if around:
+                around[1]()
+        finally:
+            s.close()
+    return dt
+
+
+def bare_step_ms(T, n=30, q=3, **opts):
+    """Milliseconds of one default step at ``T`` (:func:`bare_steps`); ``opts``: other
+    options of the run (:data:`PEER_STEP`: the peer's step)."""
+    return 1000 * bare_steps(T, n, q, **opts) / n
 
 
 def peer_ms(T, python, peers_dir, n=30):
@@ -228,16 +241,8 @@ def profile(T, n=30, top=12, q=3):
     import cProfile
     import pstats
 
-    from stsim.core.session import Session
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore")
-        s = Session(T=T, q=q, seed=0, steps=10 ** 9, eval_every=10 ** 9, progress=False)
-        s.advance(3)
-        prof = cProfile.Profile()
-        prof.enable()
-        s.advance(n)
-        prof.disable()
-        s.close()
+    prof = cProfile.Profile()
+    bare_steps(T, n, q, around=(prof.enable, prof.disable))
     st = pstats.Stats(prof)
     total = st.total_tt
     rows = sorted(st.stats.items(), key=lambda kv: -kv[1][2])[:top]
