@@ -29,7 +29,8 @@ from stsim.core.memory import run_memory
 from stsim.util.validate import (Steps, check_choice, check_int, check_memory, check_real,
                                  int_tuple)
 
-__all__ = ["Config", "Resolved", "OBJECTIVES", "INITS", "OBJECT_FIELDS", "field_help"]
+__all__ = ["Config", "Resolved", "OBJECTIVES", "INITS", "OBJECT_FIELDS", "field_help",
+           "recorded_shapes"]
 
 #: the data regimes: fresh minibatches, a fixed sample of n_train points (full batch), the
 #: exact population loss (registered by stsim.theory.population)
@@ -418,6 +419,27 @@ def _take_object_settings(c, opt) -> None:
             raise ValueError(f"{key}={given!r} differs from the optimizer object's {value!r}; "
                              f"give it once (the object's)")
         setattr(c, key, value)
+
+
+def recorded_shapes(record: dict):
+    """``{name: shape}`` of the parameters of a run from its recorded config dict: its
+    architecture's ``shapes`` rule (:func:`~stsim.core.problem.register_arch`), or None
+    when it has none (or the architecture is not registered in this process, or was an
+    object)."""
+    if "arch_object" in record:
+        return None
+    try:
+        spec = arch_spec(record.get("arch", "transformer"))
+    except ValueError:
+        return None
+    if spec.shapes is None:
+        return None
+    names = {f.name for f in dataclasses.fields(Config)}
+    cfg = Config(**{k: v for k, v in record.items() if k in names})
+    try:
+        return {k: tuple(v) for k, v in spec.shapes(cfg).items()}
+    except (TypeError, ValueError, KeyError):
+        return None
 
 
 def field_help(f: dataclasses.Field) -> str:

@@ -8,23 +8,21 @@ lacks the fields that size the parameters or holds values no run accepts (``T="x
 not be checked), ``history_keys`` missing while the file holds history arrays (they
 would be dropped silently), or history arrays it does not name.
 
-A recorded config dict is read back in today's terms (:func:`upgrade_config`), as the
-options of a new run (:func:`options_from_record`) and as the shapes of its parameters
-(:func:`recorded_shapes`).
+A recorded config dict is read back in today's terms (:func:`upgrade_config`) and as the
+options of a new run (:func:`options_from_record`); the shapes of its parameters need its
+architecture's name resolved (:func:`stsim.core.config.recorded_shapes`).
 """
 from __future__ import annotations
 
-import dataclasses
 import numbers
 import os
 
-from stsim.core.config import OBJECT_FIELDS, Config
+from stsim.core.config import OBJECT_FIELDS
 from stsim.core.optim import resolve_optimizer
-from stsim.core.problem import arch_names, arch_spec
+from stsim.core.problem import arch_names
 from stsim.util.validate import Steps
 
-__all__ = ["check_result_records", "STATUSES", "upgrade_config", "options_from_record",
-           "recorded_shapes"]
+__all__ = ["check_result_records", "STATUSES", "upgrade_config", "options_from_record"]
 
 #: a Result's status: how the run ended ("checkpoint": read from a checkpoint, unfinished)
 STATUSES = ("completed", "diverged", "interrupted", "stopped", "checkpoint")
@@ -127,27 +125,6 @@ def options_from_record(record: dict, given: dict) -> dict:
                 f"{out.get(name)!r}), which a config dict does not hold: pass the object "
                 f"again, e.g. run(config=res.config, {name}=<the {kind}>)")
     return out
-
-
-def recorded_shapes(record: dict):
-    """``{name: shape}`` of the parameters of a run from its recorded config dict: its
-    architecture's ``shapes`` rule (:func:`~stsim.core.problem.register_arch`), or None
-    when it has none (or the architecture is not registered in this process, or was an
-    object)."""
-    if "arch_object" in record:
-        return None
-    try:
-        spec = arch_spec(record.get("arch", "transformer"))
-    except ValueError:
-        return None
-    if spec.shapes is None:
-        return None
-    names = {f.name for f in dataclasses.fields(Config)}
-    cfg = Config(**{k: v for k, v in record.items() if k in names})
-    try:
-        return {k: tuple(v) for k, v in spec.shapes(cfg).items()}
-    except (TypeError, ValueError, KeyError):
-        return None
 
 
 def upgrade_config(old: dict) -> dict:

@@ -7,8 +7,8 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from stsim.core.config import ADDED_LATER
-from stsim.core.records import STATUSES, check_result_records, recorded_shapes
+from stsim.core.config import ADDED_LATER, recorded_shapes
+from stsim.core.records import STATUSES, check_result_records
 from stsim.core.state import check_history, check_params
 from stsim.util.io import load_npz, save_npz, write_csv
 from stsim.util.validate import lr_text
