@@ -612,7 +612,8 @@ ATTENTION_OTHER = {"steps": [30, 50], "T": [9, 10], "tune_steps": [12], "batch":
                    "d": [3], "q": [3], "T_test": [[12]], "tune_mults": [[1.0, 0.1, 2.0]],
                    "tune_base": ["paper"], "rank_steps": [20], "rank_r": [[2, 4]],
                    "rank_T": [[7]], "width_T": [[8, 16, 256]], "fam_n_start": [64],
-                   "fam_replicates": [3], "width_max": [512], "width_target": [0.3],
+                   "fam_replicates": [3], "width_max": [512], "width_level": [0.3],
+                   "target": ["variance"],
                    "train_steps": [10], "train_widths": [[16, 32]], "train_T": [10],
                    "mechanisms": [["softmax", "relu"]]}
 TARGETS_TABLES = ("represents", "tune", "runs", "family_width", "fcn_tune",

@@ -64,7 +64,8 @@ def test_quick_study_writes_every_check_with_se_critical_verdict(small, tmp_path
                                         ("rank_r", [2, 4]), ("width_T", [8, 16, 256]),
                                         ("fam_n_start", 64), ("width_max", 512),
                                         ("train_steps", 10), ("train_widths", [16, 32]),
-                                        ("mechanisms", ["softmax", "relu"])])
+                                        ("mechanisms", ["softmax", "relu"]),
+                                        ("width_level", 0.3), ("target", "variance")])
 def test_analysis_refuses_settings_no_row_was_made_with(small, key, value):
     with pytest.raises(ValueError, match="made with|no row"):
         run_study(attention, small[0], mode="quick", overrides=dict(SMALL, **{key: value}),
@@ -133,7 +134,11 @@ def test_verdict_rule_with_seeded_values():
                                        ({"mechanisms": []}, "at least one"),
                                        ({"seeds": 1}, "seeds must be"),
                                        ({"T_test": [5]}, "T_test must be"),
-                                       ({"target": 1.5}, "target must be")])
+                                       ({"level": 1.5}, "level must be"),
+                                       ({"width_level": 0}, "width_level must be"),
+                                       ({"target": 0.02}, "target must be"),
+                                       ({"target": "median"}, "target must be 'mean'"),
+                                       ({"target": "variance", "q": 1}, "q must be")])
 def test_bad_settings_are_refused_before_work(tmp_path, bad, match):
     with pytest.raises(ValueError, match=match):
         run_study(attention, str(tmp_path / "x"), mode="quick", overrides=bad)
@@ -228,4 +233,47 @@ def test_at_chosen_keeps_the_runs_at_the_choice():
 def test_the_reach_ratio_is_the_learned_level():
     """The attention study calls a mechanism learned at core.reduced.LEARNED of L(0)."""
     from stsim.core.reduced import LEARNED
-    assert all(attention.PRESETS[m]["target"] == LEARNED for m in ("quick", "full"))
+    assert all(attention.PRESETS[m]["level"] == LEARNED for m in ("quick", "full"))
+
+
+def test_mechanisms_are_compared_on_another_target(tmp_path):
+    """``target`` is the task's (as in ``stsim run``): the tuned, reported and rank runs
+    train on it and are measured against its own L(0); their claims name it; the width
+    family, trained widths and temperature map stay the mean task's (the report says so)."""
+    import csv
+    out = str(tmp_path / "v")
+    small = dict(SMALL, mechanisms=["softmax", "linear"], rank_r=[2], width_T=[8, 16],
+                 width_mechs=["linear"], train_widths=[16], target="variance")
+    res = run_study(attention, out, mode="quick", overrides=small)
+    claims = [c["claim"] for c in res["checks"]]
+    assert sum(" learns on the target variance: " in c for c in claims) == 2
+    assert sum(" generalises on the target variance to " in c for c in claims) == 2
+    assert any(c.startswith("rank 2 learns on the target variance") for c in claims)
+    assert not any(" learns: " in c for c in claims)
+    rows = list(csv.DictReader(open(f"{out}/raw/runs.csv")))
+    assert {json.loads(r["settings"])["target"] for r in rows} == {"variance"}
+    assert "Task: the target variance" in open(f"{out}/report.md").read()
+    with pytest.raises(ValueError, match="made with"):      # the mean's rows are not these
+        run_study(attention, out, mode="quick", overrides=dict(small, target="mean"),
+                  analyse_only=True)
+
+
+def test_a_run_on_a_target_is_measured_against_its_own_zero_loss():
+    """run_one on the variance: the target's default step with its head's (b, Q), the same
+    run as stsim.run with those options, its loss over the variance's L(0)."""
+    import stsim
+    from stsim.core.targets import make_target
+    from stsim.studies.attention.runs import base_schedule, mechanism_options, run_one
+    c = dict(T=8, q=2, d=5, batch=64, T_test=[10])
+    base = base_schedule(**c, target="variance")
+    assert set(base[0]) == {"W", "V", "b", "Q"}
+    row = run_one("linear", steps=20, seed=0, base=base, mult=0.5, target="variance", **c)
+    res = stsim.run(**dict(c, T_test=(10,)), steps=20, seed=0, target="variance",
+                    progress=False, **mechanism_options("linear", *base, 0.5))
+    assert row["rel"] == res.final("val") / make_target("variance").zero_loss(5, 2)
+    assert row["rel"] != res.final("val") / make_target("mean").zero_loss(5, 2)
+    pair = mechanism_options("rank=2", *base, 0.5)["lr"]       # the pair keeps the head
+    assert pair == {"W_K": base[0]["W"] / 2, "W_Q": base[0]["W"] / 2, "V": base[0]["V"] / 2,
+                    "b": base[0]["b"] / 2, "Q": base[0]["Q"] / 2}
+    own = base_schedule(**c, mechanism="rank=2", target="variance")[0]     # the pair's own
+    assert mechanism_options("rank=2", own, (), 0.5)["lr"] == {k: v / 2 for k, v in own.items()}

@@ -83,14 +83,18 @@ def test_the_set_example_of_a_study_is_its_own(name):
 
 
 @pytest.mark.parametrize("name", ("attention", "separation", "sparse"))
-def test_a_studys_loss_level_is_level_and_target_says_so(name, tmp_path, capsys):
-    """A study's loss level is ``--level`` (its setting ``target``); ``--target``, the
-    task's target of ``stsim run``, is refused in one line naming ``--level``, before any
-    file is written."""
+def test_a_studys_loss_level_is_level_and_target_is_the_task(name, tmp_path, capsys):
+    """A study's loss level is its setting ``level`` (``--level``); ``--target`` is the task's
+    target, as in ``stsim run``: the attention study takes it, a study without one refuses
+    it in one line naming ``--level``, before any file is written."""
     args = build_parser(name).parse_args(["--level", "0.5"])
-    assert args.preset_target == "0.5"
+    assert args.preset_level == "0.5"
     assert "--level LEVEL" in build_parser(name).format_help()
     out = tmp_path / "o"
+    if name == "attention":
+        assert build_parser(name).parse_args(["--target", "variance"]).preset_target == \
+            "variance"
+        return
     assert main([name, "--target", "variance", "--out", str(out)]) == 2
     err = capsys.readouterr().err
     assert f"the loss level of stsim {name} is --level" in err and err.count("\n") == 1

@@ -157,32 +157,15 @@ def add_contract_options(p: argparse.ArgumentParser, study, *, help: dict | None
         shown = (f"quick {_show(quick[name])}, full {_show(full[name])}"
                  if name in quick and name in full and quick[name] != full[name]
                  else _show(ref))
-        flag = LEVEL_FLAGS.get(name) if _is_level(ref) else None
-        if flag is not None:        # a loss level: --target is the task's (stsim run)
-            text += f"{' ' if text else ''}(the setting {name})"
-            if name == "target":
-                g.add_argument("--target", dest="misnamed_target", default=None,
-                               help=argparse.SUPPRESS)
-        flags = dict.fromkeys((f"--{flag or name}", f"--{(flag or name).replace('_', '-')}"))
+        flags = dict.fromkeys((f"--{name}", f"--{name.replace('_', '-')}"))
         # text, parsed by apply_overrides against the preset's type (one parser for
         # --key VALUE and --set key=VALUE)
         g.add_argument(*flags, dest=f"preset_{name}", type=str, default=None,
-                       metavar="LIST" if isinstance(ref, (list, tuple)) else
-                       (flag or name).upper(), help=f"{text}{' ' if text else ''}"
-                                                    f"(default: {shown})")
-
-
-#: the flags of the settings that are a loss level, whose names say "target": on the command
-#: line ``--target`` is the task's target (``stsim run --target variance``)
-LEVEL_FLAGS = {"target": "level", "targets": "levels", "ood_target": "ood_level",
-               "width_target": "width_level"}
-
-
-def _is_level(ref) -> bool:
-    """A number, or a list of numbers: a level, not a task's name."""
-    items = ref if isinstance(ref, (list, tuple)) else [ref]
-    return bool(items) and all(isinstance(x, (int, float)) and not isinstance(x, bool)
-                               for x in items)
+                       metavar="LIST" if isinstance(ref, (list, tuple)) else name.upper(),
+                       help=f"{text}{' ' if text else ''}(default: {shown})")
+    if "level" in full and "target" not in full:    # --target is the task's (stsim run)
+        g.add_argument("--target", dest="misnamed_target", default=None,
+                       help=argparse.SUPPRESS)
 
 
 def set_example(study) -> str:
@@ -209,8 +192,7 @@ def contract_overrides(args, study) -> dict:
     become lists) and every ``--set``."""
     if getattr(args, "misnamed_target", None) is not None:
         raise ValueError(f"--target {args.misnamed_target}: --target is the task's target of "
-                         f"stsim run; the loss level of stsim {study.NAME} is --level (the "
-                         f"setting target)")
+                         f"stsim run; the loss level of stsim {study.NAME} is --level")
     out = {}
     for k, v in vars(args).items():
         if k.startswith("preset_") and v is not None:

@@ -53,6 +53,11 @@ def _incomplete(check, errors):
     return check
 
 
+def _task(cfg) -> str:
+    """The words a claim adds for the task's target: none for the paper's (the mean)."""
+    return "" if cfg["target"] == "mean" else f" on the target {cfg['target']}"
+
+
 def _value(r, key="rel"):
     """A row's ``key`` when its run completed, else NaN (diverged, or an error row)."""
     return float(r[key]) if r.get("run_status") == "completed" else math.nan
@@ -73,7 +78,7 @@ def _temperature(cfg):
         L0 = make_target("mean").zero_loss(d, q)
 
         def first(L):
-            hit = np.flatnonzero(L <= cfg["target"] * L0)
+            hit = np.flatnonzero(L <= cfg["level"] * L0)
             return int(hit[0]) if hit.size else None
         rows.append({"tau": tau, "lr": eta, "t2_tau": first(hot["loss"]),
                      "t2_equivalent": first(cold["loss"]),
@@ -84,7 +89,7 @@ def _temperature(cfg):
 
 def _rank(cfg, table):
     """Per (T, q): the seed mean, se and verdict of each r (inconclusive when a run of it
-    failed), and the smallest r held below ``target`` and below ``width_target`` (None:
+    failed), and the smallest r held below ``level`` and below ``width_level`` (None:
     none in the grid, or a smaller r's runs failed)."""
     out, checks = [], []
     for T in cfg["rank_T"]:
@@ -96,21 +101,21 @@ def _rank(cfg, table):
                 if rows:
                     vals = [_value(x) for x in rows]
                     errs = _failed("rank", rows, ("T", "q", "rank", "seed"))
-                    cells.append((r, _incomplete(verdict(vals, "<=", cfg["target"], ""), errs),
-                                  _incomplete(verdict(vals, "<=", cfg["width_target"], ""),
+                    cells.append((r, _incomplete(verdict(vals, "<=", cfg["level"], ""), errs),
+                                  _incomplete(verdict(vals, "<=", cfg["width_level"], ""),
                                               errs), errs))
             if not cells:
                 continue
             small, loose = (_smallest([(r, v, e) for r, v, _, e in cells]),
                             _smallest([(r, v, e) for r, _, v, e in cells]))
             out.append({"T": T, "q": q, "d_e": 2 * T, "smallest_r_learns": small,
-                        f"smallest_r_{cfg['width_target']:g}": loose,
+                        f"smallest_r_{cfg['width_level']:g}": loose,
                         "cells": [{"r": r, "measured": v["measured"], "se": v["se"],
                                    "critical": v["critical"], "verdict": v["verdict"]}
                                   for r, v, _, _ in cells]})
             for r, v, _, _ in cells:
-                v["claim"] = (f"rank {r} learns at T={T}, q={q}: final loss <= "
-                              f"{cfg['target']:g} L(0)")
+                v["claim"] = (f"rank {r} learns{_task(cfg)} at T={T}, q={q}: final loss <= "
+                              f"{cfg['level']:g} L(0)")
                 checks.append(v)
     return out, checks
 
@@ -128,12 +133,12 @@ def _smallest(cells):
 
 def _trained(cfg, table, width_rows, width_errors):
     """Per trained mechanism: each width's seed mean with its verdict against
-    ``width_target``, the smallest width held below it, and the check that it is within one
+    ``width_level``, the smallest width held below it, and the check that it is within one
     grid step of the family's width at ``train_T`` (the family's replicates); a cell or
     family with failed runs (``width_errors``: per ``(mechanism, T)``) leaves them
     inconclusive."""
     out, checks = [], []
-    T, eps = cfg["train_T"], cfg["width_target"]
+    T, eps = cfg["train_T"], cfg["width_level"]
     for m in cfg["train_mechs"]:
         cells = []
         for w in cfg["train_widths"]:
@@ -268,15 +273,15 @@ def analyse(cfg, out) -> dict:
                      "interior": min(cfg["tune_mults"]) < mults.get(mech, 0) <
                      max(cfg["tune_mults"])}
         checks.append(_incomplete(verdict(
-            [_value(r) for r in rows], "<=", cfg["target"], f"{mech} learns: final loss <= "
-            f"{cfg['target']:g} L(0) in {cfg['steps']} steps (T={cfg['T']}, q={cfg['q']})",
+            [_value(r) for r in rows], "<=", cfg["level"], f"{mech} learns{_task(cfg)}: final loss <= "
+            f"{cfg['level']:g} L(0) in {cfg['steps']} steps (T={cfg['T']}, q={cfg['q']})",
             note=f"{len(ok)}/{len(rows)} runs completed; step x {mults.get(mech)} of "
                  f"{BASE_TEXT[cfg['tune_base']]}"), errs))
         for Tt in cfg["T_test"]:
             checks.append(_incomplete(verdict(
-                [_value(r, f"rel_T{Tt}") for r in rows], "<=", cfg["ood_target"],
-                f"{mech} generalises to T_test={Tt}: loss <= {cfg['ood_target']:g} L(0)"),
-                errs))
+                [_value(r, f"rel_T{Tt}") for r in rows], "<=", cfg["ood_level"],
+                f"{mech} generalises{_task(cfg)} to T_test={Tt}: loss <= {cfg['ood_level']:g} "
+                f"L(0)"), errs))
     errors += _failed("rank", rank, ("T", "q", "rank", "seed"))
     rank_rows, rank_checks = _rank(cfg, rank) if rank else ([], [])
     checks += rank_checks
@@ -285,7 +290,7 @@ def analyse(cfg, out) -> dict:
         same = r["t2_tau"] == r["t2_equivalent"] and r["max_rel_diff"] < 1e-9
         checks.append(verdict([r["max_rel_diff"]], "<=", 1e-9, f"temperature {r['tau']:g} "
                               f"equals W step / tau^2 (reduced map, T={cfg['tau_T']})",
-                              note=f"steps to {cfg['target']:g} L(0): {r['t2_tau']} at tau, "
+                              note=f"steps to {cfg['level']:g} L(0): {r['t2_tau']} at tau, "
                                    f"{r['t2_equivalent']} equivalent; same: {same}"))
     werr = {}       # (mechanism, T): the failed replicates; the point is left out
     for r in wtab:
@@ -293,7 +298,7 @@ def analyse(cfg, out) -> dict:
             werr.setdefault((r["mechanism"], int(r["T"])), []).append(e)
     errors += [e for es in werr.values() for e in es]
     width_rows = [r for r in family_rows(wtab) if (r["series"], r["T"]) not in werr]
-    eps = cfg["width_target"]
+    eps = cfg["width_level"]
     prec = Precision.from_cfg(cfg)
     exact = [{"series": "linear (exact)", "T": T, "width": int(w), "below": int(w) - 1,
               "censored": False, "replicates": "exact", "lo": float(w) - 1, "hi": float(w),

@@ -28,9 +28,10 @@ def _curves(cfg, out, table):
                     alpha=1.0 if j == 0 else 0.5, label=mech if j == 0 else None)
             rows += [[mech, r["seed"], s, v] for s, v in zip(c["step"], c["rel"])]
     write_csv(os.path.join(out, "curves.csv"), ["mechanism", "seed", "step", "rel"], rows)
-    ax.axhline(cfg["target"], color="k", ls=":", lw=0.8)
+    ax.axhline(cfg["level"], color="k", ls=":", lw=0.8)
     ax.set(yscale="log", xlabel="step", ylabel="validation loss / L(0)")
-    ax.set_title(f"T = {cfg['T']}, q = {cfg['q']}: every seed (dotted: {cfg['target']:g})",
+    task = "" if cfg["target"] == "mean" else f", target {cfg['target']}"
+    ax.set_title(f"T = {cfg['T']}, q = {cfg['q']}{task}: every seed (dotted: {cfg['level']:g})",
                  fontsize=9)
     ax.legend(fontsize=7, ncol=2)
     savefig(fig, os.path.join(out, "curves.png"))
@@ -67,7 +68,7 @@ def _widths(cfg, out, results):
             y = law_value(law, fit["a"], fit["b"], x)
             ax.plot(x, y, "-", color=col, lw=0.8, alpha=0.7)
     ax.set(xscale="log", yscale="log", xlabel="T",
-           ylabel=f"d_e where the sphere family reaches {cfg['width_target']:g} L(0)")
+           ylabel=f"d_e where the sphere family reaches {cfg['width_level']:g} L(0)")
     ax.set_title("points: located crossings; lines: the best-ranked interval-censored law of "
                  "each series", fontsize=9)
     ax.legend(fontsize=7)
@@ -76,18 +77,21 @@ def _widths(cfg, out, results):
 
 def _markdown(cfg, results):
     lines = [f"# stsim attention ({cfg['mode']})", "",
+             f"Task: the target {cfg['target']} (its own L(0)) in the tuned, reported and rank "
+             f"runs; the width family, trained widths and temperature map are the mean "
+             f"task's.", "",
              "| mechanism | step x | lr W | lr V | held | init |", "|---|---|---|---|---|---|"]
     for m, p in results["mechanisms"].items():
         lines.append(f"| {m} | {p['mult']} | {p['lr_W']} | {p['lr_V']} | {p['freeze']} | "
                      f"{p['init']} |")
     lines += [""] + checks_table(results["checks"], context=("n",))
-    lines += ["", "| T | q | d_e | smallest r <= target | smallest r <= width target |",
+    lines += ["", "| T | q | d_e | smallest r <= level | smallest r <= width level |",
               "|---|---|---|---|---|"]
-    loose = f"smallest_r_{cfg['width_target']:g}"
+    loose = f"smallest_r_{cfg['width_level']:g}"
     for r in results["rank"]:
         lines.append(f"| {r['T']} | {r['q']} | {r['d_e']} | {r['smallest_r_learns']} | "
                      f"{r[loose]} |")
-    lines += ["", "| trained on the sphere | T | smallest d_e <= width target | family cell |",
+    lines += ["", "| trained on the sphere | T | smallest d_e <= width level | family cell |",
               "|---|---|---|---|"]
     for r in results.get("trained", []):
         lines.append(f"| {r['mechanism']} | {r['T']} | {r['smallest_trained']} | "

@@ -41,10 +41,10 @@ TUNE_ROOT = 1        # root seed of the tuning replicate (the reported seeds use
 #: the settings that make a row of each of the study's tables (its ``settings`` cell,
 #: :func:`stsim.studies.cells.settings_text`): a rerun with others computes other rows, an
 #: analysis refuses settings no row was made with
-MADE_BY = {"tune": ("T", "q", "d", "batch", "T_test", "tune_steps", "tune_base"),
-           "runs": ("T", "q", "d", "batch", "T_test", "steps", "tune_base"),
-           "rank": ("d", "batch", "rank_steps"),
-           "width": ("q", "width_target", "width_max", *Precision().settings()),
+MADE_BY = {"tune": ("T", "q", "d", "batch", "T_test", "tune_steps", "tune_base", "target"),
+           "runs": ("T", "q", "d", "batch", "T_test", "steps", "tune_base", "target"),
+           "rank": ("d", "batch", "rank_steps", "target"),
+           "width": ("q", "width_level", "width_max", *Precision().settings()),
            "trained": ("train_T", "q", "d", "train_steps")}
 
 
@@ -79,20 +79,21 @@ def mechanism_label(mechanism) -> str:
     return mechanism.label if isinstance(mechanism, Attention) else mechanism
 
 
-def base_schedule(T, q, d, batch, T_test, mechanism=None) -> tuple:
-    """``(lr, freeze)`` of the default at this config (lr a number or ``{"W": η_W, "V":
-    η_V}``): the paper's softmax model's, or with ``mechanism`` that mechanism's own
+def base_schedule(T, q, d, batch, T_test, mechanism=None, target="mean") -> tuple:
+    """``(lr, freeze)`` of the default at this config and ``target`` (lr a number or a step
+    per block, e.g. ``{"W": η_W, "V": η_V}``, with the head's ``b``, ``Q`` for a target
+    with one): the paper's softmax model's, or with ``mechanism`` that mechanism's own
     (``tune_base="own"``: its tuning multiplies its own default step; a mechanism of one's
     own that declares no default step gets the paper model's)."""
     from stsim.core.config import Config
     own = parse_mechanism(mechanism) if mechanism is not None else {}
     try:
-        plan = Config(T=T, q=q, d=d, batch=batch, T_test=tuple(T_test),
+        plan = Config(T=T, q=q, d=d, batch=batch, T_test=tuple(T_test), target=target,
                       **own).resolve().resolved.plan
     except ValueError:      # one's own mechanism with no default step: the paper model's
         if not own:
             raise
-        return base_schedule(T, q, d, batch, T_test)
+        return base_schedule(T, q, d, batch, T_test, target=target)
     return plan.lr.record(), plan.freeze
 
 
@@ -101,9 +102,12 @@ def mechanism_options(mechanism, base_lr, freeze, mult) -> dict:
     docstring)."""
     opts = parse_mechanism(mechanism)
     step = Steps(base_lr).scaled(mult)
-    if "rank" in opts:
-        w, v = step.pair()
-        opts["lr"] = {"W_K": w, "W_Q": w, "V": v}
+    if "rank" in opts:      # W's step for the pair (unless the base is the pair's own);
+        rec = step.record()     # a target's head (b, Q) keeps its own
+        rec = rec if isinstance(rec, dict) else {"W": rec, "V": rec}
+        w = rec.get("W")
+        opts["lr"] = rec if w is None else {"W_K": w, "W_Q": w,
+                                            **{k: v for k, v in rec.items() if k != "W"}}
     else:
         att = opts.get("attention", "softmax")
         saddle = (MECHANISMS[att] if isinstance(att, str) else att).zero_saddle
@@ -114,14 +118,17 @@ def mechanism_options(mechanism, base_lr, freeze, mult) -> dict:
     return opts
 
 
-def run_one(mechanism, T, q, d, steps, batch, T_test, seed, mult=1.0, base=None):
-    """One training run (a row of ``raw/tune.csv`` or ``raw/runs.csv``): the final
-    validation losses over L(0) (``inf`` when diverged), the status, the steps of W and V,
-    CPU time and the validation curve (JSON). ``base``: ``(lr, freeze)`` of
-    :func:`base_schedule` (computed when None)."""
-    base_lr, freeze = base if base is not None else base_schedule(T, q, d, batch, T_test)
+def run_one(mechanism, T, q, d, steps, batch, T_test, seed, mult=1.0, base=None,
+            target="mean"):
+    """One training run on ``target`` (a row of ``raw/tune.csv`` or ``raw/runs.csv``): the
+    final validation losses over the target's L(0) (``inf`` when diverged), the status, the
+    steps of W and V, CPU time and the validation curve (JSON). ``base``: ``(lr, freeze)``
+    of :func:`base_schedule` (computed when None)."""
+    base_lr, freeze = base if base is not None else base_schedule(T, q, d, batch, T_test,
+                                                                  target=target)
     opts = dict(T=T, q=q, d=d, batch=batch, T_test=tuple(T_test), seed=seed, steps=steps,
-                progress=False, **mechanism_options(mechanism, base_lr, freeze, mult))
+                target=target, progress=False,
+                **mechanism_options(mechanism, base_lr, freeze, mult))
     t0 = time.process_time()
     res = stsim.run(**opts)
     lr = Steps(res.config["lr"])
@@ -139,11 +146,13 @@ def choose(rows, mults=None) -> dict:
     return choose_by(rows, "mechanism", mults)
 
 
-def rank_one(T, q, rank, d, batch, steps, seed):
-    """One key/query pair of rank ``rank`` trained by :func:`stsim.run` with its default
-    step and initialisation (slots encodings, ``d_e = 2T``), ``steps`` steps (0: its
-    default count): the final validation loss over L(0) and the status."""
-    res = stsim.run(T=T, q=q, d=d, rank=rank, batch=batch, seed=seed, progress=False,
+def rank_one(T, q, rank, d, batch, steps, seed, target="mean"):
+    """One key/query pair of rank ``rank`` trained on ``target`` by :func:`stsim.run` with
+    its default step and initialisation (slots encodings, ``d_e = 2T``), ``steps`` steps
+    (0: its default count): the final validation loss over the target's L(0) and the
+    status."""
+    res = stsim.run(T=T, q=q, d=d, rank=rank, batch=batch, seed=seed, target=target,
+                    progress=False,
                     **({"steps": steps} if steps else {}))
     ok = res.status == "completed"
     return {"run_status": res.status, "steps": int(res.config["steps"]),

@@ -8,16 +8,18 @@ sample size and a verdict (:func:`stsim.util.verdict.judge`):
   :data:`stsim.core.attention.ATTENTIONS`, ``rank=r``, ``tau=τ`` or one's own
   :class:`~stsim.core.attention.Attention` object, named by its label), equally tuned
   (``tune_mults``, ``tune_steps``), ``steps`` steps, ``seeds`` seeds: **learns**
-  (``target``) and **length generalisation** (``T_test``, ``ood_target``).
-* **rank** — ``rank=r`` over ``rank_T`` × ``rank_q`` × ``rank_r``: the smallest r held
-  below ``target`` · L(0) (and below ``width_target`` · L(0)).
+  (``level``) and **length generalisation** (``T_test``, ``ood_level``), on the task's
+  ``target`` (``"mean"``, the paper's task, by default; any target of :func:`stsim.run`,
+  its own L(0)).
+* **rank** — ``rank=r`` over ``rank_T`` × ``rank_q`` × ``rank_r`` on ``target``: the
+  smallest r held below ``level`` · L(0) (and below ``width_level`` · L(0)).
 * **width** (:mod:`~stsim.studies.attention.widths`) — each of ``width_mechs``' sphere
-  family: the smallest ``d_e`` reaching ``width_target`` · L(0) against ``width_T``, with
-  its growth laws.
+  family: the smallest ``d_e`` reaching ``width_level`` · L(0) against ``width_T``, with
+  its growth laws (the mean task's family, whatever ``target``).
 * **trained widths** — ``train_mechs`` trained on the sphere at ``train_T`` and each
-  ``d_e`` of ``train_widths``, against the family's width there.
+  ``d_e`` of ``train_widths``, against the family's width there (the mean task).
 * **temperature** — the reduced softmax map at each of ``taus`` against τ = 1 with step
-  ``η/τ²`` on W (deterministic, ``se = 0``).
+  ``η/τ²`` on W (deterministic, ``se = 0``; the mean task's reduction).
 """
 from __future__ import annotations
 
@@ -27,6 +29,7 @@ import time
 from stsim.core.attention import ATTENTIONS, MECHANISMS
 from stsim.core.config import MECHANISM_DEFAULTS
 from stsim.core.reduced import LEARNED
+from stsim.core.targets import make_target
 from stsim.studies.attention.analysis import analyse
 from stsim.studies.attention.sizes import check_sizes
 from stsim.studies.attention.runs import (TAU_RANGE, TUNE_ROOT, choose, made_by,
@@ -51,23 +54,23 @@ FAM_FULL = Precision().settings()
 FAM_QUICK = QUICK_PRECISION.settings()
 PRESETS = {
     "quick": {"mode": "quick", "T": 12, "q": 2, "d": 5, "seeds": 3, "mechanisms": MECHS,
-              "steps": 300, "batch": 64, "T_test": [16, 20], "target": LEARNED,
-              "ood_target": 0.05, "tune_steps": 300, "tune_mults": [2.0, 1.0, 0.5],
+              "steps": 300, "batch": 64, "T_test": [16, 20], "target": "mean",
+              "level": LEARNED, "ood_level": 0.05, "tune_steps": 300, "tune_mults": [2.0, 1.0, 0.5],
               "tune_base": "own",
               "rank_T": [8], "rank_q": [2], "rank_r": [4, 16], "rank_steps": 300,
-              "width_mechs": WIDTH_MECHS, "width_target": 0.25, "width_T": [8, 16, 32, 64, 128],
+              "width_mechs": WIDTH_MECHS, "width_level": 0.25, "width_T": [8, 16, 32, 64, 128],
               **FAM_QUICK, "width_max": 1024,
               "taus": [0.5, 1.0, 2.0], "tau_T": 50,
               "train_mechs": ["linear"], "train_T": 8, "train_widths": [16, 23, 32],
               "train_steps": 300},
     "full": {"mode": "full", "T": 200, "q": 3, "d": 5, "seeds": 3, "mechanisms": MECHS,
-             "steps": 1500, "batch": 256, "T_test": [250, 300, 350, 400], "target": LEARNED,
-             "ood_target": 0.05, "tune_steps": 1500,        # tuned at the full budget
+             "steps": 1500, "batch": 256, "T_test": [250, 300, 350, 400], "target": "mean",
+             "level": LEARNED, "ood_level": 0.05, "tune_steps": 1500,        # tuned at the full budget
              "tune_mults": [2.0 ** -k for k in range(-7, 10)],  # 128 ... 1/512, factor 2
              "tune_base": "paper",      # the grid spans every mechanism's own default
              "rank_T": [8, 16, 32], "rank_q": [2, 3], "rank_r": [4, 8, 16, 32, 64],
              "rank_steps": 0,
-             "width_mechs": WIDTH_MECHS, "width_target": 0.25,
+             "width_mechs": WIDTH_MECHS, "width_level": 0.25,
              "width_T": [8, 16, 32, 64, 128, 256, 512, 1024, 2048, 4096],
              **FAM_FULL, "width_max": 32768,
              "taus": [0.25, 0.5, 1.0, 2.0, 4.0], "tau_T": 200,
@@ -87,9 +90,12 @@ HELP = {"T": "training length", "q": "subset size", "d": "token dimension",
         "tau=t (1e-100 <= t <= 1e100: tau^2 and 1/tau^2 scale the steps, and stay 1e108 "
         "inside float64's range)",
         "steps": "the budget: steps of every reported run", "batch": "batch size",
-        "T_test": "out-of-distribution lengths", "target": "learns: loss <= target L(0)",
-        "ood_target": "generalises: loss <= ood_target L(0)",
-        "width_target": "width law: loss <= width_target L(0)",
+        "T_test": "out-of-distribution lengths", "target": "the task's target of the tuned, "
+        "reported and rank runs, as in stsim run (mean, moment:k, variance, text, masked; "
+        "the width family, trained widths and temperature map are the mean task's)",
+        "level": "learns: loss <= level L(0) (the target's L(0))",
+        "ood_level": "generalises: loss <= ood_level L(0)",
+        "width_level": "width law: loss <= width_level L(0)",
         "width_T": "lengths of the width law", "taus": "temperatures of the reduced "
         "map (1e-100 ... 1e100, as tau=t)",
         "tau_T": "length of the reduced map (q < "
@@ -132,7 +138,9 @@ def check(cfg: dict) -> dict:
                      ("tune_steps", 1), ("rank_steps", 0), ("width_max", 2)):
         cfg[name] = check_int(name, cfg[name], lo)
     Precision.from_cfg(cfg)         # the family's precision settings, each checked
-    cfg["q"] = check_int("q", cfg["q"], 1, cfg["T"] - 1)
+    cfg["target"] = check_target(cfg["target"])
+    min_q = make_target(cfg["target"]).min_q
+    cfg["q"] = check_int("q", cfg["q"], min_q, cfg["T"] - 1)
     for key in LISTS:
         if not cfg[key]:
             raise ValueError(f"{key} must hold at least one value, got []")
@@ -144,14 +152,15 @@ def check(cfg: dict) -> dict:
         for m in cfg[key]:
             if m not in ATTENTIONS:
                 raise ValueError(f"{key} must hold names of {ATTENTIONS}, got {m!r}")
-    for name in ("target", "ood_target", "width_target"):
+    for name in ("level", "ood_level", "width_level"):
         cfg[name] = check_real(name, cfg[name], lo=0.0, hi=1.0, lo_open=True, hi_open=True)
     q = cfg["q"]
     cfg["T_test"] = [check_int("T_test", t, cfg["T"] + 1) for t in cfg["T_test"]]
     cfg["width_T"] = [check_int("width_T", t, max(4, q + 1)) for t in cfg["width_T"]]
     cfg["tau_T"] = check_int("tau_T", cfg["tau_T"], max(3, q + 1))
     cfg["rank_T"] = [check_int("rank_T", t, 3) for t in cfg["rank_T"]]
-    cfg["rank_q"] = [check_int("rank_q", t, 1, min(cfg["rank_T"]) - 1) for t in cfg["rank_q"]]
+    cfg["rank_q"] = [check_int("rank_q", t, min_q, min(cfg["rank_T"]) - 1)
+                     for t in cfg["rank_q"]]
     lo_T, hi_T = min(cfg["rank_T"]), max(cfg["rank_T"])
     cfg["rank_r"] = [check_int("rank_r", t, 1) for t in cfg["rank_r"]]
     if max(cfg["rank_r"]) > 2 * hi_T or min(cfg["rank_r"]) > 2 * lo_T:
@@ -174,6 +183,20 @@ def check(cfg: dict) -> dict:
     return cfg
 
 
+def check_target(target) -> str:
+    """The task's target by its label (:func:`stsim.core.targets.make_target`; a name the
+    tables can record, so a target of one's own is refused), ``ValueError`` naming
+    ``target``."""
+    label = make_target(target).label
+    try:
+        make_target(label)
+    except ValueError:
+        raise ValueError(f"target must be a target of stsim run given by its name (mean, "
+                         f"moment:k, variance, text[...], masked[...]): the study's tables "
+                         f"record it by name, got {label!r}") from None
+    return label
+
+
 def width_cap(T, cfg) -> int:
     """The largest ``d_e`` a family crossing is searched to at ``T``: ``8T`` (at least
     64), at most ``width_max``."""
@@ -188,7 +211,7 @@ def run(cfg, out, executor, log):
     from stsim.sweeps import sweep
     os.makedirs(os.path.join(out, "raw"), exist_ok=True)
     t0 = time.time()
-    c = {k: cfg[k] for k in ("T", "q", "d", "batch")}
+    c = {k: cfg[k] for k in ("T", "q", "d", "batch", "target")}
     walls = {}
     mechs = {mechanism_label(m): m for m in cfg["mechanisms"]}
     own = cfg["tune_base"] == "own"
@@ -217,14 +240,15 @@ def run(cfg, out, executor, log):
     # (more multipliers, a rerun) runs the reported runs again instead of reusing them
     part("runs", main, [{"mechanism": m, "mult": mults[m]} for m in mechs], seeds=cfg["seeds"])
     part("rank", lambda T, q, rank, seed: rank_one(T, q, rank, cfg["d"], cfg["batch"],
-                                                   cfg["rank_steps"], seed), rank_points(cfg),
+                                                   cfg["rank_steps"], seed, cfg["target"]),
+         rank_points(cfg),
          seeds=cfg["seeds"])
     wpts = [{"mechanism": m, "T": T} for m in cfg["width_mechs"] for T in cfg["width_T"]]
     prec = Precision.from_cfg(cfg)
     # one row per (mechanism, T): the replicates are the library's (their seeds come from
     # the family, not from the sweep's seed)
     part("width", lambda mechanism, T, seed: width_point(
-        mechanism, T, cfg["q"], cfg["width_target"], prec, width_cap(T, cfg)), wpts, seeds=1)
+        mechanism, T, cfg["q"], cfg["width_level"], prec, width_cap(T, cfg)), wpts, seeds=1)
     tpts = [{"mechanism": m, "d_e": w} for m in cfg["train_mechs"] for w in cfg["train_widths"]]
     part("trained", lambda mechanism, d_e, seed: sphere_one(mechanism, cfg["train_T"], cfg["q"],
                                                             d_e, cfg["d"], cfg["train_steps"],

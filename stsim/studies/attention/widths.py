@@ -1,6 +1,6 @@
 r"""The width law of every mechanism in ``stsim attention``: the located crossing ``d_e*``
 where a mechanism's sphere family (``W_ee = aI``, ``V_x = γI``, the best a and γ) reaches
-``width_target`` · L(0), against T — asked of the widths library
+``width_level`` · L(0), against T — asked of the widths library
 (:func:`stsim.studies.widths.locate`, its precision rule :class:`~stsim.studies.widths.
 Precision` from the ``fam_*`` settings), so that softmax's crossing is the number every
 study quotes, and fitted with the library's interval-censored growth laws
@@ -26,11 +26,11 @@ __all__ = ["width_point", "family_rows", "width_fits", "GRID_MAX"]
 GRID_MAX = 2 ** 16
 
 
-def width_point(mechanism, T, q, target, precision, cap):
+def width_point(mechanism, T, q, level, precision, cap):
     """A row of ``raw/width.csv``: the mechanism's located crossing at ``T``
     (:func:`stsim.studies.widths.locate`; censored at ``cap``)."""
-    return wl.locate(wl.mechanism_loss(mechanism, T, q), [target], T,
-                     wl.family_key(mechanism, T, q), precision, cap=cap, q=q)[float(target)]
+    return wl.locate(wl.mechanism_loss(mechanism, T, q), [level], T,
+                     wl.family_key(mechanism, T, q), precision, cap=cap, q=q)[float(level)]
 
 
 def family_rows(table) -> list:
