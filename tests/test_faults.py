@@ -1027,8 +1027,8 @@ def test_sparse_divergence_accounting():
     without divergence is a measurement (seeded fault: the diverged trial removed)."""
     from stsim.studies.sparse.analysis import divergence_of
     rows = [dict(fn="and", s=2, model="fcn", T=8, m=m, diverged=int(m == 16)) for m in (8, 16)]
-    panels = [{"target": 0.9, "mstar": [dict(fn="and", s=2, model="fcn", T=8,
-                                               censored="above")]}]
+    panels = [{"level": 0.9, "mstar": [dict(fn="and", s=2, model="fcn", T=8,
+                                              censored="above")]}]
     d = divergence_of(rows, panels)
     assert d["diverged"] == {"runs": 1, "of": 2, "where": ["fcn and:2 T=8 m=16"]}
     assert d["unmeasured"] == ["m* at success 0.9 of fcn and:2 at T=8: no m reached it, and "

@@ -18,10 +18,10 @@ from stsim.theory.family import (best_family_loss, family_loss_at, family_rel,
 from stsim.util.stats import bootstrap_threshold, compare_growth, fit_growth_law, threshold_width
 
 
-def _boot(ws, v, target, **kw):
+def _boot(ws, v, level, **kw):
     """The separation study's smallest width with its paired bootstrap over seeds."""
     from stsim.studies.widths import trained_width
-    return trained_width(ws, np.asarray(v, float), target, kw.get("n_boot", 2000),
+    return trained_width(ws, np.asarray(v, float), level, kw.get("n_boot", 2000),
                            kw.get("rng", 0))
 
 
@@ -59,7 +59,7 @@ def test_bootstrap_threshold_interval_and_censoring():
     v = np.array([[0.9, 0.8, 0.7], [0.3, 0.2, 0.5], [0.1, 0.2, 0.3], [0.1, 0.1, 0.1]])
     b = _boot(ws, v, 0.25, n_boot=500, rng=1)
     assert b["width"] == 16 and not b["censored"]
-    assert b["lo"] == 8 and b["hi"] == 32          # seeds straddle the target at 8 and 16
+    assert b["lo"] == 8 and b["hi"] == 32          # seeds straddle the level at 8 and 16
     b = _boot(ws, np.full((4, 3), 0.1), 0.25, n_boot=100)
     assert b["width"] == 4 and b["lower_censored"] and b["lo"] == b["hi"] == 4
     b = _boot(ws, np.full((4, 3), 0.9), 0.25, n_boot=100)
@@ -358,7 +358,7 @@ def test_the_study_follows_the_contract():
     check_study(separation)
     for mode in ("quick", "full"):
         cfg = resolve_config(separation, mode)
-        assert cfg["mode"] == mode and cfg["target"] in cfg["targets"]
+        assert cfg["mode"] == mode and cfg["level"] in cfg["levels"]
     with pytest.raises(ValueError, match="lr must be"):        # every rate, before any work
         resolve_config(separation, "quick", {"lrs": "[0.01, -1]"})
 

@@ -126,8 +126,8 @@ def test_ladder_retires_series_and_leaves_cells_not_run(tmp_path):
     for model in ("attention", "fcn"):
         ms = sorted(k[4] for k in stats if k[2] == model)
         rates = [stats[("majority", 3, model, 8, m)]["rate"] for m in ms]
-        # the ladder stopped right after the first level at or above the target, or ran
-        # every level if none reached it
+        # the ladder stopped right after the first grid size at or above the level, or ran
+        # every grid size if none reached it
         first = next((i for i, r in enumerate(rates) if r >= 0.9), None)
         assert len(ms) == (first + 1 if first is not None else len(exp["grid"])), (ms, rates)
         retired += first is not None and len(ms) < len(exp["grid"])
@@ -140,8 +140,8 @@ def test_ladder_retires_series_and_leaves_cells_not_run(tmp_path):
 def test_bad_settings_fail_before_any_work(tmp_path):
     with pytest.raises(ValueError, match=r"s must be an integer in \[1, 8\]"):
         run_experiment(dict(TINY, fns="and:9", Ts=(8,)), str(tmp_path))
-    with pytest.raises(ValueError, match="target"):
-        run_experiment(dict(TINY, target=0.0), str(tmp_path))
+    with pytest.raises(ValueError, match="level"):
+        run_experiment(dict(TINY, level=0.0), str(tmp_path))
     assert not os.path.exists(tmp_path / "trials.csv")
 
 
@@ -358,9 +358,9 @@ def _judged(stats, grid):
     from stsim.studies.sparse.analysis import estimate_mstar, fit_mstar
     from stsim.studies.sparse.checks import checks
     panels = []
-    for tg in (0.9, 0.5):
-        ms = estimate_mstar(stats, grid, tg, n_boot=50)
-        panels.append({"target": tg, "mstar": ms, "fits": fit_mstar(ms)})
+    for lv in (0.9, 0.5):
+        ms = estimate_mstar(stats, grid, lv, n_boot=50)
+        panels.append({"level": lv, "mstar": ms, "fits": fit_mstar(ms)})
     return checks(stats, grid, panels)
 
 
@@ -371,12 +371,12 @@ def test_sparse_checks_hold_on_the_claimed_laws_and_fail_on_seeded_faults():
     a parity head that reaches 1/2 at T = 128 fails the wall check."""
     log_head = {("and", 3, "attention"): lambda T: 8 * math.log2(T),
                 ("and", 3, "fcn"): lambda T: 3.0 * T}
-    ok = [c for c in _judged(*_synthetic(log_head)) if c["target"] == 0.5]
+    ok = [c for c in _judged(*_synthetic(log_head)) if c["level"] == 0.5]
     assert ok and {c["verdict"] for c in ok} == {"held"}, [
         (c["claim"], c["verdict"]) for c in ok]
     swapped = {("and", 3, "attention"): lambda T: 3.0 * T,
                ("and", 3, "fcn"): lambda T: 8 * math.log2(T)}
-    bad = [c for c in _judged(*_synthetic(swapped)) if c["target"] == 0.5]
+    bad = [c for c in _judged(*_synthetic(swapped)) if c["level"] == 0.5]
     law = [c for c in bad if "better fitted" in c["claim"]]
     fewer = [c for c in bad if "fewer samples" in c["claim"] and c["T"] >= 128]
     assert law and fewer and {c["verdict"] for c in law + fewer} == {"failed"}

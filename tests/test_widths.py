@@ -139,7 +139,7 @@ def _committed_softmax():
             "targets": {r["T"]: (r["d_e"], r["se"])
                         for r in tgt["family_levels"]["mean"]["0.25"]},
             "separation": {r["T"]: (r["crossing"], r["se"]) for r in sep["family"]
-                           if r["q"] == 3 and r["target"] == 0.25}}
+                           if r["q"] == 3 and r["level"] == 0.25}}
 
 
 def test_the_committed_studies_quote_one_softmax_family():

@@ -35,7 +35,7 @@ def analyse(config, out):
                   for rows in (tune, runs))
     # the designed widths of every series point: a point is analysed only when all are done
     design, designed = {}, set()
-    for c in cells(cfg, family_widths(fam, cfg["target"])):
+    for c in cells(cfg, family_widths(fam, cfg["level"])):
         designed.add((c["arch"], c["q"], c["T"], c["width"], c["steps"]))
         for b in budgets_of(c["budgets"], c["steps"]):
             design.setdefault((c["arch"], c["q"], c["T"], b), set()).add(c["width"])
@@ -95,7 +95,7 @@ def analyse(config, out):
                     incomplete.append(dict(series=name, q=q, T=T, done=ws,
                                            designed=sorted(want)))
                     continue
-                bt = wl.trained_width(ws, vals, cfg["target"], cfg["n_boot"], [q, T, b])
+                bt = wl.trained_width(ws, vals, cfg["level"], cfg["n_boot"], [q, T, b])
                 w = bt["width"]
                 widths.append(dict(series=name, arch=arch, q=q, T=T, d=d, budget=b,
                                    grid=ws, medians=[float(np.nanmedian(v)) for v in vals],
@@ -109,12 +109,12 @@ def analyse(config, out):
         cens = bool(int(r["censored"]))
         w = family_width(r)
         family.append(dict(series="family", q=int(r["q"]), T=int(r["T"]), d=d,
-                           target=float(r["level"]), crossing=None if cens else r["d_e"],
+                           level=float(r["level"]), crossing=None if cens else r["d_e"],
                            se=None if cens else r["se"], lo=r["lo"], hi=r["hi"],
                            censored=cens, n=int(r["n"]), precise=int(r["precise"]),
                            replicates=str(r["replicates"]), width=w, cap=int(r["cap"]),
                            params=None if w is None else tf_params(d, w)))
-    # growth-law fits, per q, per series, at the main target; the family's at each level
+    # growth-law fits, per q, per series, at the main level; the family's at each level
     fits = {}
     for q in sorted(set(cfg["qs"]) | set(cfg["family_qs"])):
         e = fits.setdefault(str(q), {})
@@ -124,10 +124,10 @@ def analyse(config, out):
                 e[name] = wl.fit([w["T"] for w in ws],
                                  [w["grid"][-1] if w["censored"] else w["width"] for w in ws],
                                  [w["censored"] for w in ws], [w["below"] for w in ws])
-        for t in cfg["targets"]:
-            fs = [f for f in family if f["q"] == q and f["target"] == t]
+        for lv in cfg["levels"]:
+            fs = [f for f in family if f["q"] == q and f["level"] == lv]
             if fs:
-                e[f"family@{t:g}"] = wl.fit_rows(fs)
+                e[f"family@{lv:g}"] = wl.fit_rows(fs)
     # agreement: trained transformer (median over seeds, chosen lr) vs family at (q, T, d_e)
     agreement = []
     for (q, T, w) in sorted({(p["q"], p["T"], p["width"]) for p in points

@@ -12,7 +12,7 @@ about its data, each judged by :func:`stsim.util.verdict.judge` from the analysi
   ``seeds`` seeds (``seeds − 1`` df; exact when neither interval has a spread; a censored
   FCN width enters at its largest grid width, a lower bound);
 * the family's width grows more slowly than linearly: its power-law exponent ``< 1``
-  (profile CI, ``n − 2`` df), per q and target;
+  (profile CI, ``n − 2`` df), per q and level;
 * the family's width grows like ``a·log2 T + b`` at q = 2 and like ``(log2 T)²`` at
   q ≥ 3: that law ranks first and every other lies ``Δ2ℓ >= 2`` below it (the report's
   "told apart"; exact: a likelihood statistic against its stated bound);
@@ -83,27 +83,27 @@ def checks(cfg, A) -> list:
                     f"transformer's (power-law exponent of the FCN − the transformer's > 0)",
                     a[0] - b[0], ">", 0.0, math.hypot(a[1], b[1]), min(a[2], b[2]),
                     note=f"T^{a[0]:.3g} against T^{b[0]:.3g}", q=q))
-        for t in cfg["targets"]:
-            c = e.get(f"family@{t:g}")
+        for lv in cfg["levels"]:
+            c = e.get(f"family@{lv:g}")
             if not c:
                 continue
-            out.append(dict(fit_check(f"q = {q}, family at {t:g}·L0", c, "the transformer's "
+            out.append(dict(fit_check(f"q = {q}, family at {lv:g}·L0", c, "the transformer's "
                                       "family width grows more slowly than linearly in T "
-                                      "(power-law exponent < 1)", "<", 1.0), q=q, target=t))
+                                      "(power-law exponent < 1)", "<", 1.0), q=q, level=lv))
             law = FAMILY_LAW.get(q, FAMILY_LAW_MANY)
             fs = c.get("fits", {})
-            claim = (f"q = {q}, family at {t:g}·L0: its width grows like {_law_text(law)} "
+            claim = (f"q = {q}, family at {lv:g}·L0: its width grows like {_law_text(law)} "
                      f"(that law ranks first, every other Δ2ℓ >= {TOLD_APART:g} below it)")
             if law not in fs or len(fs) < 2:
                 out.append(judge(claim, math.nan, ">=", TOLD_APART, 0.0,
-                                 note=c.get("note", "not fitted"), q=q, target=t))
+                                 note=c.get("note", "not fitted"), q=q, level=lv))
                 continue
             others = {k: f["delta_2loglik"] for k, f in fs.items() if k != law}
             nxt = min(others, key=others.get)
             gap = others[nxt] - fs[law]["delta_2loglik"]
             out.append(judge(claim, gap, ">=", TOLD_APART,
                              note=f"ranking {', '.join(c['ranking'])}; next {_law_text(nxt)}",
-                             q=q, target=t))
+                             q=q, level=lv))
     seeds = cfg["seeds"]
     tf = {(w["q"], w["T"]): w for w in widths if w["series"] == "transformer"}
     for w in widths:
@@ -120,7 +120,7 @@ def checks(cfg, A) -> list:
                          math.log2(wf / t["width"]), ">", 0.0, se, max(1, seeds - 1),
                          note=f"{'>' if w['censored'] else ''}{wf} against {t['width']}",
                          q=w["q"], T=w["T"]))
-    fam = {(f["q"], f["T"]): f for f in A["family"] if f["target"] == cfg["target"]}
+    fam = {(f["q"], f["T"]): f for f in A["family"] if f["level"] == cfg["level"]}
     for q in sorted({q for q, _ in tf}):
         pairs = [(T, tf[(q, T)]["width"], fam[(q, T)]["width"]) for (qq, T) in sorted(tf)
                  if qq == q and (q, T) in fam]

@@ -26,7 +26,7 @@ __all__ = ["QUICK", "FULL", "TUNE_ROOT", "FAMILY_ROOT", "width_grid", "tf_params
 FAMILY_ROOT = 2      # root seed of the family's Monte-Carlo replicates
 
 # documented configuration (estimated cost in docs/separation.md); overridable from the CLI
-FULL = dict(qs=(2, 3), d=1, target=0.25, targets=(0.25, 0.1), steps=2000, long_steps=8000,
+FULL = dict(qs=(2, 3), d=1, level=0.25, levels=(0.25, 0.1), steps=2000, long_steps=8000,
             batch=256, n_val=2048, seeds=3, lrs=(1e-3, 3e-3, 1e-2, 3e-2),
             lr_extra=(1e-4, 3e-4, 1e-1, 3e-1),
             fcn_Ts=(8, 16, 32, 64, 128), tf_Ts=(8, 16, 32, 64, 128), long_Ts=(8, 16, 32, 64, 128),
@@ -35,7 +35,7 @@ FULL = dict(qs=(2, 3), d=1, target=0.25, targets=(0.25, 0.1), steps=2000, long_s
             family_max_width=1024,
             max_width_fcn=2048, long_max_width=512, fcn_span=4, n_boot=2000,
             extra_long=((3, 256, (512,)),))
-QUICK = dict(qs=(2,), d=1, target=0.25, targets=(0.25,), steps=300, long_steps=600,
+QUICK = dict(qs=(2,), d=1, level=0.25, levels=(0.25,), steps=300, long_steps=600,
              batch=64, n_val=256, seeds=3, lrs=(3e-3, 1e-2), lr_extra=(1e-3, 3e-2),
              fcn_Ts=(4, 8), tf_Ts=(4, 8),
              long_Ts=(8,), family_qs=(2,), family_Ts=(4, 8, 16, 32, 64),
@@ -44,8 +44,8 @@ QUICK = dict(qs=(2,), d=1, target=0.25, targets=(0.25,), steps=300, long_steps=6
              long_max_width=32, fcn_span=2, n_boot=200, extra_long=())
 #: the help of each setting (the options of ``stsim separation``), beside its preset
 HELP = {"qs": "subset sizes q of the trained arms", "d": "token dimension",
-        "target": "a width passes when its median val loss <= target * d/(2q)",
-        "targets": "targets of the family's width search (the main target is added)",
+        "level": "a width passes when its median val loss <= level * d/(2q)",
+        "levels": "levels of the family's width search (the main level is added)",
         "steps": "Adam steps of the common budget", "long_steps": "the FCN's second budget",
         "batch": "fresh samples per step", "n_val": "validation points",
         "seeds": "reported seeds per cell", "lrs": "the learning-rate grid of both arms",
@@ -127,9 +127,9 @@ def series(cfg):
 # --------------------------------------------------------------------------------------
 def check(cfg):
     """Validate a config (``ValueError`` naming the field) and return it with the main
-    ``target`` added to ``targets`` if missing."""
+    ``level`` added to ``levels`` if missing."""
     cfg = dict(cfg)
-    for k in ("qs", "fcn_Ts", "tf_Ts", "family_qs", "family_Ts", "lrs", "targets"):
+    for k in ("qs", "fcn_Ts", "tf_Ts", "family_qs", "family_Ts", "lrs", "levels"):
         if not cfg[k]:
             raise ValueError(f"{k} must hold at least one value")
     for lr in tuple(cfg["lrs"]) + tuple(cfg["lr_extra"]):
@@ -155,11 +155,11 @@ def check(cfg):
             check_int("width", w, 1)
     if cfg["long_steps"] % cfg["steps"]:
         raise ValueError(f"long_steps must be a multiple of steps={cfg['steps']}")
-    for t in (cfg["target"],) + tuple(cfg["targets"]):
-        if not 0 < t < 1:
-            raise ValueError(f"target must lie in (0, 1), got {t}")
-    if cfg["target"] not in cfg["targets"]:
-        cfg["targets"] = (cfg["target"],) + tuple(cfg["targets"])
+    for lv in (cfg["level"],) + tuple(cfg["levels"]):
+        if not 0 < lv < 1:
+            raise ValueError(f"level must lie in (0, 1) (level, levels), got {lv}")
+    if cfg["level"] not in cfg["levels"]:
+        cfg["levels"] = (cfg["level"],) + tuple(cfg["levels"])
     # every cell the design can train (the transformer at any grid d_e) is a valid run
     fixed = dict(d=cfg["d"], batch=cfg["batch"], n_val=cfg["n_val"])
     for lr in tuple(cfg["lrs"]) + tuple(cfg["lr_extra"]):

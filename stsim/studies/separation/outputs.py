@@ -37,7 +37,7 @@ def plot_separation(A, cfg, path):
     for j, q in enumerate(qs):
         for row, what in enumerate(("width", "params")):
             ax = axes[row, j]
-            fam = [f for f in A["family"] if f["q"] == q and f["target"] == cfg["target"]]
+            fam = [f for f in A["family"] if f["q"] == q and f["level"] == cfg["level"]]
             if fam:
                 tp = (lambda v: v) if what == "width" else (lambda v: tf_params(d, v))
                 fam = [f for f in fam if not f["censored"]]
@@ -81,7 +81,7 @@ def plot_separation(A, cfg, path):
                     Tg = np.geomspace(min(best["T"]), max(best["T"]), 60)
                     yv = law_value(best["law"], best["a"], best["b"], Tg)
                     ax.plot(Tg, yv, "--", color=col, lw=1, label=_fit_label("best fit", fit))
-            ff = A["fits"].get(str(q), {}).get(f"family@{cfg['target']:g}", {})
+            ff = A["fits"].get(str(q), {}).get(f"family@{cfg['level']:g}", {})
             if what == "width" and ff.get("ranking"):
                 best = ff["fits"][ff["ranking"][0]]
                 Tg = np.array(best["T"])
@@ -97,7 +97,7 @@ def plot_separation(A, cfg, path):
             ax.set(xlabel="sequence length T", ylabel="smallest width reaching the target"
                    if what == "width" else "parameters at that width")
             ax.set_title(f"q = {q}, d = {d}: {'width' if what == 'width' else 'parameter count'}"
-                         f" reaching {cfg['target']:g}·L0", fontsize=9)
+                         f" reaching {cfg['level']:g}·L0", fontsize=9)
             if row == 0:
                 ax.legend(fontsize=6, loc="upper left")
     fig.tight_layout()
@@ -124,8 +124,8 @@ def plot_agreement(A, cfg, path):
     if ag:
         lim = [min(a["family"] for a in ag) * 0.8, max(max(a["trained"]) for a in ag) * 1.2]
         ax.plot(lim, lim, "k-", lw=0.8, label="equal")
-        ax.axhline(cfg["target"], color="0.5", ls=":", lw=1)
-        ax.axvline(cfg["target"], color="0.5", ls=":", lw=1)
+        ax.axhline(cfg["level"], color="0.5", ls=":", lw=1)
+        ax.axvline(cfg["level"], color="0.5", ls=":", lw=1)
         ax.set(xscale="log", yscale="log")
     ax.set_xlabel("family W=aI, V=γI: best population loss / L0 (MC)")
     ax.set_ylabel(f"trained transformer: val loss / L0 after {cfg['steps']} steps")
@@ -163,7 +163,7 @@ def width_text(w) -> str:
 
 def markdown_report(A, cfg) -> str:
     """Markdown tables: widths (with interval, params, grid medians), family, fits, agreement."""
-    L = [f"Target: {cfg['target']:g}·L0. Widths: smallest grid width whose median over "
+    L = [f"Level: {cfg['level']:g}·L0. Widths: smallest grid width whose median over "
          f"{cfg['seeds']} seeds reaches it (and every larger grid width too); "
          f"[95% paired bootstrap over seeds]; ≤: the smallest grid width already passes. "
          f"Rates: the one the tuning seed chose; ↓ / ↑: it is the lowest / highest rate tried "
@@ -182,11 +182,11 @@ def markdown_report(A, cfg) -> str:
     L += ["", "Family W_ee = aI, V_x = γI: the located crossing d_e* ± its SE (the spread of "
           "its Monte-Carlo replicates; the widths library, the number every study quotes):",
           "",
-          "| q | target | " + " | ".join(f"T={T}" for T in cfg["family_Ts"]) + " |",
+          "| q | level | " + " | ".join(f"T={T}" for T in cfg["family_Ts"]) + " |",
           "|---|---|" + "---|" * len(cfg["family_Ts"])]
     for q in sorted({f["q"] for f in A["family"]}):
-        for t in cfg["targets"]:
-            cellsq = {f["T"]: f for f in A["family"] if f["q"] == q and f["target"] == t}
+        for lv in cfg["levels"]:
+            cellsq = {f["T"]: f for f in A["family"] if f["q"] == q and f["level"] == lv}
             row = []
             for T in cfg["family_Ts"]:
                 f = cellsq.get(T)
@@ -196,7 +196,7 @@ def markdown_report(A, cfg) -> str:
                     row.append(f">{cfg['family_max_width']}")
                 else:
                     row.append(f"{f['crossing']:.1f} ± {f['se']:.2f}")
-            L.append(f"| {q} | {t:g} | " + " | ".join(row) + " |")
+            L.append(f"| {q} | {lv:g} | " + " | ".join(row) + " |")
     L += ["", "Fits: interval-censored maximum likelihood on log2(width) — each smallest "
           "width is the grid cell (the grid width below, this width], a censored point lies "
           "above its cap (>); 95% profile-likelihood CIs, never narrower than the laws through "

@@ -1,6 +1,6 @@
 r"""Transformer vs fully-connected net: width needed to learn STS_q as T grows.
 
-For each ``q``, against the same target ``target · L0`` (``L0 = d/(2q)``): the smallest
+For each ``q``, against the same loss level ``level · L0`` (``L0 = d/(2q)``): the smallest
 width of both arms trained with equal tuning (:func:`~stsim.studies.separation.training.run`),
 the transformer's family (:mod:`stsim.theory.family`) and the FCN's construction ``2Td``
 (:func:`stsim.baselines.fcn.fcn_construction`); each smallest width is a grid cell with a

@@ -35,7 +35,7 @@ def run(config, out, executor, log=None) -> None:
     """Run the family's crossings, the tuning runs and the reported runs on ``executor``.
 
     Stage 1: the family's located crossings (all ``family_qs`` × ``family_Ts`` ×
-    ``targets``; :func:`~.design.family_crossing_point`) → ``raw/family.csv``. Stage 2:
+    ``levels``; :func:`~.design.family_crossing_point`) → ``raw/family.csv``. Stage 2:
     every trained cell, in :func:`~.design.priority` order, tuned equally and reported
     (:func:`stsim.studies.cells.train_cells`): tuning sweep (``lrs`` × 1 tuning seed) →
     ``raw/tune.csv``, the rate picked per budget and extended past an end
@@ -53,9 +53,9 @@ def run(config, out, executor, log=None) -> None:
     workers = getattr(ex, "_max_workers", 1)
     prec = Precision.from_cfg(cfg)
     # the longest first; the replicates' seeds are the library's (from the family's key)
-    fpoints = [dict(q=q, T=T, level=t, cap=cfg["family_max_width"])
+    fpoints = [dict(q=q, T=T, level=lv, cap=cfg["family_max_width"])
                for T in sorted(cfg["family_Ts"], reverse=True) for q in cfg["family_qs"]
-               for t in cfg["targets"] if T > q]
+               for lv in cfg["levels"] if T > q]
     # a row carries the precision that made it: another precision computes other rows
     made = family_settings(cfg)
     fn, fpoints = stamped(lambda q, T, level, cap, seed: family_crossing_point(
@@ -67,7 +67,7 @@ def run(config, out, executor, log=None) -> None:
         raise RuntimeError(f"family search failed: {bad[0]['error']}")
     say(f"family searches done ({len(rows)} rows, {fam.n_run} run now), "
         f"{time.perf_counter() - t0:.0f}s")
-    fw = family_widths(rows, cfg["target"])
+    fw = family_widths(rows, cfg["level"])
     todo = sorted(cells(cfg, fw), key=lambda c: priority(c, cfg))
     fixed = dict(d=cfg["d"], batch=cfg["batch"], n_val=cfg["n_val"])
     # the family's loss at every trained transformer cell (the agreement check)

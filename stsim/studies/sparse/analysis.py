@@ -1,5 +1,5 @@
 """The sparse-Boolean study's analysis (:func:`analyse`), from ``trials.csv`` alone: per
-cell success rates with Wilson intervals and failure kinds, m* at each target with its
+cell success rates with Wilson intervals and failure kinds, m* at each level with its
 bootstrap interval, and the growth-law fits of m* against T."""
 from __future__ import annotations
 
@@ -49,32 +49,32 @@ def cell_stats(rows, seeds=None) -> dict:
     return out
 
 
-def crossing(ms, rates, target):
-    """(m*, first grid m at target, censored): m* interpolated linearly in ``log m`` between
-    the last grid size below ``target`` and the first at or above it; censored ``"above"``
+def crossing(ms, rates, level):
+    """(m*, first grid m at level, censored): m* interpolated linearly in ``log m`` between
+    the last grid size below ``level`` and the first at or above it; censored ``"above"``
     if none reaches it, ``"below"`` if the smallest already does."""
-    first = next((i for i, r in enumerate(rates) if r >= target), None)
+    first = next((i for i, r in enumerate(rates) if r >= level), None)
     if first is None:
         return None, None, "above"
     if first == 0:
         return float(ms[0]), ms[0], "below"
     m0, m1, r0, r1 = ms[first - 1], ms[first], rates[first - 1], rates[first]
-    frac = (target - r0) / (r1 - r0)
+    frac = (level - r0) / (r1 - r0)
     return float(math.exp(math.log(m0) + frac * math.log(m1 / m0))), m1, None
 
 
-def estimate_mstar(stats: dict, grid, target: float = 0.9, *, n_boot: int = 2000,
+def estimate_mstar(stats: dict, grid, level: float = 0.9, *, n_boot: int = 2000,
                    seed: int = 0) -> list:
     """m* per (fn, s, model, T) from the per-cell success rates (:func:`crossing`).
 
     ``m_star_lo`` / ``m_star_hi``: a 95% percentile-bootstrap interval of m* — each cell's
     count is redrawn ``Binomial(n, rate)`` (``n_boot`` times, generator seeded by
     ``seed``; :func:`stsim.util.stats.bootstrap_threshold` with binomial resamples) and the
-    crossing recomputed; a draw that never reaches ``target`` counts as
+    crossing recomputed; a draw that never reaches ``level`` counts as
     m* = +∞, and the ends are the 2.5% and 97.5% quantiles of all draws taken as order
     statistics (``method="inverted_cdf"``: each end is a crossing some draw has, never an
     interpolation between two); ``m_star_hi`` is None when more than 2.5% of the draws
-    never reach ``target`` (the interval is open above ``m_max``). A cell at
+    never reach ``level`` (the interval is open above ``m_max``). A cell at
     0/n or n/n does not vary in the bootstrap; its Wilson interval (``cell_stats``) says
     how far it may be off. ``n`` lists the trials per cell, ``m_max`` the largest m run."""
     series = sorted({k[:4] for k in stats})
@@ -84,16 +84,16 @@ def estimate_mstar(stats: dict, grid, target: float = 0.9, *, n_boot: int = 2000
         ms = [m for m in grid if key + (m,) in stats]
         cells = [stats[key + (m,)] for m in ms]
         rates = [c["rate"] for c in cells]
-        row = dict(zip(("fn", "s", "model", "T"), key), target=target, m_star=None, m_grid=None,
+        row = dict(zip(("fn", "s", "model", "T"), key), level=level, m_star=None, m_grid=None,
                    censored=None, m_star_lo=None, m_star_hi=None,
                    rates=" ".join(f"{m}:{r:.2f}" if c.get("n", 0) > 10 else f"{m}:{r:.1f}"
                                   for m, r, c in zip(ms, rates, cells)),
                    n=" ".join(str(c.get("n", "")) for c in cells))
-        m_star, m_grid, censored = crossing(ms, rates, target)
+        m_star, m_grid, censored = crossing(ms, rates, level)
         row.update(m_star=m_star, m_grid=m_grid, censored=censored)
         row["m_max"] = ms[-1] if ms else None   # the largest m run in the series
         if cells and n_boot and all("n" in c for c in cells):
-            bt = bootstrap_threshold(lambda r: crossing(ms, r, target)[0], rates,
+            bt = bootstrap_threshold(lambda r: crossing(ms, r, level)[0], rates,
                                      resample="binomial", n=[c["n"] for c in cells],
                                      n_boot=n_boot, rng=rng)
             row["m_star_lo"], row["m_star_hi"] = bt["lo"], bt["hi"]
@@ -153,18 +153,18 @@ def stats_of(cells) -> dict:
 def analyse(config, out) -> dict:
     """Read ``<out>/trials.csv``; return the cells (:func:`cell_stats` over every replicate
     seed of the design, as :func:`cells_of`), the m grid, ``n_trials``,
-    ``cpu_time_trials_s`` and, per success target (``target`` and 1/2), m*
+    ``cpu_time_trials_s`` and, per success level (``level`` and 1/2), m*
     (:func:`estimate_mstar`) and its fits (:func:`fit_mstar`). Nothing is written."""
     p = plan(config)
     path = trials_path(out)
     rows = made_with([r for r in read_table(path) if r["status"] == "ok"]
                      if os.path.exists(path) else [], p)
     stats = cell_stats(rows, set(p["seeds"]))
-    tg0 = float(config["target"])
+    lv0 = float(config["level"])
     panels = []
-    for tg in [tg0] + ([MEDIAN] if tg0 != MEDIAN else []):
-        ms_ = estimate_mstar(stats, p["grid"], tg)
-        panels.append({"target": tg, "mstar": ms_, "fits": fit_mstar(ms_)})
+    for lv in [lv0] + ([MEDIAN] if lv0 != MEDIAN else []):
+        ms_ = estimate_mstar(stats, p["grid"], lv)
+        panels.append({"level": lv, "mstar": ms_, "fits": fit_mstar(ms_)})
     seeds = set(p["seeds"])
     return {"grid": p["grid"], "cells": cells_of(stats), "panels": panels,
             "n_trials": sum(c["n"] for c in stats.values()),
@@ -175,7 +175,7 @@ def analyse(config, out) -> dict:
 def divergence_of(rows, panels) -> dict:
     """The ``diverged`` and ``unmeasured`` entries of the summary
     (:func:`stsim.studies.contract.divergence`): the trials that diverged, and every m*
-    censored above (no m reached the target) in a series where some trial diverged — a
+    censored above (no m reached the level) in a series where some trial diverged — a
     failure of the optimiser, not a measured sample complexity."""
     def series(r):
         return (r["fn"], r["s"], r["model"], r["T"])
@@ -188,7 +188,7 @@ def divergence_of(rows, panels) -> dict:
             key = series(ms)
             if ms["censored"] == "above" and key in hit:
                 n = sum(series(r) == key for r in rows)
-                unmeasured.append(f"m* at success {pn['target']:g} of {ms['model']} "
+                unmeasured.append(f"m* at success {pn['level']:g} of {ms['model']} "
                                   f"{ms['fn']}:{ms['s']} at T={ms['T']}: no m reached it, "
                                   f"and {hit[key]} of {n} trials diverged")
     return divergence(where, len(rows), unmeasured)

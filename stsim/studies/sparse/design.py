@@ -16,11 +16,11 @@ __all__ = ["FULL", "QUICK", "OPTIONAL", "TRIAL_KEYS", "TOPUP_RANGE", "FIT_ACC", 
 # documented configurations; every value can be overridden from the command line
 FULL = dict(Ts=(16, 32, 64, 128, 256, 512), m_min=16, m_max=2048, ratio=math.sqrt(2),
             fns="and:3,majority:3,parity:2", models="attention,fcn", seeds=10,
-            threshold=0.95, target=0.9, stop_after=2, max_steps=500, lr=0.05,
+            threshold=0.95, level=0.9, stop_after=2, max_steps=500, lr=0.05,
             weight_decay=3e-4, max_norm=20.0, d_v=4, hidden=16, n_test=2000, pos="onehot",
             topup=30)
 QUICK = dict(Ts=(8, 16, 32), m_min=8, m_max=256, ratio=2.0, fns="and:3,majority:3",
-             models="attention,fcn", seeds=4, threshold=0.95, target=0.9, stop_after=2,
+             models="attention,fcn", seeds=4, threshold=0.95, level=0.9, stop_after=2,
              max_steps=200, lr=0.05, weight_decay=3e-4, max_norm=20.0, d_v=4, hidden=16,
              n_test=500, pos="onehot", topup=0)
 # settings with a default that leaves the trials (and the published config) as without
@@ -123,9 +123,9 @@ def check(cfg) -> dict:
     fns, models = parse_fns(cfg["fns"]), parse_models(cfg["models"])
     ms = m_grid(cfg["m_min"], cfg["m_max"], cfg["ratio"])
     check_int("seeds", cfg["seeds"], 1)
-    target = float(cfg["target"])
-    if not 0 < target <= 1:
-        raise ValueError(f"target (success probability) must lie in (0, 1], got {target}")
+    level = float(cfg["level"])
+    if not 0 < level <= 1:
+        raise ValueError(f"level (success probability) must lie in (0, 1], got {level}")
     check_int("stop_after", cfg["stop_after"], 0)
     check_int("topup", cfg.get("topup") or 0, 0)
     check_int("restarts", cfg["restarts"], 1)

@@ -96,10 +96,10 @@ def _draw_mstar(ax, mstar, fits):
 
 
 def plot_mstar(panels, path, title=""):
-    """m* against T (log2 axes) for both models, one panel per success target
-    (``panels``: list of ``(target, mstar, fits)``); attention solid, FCN dashed, the
+    """m* against T (log2 axes) for both models, one panel per success level
+    (``panels``: list of ``(level, mstar, fits)``); attention solid, FCN dashed, the
     attention's log-T fit dotted, thin vertical bars the 95% bootstrap intervals of m*
-    (to m_max where open above); open markers at m_max: no grid size reached the target."""
+    (to m_max where open above); open markers at m_max: no grid size reached the level."""
     import matplotlib.pyplot as plt
 
     from stsim.util.plotting import savefig
@@ -107,9 +107,9 @@ def plot_mstar(panels, path, title=""):
     fig, axes = plt.subplots(1, len(panels), figsize=(5.2 * len(panels) + 2.2, 5.0),
                              squeeze=False, sharey=True)
     ys = []
-    for ax, (target, mstar, fits) in zip(axes[0], panels):
+    for ax, (level, mstar, fits) in zip(axes[0], panels):
         ys += _draw_mstar(ax, mstar, fits)
-        ax.set_title(f"smallest m with success probability ≥ {target:g}", fontsize=9)
+        ax.set_title(f"smallest m with success probability ≥ {level:g}", fontsize=9)
     axes[0][0].set_ylabel("m* (training samples)")
     axes[0][-1].plot([], [], ":", color="0.4", lw=1, label="attention: fit m* = a·log2 T + b")
     axes[0][-1].plot([], [], "-", color="0.4", lw=0.8, alpha=0.6,
@@ -136,13 +136,13 @@ def format_fit(f, kind):
     return f"{f['a']:.3g}·{x} {f['b']:+.3g} (rel rms {f['rel_rms']:.3f})"
 
 
-def markdown_report(mstar, fits, stats, target=0.9) -> str:
+def markdown_report(mstar, fits, stats, level=0.9) -> str:
     """m* table (with its bootstrap interval), fits with residuals, and failure kinds per
     series."""
-    lines = [f"### Success probability ≥ {target:g}", "",
+    lines = [f"### Success probability ≥ {level:g}", "",
              "m* [interval]: 95% bootstrap interval (each cell's count redrawn from its "
-             "binomial; '> m_max': more than 2.5% of the draws never reach the target).", "",
-             "| function | model | T | m* [interval] | first grid m ≥ target | failures below m* (opt / stat) |",
+             "binomial; '> m_max': more than 2.5% of the draws never reach the level).", "",
+             "| function | model | T | m* [interval] | first grid m ≥ level | failures below m* (opt / stat) |",
              "|---|---|---|---|---|---|"]
     for r in mstar:
         key = (r["fn"], r["s"], r["model"], r["T"])
@@ -172,11 +172,11 @@ def markdown_report(mstar, fits, stats, target=0.9) -> str:
 
 
 def write_mstar_csv(path, mstar):
-    """Write the m* rows of :func:`estimate_mstar` (dicts; rows of several targets may be
-    concatenated) to the CSV file ``path``: columns ``target, fn, s, model, T, m_star,
+    """Write the m* rows of :func:`estimate_mstar` (dicts; rows of several levels may be
+    concatenated) to the CSV file ``path``: columns ``level, fn, s, model, T, m_star,
     m_star_lo, m_star_hi, m_grid, censored, m_max, rates, n`` (``m_max``: the largest m run
     in the series; ``n``: trials per cell), floats with two decimals."""
-    cols = ["target", "fn", "s", "model", "T", "m_star", "m_star_lo", "m_star_hi", "m_grid",
+    cols = ["level", "fn", "s", "model", "T", "m_star", "m_star_lo", "m_star_hi", "m_grid",
             "censored", "m_max", "rates", "n"]
     write_csv(path, cols, mstar, float_format=".2f")
 
@@ -196,29 +196,29 @@ def describe(cfg) -> str:
 
 
 def report(config, out, results) -> dict:
-    """Write ``mstar.csv`` (both targets), ``fits.json``, ``report.md``, ``summary.json``
+    """Write ``mstar.csv`` (both levels), ``fits.json``, ``report.md``, ``summary.json``
     (with the run record of ``run.json`` when there is one: ``workers``, ``wall_time_s``,
     ``n_run``, ``levels``; and the ``checks``, :mod:`~stsim.studies.sparse.checks`),
     ``sparse_heatmap.png`` and ``sparse_mstar.png`` into ``out``.
-    Returns the summary with ``fits`` and ``mstar`` at the first target."""
+    Returns the summary with ``fits`` and ``mstar`` at the first level."""
     cfg = config
     p = plan(cfg)
     stats = stats_of(results["cells"])
-    panels = [(pn["target"], pn["mstar"], pn["fits"]) for pn in results["panels"]]
+    panels = [(pn["level"], pn["mstar"], pn["fits"]) for pn in results["panels"]]
     _, mstar, fits = panels[0]
     checks = sparse_checks(stats, results["grid"], results["panels"])
     os.makedirs(out, exist_ok=True)
     write_mstar_csv(os.path.join(out, "mstar.csv"), [r for _, ms_, _ in panels for r in ms_])
-    write_json(os.path.join(out, "fits.json"), {f"{tg:g}": f for tg, _, f in panels})
+    write_json(os.path.join(out, "fits.json"), {f"{lv:g}": f for lv, _, f in panels})
     with atomic_write(os.path.join(out, "report.md"), "w") as fh:
-        fh.write("\n".join(markdown_report(ms_, f, stats, tg) for tg, ms_, f in panels))
+        fh.write("\n".join(markdown_report(ms_, f, stats, lv) for lv, ms_, f in panels))
         fh.write("\n".join(["", "## Checks", "", summary_line(checks), ""]
                            + checks_table(checks)) + "\n")
     record = run_record_path(out)
     run_record = read_json(record, "run record") if os.path.exists(record) else {}
     summary = {"config": published_config(cfg), "mode": cfg.get("mode"),
                "n_trials": results["n_trials"], "cpu_time_trials_s": results["cpu_time_trials_s"],
-               "m_star": {f"{tg:g}": ms_ for tg, ms_, _ in panels},
+               "m_star": {f"{lv:g}": ms_ for lv, ms_, _ in panels},
                "cells": results["cells"], **run_record,
                **{k: results[k] for k in ("diverged", "unmeasured") if k in results},
                "checks": checks}

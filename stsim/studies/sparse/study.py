@@ -6,7 +6,7 @@ only like ``log T``. For every function class, model and ``T`` this experiment m
 success probability over ``seeds`` trials (:func:`stsim.studies.sparse.boolean.train_trial`;
 replicate ``r`` has the same seed in every cell: paired, training samples nested in ``m``)
 on a geometric grid of training-set sizes ``m``, and from it ``m*(T)``, the smallest ``m``
-whose success probability is ≥ ``target`` (and ≥ 1/2), interpolated in ``log m``, with
+whose success probability is ≥ ``level`` (and ≥ 1/2), interpolated in ``log m``, with
 its growth-law fits (:mod:`~stsim.studies.sparse.analysis`).
 
 The ``m`` grid is climbed as a ladder with an optional top-up
@@ -54,8 +54,9 @@ HELP = {"Ts": "sequence lengths T", "m_min": "smallest training-set size",
         "fns": "functions with s, e.g. and:3,majority:3,parity:2 (table:3 with --table)",
         "models": "comma list of attention, fcn", "seeds": "trials per cell",
         "threshold": "success = test accuracy >= threshold",
-        "target": "m* = smallest m with success probability >= target",
-        "stop_after": "retire a series after this many levels at target (0: run every cell)",
+        "level": "m* = smallest m with success probability >= level",
+        "stop_after": "retire a series after this many grid sizes in a row at or above level "
+                      "(0: run every cell)",
         "max_steps": "full-batch Adam steps per trial", "lr": "learning rate",
         "weight_decay": "weight decay", "max_norm": "norm bound of a block",
         "d_v": "value width of the head", "hidden": "FCN hidden width",

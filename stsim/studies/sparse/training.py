@@ -22,7 +22,7 @@ def run(config, out, executor, log=None) -> None:
 
     Each level of the grid is one sweep of the still-active series × ``seeds`` replicates;
     a series retires after ``stop_after`` consecutive levels whose success rate over the
-    ladder's own replicates is ≥ ``target`` (the ladder decides on them only, so a rerun
+    ladder's own replicates is ≥ ``level`` (the ladder decides on them only, so a rerun
     after a top-up retires the same series). With ``topup`` > ``seeds``, every cell of the
     design whose ladder rate lies in ``topup_range`` gets replicates up to ``topup``. A
     failed trial stops the study (``RuntimeError``). The run record (``workers``,
@@ -32,7 +32,7 @@ def run(config, out, executor, log=None) -> None:
     cfg = config
     p = plan(cfg)
     series, ms, fixed, extra = p["series"], p["grid"], p["fixed"], p["extra"]
-    seeds, target = int(cfg["seeds"]), float(cfg["target"])
+    seeds, level = int(cfg["seeds"]), float(cfg["level"])
     stop_after, topup = int(cfg["stop_after"]), int(cfg.get("topup") or 0)
     lo, hi = (float(v) for v in cfg["topup_range"])
     os.makedirs(out, exist_ok=True)
@@ -71,7 +71,7 @@ def run(config, out, executor, log=None) -> None:
             rows = [r for r in res.select(fn=fn, s=s, model=model, T=T, m=m)
                     if r["seed"] in ladder_seeds]
             rate = float(np.mean([r["success"] for r in rows]))
-            streak[(fn, s, model, T)] = streak[(fn, s, model, T)] + 1 if rate >= target else 0
+            streak[(fn, s, model, T)] = streak[(fn, s, model, T)] + 1 if rate >= level else 0
         levels.append({"m": m, "series": len(active), "trials": len(active) * seeds,
                        "run_now": res.n_run, "seconds": time.perf_counter() - tl})
         say(f"m={m}: {len(active)} series × {seeds} seeds, {res.n_run} run now, "
