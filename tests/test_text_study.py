@@ -84,6 +84,8 @@ def test_the_claim_fails_when_a_stochastic_encoding_does_not_generalise(tmp_path
     ("T_test", [8], "T_test must be"),
     ("seeds", 1, "seeds must be"),
     ("mults", [1.0, 1.0], "mults must be distinct"),
+    ("mults_extra", [8.0, 8.0], "mults_extra must be distinct"),
+    ("mults_extra", [0.0], "mults_extra must be"),
     ("T_test", [10 ** 6], "T_test must be"),
 ])
 def test_bad_settings_are_refused_before_work(tmp_path, key, value, match):
@@ -137,3 +139,54 @@ def test_docs_quote_the_committed_run():
                                              sorted(a["length"], key=int)]
         line = next(x for x in page.splitlines() if x.startswith(row))
         assert all(c in line for c in cells), (line, cells)
+
+
+def _rows(arm, losses):
+    task, enc = arm.split("/")
+    return [{"task": task, "encoding": enc, "mult": m, "val": v, "status": "ok",
+             "run_status": "completed"} for m, v in losses.items()]
+
+
+def test_the_grid_is_extended_past_the_end_a_choice_sits_on():
+    """``tuned``: an arm whose best multiplier is an end of ``mults`` is tried one step
+    beyond it (the separation study's extend_rates), until its choice is interior or
+    ``mults_extra`` has nothing beyond; every arm by the same rule."""
+    from stsim.studies.cells import lr_edge
+    from stsim.studies.text.study import tuned
+    cfg = dict(tasks=["text"], encodings=["onehot", "slots"], mults=[0.5, 1.0, 2.0],
+               mults_extra=[0.25, 4.0, 8.0])
+    rows = _rows("text/onehot", {0.5: 3.0, 1.0: 2.0, 2.0: 1.0}) + \
+        _rows("text/slots", {0.5: 1.0, 1.0: 2.0, 2.0: 3.0})
+    chosen, tried, missing = tuned(rows, cfg)
+    assert chosen == {} and sorted((p["encoding"], p["mult"]) for p in missing) == \
+        [("onehot", 4.0), ("slots", 0.25)]
+    rows += _rows("text/onehot", {4.0: 0.5}) + _rows("text/slots", {0.25: 1.5})
+    chosen, tried, missing = tuned(rows, cfg)
+    assert chosen == {"text/slots": 0.5} and missing == [dict(task="text", encoding="onehot",
+                                                               mult=8.0)]
+    assert tried["text/slots"] == [0.25, 0.5, 1.0, 2.0]
+    rows += _rows("text/onehot", {8.0: 0.1})        # still falling at the last one
+    chosen, tried, missing = tuned(rows, cfg)
+    assert chosen == {"text/onehot": 8.0, "text/slots": 0.5} and not missing
+    assert lr_edge(tried["text/onehot"], 8.0, cfg["mults_extra"]) == "high-end"
+    assert lr_edge(tried["text/slots"], 0.5, cfg["mults_extra"]) == ""
+
+
+def test_analysis_refuses_a_table_without_the_extension_it_needs(done, tmp_path):
+    """Seeded fault: the tuning rows past a grid's end removed — --analyse-only refuses,
+    naming the arm and the multiplier, instead of choosing from the shorter grid."""
+    import os
+    import shutil
+    out = str(tmp_path / "cut")
+    shutil.copytree(done[0], out)
+    path = f"{out}/raw/tune.csv"
+    rows = list(csv.DictReader(open(path)))
+    extra = [r for r in rows if float(r["mult"]) not in SMALL["mults"]]
+    assert extra, "the quick grid should have been extended for some arm"
+    with open(path, "w", newline="") as fh:
+        w = csv.DictWriter(fh, fieldnames=list(rows[0]))
+        w.writeheader()
+        w.writerows(r for r in rows if r not in extra)
+    os.remove(path + ".journal.jsonl")
+    with pytest.raises(ValueError, match="extension needs"):
+        run_study(text, out, mode="quick", overrides=SMALL, analyse_only=True)

@@ -97,7 +97,9 @@ def write_outputs(cfg, out, s):
     lines = [f"# stsim text ({cfg['mode']})", "",
              f"Trained at T = {cfg['T']}, q = {cfg['q']} (masked: 1), d = 65 (one-hot; the "
              f"Gaussian task at the same d), SGD {cfg['steps']} steps at lr {cfg['lr']:g} x "
-             f"the multiplier chosen from {list(cfg['mults'])}, {cfg['seeds']} seeds. "
+             f"the multiplier chosen from {list(cfg['mults'])}, extended one at a time past an "
+             f"end the choice sat on (from {list(cfg['mults_extra'])}; each arm's grid tried "
+             f"in text.json), {cfg['seeds']} seeds. "
              f"Masked: bits per character (unigram {b['unigram_bits']:.3f}, neighbours "
              f"{b['neighbour']['bits']:.3f}); else loss / initial loss.", "",
              "| " + " | ".join(head) + " |", "|" + "---|" * len(head)]

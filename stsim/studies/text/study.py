@@ -8,8 +8,10 @@ paper's fixed one-hot and near-orthogonal encodings, its stochastic slots, the
 stochastic sphere and the smooth randomised ordered encoding). Every arm is trained at
 ``T`` with SGD at ``lr`` × a multiplier of ``mults`` for ``steps`` steps (the same grid
 and budget for every arm), on one tuning seed (root seed :data:`TUNE_ROOT`); the lowest
-final in-distribution validation loss chooses the multiplier, then ``seeds`` seeds (root
-0) run at it. Each run is evaluated on fresh held-out windows at ``T`` and at every
+final in-distribution validation loss chooses the multiplier; while an arm's choice sits
+on an end of the multipliers it tried, the nearest one of ``mults_extra`` beyond that end
+is tried too (:func:`stsim.studies.cells.extend_rates`, the separation study's rule, the
+same for every arm: :func:`tuned`); then ``seeds`` seeds (root 0) run at the choice. Each run is evaluated on fresh held-out windows at ``T`` and at every
 ``T_test`` (the validation sets; the text's come from its held-out 10%).
 
 Measures per run: for ``mean`` and ``text`` the final validation loss over the initial one
@@ -28,9 +30,10 @@ freedom):
 - **the paper's claim on real tokens**, per task: every one of those checks holds
   (:func:`stsim.util.verdict.all_of`). An arm that did not learn at ``T`` (its learns
   check not held) has its length checks inconclusive: there is nothing to generalise.
-- **the choice is interior**: the chosen multiplier is not an end of ``mults`` (exact);
-  where it is, the arm's other checks are made inconclusive (its best step may lie
-  outside the grid), with that reason.
+- **the choice is interior**: the chosen multiplier is not an end of the multipliers the
+  arm tried (exact); where it is (the extension reached the end of ``mults_extra``), the
+  arm's other checks are made inconclusive (its best step may lie outside the grid), with
+  that reason.
 
 The attention of each trained masked model (seed 0) around the masked position is
 recorded per encoding (mean weight by offset).
@@ -45,7 +48,7 @@ import time
 import numpy as np
 
 from stsim.core.reduced import LEARNED
-from stsim.studies.cells import made_with, settings_text, stamped
+from stsim.studies.cells import extend_rates, lr_edge, made_with, settings_text, stamped
 from stsim.studies.tuning import at_chosen, choose, seed_stats
 from stsim.util.validate import check_int, check_real
 from stsim.util.verdict import all_of, inconclusive, judge
@@ -67,10 +70,12 @@ VOCAB = 65                                  # Tiny Shakespeare's symbols: the on
 _COMMON = dict(tasks=TASKS, q=3, batch=256, lr=8.0, ratio=LEARNED, fail=0.15, margin=0.5,
                gen_bits=0.1, fail_bits=0.5, attn_offsets=8)
 PRESETS = {"quick": dict(_COMMON, mode="quick", encodings=("onehot", "slots"), T=12,
-                         T_test=(24,), steps=150, seeds=2, n_val=128, mults=(0.125, 0.5, 2.0)),
+                         T_test=(24,), steps=150, seeds=2, n_val=128, mults=(0.125, 0.5, 2.0),
+                         mults_extra=(0.03125, 8.0)),
            "full": dict(_COMMON, mode="full", encodings=tuple(ENCODINGS), T=64,
                         T_test=(128, 256, 512), steps=2000, seeds=3, n_val=512,
-                        mults=(0.0625, 0.125, 0.25, 0.5, 1.0, 2.0, 4.0))}
+                        mults=(0.0625, 0.125, 0.25, 0.5, 1.0, 2.0, 4.0),
+                        mults_extra=tuple(2.0 ** k for k in (*range(-10, -4), *range(3, 9))))}
 #: the help of each setting (the options of ``stsim text``), beside its preset
 HELP = {"tasks": "mean (Gaussian tokens), text (selection on Tiny Shakespeare), masked",
         "encodings": f"of {', '.join(ENCODINGS)}", "q": "subset size of mean and text",
@@ -85,7 +90,9 @@ HELP = {"tasks": "mean (Gaussian tokens), text (selection on Tiny Shakespeare), 
         "attn_offsets": "offsets from the masked position in the attention maps",
         "T": "training length", "T_test": "lengths of evaluation (> T)",
         "steps": "SGD steps of every run", "seeds": "seeds per arm (>= 2: the SE)",
-        "mults": "multipliers of lr tried on the tuning seed (the same for every arm)"}
+        "mults": "multipliers of lr tried on the tuning seed (the same for every arm)",
+        "mults_extra": "multipliers beyond the grid's ends, tried one at a time past the end "
+        "an arm's choice sits on (the same rule for every arm)"}
 #: the command's epilog
 EPILOG = ("writes raw/tune.csv, raw/runs.csv (a rerun with the same --out resumes) and\n"
           "raw/run.json, then text.json (every check with se, critical, verdict),\n"
@@ -135,6 +142,10 @@ def check(cfg):
         check_real("mults", m, lo=0.0, lo_open=True)
     if len(set(cfg["mults"])) != len(cfg["mults"]):
         raise ValueError(f"mults must be distinct, got {list(cfg['mults'])}")
+    for m in cfg["mults_extra"]:
+        check_real("mults_extra", m, lo=0.0, lo_open=True)
+    if len(set(cfg["mults_extra"])) != len(cfg["mults_extra"]):
+        raise ValueError(f"mults_extra must be distinct, got {list(cfg['mults_extra'])}")
     from stsim.core.corpus import load_corpus
     load_corpus().check_window(max(cfg["T_test"]), "T_test")
     return cfg
@@ -206,20 +217,57 @@ def run(cfg, out, executor, log=None):
         walls[name] = time.time() - t
         say(f"{name}: {walls[name]:.1f}s")
 
-    part("tune", lambda task, encoding, mult, seed: train_one(task, encoding, mult, seed, cfg),
-         [dict(a, mult=m) for a in _arms(cfg) for m in cfg["mults"]], root_seed=TUNE_ROOT)
-    mults = _choose(made_with(_raw(out, "tune.csv"), made_by(cfg)), cfg)
+    def tune(points):
+        part("tune", lambda task, encoding, mult, seed: train_one(task, encoding, mult, seed,
+                                                                  cfg),
+             points, root_seed=TUNE_ROOT)
+        return tuned(made_with(_raw(out, "tune.csv"), made_by(cfg)), cfg)
+    t = time.time()
+    mults, tried, missing = tune([dict(a, mult=m) for a in _arms(cfg) for m in cfg["mults"]])
+    for _ in cfg["mults_extra"]:        # past an end, one multiplier a round
+        if not missing:
+            break
+        say(f"tune: extending {len(missing)} arm(s) past an end of their grid")
+        mults, tried, missing = tune(missing)
+    walls["tune"] = time.time() - t
     part("runs", lambda task, encoding, mult, seed: train_one(task, encoding, mult, seed, cfg),
          [dict(a, mult=mults[_arm(a)]) for a in _arms(cfg)], seeds=cfg["seeds"])
     write_json(_raw(out, "run.json"), {"wall_time_s": time.time() - t0,
                                        "wall_time_parts_s": walls, "mults": mults,
-                                       "load_avg": list(os.getloadavg())})
+                                       "tried": tried, "load_avg": list(os.getloadavg())})
 
 
-def _choose(rows, cfg) -> dict:
-    """``{arm: multiplier}``: the lowest final in-distribution loss of the tuning seed."""
-    rows = [dict(r, arm=_arm(r), rel=r["val"]) for r in rows if r["status"] == "ok"]
-    return choose(rows, "arm", cfg["mults"])
+def tuned(rows, cfg) -> tuple:
+    """Every arm's equal tuning from the tuning rows made with ``cfg``: it starts at
+    ``mults``; while its choice (the lowest final in-distribution loss,
+    :func:`stsim.studies.tuning.choose`) sits on an end of the multipliers it tried, the
+    nearest one of ``mults_extra`` beyond that end is added
+    (:func:`stsim.studies.cells.extend_rates`). Returns ``({arm: chosen}, {arm: the
+    multipliers tried, sorted}, [the tuning points still to run])``: the run computes the
+    missing points until there are none; the analysis refuses a table that lacks one."""
+    by = {}
+    for r in rows:
+        by.setdefault(_arm(r), []).append(dict(r, arm=_arm(r), rel=r.get("val")))
+    chosen, tried, missing = {}, {}, []
+    for a in _arms(cfg):
+        name, grid = _arm(a), sorted(float(m) for m in cfg["mults"])
+        mine = by.get(name, [])
+        while True:
+            have = {float(r["mult"]) for r in mine}
+            need = [m for m in grid if m not in have]
+            if need:
+                missing += [dict(a, mult=m) for m in need]
+                break
+            ok = [r for r in mine if r["status"] == "ok"]
+            c = choose(ok, "arm", grid).get(name) if ok else None
+            more = [] if c is None else extend_rates(grid, [c], cfg["mults_extra"])
+            if not more:
+                if c is not None:
+                    chosen[name] = c
+                break
+            grid = sorted(grid + more)
+        tried[name] = grid
+    return chosen, tried, missing
 
 
 def analyse(cfg, out) -> dict:
@@ -228,7 +276,13 @@ def analyse(cfg, out) -> dict:
     arms = _arms(cfg)
     tune = made_with(_raw(out, "tune.csv"), made_by(cfg),
                      [dict(a, mult=m) for a in arms for m in cfg["mults"]])
-    mults = _choose(tune, cfg)
+    mults, tried, missing = tuned(tune, cfg)
+    if missing:
+        p = missing[0]
+        raise ValueError(f"text/tune.csv has no row of task={p['task']!r}, encoding="
+                         f"{p['encoding']!r}, mult={p['mult']!r} that the grid's extension "
+                         f"needs ({len(missing)} missing): rerun without --analyse-only to "
+                         f"compute them")
     every = made_with(_raw(out, "runs.csv"), made_by(cfg),
                       [dict(a, mult=mults[_arm(a)]) for a in arms if _arm(a) in mults])
     runs = at_chosen([dict(r, arm=_arm(r)) for r in every if r["status"] == "ok"], "arm",
@@ -287,12 +341,12 @@ def analyse(cfg, out) -> dict:
             checks.append(c)
             claims[task].append(c)
             length[Tt] = seed_stats(vals)[:2]
-        chosen = mults.get(name)
-        ends = (min(cfg["mults"]), max(cfg["mults"]))
-        inside = chosen is not None and ends[0] < chosen < ends[1]
+        chosen, grid = mults.get(name), tried.get(name, sorted(cfg["mults"]))
+        inside = chosen is not None and lr_edge(grid, chosen, cfg["mults_extra"]) == ""
         if not inside:          # the arm's best step may lie outside the grid: not judged
-            why = (f"the chosen multiplier {chosen} is at an end of the grid "
-                   f"{list(cfg['mults'])}: the arm's best step may lie outside it")
+            why = (f"the chosen multiplier {chosen} is at an end of the grid it tried, "
+                   f"{grid}, with nothing of mults_extra beyond: the arm's best step may lie "
+                   f"outside it")
             mine = [i for i, c in enumerate(checks) if c.get("task") == task
                     and c.get("encoding") == enc]
             for i in mine:
@@ -300,12 +354,13 @@ def analyse(cfg, out) -> dict:
             claims[task] = [inconclusive(c, why) if c.get("encoding") == enc else c
                             for c in claims[task]]
         checks.append(judge(f"{name}: the chosen multiplier {chosen} is inside the grid",
-                            float(inside), ">=", 1.0, note=f"grid {list(cfg['mults'])}",
+                            float(inside), ">=", 1.0, note=f"grid tried {grid}",
                             **dict(ctx, part="tuning")))
         attn = {}
         if task == "masked" and rows:
             attn = json.loads(rows[0]["attn"])
         out_arms.append({"arm": name, "task": task, "encoding": enc, "mult": chosen,
+                     "tried": grid,
                      "unit": unit, "in_distribution": [m, se], "length":
                      {str(k): v for k, v in length.items()}, "attention": attn})
     claim = [all_of(f"{t}: the paper's claim on real tokens — the stochastic encodings "
