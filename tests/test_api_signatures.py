@@ -31,7 +31,7 @@ def test_the_signature_follows_the_fields(monkeypatch):
     """Made from the fields, not written twice: a field added to Config shows up."""
     from stsim.core.run import with_options
 
-    @dataclasses.dataclass
+    @dataclasses.dataclass(frozen=True)
     class Grown(Config):
         extra: int = 7
 

@@ -272,12 +272,13 @@ TRANSFORMER_ONLY = {"pe": "stochastic", "d_e": None, "sampler": "slots", "model"
                     "query": "sum"}
 
 
-def _resolve_fcn(cfg) -> None:
+def _resolve_fcn(cfg) -> dict:
     """The FCN's fields of a config being resolved, every check before any work:
-    ``width`` (default 64); ``objective`` online or sample; no ``T_test`` (the input size
-    is fixed by ``T``); the transformer's options (:data:`TRANSFORMER_ONLY`) at their
-    defaults. ``ValueError`` naming the option otherwise."""
-    cfg.width = check_int("width", 64 if cfg.width is None else cfg.width, 1)
+    ``width`` (default 64; returned, the field it decides); ``objective`` online or sample;
+    no ``T_test`` (the input size is fixed by ``T``); the transformer's options
+    (:data:`TRANSFORMER_ONLY`) at their defaults. ``ValueError`` naming the option
+    otherwise."""
+    width = check_int("width", 64 if cfg.width is None else cfg.width, 1)
     if cfg.T_test:
         raise ValueError(f"T_test={list(cfg.T_test)} is not supported for arch='fcn': the "
                          f"FCN input size T*d + T is fixed by the training length T={cfg.T}; "
@@ -295,6 +296,7 @@ def _resolve_fcn(cfg) -> None:
         raise ValueError(f"{', '.join(given)}: options of the transformer, which "
                          f"arch='fcn' does not use (it has no positional encoding or "
                          f"attention); leave them out, or use width and depth")
+    return {"width": width}
 
 
 def fcn_memory(cfg) -> dict:

@@ -429,13 +429,14 @@ def lowrank_grad(W_K, W_Q, dW):
     return W_Q @ G.T, W_K @ G
 
 
-def resolve_mechanism(c, objects: dict, inits) -> Attention:
-    """For :meth:`stsim.Config.resolve` (``c``: the config being resolved; ``objects``: its
-    objects given in place of names; ``inits``: the allowed ``init`` values): resolve
-    ``attention`` and ``temperature`` (a built-in object is recorded as its name and
-    temperature, another one kept in ``objects``), ``rank`` and ``init`` (None:
+def resolve_mechanism(c, objects: dict, inits) -> tuple:
+    """For :meth:`stsim.Config.resolve` (``c``: the config being resolved, not changed;
+    ``objects``: its objects given in place of names; ``inits``: the allowed ``init``
+    values): resolve ``attention`` and ``temperature`` (a built-in object is recorded as its
+    name and temperature, another one kept in ``objects``), ``rank`` and ``init`` (None:
     ``"random"`` where zero is stationary, :attr:`Attention.zero_saddle` or any rank, where
-    an explicit ``"zero"`` is refused; else ``"zero"``). Returns the :class:`Attention`."""
+    an explicit ``"zero"`` is refused; else ``"zero"``). Returns the :class:`Attention` and
+    the fields it decides, ``{"attention", "temperature", "rank", "init"}``."""
     att = c.attention
     if not isinstance(att, (Attention, str)):
         raise ValueError(f"attention must be one of {ATTENTIONS} or an Attention object "
@@ -453,14 +454,22 @@ def resolve_mechanism(c, objects: dict, inits) -> Attention:
         else:
             objects["attention"] = att
     att = make_attention(att, c.temperature)    # an object's temperature: 1 or its own
-    c.attention, c.temperature = att.name, att.temperature
-    if c.rank is not None:
-        c.rank = check_int("rank", c.rank, 1)
-    saddle = att.zero_saddle or c.rank is not None
-    if c.init is None:
-        c.init = "random" if saddle else "zero"
+    rank = None if c.rank is None else check_int("rank", c.rank, 1)
+    saddle = att.zero_saddle or rank is not None
+    init = c.init if c.init is not None else "random" if saddle else "zero"
+    v = {"attention": att.name, "temperature": att.temperature, "rank": rank, "init": init}
     if "init" in objects:       # a warm start (stsim.core.warm): the source's parameters
-        return att
+        return att, v
+    v["init"] = init = check_choice("init", init, inits, ignore_case=True)
+    if init == "random_rows0" and rank is not None:
+        raise ValueError(f"init='random_rows0' sets W's token rows to 0: a key/query pair of "
+                         f"rank {rank} has none (W_K, W_Q mix them); use init='random'")
+    if init == "zero" and saddle:
+        what = att.label if rank is None else f"a key/query pair of rank {rank}"
+        raise ValueError(f"init='zero' is a stationary point of {what}: no gradient ever "
+                         f"flows from it (docs/attention.md, §2); use init='random' (the "
+                         f"default there: N(0, init_scale^2), init_scale {c.init_scale!r})")
+    return att, v
     c.init = check_choice("init", c.init, inits, ignore_case=True)
     if c.init == "random_rows0" and c.rank is not None:
         raise ValueError(f"init='random_rows0' sets W's token rows to 0: a key/query pair of "

@@ -69,7 +69,7 @@ def _field(default, help, default_text=None):
     return field(default=default, metadata={"help": help, "default_text": default_text})
 
 
-@dataclass
+@dataclass(frozen=True)
 class Config:
     """All options of a run; :meth:`resolve` validates them and fills defaults.
 
@@ -195,36 +195,44 @@ class Config:
 
     def resolve(self) -> "Config":
         """Validate every field (``ValueError`` naming the parameter), resolve the names
-        once (:attr:`resolved`), refuse a run too large for memory; the run's plan
-        (:func:`stsim.core.schedule.settle`, kept in :attr:`resolved`) checks and fills
-        ``lr``, ``steps``, ``freeze`` and ``lr_decay``; then ``eval_every``."""
-        c = dataclasses.replace(self)
+        once (:attr:`resolved`), refuse a run too large for memory, and decide the run's
+        plan (:func:`stsim.core.schedule.settle`, kept in :attr:`resolved`). A config is
+        never changed (it is frozen): each stage decides some fields and the next one sees a
+        new config with them (:func:`dataclasses.replace`), so a field is never an object
+        on one line and a label on the next; the run's ``lr``, ``steps``, ``freeze``,
+        ``lr_decay`` and ``stop`` are written once, from the plan; then ``draws`` and
+        ``eval_every``. Returns the resolved config."""
+        c = self
         prev = self.__dict__.get("_resolved")
-        for name, obj in (prev.objects.items() if prev is not None else ()):
-            if getattr(c, name) == _object_name(name, obj):     # resolved again: the object
-                setattr(c, name, obj)
+        back = {name: obj for name, obj in (prev.objects.items() if prev is not None else ())
+                if getattr(c, name) == _object_name(name, obj)}     # resolved again: the object
+        if back:
+            c = dataclasses.replace(c, **back)
         if is_source(c.init, INITS):     # a warm start: a Result, a saved file, a dict
-            c.init = start_params(c.init)
+            c = dataclasses.replace(c, init=start_params(c.init))
         elif isinstance(c.init, str) and c.init.startswith(WARM_LABEL):
             raise ValueError(f"init={c.init!r} records a warm start from parameters with that "
                              f"hash: pass the source again, init=<the Result, its saved file "
                              f"or the dict of parameters>")
         objects = {k: getattr(c, k) for k in OBJECT_FIELDS
                    if not isinstance(getattr(c, k), str) and not (k == "init" and c.init is None)}
-        if "init" in objects:       # recorded by the source's hash
-            c.init = objects["init"].name
         for name, obj in objects.items():
             if isinstance(obj, type):       # NearOrthogonal for NearOrthogonal(16, 200, rng)
                 raise ValueError(f"{name} got the class {obj.__name__}, not an object: pass "
                                  f"an instance, {name}={obj.__name__}(...), or a name")
-        _check_fields(c)
-        c._resolved = _look_up(c, objects)
+        if "init" in objects:       # recorded by the source's hash
+            c = dataclasses.replace(c, init=objects["init"].name)
+        c = dataclasses.replace(c, **_checked_fields(c))
+        r, names = _look_up(c, objects)
+        c = _holding(dataclasses.replace(c, **names), r)
         check_objective(c)      # e.g. a population too large to enumerate: before any work
         c.check_memory()
-        c._resolved = dataclasses.replace(c._resolved, plan=settle(c))
-        c.draws = resolve_draws(c)      # after the plan: it decides the blocks held
-        c.eval_every = c.eval_every or max(1, c.steps // 100)
-        return c
+        p = settle(c)
+        r = dataclasses.replace(r, plan=p)
+        c = _holding(dataclasses.replace(c, **p.record()), r)
+        draws = resolve_draws(c)        # after the plan: it decides the blocks held
+        return _holding(dataclasses.replace(
+            c, draws=draws, eval_every=c.eval_every or max(1, c.steps // 100)), r)
 
     @property
     def resolved(self) -> Resolved:
@@ -250,9 +258,8 @@ class Config:
         """A copy with ``changes`` to fields that no resolved object depends on (such as
         ``eval_every``), keeping :attr:`resolved` (and so the objects given)."""
         new = dataclasses.replace(self, **changes)
-        if "_resolved" in self.__dict__:
-            new._resolved = self._resolved
-        return new
+        r = self.__dict__.get("_resolved")
+        return new if r is None else _holding(new, r)
 
     def __getstate__(self):     # pickled (a pool's task) as its fields: the specs hold
         state = dict(self.__dict__)     # factories that need not pickle
@@ -308,57 +315,73 @@ ADDED_LATER = {**MECHANISM_DEFAULTS, "freeze": [], "target": "mean", "stop": "no
                "draws": "tokens"}
 
 
-def _check_fields(c) -> None:
-    """The fields that need no registry, checked in place (``ValueError`` naming the field)."""
+def _holding(c: "Config", r: Resolved) -> "Config":
+    """``c`` with its resolved names ``r`` (:attr:`Config.resolved`): a cache beside the
+    fields, set on a config that :meth:`Config.resolve` has just made."""
+    object.__setattr__(c, "_resolved", r)
+    return c
+
+
+def _checked_fields(c) -> dict:
+    """The fields that need no registry, checked (``ValueError`` naming the field): their
+    values, to replace."""
     for name in ("init_scale", "temperature"):   # numbers as numbers (int fields too)
         if isinstance(getattr(c, name), (str, bytes)):
             raise ValueError(f"{name} must be a number, got the string "
                              f"{getattr(c, name)!r}")
-    c.T = check_int("T", c.T, 1)
-    c.q = check_int("q", c.q, 1, c.T)
-    c.d = check_int("d", c.d, 1)
-    c.T_test = int_tuple("T_test", c.T_test, c.q)
-    c.q_test = int_tuple("q_test", c.q_test, 1, c.T)
+    v = {"T": check_int("T", c.T, 1)}
+    v["q"] = check_int("q", c.q, 1, v["T"])
+    v["d"] = check_int("d", c.d, 1)
+    v["T_test"] = int_tuple("T_test", c.T_test, v["q"])
+    v["q_test"] = int_tuple("q_test", c.q_test, 1, v["T"])
     for name, allowed in (("objective", OBJECTIVES), ("model", MODELS), ("query", QUERIES),
                           ("sampler", SAMPLERS), ("lr_decay", LR_DECAYS)):
         if name != "lr_decay" or c.lr_decay is not None:     # None: the plan's
-            setattr(c, name, check_choice(name, getattr(c, name), allowed, ignore_case=True))
+            v[name] = check_choice(name, getattr(c, name), allowed, ignore_case=True)
     for name, lo in (("steps", 0), ("eval_every", 1)):
         if getattr(c, name) is not None:    # a step number is an int64 in the history
-            setattr(c, name, check_int(name, getattr(c, name), lo, MAX_STEPS))
-    c.batch = check_int("batch", c.batch, 1)
-    c.n_train = check_int("n_train", c.batch if c.n_train is None else c.n_train, 1)
-    c.n_val = check_int("n_val", c.n_val, 1)
-    c.seed = seed_record(c.seed)
-    c.init_scale = check_real("init_scale", c.init_scale, lo=0.0)
-    c.depth = check_int("depth", c.depth, 1)
+            v[name] = check_int(name, getattr(c, name), lo, MAX_STEPS)
+    v["batch"] = check_int("batch", c.batch, 1)
+    v["n_train"] = check_int("n_train", v["batch"] if c.n_train is None else c.n_train, 1)
+    v["n_val"] = check_int("n_val", c.n_val, 1)
+    v["seed"] = seed_record(c.seed)
+    v["init_scale"] = check_real("init_scale", c.init_scale, lo=0.0)
+    v["depth"] = check_int("depth", c.depth, 1)
+    return v
 
 
-def _look_up(c, objects) -> Resolved:
-    """The names of ``c`` resolved once (optimiser, mechanism, architecture, encoding), and
-    what they decide: an object's settings, lr's parameters, ``rank``, ``freeze``'s blocks."""
+def _look_up(c, objects) -> tuple:
+    """The names of ``c`` resolved once (optimiser, mechanism, target, architecture,
+    encoding), and the fields they decide: an object's settings, the recorded names,
+    ``rank``, ``init``, ``d_e``. Returns ``(Resolved, {field: value})``; each step sees the
+    fields the ones before it decided (a new config, :func:`dataclasses.replace`)."""
+    v = {}
+
+    def decide(**fields):
+        nonlocal c
+        v.update(fields)
+        c = dataclasses.replace(c, **fields)
     if "optimizer" in objects:      # an object: its step and schedule are the run's
         opt = object_spec(c.optimizer)
-        c.optimizer = opt.name
-        _take_object_settings(c, objects["optimizer"])
+        decide(optimizer=opt.name, **_object_settings(c, objects["optimizer"]))
     else:
-        c.optimizer = check_choice("optimizer", c.optimizer, optimizer_names(),
-                                   ignore_case=True)
-        c.optimizer, c.objective = resolve_optimizer(c.optimizer, c.objective)  # "gd"
-        opt = optimizer_spec(c.optimizer)
-    att = resolve_mechanism(c, objects, INITS)
-    tgt = c.target = resolve_target(c, objects)     # the object until the shapes are known
+        name = check_choice("optimizer", c.optimizer, optimizer_names(), ignore_case=True)
+        name, objective = resolve_optimizer(name, c.objective)     # "gd": sgd, sample
+        decide(optimizer=name, objective=objective)
+        opt = optimizer_spec(name)
+    att, mechanism = resolve_mechanism(c, objects, INITS)
+    decide(**mechanism)
+    tgt = resolve_target(c, objects)
     if "arch" in objects:
         arch = objects["arch"]
         if not isinstance(arch, ArchSpec):
             raise ValueError(f"arch must be a name {arch_names()} or an ArchSpec "
                              f"(stsim.core.problem), got {arch!r}")
-        c.arch = arch.name
     else:
-        c.arch = check_choice("arch", c.arch, arch_names(), ignore_case=True)
-        arch = arch_spec(c.arch)
+        arch = arch_spec(check_choice("arch", c.arch, arch_names(), ignore_case=True))
+    decide(target=tgt.label, arch=arch.name)
     if arch.resolve is not None:
-        arch.resolve(c)
+        decide(**(arch.resolve(c) or {}))
     elif c.width is not None or c.depth != 1:
         raise ValueError(f"width and depth are options of the FCN (arch='fcn'); "
                          f"arch={c.arch!r} has none: got width={c.width!r}, "
@@ -367,17 +390,17 @@ def _look_up(c, objects) -> Resolved:
     if arch.encoding:     # really stochastic slots: each slot used w.p. T/d_e <= 1/2
         spec = encoding_spec(c.pe, T_max=c.T_max, d_e=c.d_e, sampler=c.sampler,
                              slots_factor=2)
-        c.pe, c.d_e, c.sampler = spec.name, spec.d_e, spec.sampler
+        decide(pe=spec.name, d_e=spec.d_e, sampler=spec.sampler)
     elif "pe" in objects:
         raise ValueError(f"pe: arch={c.arch!r} takes no positional encoding, got an "
                          f"encoding object")
-    _check_mechanism(c, att, arch)
-    c.target = tgt.label
-    return Resolved(spec, arch, opt, objects, att, target=tgt)
+    decide(**_checked_mechanism(c, att, arch, tgt))
+    return Resolved(spec, arch, opt, objects, att, target=tgt), v
 
 
-def _check_mechanism(c, att, arch):
-    """The mechanism options belong to the transformer; ``rank <= D``."""
+def _checked_mechanism(c, att, arch, tgt) -> dict:
+    """The mechanism options belong to the transformer; ``rank <= D`` (D: the target
+    ``tgt``'s feature dimension plus ``d_e``). Returns the checked ``rank`` (or nothing)."""
     if not arch.transformer:
         given = {k: getattr(c, k) for k, v in MECHANISM_DEFAULTS.items() if getattr(c, k) != v}
         if given:
@@ -386,9 +409,10 @@ def _check_mechanism(c, att, arch):
         if c.init == "random_rows0":
             raise ValueError(f"init='random_rows0' sets the transformer's W token rows to 0; "
                              f"arch={c.arch!r} has none: use init='zero' or 'random'")
-        return
-    if c.rank is not None:      # D = dim φ + d_e (the target's features)
-        c.rank = check_int("rank", c.rank, 1, c.target.feature_dim(c.d) + c.d_e)
+        return {}
+    if c.rank is None:
+        return {}
+    return {"rank": check_int("rank", c.rank, 1, tgt.feature_dim(c.d) + c.d_e)}
 
 
 def _optimizer_settings(r) -> dict:
@@ -405,11 +429,11 @@ def _object_name(name: str, obj) -> str:
     return obj.name if name == "arch" else obj.label if name == "target" else str(obj.name)
 
 
-def _take_object_settings(c, opt) -> None:
-    """``lr``, ``lr_decay`` and (for a decaying schedule) ``steps`` of the config ``c``
-    from the optimiser object ``opt`` (its ``base_lr``, ``decay``, ``total``): the object
-    is what runs, so the config records its settings. A value also given to the config
-    must agree (``ValueError`` naming it)."""
+def _object_settings(c, opt) -> dict:
+    """``lr``, ``lr_decay`` and (for a decaying schedule) ``steps`` that the optimiser
+    object ``opt`` decides (its ``base_lr``, ``decay``, ``total``): the object is what
+    runs, so the config records its settings. A value also given to the config ``c`` must
+    agree (``ValueError`` naming it)."""
     own = {"lr": Steps(opt.base_lr).record(), "lr_decay": getattr(opt, "decay", "none")}
     if own["lr_decay"] != "none":
         own["steps"] = getattr(opt, "total", None)
@@ -418,7 +442,7 @@ def _take_object_settings(c, opt) -> None:
         if given is not None and (Steps(given).record() if key == "lr" else given) != value:
             raise ValueError(f"{key}={given!r} differs from the optimizer object's {value!r}; "
                              f"give it once (the object's)")
-        setattr(c, key, value)
+    return own
 
 
 def recorded_shapes(record: dict):

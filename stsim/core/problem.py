@@ -86,8 +86,9 @@ def register_arch(name: str, factory, *, encoding: bool = True, reduced: bool = 
         default lr and steps are derived from them (the transformer). False: the
         optimiser's fixed default lr and 1000 steps, said in the schedule's explanation.
     resolve : callable, optional
-        ``resolve(cfg)``: validate and fill its own fields on the config being resolved
-        (the FCN: ``width``), ``ValueError`` naming the field.
+        ``resolve(cfg) -> {field: value}``: validate its own fields of the config being
+        resolved (not changed: a config is frozen) and return the values it decides (the
+        FCN: ``{"width": 64}`` by default), ``ValueError`` naming the field.
     memory : callable, optional
         ``memory(cfg) -> {what: bytes}``, the largest arrays of a run (see
         :meth:`Config.memory_estimate`). None: the transformer's estimate.

@@ -50,6 +50,8 @@ the user's lr.
 """
 from __future__ import annotations
 
+import dataclasses
+
 from dataclasses import dataclass
 
 from stsim.core.attention_dynamics import mechanism_schedule
@@ -77,7 +79,7 @@ SGD_ESCAPE_LAG = ("1.3-1.4x at T <= 50, 1.6x at T = 100, 2.2x at T = 200 (batch 
                   "the plateau")
 
 
-@dataclass
+@dataclass(frozen=True)
 class Plan:
     """What a run will do (:func:`plan`, kept as ``cfg.resolved.plan``), or what the
     reduced dynamics say of one (:func:`predict`). lr, steps : the values the run uses (the
@@ -88,7 +90,9 @@ class Plan:
     (None: not within the horizon, or no reduction);  estimated_s : expected wall time (s)
     on an idle machine (:func:`~stsim.core.cost.wall_seconds`);  explanation : one line;
     warning : set when the default run is expected to be long;  note : what a completed
-    run's message adds."""
+    run's message adds;  stop : the stop rule (:mod:`stsim.core.stopping`; None: none).
+    Frozen: each value is decided once, and a resolved config's ``lr``, ``steps``,
+    ``freeze``, ``lr_decay`` and ``stop`` are written from it (:meth:`record`)."""
 
     lr: Steps
     steps: int
@@ -102,6 +106,12 @@ class Plan:
     lr_decay: str = "none"
     note: str = ""
     stop: object = None
+
+    def record(self) -> dict:
+        """The config fields this plan decides, as a config records them."""
+        return {"lr": self.lr.record(), "steps": self.steps, "freeze": self.freeze,
+                "lr_decay": self.lr_decay,
+                "stop": "none" if self.stop is None else self.stop.record()}
 
 
 def _reduction(cfg):
@@ -275,14 +285,14 @@ def predict(cfg, lr=None, steps=None, blocks=False) -> Plan:
     c = query_coef(cfg.query, cfg.q)
     if opt.lr != REDUCED and opt.steps is not None:     # the optimiser's own defaults
         d_steps = opt.steps(cfg)
-        s = Plan(lr=Steps(opt.lr) if lr is None else lr, steps=d_steps if steps is None else steps,
-                 explanation=opt.note or f"{opt.name}: its own default lr {opt.lr:g} and "
-                                         f"{d_steps} steps (registered)")
-        s.estimated_s = wall_seconds(cfg, s.steps)
-        if steps is None and s.estimated_s > LONG_RUN_S:
-            s.warning = _long_run_warning(f"the default {opt.name} schedule needs {d_steps} "
-                                          "steps", s.estimated_s)
-        return s
+        n_steps = d_steps if steps is None else steps
+        est = wall_seconds(cfg, n_steps)
+        return Plan(lr=Steps(opt.lr) if lr is None else lr, steps=n_steps, estimated_s=est,
+                    explanation=opt.note or f"{opt.name}: its own default lr {opt.lr:g} and "
+                                            f"{d_steps} steps (registered)",
+                    warning=_long_run_warning(f"the default {opt.name} schedule needs "
+                                              f"{d_steps} steps", est)
+                    if steps is None and est > LONG_RUN_S else None)
     B = _batch(cfg)
     d = _task_dim(cfg)
     em = eta_max(cfg.q, d, n, c, B, fourth_excess(_target(cfg), cfg.d, cfg.q)[0])
@@ -315,25 +325,24 @@ def predict(cfg, lr=None, steps=None, blocks=False) -> Plan:
             f"{cfg.model}/{cfg.query} dynamics reach 50% of L(0) at step {esc} and 2% at step "
             f"{learned_at}; steps = " + (f"{margin:g} x {learned_at} -> {d_steps}" if steps is None
                                   else f"{steps} (user)"))
-    s = Plan(lr=use_lr, steps=d_steps, eta_max=em, escape_step=esc, target_step=learned_at,
-             explanation=expl, freeze=freeze)
     # the run's draws with the blocks this plan holds (resolve_draws, as the config will)
     held = tuple(set(cfg.freeze or ()) | set(freeze))
-    s.estimated_s = wall_seconds(cfg, d_steps,
-                                 statistics=resolve_draws(cfg, held) == "statistics")
-    if steps is None and s.estimated_s > LONG_RUN_S:
+    est = wall_seconds(cfg, d_steps, statistics=resolve_draws(cfg, held) == "statistics")
+    warning = None
+    if steps is None and est > LONG_RUN_S:
         # where the plateau ends, and that online SGD with W's token rows free lags it
         lag = "; online SGD leaves it later" if cfg.objective == "online" and not freeze else ""
         stops = ("; the stop rule ends it once the validation loss has settled"
                  if resolve_stop(cfg.stop, False, _lr_decay(cfg)) is not None else "")
-        s.warning = _long_run_warning(f"the default schedule needs at most {d_steps} steps "
-                                      f"(population gradient descent, i.e. the reduced "
-                                      f"dynamics, leaves the plateau near step {esc} at lr "
-                                      f"{use_lr}{lag}{stops})", s.estimated_s)
+        warning = _long_run_warning(f"the default schedule needs at most {d_steps} steps "
+                                    f"(population gradient descent, i.e. the reduced "
+                                    f"dynamics, leaves the plateau near step {esc} at lr "
+                                    f"{use_lr}{lag}{stops})", est)
     if steps is None and learned_at is None:
-        s.warning = (f"the reduced dynamics do not reach 2% of L(0) within {horizon} steps at lr "
-                     f"{use_lr}; running {d_steps} steps")
-    return s
+        warning = (f"the reduced dynamics do not reach 2% of L(0) within {horizon} steps at lr "
+                   f"{use_lr}; running {d_steps} steps")
+    return Plan(lr=use_lr, steps=d_steps, eta_max=em, escape_step=esc, target_step=learned_at,
+                explanation=expl, freeze=freeze, estimated_s=est, warning=warning)
 
 
 class LongRunWarning(UserWarning):
@@ -366,12 +375,12 @@ def plan(cfg, noted=False) -> Plan:
     if cfg.lr is None or cfg.steps is None:     # derived from the reduced dynamics
         holds = set(FROZEN) <= set(blocks) and (given is None or set(FROZEN) <= set(given))
         s = predict(cfg, lr=cfg.lr, steps=cfg.steps, blocks=cfg.lr is None and holds)
-        s.steps, default = check_int("steps", s.steps, 0), s.freeze
+        s, default = dataclasses.replace(s, steps=check_int("steps", s.steps, 0)), s.freeze
         if s.warning:
             warn(f"stsim: {s.warning}", LongRunWarning)
-    s.freeze = tuple(b for b in blocks if b in set(given or ()) | set(default))   # merged
-    s.lr_decay = _lr_decay(cfg)
-    s.note = _note(cfg, s.lr, s.freeze, noted)
+    freeze = tuple(b for b in blocks if b in set(given or ()) | set(default))   # merged
+    s = dataclasses.replace(s, freeze=freeze, lr_decay=_lr_decay(cfg),
+                            note=_note(cfg, s.lr, freeze, noted))
     if t is not None and cfg.lr is None and not t.linear_readout:   # b, Q: x V's step
         base = s.lr.record()
         base = base if isinstance(base, dict) else {"W": base, "V": base}
@@ -379,33 +388,29 @@ def plan(cfg, noted=False) -> Plan:
         names = tuple(arch.shapes(cfg)) if arch.shapes is not None else tuple(base)
         lr = {n: base.get(n, base["W"]) for n in names if n not in t.head_steps}
         lr.update({k: lr["V"] * f for k, f in t.head_steps.items()})
-        s.lr = Steps(lr)
+        s = dataclasses.replace(s, lr=Steps(lr))
     if t is not None and noted:
-        s.note = (s.note + "; " if s.note else "") + _target_note(cfg, t, s)
+        s = dataclasses.replace(s, note=(s.note + "; " if s.note else "") +
+                                _target_note(cfg, t, s))
     return s
 
 
 def settle(cfg) -> Plan:
     """The plan of the config ``cfg`` that :meth:`~stsim.core.config.Config.resolve` is
-    resolving (its private copy, names resolved): ``lr`` checked (one step, or one per
-    parameter of the architecture) and ``freeze`` (:func:`check_freeze`), the plan made
-    (:func:`plan`, which asks the target for its facts) and its
-    decisions written into ``cfg.lr``, ``steps``, ``freeze`` and
-    ``lr_decay`` — where the run's step and held blocks are checked, decided and
-    recorded, once."""
+    resolving (names resolved; not changed): ``lr`` checked (one step, or one per parameter
+    of the architecture) and ``freeze`` (:func:`check_freeze`), the plan made (:func:`plan`,
+    which asks the target for its facts, of a config holding the checked values) and the
+    stop rule decided — where the run's step, held blocks and stopping are checked and
+    decided, once. The resolved config records them from the plan (:meth:`Plan.record`)."""
     arch = cfg.resolved.arch
-    if cfg.lr is not None:
-        cfg.lr = Steps(cfg.lr, names=None if arch.shapes is None else tuple(arch.shapes(cfg)))
-    cfg.freeze = check_freeze(cfg.freeze, arch, cfg)
-    noted_steps = cfg.steps is None
+    lr = None if cfg.lr is None else Steps(
+        cfg.lr, names=None if arch.shapes is None else tuple(arch.shapes(cfg))).record()
     # left to the default: lr or steps not given, or given by an optimiser object
     noted = cfg.lr is None or cfg.steps is None or "optimizer" in cfg.resolved.objects
-    p = plan(cfg, noted)
-    cfg.lr, cfg.steps, cfg.freeze, cfg.lr_decay = p.lr.record(), p.steps, p.freeze, p.lr_decay
+    p = plan(cfg.keeping_resolved(lr=lr, freeze=check_freeze(cfg.freeze, arch, cfg)), noted)
     # the stop rule (stsim.core.stopping): by default only where the step count is the plan's
-    p.stop = resolve_stop(cfg.stop, not noted_steps, p.lr_decay)
-    cfg.stop = "none" if p.stop is None else p.stop.record()
-    return p
+    return dataclasses.replace(p, stop=resolve_stop(cfg.stop, cfg.steps is not None,
+                                                    p.lr_decay))
 
 
 def check_freeze(freeze, arch, cfg) -> tuple | None:

@@ -37,7 +37,6 @@ from stsim.core.assessment import assess_run, divergence_hint
 from stsim.core.cost import estimated_seconds
 from stsim.core.seeds import Streams
 from stsim.core.state import RunState
-from stsim.core.stopping import resolve_stop
 from stsim.util.malloc import keep_freed_memory, release_freed_memory
 from stsim.util.prefetch import Prefetch, prefetch_default
 from stsim.util.signals import signal_name
@@ -242,7 +241,7 @@ class Session:
                                       estimated_s=estimated_seconds(cfg, cfg.steps - self.start))
         self.bad_params = []        # non-finite parameters at the last record
         self.stop_step = None       # the record at which a callback asked to stop (or raised)
-        self.stop_rule = resolve_stop(cfg.stop, True, cfg.lr_decay)   # None: every step
+        self.stop_rule = plan.stop      # the plan's (None: every step)
         self.settled = None         # the record at which the stop rule held
         self.error = None           # what the callback or the progress callable raised
         self.end = None             # the loop's LoopEnd, or "interrupted"
