@@ -198,7 +198,7 @@ class Config:
         once (:attr:`resolved`), refuse a run too large for memory, and decide the run's
         plan (:func:`stsim.core.schedule.settle`, kept in :attr:`resolved`). A config is
         never changed (it is frozen): each stage decides some fields and the next one sees a
-        new config with them (:func:`dataclasses.replace`), so a field is never an object
+        new config with them (``dataclasses.replace``), so a field is never an object
         on one line and a label on the next; the run's ``lr``, ``steps``, ``freeze``,
         ``lr_decay`` and ``stop`` are written once, from the plan; then ``draws`` and
         ``eval_every``. Returns the resolved config."""
@@ -354,7 +354,7 @@ def _look_up(c, objects) -> tuple:
     """The names of ``c`` resolved once (optimiser, mechanism, target, architecture,
     encoding), and the fields they decide: an object's settings, the recorded names,
     ``rank``, ``init``, ``d_e``. Returns ``(Resolved, {field: value})``; each step sees the
-    fields the ones before it decided (a new config, :func:`dataclasses.replace`)."""
+    fields the ones before it decided (a new config, ``dataclasses.replace``)."""
     v = {}
 
     def decide(**fields):
