@@ -222,8 +222,8 @@ def test_train_point_budgets_equal_shorter_runs():
         train_point(steps=40, budgets="15", **kw)
     with pytest.raises(ValueError, match="arch"):
         train_point("mlp", T=4, d=1, width=4)
-    with pytest.raises(ValueError, match="target"):
-        train_point("fcn", T=4, d=1, width=4, target=1.5)
+    with pytest.raises(ValueError, match="level must lie"):
+        train_point("fcn", T=4, d=1, width=4, level=1.5)
 
 
 def test_parameter_counts_match_the_models():

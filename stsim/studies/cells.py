@@ -67,7 +67,7 @@ def budgets_of(budgets, steps):
 
 
 def train_point(arch, T, d, width, q=3, steps=2000, budgets="", batch=256, lr=3e-3, n_val=512,
-                seed=0, target=None, task="mean"):
+                seed=0, level=None, task="mean"):
     """Train one model; report its validation loss after each budget.
 
     ``arch``: ``"fcn"`` (``width`` = hidden width) | ``"transformer"`` (``width`` = ``d_e``,
@@ -76,15 +76,15 @@ def train_point(arch, T, d, width, q=3, steps=2000, budgets="", batch=256, lr=3e
     ``steps``, ``steps`` always included) are the evaluation points. ``task``: the task's
     target (:func:`stsim.core.targets.make_target`'s names; the paper's ``"mean"`` by
     default), whose ``L0`` (:meth:`~stsim.core.targets.Target.zero_loss`) the losses are
-    relative to; ``target`` is the reach ratio, not the task's target.
+    relative to; ``level`` is the reach ratio.
 
     Returns ``final_val`` (at ``steps``), ``val_<b>`` for each budget, ``rel`` (final /
     L0), ``init_val``, ``diverged`` (0/1), ``wall_time_s``, ``cpu_time_s``; with
-    ``target`` also ``reached`` (``final_val ≤ target · L0``).
+    ``level`` also ``reached`` (``final_val ≤ level · L0``).
     """
     from stsim.core.targets import make_target
     validate_point(dict(arch=arch, T=T, d=d, width=width, q=q, steps=steps, budgets=budgets,
-                        batch=batch, lr=lr, n_val=n_val, target=target, task=task))
+                        batch=batch, lr=lr, n_val=n_val, level=level, task=task))
     bs = budgets_of(budgets, steps)
     every = math.gcd(*bs) if len(bs) > 1 else steps
     t0, c0 = time.perf_counter(), time.process_time()
@@ -100,8 +100,8 @@ def train_point(arch, T, d, width, q=3, steps=2000, budgets="", batch=256, lr=3e
     final = out[f"val_{steps}"]
     out["final_val"] = final
     out["rel"] = None if final is None else final / L0
-    if target is not None:
-        out["reached"] = int(final is not None and final <= target * L0)
+    if level is not None:
+        out["reached"] = int(final is not None and final <= level * L0)
     return out
 
 
@@ -109,9 +109,9 @@ def validate_point(point):
     """Reject a bad point before any work (``ValueError`` naming the parameter)."""
     p = dict(point)
     check_int("width", p.get("width"), 1)
-    level = p.get("target")          # the reach ratio
+    level = p.get("level")          # the reach ratio
     if level is not None and not 0 < float(level) < 1:
-        raise ValueError(f"target must lie in (0, 1), got {level}")
+        raise ValueError(f"level must lie in (0, 1), got {level}")
     steps = p.get("steps", 2000)
     budgets_of(p.get("budgets", ""), steps)
     Config.from_options(**_options(p.get("arch", "fcn"), p["T"], p["d"], p["width"],
