@@ -79,8 +79,9 @@ PRESETS = {"quick": dict(_COMMON, mode="quick", encodings=("onehot", "slots"), T
                          mults_extra=(0.03125, 8.0)),
            "full": dict(_COMMON, mode="full", encodings=tuple(ENCODINGS), T=64,
                         T_test=(128, 256, 512), steps=2000, seeds=3, n_val=512,
-                        mults=(0.0625, 0.125, 0.25, 0.5, 1.0, 2.0, 4.0),
-                        mults_extra=tuple(2.0 ** k for k in (*range(-10, -4), *range(3, 9))))}
+                        # 1/128 ... 64: every arm's choice of the extended grid is inside it
+                        mults=tuple(2.0 ** k for k in range(-7, 7)),
+                        mults_extra=tuple(2.0 ** k for k in (-10, -9, -8, 7, 8)))}
 #: the help of each setting (the options of ``stsim text``), beside its preset
 HELP = {"tasks": "mean (Gaussian tokens), text (selection on Tiny Shakespeare), masked",
         "encodings": f"of {', '.join(ENCODINGS)}", "q": "subset size of mean and text",
