@@ -55,7 +55,8 @@ FAM_QUICK = QUICK_PRECISION.settings()
 PRESETS = {
     "quick": {"mode": "quick", "T": 12, "q": 2, "d": 5, "seeds": 3, "mechanisms": MECHS,
               "steps": 300, "batch": 64, "T_test": [16, 20], "target": "mean",
-              "level": LEARNED, "ood_level": 0.05, "tune_steps": 300, "tune_mults": [2.0, 1.0, 0.5],
+              "level": LEARNED, "ood_level": 0.05, "tune_steps": 300,
+              "tune_mults": [2.0, 1.0, 0.5],
               "tune_base": "own",
               "rank_T": [8], "rank_q": [2], "rank_r": [4, 16], "rank_steps": 300,
               "width_mechs": WIDTH_MECHS, "width_level": 0.25, "width_T": [8, 16, 32, 64, 128],
@@ -65,7 +66,8 @@ PRESETS = {
               "train_steps": 300},
     "full": {"mode": "full", "T": 200, "q": 3, "d": 5, "seeds": 3, "mechanisms": MECHS,
              "steps": 1500, "batch": 256, "T_test": [250, 300, 350, 400], "target": "mean",
-             "level": LEARNED, "ood_level": 0.05, "tune_steps": 1500,        # tuned at the full budget
+             "level": LEARNED, "ood_level": 0.05,
+             "tune_steps": 1500,        # tuned at the full budget
              "tune_mults": [2.0 ** -k for k in range(-7, 10)],  # 128 ... 1/512, factor 2
              "tune_base": "paper",      # the grid spans every mechanism's own default
              "rank_T": [8, 16, 32], "rank_q": [2, 3], "rank_r": [4, 8, 16, 32, 64],
@@ -138,8 +140,8 @@ def check(cfg: dict) -> dict:
                      ("tune_steps", 1), ("rank_steps", 0), ("width_max", 2)):
         cfg[name] = check_int(name, cfg[name], lo)
     Precision.from_cfg(cfg)         # the family's precision settings, each checked
-    cfg["target"] = check_target(cfg["target"])
-    min_q = make_target(cfg["target"]).min_q
+    task = _named_target(cfg["target"])
+    cfg["target"], min_q = task.label, task.min_q
     cfg["q"] = check_int("q", cfg["q"], min_q, cfg["T"] - 1)
     for key in LISTS:
         if not cfg[key]:
@@ -183,18 +185,17 @@ def check(cfg: dict) -> dict:
     return cfg
 
 
-def check_target(target) -> str:
-    """The task's target by its label (:func:`stsim.core.targets.make_target`; a name the
-    tables can record, so a target of one's own is refused), ``ValueError`` naming
-    ``target``."""
+def _named_target(target):
+    """The task's :class:`~stsim.core.targets.Target`, made again from its label
+    (:func:`stsim.core.targets.make_target`: the study's tables record it by name, so a
+    target of one's own is refused), ``ValueError`` naming ``target``."""
     label = make_target(target).label
     try:
-        make_target(label)
+        return make_target(label)
     except ValueError:
         raise ValueError(f"target must be a target of stsim run given by its name (mean, "
                          f"moment:k, variance, text[...], masked[...]): the study's tables "
                          f"record it by name, got {label!r}") from None
-    return label
 
 
 def width_cap(T, cfg) -> int:

@@ -11,8 +11,9 @@ and budget for every arm), on one tuning seed (root seed :data:`TUNE_ROOT`); the
 final in-distribution validation loss chooses the multiplier; while an arm's choice sits
 on an end of the multipliers it tried, the nearest one of ``mults_extra`` beyond that end
 is tried too (:func:`stsim.studies.cells.extend_rates`, the separation study's rule, the
-same for every arm: :func:`tuned`); then ``seeds`` seeds (root 0) run at the choice. Each run is evaluated on fresh held-out windows at ``T`` and at every
-``T_test`` (the validation sets; the text's come from its held-out 10%).
+same for every arm: :func:`tuned`); then ``seeds`` seeds (root 0) run at the choice.
+Each run is evaluated on fresh held-out windows at ``T`` and at every ``T_test`` (the
+validation sets; the text's come from its held-out 10%).
 
 Measures per run: for ``mean`` and ``text`` the final validation loss over the initial one
 at the same length (the run starts at zero, where the loss is ``½ E|target|²`` of that
@@ -30,8 +31,9 @@ freedom):
 - **the paper's claim on real tokens**, per task: every one of those checks of the
   paper's encodings (:data:`PAPER`: one-hot, near-orthogonal and its stochastic slots)
   holds (:func:`stsim.util.verdict.all_of`); the sphere's and the sinusoid's checks are
-  reported per arm, not folded into the paper's claim. An arm that did not learn at ``T`` (its learns
-  check not held) has its length checks inconclusive: there is nothing to generalise.
+  reported per arm, not folded into the paper's claim. An arm that did not learn at
+  ``T`` (its learns check not held) has its length checks inconclusive: there is nothing
+  to generalise.
 - **the choice is interior**: the chosen multiplier is not an end of the multipliers the
   arm tried (exact); where it is (the extension reached the end of ``mults_extra``), the
   arm's other checks are made inconclusive (its best step may lie outside the grid), with
@@ -144,14 +146,11 @@ def check(cfg):
         check_real(key, cfg[key], lo=0.0, hi=1.0, lo_open=True)
     if not cfg["mults"]:
         raise ValueError("mults must hold at least one multiplier")
-    for m in cfg["mults"]:
-        check_real("mults", m, lo=0.0, lo_open=True)
-    if len(set(cfg["mults"])) != len(cfg["mults"]):
-        raise ValueError(f"mults must be distinct, got {list(cfg['mults'])}")
-    for m in cfg["mults_extra"]:
-        check_real("mults_extra", m, lo=0.0, lo_open=True)
-    if len(set(cfg["mults_extra"])) != len(cfg["mults_extra"]):
-        raise ValueError(f"mults_extra must be distinct, got {list(cfg['mults_extra'])}")
+    for key in ("mults", "mults_extra"):        # positive and distinct
+        for m in cfg[key]:
+            check_real(key, m, lo=0.0, lo_open=True)
+        if len(set(cfg[key])) != len(cfg[key]):
+            raise ValueError(f"{key} must be distinct, got {list(cfg[key])}")
     from stsim.core.corpus import load_corpus
     load_corpus().check_window(max(cfg["T_test"]), "T_test")
     return cfg
