@@ -470,13 +470,3 @@ def resolve_mechanism(c, objects: dict, inits) -> tuple:
                          f"flows from it (docs/attention.md, §2); use init='random' (the "
                          f"default there: N(0, init_scale^2), init_scale {c.init_scale!r})")
     return att, v
-    c.init = check_choice("init", c.init, inits, ignore_case=True)
-    if c.init == "random_rows0" and c.rank is not None:
-        raise ValueError(f"init='random_rows0' sets W's token rows to 0: a key/query pair of "
-                         f"rank {c.rank} has none (W_K, W_Q mix them); use init='random'")
-    if c.init == "zero" and saddle:
-        what = att.label if c.rank is None else f"a key/query pair of rank {c.rank}"
-        raise ValueError(f"init='zero' is a stationary point of {what}: no gradient ever "
-                         f"flows from it (docs/attention.md, §2); use init='random' (the "
-                         f"default there: N(0, init_scale^2), init_scale {c.init_scale!r})")
-    return att
