@@ -55,7 +55,6 @@ from __future__ import annotations
 import copy
 
 import numpy as np
-from scipy.special import expit
 
 from stsim.core.kernels import _jacobian, _softmax_rows
 from stsim.core.reduced import loss_grad
@@ -367,6 +366,7 @@ class Sigmoid(_Normalisable):
         return super().default_lr(T, q, d, n, c, paper_lr, rank, dense, d_e)
 
     def phi(self, l, n=1):
+        from scipy.special import expit     # here: scipy.special costs import stsim 0.18 s
         s = expit(l)
         return s / n if n != 1 else s
 

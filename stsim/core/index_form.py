@@ -5,10 +5,10 @@ tokens' slots, the mixtures kept in token space, the gradient of W as
 in cache-sized parts of the batch — a step linear in B·T, no (B, d_e) or (D, D)
 array unless D is small (``_DENSE_W``)."""
 import numpy as np
-from scipy.sparse import csr_matrix
 
 from stsim.core.attention import Softmax
-from stsim.core.kernels import _bmv, _bvm, _logits, _quadratic, _quadratic_back, _residual
+from stsim.core.kernels import (_bmv, _bvm, _csr, _logits, _quadratic, _quadratic_back,
+                                _residual)
 from stsim.core.sparse_grad import SparseGradW, flat_view
 
 __all__ = []   # internal to stsim.core (model.forward_backward dispatches here)
@@ -141,8 +141,8 @@ class _IndexOps:
             out[self.idx] = w.T @ m
             return out
         B, T = w.shape
-        S = csr_matrix((w.reshape(-1), self.idx.reshape(-1), np.arange(0, B * T + 1, T)),
-                       shape=(B, self.d_e))
+        S = _csr(w.reshape(-1), self.idx.reshape(-1), np.arange(0, B * T + 1, T),
+                 shape=(B, self.d_e))
         return S.T @ m
 
     def grad_V(self, r, h):
@@ -201,8 +201,8 @@ class _IndexOps:
         U = np.zeros((B, D))
         U[:, :d] = u_x
         np.put_along_axis(U[:, d:], np.broadcast_to(self.idx, (B, T)), u_e, axis=1)
-        S = csr_matrix((np.full(B * q, self.c), self.ky.reshape(-1),
-                        np.arange(0, B * q + 1, q)), shape=(B, self.d_e))
+        S = _csr(np.full(B * q, self.c), self.ky.reshape(-1), np.arange(0, B * q + 1, q),
+                 shape=(B, self.d_e))
         dW = np.empty((D, D), order=self.order)          # W's order: the update streams
         dW.T[d:] = S.T @ U
         dW[:, :d] = 0.0 if xb is None else xb

@@ -77,7 +77,6 @@ agree: "What changed in the numbers").
 from __future__ import annotations
 
 import numpy as np
-from scipy.special import softmax
 
 from stsim.core.attention import Softmax, check_rank, lowrank_W, lowrank_grad, make_attention
 from stsim.core.encodings import PEBatch
@@ -92,7 +91,6 @@ __all__ = [
     "forward_backward",
     "forward_backward_unchecked",
     "attention_weights",
-    "softmax",
     "MODELS",
     "QUERIES",
     "LOSSES",

@@ -33,7 +33,8 @@ roundings as the dense ``W -= η * dW`` (IEEE: ``x + (−y) = x − y``; zeros a
 from __future__ import annotations
 
 import numpy as np
-from scipy.sparse import csr_matrix
+
+from stsim.core.kernels import _csr
 
 __all__ = ["SparseGradW", "flat_view"]
 
@@ -133,7 +134,7 @@ class SparseGradW:
             U[:, :d] = self.u_x[samples]
             np.put_along_axis(U[:, d:], self.idx[samples], self.u_e[samples], axis=1)
             ptr = np.searchsorted(g, np.arange(k2 + 1))
-            S = csr_matrix((np.full(b.size, self.c), which, ptr), shape=(k2, samples.size))
+            S = _csr(np.full(b.size, self.c), which, ptr, shape=(k2, samples.size))
             self.rows2 = None
             return S @ U
         slots = self.idx[b]                            # (n2, T) slots of each pair's sample

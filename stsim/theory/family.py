@@ -27,7 +27,6 @@ are drawn explicitly; for an unselected token p_i (independent of p_q, uniform o
 from __future__ import annotations
 
 import numpy as np
-from scipy.optimize import minimize_scalar
 
 from stsim.core.model import query_coef
 from stsim.core.targets import Mean
@@ -115,6 +114,7 @@ def best_softmax_family(g, q, hint=None, bounds=(-1.0, 3.0)) -> tuple:
     if hint is not None and k in (0, len(grid) - 1):
         grid, vals, k = search(np.linspace(bounds[0], bounds[1], 17))
     lo, hi = grid[max(k - 1, 0)], grid[min(k + 1, len(grid) - 1)]
+    from scipy.optimize import minimize_scalar   # here: scipy.optimize slows every command
     r = minimize_scalar(f, bounds=(lo, hi), method="bounded", options={"xatol": 2e-3})
     edge = bool(grid[k] in (bounds[0], bounds[1]))
     return ((float(r.fun), float(r.x), edge) if r.fun <= vals[k]

@@ -12,7 +12,6 @@ from __future__ import annotations
 import math
 
 import numpy as np
-from scipy.optimize import brentq, minimize_scalar
 
 from stsim.theory.family_asymptotic import _check, large_T_rel
 from stsim.theory.sphere_law import gram_rule
@@ -52,6 +51,7 @@ def best_large_T_loss(q, T, d_e, *, method="exact", mgf="exact", query="sum", n_
                                    query=query, n_nodes=n_nodes, diagnostics=False)
         return memo[la]
 
+    from scipy.optimize import minimize_scalar   # here: scipy.optimize slows every command
     grid = np.linspace(bounds[0], bounds[1], n_grid)
     vals = np.array([ev(x)["rel"] for x in grid])
     best = int(np.argmin(vals))
@@ -194,6 +194,7 @@ def asymptotic_coefficients(q, target, n=400000, rng=0):
         raise ValueError(f"q must be an integer >= 2, got {q!r}")
     if q == 2:
         return {"log2T": 2.0}
+    from scipy.optimize import brentq
     bs = brentq(lambda b: float(spread_loss(b, q, n, rng)) - target, 1e-3, 10.0, xtol=1e-6)
     bb = math.sqrt(-math.log1p(-target) / (q - 1))
     return {"selected": 1.0 / bs ** 2, "bulk": 1.0 / (4.0 * bb * bb), "beta_s": bs,

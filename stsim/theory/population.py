@@ -40,11 +40,11 @@ import itertools
 import math
 
 import numpy as np
-from scipy.special import softmax
 
 from stsim.core.attention import make_attention
 from stsim.core.encodings import Encoding, sample_checked
 from stsim.core.families import make_encoding
+from stsim.core.kernels import _softmax_rows
 from stsim.core.model import MODELS, QUERIES, query_coef
 from stsim.core.problem import register_objective
 from stsim.core.seeds import Streams
@@ -151,7 +151,7 @@ class PopulationObjective:
                 aq = np.einsum("ne,ne->n", pq, wq)
         if practical:
             a = np.concatenate([a, aq[:, None]], axis=1)
-        s = softmax(a, axis=1) if self.att is None else self.att.weights(a)
+        s = _softmax_rows(a) if self.att is None else self.att.weights(a)     # a is fresh
         st = s[:, :self.T]
         S2 = np.einsum("nt,nt->n", st, st)
         su = st[:, :q].sum(axis=1) / q

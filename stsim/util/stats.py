@@ -21,10 +21,9 @@ import math
 from dataclasses import dataclass
 
 import numpy as np
-from scipy import optimize as _opt
-from scipy import stats as _st
-from scipy.special import log_ndtr
 
+# scipy.stats, optimize and special are imported in the functions that use them: at the
+# top they made each study command and each pool worker start about 0.5 s later
 from stsim.util.thresholds import (RESAMPLES, WidthSearch, bootstrap_threshold,  # noqa: F401
                                    smallest_passing, threshold_width, wilson_interval)
 
@@ -67,6 +66,7 @@ def fit_linear(x, y, level: float = 0.95, weights=None) -> LinearFit:
     ``Σ (w_i r_i)²``; the covariance is ``s² (AᵀA)⁻¹`` with ``A = w ⊙ [x, 1]`` and
     ``s² = Σ (w r)² / (n − 2)``; ``residuals`` and ``R²`` stay unweighted.
     """
+    from scipy import stats as _st
     x = np.asarray(x, dtype=np.float64).ravel()
     y = np.asarray(y, dtype=np.float64).ravel()
     if x.shape != y.shape:
@@ -289,6 +289,7 @@ def _loglik(mu, lo, hi, sigma):
     ``lo``/``hi`` may be ``∓inf``); ``Φ(zu) − Φ(zl)`` is taken on the tail where it is not
     a difference of two numbers near 1 (``log_ndtr``), each term floored at ``log 1e-300``.
     ``-inf`` where ``μ`` is ``nan``."""
+    from scipy.special import log_ndtr
     zl, zu = (lo - mu) / sigma, (hi - mu) / sigma
     flip = zl > 0                                # Φ(zu) − Φ(zl) = Φ(−zl) − Φ(−zu)
     lb = log_ndtr(np.where(flip, -zl, zu))
@@ -300,6 +301,7 @@ def _loglik(mu, lo, hi, sigma):
 def _nelder_mead(f, x0, scale, restarts=1, tol=1e-7):
     """Minimise ``f`` from ``x0`` (Nelder–Mead to ``xatol = tol``, ``fatol = tol²``,
     restarted ``restarts`` times from its result with a fresh simplex)."""
+    from scipy import optimize as _opt
     x0 = np.asarray(x0, float)
     for _ in range(restarts + 1):
         simplex = np.vstack([x0] + [x0 + np.eye(len(x0))[k] * scale[k] for k in range(len(x0))])
@@ -314,6 +316,7 @@ def _feasible(law, x, lo, hi, j):
     """``[min, max]`` of parameter ``j`` (0: a, 1: b) over the laws through every interval
     (``lo ≤ a x + b ≤ hi`` for the power law, ``2^lo ≤ a x + b ≤ 2^hi`` for the others:
     linear in (a, b)); ``None`` if there is none; an unbounded end is ``None``."""
+    from scipy import optimize as _opt
     A = np.c_[x, np.ones_like(x)]
     up, dn = (hi, lo) if law == "power" else (np.exp2(hi), np.exp2(lo))
     ok_u, ok_d = np.isfinite(up), np.isfinite(dn)
@@ -382,6 +385,8 @@ def fit_interval_law(T, y, law: str, *, lower, censored=None, scale: float = 1.0
         log2 distance to it, > 0 when the data lie above), with ``rms_log2`` and
         ``max_abs_log2``; ``None`` with < 3 points bounded above or a constant ``T``.
     """
+    from scipy import optimize as _opt
+    from scipy import stats as _st
     T = np.asarray(T, np.float64)
     y = np.asarray(y, np.float64)
     n = T.size

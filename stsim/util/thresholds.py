@@ -18,7 +18,6 @@ import bisect
 import math
 
 import numpy as np
-from scipy import stats as _st
 
 __all__ = ["WidthSearch", "smallest_passing", "threshold_width", "bootstrap_threshold",
            "RESAMPLES", "wilson_interval"]
@@ -231,5 +230,6 @@ def wilson_interval(k: int, n: int, level: float = 0.95) -> tuple:
     ``(0.0, 1.0)`` when ``n == 0``."""
     if n == 0:
         return 0.0, 1.0
+    from scipy import stats as _st
     ci = _st.binomtest(int(k), int(n)).proportion_ci(confidence_level=level, method="wilson")
     return float(ci.low), float(ci.high)
