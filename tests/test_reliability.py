@@ -491,7 +491,8 @@ BACKGROUND_STUDIES = {   # the command, and the lock its sweep of hours-long run
                     "--steps", "10000000", "--long_steps", "10000000", "--long_Ts", ""],
                    "tune.csv.lock"),
     # its sweeps in the main thread: the driver waited in the pool's shutdown
-    "attention": (["attention", "--quick", "--steps", "10000000"], "runs.csv.lock"),
+    "attention": (["attention", "--quick", "--steps", "10000000", "--mechanisms", "softmax,linear",
+                   "--tune_steps", "20", "--tune_mults", "1"], "runs.csv.lock"),
 }
 
 
