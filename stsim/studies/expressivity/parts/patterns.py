@@ -9,15 +9,13 @@ One sweep point per ``(replicate, kind, k, L)``: :func:`patterns_point` (raw tab
 from __future__ import annotations
 
 import math
-import os
 import time
 
 import numpy as np
 
 from stsim.studies.expressivity import patterns as pt
 from stsim.studies.expressivity.common import (as_list, check_settings, design_rows, fit_law,
-                                               plt_savefig, rng_of)
-from stsim.util.io import write_csv, write_json
+                                               rng_of, save_tight, subplots, write_part)
 from stsim.util.stats import smallest_passing
 
 __all__ = ["NAME", "COLS", "check", "design", "patterns_point", "describe", "analyse", "write",
@@ -104,13 +102,11 @@ def analyse(cfg, seed, design_points, results) -> dict:
 def write(cfg, seed, out, A, wall_time_s=None) -> dict:
     """Write ``patterns.csv``, ``patterns.png``, ``patterns.json``; return the summary."""
     rows, fits = A["rows"], A["fits"]
-    write_csv(os.path.join(out, "patterns.csv"), COLS, rows)
-    plot_patterns(rows, fits, cfg, seed, os.path.join(out, "patterns.png"))
     summary = {"fits": fits, "censored": [as_list(r, COLS[:4]) for r in rows
                                           if r["d_star"] is None]}
-    write_json(os.path.join(out, "patterns.json"), {
-        "config": cfg, "summary": summary, "rows": [as_list(r, COLS) for r in rows]})
-    return summary
+    return write_part(out, NAME, cfg, summary, [(NAME, COLS, rows)],
+                      lambda path: plot_patterns(rows, fits, cfg, seed, path),
+                      rows=[as_list(r, COLS) for r in rows])
 
 
 def fit_patterns(rows, cfg) -> dict:
@@ -140,8 +136,7 @@ def fit_patterns(rows, cfg) -> dict:
 def plot_patterns(rows, fits, cfg, seed, path):
     """(a) d* vs ln L per target kind with the fits, (b) d*/k vs ln L per k, (c) a banded
     example target beside the constructed attention."""
-    plt, savefig = plt_savefig()
-    fig, ax = plt.subplots(1, 3, figsize=(16, 4.3))
+    fig, ax = subplots(1, 3, figsize=(16, 4.3))
     for i, kind in enumerate(cfg["targets"]):
         sel = [r for r in rows if r["target"] == kind and r["k"] == cfg["k"] and r["d_star"] is not None]
         x = [math.log(r["L"]) for r in sel]
@@ -177,5 +172,4 @@ def plot_patterns(rows, fits, cfg, seed, path):
     ax[2].set_title(f"(c) banded target (left, row-normalised) and softmax(QKᵀ) (right)\n"
                     f"L={Ls}, d={dd}: max |S − Â| = {np.abs(S - Ad).max():.2g}", fontsize=9)
     ax[2].axis("off")
-    fig.tight_layout()
-    savefig(fig, path)
+    save_tight(fig, path)
