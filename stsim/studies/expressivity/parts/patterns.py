@@ -112,20 +112,18 @@ def write(cfg, seed, out, A, wall_time_s=None) -> dict:
 def fit_patterns(rows, cfg) -> dict:
     """d* against ln L per (kind, k), the ratio to :func:`predicted_d`, and d* against
     k ln L over every random target."""
-    jobs = pattern_jobs(cfg)
-    fits = {}
-    for kind, k in jobs:
+    laws, ratios = {}, {}                  # every job's law first, then every job's ratio
+    for kind, k in pattern_jobs(cfg):
         sel = [r for r in rows if r["target"] == kind and r["k"] == k and r["d_star"] is not None]
         if len(sel) >= 2:
-            fits[f"{kind}/k={k}: d* ~ ln L"] = fit_law([math.log(r["L"]) for r in sel],
-                                                             [r["d_star"] for r in sel])
-    for kind, k in jobs:
-        sel = [r for r in rows if r["target"] == kind and r["k"] == k and r["d_star"] is not None]
+            laws[f"{kind}/k={k}: d* ~ ln L"] = fit_law([math.log(r["L"]) for r in sel],
+                                                       [r["d_star"] for r in sel])
         if sel:
             ratio = np.array([r["d_star"] / predicted_d(r["L"], r["k_actual"], cfg["eps_off"]) for r in sel])
-            fits[f"{kind}/k={k}: d* / (2 k_actual ln(L/eps_off))"] = {
+            ratios[f"{kind}/k={k}: d* / (2 k_actual ln(L/eps_off))"] = {
                 "min": float(ratio.min()), "max": float(ratio.max()),
                 "mean": float(ratio.mean())}
+    fits = {**laws, **ratios}
     sel = [r for r in rows if r["target"] == "random" and r["d_star"] is not None]
     if len(sel) >= 2:
         fits["random/all k: d* ~ k ln L"] = fit_law([r["k"] * math.log(r["L"]) for r in sel],
@@ -151,10 +149,10 @@ def plot_patterns(rows, fits, cfg, seed, path):
                     f"log-ratio error ≤ {cfg['tol']}\nτ = 2 ln(L/ε_off)")
     ax[0].legend(fontsize=7)
     for i, k in enumerate(sorted(set([cfg["k"]] + list(cfg["ks"])))):
-        Lk = [L for L in cfg["Ls"] if any(r["target"] == "random" and r["k"] == k and r["L"] == L
-                                          and r["d_star"] is not None for r in rows)]
-        mean = [np.mean([r["d_star"] for r in rows if r["target"] == "random" and r["k"] == k and r["L"] == L
-                         and r["d_star"] is not None]) / k for L in Lk]
+        found = [r for r in rows if r["target"] == "random" and r["k"] == k
+                 and r["d_star"] is not None]
+        Lk = [L for L in cfg["Ls"] if any(r["L"] == L for r in found)]
+        mean = [np.mean([r["d_star"] for r in found if r["L"] == L]) / k for L in Lk]
         ax[1].plot(np.log(Lk), mean, "o-", color=f"C{i}", label=f"random, k={k}")
     ax[1].set(xlabel="ln L", ylabel="d* / k  (mean over replicates)",
               title="(b) k-dependence: d*/k vs ln L")

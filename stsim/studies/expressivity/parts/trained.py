@@ -171,11 +171,9 @@ def plot_trained(A, cfg, path):
     lams = np.asarray(cfg["lams"])
     per = {int(k): dict(v, curves=tuple(np.asarray(c) for c in v["curves"]))
            for k, v in A["per"].items()}
-    per[cfg["d_es"][0]]["W"] = np.asarray(A["W0"])
     n = len(cfg["d_es"])
     fig, ax = subplots(1, n + 1, figsize=(5.2 * (n + 1), 4.2))
-    d_e0 = cfg["d_es"][0]
-    W0 = per[d_e0]["W"]
+    d_e0, W0 = cfg["d_es"][0], np.asarray(A["W0"])
     vm = float(np.abs(W0).max())
     im = ax[0].imshow(W0, cmap="RdBu_r", vmin=-vm, vmax=vm)
     ax[0].axhline(d - 0.5, color="k", lw=0.5)
