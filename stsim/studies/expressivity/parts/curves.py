@@ -23,16 +23,12 @@ COLS = ["family", "q", "query", "m", "lam", "l1_worst", "l1_mean", "leak_worst",
         "margin_min", "spread_max", "token_err_worst", "token_err_mean"]
 
 
-def _fam(family):
-    return qsa.FAMILIES.index(family)
-
-
 def qsa_point(N, q, m, family, query, n_inputs, seed, lams, eps, gamma, grid=True):
     """Errors of one (N, q, m) point: design λ for ``exact`` (appended to the grid, or
     alone if ``grid`` is false), best λ of the grid for ``sum``. Returns the
     selection-error dict, the λ used, its index, the table and the subsets."""
     Y = sample_subsets(rng_of(seed, 1, N, q), n_inputs, N, q)
-    table = qsa.PositionTable(N, m, family, seed=(seed, 2, N, q, m, _fam(family)))
+    table = qsa.PositionTable(N, m, family, seed=(seed, 2, N, q, m, qsa.FAMILIES.index(family)))
     lams = np.asarray(lams, dtype=float)
     if query == "exact":
         lam = qsa.design_lambda(N, q, eps, gamma)

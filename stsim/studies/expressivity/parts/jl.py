@@ -31,10 +31,9 @@ def check(cfg):
     check_settings(NAME, cfg, ints=("Ls", "k", "d_max", "ratio_Ls")
                    + (("reps",) if "reps" in cfg else ()),
                    positive=("tol", "eps_off", "fixed_tau", "ratio_tols"))
-    if not (isinstance(cfg["tau_slack"], (int, float)) and cfg["tau_slack"] >= 0):
-        raise ValueError(f"jl.tau_slack must be a number >= 0, got {cfg['tau_slack']!r}")
-    if not (isinstance(cfg.get("rel", 0.0), (int, float)) and cfg.get("rel", 0.0) >= 0):
-        raise ValueError(f"jl.rel must be a number >= 0, got {cfg['rel']!r}")
+    for key, v in (("tau_slack", cfg["tau_slack"]), ("rel", cfg.get("rel", 0.0))):
+        if not (isinstance(v, (int, float)) and v >= 0):
+            raise ValueError(f"jl.{key} must be a number >= 0, got {v!r}")
 
 
 def design(cfg, seed):
