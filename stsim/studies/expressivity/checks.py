@@ -82,10 +82,8 @@ def _width(out):
     for fam in sorted({r["family"] for r in rows if r["query"] == "sum"}):
         for q in sorted({r["q"] for r in rows if (r["family"], r["query"]) == (fam, "sum")}):
             for N in sorted({r["N"] for r in rows if r["query"] == "sum" and r["q"] == q}):
-                s = [r["m_star"] for r in rows if (r["family"], r["query"], r["q"], r["N"])
-                     == (fam, "sum", q, N)]
-                e = [r["m_star"] for r in rows if (r["family"], r["query"], r["q"], r["N"])
-                     == (fam, "exact", q, N)]
+                s, e = ([r["m_star"] for r in rows if (r["family"], r["query"], r["q"], r["N"])
+                         == (fam, query, q, N)] for query in ("sum", "exact"))
                 if not s or not e:
                     continue
                 v, se, df = _log_ratio(s, e)
