@@ -22,12 +22,13 @@ same code as a new run.
 """
 from __future__ import annotations
 
-import csv
 import math
 import os
 
 import numpy as np
 
+from stsim.studies.tuning import seed_stats
+from stsim.util.io import read_csv, read_json
 from stsim.util.verdict import all_of, judge
 
 __all__ = ["checks", "read_table", "slope_se"]
@@ -37,25 +38,10 @@ M_FROM = 64           # the curves' widths the statements are about (m >= 64)
 OFFDIAG = 0.01        # "off-diagonal entries < 1 % of c"
 
 
-def _num(x):
-    if x == "":
-        return None
-    try:
-        return int(x)
-    except ValueError:
-        try:
-            return float(x)
-        except ValueError:
-            return x
-
-
 def read_table(out, name) -> list:
     """The rows of ``<out>/<name>.csv`` as dicts, numbers parsed (empty: None)."""
     path = os.path.join(out, f"{name}.csv")
-    if not os.path.exists(path):
-        return []
-    with open(path, newline="", encoding="utf-8") as fh:
-        return [{k: _num(v) for k, v in r.items()} for r in csv.DictReader(fh)]
+    return read_csv(path) if os.path.exists(path) else []
 
 
 def slope_se(x, y):
@@ -96,10 +82,8 @@ def _width(out):
     for fam in sorted({r["family"] for r in rows if r["query"] == "sum"}):
         for q in sorted({r["q"] for r in rows if (r["family"], r["query"]) == (fam, "sum")}):
             for N in sorted({r["N"] for r in rows if r["query"] == "sum" and r["q"] == q}):
-                s = [r["m_star"] for r in rows if (r["family"], r["query"], r["q"], r["N"])
-                     == (fam, "sum", q, N)]
-                e = [r["m_star"] for r in rows if (r["family"], r["query"], r["q"], r["N"])
-                     == (fam, "exact", q, N)]
+                s, e = ([r["m_star"] for r in rows if (r["family"], r["query"], r["q"], r["N"])
+                         == (fam, query, q, N)] for query in ("sum", "exact"))
                 if not s or not e:
                     continue
                 v, se, df = _log_ratio(s, e)
@@ -187,22 +171,18 @@ def _jl(out):
     cs = []
     for L in sorted({r["L"] for r in rows}):
         v = [math.log2(r["d_star"] / r["d_star_exact_scheme"]) for r in rows if r["L"] == L]
-        se = float(np.std(v, ddof=1) / math.sqrt(len(v))) if len(v) > 1 else math.nan
+        mean, se, df = seed_stats(v)
         cs.append(judge(f"jl, L = {L}: the JL scheme needs more dimension than the exact "
                         f"scheme (log2 of d*_JL / d*_exact, paired by replicate, > 0)",
-                        float(np.mean(v)), ">", 0.0, se, max(1, len(v) - 1),
+                        mean, ">", 0.0, se, df or 1,
                         note=f"ratio {2 ** min(v):.0f}–{2 ** max(v):.0f} over {len(v)} "
                              f"replicates", part="jl", L=L))
     return cs
 
 
 def _config(out, name):
-    import json
     path = os.path.join(out, f"{name}.json")
-    if not os.path.exists(path):
-        return {}
-    with open(path, encoding="utf-8") as fh:
-        return json.load(fh).get("config", {})
+    return read_json(path).get("config", {}) if os.path.exists(path) else {}
 
 
 _PARTS = {"curves": _curves, "width": _width, "seq2seq": _seq2seq, "trained": _trained,

@@ -1,6 +1,7 @@
 """What the parts of the expressivity study share: seeded generators keyed by sizes, exact
 text for arrays in a table, the raw tables (sweep journals under ``<out>/raw/``), the run
-record, the width-law fit of the JSON summaries, and the checks of settings."""
+record, the width-law fit of the JSON summaries, the writing of a part's outputs and
+figures, and the checks of settings."""
 from __future__ import annotations
 
 import os
@@ -9,12 +10,12 @@ import numpy as np
 
 from stsim.sweeps.grid import point_key
 from stsim.sweeps.journal import journal_path, load_journal
-from stsim.util.io import read_json, write_json
+from stsim.util.io import read_json, write_csv, write_json
 from stsim.util.stats import compare_growth
 
-__all__ = ["rng_of", "plt_savefig", "as_list", "array_text", "text_array", "raw_table",
-           "design_results", "design_rows", "fit_law", "load_run_record", "update_run_record",
-           "check_settings"]
+__all__ = ["rng_of", "subplots", "save_tight", "write_part", "as_list", "array_text",
+           "text_array", "raw_table", "design_results", "design_rows", "fit_law",
+           "load_run_record", "update_run_record", "check_settings"]
 
 
 def rng_of(*key):
@@ -23,10 +24,28 @@ def rng_of(*key):
     return np.random.default_rng(np.random.SeedSequence([int(k) for k in key]))
 
 
-def plt_savefig():
-    """``(pyplot, savefig)`` (imported on first use)."""
-    from stsim.util.plotting import plt, savefig
-    return plt, savefig
+def subplots(*args, **kwargs):
+    """``pyplot.subplots`` (pyplot imported on first use)."""
+    from stsim.util.plotting import plt
+    return plt.subplots(*args, **kwargs)
+
+
+def save_tight(fig, path, dpi=120):
+    """Lay ``fig`` out tightly, write it to ``path`` and close it."""
+    from stsim.util.plotting import savefig
+    fig.tight_layout()
+    savefig(fig, path, dpi=dpi)
+
+
+def write_part(out, name, cfg, summary, tables, plot, **extra) -> dict:
+    """Write a part's outputs in ``out``: each ``(table, columns, rows)`` of ``tables`` as
+    ``<table>.csv``, its figure ``<name>.png`` (``plot(path)``) and ``<name>.json``
+    (``config``, ``summary``, then ``extra``). Returns ``summary``."""
+    for table, cols, rows in tables:
+        write_csv(os.path.join(out, f"{table}.csv"), cols, rows)
+    plot(os.path.join(out, f"{name}.png"))
+    write_json(os.path.join(out, f"{name}.json"), {"config": cfg, "summary": summary, **extra})
+    return summary
 
 
 def as_list(row: dict, cols) -> list:

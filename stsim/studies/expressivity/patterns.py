@@ -99,16 +99,14 @@ def sparse_target(kind: str, L: int, k: int, rng: np.random.Generator,
         off = np.arange(-b, b + 1)
         rows = np.repeat(np.arange(L), off.size)
         cols = rows + np.tile(off, L)
-        keep = (cols >= 0) & (cols < L)
-        rows, cols = rows[keep], cols[keep]
     elif kind == "permutation":
         rows, cols = np.arange(L), rng.permutation(L)
     else:
         blk = np.arange(L) // k
         rows = np.repeat(np.arange(L), k)
         cols = np.repeat(blk * k, k) + np.tile(np.arange(k), L)
-        keep = cols < L
-        rows, cols = rows[keep], cols[keep]
+    keep = (cols >= 0) & (cols < L)              # a band or the last block past the edge
+    rows, cols = rows[keep], cols[keep]
     A = sp.coo_matrix((np.ones(rows.size), (rows, cols)), shape=(L, L)).tocsr()
     A.data = rng.uniform(low, 1.0, size=A.data.size)         # merged duplicates get one value
     A.sort_indices()

@@ -111,12 +111,7 @@ def console(summary) -> list:
     return [f"expressivity{how}: {times}"] + [
         f"  {name}: incomplete (points missing from raw/)" for name in summary["incomplete"]]
 
-_MODULES = {"curves": curves, "width": width, "seq2seq": seq2seq, "trained": trained,
-            "patterns": patterns, "jl": jl}
-_POINT_FNS = {"curves": curves.curves_point, "width": width.width_point,
-              "seq2seq": seq2seq.seq2seq_point, "trained": trained.trained_point,
-              "patterns": patterns.patterns_point, "jl": jl.jl_point,
-              "jl_ratio": jl.jl_ratio_point}
+_MODULES = dict(zip(PARTS, (curves, width, seq2seq, trained, patterns, jl)))
 _rng = rng_of   # the generator of a point (tests build the same targets)
 
 
@@ -162,7 +157,7 @@ def run(config, out, executor, log=None) -> None:
                 say(f"{_t}: {mod.describe(rec['point'], rec['result'])} ({done}/{total}, "
                     f"{rec['time_s']:.1f}s)" if rec["status"] == "ok" else
                     f"{_t}: FAILED at {rec['point']}: {rec['error']}")
-            res = sweep(_POINT_FNS[table], points, seeds=1, executor=executor,
+            res = sweep(getattr(mod, f"{table}_point"), points, seeds=1, executor=executor,
                         out=raw_table(out, table), progress=progress)
             bad = [r for r in res.rows if r["status"] != "ok"]
             if bad:

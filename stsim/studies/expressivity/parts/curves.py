@@ -6,15 +6,13 @@ One sweep point per ``(family, q, query, m)``: :func:`curves_point` (raw table
 ``raw/curves.csv``); outputs ``curves.csv``, ``curves.png``, ``curves.json``."""
 from __future__ import annotations
 
-import os
-
 import numpy as np
 
 from stsim.core.task import sample_subsets
 from stsim.studies.expressivity import qsa
 from stsim.studies.expressivity.common import (array_text, check_settings, design_rows,
-                                               plt_savefig, rng_of, text_array)
-from stsim.util.io import write_csv, write_json
+                                               rng_of, save_tight, subplots, text_array,
+                                               write_part)
 from stsim.util.stats import fit_linear
 
 __all__ = ["NAME", "COLS", "check", "design", "curves_point", "describe", "analyse",
@@ -25,16 +23,12 @@ COLS = ["family", "q", "query", "m", "lam", "l1_worst", "l1_mean", "leak_worst",
         "margin_min", "spread_max", "token_err_worst", "token_err_mean"]
 
 
-def _fam(family):
-    return qsa.FAMILIES.index(family)
-
-
 def qsa_point(N, q, m, family, query, n_inputs, seed, lams, eps, gamma, grid=True):
     """Errors of one (N, q, m) point: design λ for ``exact`` (appended to the grid, or
     alone if ``grid`` is false), best λ of the grid for ``sum``. Returns the
     selection-error dict, the λ used, its index, the table and the subsets."""
     Y = sample_subsets(rng_of(seed, 1, N, q), n_inputs, N, q)
-    table = qsa.PositionTable(N, m, family, seed=(seed, 2, N, q, m, _fam(family)))
+    table = qsa.PositionTable(N, m, family, seed=(seed, 2, N, q, m, qsa.FAMILIES.index(family)))
     lams = np.asarray(lams, dtype=float)
     if query == "exact":
         lam = qsa.design_lambda(N, q, eps, gamma)
@@ -115,14 +109,12 @@ def analyse(cfg, seed, design_points, results) -> dict:
 def write(cfg, seed, out, A, wall_time_s=None) -> dict:
     """Write ``curves.csv``, ``curves.png``, ``curves.json``; return the summary."""
     rows = A["rows"]
-    write_csv(os.path.join(out, "curves.csv"), COLS, rows)
     lams = np.asarray(cfg["lams"])
     lam_curves = {(c["q"], c["query"]): (lams, np.asarray(c["worst"]), np.asarray(c["mean"]))
                   for c in A["lam_curves"]}
-    plot_curves(rows, lam_curves, cfg, os.path.join(out, "curves.png"))
     summary = {"sum_floor_loglog_slope_vs_m": A["slopes"], "rows": len(rows)}
-    write_json(os.path.join(out, "curves.json"), {"config": cfg, "summary": summary})
-    return summary
+    return write_part(out, NAME, cfg, summary, [(NAME, COLS, rows)],
+                      lambda path: plot_curves(rows, lam_curves, cfg, path))
 
 
 def curve_slopes(rows, cfg) -> dict:
@@ -141,8 +133,7 @@ def plot_curves(rows, lam_curves, cfg, path):
     """Four panels: (a, b) weight error vs m per query, (c) Gaussian-token error vs m,
     (d) weight error vs λ."""
     N, d = cfg["N"], cfg["d"]
-    plt, savefig = plt_savefig()
-    fig, axs = plt.subplots(2, 2, figsize=(12, 8.4))
+    fig, axs = subplots(2, 2, figsize=(12, 8.4))
     ax = axs.ravel()
     fam0 = cfg["families"][0]
     for k, query in enumerate(("exact", "sum")):
@@ -189,5 +180,4 @@ def plot_curves(rows, lam_curves, cfg, path):
     ax[3].legend(fontsize=7)
     fig.suptitle("q-sparse averaging by construction: W = λ[[0,0],[0,I_m]], V = [I_d,0]",
                  fontsize=10)
-    fig.tight_layout()
-    savefig(fig, path, dpi=100)
+    save_tight(fig, path, dpi=100)

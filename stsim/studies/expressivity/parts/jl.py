@@ -9,16 +9,14 @@ one per ``(replicate, tol, L)`` (:func:`jl_ratio_point`, ``raw/jl_ratio.csv``); 
 from __future__ import annotations
 
 import math
-import os
 import time
 
 import numpy as np
 
 from stsim.studies.expressivity import patterns as pt
 from stsim.studies.expressivity.common import (as_list, check_settings, design_rows, fit_law,
-                                               plt_savefig, rng_of)
+                                               rng_of, save_tight, subplots, write_part)
 from stsim.studies.expressivity.parts.patterns import search_pattern_dim
-from stsim.util.io import write_csv, write_json
 
 __all__ = ["NAME", "COLS", "RATIO_COLS", "check", "design", "jl_point", "jl_ratio_point",
            "describe", "analyse", "write", "fit_jl", "plot_jl"]
@@ -33,10 +31,9 @@ def check(cfg):
     check_settings(NAME, cfg, ints=("Ls", "k", "d_max", "ratio_Ls")
                    + (("reps",) if "reps" in cfg else ()),
                    positive=("tol", "eps_off", "fixed_tau", "ratio_tols"))
-    if not (isinstance(cfg["tau_slack"], (int, float)) and cfg["tau_slack"] >= 0):
-        raise ValueError(f"jl.tau_slack must be a number >= 0, got {cfg['tau_slack']!r}")
-    if not (isinstance(cfg.get("rel", 0.0), (int, float)) and cfg.get("rel", 0.0) >= 0):
-        raise ValueError(f"jl.rel must be a number >= 0, got {cfg['rel']!r}")
+    for key, v in (("tau_slack", cfg["tau_slack"]), ("rel", cfg.get("rel", 0.0))):
+        if not (isinstance(v, (int, float)) and v >= 0):
+            raise ValueError(f"jl.{key} must be a number >= 0, got {v!r}")
 
 
 def design(cfg, seed):
@@ -105,16 +102,14 @@ def analyse(cfg, seed, design_points, results) -> dict:
 def write(cfg, seed, out, A, wall_time_s=None) -> dict:
     """Write ``jl.csv``, ``jl_ratio.csv``, ``jl.png``, ``jl.json``; return the summary."""
     rows, rrows, fits = A["rows"], A["ratio_rows"], A["fits"]
-    write_csv(os.path.join(out, "jl.csv"), COLS, rows)
-    write_csv(os.path.join(out, "jl_ratio.csv"), RATIO_COLS, rrows)
-    plot_jl(rows, rrows, fits, cfg, os.path.join(out, "jl.png"))
     summary = {"fits": fits,
                "censored": [as_list(r, COLS[:3]) for r in rows if r["d_star"] is None]
                + [as_list(r, RATIO_COLS[:4]) for r in rrows if r["d_star"] is None]}
-    write_json(os.path.join(out, "jl.json"), {
-        "config": cfg, "summary": summary, "rows": [as_list(r, COLS) for r in rows],
-        "ratio_rows": [as_list(r, RATIO_COLS) for r in rrows]})
-    return summary
+    return write_part(out, NAME, cfg, summary, [(NAME, COLS, rows),
+                                                ("jl_ratio", RATIO_COLS, rrows)],
+                      lambda path: plot_jl(rows, rrows, fits, cfg, path),
+                      rows=[as_list(r, COLS) for r in rows],
+                      ratio_rows=[as_list(r, RATIO_COLS) for r in rrows])
 
 
 def fit_jl(rows, rrows, cfg) -> dict:
@@ -144,8 +139,7 @@ def fit_jl(rows, rrows, cfg) -> dict:
 def plot_jl(rows, rrows, fits, cfg, path):
     """JL figure from the rows of ``jl.csv`` / ``jl_ratio.csv`` (dicts) and the fits."""
     k = cfg["k"]
-    plt, savefig = plt_savefig()
-    fig, ax = plt.subplots(1, 3, figsize=(16, 4.2))
+    fig, ax = subplots(1, 3, figsize=(16, 4.2))
     for i, tol in enumerate(cfg["ratio_tols"]):
         rs = [r for r in rrows if r["tol"] == tol and r["d_star"] is not None]
         xr = np.array([math.log(r["L"] * k) for r in rs])
@@ -181,5 +175,4 @@ def plot_jl(rows, rrows, fits, cfg, path):
                    label=f"fit {f['a']:.2f} τ² ln(Lk) {f['b']:+.0f} (R²={f['r2']:.3f})")
         ax[1].legend(fontsize=7)
     ax[1].set(xlabel="τ² ln(L k)", ylabel="d*", title="(b) the derived law d ∝ k τ² ln(Lk)/tol²")
-    fig.tight_layout()
-    savefig(fig, path)
+    save_tight(fig, path)

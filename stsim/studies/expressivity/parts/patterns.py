@@ -9,15 +9,13 @@ One sweep point per ``(replicate, kind, k, L)``: :func:`patterns_point` (raw tab
 from __future__ import annotations
 
 import math
-import os
 import time
 
 import numpy as np
 
 from stsim.studies.expressivity import patterns as pt
 from stsim.studies.expressivity.common import (as_list, check_settings, design_rows, fit_law,
-                                               plt_savefig, rng_of)
-from stsim.util.io import write_csv, write_json
+                                               rng_of, save_tight, subplots, write_part)
 from stsim.util.stats import smallest_passing
 
 __all__ = ["NAME", "COLS", "check", "design", "patterns_point", "describe", "analyse", "write",
@@ -104,32 +102,28 @@ def analyse(cfg, seed, design_points, results) -> dict:
 def write(cfg, seed, out, A, wall_time_s=None) -> dict:
     """Write ``patterns.csv``, ``patterns.png``, ``patterns.json``; return the summary."""
     rows, fits = A["rows"], A["fits"]
-    write_csv(os.path.join(out, "patterns.csv"), COLS, rows)
-    plot_patterns(rows, fits, cfg, seed, os.path.join(out, "patterns.png"))
     summary = {"fits": fits, "censored": [as_list(r, COLS[:4]) for r in rows
                                           if r["d_star"] is None]}
-    write_json(os.path.join(out, "patterns.json"), {
-        "config": cfg, "summary": summary, "rows": [as_list(r, COLS) for r in rows]})
-    return summary
+    return write_part(out, NAME, cfg, summary, [(NAME, COLS, rows)],
+                      lambda path: plot_patterns(rows, fits, cfg, seed, path),
+                      rows=[as_list(r, COLS) for r in rows])
 
 
 def fit_patterns(rows, cfg) -> dict:
     """d* against ln L per (kind, k), the ratio to :func:`predicted_d`, and d* against
     k ln L over every random target."""
-    jobs = pattern_jobs(cfg)
-    fits = {}
-    for kind, k in jobs:
+    laws, ratios = {}, {}                  # every job's law first, then every job's ratio
+    for kind, k in pattern_jobs(cfg):
         sel = [r for r in rows if r["target"] == kind and r["k"] == k and r["d_star"] is not None]
         if len(sel) >= 2:
-            fits[f"{kind}/k={k}: d* ~ ln L"] = fit_law([math.log(r["L"]) for r in sel],
-                                                             [r["d_star"] for r in sel])
-    for kind, k in jobs:
-        sel = [r for r in rows if r["target"] == kind and r["k"] == k and r["d_star"] is not None]
+            laws[f"{kind}/k={k}: d* ~ ln L"] = fit_law([math.log(r["L"]) for r in sel],
+                                                       [r["d_star"] for r in sel])
         if sel:
             ratio = np.array([r["d_star"] / predicted_d(r["L"], r["k_actual"], cfg["eps_off"]) for r in sel])
-            fits[f"{kind}/k={k}: d* / (2 k_actual ln(L/eps_off))"] = {
+            ratios[f"{kind}/k={k}: d* / (2 k_actual ln(L/eps_off))"] = {
                 "min": float(ratio.min()), "max": float(ratio.max()),
                 "mean": float(ratio.mean())}
+    fits = {**laws, **ratios}
     sel = [r for r in rows if r["target"] == "random" and r["d_star"] is not None]
     if len(sel) >= 2:
         fits["random/all k: d* ~ k ln L"] = fit_law([r["k"] * math.log(r["L"]) for r in sel],
@@ -140,8 +134,7 @@ def fit_patterns(rows, cfg) -> dict:
 def plot_patterns(rows, fits, cfg, seed, path):
     """(a) d* vs ln L per target kind with the fits, (b) d*/k vs ln L per k, (c) a banded
     example target beside the constructed attention."""
-    plt, savefig = plt_savefig()
-    fig, ax = plt.subplots(1, 3, figsize=(16, 4.3))
+    fig, ax = subplots(1, 3, figsize=(16, 4.3))
     for i, kind in enumerate(cfg["targets"]):
         sel = [r for r in rows if r["target"] == kind and r["k"] == cfg["k"] and r["d_star"] is not None]
         x = [math.log(r["L"]) for r in sel]
@@ -156,10 +149,10 @@ def plot_patterns(rows, fits, cfg, seed, path):
                     f"log-ratio error ≤ {cfg['tol']}\nτ = 2 ln(L/ε_off)")
     ax[0].legend(fontsize=7)
     for i, k in enumerate(sorted(set([cfg["k"]] + list(cfg["ks"])))):
-        Lk = [L for L in cfg["Ls"] if any(r["target"] == "random" and r["k"] == k and r["L"] == L
-                                          and r["d_star"] is not None for r in rows)]
-        mean = [np.mean([r["d_star"] for r in rows if r["target"] == "random" and r["k"] == k and r["L"] == L
-                         and r["d_star"] is not None]) / k for L in Lk]
+        found = [r for r in rows if r["target"] == "random" and r["k"] == k
+                 and r["d_star"] is not None]
+        Lk = [L for L in cfg["Ls"] if any(r["L"] == L for r in found)]
+        mean = [np.mean([r["d_star"] for r in found if r["L"] == L]) / k for L in Lk]
         ax[1].plot(np.log(Lk), mean, "o-", color=f"C{i}", label=f"random, k={k}")
     ax[1].set(xlabel="ln L", ylabel="d* / k  (mean over replicates)",
               title="(b) k-dependence: d*/k vs ln L")
@@ -177,5 +170,4 @@ def plot_patterns(rows, fits, cfg, seed, path):
     ax[2].set_title(f"(c) banded target (left, row-normalised) and softmax(QKᵀ) (right)\n"
                     f"L={Ls}, d={dd}: max |S − Â| = {np.abs(S - Ad).max():.2g}", fontsize=9)
     ax[2].axis("off")
-    fig.tight_layout()
-    savefig(fig, path)
+    save_tight(fig, path)

@@ -6,15 +6,13 @@ One sweep point per ``(N, m, query)``: :func:`seq2seq_point` (raw table
 ``raw/seq2seq.csv``); outputs ``seq2seq.csv``, ``seq2seq.png``, ``seq2seq.json``."""
 from __future__ import annotations
 
-import os
-
 import numpy as np
 
 from stsim.core.task import sample_subsets
 from stsim.studies.expressivity import qsa
 from stsim.studies.expressivity.common import (array_text, check_settings, design_rows,
-                                               plt_savefig, rng_of, text_array)
-from stsim.util.io import write_csv, write_json
+                                               rng_of, save_tight, subplots, text_array,
+                                               write_part)
 
 __all__ = ["NAME", "COLS", "check", "design", "seq2seq_point", "describe", "analyse", "write",
            "seq2seq_mstar", "plot_seq2seq"]
@@ -73,11 +71,8 @@ def analyse(cfg, seed, design_points, results) -> dict:
 
 def write(cfg, seed, out, A, wall_time_s=None) -> dict:
     """Write ``seq2seq.csv``, ``seq2seq.png``, ``seq2seq.json``; return the summary."""
-    write_csv(os.path.join(out, "seq2seq.csv"), COLS, A["rows"])
-    plot_seq2seq(A["rows"], cfg, os.path.join(out, "seq2seq.png"))
-    summary = {"m_star_on_grid": A["m_star_on_grid"]}
-    write_json(os.path.join(out, "seq2seq.json"), {"config": cfg, "summary": summary})
-    return summary
+    return write_part(out, NAME, cfg, {"m_star_on_grid": A["m_star_on_grid"]},
+                      [(NAME, COLS, A["rows"])], lambda path: plot_seq2seq(A["rows"], cfg, path))
 
 
 def seq2seq_mstar(rows, cfg) -> dict:
@@ -93,8 +88,7 @@ def seq2seq_mstar(rows, cfg) -> dict:
 def plot_seq2seq(rows, cfg, path):
     """Worst error over all N rows against m, per N and query."""
     q = cfg["q"]
-    plt, savefig = plt_savefig()
-    fig, ax = plt.subplots(1, 1, figsize=(6.5, 4.3))
+    fig, ax = subplots(1, 1, figsize=(6.5, 4.3))
     for i, N in enumerate(cfg["Ns"]):
         for query, ls in (("exact", "-"), ("sum", "--")):
             sel = [r for r in rows if r["N"] == N and r["query"] == query]
@@ -106,5 +100,4 @@ def plot_seq2seq(rows, cfg, path):
            title=f"sequence-to-sequence qSA, q={q}: tokens [x_i; u_i; w_(y_i)]\n"
                  f"exact: design λ (ε={cfg['eps']}); sum: best λ", ylim=(1e-8, 3))
     ax.legend(fontsize=7, ncol=2)
-    fig.tight_layout()
-    savefig(fig, path)
+    save_tight(fig, path)

@@ -9,7 +9,6 @@ loss-vs-λ curves and, for the first ``d_e``, the trained ``W`` as exact text); 
 from __future__ import annotations
 
 import math
-import os
 import time
 
 import numpy as np
@@ -18,9 +17,8 @@ from stsim.core.encodings import StochasticSphere
 from stsim.core.targets import make_target
 from stsim.core.task import sample_batch
 from stsim.studies.expressivity import qsa
-from stsim.studies.expressivity.common import (array_text, check_settings, plt_savefig, rng_of,
-                                               text_array)
-from stsim.util.io import write_csv, write_json
+from stsim.studies.expressivity.common import (array_text, check_settings, rng_of, save_tight,
+                                               subplots, text_array, write_part)
 
 __all__ = ["NAME", "COLS", "check", "design", "trained_point", "describe", "analyse", "write",
            "structure_of", "construction_loss", "plot_trained"]
@@ -160,12 +158,10 @@ def analyse(cfg, seed, design_points, results) -> dict:
 
 def write(cfg, seed, out, A, wall_time_s=None) -> dict:
     """Write ``trained.csv``, ``trained.png``, ``trained.json``; return the summary."""
-    write_csv(os.path.join(out, "trained.csv"), COLS, A["rows"])
-    plot_trained(A, cfg, os.path.join(out, "trained.png"))
     summary = {k: {kk: vv for kk, vv in v.items() if kk != "curves"}
                for k, v in A["per"].items()}
-    write_json(os.path.join(out, "trained.json"), {"config": cfg, "summary": summary})
-    return summary
+    return write_part(out, NAME, cfg, summary, [(NAME, COLS, A["rows"])],
+                      lambda path: plot_trained(A, cfg, path))
 
 
 def plot_trained(A, cfg, path):
@@ -175,12 +171,9 @@ def plot_trained(A, cfg, path):
     lams = np.asarray(cfg["lams"])
     per = {int(k): dict(v, curves=tuple(np.asarray(c) for c in v["curves"]))
            for k, v in A["per"].items()}
-    per[cfg["d_es"][0]]["W"] = np.asarray(A["W0"])
-    plt, savefig = plt_savefig()
     n = len(cfg["d_es"])
-    fig, ax = plt.subplots(1, n + 1, figsize=(5.2 * (n + 1), 4.2))
-    d_e0 = cfg["d_es"][0]
-    W0 = per[d_e0]["W"]
+    fig, ax = subplots(1, n + 1, figsize=(5.2 * (n + 1), 4.2))
+    d_e0, W0 = cfg["d_es"][0], np.asarray(A["W0"])
     vm = float(np.abs(W0).max())
     im = ax[0].imshow(W0, cmap="RdBu_r", vmin=-vm, vmax=vm)
     ax[0].axhline(d - 0.5, color="k", lw=0.5)
@@ -207,5 +200,4 @@ def plot_trained(A, cfg, path):
                     f"lr={cfg['lr']}",
               ylim=(None, 2 * make_target("mean").zero_loss(d, q)))
         a.legend(fontsize=7)
-    fig.tight_layout()
-    savefig(fig, path)
+    save_tight(fig, path)

@@ -8,17 +8,15 @@ One sweep point per ``(replicate, family, query, q, N)``: :func:`width_point` (r
 from __future__ import annotations
 
 import math
-import os
 import time
 
 import numpy as np
 
 from stsim.studies.expressivity import qsa
 from stsim.studies.expressivity.common import (array_text, as_list, check_settings,
-                                               design_rows, fit_law, plt_savefig,
-                                               text_array)
+                                               design_rows, fit_law, save_tight, subplots,
+                                               text_array, write_part)
 from stsim.studies.expressivity.parts.curves import qsa_point
-from stsim.util.io import write_csv, write_json
 from stsim.util.stats import smallest_passing
 
 __all__ = ["NAME", "COLS", "check", "design", "width_point", "describe", "analyse", "write",
@@ -116,14 +114,12 @@ def analyse(cfg, seed, design_points, results) -> dict:
 def write(cfg, seed, out, A, wall_time_s=None) -> dict:
     """Write ``width.csv``, ``width.png``, ``width.json``; return the summary."""
     rows, fits = A["rows"], A["fits"]
-    write_csv(os.path.join(out, "width.csv"), COLS, rows)
-    plot_width(rows, fits, cfg, os.path.join(out, "width.png"))
     summary = {"fits": fits,
                "censored": [as_list(r, COLS[:5]) for r in rows if r["m_star"] is None],
                "wall_time_s": wall_time_s}
-    write_json(os.path.join(out, "width.json"), {
-        "config": cfg, "summary": summary, "rows": [as_list(r, COLS) for r in rows]})
-    return summary
+    return write_part(out, NAME, cfg, summary, [(NAME, COLS, rows)],
+                      lambda path: plot_width(rows, fits, cfg, path),
+                      rows=[as_list(r, COLS) for r in rows])
 
 
 def fit_width(rows, cfg) -> dict:
@@ -167,8 +163,7 @@ def fit_width(rows, cfg) -> dict:
 def plot_width(rows, fits, cfg, path):
     """Three panels: m* vs q ln N with the affine fit; its relative residuals; m* over the
     derived prediction ``q ln(2(N−q)/(qε)) / (2γ(1−γ))``. ``rows`` as in ``width.csv``."""
-    plt, savefig = plt_savefig()
-    fig, ax = plt.subplots(1, 3, figsize=(17, 4.5))
+    fig, ax = subplots(1, 3, figsize=(17, 4.5))
     marks = {"sphere": "o", "rademacher": "s"}
     fam0 = cfg["families"][0]
     for family in cfg["families"]:
@@ -209,5 +204,4 @@ def plot_width(rows, fits, cfg, path):
     ax[2].axhline(1, color="k", lw=0.5)
     ax[2].set(xlabel="q ln N", ylabel="m* / predicted",
               title="(c) m* / [q ln(2(N−q)/(qε)) / (2γ(1−γ))] (derived mean-error law)")
-    fig.tight_layout()
-    savefig(fig, path)
+    save_tight(fig, path)
