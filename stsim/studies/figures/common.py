@@ -36,7 +36,7 @@ from stsim.core.result import Result
 from stsim.core.run import run
 from stsim.core.cost import estimated_seconds
 from stsim.studies.contract import MODES
-from stsim.studies.figures.stability import needs_twin
+from stsim.studies.figures.stability import TWIN, needs_twin, twin_options
 
 #: the study's name and its figures (in their order)
 NAME = "figures"
@@ -79,7 +79,6 @@ class Job:
     def twin(self) -> "Job":
         """The same run with its lr moved by one unit in the last place, named
         ``<name>-ulp`` (:mod:`stsim.studies.figures.stability`, test 3)."""
-        from stsim.studies.figures.stability import TWIN, twin_options
         return Job(self.name + TWIN, twin_options(self.options), self.evaluate)
 
     def estimated_seconds(self) -> float:

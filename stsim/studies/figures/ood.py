@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from stsim.theory.reduced import ood_floor_onehot, ood_loss_onehot
 from stsim.studies.figures.common import Job, seed_band
 from stsim.studies.figures.evaluate import EVALUATE, QUICK_EVALUATE, run_estimate
 
@@ -118,7 +119,6 @@ def by_pe(s, results, pes=None):
 
 def floor(s, T_test):
     """Analytic OOD loss floor of the fixed one-hot model (``stsim.theory.reduced``)."""
-    from stsim.theory.reduced import ood_floor_onehot
     return ood_floor_onehot(s["T"], T_test, s["q"], s["d"])
 
 
@@ -134,7 +134,6 @@ def reduced_state_onehot(res, T, d):
 def predicted_fixed_ood(s, res, T_test):
     """Exact population OOD loss of the fixed one-hot model at the run's own ``(a, γ)``
     (:func:`stsim.theory.reduced.ood_loss_onehot`); the floor is its ``a → ∞, γ → 1`` limit."""
-    from stsim.theory.reduced import ood_loss_onehot
     a, g = reduced_state_onehot(res, s["T"], s["d"])
     return float(ood_loss_onehot(a, g, s["T"], T_test, s["q"], s["d"]))
 
