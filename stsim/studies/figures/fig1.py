@@ -13,12 +13,10 @@ practical model).
 """
 from __future__ import annotations
 
-import os
-
 import numpy as np
 
-from stsim.util.plotting import plt, savefig
-from stsim.studies.figures.common import Job, second_half, seed_band, seed_values
+from stsim.util.plotting import plt
+from stsim.studies.figures.common import Job, save_png, second_half, seed_band, seed_values
 from stsim.util.stats import fit_linear
 from stsim.studies.figures.evaluate import eval_sample, r2_sample, scalar_sample
 from stsim.studies.figures.ood import QUICK_BASE, FULL_BASE, block_mass
@@ -89,8 +87,7 @@ def draw(s, results, measured, out):
     fig.suptitle(f"Fig. 1  practical model, query={s['query']}, stochastic/{s['sampler']} PE, "
                  f"T={s['T']} q={s['q']} d={s['d']} d_e={s['d_e']}, {s['optimizer']} "
                  f"lr={s['lr']}, batch {s['batch']}, {len(runs)} seeds", fontsize=9)
-    fig.tight_layout()
-    savefig(fig, os.path.join(out, f"{NAME}.png"))
+    save_png(fig, out, NAME)
 
 
 def measure(s, results):

@@ -19,13 +19,11 @@ with a bootstrap standard error over seeds and evaluation points and a verdict
 """
 from __future__ import annotations
 
-import os
-
 import numpy as np
 
 from stsim.core.reduced import LEARNED
-from stsim.util.plotting import plt, savefig
-from stsim.studies.figures.common import n_seeds
+from stsim.util.plotting import plt
+from stsim.studies.figures.common import n_seeds, save_png
 from stsim.studies.figures.evaluate import eval_sample
 from stsim.studies.figures.ood import (FULL_BASE, QUICK_BASE, by_pe, final_estimates, floor,
                                        is_fixed, long_jobs, names_by_pe, ood_jobs,
@@ -172,8 +170,7 @@ def draw(s, results, measured, out):
                  f"d={s['d']}, one-hot/slots d_e={s['d_e']}, {s['optimizer']} lr={s['lr']}, "
                  f"{s['steps']} steps, {n_seeds(s['seeds'])}{long}; batch {s['batch']} "
                  "(seed mean, min–max band)", fontsize=8)
-    fig.tight_layout()
-    savefig(fig, os.path.join(out, f"{NAME}.png"))
+    save_png(fig, out, NAME)
 
 
 def measure(s, results):
