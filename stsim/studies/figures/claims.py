@@ -38,7 +38,7 @@ import numpy as np
 from stsim.util.io import atomic_write, write_csv
 from stsim.studies.figures.common import Job
 from stsim.studies.figures.evaluate import EVALUATE, QUICK_EVALUATE
-from stsim.studies.figures.ood import long_jobs, names_by_pe, ood_jobs, pe_label, variants
+from stsim.studies.figures.ood import group_names, long_jobs, names_by_pe, ood_jobs, pe_label
 from stsim.studies.figures import fig1, fig2, fig3, fig5
 from stsim.studies.figures.claims_draw import (MAP_COLUMNS, claims_table, draw_map,
                                                fits_markdown, map_rows)
@@ -183,7 +183,7 @@ def _columns(s, results, boot):
 
     def paper_ood(key):
         g = s[key]
-        ood_block(g, names_by_pe(g, pes=[k for k, _ in variants(g)]),
+        ood_block(g, group_names(g),
                   f"T{g['T']} {g['optimizer']} {g['lr']:g}", f" (Fig {key[-1]})")
 
     def paper_long(key):

@@ -23,8 +23,8 @@ from stsim.util.plotting import plt
 from stsim.studies.figures.claims_statements import increasing
 from stsim.studies.figures.common import n_seeds, save_png, seed_band
 from stsim.studies.figures.evaluate import eval_sample
-from stsim.studies.figures.ood import (by_pe, final_estimates, floor, is_fixed, names_by_pe,
-                                       ood_jobs, panel_curves, pe_color, pe_label, variants,
+from stsim.studies.figures.ood import (final_estimates, floor, group_names, groups_of,
+                                       is_fixed, ood_jobs, panel_curves, pe_color, pe_label,
                                        PE_COLOR)
 from stsim.studies.figures.verdicts import Boot, boot_check
 from stsim.studies.figures import fig2
@@ -38,16 +38,6 @@ ZOOM = 0.2                 # the zoomed window: the last 20% of training
 def jobs(s):
     """The group's OOD runs (:func:`.ood.ood_jobs`): Fig. 2's runs without the long one."""
     return ood_jobs(s)
-
-
-def groups_of(s, results):
-    """The group's runs by PE reading (the long stochastic run left out)."""
-    return by_pe(s, results, pes=[k for k, _ in variants(s)])
-
-
-def group_names(s):
-    """The group's run names by PE reading (the long stochastic run left out)."""
-    return names_by_pe(s, pes=[k for k, _ in variants(s)])
 
 
 def draw_length_summary(ax, s, groups):

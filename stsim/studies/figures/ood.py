@@ -117,6 +117,16 @@ def by_pe(s, results, pes=None):
     return {k: [results[n] for n in names] for k, names in names_by_pe(s, pes).items()}
 
 
+def groups_of(s, results):
+    """The group's runs by PE reading (the long stochastic run left out)."""
+    return by_pe(s, results, pes=[k for k, _ in variants(s)])
+
+
+def group_names(s):
+    """The group's run names by PE reading (the long stochastic run left out)."""
+    return names_by_pe(s, pes=[k for k, _ in variants(s)])
+
+
 def floor(s, T_test):
     """Analytic OOD loss floor of the fixed one-hot model (``stsim.theory.reduced``)."""
     return ood_floor_onehot(s["T"], T_test, s["q"], s["d"])
