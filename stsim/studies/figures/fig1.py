@@ -19,7 +19,7 @@ from stsim.util.plotting import plt
 from stsim.studies.figures.common import Job, save_png, second_half, seed_band, seed_values
 from stsim.util.stats import fit_linear
 from stsim.studies.figures.evaluate import eval_sample, r2_sample, scalar_sample
-from stsim.studies.figures.ood import QUICK_BASE, FULL_BASE, block_mass
+from stsim.studies.figures.ood import QUICK_BASE, FULL_BASE, RUN_KEYS, block_mass
 from stsim.studies.figures.verdicts import Boot, boot_check, make_check
 
 NAME = "fig1"
@@ -37,9 +37,7 @@ SETTINGS = {
 def run_options(s, seed):
     """Options of :func:`stsim.run` for the Fig. 1 run with ``seed``: the task, model,
     optimiser and validation keys of the settings ``s``, plus ``seed``."""
-    keys = ("T", "q", "d", "d_e", "pe", "sampler", "model", "query", "optimizer", "lr",
-            "steps", "batch", "init", "T_test", "q_test", "n_val", "eval_every")
-    return dict({k: s[k] for k in keys}, seed=seed)
+    return dict({k: s[k] for k in RUN_KEYS}, pe=s["pe"], seed=seed)
 
 
 def names(s):

@@ -28,7 +28,7 @@ from stsim.studies.figures.evaluate import eval_sample
 from stsim.studies.figures.ood import (FULL_BASE, QUICK_BASE, by_pe, final_estimates, floor,
                                        is_fixed, long_jobs, names_by_pe, ood_jobs,
                                        panel_curves, pe_label, predicted_fixed_ood,
-                                       reduced_state_onehot)
+                                       reduced_state_onehot, run_setting)
 from stsim.studies.figures.verdicts import Boot, boot_check, make_check
 
 NAME = "fig2"
@@ -127,7 +127,7 @@ def length_checks(s, names, results, tag="", boot=None):
                "fixed_floor_analytic": floor(s, Tt)}
         for k in conv:
             rel = eval_sample(boot, results, names[k], key, relative=True)
-            setting = _setting(s, results[names[k][0]])
+            setting = run_setting(results[names[k][0]].config)
             row[f"{k}_final_over_initial"] = rel.value.tolist()
             checks.append(boot_check(f"{tag}stochastic OOD loss at T_test={Tt} <= 2% of initial "
                                      f"(worst seed) [{setting}]", lambda x: x.max(-1), [rel],
@@ -151,11 +151,6 @@ def length_checks(s, names, results, tag="", boot=None):
             checks.append(systematic_check(row["onehot_exact_agreement"], Tt, tag))
         measured[key] = row
     return measured, checks
-
-
-def _setting(s, r):
-    c = r.config
-    return f"{c['optimizer']} lr {c['lr']:g}, {c['steps']} steps"
 
 
 def draw(s, results, measured, out):

@@ -127,6 +127,12 @@ def group_names(s):
     return names_by_pe(s, pes=[k for k, _ in variants(s)])
 
 
+def run_setting(c) -> str:
+    """``"<optimizer> lr <lr>, <steps> steps"`` of settings or a run's options or config
+    ``c``: how claim texts and the claims map's settings name a run's training."""
+    return f"{c['optimizer']} lr {c['lr']:g}, {c['steps']} steps"
+
+
 def floor(s, T_test):
     """Analytic OOD loss floor of the fixed one-hot model (``stsim.theory.reduced``)."""
     return ood_floor_onehot(s["T"], T_test, s["q"], s["d"])
