@@ -10,12 +10,10 @@ encoding must be drawn at every step (cost ∝ ``B T d_e``).
 """
 from __future__ import annotations
 
-import os
-
 import numpy as np
 
-from stsim.util.plotting import plt, savefig
-from stsim.studies.figures.common import Job, seed_band
+from stsim.util.plotting import plt
+from stsim.studies.figures.common import Job, save_png, seed_band
 from stsim.studies.figures import fig1, fig2
 from stsim.studies.figures.evaluate import EVALUATE, QUICK_EVALUATE, eval_sample
 from stsim.studies.figures.ood import final_estimates, ood_jobs
@@ -127,8 +125,7 @@ def draw(s, results, measured, out):
                     f"practical (mean, {s['practical']['optimizer']} lr="
                     f"{s['practical']['lr']}), slots", fontsize=8)
     ax[2].legend(fontsize=7)
-    fig.tight_layout()
-    savefig(fig, os.path.join(out, f"{NAME}.png"), dpi=100)
+    save_png(fig, out, NAME, dpi=100)
 
 
 def measure(s, results):

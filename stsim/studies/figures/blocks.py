@@ -26,8 +26,10 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+from stsim.core.config import Config
 from stsim.studies.figures.common import figure_module
 from stsim.studies.figures.evaluate import block_estimate, evaluation_stats, set_keys
+from stsim.studies.figures.ood import names_by_pe
 from stsim.util.io import read_csv, read_json, to_jsonable, write_csv
 
 __all__ = ["FILE", "COLUMNS", "REPLAYED", "RTOL", "HISTORY_RTOL", "block_rows",
@@ -54,7 +56,6 @@ def _split(text) -> np.ndarray | None:
 def block_rows(results) -> list:
     """The rows of ``blocks.csv`` (module docstring) of ``results`` (``{run name:
     Result}``), sorted by run, in each run the order of :func:`.evaluate.set_keys`."""
-    from stsim.core.config import Config
     rows = []
     for name in sorted(results):
         r = results[name]
@@ -147,18 +148,13 @@ class ReplayResult:
 
 def _histories(path) -> dict:
     """``{run: {key: array}}`` from a ``<fig>.csv`` (:func:`.common.write_histories_csv`)."""
-    import csv
     out = {}
-    with open(path, newline="", encoding="utf-8") as fh:
-        rd = csv.reader(fh)
-        head = next(rd)
-        for row in rd:
-            out.setdefault(row[0], []).append([float(x) if x != "" else math.nan
-                                               for x in row[2:]])
+    for row in read_csv(path):
+        out.setdefault(row.pop("run"), []).append(row)
     res = {}
     for run, rows in out.items():
-        a = np.array(rows, dtype=float)
-        h = {k: a[:, i] for i, k in enumerate(head[2:])}
+        h = {k: np.array([math.nan if r[k] is None else r[k] for r in rows], dtype=float)
+             for k in rows[0] if k != "seed"}
         h["step"] = h["step"].astype(int)
         res[run] = h
     return res
@@ -166,7 +162,6 @@ def _histories(path) -> dict:
 
 def _states(summary) -> dict:
     """``{run: (a, γ)}`` of the fixed one-hot runs recorded in ``summary["measured"]``."""
-    from stsim.studies.figures.ood import names_by_pe
     m = summary["measured"].get("fixed_reduced_state_a_gamma")
     if not m:
         return {}

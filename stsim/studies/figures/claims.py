@@ -38,7 +38,8 @@ import numpy as np
 from stsim.util.io import atomic_write, write_csv
 from stsim.studies.figures.common import Job
 from stsim.studies.figures.evaluate import EVALUATE, QUICK_EVALUATE
-from stsim.studies.figures.ood import long_jobs, names_by_pe, ood_jobs, pe_label, variants
+from stsim.studies.figures.ood import (group_names, long_jobs, names_by_pe, ood_jobs, pe_label,
+                                       run_setting)
 from stsim.studies.figures import fig1, fig2, fig3, fig5
 from stsim.studies.figures.claims_draw import (MAP_COLUMNS, claims_table, draw_map,
                                                fits_markdown, map_rows)
@@ -150,12 +151,10 @@ def _columns(s, results, boot):
         need(x for v in names.values() for x in v)
         per, s4 = ood_statements(g, names, results, boot)
         add(f"{label} slots{tail}", f"T={g['T']}", {"S4": s4},
-            f"theory/sum, slots d_e={g['d_e']}, {g['optimizer']} lr {g['lr']:g}, "
-            f"{g['steps']} steps")
+            f"theory/sum, slots d_e={g['d_e']}, {run_setting(g)}")
         for k, v in per.items():
             add(f"{label} {_short(k)}{tail}", f"T={g['T']}", v,
-                f"theory/sum, {pe_label(k)} vs slots d_e={g['d_e']}, {g['optimizer']} lr "
-                f"{g['lr']:g}, {g['steps']} steps")
+                f"theory/sum, {pe_label(k)} vs slots d_e={g['d_e']}, {run_setting(g)}")
 
     def sim_ood(opt, lr):
         g = _ood_settings(sim, opt, lr)
@@ -178,12 +177,12 @@ def _columns(s, results, boot):
         f = s[key]
         practical_block(f"T{f['T']} prac-{f['query']} {f['optimizer']} {f['lr']:g} "
                         f"(Fig {key[-1]})", [j.name for j in mod.jobs(f)], f["d"], heat,
-                        f"practical/{f['query']}, slots d_e={f['d_e']}, {f['optimizer']} lr "
-                        f"{f['lr']:g}, {f['steps']} steps, {f['init']} init")
+                        f"practical/{f['query']}, slots d_e={f['d_e']}, {run_setting(f)}, "
+                        f"{f['init']} init")
 
     def paper_ood(key):
         g = s[key]
-        ood_block(g, names_by_pe(g, pes=[k for k, _ in variants(g)]),
+        ood_block(g, group_names(g),
                   f"T{g['T']} {g['optimizer']} {g['lr']:g}", f" (Fig {key[-1]})")
 
     def paper_long(key):
@@ -195,8 +194,7 @@ def _columns(s, results, boot):
             c = long[0].options
             _, s4 = ood_statements(g, {"stochastic": names}, results, boot)
             add(f"T{g['T']} {c['optimizer']} {c['lr']:g} slots {c['steps']} (Fig 2 long)",
-                f"T={g['T']}", {"S4": s4}, f"theory/sum, slots d_e={g['d_e']}, "
-                f"{c['optimizer']} lr {c['lr']:g}, {c['steps']} steps")
+                f"T={g['T']}", {"S4": s4}, f"theory/sum, slots d_e={g['d_e']}, {run_setting(c)}")
 
     blocks = ([(sim_ood, a) for a in sim["opt_lrs"]] + [(sim_practical, a) for a in
                                                         sim["practical"]]

@@ -15,6 +15,9 @@ import json
 import numpy as np
 
 from stsim.core.reduced import LEARNED
+from stsim.theory.interference import (interference_floor_approx, interference_floor_mc,
+                                       interference_loss_mc, random_table)
+from stsim.theory.reduced import ood_loss_onehot, reduced_gd, reduced_loss
 from stsim.util.stats import fit_linear
 from stsim.studies.figures.claims_statements import STATEMENTS
 from stsim.studies.figures.stability import reduced_stability
@@ -28,7 +31,6 @@ REDUCED_STATEMENTS = ("S1", "S2", "S4", "S5", "S6", "S7")
 
 def _values(r, lrs, budgets):
     """The statements' values and the oscillation flags at each (lr, budget)."""
-    from stsim.theory.reduced import ood_loss_onehot, reduced_loss
     T, q, d, de = r["T"], r["q"], r["d"], r["d_e"]
     ev = int(r["record_every"])
     step, a_s, g_s, loss_s, osc_s = reduced_stability(T, q, d, lrs, r["max_steps"],
@@ -153,8 +155,6 @@ def interference_table(r):
     ``(c*, γ*)`` on each ``q_test`` as the mean of four independent Monte-Carlo estimates
     with its standard error (``floor_mc_se``: that of the trained ``q``, which must be in
     ``q_test``). Cached per settings."""
-    from stsim.theory.interference import (interference_floor_approx, interference_floor_mc,
-                                           interference_loss_mc, random_table)
     rows = []
     for de in r["d_e"]:
         rng = np.random.default_rng(12345 + int(de))
@@ -187,7 +187,6 @@ def fits_reduced(r):
     share of records where each holds. With the mean query the selected logits at an
     unseen ``q_test`` are ``a / q_test`` (the query is the mean of ``q_test`` encodings).
     Cached per settings."""
-    from stsim.theory.reduced import reduced_gd, reduced_loss
     T, q, d, de, ev = r["T"], r["q"], r["d"], r["d_e"], int(r["record_every"])
     lrs = [lr for lr in (5.0, 6.0) if lr <= 2 * q]
     rows = []

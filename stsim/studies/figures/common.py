@@ -36,7 +36,7 @@ from stsim.core.result import Result
 from stsim.core.run import run
 from stsim.core.cost import estimated_seconds
 from stsim.studies.contract import MODES
-from stsim.studies.figures.stability import needs_twin
+from stsim.studies.figures.stability import TWIN, needs_twin, twin_options
 
 #: the study's name and its figures (in their order)
 NAME = "figures"
@@ -44,7 +44,7 @@ FIGURES = ("fig1", "fig2", "fig3", "fig4", "fig5", "beyond", "claims")
 
 __all__ = ["Job", "train_job", "npz_path", "load_current", "runs_dir", "load_runs",
            "figure_module", "figure_jobs", "unique_jobs", "write_histories_csv",
-           "seed_values", "second_half", "seed_band", "n_seeds", "summarise", "MODES",
+           "seed_values", "second_half", "seed_band", "save_png", "n_seeds", "summarise", "MODES",
            "peak_rss_mb"]
 
 
@@ -79,7 +79,6 @@ class Job:
     def twin(self) -> "Job":
         """The same run with its lr moved by one unit in the last place, named
         ``<name>-ulp`` (:mod:`stsim.studies.figures.stability`, test 3)."""
-        from stsim.studies.figures.stability import TWIN, twin_options
         return Job(self.name + TWIN, twin_options(self.options), self.evaluate)
 
     def estimated_seconds(self) -> float:
@@ -236,6 +235,15 @@ def seed_band(ax, results, key, *, label=None, color=None, ls="-", lw=1.6, trans
         ax.fill_between(steps, Y.min(axis=0), Y.max(axis=0), color=line.get_color(),
                         alpha=0.2, lw=0)
     return steps, mean
+
+
+def save_png(fig, out, name, dpi=120, tight=True) -> str:
+    """Write ``fig`` to ``<out>/<name>.png`` (:func:`stsim.util.plotting.savefig`, which
+    closes it), laid out tight first unless ``tight`` is false; returns the path."""
+    from stsim.util.plotting import savefig      # matplotlib stays out of the workers
+    if tight:
+        fig.tight_layout()
+    return savefig(fig, os.path.join(out, f"{name}.png"), dpi=dpi)
 
 
 def n_seeds(seeds) -> str:

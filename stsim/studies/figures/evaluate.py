@@ -19,6 +19,12 @@ import zlib
 
 import numpy as np
 
+from stsim.core.config import Config
+from stsim.core.problem import make_problem, val_key
+from stsim.core.seeds import Streams
+from stsim.core.targets import make_target
+from stsim.util.stats import fit_linear
+
 __all__ = ["EVALUATE", "QUICK_EVALUATE", "evaluate_run", "set_keys", "block_size",
            "block_estimate", "evaluation_stats",
            "initial_loss_of", "run_estimate", "eval_sample", "scalar_sample",
@@ -35,7 +41,6 @@ def set_keys(cfg) -> list:
     """``[(history key, kind, value, T, q)]`` of the sets a run of ``cfg`` is evaluated
     on: in-distribution, each ``T_test``, each ``q_test`` (``q_test`` only where the
     architecture has ``val/q=…`` sets, i.e. all of them)."""
-    from stsim.core.problem import val_key
     out = [("val", "val", None, cfg.T, cfg.q)]
     out += [(val_key("T", t), "T", t, t, cfg.q) for t in cfg.T_test]
     out += [(val_key("q", qt), "q", qt, cfg.T, qt) for qt in cfg.q_test]
@@ -88,9 +93,6 @@ def evaluate_run(res, ev) -> dict:
     ``n_min``, ``n_max``, ``rel_se``; module docstring): ``{"settings": ev, "sets": {key:
     {"final": [block means], "initial": [block means] or None, "n": points, "mean", "se"}}}``
     (JSON-ready). A run that did not complete gets ``{"settings": ev, "sets": {}}``."""
-    from stsim.core.config import Config
-    from stsim.core.problem import make_problem
-    from stsim.core.seeds import Streams
     out = {"settings": dict(ev), "sets": {}}
     if res.status != "completed":
         return out
@@ -169,7 +171,6 @@ def initial_loss_of(config, key) -> float | None:
     (:meth:`~stsim.core.targets.Target.zero_loss`, ``d / (2 q)`` for the mean), from its
     recorded ``config``, for its set ``key`` (``q``: the set's subset size), or None
     (random initialisation)."""
-    from stsim.core.targets import make_target
     if config.get("init", "zero") != "zero":
         return None
     return make_target(config.get("target", "mean")).zero_loss(float(config["d"]),
@@ -185,7 +186,6 @@ def scalar_sample(boot, names, values):
 def r2_sample(boot, names, xs, ys):
     """The :class:`.verdicts.Sample` of the R² of a straight line through each run's
     points ``(xs[i], ys[i])``, the points resampled with replacement within each run."""
-    from stsim.util.stats import fit_linear
     values, within = [], []
     for n, x, y in zip(names, xs, ys):
         x, y = np.asarray(x, float), np.asarray(y, float)

@@ -13,15 +13,13 @@ practical model).
 """
 from __future__ import annotations
 
-import os
-
 import numpy as np
 
-from stsim.util.plotting import plt, savefig
-from stsim.studies.figures.common import Job, second_half, seed_band, seed_values
+from stsim.util.plotting import plt
+from stsim.studies.figures.common import Job, save_png, second_half, seed_band, seed_values
 from stsim.util.stats import fit_linear
 from stsim.studies.figures.evaluate import eval_sample, r2_sample, scalar_sample
-from stsim.studies.figures.ood import QUICK_BASE, FULL_BASE, block_mass
+from stsim.studies.figures.ood import QUICK_BASE, FULL_BASE, RUN_KEYS, block_mass
 from stsim.studies.figures.verdicts import Boot, boot_check, make_check
 
 NAME = "fig1"
@@ -39,9 +37,7 @@ SETTINGS = {
 def run_options(s, seed):
     """Options of :func:`stsim.run` for the Fig. 1 run with ``seed``: the task, model,
     optimiser and validation keys of the settings ``s``, plus ``seed``."""
-    keys = ("T", "q", "d", "d_e", "pe", "sampler", "model", "query", "optimizer", "lr",
-            "steps", "batch", "init", "T_test", "q_test", "n_val", "eval_every")
-    return dict({k: s[k] for k in keys}, seed=seed)
+    return dict({k: s[k] for k in RUN_KEYS}, pe=s["pe"], seed=seed)
 
 
 def names(s):
@@ -89,8 +85,7 @@ def draw(s, results, measured, out):
     fig.suptitle(f"Fig. 1  practical model, query={s['query']}, stochastic/{s['sampler']} PE, "
                  f"T={s['T']} q={s['q']} d={s['d']} d_e={s['d_e']}, {s['optimizer']} "
                  f"lr={s['lr']}, batch {s['batch']}, {len(runs)} seeds", fontsize=9)
-    fig.tight_layout()
-    savefig(fig, os.path.join(out, f"{NAME}.png"))
+    save_png(fig, out, NAME)
 
 
 def measure(s, results):

@@ -19,18 +19,16 @@ with a bootstrap standard error over seeds and evaluation points and a verdict
 """
 from __future__ import annotations
 
-import os
-
 import numpy as np
 
 from stsim.core.reduced import LEARNED
-from stsim.util.plotting import plt, savefig
-from stsim.studies.figures.common import n_seeds
+from stsim.util.plotting import plt
+from stsim.studies.figures.common import n_seeds, save_png
 from stsim.studies.figures.evaluate import eval_sample
 from stsim.studies.figures.ood import (FULL_BASE, QUICK_BASE, by_pe, final_estimates, floor,
                                        is_fixed, long_jobs, names_by_pe, ood_jobs,
                                        panel_curves, pe_label, predicted_fixed_ood,
-                                       reduced_state_onehot)
+                                       reduced_state_onehot, run_setting)
 from stsim.studies.figures.verdicts import Boot, boot_check, make_check
 
 NAME = "fig2"
@@ -129,7 +127,7 @@ def length_checks(s, names, results, tag="", boot=None):
                "fixed_floor_analytic": floor(s, Tt)}
         for k in conv:
             rel = eval_sample(boot, results, names[k], key, relative=True)
-            setting = _setting(s, results[names[k][0]])
+            setting = run_setting(results[names[k][0]].config)
             row[f"{k}_final_over_initial"] = rel.value.tolist()
             checks.append(boot_check(f"{tag}stochastic OOD loss at T_test={Tt} <= 2% of initial "
                                      f"(worst seed) [{setting}]", lambda x: x.max(-1), [rel],
@@ -155,11 +153,6 @@ def length_checks(s, names, results, tag="", boot=None):
     return measured, checks
 
 
-def _setting(s, r):
-    c = r.config
-    return f"{c['optimizer']} lr {c['lr']:g}, {c['steps']} steps"
-
-
 def draw(s, results, measured, out):
     """Draw ``fig2.png`` (:func:`draw_length_panels`)."""
     groups = by_pe(s, results)
@@ -172,8 +165,7 @@ def draw(s, results, measured, out):
                  f"d={s['d']}, one-hot/slots d_e={s['d_e']}, {s['optimizer']} lr={s['lr']}, "
                  f"{s['steps']} steps, {n_seeds(s['seeds'])}{long}; batch {s['batch']} "
                  "(seed mean, min–max band)", fontsize=8)
-    fig.tight_layout()
-    savefig(fig, os.path.join(out, f"{NAME}.png"))
+    save_png(fig, out, NAME)
 
 
 def measure(s, results):

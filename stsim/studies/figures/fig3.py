@@ -10,15 +10,13 @@ therefore depends on ``init_scale``.
 """
 from __future__ import annotations
 
-import os
-
 import numpy as np
 
 from stsim.core.config import Config
 from stsim.core.problem import make_problem
 from stsim.core.seeds import Streams
-from stsim.util.plotting import plt, savefig
-from stsim.studies.figures.common import Job
+from stsim.util.plotting import plt
+from stsim.studies.figures.common import Job, save_png
 from stsim.studies.figures.evaluate import EVALUATE, QUICK_EVALUATE, scalar_sample
 from stsim.studies.figures.ood import block_mass
 from stsim.studies.figures.verdicts import Boot, boot_check
@@ -74,14 +72,13 @@ def draw(s, results, measured, out):
     fig = plt.figure(figsize=(10, 6.6))
     # rows in proportion to the matrices' heights (D and d), V's with room for its title
     gs = fig.add_gridspec(2, 2, height_ratios=[W0.shape[0], V0.shape[0] + 4])
-    _heat(fig.add_subplot(gs[0, 0]), W0, d, "W at initialisation", fig)
-    _heat(fig.add_subplot(gs[0, 1]), r0.W, d, f"W after {s['steps']} steps", fig)
-    _heat(fig.add_subplot(gs[1, 0]), V0, d, "V at initialisation", fig)
-    _heat(fig.add_subplot(gs[1, 1]), r0.V, d, f"V after {s['steps']} steps", fig)
+    for i, (M, start, end) in enumerate((("W", W0, r0.W), ("V", V0, r0.V))):
+        _heat(fig.add_subplot(gs[i, 0]), start, d, f"{M} at initialisation", fig)
+        _heat(fig.add_subplot(gs[i, 1]), end, d, f"{M} after {s['steps']} steps", fig)
     fig.suptitle(f"Fig. 3  practical model, query={s['query']}, stochastic/{s['sampler']} PE, "
                  f"T={s['T']} q={s['q']} d={d} d_e={s['d_e']}; lines split token (first {d}) "
                  f"and PE coordinates; seed {r0.config['seed']}", fontsize=9)
-    savefig(fig, os.path.join(out, f"{NAME}.png"))
+    save_png(fig, out, NAME, tight=False)
 
 
 def measure(s, results):

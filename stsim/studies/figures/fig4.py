@@ -15,18 +15,16 @@ same statement as "every consecutive pair increases", with a standard error).
 """
 from __future__ import annotations
 
-import os
-
 import numpy as np
 from matplotlib.ticker import NullFormatter
 
 from stsim.core.reduced import LEARNED
-from stsim.util.plotting import plt, savefig
+from stsim.util.plotting import plt
 from stsim.studies.figures.claims_statements import increasing
-from stsim.studies.figures.common import n_seeds, seed_band
+from stsim.studies.figures.common import n_seeds, save_png, seed_band
 from stsim.studies.figures.evaluate import eval_sample
-from stsim.studies.figures.ood import (by_pe, final_estimates, floor, is_fixed, names_by_pe,
-                                       ood_jobs, panel_curves, pe_color, pe_label, variants,
+from stsim.studies.figures.ood import (final_estimates, floor, group_names, groups_of,
+                                       is_fixed, ood_jobs, panel_curves, pe_color, pe_label,
                                        PE_COLOR)
 from stsim.studies.figures.verdicts import Boot, boot_check
 from stsim.studies.figures import fig2
@@ -40,16 +38,6 @@ ZOOM = 0.2                 # the zoomed window: the last 20% of training
 def jobs(s):
     """The group's OOD runs (:func:`.ood.ood_jobs`): Fig. 2's runs without the long one."""
     return ood_jobs(s)
-
-
-def groups_of(s, results):
-    """The group's runs by PE reading (the long stochastic run left out)."""
-    return by_pe(s, results, pes=[k for k, _ in variants(s)])
-
-
-def group_names(s):
-    """The group's run names by PE reading (the long stochastic run left out)."""
-    return names_by_pe(s, pes=[k for k, _ in variants(s)])
 
 
 def draw_length_summary(ax, s, groups):
@@ -150,8 +138,7 @@ def draw(s, results, measured, out):
     fig.suptitle(f"Fig. 4  theory model, T={s['T']} q={s['q']} d={s['d']}, one-hot/slots "
                  f"d_e={s['d_e']}, near-orth. d_e={s.get('near_d_e')}, {s['optimizer']} "
                  f"lr={s['lr']}, {s['steps']} steps, {n_seeds(s['seeds'])}", fontsize=9)
-    fig.tight_layout()
-    savefig(fig, os.path.join(out, f"{NAME}.png"), dpi=100)
+    save_png(fig, out, NAME, dpi=100)
 
 
 TAIL = 0.25      # S5 on the tail: the last quarter of the validation records

@@ -8,10 +8,8 @@ for early stopping.
 """
 from __future__ import annotations
 
-import os
-
-from stsim.util.plotting import plt, savefig
-from stsim.studies.figures.common import n_seeds
+from stsim.util.plotting import plt
+from stsim.studies.figures.common import n_seeds, save_png
 from stsim.studies.figures.fig2 import draw_length_panels, length_checks
 from stsim.studies.figures.fig4 import draw_q_panels, group_names, groups_of, q_checks
 from stsim.studies.figures.ood import FULL_BASE, QUICK_BASE, ood_jobs, reduced_state_onehot
@@ -45,8 +43,7 @@ def draw(s, results, measured, out):
     fig.suptitle(f"Fig. 5  Adam (lr={s['lr']}): top, OOD loss at T_test; bottom, unseen "
                  f"q_test. Theory model, T={s['T']} q={s['q']} d={s['d']} d_e={s['d_e']}, "
                  f"batch {s['batch']}, {n_seeds(s['seeds'])}", fontsize=9)
-    fig.tight_layout()
-    savefig(fig, os.path.join(out, f"{NAME}.png"), dpi=100)
+    save_png(fig, out, NAME, dpi=100)
 
 
 def measure(s, results):

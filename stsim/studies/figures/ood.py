@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from stsim.theory.reduced import ood_floor_onehot, ood_loss_onehot
 from stsim.studies.figures.common import Job, seed_band
 from stsim.studies.figures.evaluate import EVALUATE, QUICK_EVALUATE, run_estimate
 
@@ -116,9 +117,24 @@ def by_pe(s, results, pes=None):
     return {k: [results[n] for n in names] for k, names in names_by_pe(s, pes).items()}
 
 
+def groups_of(s, results):
+    """The group's runs by PE reading (the long stochastic run left out)."""
+    return by_pe(s, results, pes=[k for k, _ in variants(s)])
+
+
+def group_names(s):
+    """The group's run names by PE reading (the long stochastic run left out)."""
+    return names_by_pe(s, pes=[k for k, _ in variants(s)])
+
+
+def run_setting(c) -> str:
+    """``"<optimizer> lr <lr>, <steps> steps"`` of settings or a run's options or config
+    ``c``: how claim texts and the claims map's settings name a run's training."""
+    return f"{c['optimizer']} lr {c['lr']:g}, {c['steps']} steps"
+
+
 def floor(s, T_test):
     """Analytic OOD loss floor of the fixed one-hot model (``stsim.theory.reduced``)."""
-    from stsim.theory.reduced import ood_floor_onehot
     return ood_floor_onehot(s["T"], T_test, s["q"], s["d"])
 
 
@@ -134,7 +150,6 @@ def reduced_state_onehot(res, T, d):
 def predicted_fixed_ood(s, res, T_test):
     """Exact population OOD loss of the fixed one-hot model at the run's own ``(a, γ)``
     (:func:`stsim.theory.reduced.ood_loss_onehot`); the floor is its ``a → ∞, γ → 1`` limit."""
-    from stsim.theory.reduced import ood_loss_onehot
     a, g = reduced_state_onehot(res, s["T"], s["d"])
     return float(ood_loss_onehot(a, g, s["T"], T_test, s["q"], s["d"]))
 

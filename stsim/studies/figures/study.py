@@ -34,8 +34,6 @@ import json
 import os
 import time
 
-import numpy as np
-
 from stsim.util.io import read_json, write_csv, write_json
 from stsim.util.validate import check_choice, check_int
 from stsim.sweeps import sweep
