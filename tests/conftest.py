@@ -1,4 +1,4 @@
-"""Four things for every test session.
+"""Five things for every test session.
 
 * Subprocesses (the CLI, scripts, pool workers) import the stsim of this checkout even when
   it is not installed: its root is put in front of ``PYTHONPATH`` (setup.cfg's
@@ -9,6 +9,9 @@
   would kill the test run).
 * ``small_setup``: the small problem of the gradient tests (test_model.py,
   test_attention.py), of sizes ``B, T, q, d`` (imported from here).
+* ``RUN`` and ``_same``: the small run of several run-level test files and the
+  bit-for-bit comparison of two results: parameters and every history entry (imported
+  from here).
 """
 import importlib.util
 import os
@@ -18,6 +21,18 @@ import numpy as np
 import pytest
 
 B, T, q, d = 5, 9, 3, 4
+
+RUN = dict(T=10, q=2, d=3, batch=16, steps=160, eval_every=20, seed=3)
+
+
+def _same(a, b):
+    """Bit for bit: parameters and every history entry."""
+    assert set(a.params) == set(b.params) and set(a.history) == set(b.history)
+    for k in a.params:
+        np.testing.assert_array_equal(a.params[k], b.params[k], err_msg=k)
+    for k in a.history:
+        np.testing.assert_array_equal(a.history[k], b.history[k], err_msg=k)
+
 
 _ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 os.environ["PYTHONPATH"] = os.pathsep.join(

@@ -113,16 +113,6 @@ def test_a_results_config_reruns_it_bit_for_bit(options):
     _same(stsim.run(config=res.config, progress=False), res)
 
 
-def test_a_step_per_block_copied_without_its_freeze_says_so():
-    res = stsim.run(T=20, q=2, steps=40, progress=False)      # the derived step per block
-    assert res.config["freeze"] == ["W_xx", "W_xe"]
-    copied = stsim.run(T=20, q=2, lr=res.config["lr"], steps=40, progress=False)
-    assert "W_xx, W_xe trained" in copied.message and "freeze=" in copied.message
-    assert "trained (the derived" not in res.message
-    plain = stsim.run(T=12, q=2, lr=1.0, steps=5, batch=16, progress=False)
-    assert "trained (the derived" not in plain.message
-
-
 @pytest.mark.parametrize("field, cls", [("pe", stsim.NearOrthogonal), ("optimizer", stsim.Adam)])
 def test_a_class_in_place_of_an_object_asks_for_an_instance(field, cls):
     with pytest.raises(ValueError, match=rf"{field} got the class {cls.__name__}, not an "

@@ -1,8 +1,10 @@
-"""The command line (``stsim.cli``): ``stsim run`` flags generated from ``Config``, the FCN
-baseline from the command line, and one convention for every study command."""
+"""The command line (``stsim.cli``): ``stsim run`` flags generated from ``Config`` (with
+``--lr W=…,V=…`` and ``--freeze``), the FCN baseline from the command line, and one
+convention for every study command."""
 import dataclasses
 import json
 
+import numpy as np
 import pytest
 
 import stsim
@@ -136,3 +138,30 @@ def test_figures_report_prints_tables(tmp_path, capsys):
     # critical-value column is empty for checks written before it was recorded)
     assert "### fig1" in out and "| **held** | v | 1 | 0.25 | <= 2 |  | +4.0 |" in out
     assert "| not judged (no se recorded) | c | 1 |  | <= 2 |  |  |" in out
+
+
+def test_cli_step_per_parameter_and_freeze(tmp_path, capsys):
+    import json
+
+    from stsim.cli import main as cli_main
+    out = tmp_path / "r"
+    assert cli_main(["run", "--T", "10", "--q", "2", "--steps", "40", "--batch", "16",
+                     "--lr", "W=2,V=1", "--freeze", "W_xx,W_xe", "--quiet",
+                     "--out", str(out)]) == 0
+    cfg = json.loads((out / "config.json").read_text())["config"]
+    assert cfg["lr"] == {"W": 2.0, "V": 1.0} and cfg["freeze"] == ["W_xx", "W_xe"]
+    res = stsim.load(out / "result.npz")
+    assert np.all(res.W[:5] == 0) and np.any(res.W[5:] != 0)
+    capsys.readouterr()
+    with pytest.raises(SystemExit) as ex:
+        cli_main(["run", "--T", "10", "--q", "2", "--lr", "W=x", "--out",
+                  str(tmp_path / "never")])
+    assert ex.value.code == 2 and "the step of W must be a number" in capsys.readouterr().err
+    with pytest.raises(SystemExit) as ex:       # W twice: refused, not the last one kept
+        cli_main(["run", "--T", "10", "--q", "2", "--lr", "W=1,W=2,V=1", "--out",
+                  str(tmp_path / "never")])
+    assert ex.value.code == 2 and "argument --lr" in capsys.readouterr().err
+    assert cli_main(["run", "--T", "10", "--q", "2", "--steps", "5", "--freeze", "W_q",
+                     "--out", str(tmp_path / "never")]) == 2
+    assert "freeze must name blocks of" in capsys.readouterr().err
+    assert not (tmp_path / "never").exists()

@@ -11,7 +11,7 @@ import numpy as np
 import pytest
 
 import stsim
-from test_open_run import _same     # bit for bit: parameters and every history entry
+from conftest import _same     # bit for bit: parameters and every history entry
 from stsim.cli import main as cli
 from stsim.core.session import RunInterrupted
 

@@ -12,10 +12,15 @@ updates, ``α`` for the first ``⌊total/2⌋`` updates and then linearly to 0:
 ``α_t = α · min(1, (total − k)/(total − ⌊total/2⌋))`` with ``k = t − 1`` (the schedule as
 documented for ``stsim.run``). Compared in float64 after every step: the same
 operations in the same order give the same numbers, so the tolerance is 1e-15.
+
+A step per parameter (``lr`` as a dict) is each parameter's own optimiser, and must give a
+step for every parameter.
 """
 import numpy as np
 import pytest
 
+import stsim
+from conftest import RUN
 from stsim.core.optim import SGD, Adam, make_optimizer
 
 RTOL = 1e-15
@@ -158,3 +163,36 @@ def test_the_steps_applied_are_the_schedules_and_their_check_is_not_per_step(mon
     opt.step_size = Steps({"W": 0.5, "X": 0.1})
     with pytest.raises(ValueError, match="lr gives no step for the parameter 'V'"):
         opt.step(params, grads[0])
+
+
+# ---- a step per parameter ---------------------------------------------------------------
+@pytest.mark.parametrize("cls", [SGD, Adam])
+def test_a_step_per_parameter_is_each_blocks_own_optimiser(cls):
+    """``cls(lr={"W": a, "V": b})`` updates W as ``cls(a)`` and V as ``cls(b)`` would, bit
+    for bit, also under the linear decay."""
+    rng = np.random.default_rng(0)
+    p = {"W": rng.standard_normal((4, 4)), "V": rng.standard_normal((2, 4))}
+    both = {k: v.copy() for k, v in p.items()}
+    alone = {k: v.copy() for k, v in p.items()}
+    opt = cls(lr={"W": 0.3, "V": 0.05}, decay="linear", total=6)
+    per = {"W": cls(0.3, decay="linear", total=6), "V": cls(0.05, decay="linear", total=6)}
+    for _ in range(6):
+        g = {k: rng.standard_normal(v.shape) for k, v in p.items()}
+        opt.step(both, g)
+        for k in g:
+            per[k].step({k: alone[k]}, {k: g[k]})
+    for k in p:
+        np.testing.assert_array_equal(both[k], alone[k])
+    assert not np.array_equal(both["W"] - p["W"], 0.3 / 0.05 * (both["V"][:1] - p["V"][:1]))
+
+
+def test_a_dict_lr_must_cover_every_parameter():
+    with pytest.raises(ValueError, match=r"lr as a dict must give one step for each parameter "
+                                         r"\['V', 'W'\]"):
+        stsim.run(lr={"W": 1.0}, **RUN)
+    with pytest.raises(ValueError, match=r"lr\['V'\] must be"):
+        stsim.run(lr={"W": 1.0, "V": -1}, **RUN)
+    with pytest.raises(ValueError, match=r"lr\['W'\] must be a number, got the string '1'"):
+        stsim.run(lr={"W": "1", "V": 1.0}, **RUN)       # as lr="1" is
+    with pytest.raises(ValueError, match="gives no step for the parameter 'V'"):
+        SGD(lr={"W": 1.0}).step({"V": np.zeros(2)}, {"V": np.ones(2)})

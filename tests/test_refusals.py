@@ -39,6 +39,20 @@ def test_a_bad_run_option_is_refused_before_any_work_or_file(tmp_path, opts, mat
     assert os.listdir(tmp_path) == []
 
 
+@pytest.mark.parametrize("opts, name", [
+    ({"lr": {"W": [0.5], "V": 1}}, r"lr\['W'\]"),
+    ({"lr": {"W": np.array([0.5]), "V": 1}}, r"lr\['W'\]"),
+    ({"eval_every": "5"}, r"eval_every"),
+])
+def test_step_and_count_types_refused_before_any_work(tmp_path, opts, name):
+    """A step given as a list or an array, or a count given as a string, is refused when the
+    options are read, naming the parameter; no training, no checkpoint."""
+    out = tmp_path / "c.npz"
+    with pytest.raises(ValueError, match=name):
+        stsim.run(T=10, q=2, steps=20, checkpoint=out, progress=False, **opts)
+    assert not out.exists()
+
+
 def test_the_population_refusal_names_no_option_run_lacks():
     with pytest.raises(ValueError) as err:
         stsim.Config.from_options(objective="population")

@@ -1,18 +1,21 @@
 """Registries that drive behaviour: an encoding, an optimiser or an
 architecture registered under a new name is asked for its facts — never recognised by its
-name — and ``optimizer="gd"`` is the data regime it names."""
+name — and ``optimizer="gd"`` is the data regime it names. Objects in place of names (an
+encoding, an optimiser, an architecture) run and resume without registering anything, and
+no module looks a name up outside the resolver."""
 import math
 
 import numpy as np
 import pytest
 
 import stsim
+from conftest import RUN, _same     # bit for bit: parameters and every history entry
 from stsim.core import optim, problem
 from stsim.core.config import Config
 from stsim.core.records import upgrade_config
 from stsim.core.encodings import Encoding, PEBatch, StochasticSlots
 from stsim.core.families import _REGISTERED, register_encoding
-from stsim.core.optim import SGD, register_optimizer
+from stsim.core.optim import SGD, Adam, register_optimizer
 from stsim.core.problem import TransformerProblem, register_arch
 from stsim.core.cost import estimated_seconds
 from stsim.util.io import load_npz, save_npz
@@ -224,3 +227,154 @@ def test_a_transformer_is_asked_of_its_arch_spec():
     assert res.transformer and res.attention(n=2).shape == (2, 6)
     assert not stsim.run(T=6, q=2, arch="fcn", width=8, steps=5, batch=8,
                          progress=False).transformer
+
+
+# ---- objects as well as names, registering nothing -------------------------------------
+def _tables():
+    from stsim.core import families, optim, problem
+    return {"pe": dict(families._REGISTERED), "optimizer": dict(optim._OPTIMIZERS),
+            "arch": dict(problem._ARCHS)}
+
+
+LEARN = dict(T=10, q=2, d=3, steps=300, batch=64, lr=2.0, eval_every=50)
+
+
+@pytest.mark.parametrize("make", [
+    lambda rng: stsim.OneHot(10),
+    lambda rng: stsim.NearOrthogonal(16, 20, rng),
+    lambda rng: stsim.StochasticSlots(20),
+    lambda rng: stsim.StochasticSphere(16),
+], ids=["onehot", "near-orthogonal", "slots", "sphere"])
+def test_every_builtin_encoding_object_trains_and_registers_nothing(make):
+    before = _tables()
+    enc = make(np.random.default_rng(0))
+    res = stsim.run(pe=enc, **LEARN)
+    assert _tables() == before
+    assert res.success and res.history["val"][-1] < 0.4 * res.history["val"][0]
+    assert res.config["pe"] == enc.name and res.config["d_e"] == enc.d_e
+    assert res.config["pe_object"] == type(enc).__name__
+    assert res.config["sampler"] == ("sphere" if isinstance(enc, stsim.StochasticSphere)
+                                     else "slots")
+    if isinstance(enc, stsim.NearOrthogonal):      # the object's own table, not a new one
+        assert res.info["encoding"]["delta"] == enc.delta
+        np.testing.assert_array_equal(res.attention(n=2).shape, (2, 10))
+
+
+def test_an_encoding_object_is_the_run_and_its_config_needs_it_again(tmp_path):
+    enc = stsim.NearOrthogonal(16, 20, np.random.default_rng(5))
+    res = stsim.run(pe=enc, **RUN)
+    named = stsim.run(pe="near-orthogonal", d_e=16, **RUN)       # a table from the seed
+    assert not np.array_equal(res.W, named.W)
+    with pytest.raises(ValueError, match=r"pe was an object \(NearOrthogonal, recorded as "
+                                         r"pe='near-orthogonal'\).*pass the object again"):
+        stsim.run(config=res.config)
+    _same(stsim.run(config=res.config, pe=enc), res)
+    res.save(tmp_path / "r.npz")
+    with pytest.raises(ValueError, match="pass the object again"):
+        stsim.load(tmp_path / "r.npz").attention()
+    cfg = stsim.Config.from_options(pe=enc, **RUN)                # a Config keeps it
+    assert cfg.resolve().resolved.encoding.instance is enc
+    _same(stsim.run(config=cfg), res)
+
+
+@pytest.mark.parametrize("obj,name,opts", [
+    (lambda: SGD(lr=1.0), "sgd", dict(lr=1.0)),
+    (lambda: Adam(0.02), "adam", dict(lr=0.02, lr_decay="none")),
+    (lambda: SGD(lr={"W": 2.0, "V": 0.5}), "sgd", dict(lr={"W": 2.0, "V": 0.5})),
+    (lambda: Adam(0.02, decay="linear", total=160), "adam", dict(lr=0.02, lr_decay="linear")),
+])
+def test_an_optimiser_object_gives_the_numbers_of_its_name(obj, name, opts):
+    before = _tables()
+    opt = obj()
+    res = stsim.run(optimizer=opt, **RUN)
+    assert _tables() == before
+    _same(res, stsim.run(optimizer=name, **dict(RUN, **opts)))
+    assert res.config["optimizer"] == name and res.config["optimizer_object"] == type(opt).__name__
+    assert opt.t == 0                        # the run stepped a copy, not the caller's object
+
+
+def test_an_optimiser_object_of_ones_own():
+    class Halved(SGD):
+        """SGD at half its step."""
+
+        def step(self, params, grads):
+            for k, g in grads.items():
+                params[k] -= 0.5 * self.base_lr * g
+            self.t += 1
+
+    before = _tables()
+    res = stsim.run(optimizer=Halved(2.0), pe="onehot", **RUN)
+    assert _tables() == before and res.config["optimizer"] == "halved"
+    _same(res, stsim.run(optimizer="sgd", pe="onehot", **dict(RUN, lr=1.0)))
+    with pytest.raises(ValueError, match="lr=3.0 differs from the optimizer object's 2.0"):
+        stsim.run(optimizer=Halved(2.0), lr=3.0, **RUN)
+    with pytest.raises(ValueError, match="optimizer must be a name"):
+        stsim.run(optimizer=object(), **RUN)
+
+
+def test_an_arch_object_registers_nothing():
+    from stsim.core.problem import (ArchSpec, TransformerProblem, transformer_blocks,
+                                    transformer_shapes)
+    before = _tables()
+    spec = ArchSpec("mine-test", TransformerProblem, reduced=True, shapes=transformer_shapes,
+                    blocks=transformer_blocks)
+    res = stsim.run(arch=spec, **RUN)
+    assert _tables() == before
+    assert res.config["arch"] == "mine-test" and res.config["arch_object"] == "ArchSpec"
+    _same(res, stsim.run(**RUN))
+    with pytest.raises(ValueError, match="arch must be a name"):
+        stsim.run(arch=3, **RUN)
+
+
+def test_checkpoints_of_object_runs_resume(tmp_path):
+    enc = stsim.StochasticSphere(12)
+    opts = dict(RUN, pe=enc, optimizer=Adam(0.05), freeze=("W_xe",))
+    whole = stsim.run(**opts)
+    ck = tmp_path / "c.npz"
+    part = stsim.run(checkpoint=ck, callback=lambda r: r["step"] == 60, **opts)
+    _same(stsim.run(config=part.config, pe=enc, optimizer=Adam(0.05), checkpoint=ck), whole)
+
+
+# ---- names resolved once ----------------------------------------------------------------
+RESOLVER = {"stsim/core/config.py", "stsim/core/families.py", "stsim/core/problem.py",
+            "stsim/core/optim.py"}
+LOOKUPS = ("encoding_spec", "arch_spec", "optimizer_spec")
+
+
+def _lookups_outside_the_resolver(root):
+    """``[(file, line, text)]``: calls of the name lookups outside the resolver's modules
+    (definitions and docstring examples aside)."""
+    import re
+    call = re.compile(r"\b(" + "|".join(LOOKUPS) + r")\(")
+    out = []
+    for path in sorted(root.rglob("*.py")):
+        rel = path.relative_to(root.parent).as_posix()
+        if rel in RESOLVER:
+            continue
+        for i, line in enumerate(path.read_text(encoding="utf-8").splitlines(), 1):
+            text = line.strip()
+            if call.search(text) and not text.startswith(("def ", ">>>", "...", "#")):
+                out.append((rel, i, text))
+    return out
+
+
+def test_no_module_looks_a_name_up_outside_the_resolver(tmp_path):
+    import pathlib
+    import shutil
+    root = pathlib.Path(stsim.__file__).parent
+    assert _lookups_outside_the_resolver(root) == []
+    # the check sees a lookup added anywhere else
+    copy = tmp_path / "stsim"
+    shutil.copytree(root, copy, ignore=shutil.ignore_patterns("__pycache__"))
+    (copy / "core" / "schedule.py").write_text(
+        (copy / "core" / "schedule.py").read_text() +
+        "\n\ndef _again(cfg):\n    return arch_spec(cfg.arch).reduced\n")
+    assert [f for f, _, _ in _lookups_outside_the_resolver(copy)] == ["stsim/core/schedule.py"]
+
+
+def test_encodings_do_not_import_the_registry():
+    import ast
+    import pathlib
+    src = (pathlib.Path(stsim.__file__).parent / "core" / "encodings.py").read_text()
+    imported = {n.module for n in ast.walk(ast.parse(src)) if isinstance(n, ast.ImportFrom)}
+    assert "stsim.core.families" not in imported and "__getattr__" not in src

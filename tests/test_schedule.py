@@ -1,7 +1,8 @@
 """Tests of the reduced dynamics (stsim.core.reduced: the one formula, against its
 definition, finite differences and full-matrix population GD) and of the derived defaults
-(stsim.core.schedule): the stability bound, the user's lr/steps obeyed, the
-default stochastic width, the plateau diagnosis, and defaults that learn."""
+(stsim.core.schedule): the stability bound, the user's lr/steps obeyed, a step per
+parameter, the default stochastic width, the plateau diagnosis, and defaults that learn.
+Frozen blocks are test_freeze.py's."""
 import json
 import warnings
 
@@ -9,6 +10,7 @@ import numpy as np
 import pytest
 
 import stsim
+from conftest import RUN, _same     # bit for bit: parameters and every history entry
 from stsim.cli import main as cli_main
 from stsim.core.config import Config
 from stsim.core.session import RunInterrupted
@@ -133,20 +135,30 @@ def test_eta_max_formula_and_values():
     assert Config.from_options(T=200, q=3, lr=1.0).freeze == ()
 
 
-@pytest.mark.parametrize("lr", [None, 1.0, {"W": 20.0, "V": 2.0}], ids=str)
-def test_a_given_freeze_is_kept_beside_the_default_one(lr):
-    """The plan merges the caller's freeze with the default's (W's token rows, held by
-    the derived step per block): a block the caller holds stays held, with the default lr
-    and with a given one (the seeded fault: the default's freeze in place of the
-    caller's dropped V_e)."""
-    given = ("W_xx", "W_xe", "V_e")
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore")
-        cfg = Config.from_options(T=200, q=3, freeze=given, lr=lr)
-    plan = cfg.resolved.plan
-    assert cfg.freeze == plan.freeze == given and cfg.to_dict()["freeze"] == list(given)
-    assert plan.lr.names == (("W", "V") if lr is None else plan.lr.names)
-    assert Config.from_options(T=200, q=3, freeze=("V_e",), steps=100).freeze == ("V_e",)
+@pytest.mark.parametrize("pe,extra", [("stochastic", {}),                      # sparse dW
+                                      ("stochastic", dict(sampler="sphere", d_e=16))])
+def test_step_per_parameter_run(pe, extra):
+    """Equal steps are the single step bit for bit; other steps move V otherwise; the config
+    records the dict."""
+    one = stsim.run(pe=pe, lr=1.5, **RUN, **extra)
+    same = stsim.run(pe=pe, lr={"W": 1.5, "V": 1.5}, **RUN, **extra)
+    _same(one, same)
+    per = stsim.run(pe=pe, lr={"W": 3.0, "V": 1.5}, **RUN, **extra)
+    assert per.config["lr"] == {"W": 3.0, "V": 1.5}
+    assert not np.array_equal(per.W, one.W) and not np.array_equal(per.V, one.V)
+    assert per.success
+
+
+def test_lr_per_block_derives_its_steps_and_other_dicts_need_steps():
+    """{"W", "V"} is a step per block of the reduced map: the steps are derived with it
+    (2x its 2% step); a step per parameter the map does not describe needs steps."""
+    from stsim.core.reduced import reduced_map_steps
+    c = stsim.Config.from_options(T=10, q=2, lr={"W": 2.0, "V": 1.0})
+    tgt = reduced_map_steps(10, 2, 5, {"W": 2.0, "V": 1.0}, 20)[1]
+    assert c.steps == max(100, -(-2 * tgt // 100) * 100) and c.freeze == ()
+    with pytest.raises(ValueError, match="needs steps"):
+        stsim.Config.from_options(T=10, q=2, arch="fcn", lr={"W1": 0.1, "b1": 0.1, "A": 0.1,
+                                                              "c": 0.1})
 
 
 @pytest.mark.parametrize("kw", [dict(T=10, q=2, batch=8), dict(T=20, q=3, batch=8),

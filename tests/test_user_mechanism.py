@@ -1,17 +1,17 @@
 """A mechanism of one's own, defined only in this file — softplus attention,
 ``s = log(1 + e^l)/n`` — through everything a built-in one goes through: its gradients,
 :func:`stsim.run` (no default step unless it declares a rule), the reduced dynamics against
-finite differences and full-matrix population GD, and the attention study's quick mode."""
+finite differences and full-matrix population GD, a config that runs it again,
+``Result.attention``, and the attention study's quick mode."""
 import json
 
 import numpy as np
 import pytest
 
 import stsim
-from stsim.core.attention import Attention
+from stsim.core.attention import Attention, Sigmoid
 from stsim.core.attention_dynamics import reduced_gd, reduced_loss_grad
 from stsim.core.gradcheck import check_grad
-from stsim.core.model import forward_backward
 
 
 class Softplus(Attention):
@@ -78,6 +78,38 @@ def test_a_step_of_ones_own_is_obeyed_and_can_diverge():
     assert 0.60 < slow.final("val") / slow.history["val"][0] < 0.68
     good = stsim.run(T=20, q=2, attention=SoftplusNorm(), progress=False)
     assert good.final("val") / good.history["val"][0] == pytest.approx(0.0216, abs=0.001)
+
+
+def test_user_mechanism_round_trips_through_its_config(tmp_path):
+    """``attention`` given as one's own object is recorded like ``pe``, ``optimizer`` and
+    ``arch`` (``attention_object``): the config runs again with the object given again
+    (bit-identical), without it the message says to pass it."""
+    r = stsim.run(T=8, q=2, attention=Softplus(), init="random", lr=0.1, steps=20,
+                  batch=32, progress=False)
+    assert r.config["attention_object"] == "Softplus"
+    again = stsim.run(config=r.config, attention=Softplus(), progress=False)
+    assert again.config == r.config and np.array_equal(again.W, r.W)
+    with pytest.raises(ValueError, match=r"attention was an object \(Softplus.*pass the "
+                                         r"object again"):
+        stsim.run(config=r.config, progress=False)
+    builtin = stsim.run(T=8, q=2, attention=Sigmoid(), steps=2, progress=False)
+    assert "attention_object" not in builtin.config    # a built-in one: its name
+
+
+def test_result_attention_of_a_user_mechanism(tmp_path):
+    """``Result.attention`` uses the run's mechanism object (before: refused as not a
+    built-in name); a loaded result asks for it again (``mechanism=``) and then gives the
+    same weights."""
+    r = stsim.run(T=8, q=2, attention=Softplus(), init="random", lr=0.1, steps=20,
+                  batch=32, progress=False)
+    s, X, y = r.attention(n=2, return_inputs=True)
+    assert s.shape == (2, 8) and np.all(s > 0)
+    assert not np.allclose(s.sum(1), 1.0)        # not softmax: softplus of each logit
+    loaded = stsim.load(r.save(tmp_path / "r.npz"))
+    with pytest.raises(ValueError, match=r"mechanism was an object \(Softplus.*"
+                                         r"mechanism=<the Softplus>"):
+        loaded.attention(n=2)
+    assert np.array_equal(loaded.attention(n=2, mechanism=Softplus()), s)
 
 
 @pytest.mark.parametrize("att", [Softplus(), SoftplusNorm(0.6)])
