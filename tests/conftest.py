@@ -11,7 +11,8 @@
   test_attention.py), of sizes ``B, T, q, d`` (imported from here).
 * ``RUN`` and ``_same``: the small run of several run-level test files and the
   bit-for-bit comparison of two results: parameters and every history entry (imported
-  from here).
+  from here); ``SMALL``, the options of a smaller run that each test gives its ``steps``
+  (test_registries.py, test_session.py, test_user_mechanism.py).
 """
 import importlib.util
 import os
@@ -23,6 +24,7 @@ import pytest
 B, T, q, d = 5, 9, 3, 4
 
 RUN = dict(T=10, q=2, d=3, batch=16, steps=160, eval_every=20, seed=3)
+SMALL = dict(T=8, q=2, batch=16, n_val=16, progress=False)
 
 
 def _same(a, b):

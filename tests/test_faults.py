@@ -598,6 +598,83 @@ def test_cli_failed_write_removes_the_earlier_runs_file(tmp_path, monkeypatch, c
     monkeypatch.setattr(io, "write_json", real)
 
 
+# ---- a full disk (ENOSPC simulated: the writes raise, no disk is filled) -----------------
+RUN = ["run", "--T", "6", "--q", "2", "--steps", "3", "--batch", "8", "--lr", "1", "--quiet"]
+
+
+def _enospc(path):
+    import errno
+    return OSError(errno.ENOSPC, "No space left on device", str(path))
+
+
+def test_lock_pid_write_on_a_full_disk_names_the_lock_and_leaves_none(tmp_path, monkeypatch,
+                                                                      capsys):
+    import stsim.util.io as io
+    from stsim.cli import main as cli_main
+    real = io._open_no_follow
+
+    class Full:                         # the lock file, on a disk with no room for its pid
+        def __init__(self, fh):
+            self.fh = fh
+
+        def __getattr__(self, name):
+            return getattr(self.fh, name)
+
+        def flush(self):
+            raise _enospc(self.fh.name)
+
+    monkeypatch.setattr(io, "_open_no_follow", lambda path: Full(real(path)))
+    out = tmp_path / "o"
+    assert cli_main(RUN + ["--out", str(out)]) == 2
+    err = capsys.readouterr().err
+    assert f"{out / '.stsim-run.lock'}: No space left on device (writing the process id " \
+           f"into the lock file)" in err, err
+    assert not (out / ".stsim-run.lock").exists()       # no 0-byte lock left behind
+    monkeypatch.setattr(io, "_open_no_follow", real)
+    assert cli_main(RUN + ["--out", str(out)]) == 0      # and the folder is usable after
+
+
+@pytest.mark.parametrize("full", [{"result.npz"}, {"result.npz", "manifest.json"},
+                                  {"result.npz", "manifest.json", "history.csv",
+                                   "config.json", "loss.png"}])
+def test_result_not_written_is_named_and_load_says_incomplete(tmp_path, monkeypatch, capsys,
+                                                              full):
+    """The files that fail are named (result.npz first), not only manifest.json; loading the
+    folder then says it is an incomplete run (not "a folder, not a result")."""
+    import contextlib
+    import os
+
+    import stsim.util.io as io
+    from stsim.cli import main as cli_main
+    real, calls = io.atomic_write, []
+
+    @contextlib.contextmanager
+    def disk(path, mode="wb"):
+        name = os.path.basename(path)
+        calls.append(name)
+        # manifest.json fails when written last (complete) unless every write fails
+        if name in full and (name != "manifest.json" or calls.count(name) > 1
+                             or len(full) == 5):
+            raise _enospc(path)
+        with real(path, mode) as fh:
+            yield fh
+
+    monkeypatch.setattr(io, "atomic_write", disk)
+    out = tmp_path / "o"
+    assert cli_main(RUN + ["--out", str(out)]) == 2
+    err = capsys.readouterr().err
+    assert "could not write result.npz" in err, err
+    if "manifest.json" in full:
+        assert "manifest.json" in err
+    monkeypatch.setattr(io, "atomic_write", real)
+    if len(full) == 5:       # not even the manifest: nothing of the run in the folder
+        assert "the folder is unchanged" in err and not (out / "manifest.json").exists()
+        return
+    with pytest.raises(ValueError, match=r"is the folder of an incomplete run: it has no "
+                                         r"result\.npz"):
+        stsim.load(out)
+
+
 LONG_WARNING = textwrap.dedent("""
     import sys
     import stsim.core.schedule as s

@@ -1,15 +1,19 @@
 """Registries that drive behaviour: an encoding, an optimiser or an
 architecture registered under a new name is asked for its facts — never recognised by its
 name — and ``optimizer="gd"`` is the data regime it names. Objects in place of names (an
-encoding, an optimiser, an architecture) run and resume without registering anything, and
-no module looks a name up outside the resolver."""
+encoding, an optimiser, an architecture) run and resume without registering anything; an
+optimiser object carries its settings (recorded in the config, matched on resume), never
+its state (the run steps a fresh copy); an optimiser's ``state_dict()`` that no
+checkpoint can hold is refused naming the optimiser; and no module looks a name up
+outside the resolver."""
 import math
+import os
 
 import numpy as np
 import pytest
 
 import stsim
-from conftest import RUN, _same     # bit for bit: parameters and every history entry
+from conftest import RUN, SMALL, _same     # bit for bit: parameters and every history entry
 from stsim.core import optim, problem
 from stsim.core.config import Config
 from stsim.core.records import upgrade_config
@@ -333,6 +337,97 @@ def test_checkpoints_of_object_runs_resume(tmp_path):
     ck = tmp_path / "c.npz"
     part = stsim.run(checkpoint=ck, callback=lambda r: r["step"] == 60, **opts)
     _same(stsim.run(config=part.config, pe=enc, optimizer=Adam(0.05), checkpoint=ck), whole)
+
+
+def test_optimizer_settings_recorded_and_checked_on_resume(tmp_path):
+    a = stsim.run(**SMALL, steps=4, optimizer=stsim.Adam(0.02))
+    b = stsim.run(**SMALL, steps=4, optimizer=stsim.Adam(0.02, betas=(0.5, 0.9)))
+    assert a.config != b.config
+    assert b.config["optimizer_settings"] == {"betas": [0.5, 0.9], "eps": 1e-8}
+    assert "optimizer_settings" not in stsim.run(**SMALL, steps=2, optimizer="adam").config
+    assert "optimizer_settings" not in stsim.run(**SMALL, steps=2,
+                                                 optimizer=stsim.SGD(0.5)).config
+    ck = tmp_path / "ck.npz"
+    first = stsim.run(**SMALL, steps=12, optimizer=stsim.Adam(0.02), checkpoint=ck,
+                      callback=lambda row: row["step"] >= 6)
+    assert first.status == "stopped" and ck.exists()
+    with pytest.raises(ValueError, match="optimizer_settings"):
+        stsim.run(**SMALL, steps=12, optimizer=stsim.Adam(0.02, betas=(0.5, 0.9)),
+                  checkpoint=ck)
+    with pytest.raises(ValueError, match="optimizer_settings"):
+        stsim.run(**SMALL, steps=12, optimizer=stsim.Adam(0.02, eps=1e-6), checkpoint=ck)
+    again = stsim.run(**SMALL, steps=12, optimizer=stsim.Adam(0.02), checkpoint=ck)
+    assert again.status == "completed"
+    # a key only the checkpoint holds is compared too: the object's settings against a name
+    ck2 = tmp_path / "ck2.npz"
+    stsim.run(**SMALL, steps=12, optimizer=stsim.Adam(0.02, betas=(0.5, 0.9)), checkpoint=ck2,
+              callback=lambda row: row["step"] >= 6)
+    with pytest.raises(ValueError, match="optimizer_settings"):
+        stsim.run(**SMALL, steps=12, optimizer="adam", lr=0.02, checkpoint=ck2)
+    # a config dict with the settings reruns with the object given again
+    rerun = stsim.run(config=b.config, optimizer=stsim.Adam(0.02, betas=(0.5, 0.9)),
+                      progress=False)
+    np.testing.assert_array_equal(rerun.params["W"], b.params["W"])
+
+
+def _stale_adam():
+    o = stsim.Adam(0.02)
+    o.t = 40
+    o.m = {"W": np.full((21, 21), 3.0), "V": np.full((5, 21), -2.0)}
+    o.v = {"W": np.full((21, 21), 1e-12), "V": np.full((5, 21), 1e-12)}
+    return o
+
+
+def test_optimizer_state_not_taken_nor_changed():
+    fresh = stsim.run(**SMALL, steps=10, optimizer=stsim.Adam(0.02))
+    o = _stale_adam()
+    stale = stsim.run(**SMALL, steps=10, optimizer=o)
+    np.testing.assert_array_equal(stale.params["W"], fresh.params["W"])
+    assert o.t == 40 and o.m["W"][0, 0] == 3.0 and o.m["W"].shape == (21, 21)
+    # moments of another shape than the run's parameters
+    o.m, o.v = {"W": np.zeros((3, 3))}, {"W": np.zeros((3, 3))}
+    assert stsim.run(**SMALL, steps=3, optimizer=o).status == "completed"
+    # an SGD stepped before: the linear schedule starts at its first update again
+    sgd = stsim.SGD(0.5, decay="linear", total=20)
+    want = stsim.run(**SMALL, optimizer=sgd)
+    sgd.t = 15
+    got = stsim.run(**SMALL, optimizer=sgd)
+    np.testing.assert_array_equal(got.params["W"], want.params["W"])
+    assert sgd.t == 15
+    assert sgd.fresh().t == 0 and _stale_adam().fresh().m == {}
+
+
+# ---- an optimiser's state, checked where it enters ------------------------------------
+@pytest.mark.parametrize("state, what", [
+    ({"t": np.array(1), "m": object()}, r"\['m'\] is not a finite numeric array"),
+    ({"t": np.array(np.nan)}, r"\['t'\] is not a finite"),
+    ([1, 2], " returned a list"),
+    ({1: np.zeros(2)}, " has the key 1"),
+])
+def test_an_optimiser_state_no_checkpoint_can_hold_is_refused_before_training(
+        tmp_path, _clean, state, what):
+    class Odd(SGD):
+        def state_dict(self):
+            return state
+
+    register_optimizer("odd-test", Odd, lr=0.1)
+    ckpt = tmp_path / "c.npz"
+    with pytest.raises(ValueError, match=r"optimiser Odd: state_dict\(\)" + what):
+        stsim.run(T=8, q=2, pe="onehot", optimizer="odd-test", steps=5, batch=8,
+                  checkpoint=ckpt, checkpoint_every=2)
+    assert os.listdir(tmp_path) == []
+
+
+def test_an_optimiser_state_that_fails_later_names_the_optimiser(tmp_path, _clean):
+    class Late(SGD):
+        def state_dict(self):
+            return {"t": np.array(self.t), **({"x": "text"} if self.t >= 2 else {})}
+
+    register_optimizer("late-test", Late, lr=0.1)
+    ckpt = tmp_path / "c.npz"
+    with pytest.raises(ValueError, match=r"optimiser Late: state_dict\(\)\['x'\]"):
+        stsim.run(T=8, q=2, pe="onehot", optimizer="late-test", steps=5, batch=8,
+                  checkpoint=ckpt, checkpoint_every=2)
 
 
 # ---- names resolved once ----------------------------------------------------------------

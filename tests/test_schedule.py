@@ -1,7 +1,8 @@
 """Tests of the reduced dynamics (stsim.core.reduced: the one formula, against its
 definition, finite differences and full-matrix population GD) and of the derived defaults
 (stsim.core.schedule): the stability bound, the user's lr/steps obeyed, a step per
-parameter, the default stochastic width, the plateau diagnosis, and defaults that learn.
+parameter, the default stochastic width, the plateau diagnosis, defaults that learn, and
+the decaying schedule (a run of zero steps with one is valid).
 Frozen blocks are test_freeze.py's."""
 import json
 import warnings
@@ -367,6 +368,16 @@ def test_linear_decay_ends_at_zero_and_stays_there():
     before = p["w"].copy()
     o.step(p, {"w": np.ones(1)})
     np.testing.assert_array_equal(p["w"], before)
+
+
+@pytest.mark.parametrize("opts", [dict(lr=1.0, lr_decay="linear"), dict(optimizer="adam")])
+def test_zero_steps_with_a_decay(opts):
+    res = stsim.run(T=10, q=2, steps=0, progress=False, **opts)
+    assert res.status == "completed" and res.config["lr_decay"] == "linear"
+    init = stsim.run(T=10, q=2, steps=0, progress=False,
+                     **{**opts, "lr_decay": "none"})
+    np.testing.assert_array_equal(res.params["W"], init.params["W"])
+    assert list(res.history["step"]) == [0]
 
 
 def test_measured_step_budget_is_one_function():

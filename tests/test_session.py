@@ -1,12 +1,15 @@
 """The callback and the Session (stsim.core.session): a callback returning true stops
 the run at that record, the stopped result saves and loads, an exception in the callback
 (or a progress callable) keeps the run's result and checkpoint, and a Session advanced in
-pieces, or finished early and resumed from its checkpoint, is the run in one go."""
+pieces, or finished early and resumed from its checkpoint, is the run in one go; a
+finished session is final (its result's arrays its own) and ``Session`` takes a Config
+or a dict of options, nothing else."""
 import numpy as np
 import pytest
 
 import stsim
-from conftest import RUN, _same     # bit for bit: parameters and every history entry
+from conftest import RUN, SMALL, _same     # bit for bit: parameters and every history entry
+from stsim.core.config import Config
 from stsim.core.session import Session
 
 
@@ -87,3 +90,29 @@ def test_a_session_finished_early_resumes_from_its_checkpoint(tmp_path):
     assert not s.advance(50) and s.state.step == 50
     assert s.finish().status == "stopped" and ck.exists()
     _same(stsim.run(checkpoint=ck, **RUN), stsim.run(**RUN))
+
+
+def test_finished_session_is_final():
+    s = Session(Config.from_options(**{k: v for k, v in SMALL.items() if k != "progress"},
+                                    steps=30), progress=False)
+    s.advance(10)
+    r = s.finish()
+    W = r.params["W"].copy()
+    with pytest.raises(RuntimeError, match="finished"):
+        s.advance(10)
+    with pytest.raises(RuntimeError, match="finished"):
+        s.finish()
+    np.testing.assert_array_equal(r.params["W"], W)
+    V = r.params["V"].copy()
+    s.state.params["V"] *= 0            # the session's arrays are not the result's
+    np.testing.assert_array_equal(r.params["V"], V)
+
+
+def test_session_takes_a_dict_and_refuses_other_things():
+    s = Session({"T": 8, "q": 2, "steps": 3, "batch": 16, "n_val": 16}, progress=False)
+    s.advance()
+    assert s.finish().status == "completed"
+    with pytest.raises(ValueError, match="cfg must be"):
+        Session(8)
+    with pytest.raises(ValueError, match="unknown option"):
+        Session({"T": 8, "tee": 2})

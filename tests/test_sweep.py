@@ -326,6 +326,36 @@ def test_a_worker_that_dies_stops_the_sweep_and_keeps_the_finished_rows(tmp_path
     assert res.n_skipped == len(recs) and [r["v"] for r in res.rows] == [1, 2, 3]
 
 
+KILLED_WORKER = """
+import os, signal, sys
+import stsim
+from stsim.sweeps import ExecutorFailed
+
+def row(a, seed):
+    if a == 1:
+        os.kill(os.getpid(), signal.SIGKILL)
+    return {"v": a}
+
+if __name__ == "__main__":
+    try:
+        stsim.sweep(row, {"a": [0, 1, 2, 3]}, out=sys.argv[1], max_workers=2)
+    except ExecutorFailed:
+        print("executor failed")
+"""
+
+
+@pytest.mark.pool
+def test_a_killed_pool_worker_leaves_no_leaked_semaphore_warning(tmp_path):
+    import subprocess
+    import sys
+    pytest.importorskip("loky")
+    (tmp_path / "drv.py").write_text(KILLED_WORKER)
+    proc = subprocess.run([sys.executable, str(tmp_path / "drv.py"), str(tmp_path / "t.csv")],
+                          capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 0 and proc.stdout.strip() == "executor failed", proc.stderr
+    assert "leaked" not in proc.stderr and "Traceback" not in proc.stderr, proc.stderr
+
+
 @pytest.mark.pool
 def test_pool_workers_get_one_blas_thread_and_the_driver_keeps_its_environment(monkeypatch):
     from stsim.sweeps.pool import PREFETCH_VAR, THREAD_VARS, OneThreadProcessPool

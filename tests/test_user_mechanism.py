@@ -2,13 +2,15 @@
 ``s = log(1 + e^l)/n`` — through everything a built-in one goes through: its gradients,
 :func:`stsim.run` (no default step unless it declares a rule), the reduced dynamics against
 finite differences and full-matrix population GD, a config that runs it again,
-``Result.attention``, and the attention study's quick mode."""
+``Result.attention``, and the attention study's quick mode. The ``Attention`` base class
+itself, which defines no map, is refused before any work."""
 import json
 
 import numpy as np
 import pytest
 
 import stsim
+from conftest import SMALL
 from stsim.core.attention import Attention, Sigmoid
 from stsim.core.attention_dynamics import reduced_gd, reduced_loss_grad
 from stsim.core.gradcheck import check_grad
@@ -65,6 +67,15 @@ def test_run_asks_for_lr_before_any_work(tmp_path):
     assert cfg.lr == stsim.Config.from_options(T=12, q=2, attention="relu-norm").lr
     res = stsim.run(config=cfg, steps=300, batch=64, progress=False)
     assert res.status == "completed" and res.history["val"][-1] < 0.5 * res.history["val"][0]
+
+
+def test_attention_base_class_refused_before_work(tmp_path):
+    ck = tmp_path / "ck.npz"
+    for lr in (None, 0.1):
+        with pytest.raises(ValueError, match="attention: Attention.*defines no map"):
+            stsim.run(**SMALL, steps=3, lr=lr, init="random", attention=Attention(),
+                      checkpoint=ck)
+    assert not ck.exists()
 
 
 def test_a_step_of_ones_own_is_obeyed_and_can_diverge():
