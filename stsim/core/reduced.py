@@ -150,18 +150,19 @@ def reduced_map(T, q, d, eta, n, *, c=1.0, practical=False, a0=0.0, b0=0.0, gamm
         f = np.float64
         T, q, d, lr_W, lr_V, n, c = (np.asarray(v, f) for v in (T, q, d, lr_W, lr_V, n, c))
         a, b, g = (np.asarray(v, f) for v in (a0, b0, gamma0))
-        fns = (np.exp, np.maximum)
+        exp, maximum = np.exp, np.maximum
     else:
         a, b, g = float(a0), float(b0), float(gamma0)
-        fns = (math.exp, max)
+        exp, maximum = math.exp, max
     ka, kg = lr_W / (n - 1), lr_V / d
+    own, general = loss_grad is None, practical or loss_grad is not None   # (asked once)
     while True:
-        if loss_grad is None:
-            L, da, db, dg = loss_grad_scalar(a, b, g, T, q, d, c, practical, *fns)
+        if own:
+            L, da, db, dg = loss_grad_scalar(a, b, g, T, q, d, c, practical, exp, maximum)
         else:
             L, da, db, dg = loss_grad(a, b, g)
         yield L, a, b, g
-        if practical or loss_grad is not None:
+        if general:
             beta = (-db / n - da / n) / (n - 1)
             a = a - lr_W * (da / n - beta)
             b = b + lr_W * beta
@@ -236,7 +237,8 @@ def reduced_map_record(T, q, d, eta, n, steps, *, record_every=1, c=1.0, practic
     ``record_every``-th and the last), ``a, γ, L`` there (shape ``(..., n_rec)``: the
     settings' shape, then the records), and over EVERY step ``max_t (L(t+1) − L(t))`` and
     ``min_t (a(t+1) − a(t))`` (``-inf``/``inf`` with no step). Floats in, the bookkeeping
-    in floats too: 1.4 µs a step in all (CPU time, 2·10⁵ steps, load 14)."""
+    in floats too: 1.0 µs a step in all (10⁶ steps, load 0.6; 1.26 µs before the map asked
+    once which update it takes)."""
     rec = np.unique(np.r_[np.arange(0, steps + 1, record_every), steps])
     states = reduced_map(T, q, d, eta, n, c=c, practical=practical, a0=a0, b0=b0,
                          gamma0=gamma0)
