@@ -171,3 +171,26 @@ def test_import_stsim_and_a_study_command_load_no_scipy_statistics():
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
                          check=True).stdout.splitlines()
     assert out == ["[]", "False"], out
+
+
+def test_the_architecture_page_names_every_module_as_its_docstring_says():
+    """docs/architecture.md's module index is every module of the package with the first
+    paragraph of its docstring (``python docs/module_index.py`` writes it); a module left
+    out, or a docstring changed without the page, is seen."""
+    import importlib.util
+    root = pathlib.Path(__file__).resolve().parents[1]
+    spec = importlib.util.spec_from_file_location("module_index", root / "docs" /
+                                                  "module_index.py")
+    mi = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mi)
+    page = (root / "docs" / "architecture.md").read_text(encoding="utf-8")
+    assert mi.main(["--check"]) == 0 and mi.current(page)
+    names = {n for n, _ in mi.modules()}
+    assert {"stsim.core.reduced", "stsim.studies.text.study", "stsim.cli"} <= names
+    for name in names:
+        assert f"| `{name}` |" in page, name
+    # seeded faults: a row removed, and a docstring that says something else
+    row = next(line for line in page.splitlines() if line.startswith("| `stsim.core.warm` |"))
+    assert not mi.current(page.replace(row + "\n", ""))
+    assert not mi.current(page.replace("| `stsim.core.warm` | A warm start",
+                                       "| `stsim.core.warm` | A cold start"))
