@@ -5,6 +5,8 @@ the studies order their runs by it) and the expected wall time of a run on an id
 the estimate paragraph)."""
 from __future__ import annotations
 
+from stsim.util.prefetch import prefetch_default
+
 __all__ = ["estimated_seconds", "wall_seconds", "SECONDS_PER_TOKEN", "SECONDS_PER_TOKEN_AHEAD",
            "SECONDS_PER_TOKEN_STATS", "START_S", "RECORD_COST"]
 
@@ -55,7 +57,6 @@ def wall_seconds(cfg, steps=None, ahead=None, statistics=None) -> float:
     "statistics"``, a resolved config's); then a step drawn ahead costs
     ``SECONDS_PER_TOKEN_STATS`` per sample-token, the records included (they were measured
     together: docs/model.md, "Long default calls in minutes")."""
-    from stsim.util.prefetch import prefetch_default
     steps = cfg.steps if steps is None else steps
     if ahead is None:
         ahead = prefetch_default()

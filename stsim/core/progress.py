@@ -17,8 +17,10 @@ Anything else is refused (``ValueError``) before the run starts.
 """
 from __future__ import annotations
 
+import importlib.util
 import sys
 import time
+import warnings
 
 import numpy as np
 
@@ -105,8 +107,6 @@ def tqdm_class():
     """The tqdm bar to use, or None without tqdm: ``tqdm.auto``'s (a widget in a Jupyter
     kernel) where ipywidgets is installed (the extra ``stsim[progress]`` brings both),
     else the text bar — never ``tqdm.auto``'s "IProgress not found" warning."""
-    import importlib.util
-    import warnings
     try:
         with warnings.catch_warnings():     # without ipywidgets, importing tqdm.auto alone
             warnings.simplefilter("ignore")  # warns "IProgress not found"

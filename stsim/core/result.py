@@ -2,17 +2,28 @@
 :func:`load` (a result file, or a checkpoint as the run so far)."""
 from __future__ import annotations
 
+import dataclasses
 import os
 from dataclasses import dataclass, field
 
 import numpy as np
 
-from stsim.core.config import ADDED_LATER, recorded_shapes
-from stsim.core.records import STATUSES, check_result_records
-from stsim.core.state import check_history, check_params
+from stsim.core.assessment import plateau_status
+from stsim.core.config import ADDED_LATER, Config, recorded_shapes
+from stsim.core.encodings import sample_checked
+from stsim.core.families import canonical_pe
+from stsim.core.model import attention_weights
+from stsim.core.optim import optimizer_spec
+from stsim.core.problem import arch_spec, is_transformer
+from stsim.core.records import STATUSES, check_result_records, options_from_record, upgrade_config
+from stsim.core.seeds import Streams
+from stsim.core.state import RunState, check_history, check_params
+from stsim.core.targets import make_target, target_of
+from stsim.core.task import sample_batch
 from stsim.util.io import load_npz, save_npz, write_csv
 from stsim.util.validate import lr_text
 from stsim.util.manifest import MANIFEST, check_manifest
+from stsim.util.warn import warn
 
 __all__ = ["Result", "load", "STATUSES"]
 
@@ -87,7 +98,6 @@ class Result:
         """The run's target (:class:`~stsim.core.targets.Target`, whose facts — its
         ``zero_loss`` L(0) — the studies ask): the object of a run of this process, else
         the built-in one its config records (the mean when it records none)."""
-        from stsim.core.targets import make_target, target_of
         cfg = self.__dict__.get("_config")
         return target_of(cfg) if cfg is not None else \
             make_target(self.config.get("target", ADDED_LATER["target"]))
@@ -96,7 +106,6 @@ class Result:
     def transformer(self) -> bool:
         """The run's architecture is the transformer or built on it
         (:func:`stsim.core.problem.is_transformer` of its recorded ``arch``)."""
-        from stsim.core.problem import is_transformer
         return is_transformer(self.config.get("arch", "transformer"))
 
     @property
@@ -234,15 +243,6 @@ class Result:
         >>> s.shape, bool(np.all(np.take_along_axis(s, y, 1).sum(1) > 0.5))
         ((3, 10), True)
         """
-        import dataclasses
-
-        from stsim.core.config import Config
-        from stsim.core.records import options_from_record
-        from stsim.core.encodings import sample_checked
-        from stsim.core.model import attention_weights
-        from stsim.core.seeds import Streams
-        from stsim.core.task import sample_batch
-
         cfg = self.__dict__.get("_config")      # the run's own (stsim.run in this process)
         if cfg is None:
             missing = unregistered(self.config)
@@ -329,8 +329,6 @@ class Result:
 
     @classmethod
     def _from_checkpoint(cls, path, arrays, meta) -> "Result":
-        from stsim.core.records import upgrade_config
-        from stsim.core.state import RunState
         cfg = meta.get("config")        # read_checked refuses a missing or non-dict one
         cfg = upgrade_config(cfg) if isinstance(cfg, dict) else None
         params = RunState.read_checked(path, arrays, meta,
@@ -349,7 +347,6 @@ class Result:
         :func:`stsim.core.assessment.plateau_status`."""
         if "assessment" in self.info:
             return self.info["assessment"]
-        from stsim.core.assessment import plateau_status
         return plateau_status(self.history, None)[0] if self.status == "completed" else "unknown"
 
     def summary(self) -> str:
@@ -426,9 +423,6 @@ def unregistered(config: dict) -> list:
     """``[(key, name, what, how)]`` for the names of ``config`` (``pe``, ``optimizer``,
     ``arch``) that this process does not know: extensions registered where the run was
     made and not (yet) here."""
-    from stsim.core.families import canonical_pe
-    from stsim.core.optim import optimizer_spec
-    from stsim.core.problem import arch_spec
     check = {"pe": canonical_pe, "optimizer": optimizer_spec, "arch": arch_spec}
     out = []
     for key, what, how in _EXTENSIONS:
@@ -452,7 +446,6 @@ def _warn_unregistered(path, config) -> None:
     (its history and parameters are read all the same)."""
     missing = unregistered(config) if isinstance(config, dict) else []
     if missing:
-        from stsim.util.warn import warn
         warn(f"{os.fspath(path)!r} was made with {_register_hint(missing)} (its history, "
              f"plot and parameters need nothing; attention weights and resuming do)")
 

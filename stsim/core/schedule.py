@@ -60,6 +60,7 @@ from stsim.core.model import query_coef
 from stsim.core.optim import REDUCED
 from stsim.core.reduced import MARGIN, MAX_STEPS, reduced_map_steps, step_count
 from stsim.core.stopping import resolve_stop
+from stsim.core.targets import make_target
 from stsim.core.token_stats import resolve_draws
 from stsim.core.stability import (NOISE_W, SAFETY, eta_max, eta_V_max, eta_W_block, eta_W_cap,
                                   fourth_excess)
@@ -437,7 +438,6 @@ def check_freeze(freeze, arch, cfg) -> tuple | None:
     bad = [n for n in names if n not in allowed]
     if bad:
         raise ValueError(f"freeze must name blocks of {allowed}, got {bad!r}")
-    from stsim.core.targets import make_target
     # a quadratic readout's own blocks (b, Q) are not W or V blocks: they train, and pass
     # a gradient to W through the attended vector
     try:

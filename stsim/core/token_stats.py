@@ -49,6 +49,8 @@ from __future__ import annotations
 
 import numpy as np
 
+from stsim.util.validate import check_choice
+
 __all__ = ["TokenStats", "DRAWS", "resolve_draws"]
 
 #: the values of a run's ``draws``
@@ -203,7 +205,6 @@ def resolve_draws(cfg, freeze=None) -> str:
     """The run's ``draws`` from its config's (``"auto"``: ``"statistics"`` where they hold,
     else ``"tokens"``); ``ValueError`` naming ``draws`` for ``"statistics"`` where they do
     not hold, saying why. ``freeze``: as :func:`_why_not`'s."""
-    from stsim.util.validate import check_choice
     draws = check_choice("draws", cfg.draws, DRAWS, ignore_case=True)
     if draws == "tokens":
         return draws

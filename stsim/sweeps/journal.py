@@ -7,7 +7,7 @@ import numbers
 import os
 import threading
 
-from stsim.sweeps.grid import BOOKKEEPING, point_key
+from stsim.sweeps.grid import BOOKKEEPING, point_key, spawn_seeds
 
 __all__ = ["journal_path", "load_journal", "append_journal", "build_table", "lock_for",
            "shared_records", "result_column", "check_record"]
@@ -47,7 +47,6 @@ def check_seeds(path, records: dict, root_seed: int) -> None:
     it (journals of earlier versions do not)."""
     if not records:
         return
-    from stsim.sweeps.grid import spawn_seeds
     n = 1 + max(r["seed_index"] for r in records.values())
     want = spawn_seeds(n, root_seed)
     for rec in records.values():

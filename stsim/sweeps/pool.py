@@ -39,6 +39,7 @@ except ImportError:         # no process pool: make_executor runs the tasks in t
     ShutdownExecutorError = cf.CancelledError   # never raised; keeps the fault tuples simple
 
 from stsim.util.prefetch import PREFETCH_VAR
+from stsim.util.signals import route_termination
 from stsim.util.threads import THREAD_VARS
 from stsim.util.validate import check_int
 
@@ -246,7 +247,6 @@ def stop_on_interrupt(executor=None):
         if executor is None:
             yield False      # nothing to end here: a route of an outer caller stays
             return
-        from stsim.util.signals import route_termination
 
         def on_termination(signum, frame):
             kill()

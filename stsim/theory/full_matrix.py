@@ -9,6 +9,7 @@ import math
 import numpy as np
 
 from stsim.core.families import make_encoding
+from stsim.core.run import run
 from stsim.theory.reduced import reduced_gd_scalar
 from stsim.theory.report import make_check, not_run
 
@@ -83,7 +84,6 @@ def full_matrix(s, full_steps, max_full_work, checks) -> dict:
         checks.append(not_run("full-matrix GD = reduced map", plan[1], on="model"))
         return {"ran": False, "reason": plan[1]}
     enc, count, n_fs, why_smaller = plan
-    from stsim.core.run import run
     res = run(T=T, q=q, pe=enc.name, d=s.d, d_e=enc.d_e, query=s.query,
               objective="population", optimizer="gd", lr=s.lr, steps=n_fs, eval_every=1)
     h = res.history

@@ -9,6 +9,7 @@ import csv
 import errno
 import json
 import os
+import stat
 import tempfile
 import threading
 
@@ -256,7 +257,6 @@ def _open_no_follow(path):
     symbolic link (``O_NOFOLLOW``) and only if it is a regular file: a lock file that is a
     link to another file would otherwise have that file truncated and overwritten with
     the holder's pid. ``ValueError`` naming the file otherwise."""
-    import stat
     flags = os.O_RDWR | os.O_CREAT | getattr(os, "O_NOFOLLOW", 0) | getattr(os, "O_CLOEXEC", 0)
     try:
         fd = os.open(path, flags | getattr(os, "O_NONBLOCK", 0), 0o666)
