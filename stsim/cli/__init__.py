@@ -23,6 +23,9 @@ import os
 import sys
 import warnings
 
+from stsim import __version__
+from stsim.sweeps import ExecutorFailed
+from stsim.util.io import OutputLocked
 from stsim.util.signals import TerminateAsInterrupt, release_cli_imports, signal_name
 
 __all__ = ["main", "COMMANDS", "build_parser"]
@@ -69,7 +72,6 @@ def build_parser(name: str) -> argparse.ArgumentParser:
 
 
 def _top_parser() -> argparse.ArgumentParser:
-    from stsim import __version__
     p = argparse.ArgumentParser(prog="stsim", description="stsim: simulate a one-layer "
                                 "softmax-attention transformer learning sparse token "
                                 "selection (Wang, Wei, Hsu & Lee, ICML 2024).",
@@ -126,8 +128,6 @@ def _one_line_errors() -> tuple:
     """The exceptions besides ``ValueError`` that a user's situation causes and that are
     said in one line: another process writing the output (``OutputLocked``), a sweep whose
     executor stopped (``ExecutorFailed``: a worker died; the finished rows are kept)."""
-    from stsim.sweeps import ExecutorFailed
-    from stsim.util.io import OutputLocked
     return (OutputLocked, ExecutorFailed)
 
 

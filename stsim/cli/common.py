@@ -8,7 +8,12 @@ from __future__ import annotations
 import argparse
 import ast
 import os
+import re
 import sys
+
+from stsim.sweeps.pool import OneThreadProcessPool, make_executor, stop_on_interrupt
+from stsim.util.io import FileLock, OutputLocked, check_writable_folder
+from stsim.util.validate import check_int
 
 
 __all__ = ["DEFAULT_WORKERS", "add_study_arguments",
@@ -57,7 +62,6 @@ def out_dir(args) -> str:
 
 def workers(args) -> int:
     """``--workers`` checked (an int >= 0; 0 is taken as 1: this process)."""
-    from stsim.util.validate import check_int
     return max(1, check_int("--workers", args.workers, 0))
 
 
@@ -72,7 +76,6 @@ def scheduler_executor(address: str, timeout: float | None = None):
     address that is not ``[tcp://]host:port``, without Dask (naming the extra), or when
     no scheduler answers within ``timeout`` seconds (default
     :data:`SCHEDULER_TIMEOUT_S`) — before any work."""
-    import re
     timeout = SCHEDULER_TIMEOUT_S if timeout is None else timeout
     address = str(address).strip()
     if not re.fullmatch(r"(tcp|tls|inproc|ws|wss)://\S+|[\w.\-\[\]:]+:\d+", address):
@@ -217,8 +220,6 @@ def run_contract(args, study) -> dict:
     (:func:`report_divergence`). Returns the summary, with ``exit_status`` 1 when something
     is unmeasured, else 0."""
     from stsim.studies.contract import resolve_config, run_study
-    from stsim.sweeps.pool import OneThreadProcessPool, make_executor, stop_on_interrupt
-    from stsim.util.io import FileLock, OutputLocked, check_writable_folder
     overrides = contract_overrides(args, study)
     resolve_config(study, args.mode, overrides)      # bad input: refused before any work
     n_workers = workers(args)                        # ... and before --out is created

@@ -3,9 +3,11 @@ on the study contract (:func:`stsim.cli.common.run_contract`)."""
 from __future__ import annotations
 
 import argparse
+import os
 
 from stsim.cli.common import add_contract_options, run_contract
 from stsim.studies import figures
+from stsim.util.io import read_json
 
 __all__ = ["add_arguments", "main"]
 
@@ -44,9 +46,7 @@ def add_arguments(p) -> None:
 def check_report_folder(folder) -> str:
     """``--report DIR`` checked before it is read: a folder holding at least one
     ``<fig>.json``, each of them JSON (``ValueError`` naming the folder or the file)."""
-    import os
     from stsim.studies.figures import FIGURES
-    from stsim.util.io import read_json
     if not os.path.isdir(folder):
         raise ValueError(f"--report {folder!r} is not a folder (give the --out of a run of "
                          f"stsim figures)")

@@ -15,6 +15,9 @@ import warnings
 
 from stsim.cli.common import int_tuple
 from stsim.core.config import Config, field_help
+from stsim.core.progress import LinePrinter
+from stsim.core.run import RunInterrupted, run
+from stsim.core.schedule import LongRunWarning
 from stsim.util.io import FileLock, OutputLocked, check_writable_folder
 from stsim.util.manifest import MANIFEST, begin_manifest, finish_manifest
 from stsim.util.signals import deferred_signals
@@ -193,10 +196,6 @@ def main(args) -> int:
     written (one line ``stsim: error: …``), 130 interrupted by Ctrl-C (the files of the
     run so far are written; one line says so; :func:`stsim.cli.main` makes it 143 for
     SIGTERM and 129 for SIGHUP, which take the same path)."""
-    from stsim.core.progress import LinePrinter
-    from stsim.core.run import RunInterrupted, run
-    from stsim.core.schedule import LongRunWarning
-
     opts = {f.name: getattr(args, f.name) for f in dataclasses.fields(Config)}
     if args.checkpoint_every is not None:
         check_int("--checkpoint_every", args.checkpoint_every, 1)

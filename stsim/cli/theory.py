@@ -17,6 +17,8 @@ import json
 import sys
 
 from stsim.cli.common import int_tuple
+from stsim.theory.checks import check_theorem, theorem_defaults
+from stsim.util.io import check_writable_folder
 
 __all__ = ["add_arguments", "main"]
 
@@ -85,12 +87,10 @@ def main(args) -> int:
     figures with ``--figures``)."""
     if args.figures is not None:
         from stsim.theory.figures import draw_theory_figures
-        from stsim.util.io import check_writable_folder
         out = check_writable_folder(args.figures, "--figures")     # created if missing
         for path in draw_theory_figures(out, quick=args.mode == "quick"):
             print(path)
         return 0
-    from stsim.theory.checks import check_theorem, theorem_defaults
     T, lr, eps = theorem_defaults(args.pe, d=args.d, q=args.q, T=args.T, lr=args.lr,
                                   eps=args.eps)
     rep = check_theorem(T, args.q, args.d, lr, eps, pe=args.pe, d_e=args.d_e,

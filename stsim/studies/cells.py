@@ -18,9 +18,11 @@ import time
 from stsim.baselines.fcn import fcn_param_count
 from stsim.core.config import Config
 from stsim.core.run import run
+from stsim.core.targets import make_target
 from stsim.studies.widths import width_grid
-from stsim.sweeps import InlineExecutor, read_table, sweep
+from stsim.sweeps import InlineExecutor, expand_grid, read_table, sweep
 from stsim.sweeps.journal import build_table, journal_path, load_journal
+from stsim.util.io import to_jsonable
 from stsim.util.validate import check_int
 
 __all__ = ["TUNE_ROOT", "tf_params", "params_of", "budgets_of", "train_point",
@@ -82,7 +84,6 @@ def train_point(arch, T, d, width, q=3, steps=2000, budgets="", batch=256, lr=3e
     L0), ``init_val``, ``diverged`` (0/1), ``wall_time_s``, ``cpu_time_s``; with
     ``level`` also ``reached`` (``final_val ≤ level · L0``).
     """
-    from stsim.core.targets import make_target
     validate_point(dict(arch=arch, T=T, d=d, width=width, q=q, steps=steps, budgets=budgets,
                         batch=batch, lr=lr, n_val=n_val, level=level, task=task))
     bs = budgets_of(budgets, steps)
@@ -321,7 +322,6 @@ def settings_text(**settings) -> str:
     >>> settings_text(T=20, T_test=(25, 30))
     '{"T": 20, "T_test": [25, 30]}'
     """
-    from stsim.util.io import to_jsonable
     return json.dumps(to_jsonable(settings), sort_keys=True)
 
 
@@ -330,7 +330,6 @@ def stamped(fn, points, text):
     (:func:`settings_text`): each point with its :data:`SETTINGS` cell, and ``fn`` called
     without it (a rerun with other settings computes other rows; the same ones are
     resumed)."""
-    from stsim.sweeps import expand_grid
 
     def made(seed, **point):
         point.pop(SETTINGS)

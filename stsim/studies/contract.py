@@ -11,9 +11,13 @@ a complete toy study: docs/architecture.md, "The study contract".
 """
 from __future__ import annotations
 
+import ast
 import copy
 import os
 import time
+
+from stsim.sweeps.pool import InlineExecutor
+from stsim.util.io import atomic_write, read_json, write_json
 
 __all__ = ["MODES", "STUDY_MEMBERS", "apply_overrides", "resolve_config", "run_study",
            "check_study", "divergence", "publish_divergence", "divergence_markdown"]
@@ -42,7 +46,6 @@ def _coerce(name, value, like):
     """``value`` (a given override, maybe text) as the type of the preset's ``like``;
     ``ValueError`` naming the key when it cannot be."""
     if isinstance(value, str) and not isinstance(like, str):
-        import ast
         try:
             value = ast.literal_eval(value)
         except (ValueError, SyntaxError):
@@ -123,7 +126,6 @@ def run_study(study, out: str, *, mode: str = "quick", overrides: dict | None = 
     tables, ``report``. Returns the summary with ``mode``, ``analyse_only``,
     ``wall_time_s``, ``diverged`` and ``unmeasured`` (:func:`divergence`; both also written
     into the outputs, :func:`publish_divergence`)."""
-    from stsim.sweeps.pool import InlineExecutor
     config = resolve_config(study, mode, overrides)
     t0 = time.perf_counter()
     if not analyse_only:
@@ -178,7 +180,6 @@ def publish_divergence(out, name, summary) -> None:
     summary (``<out>/summary.json``, else ``<out>/<name>.json``, if there is one; always,
     also when both are empty) and, when either is not empty, as a section at the end of
     ``<out>/report.md`` (if there is one)."""
-    from stsim.util.io import atomic_write, read_json, write_json
     entries = {k: summary[k] for k in ("diverged", "unmeasured")}
     for fname in ("summary.json", f"{name}.json"):
         path = os.path.join(out, fname)

@@ -34,6 +34,7 @@ import zlib
 
 import numpy as np
 
+from stsim.core.attention import make_attention
 from stsim.theory.family import width_grid as _width_grid
 from stsim.util.stats import (LAWS, LOG_SQUARED, bootstrap_threshold, compare_growth,
                               threshold_width)
@@ -149,7 +150,6 @@ def mechanism_loss(mechanism, T: int, q: int):
     :func:`stsim.theory.family.best_softmax_family` (its ``a`` searched near the
     replicate's last best ``a``), any other mechanism's through
     :func:`stsim.theory.attention.best_mechanism_family_loss`."""
-    from stsim.core.attention import make_attention
     from stsim.theory.attention import best_mechanism_family_loss
     from stsim.theory.family import best_softmax_family, sample_scores
     att = make_attention(mechanism)

@@ -8,6 +8,7 @@ import math
 import numpy as np
 
 from stsim.core.attention import Softmax
+from stsim.core.attention_dynamics import reduced_gd
 from stsim.core.targets import make_target
 from stsim.studies.attention.runs import (BASE_TEXT, choose, made_by, named, rank_points,
                                           raw_path)
@@ -66,7 +67,6 @@ def _value(r, key="rel"):
 def _temperature(cfg):
     """Reduced softmax map at each τ (step η = the τ = 1 default) against the τ = 1 map with
     steps (η/τ², η): the step to 2% of L(0) of each."""
-    from stsim.core.attention_dynamics import reduced_gd
     T, q, d = cfg["tau_T"], cfg["q"], cfg["d"]
     n = 2 * T
     eta = 0.5 * Softmax().eta_max(q, d, n, 1.0)

@@ -29,6 +29,7 @@ import time
 import stsim
 from stsim.core.attention import (ATTENTIONS, MECHANISMS, TAU_RANGE, Attention,
                                   check_temperature)
+from stsim.core.config import Config
 from stsim.studies.cells import settings_text
 from stsim.studies.tuning import choose as choose_by, run_measures
 from stsim.studies.widths import Precision
@@ -85,7 +86,6 @@ def base_schedule(T, q, d, batch, T_test, mechanism=None, target="mean") -> tupl
     with one): the paper's softmax model's, or with ``mechanism`` that mechanism's own
     (``tune_base="own"``: its tuning multiplies its own default step; a mechanism of one's
     own that declares no default step gets the paper model's)."""
-    from stsim.core.config import Config
     own = parse_mechanism(mechanism) if mechanism is not None else {}
     try:
         plan = Config(T=T, q=q, d=d, batch=batch, T_test=tuple(T_test), target=target,

@@ -3,7 +3,9 @@ a :class:`~stsim.core.config.Config` (its options and memory), the width family'
 reduced map's arrays (:func:`check_sizes`, called by :func:`stsim.studies.attention.study.check`)."""
 from __future__ import annotations
 
+from stsim.core.config import Config
 from stsim.studies.attention.runs import mechanism_label, parse_mechanism
+from stsim.util.validate import check_memory
 
 __all__ = ["check_sizes"]
 
@@ -14,9 +16,7 @@ def check_sizes(cfg) -> None:
     its memory), the largest rank run, each trained mechanism at the largest width, the
     family at each ``width_T`` and the reduced map (their largest arrays, by name, in the
     message); the message names the setting."""
-    from stsim.core.config import Config
     from stsim.studies.widths import Precision
-    from stsim.util.validate import check_memory
     c = {k: cfg[k] for k in ("T", "q", "d", "batch")}
 
     def fits(setting, **opts):

@@ -38,6 +38,7 @@ from stsim.studies.attention.runs import (TAU_RANGE, TUNE_ROOT, choose, made_by,
                                           sphere_one)
 from stsim.studies.cells import made_with, stamped
 from stsim.studies.widths import QUICK as QUICK_PRECISION, Precision
+from stsim.sweeps import sweep
 from stsim.util.io import write_json
 from stsim.util.validate import check_int, check_real
 
@@ -209,7 +210,6 @@ def run(cfg, out, executor, log):
     through :func:`stsim.sweep` into its table under ``raw/`` (resumable)."""
     from stsim.studies.attention.runs import base_schedule
     from stsim.studies.attention.widths import width_point
-    from stsim.sweeps import sweep
     os.makedirs(os.path.join(out, "raw"), exist_ok=True)
     t0 = time.time()
     c = {k: cfg[k] for k in ("T", "q", "d", "batch", "target")}

@@ -7,6 +7,9 @@ from __future__ import annotations
 
 import warnings
 
+from stsim.core.config import Config
+from stsim.util.validate import check_memory
+
 __all__ = ["part_memory", "check_part_memory"]
 
 F8 = 8
@@ -53,9 +56,7 @@ def check_part_memory(name, cfg) -> None:
     """``ValueError`` naming the part's settings when its largest point would not fit in
     this machine's memory (the trained part: its run's :class:`stsim.core.config.Config`
     refuses, prefixed with the part)."""
-    from stsim.util.validate import check_memory
     if name == "trained":
-        from stsim.core.config import Config
         try:
             with warnings.catch_warnings():
                 warnings.simplefilter("ignore")          # the long-run warning

@@ -35,6 +35,7 @@ import os
 
 import numpy as np
 
+from stsim.sweeps.pool import make_executor
 from stsim.util.io import atomic_write, write_csv
 from stsim.studies.figures.common import Job
 from stsim.studies.figures.evaluate import EVALUATE, QUICK_EVALUATE
@@ -321,7 +322,6 @@ def run_claims(mode="quick", out=os.path.join("runs", "claims"), *, workers=1, o
     settings and ``workers`` processes. Returns the claims summary."""
     from stsim.studies import figures
     from stsim.studies.contract import run_study
-    from stsim.sweeps.pool import make_executor
     over = {"only": ["claims"], **{f"claims.{k}": v for k, v in (overrides or {}).items()}}
     ex = make_executor(workers)
     try:

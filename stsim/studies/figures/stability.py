@@ -30,6 +30,11 @@ from __future__ import annotations
 
 import numpy as np
 
+from stsim.core.config import Config
+from stsim.core.model import query_coef
+from stsim.core.stability import eta_max
+from stsim.theory.reduced import reduced_gd
+
 __all__ = ["EDGE", "CHEAP_S", "TWIN", "step_bound", "above_bound", "needs_twin",
            "twin_options", "oscillating", "reduced_stability"]
 
@@ -42,9 +47,6 @@ RUN = 10            # this many alternating steps of the reduced map: oscillatin
 def step_bound(options) -> tuple:
     """``(bound, why)`` of a run's options (module docstring, test 1); ``bound`` is None
     where nothing is derived (Adam; an encoding without a reduction)."""
-    from stsim.core.config import Config
-    from stsim.core.model import query_coef
-    from stsim.core.stability import eta_max
     cfg = Config.from_options(**options)
     if cfg.optimizer != "sgd":
         return None, f"{cfg.optimizer}: no derived step bound"
@@ -112,7 +114,6 @@ def reduced_stability(T, q, d, lrs, steps, *, pe, d_e=None, record_every=100, ch
     (n,), the others (len(lrs), n)); ``oscillated``: the trajectory oscillated
     (:func:`oscillating`) or its loss rose at some step up to then (module docstring,
     test 2). ``chunk`` must be a multiple of ``record_every``."""
-    from stsim.theory.reduced import reduced_gd
     lrs = np.asarray(lrs, dtype=float)
     K = lrs.size
     rec = np.arange(0, steps + 1, record_every)

@@ -49,6 +49,7 @@ from stsim.studies.figures.blocks import COLUMNS as BLOCK_COLUMNS, FILE as BLOCK
 from stsim.studies.figures.evaluate import evaluation_stats
 from stsim.studies.figures.stability import above_bound
 from stsim.studies.figures.verdicts import relabel, verdict_counts
+from stsim.util.verdict import check_line
 
 __all__ = ["NAME", "FIGURES", "PRESETS", "HELP", "EPILOG", "check", "run", "analyse",
            "report", "console"]
@@ -89,7 +90,6 @@ EPILOG = ("examples: stsim figures                      # all figures, small pro
 def console(summary) -> list:
     """What ``stsim figures`` prints: every figure's checks, one line each
     (:func:`stsim.util.verdict.check_line`), and the figures not drawn."""
-    from stsim.util.verdict import check_line
     out = []
     for s in summary["summaries"].values():
         out.append(f"== {s['figure']} ({s['mode']})")

@@ -38,13 +38,20 @@ import time
 
 import numpy as np
 
+import stsim
+from stsim.core.config import Config
+from stsim.core.constructions import construction
+from stsim.core.encodings import PEBatch
+from stsim.core.model import forward_backward
 from stsim.core.reduced import LEARNED
-from stsim.core.targets import make_target
+from stsim.core.targets import Variance, make_target
 from stsim.studies.cells import made_with, stamped
 from stsim.studies.targets import widths
 from stsim.studies.targets.settings import made_by
 from stsim.studies.tuning import at_chosen, choose as choose_by, run_measures, seed_stats
-from stsim.util.validate import check_int, check_real
+from stsim.sweeps import sweep
+from stsim.util.io import read_json, write_json
+from stsim.util.validate import Steps, check_int, check_real
 from stsim.util.verdict import judge
 
 __all__ = ["NAME", "PRESETS", "check", "run", "analyse", "report", "represents",
@@ -112,7 +119,6 @@ def check(cfg):
         raise ValueError(f"mults must hold distinct multipliers, got {list(cfg['mults'])}")
     for Tt in cfg["T_test"]:
         check_int("T_test", Tt, cfg["q"] + 1, 2 * T)    # at most twice the training T
-    from stsim.core.config import Config
     for t in labels:        # each run fits (its memory, its options), before any work
         try:
             Config(T=T, q=cfg["q"], d=cfg["d"], batch=cfg["batch"], T_test=tuple(cfg["T_test"]),
@@ -129,10 +135,6 @@ def _raw(out, name):
 def represents(target, T, q, d, n_batches, n_fit, seed):
     """A row of ``raw/represents.csv`` (module docstring); ``fit``/``fit_se`` NaN for a
     target other than the variance."""
-    from stsim.core.encodings import PEBatch
-    from stsim.core.model import forward_backward
-    from stsim.core.constructions import construction
-    from stsim.core.targets import Variance
     from stsim.theory.targets import variance_linear_fit
     t = make_target(target)
     rng = np.random.default_rng(seed)
@@ -170,7 +172,6 @@ def represents_checks(label, row, q, d, tol):
 def _resolved(target, T, q, d, batch, T_test):
     """The resolved config of the study's run of ``target`` at its defaults (the one place
     its plan and its encoding are decided)."""
-    from stsim.core.config import Config
     return Config(T=T, q=q, d=d, batch=batch, T_test=tuple(T_test),
                   target=target).resolve().resolved
 
@@ -194,8 +195,6 @@ def train_one(target, T, q, d, batch, steps, T_test, mult, seed):
     time and the validation curve (JSON). ``steps`` 0: the default plan's count at
     multiplier 1 (the same budget at every multiplier; a plan given a step of its own
     would scale its count with it)."""
-    import stsim
-    from stsim.util.validate import Steps
     lr, freeze, default_steps = _base(target, T, q, d, batch, T_test)
     t0 = time.process_time()
     res = stsim.run(T=T, q=q, d=d, batch=batch, T_test=tuple(T_test), target=target,
@@ -214,8 +213,6 @@ def choose(rows, mults=None) -> dict:
 
 def run(cfg, out, executor, log=None):
     """The three tables under ``raw/`` (module docstring), each a resumable sweep."""
-    from stsim.sweeps import sweep
-    from stsim.util.io import write_json
     os.makedirs(os.path.join(out, "raw"), exist_ok=True)
     say, walls, t0 = log or (lambda msg: None), {}, time.time()
     c = {k: cfg[k] for k in ("T", "q", "d", "batch", "steps")}
@@ -301,7 +298,6 @@ def report(cfg, out, results):
     record), ``represents.png``/``.csv``, ``learns.png`` with ``curves.csv``,
     ``length.png``/``.csv``, ``widths.png``/``.csv``, ``report.md``; returns the summary."""
     from stsim.studies.contract import divergence
-    from stsim.util.io import read_json
     rec = _raw(out, "run.json")
     record = read_json(rec, "run record") if os.path.isfile(rec) else {}
     n_runs = len(cfg["targets"]) * cfg["seeds"]

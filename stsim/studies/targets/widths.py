@@ -29,16 +29,20 @@ from __future__ import annotations
 import math
 import os
 import time
+import warnings
 
 import numpy as np
 
+from stsim.baselines.fcn import fcn_construction
+from stsim.core.config import Config
+from stsim.core.cost import estimated_seconds
 from stsim.core.targets import make_target
 from stsim.studies import widths as wl
 from stsim.studies.cells import (cells, made_with, pick_lr, read_rows, train_cells,
                                  validate_point)
 from stsim.studies.targets.settings import MADE_BY, made_by
 from stsim.studies.widths import FAMILY_LAWS, QUICK as QUICK_PRECISION, Precision
-from stsim.util.validate import check_int, check_real
+from stsim.util.validate import check_int, check_memory, check_real
 from stsim.util.verdict import all_of, judge
 
 __all__ = ["WIDTH_KEYS", "QUICK", "FULL", "check", "family_kind", "family_point", "run",
@@ -102,7 +106,6 @@ def check(cfg):
         check_real("fcn_lrs", lr, lo=0.0, lo_open=True)
     if not cfg["fcn_lrs"]:
         raise ValueError("fcn_lrs must hold at least one rate")
-    from stsim.util.validate import check_memory
     for T in cfg["fcn_Ts"]:
         if not [c for c in cells(_sep_cfg(cfg)) if c["T"] == T]:
             raise ValueError(f"fcn_Ts: T={T} has no FCN width in [T/2, fcn_span T] up to "
@@ -197,10 +200,6 @@ def estimate_cpu_s(cfg) -> dict:
     ``FAMILY_S_PER_TOKEN`` × samples × T × 2 (fit and held out) × replicates × ``_PROBES``
     per crossing, and the equality checks. ``{"fcn_model_s", "fcn_s", "runs",
     "family_s", "total_s"}``."""
-    import warnings
-
-    from stsim.core.config import Config
-    from stsim.core.cost import estimated_seconds
     model, runs = 0.0, 0
     n = len(cfg["fcn_lrs"]) + (1 if cfg["fcn_lr_extra"] else 0) + cfg["fcn_seeds"]
     for c, base in fcn_cells(cfg):
@@ -396,5 +395,4 @@ def analyse(cfg, out) -> dict:
 
 def _fcn_construction_width(T, d, q) -> int:
     """The hidden width of :func:`stsim.baselines.fcn.fcn_construction` (``2Td``)."""
-    from stsim.baselines.fcn import fcn_construction
     return int(fcn_construction(T, d, q)["W1"].shape[0])

@@ -51,9 +51,14 @@ import time
 
 import numpy as np
 
+import stsim
+from stsim.core.corpus import load_corpus
 from stsim.core.reduced import LEARNED
+from stsim.core.targets import make_target
 from stsim.studies.cells import extend_rates, lr_edge, made_with, settings_text, stamped
 from stsim.studies.tuning import at_chosen, choose, seed_stats
+from stsim.sweeps import sweep
+from stsim.util.io import write_json
 from stsim.util.validate import check_int, check_real
 from stsim.util.verdict import all_of, inconclusive, judge
 
@@ -151,7 +156,6 @@ def check(cfg):
             check_real(key, m, lo=0.0, lo_open=True)
         if len(set(cfg[key])) != len(cfg[key]):
             raise ValueError(f"{key} must be distinct, got {list(cfg[key])}")
-    from stsim.core.corpus import load_corpus
     load_corpus().check_window(max(cfg["T_test"]), "T_test")
     return cfg
 
@@ -171,8 +175,6 @@ def train_one(task, encoding, mult, seed, cfg):
     ``val0``, ``val_T<T>``, ``val0_T<T>``), the CPU time, the curve (JSON) and, for the
     masked task, the mean attention weight by offset from the masked position on
     ``n_val`` held-out windows (``attn``, JSON)."""
-    import stsim
-    from stsim.core.targets import make_target
     kw = _options(task, encoding, cfg)
     t0 = time.process_time()
     res = stsim.run(seed=seed, progress=False, lr=cfg["lr"] * mult, **kw)
@@ -210,8 +212,6 @@ def _arm(r) -> str:
 
 def run(cfg, out, executor, log=None):
     """The tuning and the reported runs under ``raw/``, each a resumable sweep."""
-    from stsim.sweeps import sweep
-    from stsim.util.io import write_json
     os.makedirs(os.path.join(out, "raw"), exist_ok=True)
     say, walls, t0 = log or (lambda msg: None), {}, time.time()
 

@@ -14,6 +14,8 @@ import time
 import numpy as np
 
 from stsim.core.encodings import StochasticSphere
+from stsim.core.model import forward_backward
+from stsim.core.run import run
 from stsim.core.targets import make_target
 from stsim.core.task import sample_batch
 from stsim.studies.expressivity import qsa
@@ -96,8 +98,6 @@ def trained_point(d_e, T, q, d, steps, batch, lr, n_val, lams, keep_W, study_see
     construction is at least as good as the trained model); with ``keep_W`` the trained
     ``W`` (``W``, ``W_dim``); ``run_status`` (``"completed"`` or ``"diverged"``: then the
     structure and losses are not measured). The sweep's ``seed`` is not used."""
-    from stsim.core.model import forward_backward
-    from stsim.core.run import run
     grid = text_array(lams)
     t1 = time.perf_counter()
     res = run(T=T, q=q, pe="stochastic", sampler="sphere", d_e=d_e, d=d, model="theory",
