@@ -141,8 +141,6 @@ def test_figures_report_prints_tables(tmp_path, capsys):
 
 
 def test_cli_step_per_parameter_and_freeze(tmp_path, capsys):
-    import json
-
     from stsim.cli import main as cli_main
     out = tmp_path / "r"
     assert cli_main(["run", "--T", "10", "--q", "2", "--steps", "40", "--batch", "16",

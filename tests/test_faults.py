@@ -40,7 +40,6 @@ def test_corrupt_result_files_name_the_file(result_file, tmp_path, damage):
 def test_result_missing_an_array_is_detected_at_load(result_file, tmp_path):
     arrays, meta = load_npz(result_file)
     del arrays["history/loss"]
-    from stsim.util.io import save_npz
     bad = tmp_path / "partial.npz"
     save_npz(bad, arrays, meta)
     with pytest.raises(ValueError, match=r"partial\.npz.*history/loss"):
@@ -610,7 +609,6 @@ def _enospc(path):
 def test_lock_pid_write_on_a_full_disk_names_the_lock_and_leaves_none(tmp_path, monkeypatch,
                                                                       capsys):
     import stsim.util.io as io
-    from stsim.cli import main as cli_main
     real = io._open_no_follow
 
     class Full:                         # the lock file, on a disk with no room for its pid
@@ -642,10 +640,8 @@ def test_result_not_written_is_named_and_load_says_incomplete(tmp_path, monkeypa
     """The files that fail are named (result.npz first), not only manifest.json; loading the
     folder then says it is an incomplete run (not "a folder, not a result")."""
     import contextlib
-    import os
 
     import stsim.util.io as io
-    from stsim.cli import main as cli_main
     real, calls = io.atomic_write, []
 
     @contextlib.contextmanager

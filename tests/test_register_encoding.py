@@ -152,7 +152,6 @@ def test_a_good_extension_encoding_trains():
 
 def test_check_batch_accepts_what_the_builtin_families_draw():
     rng = np.random.default_rng(0)
-    from stsim.core.families import make_encoding
     for pe, sampler in [("onehot", "slots"), ("near-orthogonal", "slots"),
                         ("stochastic", "slots"), ("stochastic", "sphere")]:
         enc = make_encoding(pe, T_max=12, d_e=16, sampler=sampler, rng=rng)

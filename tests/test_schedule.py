@@ -153,7 +153,6 @@ def test_step_per_parameter_run(pe, extra):
 def test_lr_per_block_derives_its_steps_and_other_dicts_need_steps():
     """{"W", "V"} is a step per block of the reduced map: the steps are derived with it
     (2x its 2% step); a step per parameter the map does not describe needs steps."""
-    from stsim.core.reduced import reduced_map_steps
     c = stsim.Config.from_options(T=10, q=2, lr={"W": 2.0, "V": 1.0})
     tgt = reduced_map_steps(10, 2, 5, {"W": 2.0, "V": 1.0}, 20)[1]
     assert c.steps == max(100, -(-2 * tgt // 100) * 100) and c.freeze == ()

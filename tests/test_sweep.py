@@ -346,8 +346,6 @@ if __name__ == "__main__":
 
 @pytest.mark.pool
 def test_a_killed_pool_worker_leaves_no_leaked_semaphore_warning(tmp_path):
-    import subprocess
-    import sys
     pytest.importorskip("loky")
     (tmp_path / "drv.py").write_text(KILLED_WORKER)
     proc = subprocess.run([sys.executable, str(tmp_path / "drv.py"), str(tmp_path / "t.csv")],
