@@ -108,7 +108,7 @@ def test_resume_after_topup_retires_the_same_series(tmp_path, monkeypatch):
         ok = seed in wins
         return dict(success=int(ok), train_acc=1.0, test_acc=1.0 if ok else 0.5,
                     attn_on_support=None, max_block_norm=1.0, cpu_time_s=0.0)
-    monkeypatch.setattr("stsim.studies.sparse.training.train_trial", fake_trial)
+    monkeypatch.setattr("stsim.studies.sparse.runs.train_trial", fake_trial)
     cfg = dict(TINY, Ts=(8,), fns="and:3", models="attention", seeds=10, topup=30,
                stop_after=2, m_max=64)
     first = run_experiment(cfg, str(tmp_path), executor=InlineExecutor())

@@ -1,9 +1,12 @@
 """The study contract: one shape for every study (figures, separation, expressivity, sparse,
-attention). A *study* is a module with the members ``NAME``, ``PRESETS`` (``{"quick":
-{...}, "full": {...}}``; every key but the reserved ``mode`` can be overridden,
-:func:`apply_overrides`), ``check``, ``run``, ``analyse`` and ``report``; what each must
+attention, targets, text). A *study* is a module with the members ``NAME``, ``PRESETS``
+(``{"quick": {...}, "full": {...}}``; every key but the reserved ``mode`` can be
+overridden, :func:`apply_overrides`), ``check``, ``run``, ``analyse`` and ``report``; what each must
 do, how a study reports diverged runs (:func:`divergence`, :func:`publish_divergence`) and
-a complete toy study: docs/architecture.md, "The study contract".
+a complete toy study: docs/architecture.md, "The study contract". stsim's own studies keep
+these members in the same rooms: ``design`` (presets, ``HELP``, ``EPILOG``, ``check``),
+``runs`` (``run``), ``analysis`` (``analyse``), ``outputs`` (``report``, ``console``), with
+``study`` as the face.
 
 :func:`run_study` is the one driver: resolve the preset with the overrides, ``check``,
 ``run`` (unless ``analyse_only``), ``analyse``, ``report``; the command line

@@ -15,7 +15,7 @@ from stsim.studies.separation.design import (budgets_of, cells, family_settings,
                                              family_widths, lr_edge, params_of, pick_lr,
                                              series, tf_params)
 from stsim.studies.separation.divergence import divergence_of
-from stsim.studies.separation.training import raw_dir
+from stsim.studies.separation.runs import raw_dir
 
 __all__ = ["analyse"]
 

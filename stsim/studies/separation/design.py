@@ -59,6 +59,12 @@ HELP = {"qs": "subset sizes q of the trained arms", "d": "token dimension",
         "max_width_fcn": "largest FCN width", "long_max_width": "largest FCN width at long_steps",
         "fcn_span": "FCN widths up to fcn_span * T", "n_boot": "bootstrap resamples"}
 
+EPILOG = ("writes points.csv (one row per training run and budget), fits.json, summary.json,\n"
+          "report.md, separation.png, agreement.png; the raw sweep tables (resumable), their\n"
+          "journals and the run record run.json in raw/\n"
+          "examples: stsim separation                 # about 20 s of CPU\n"
+          "          stsim separation --full --out runs/separation\n"
+          "          stsim separation --full --out docs/figures/separation --analyse-only")
 
 
 def family_crossing_point(q, T, level, cap, precision):

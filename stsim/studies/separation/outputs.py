@@ -10,7 +10,7 @@ import numpy as np
 
 from stsim.baselines.fcn import fcn_param_count
 from stsim.studies.separation.design import params_of, series, tf_params
-from stsim.studies.separation.training import raw_dir
+from stsim.studies.separation.runs import raw_dir
 from stsim.util.io import atomic_write, write_csv, write_json
 from stsim.util.stats import law_value
 from stsim.util.verdict import checks_table, summary_line
@@ -260,3 +260,11 @@ def report(config, out, results) -> dict:
     if A["agreement"]:
         plot_agreement(A, cfg, os.path.join(out, "agreement.png"))
     return dict(A, **summary)
+
+
+def console(summary) -> list:
+    """What ``stsim separation`` prints: the smallest width of every series point."""
+    return ([f"q={w['q']} {w['series']:>10s} T={w['T']:>4d}: {width_text(w)}"
+             for w in summary["widths"]]
+            + [f"q={w['q']} {w['series']:>10s} T={w['T']:>4d}: incomplete (done "
+               f"{w['done']} of {w['designed']})" for w in summary["incomplete"]])

@@ -1,7 +1,7 @@
 r"""Transformer vs fully-connected net: width needed to learn STS_q as T grows.
 
 For each ``q``, against the same loss level ``level · L0`` (``L0 = d/(2q)``): the smallest
-width of both arms trained with equal tuning (:func:`~stsim.studies.separation.training.run`),
+width of both arms trained with equal tuning (:func:`~stsim.studies.separation.runs.run`),
 the transformer's family (:mod:`stsim.theory.family`) and the FCN's construction ``2Td``
 (:func:`stsim.baselines.fcn.fcn_construction`); each smallest width is a grid cell with a
 paired bootstrap over seeds, its growth laws interval-censored fits
@@ -10,7 +10,7 @@ counts: docs/separation.md, "Design".
 
 The study follows :mod:`stsim.studies.contract`: ``PRESETS`` (``QUICK`` / ``FULL``),
 :func:`check` and the design (:mod:`~stsim.studies.separation.design`), :func:`run`
-(:mod:`~stsim.studies.separation.training`; raw tables, their journals and the run record
+(:mod:`~stsim.studies.separation.runs`; raw tables, their journals and the run record
 ``run.json`` in ``<out>/raw/``), :func:`analyse` (:mod:`~stsim.studies.separation.analysis`,
 from the raw tables alone; diverged runs: :mod:`~stsim.studies.separation.divergence`) and
 :func:`report` (:mod:`~stsim.studies.separation.outputs`). The command line is
@@ -19,32 +19,16 @@ from the raw tables alone; diverged runs: :mod:`~stsim.studies.separation.diverg
 from __future__ import annotations
 
 from stsim.studies.separation.analysis import analyse
-from stsim.studies.separation.design import (FULL, HELP, QUICK, cells, check, tf_params,
-                                             train_point, width_grid)
-from stsim.studies.separation.outputs import (markdown_report, plot_agreement, plot_separation,
-                                              report, width_text)
-from stsim.studies.separation.training import run
+from stsim.studies.separation.design import (EPILOG, FULL, HELP, QUICK, cells, check,
+                                             tf_params, train_point, width_grid)
+from stsim.studies.separation.outputs import (console, markdown_report, plot_agreement,
+                                              plot_separation, report, width_text)
+from stsim.studies.separation.runs import run
 
-__all__ = ["NAME", "PRESETS", "check", "run", "analyse", "report", "QUICK", "FULL",
-           "train_point", "width_grid", "tf_params", "cells", "plot_separation",
+__all__ = ["NAME", "PRESETS", "HELP", "EPILOG", "check", "run", "analyse", "report", "console",
+           "QUICK", "FULL", "train_point", "width_grid", "tf_params", "cells", "plot_separation",
            "plot_agreement", "markdown_report", "width_text"]
 
 NAME = "separation"
 # the presets of the contract; ``mode`` (reserved by the contract) names the preset in the outputs
 PRESETS = {"quick": dict(QUICK, mode="quick"), "full": dict(FULL, mode="full")}
-
-EPILOG = ("writes points.csv (one row per training run and budget), fits.json, summary.json,\n"
-          "report.md, separation.png, agreement.png; the raw sweep tables (resumable), their\n"
-          "journals and the run record run.json in raw/\n"
-          "examples: stsim separation                 # about 20 s of CPU\n"
-          "          stsim separation --full --out runs/separation\n"
-          "          stsim separation --full --out docs/figures/separation --analyse-only")
-
-
-def console(summary) -> list:
-    """What ``stsim separation`` prints: the smallest width of every series point."""
-    from stsim.studies.separation.outputs import width_text
-    return ([f"q={w['q']} {w['series']:>10s} T={w['T']:>4d}: {width_text(w)}"
-             for w in summary["widths"]]
-            + [f"q={w['q']} {w['series']:>10s} T={w['T']:>4d}: incomplete (done "
-               f"{w['done']} of {w['designed']})" for w in summary["incomplete"]])

@@ -26,6 +26,31 @@ QUICK = dict(Ts=(8, 16, 32), m_min=8, m_max=256, ratio=2.0, fns="and:3,majority:
 # settings with a default that leaves the trials (and the published config) as without
 # them: restarts per trial, the truth table of fns "table:s", the rates that get topped up
 OPTIONAL = {"restarts": 1, "table": "", "topup_range": (0.2, 0.95)}
+
+EPILOG = ("writes trials.csv (a rerun with the same --out resumes) and the run record\n"
+          "run.json, then mstar.csv, fits.json, report.md, summary.json, sparse_heatmap.png\n"
+          "and sparse_mstar.png (--analyse-only: from trials.csv alone)\n"
+          "examples: stsim sparse                                   # seconds\n"
+          "          stsim sparse --full --out runs/sparse\n"
+          "          stsim sparse --fns table:3 --table 01101001      # any truth table")
+
+HELP = {"Ts": "sequence lengths T", "m_min": "smallest training-set size",
+        "m_max": "largest training-set size", "ratio": "ratio of the m grid",
+        "fns": "functions with s, e.g. and:3,majority:3,parity:2 (table:3 with --table)",
+        "models": "comma list of attention, fcn", "seeds": "trials per cell",
+        "threshold": "success = test accuracy >= threshold",
+        "level": "m* = smallest m with success probability >= level",
+        "stop_after": "retire a series after this many grid sizes in a row at or above level "
+                      "(0: run every cell)",
+        "max_steps": "full-batch Adam steps per trial", "lr": "learning rate",
+        "weight_decay": "weight decay", "max_norm": "norm bound of a block",
+        "d_v": "value width of the head", "hidden": "FCN hidden width",
+        "n_test": "fresh test samples per trial",
+        "topup": "trials per cell where the rate on the first --seeds trials is in "
+                 "--topup_range (0: no top-up)", "pos": "position code: onehot | learned",
+        "restarts": "initialisations per trial; keep the fit of smallest norm",
+        "table": "truth table for fns table:s, first bit most significant, e.g. 01101001",
+        "topup_range": "ladder success rates whose cells are topped up"}
 TRIAL_KEYS = ("max_steps", "lr", "weight_decay", "max_norm", "d_v", "hidden", "n_test",
               "threshold", "pos")
 TOPUP_RANGE = OPTIONAL["topup_range"]   # success rates (on the ladder's trials) topped up

@@ -229,3 +229,17 @@ def report(config, out, results) -> dict:
     plot_mstar(panels, os.path.join(out, "sparse_mstar.png"), desc)
     return dict(summary, fits=fits, mstar=mstar)
 
+
+def console(summary) -> list:
+    """What ``stsim sparse`` prints: m* for every (function, model, T), the fits and the
+    trials run."""
+    out = []
+    for r in summary["mstar"]:
+        ms = (f">{r['m_max']}" if r["censored"] == "above" else
+              f"<={r['m_star']:.0f}" if r["censored"] == "below" else f"{r['m_star']:.0f}")
+        out.append(f"{r['fn']:>8s} s={r['s']} {r['model']:>9s} T={r['T']:>4d}: m* {ms}")
+    out += [f"{key}: log2T fit {format_fit(e['log_T'], 'log_T')}; T fit "
+            f"{format_fit(e['linear_T'], 'linear_T')}" for key, e in summary["fits"].items()]
+    done = ("analysed only" if summary["analyse_only"] or "n_run" not in summary
+            else f"{summary['n_run']} trials run")
+    return out + [f"{done}, {summary['n_trials']} trials in the table"]
