@@ -152,7 +152,7 @@ def test_the_grid_is_extended_past_the_end_a_choice_sits_on():
     beyond it (the separation study's extend_rates), until its choice is interior or
     ``mults_extra`` has nothing beyond; every arm by the same rule."""
     from stsim.studies.cells import lr_edge
-    from stsim.studies.text.study import tuned
+    from stsim.studies.text.runs import tuned
     cfg = dict(tasks=["text"], encodings=["onehot", "slots"], mults=[0.5, 1.0, 2.0],
                mults_extra=[0.25, 4.0, 8.0])
     rows = _rows("text/onehot", {0.5: 3.0, 1.0: 2.0, 2.0: 1.0}) + \

@@ -1,18 +1,25 @@
-"""The outputs of ``stsim text``: ``text.json`` (every check with se, critical and
-verdict), ``report.md`` (the side-by-side table and the checks), ``length.png`` with
-``length.csv`` (the loss against the test length per encoding and task, log axis) and
-``attention.png`` with ``attention.csv`` (a trained masked model's attention by offset
-from the masked position, per encoding)."""
+"""The outputs of ``stsim text``: :func:`report` and the files it writes (``text.json``,
+``report.md``, ``length.png``/``.csv``, ``attention.png``/``.csv``), and :func:`console`.
+
+:func:`report` adds the divergence entries (:func:`stsim.studies.contract.divergence`) to
+the analysis and writes ``text.json`` (every check with se, critical and verdict),
+``report.md`` (the side-by-side table and the checks), ``length.png`` with ``length.csv``
+(the loss against the test length per encoding and task, log axis) and ``attention.png``
+with ``attention.csv`` (a trained masked model's attention by offset from the masked
+position, per encoding); :func:`console` is what the command prints.
+"""
 from __future__ import annotations
 
 import os
 
-from stsim.studies.contract import divergence_markdown
+import numpy as np
+
+from stsim.studies.contract import divergence, divergence_markdown
+from stsim.studies.text.design import _arms
 from stsim.util.io import atomic_write, write_csv, write_json
-from stsim.util.plotting import plt, savefig
 from stsim.util.verdict import checks_table, summary_line
 
-__all__ = ["write_outputs", "table"]
+__all__ = ["report", "console", "write_outputs", "table"]
 
 
 def table(cfg, s) -> list:
@@ -35,6 +42,9 @@ def table(cfg, s) -> list:
 
 
 def _length(cfg, out, s):
+    # matplotlib only when a figure is drawn: importing the study (its command, its
+    # workers) does not load it
+    from stsim.util.plotting import plt, savefig
     tasks = list(dict.fromkeys(a["task"] for a in s["arms"]))
     fig, axes = plt.subplots(1, len(tasks), figsize=(5.2 * len(tasks), 4), squeeze=False)
     rows = []
@@ -66,6 +76,9 @@ def _length(cfg, out, s):
 
 
 def _attention(cfg, out, s):
+    # matplotlib only when a figure is drawn: importing the study (its command, its
+    # workers) does not load it
+    from stsim.util.plotting import plt, savefig
     arms = [a for a in s["arms"] if a["task"] == "masked" and a["attention"]]
     rows = [[a["encoding"], int(k), v] for a in arms for k, v in a["attention"].items()]
     write_csv(os.path.join(out, "attention.csv"), ["encoding", "offset", "weight"], rows)
@@ -107,3 +120,25 @@ def write_outputs(cfg, out, s):
     lines += ["", "## Checks", "", summary_line(s["checks"]), ""] + checks_table(s["checks"])
     with atomic_write(os.path.join(out, "report.md"), "w") as fh:
         fh.write("\n".join(lines) + "\n" + divergence_markdown(s))
+
+
+def report(cfg, out, results) -> dict:
+    """``text.json``, ``report.md``, ``length.png``/``.csv``, ``attention.png``/``.csv``;
+    returns the summary (its ``checks``, the divergence entries)."""
+    n_runs = len(_arms(cfg)) * cfg["seeds"]
+    div = divergence(results["diverged"], n_runs,
+                     [f"{a['arm']}: in distribution" for a in results["arms"]
+                      if not np.isfinite(a["in_distribution"][0])])
+    summary = dict(results, **div, config=dict(cfg))
+    write_outputs(cfg, out, summary)
+    return summary
+
+
+def console(summary) -> list:
+    """What ``stsim text`` prints: a row per arm (in distribution, then at each T_test)."""
+    out = []
+    for a in summary["arms"]:
+        m, se = a["in_distribution"]
+        cells = ", ".join(f"T={T} {v[0]:.4g}" for T, v in a["length"].items())
+        out.append(f"{a['arm']:>24s} x{a['mult']}: {m:.4g} ± {se:.2g} ({a['unit']}); {cells}")
+    return out
