@@ -169,8 +169,8 @@ def test_temperature_range_is_one_and_runs_at_both_ends(recwarn):
     """The attention study takes the run's range (one constant); runs at its ends complete
     with no warning, with SGD and with Adam."""
     from stsim.core.attention import TAU_RANGE
-    from stsim.studies.attention import runs
-    assert runs.TAU_RANGE is TAU_RANGE == (1e-100, 1e100)
+    from stsim.studies.attention import design
+    assert design.TAU_RANGE is TAU_RANGE == (1e-100, 1e100)
     for tau in TAU_RANGE:
         for optimizer in ("sgd", "adam"):
             res = stsim.run(T=10, q=2, temperature=tau, optimizer=optimizer, steps=30,

@@ -75,11 +75,11 @@ def test_analysis_refuses_settings_no_row_was_made_with(small, key, value):
 def test_a_rerun_with_other_settings_computes_their_rows(small, tmp_path, monkeypatch):
     import shutil
 
-    from stsim.studies.attention import study
+    from stsim.studies.attention import runs
     out = str(tmp_path / "a")
     shutil.copytree(small[0], out)
     made = []
-    monkeypatch.setattr(study, "run_one", lambda *a, _f=study.run_one, **k:
+    monkeypatch.setattr(runs, "run_one", lambda *a, _f=runs.run_one, **k:
                         made.append(k["steps"]) or _f(*a, **k))
     run_study(attention, out, mode="quick", overrides=dict(SMALL, steps=30))
     assert made == [30] * 3 * SMALL["seeds"]        # the reported runs only, at 30 steps

@@ -58,8 +58,8 @@ def test_error_rows_are_reported_inconclusive_and_exit_1(tmp_path, capsys, monke
     """Before: exit 0, nothing in report.md or attention.json, the width check 'at every T'
     judged on the remaining T alone, the failed run's mechanism judged on its other seeds."""
     from stsim.cli import main
-    from stsim.studies.attention import study, widths
-    real_width, real_run = widths.width_point, study.run_one
+    from stsim.studies.attention import runs as att_runs
+    real_width, real_run = att_runs.width_point, att_runs.run_one
 
     def width_point(mechanism, T, *a):
         if mechanism == "linear" and T == 8:
@@ -73,8 +73,8 @@ def test_error_rows_are_reported_inconclusive_and_exit_1(tmp_path, capsys, monke
             failed.append(k["seed"])
             raise MemoryError("Unable to allocate 1 GiB")
         return real_run(mechanism, **k)
-    monkeypatch.setattr(widths, "width_point", width_point)
-    monkeypatch.setattr(study, "run_one", run_one)
+    monkeypatch.setattr(att_runs, "width_point", width_point)
+    monkeypatch.setattr(att_runs, "run_one", run_one)
     out = tmp_path / "o"
     assert main(["attention"] + TINY + ["--out", str(out)]) == 1
     err = capsys.readouterr().err
@@ -113,8 +113,7 @@ def test_a_failed_run_of_each_part_leaves_its_checks_inconclusive(tmp_path, monk
     """One run of one part raises: it is named in attention.json, report.md and the
     summary, and the check that needed it is inconclusive, not judged on the rest (before:
     the width check 'at every T' judged on the other T, exit 0, nothing said)."""
-    from stsim.studies.attention import study, widths
-    owner = widths if fn == "width_point" else study
+    from stsim.studies.attention import runs as owner
     real, calls = getattr(owner, fn), []
 
     def failing(*a, **k):
@@ -143,14 +142,14 @@ def test_a_new_tuning_choice_reruns_the_reported_runs(tmp_path, monkeypatch):
     it (seeded fault, the earlier point without the multiplier: the journal handed back the
     runs made at the first choice)."""
     from stsim.cli import main
-    from stsim.studies.attention import study
+    from stsim.studies.attention import runs
     calls = []
-    real = study.run_one
+    real = runs.run_one
 
     def run_one(mechanism, **k):
         calls.append((k["steps"], k["mult"]))
         return real(mechanism, **k)
-    monkeypatch.setattr(study, "run_one", run_one)
+    monkeypatch.setattr(runs, "run_one", run_one)
     out = tmp_path / "o"
     cfg = dict(TINY_CFG, width_T=[4], rank_r=[2])
     args = [a for k, v in cfg.items() for a in (f"--{k}", ",".join(map(str, v))

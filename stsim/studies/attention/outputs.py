@@ -1,7 +1,8 @@
-"""The output files of ``stsim attention`` (:func:`write_outputs`): ``attention.json``
-(every check with se, critical and verdict; ``errors``, the failed runs, when there are),
-the CSVs beside each figure, ``curves.png`` (validation loss per mechanism, every seed),
-``width.png`` (width against T on log axes with the fitted laws), ``report.md``."""
+"""The outputs of ``stsim attention``: :func:`report` and every writer of its files
+(:func:`write_outputs`): ``attention.json`` (every check with se, critical and verdict;
+``errors``, the failed runs, when there are), the CSVs beside each figure, ``curves.png``
+(validation loss per mechanism, every seed), ``width.png`` (width against T on log axes with
+the fitted laws), ``report.md``; and :func:`console`, what the command prints."""
 from __future__ import annotations
 
 import os
@@ -11,10 +12,12 @@ import numpy as np
 from stsim.util.io import atomic_write, write_csv, write_json
 from stsim.util.stats import law_value
 from stsim.util.plotting import plt, savefig
-from stsim.studies.tuning import read_curve
+from stsim.studies.attention.design import made_by, named
+from stsim.studies.cells import made_with
+from stsim.studies.tuning import at_chosen, read_curve
 from stsim.util.verdict import checks_table
 
-__all__ = ["write_outputs"]
+__all__ = ["write_outputs", "report", "console"]
 
 
 def _curves(cfg, out, table):
@@ -107,9 +110,6 @@ def _markdown(cfg, results):
 def write_outputs(cfg, out, results) -> dict:
     """Write every output of the study into ``out``; the summary: its ``checks`` and, when
     runs failed, ``errors`` (``"raw/<table>.csv, <run>: <error>"``)."""
-    from stsim.studies.attention.runs import made_by
-    from stsim.studies.cells import made_with
-    from stsim.studies.tuning import at_chosen
     write_json(os.path.join(out, "attention.json"), results)
     temp = results["temperature"]
     write_csv(os.path.join(out, "temperature.csv"), list(temp[0]) if temp else ["tau"],
@@ -131,3 +131,15 @@ def write_outputs(cfg, out, results) -> dict:
     errors = [f"raw/{e['table']}.csv, {e['run']}: {e['error']}"
               for e in results.get("errors", [])]
     return {"checks": results["checks"], "out": out, **({"errors": errors} if errors else {})}
+
+
+def report(cfg, out, results) -> dict:
+    """Every output file (:func:`stsim.studies.attention.outputs.write_outputs`)."""
+    return dict(write_outputs(named(cfg), out, results),
+                **{k: results[k] for k in ("diverged", "unmeasured")})
+
+
+def console(summary) -> list:
+    """What ``stsim attention`` prints above the counts of its checks: nothing more (its
+    tables are in report.md)."""
+    return []

@@ -1,5 +1,6 @@
-r"""The training runs of ``stsim attention``: one run, the equal tuning of every mechanism,
-the rank grid and the trained widths.
+r"""The computation of ``stsim attention``: the training runs (one run, the equal tuning of
+every mechanism, the rank grid and the trained widths) and :func:`run`, which writes every
+raw table under ``raw/``.
 
 **Equal tuning.** Every mechanism gets the same procedure: a base step (``tune_base``:
 ``"own"``, each mechanism's own default at this config, or ``"paper"``, the full preset's,
@@ -27,57 +28,20 @@ import os
 import time
 
 import stsim
-from stsim.core.attention import (ATTENTIONS, MECHANISMS, TAU_RANGE, Attention,
-                                  check_temperature)
+from stsim.core.attention import MECHANISMS
 from stsim.core.config import Config
-from stsim.studies.cells import settings_text
+from stsim.studies.attention.design import (TUNE_ROOT, made_by, mechanism_label,
+                                            parse_mechanism, rank_points, raw_path, width_cap)
+from stsim.studies.attention.widths import width_point
+from stsim.studies.cells import made_with, stamped
 from stsim.studies.tuning import choose as choose_by, run_measures
 from stsim.studies.widths import Precision
-from stsim.util.validate import Steps, check_int
+from stsim.sweeps import sweep
+from stsim.util.io import write_json
+from stsim.util.validate import Steps
 
-__all__ = ["TAU_RANGE", "parse_mechanism", "mechanism_label", "base_schedule", "mechanism_options",
-           "run_one", "choose", "rank_one", "sphere_one", "MADE_BY", "made_by"]
-
-TUNE_ROOT = 1        # root seed of the tuning replicate (the reported seeds use root 0)
-#: the settings that make a row of each of the study's tables (its ``settings`` cell,
-#: :func:`stsim.studies.cells.settings_text`): a rerun with others computes other rows, an
-#: analysis refuses settings no row was made with
-MADE_BY = {"tune": ("T", "q", "d", "batch", "T_test", "tune_steps", "tune_base", "target"),
-           "runs": ("T", "q", "d", "batch", "T_test", "steps", "tune_base", "target"),
-           "rank": ("d", "batch", "rank_steps", "target"),
-           "width": ("q", "width_level", "width_max", *Precision().settings()),
-           "trained": ("train_T", "q", "d", "train_steps")}
-
-
-def made_by(cfg, name) -> str:
-    """The ``settings`` cell of the rows of table ``name`` made with ``cfg``."""
-    return settings_text(**{k: cfg[k] for k in MADE_BY[name]})
-
-
-def parse_mechanism(label) -> dict:
-    """``"linear"`` -> ``{"attention": "linear"}``, ``"rank=4"`` -> ``{"rank": 4}``,
-    ``"tau=0.5"`` -> ``{"temperature": 0.5}``, an :class:`~stsim.core.attention.Attention`
-    object (one's own mechanism) -> ``{"attention": obj}``; ``ValueError`` naming
-    ``mechanisms``."""
-    if label in ATTENTIONS or isinstance(label, Attention):
-        return {"attention": label}
-    key, _, val = str(label).partition("=")
-    try:
-        if key == "rank":
-            return {"rank": check_int("rank", int(val), 1)}
-        if key == "tau":
-            return {"temperature": check_temperature(float(val), "tau")}
-    except ValueError:
-        pass
-    raise ValueError(f"mechanisms must hold names of {ATTENTIONS}, rank=r (r >= 1), tau=t "
-                     f"({TAU_RANGE[0]:g} <= t <= {TAU_RANGE[1]:g}) or Attention objects, got "
-                     f"{label!r}")
-
-
-def mechanism_label(mechanism) -> str:
-    """The name a mechanism of ``mechanisms`` has in the tables: its own, or an object's
-    :attr:`~stsim.core.attention.Attention.label`."""
-    return mechanism.label if isinstance(mechanism, Attention) else mechanism
+__all__ = ["base_schedule", "mechanism_options", "run_one", "choose", "rank_one", "sphere_one",
+           "run"]
 
 
 def base_schedule(T, q, d, batch, T_test, mechanism=None, target="mean") -> tuple:
@@ -175,21 +139,53 @@ def sphere_one(mechanism, T, q, d_e, d, steps, seed):
             "rel": res.final("val") / res.target.zero_loss(d, q) if ok else math.inf}
 
 
-#: the words for each tuning base in a check's note
-BASE_TEXT = {"own": "its own default", "paper": "the paper model's"}
+def run(cfg, out, executor, log):
+    """The tuning runs, the reported runs, the rank grid and the width replicates, each
+    through :func:`stsim.sweep` into its table under ``raw/`` (resumable)."""
+    os.makedirs(os.path.join(out, "raw"), exist_ok=True)
+    t0 = time.time()
+    c = {k: cfg[k] for k in ("T", "q", "d", "batch", "target")}
+    walls = {}
+    mechs = {mechanism_label(m): m for m in cfg["mechanisms"]}
+    own = cfg["tune_base"] == "own"
+    bases = {k: base_schedule(T_test=cfg["T_test"], mechanism=m if own else None, **c)
+             for k, m in mechs.items()}
 
+    def part(name, fn, points, **kw):       # one sweep into raw/<name>.csv, timed
+        t = time.time()
+        fn, points = stamped(fn, points, made_by(cfg, name))
+        sweep(fn, points, executor=executor, out=raw_path(out, f"{name}.csv"), **kw)
+        walls[name] = time.time() - t
 
-def rank_points(cfg) -> list:
-    """The rank grid's points ``{T, q, rank}`` (q < T, rank <= 2T)."""
-    return [{"T": T, "q": q, "rank": r} for T in cfg["rank_T"] for q in cfg["rank_q"]
-            for r in cfg["rank_r"] if q < T and r <= 2 * T]
+    def tune(mechanism, mult, seed):
+        return run_one(mechs[mechanism], steps=cfg["tune_steps"], T_test=cfg["T_test"], seed=seed,
+                       mult=mult, base=bases[mechanism], **c)
 
+    part("tune", tune, {"mechanism": list(mechs), "mult": cfg["tune_mults"]}, seeds=1,
+         root_seed=TUNE_ROOT)
+    mults = choose(made_with(raw_path(out, "tune.csv"), made_by(cfg, "tune")), cfg["tune_mults"])
 
-def raw_path(out, name):
-    """The raw table ``name`` of the folder ``out``."""
-    return os.path.join(out, "raw", name)
+    def main(mechanism, mult, seed):
+        return run_one(mechs[mechanism], steps=cfg["steps"], T_test=cfg["T_test"], seed=seed,
+                       mult=mult, base=bases[mechanism], **c)
 
+    # the chosen multiplier is part of each run's point: a tuning that chooses another
+    # (more multipliers, a rerun) runs the reported runs again instead of reusing them
+    part("runs", main, [{"mechanism": m, "mult": mults[m]} for m in mechs], seeds=cfg["seeds"])
+    part("rank", lambda T, q, rank, seed: rank_one(T, q, rank, cfg["d"], cfg["batch"],
+                                                   cfg["rank_steps"], seed, cfg["target"]),
+         rank_points(cfg),
+         seeds=cfg["seeds"])
+    wpts = [{"mechanism": m, "T": T} for m in cfg["width_mechs"] for T in cfg["width_T"]]
+    prec = Precision.from_cfg(cfg)
+    # one row per (mechanism, T): the replicates are the library's (their seeds come from
+    # the family, not from the sweep's seed)
+    part("width", lambda mechanism, T, seed: width_point(
+        mechanism, T, cfg["q"], cfg["width_level"], prec, width_cap(T, cfg)), wpts, seeds=1)
+    tpts = [{"mechanism": m, "d_e": w} for m in cfg["train_mechs"] for w in cfg["train_widths"]]
+    part("trained", lambda mechanism, d_e, seed: sphere_one(mechanism, cfg["train_T"], cfg["q"],
+                                                            d_e, cfg["d"], cfg["train_steps"],
+                                                            seed), tpts, seeds=cfg["seeds"])
+    write_json(raw_path(out, "run.json"), {"wall_time_s": time.time() - t0,
+                                       "wall_time_parts_s": walls, "mults": mults})
 
-def named(cfg):
-    """``cfg`` with each mechanism by its label (the tables', JSON-ready)."""
-    return dict(cfg, mechanisms=[mechanism_label(m) for m in cfg["mechanisms"]])
