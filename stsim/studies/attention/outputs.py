@@ -11,7 +11,6 @@ import numpy as np
 
 from stsim.util.io import atomic_write, write_csv, write_json
 from stsim.util.stats import law_value
-from stsim.util.plotting import plt, savefig
 from stsim.studies.attention.design import made_by, named
 from stsim.studies.cells import made_with
 from stsim.studies.tuning import at_chosen, read_curve
@@ -21,6 +20,9 @@ __all__ = ["write_outputs", "report", "console"]
 
 
 def _curves(cfg, out, table):
+    # matplotlib only when a figure is drawn: importing the study (its command, its
+    # workers) does not load it
+    from stsim.util.plotting import plt, savefig
     fig, ax = plt.subplots(1, 1, figsize=(7, 4.5))
     rows = []
     for k, mech in enumerate(cfg["mechanisms"]):
@@ -41,6 +43,9 @@ def _curves(cfg, out, table):
 
 
 def _widths(cfg, out, results):
+    # matplotlib only when a figure is drawn: importing the study (its command, its
+    # workers) does not load it
+    from stsim.util.plotting import plt, savefig
     rows = results["width"]
     write_csv(os.path.join(out, "width.csv"),
               ["series", "T", "crossing", "crossing_se", "lo", "hi", "censored", "n",
