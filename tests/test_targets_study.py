@@ -9,7 +9,7 @@ import pytest
 from stsim.core.targets import Variance
 from stsim.studies import targets
 from stsim.studies.contract import check_study, resolve_config, run_study
-from stsim.studies.targets import study
+from stsim.studies.targets import runs, study
 
 TINY = {"targets": ["mean", "variance"], "T": 8, "steps": 40, "seeds": 3, "mults": [1.0],
         "T_test": [10], "n_fit": 2000, "rep_T": 5, "batch": 32, "fam_Ts": [8, 16, 32],
@@ -90,7 +90,7 @@ def test_resumes_from_its_journals(tiny, monkeypatch):
             calls.append(fn.__name__)
             return fn(*a, **k)
         return f
-    for mod, name in ((study, "train_one"), (training, "train_point"),
+    for mod, name in ((runs, "train_one"), (training, "train_point"),
                       (widths, "family_point"), (widths, "equal_point")):
         monkeypatch.setattr(mod, name, counted(getattr(mod, name)))
     again = run_study(targets, out, mode="quick", overrides=TINY)
@@ -114,7 +114,7 @@ def test_a_rerun_with_other_settings_computes_their_rows(tiny, tmp_path, monkeyp
     out = str(tmp_path / "o")
     shutil.copytree(tiny[0], out)
     made = []
-    monkeypatch.setattr(study, "train_one", lambda *a, _f=study.train_one, **k:
+    monkeypatch.setattr(runs, "train_one", lambda *a, _f=runs.train_one, **k:
                         made.append(k["T"]) or _f(*a, **k))
     res = run_study(targets, out, mode="quick", overrides=dict(TINY, T=10))
     assert made and set(made) == {10}       # nothing reused from the rows made at T = 8
@@ -180,7 +180,7 @@ def test_every_multiplier_gets_the_plans_budget():
     """steps 0: the default plan's count at multiplier 1 for every multiplier (a plan given
     a step of its own scales its count with it: 4500 steps at 1/4, 600 at 2, T = 200)."""
     rows = [study.train_one("mean", 6, 2, 1, 16, 0, (), m, 0) for m in (0.5, 2.0)]
-    assert rows[0]["steps"] == rows[1]["steps"] == study._base("mean", 6, 2, 1, 16, ())[2]
+    assert rows[0]["steps"] == rows[1]["steps"] == runs._base("mean", 6, 2, 1, 16, ())[2]
 
 
 def test_choose_ties_and_failures():
@@ -199,7 +199,7 @@ def test_cli_exit_statuses(tmp_path, monkeypatch, capsys):
 
     def boom(*a, **k):
         raise MemoryError("Unable to allocate 1 GiB")
-    monkeypatch.setattr(study, "train_one", boom)
+    monkeypatch.setattr(runs, "train_one", boom)
     out = str(tmp_path / "e")
     assert main(["targets", *FLAGS, "--set=targets=['mean']", "--workers=1", "--out", out]) == 1
     data = json.load(open(f"{out}/targets.json"))

@@ -1,7 +1,10 @@
-"""The output files of ``stsim targets`` (:func:`write_outputs`): ``targets.json`` (every
-check with se, critical and verdict), one figure per part with its CSV beside it
-(``represents``, ``learns`` with ``curves.csv``, ``length``) and ``report.md`` with the
-side-by-side table."""
+"""The output files of ``stsim targets`` (:func:`report`, :func:`write_outputs`):
+``targets.json`` (every check with se, critical and verdict), one figure per part with its
+CSV beside it (``represents``, ``learns`` with ``curves.csv``, ``length``) and ``report.md``
+with the side-by-side table; and what the command prints (:func:`console`).
+
+The figures' module (matplotlib) is imported only where they are drawn, so that loading the
+study (its command's parser) does not load it."""
 from __future__ import annotations
 
 import math
@@ -9,20 +12,24 @@ import os
 
 import numpy as np
 
+from stsim.studies.cells import made_with
+from stsim.studies.contract import divergence, divergence_markdown
+from stsim.studies.targets.design import _raw, made_by
+from stsim.studies.targets.runs import encoding_width
 from stsim.studies.targets.widths import family_kind, footing
-from stsim.util.io import atomic_write, write_csv, write_json
-from stsim.util.plotting import plt, savefig
+from stsim.util.io import atomic_write, read_json, write_csv, write_json
 from stsim.util.stats import law_value
-from stsim.studies.tuning import read_curve
+from stsim.studies.tuning import at_chosen, read_curve
 from stsim.util.verdict import checks_table
 
-__all__ = ["write_outputs", "table", "PARTS"]
+__all__ = ["write_outputs", "table", "PARTS", "report", "console"]
 
 #: the parts whose checks targets.json lists (each a dict target -> list of checks)
 PARTS = ("represents", "learns", "length", "width_checks", "separation")
 
 
 def _represents(cfg, out, s):
+    from stsim.util.plotting import plt, savefig
     rows = [[t, c["claim"], c["measured"], c["se"], c["threshold"], c["verdict"]]
             for t in cfg["targets"] for c in s["represents"][t]]
     write_csv(os.path.join(out, "represents.csv"),
@@ -50,6 +57,7 @@ def _represents(cfg, out, s):
 
 
 def _learns(cfg, out, table):
+    from stsim.util.plotting import plt, savefig
     fig, ax = plt.subplots(1, 1, figsize=(7, 4.5))
     rows = []
     for k, t in enumerate(cfg["targets"]):
@@ -69,6 +77,7 @@ def _learns(cfg, out, table):
 
 
 def _length(cfg, out, s, d_e):
+    from stsim.util.plotting import plt, savefig
     fig, ax = plt.subplots(1, 1, figsize=(7, 4))
     rows = []
     for k, t in enumerate(cfg["targets"]):
@@ -115,6 +124,7 @@ def determined(f) -> bool:
 
 def _widths(cfg, out, s):
     """``widths.png`` (log axes, both arms, the fitted laws) and ``widths.csv``."""
+    from stsim.util.plotting import plt, savefig
     rows = []
     for t, ps in s["family"].items():
         rows += [["transformer family", t, p["T"], p["d_e"], p["se"], p["lo"], p["hi"],
@@ -211,10 +221,6 @@ def write_outputs(cfg, out, s, d_e):
     """Every output file (module docstring); ``d_e``: the runs' encoding width (the length
     figure's title). Returns the summary with ``checks`` (every check, a list) and
     ``table`` (the side-by-side rows)."""
-    from stsim.studies.contract import divergence_markdown
-    from stsim.studies.cells import made_with
-    from stsim.studies.targets.settings import made_by
-    from stsim.studies.tuning import at_chosen
     runs = at_chosen(made_with(os.path.join(out, "raw", "runs.csv"), made_by(cfg, "runs"),
                                ok=True), "target", s["mults"])
     checks = [c for part in PARTS for t in cfg["targets"] for c in s[part][t]]
@@ -239,3 +245,33 @@ def write_outputs(cfg, out, s, d_e):
     with atomic_write(os.path.join(out, "report.md"), "w") as fh:
         fh.write("\n".join(lines) + "\n" + divergence_markdown(s))
     return s
+
+
+def _cause(t, results) -> str:
+    """Why the learns check of target ``t`` has no finite value."""
+    n = sum(w.startswith(f"{t} seed ") for w in results["diverged"])
+    if n:
+        return f"{n} of its runs diverged at multiplier {results['mults'].get(t)}"
+    if any(e.startswith(f"runs: {t} ") for e in results["errors"]):
+        return "a run raised"
+    return "its value is not finite"
+
+
+def report(cfg, out, results):
+    """``targets.json`` (every check with se, critical and verdict; the config; the run
+    record), ``represents.png``/``.csv``, ``learns.png`` with ``curves.csv``,
+    ``length.png``/``.csv``, ``widths.png``/``.csv``, ``report.md``; returns the summary."""
+    rec = _raw(out, "run.json")
+    record = read_json(rec, "run record") if os.path.isfile(rec) else {}
+    n_runs = len(cfg["targets"]) * cfg["seeds"]
+    div = divergence(results["diverged"], n_runs,
+                     [f"learns: {t} ({_cause(t, results)})" for t in cfg["targets"]
+                      if not np.isfinite(results["learns"][t][0]["measured"])]
+                     + [f"a run raised: {e}" for e in results["errors"]])
+    summary = dict(results, **div, record=record, config=dict(cfg))
+    return write_outputs(cfg, out, summary, encoding_width(cfg))
+
+
+def console(summary) -> list:
+    """What ``stsim targets`` prints: its side-by-side table, a row per target."""
+    return [" | ".join(row) for row in summary["table"]]

@@ -23,6 +23,10 @@ the losses are recorded over L(0), so the level is ``reach`` of ``L_c`` in those
 Verdicts: the variance's family width grows like the mean's (the exponent of
 ``d_var/d_mean`` in T within ``slope_tol`` of 0); the FCN's grows at least linearly (the
 power law's exponent ``>= 1``); the separation per target, both of its parts.
+
+The width parts' presets (:data:`QUICK`, :data:`FULL`), ``HELP``, :func:`check` and the
+family tables' settings (:data:`MADE_BY`) are merged into the study's design
+(:mod:`~stsim.studies.targets.design`).
 """
 from __future__ import annotations
 
@@ -38,15 +42,14 @@ from stsim.core.config import Config
 from stsim.core.cost import estimated_seconds
 from stsim.core.targets import make_target
 from stsim.studies import widths as wl
-from stsim.studies.cells import (cells, made_with, pick_lr, read_rows, train_cells,
-                                 validate_point)
-from stsim.studies.targets.settings import MADE_BY, made_by
+from stsim.studies.cells import (cells, made_with, pick_lr, read_rows, settings_text,
+                                 train_cells, validate_point)
 from stsim.studies.widths import FAMILY_LAWS, QUICK as QUICK_PRECISION, Precision
 from stsim.util.validate import check_int, check_memory, check_real
 from stsim.util.verdict import all_of, judge
 
-__all__ = ["WIDTH_KEYS", "QUICK", "FULL", "check", "family_kind", "family_point", "run",
-           "analyse", "estimate_cpu_s", "fcn_cells", "footing", "level"]
+__all__ = ["WIDTH_KEYS", "QUICK", "FULL", "MADE_BY", "check", "family_kind", "family_point",
+           "run", "analyse", "estimate_cpu_s", "fcn_cells", "footing", "level"]
 
 FULL = dict(width_d=1, reach=0.5, fam_Ts=tuple(2 ** k for k in range(3, 13)),
             **Precision().settings(),
@@ -75,7 +78,21 @@ HELP = {"width_d": "token dimension of the width parts",
         "fcn_lr_extra": "rates added past an end", "fcn_span": "FCN widths T/2 .. span T",
         "fcn_max_width": "largest FCN width", "n_boot": "bootstrap resamples of a width"}
 FAM_ROOT = 2          # root seed of the family equality's paired samples
+#: the settings that make a row of each family table (its ``settings`` cell,
+#: :func:`stsim.studies.cells.settings_text`), merged into the study's
+#: :data:`~stsim.studies.targets.design.MADE_BY`; the FCN tables' rows carry every argument
+#: of their run in their point instead
+MADE_BY = {
+    # a crossing's level (reach of the target's L_c, in units of its L(0)) is in its
+    # point: another reach locates other points, and a row serves every reach
+    # whose level it is
+    "family_width": ("q", "width_d", *Precision().settings()),
+    "family_equal": ("q", "width_d", "eq_n")}
 
+
+def made_by(cfg, name) -> str:
+    """The ``settings`` cell of the rows of family table ``name`` made with ``cfg``."""
+    return settings_text(**{k: cfg[k] for k in MADE_BY[name]})
 
 
 def family_kind(target) -> str:
