@@ -17,7 +17,6 @@ import os
 from stsim.core.config import Config
 from stsim.core.reduced import LEARNED
 from stsim.core.targets import make_target
-from stsim.studies.cells import settings_text
 from stsim.studies.targets import widths
 from stsim.util.validate import check_int, check_real
 
@@ -62,7 +61,7 @@ MADE_BY = {"represents": ("rep_T", "q", "d", "n_batches", "n_fit"),
 
 def made_by(cfg, name) -> str:
     """The ``settings`` cell of the rows of table ``name`` made with ``cfg``."""
-    return settings_text(**{k: cfg[k] for k in MADE_BY[name]})
+    return widths.made_by(cfg, name, MADE_BY)
 
 
 def check(cfg):

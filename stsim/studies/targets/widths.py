@@ -90,9 +90,11 @@ MADE_BY = {
     "family_equal": ("q", "width_d", "eq_n")}
 
 
-def made_by(cfg, name) -> str:
-    """The ``settings`` cell of the rows of family table ``name`` made with ``cfg``."""
-    return settings_text(**{k: cfg[k] for k in MADE_BY[name]})
+def made_by(cfg, name, tables=None) -> str:
+    """The ``settings`` cell of the rows of table ``name`` made with ``cfg``: the family
+    tables' (:data:`MADE_BY`), or those of ``tables`` (the study's design passes its
+    own)."""
+    return settings_text(**{k: cfg[k] for k in (tables or MADE_BY)[name]})
 
 
 def family_kind(target) -> str:
