@@ -11,6 +11,7 @@ from scipy.special import softmax
 from stsim.studies.expressivity import patterns as pt
 from stsim.studies.expressivity import qsa
 from stsim.core.encodings import PEBatch
+from stsim.studies.expressivity import design as D
 from stsim.studies.expressivity import study as E
 from stsim.core.model import forward_backward
 from stsim.core.task import sample_subsets
@@ -232,7 +233,7 @@ def test_pattern_width_law_on_seeded_instances():
     """d* (off mass ≤ 0.01, exact scheme) against the derived d = 2 k ln(L/ε_off)."""
     ratios, ds = [], []
     for L in (64, 256, 1024):
-        A = pt.sparse_target("random", L, 4, E._rng(0, 31, L))
+        A = pt.sparse_target("random", L, 4, D._rng(0, 31, L))
         kk = int(np.diff(A.indptr).max())
         d, _ = E.search_pattern_dim(A, L, 4, 0, "exact", 0.01, 0.01, None, 4096, 0, 100)
         ds.append(d)
@@ -327,7 +328,7 @@ def test_example_quick_all_parts(tmp_path):
 def test_jl_ratio_width_scales_as_inverse_tolerance_squared():
     """JL scheme, ratio criterion alone at fixed τ: d*(tol) / d*(2 tol) ≈ 4 (the derived
     d ∝ k τ² ln(Lk)/tol²); bounds [2.5, 6] allow the bisection / sampling noise."""
-    A = pt.sparse_target("random", 64, 4, E._rng(0, 41, 64, 4))
+    A = pt.sparse_target("random", 64, 4, D._rng(0, 41, 64, 4))
     d1, _ = E.search_pattern_dim(A, 64, 4, 0, "jl", 1.0, 1.0, 5.0, 8192, 0, 500)
     d2, _ = E.search_pattern_dim(A, 64, 4, 0, "jl", 2.0, 1.0, 5.0, 8192, 0, 100)
     assert 2.5 <= d1 / d2 <= 6.0, (d1, d2)

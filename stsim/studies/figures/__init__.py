@@ -17,7 +17,8 @@ claims    claims map: each statement of Figs. 1-5, where it holds and fails (red
 ========  ==============================================================================
 
 All runs of all figures are the rows of one :func:`stsim.sweep` (shared runs trained
-once); how they are run, resumed and drawn, and the files written: :mod:`.study`.
+once); how they are run, resumed and drawn: :mod:`.runs`; the files written:
+:mod:`.outputs`.
 
 >>> from stsim.studies import figures
 >>> from stsim.studies.contract import resolve_config
@@ -35,8 +36,9 @@ _CONTRACT = ("PRESETS", "HELP", "EPILOG", "check", "run", "analyse", "report", "
 
 
 def __getattr__(name):
-    # the contract's members live in .study, loaded on first use: a worker process that
-    # unpickles a run (.common.train_job) imports neither the figure code nor matplotlib
+    # the contract's members live in .study (from its rooms), loaded on first use: a worker
+    # process that unpickles a run (.common.train_job) imports neither the figure code nor
+    # matplotlib
     if name in _CONTRACT:
         from stsim.studies.figures import study
         return getattr(study, name)

@@ -3,7 +3,7 @@ recomputation of the figures' numbers from them (docs/reproduction.md, "How ever
 is judged", the block means).
 
 :func:`write_blocks` writes ``<out>/blocks.csv`` (atomically; the study's
-:func:`~stsim.studies.figures.study.report` writes it beside ``figures.json``), one row per
+:func:`~stsim.studies.figures.outputs.report` writes it beside ``figures.json``), one row per
 run and evaluation set: ``run, set, kind, value, block, n_blocks, final, initial``
 (``set``: the history key; ``kind``, ``value``: the stream
 ``Streams(seed).evaluation(kind, value)``; ``block``: points per block; ``final``,

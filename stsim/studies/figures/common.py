@@ -15,7 +15,7 @@ Every figure module (``fig1`` … ``fig5``, ``beyond``, ``claims``) exposes
 * ``draw(s, results, measured, out)`` — writes ``<NAME>.png`` (and any table derived
   from ``measured``).
 
-The driver (:mod:`stsim.studies.figures.study`) writes ``<NAME>.csv``
+The study (:mod:`stsim.studies.figures.figure`) writes ``<NAME>.csv``
 (:func:`write_histories_csv`) and ``<NAME>.json`` (:func:`summarise`); every run is one
 sweep row through :func:`stsim.run` (:func:`train_job`).
 """
