@@ -4,7 +4,7 @@ what width (docs/attention.md, "The study: `stsim attention`").
 Five parts, each check carrying its standard error, the critical value right for its
 sample size and a verdict (:func:`stsim.util.verdict.judge`):
 
-* **runs** (:mod:`.runs`) — every mechanism of ``mechanisms`` (names of
+* **runs** (:mod:`~stsim.studies.attention.runs`) — every mechanism of ``mechanisms`` (names of
   :data:`stsim.core.attention.ATTENTIONS`, ``rank=r``, ``tau=τ`` or one's own
   :class:`~stsim.core.attention.Attention` object, named by its label), equally tuned
   (``tune_mults``, ``tune_steps``), ``steps`` steps, ``seeds`` seeds: **learns**
