@@ -211,18 +211,19 @@ def _record_by_hand(T, q, d, lr, n, steps, every, **kw):
     L, a, _, g = (np.array([np.broadcast_to(v, shape) for v in x]) for x in zip(*states))
     rec = np.unique(np.r_[np.arange(0, steps + 1, every), steps])
     return rec, a[rec].T, g[rec].T, L[rec].T, np.diff(L, axis=0).max(axis=0), \
-        np.diff(a, axis=0).min(axis=0)
+        np.diff(a, axis=0).min(axis=0), a.min(axis=0), g.min(axis=0), g.max(axis=0)
 
 
 def _same(got, want):
-    return all(np.array_equal(x, y) for x, y in zip(got, want))
+    return len(got) == len(want) and all(np.array_equal(x, y) for x, y in zip(got, want))
 
 
 @pytest.mark.parametrize("T", [200, np.array([20.0, 200.0])])
 def test_map_record_is_the_map_at_the_recorded_steps(T, monkeypatch):
     """reduced_map_record (floats, or an array of settings): the states of reduced_map at
-    every record_every-th step and the last, and the trackers over every step — bit for
-    bit; with the step per block and the practical model too. Seeded fault: the recording
+    every record_every-th step and the last, and the trackers over every step (the
+    increments, the extremes of a and gamma) — bit for bit; with the step per block and
+    the practical model too. Seeded fault: the recording
     fed a trajectory one step late is caught."""
     import stsim.core.reduced as R
     cases = ((5.5, {}), ({"W": 80.0, "V": 5.0}, {"practical": True, "c": 1 / 3}))

@@ -1,6 +1,7 @@
 """The gate of ``stsim theory``: exit 0 only when every hypothesis of the theorem holds and
 every check ran (at least one on the model's W and V) and passed."""
 import json
+import math
 
 import numpy as np
 import pytest
@@ -188,6 +189,25 @@ def test_a_sign_fault_in_the_reduced_map_breaks_the_bounds(which, monkeypatch):
     rep = check_theorem(12, 2, 3, 1 / 180, 0.009, max_steps=3000, full_steps=0,
                         grad_points=0)
     assert not {c["name"]: c for c in rep.checks}[BOUND]["passed"]
+
+
+def test_a_state_gone_nan_fails_the_bounds(monkeypatch):
+    """Seeded fault: the γ gradient turns NaN after 500 steps. The bounds are read from
+    trackers whose comparisons skip NaN; the check must still fail, not pass."""
+    import stsim.core.reduced as core_reduced
+    real, calls = core_reduced.loss_grad_scalar, [0]
+
+    def nan_later(*args):
+        out = list(real(*args))
+        calls[0] += 1
+        if calls[0] > 500:
+            out[3] = math.nan
+        return tuple(out)
+    monkeypatch.setattr(core_reduced, "loss_grad_scalar", nan_later)
+    rep = check_theorem(12, 2, 3, 1 / 180, 0.009, max_steps=3000, full_steps=0,
+                        grad_points=0)
+    assert not {c["name"]: c for c in rep.checks}[BOUND]["passed"]
+    assert math.isnan(rep.monotone["gamma_max"])
 
 
 def test_a_sign_fault_in_the_model_gradient_breaks_its_bounds(monkeypatch):

@@ -233,12 +233,13 @@ def reduced_map_losses(T, q, d, eta, n, steps, *, c=1.0, practical=False):
 def reduced_map_record(T, q, d, eta, n, steps, *, record_every=1, c=1.0, practical=False,
                        a0=0.0, b0=0.0, gamma0=0.0):
     """:func:`reduced_map` (same arguments) for ``steps`` updates, recorded: ``(step, a, γ,
-    L, max_loss_increase, min_a_increment)`` — the recorded steps (every
-    ``record_every``-th and the last), ``a, γ, L`` there (shape ``(..., n_rec)``: the
+    L, max_loss_increase, min_a_increment, a_min, γ_min, γ_max)`` — the recorded steps
+    (every ``record_every``-th and the last), ``a, γ, L`` there (shape ``(..., n_rec)``: the
     settings' shape, then the records), and over EVERY step ``max_t (L(t+1) − L(t))`` and
-    ``min_t (a(t+1) − a(t))`` (``-inf``/``inf`` with no step). Floats in, the bookkeeping
-    in floats too: 0.97–1.05 µs a step in all (4·10⁵ steps, the best of 5, four runs at load
-    0.7; 1.10–1.15 µs when the map asked at every step which update it takes)."""
+    ``min_t (a(t+1) − a(t))`` (``-inf``/``inf`` with no step) and the extremes of ``a`` and
+    ``γ`` over every state ``t = 0 … steps``. Floats in, the bookkeeping in floats too:
+    0.97–1.05 µs a step with the first two trackers (4·10⁵ steps, the best of 5, four runs
+    at load 0.7; 1.10–1.15 µs when the map asked at every step which update it takes)."""
     rec = np.unique(np.r_[np.arange(0, steps + 1, record_every), steps])
     states = reduced_map(T, q, d, eta, n, c=c, practical=practical, a0=a0, b0=b0,
                          gamma0=gamma0)
@@ -247,14 +248,24 @@ def reduced_map_record(T, q, d, eta, n, steps, *, record_every=1, c=1.0, practic
     arrays = isinstance(L_prev, np.ndarray)
     inf = np.full(np.shape(L_prev), math.inf) if arrays else math.inf
     dl_max, da_min = -inf, inf
+    a_min, g_min, g_max = ((np.minimum(inf, a_prev), np.minimum(inf, g), np.maximum(-inf, g))
+                           if arrays else (a_prev, g, g))   # arrays: the settings' shape
     for t, (L, a, _, g) in zip(range(1, steps + 1), states):
         if arrays:
             dl_max, da_min = np.maximum(dl_max, L - L_prev), np.minimum(da_min, a - a_prev)
+            a_min, g_min = np.minimum(a_min, a), np.minimum(g_min, g)
+            g_max = np.maximum(g_max, g)
         else:                               # floats: comparisons, faster than max/min
             if L - L_prev > dl_max:
                 dl_max = L - L_prev
             if a - a_prev < da_min:
                 da_min = a - a_prev
+            if a < a_min:
+                a_min = a
+            if g < g_min:
+                g_min = g
+            elif g > g_max:
+                g_max = g
         L_prev, a_prev = L, a
         if t == nxt:
             out.append((a, g, L))
@@ -267,4 +278,4 @@ def reduced_map_record(T, q, d, eta, n, steps, *, record_every=1, c=1.0, practic
         A, G, Ls = (np.ascontiguousarray(np.moveaxis(np.array(
             [np.broadcast_to(v, shape) for v in x], dtype=np.float64), 0, -1))
             for x in zip(*out))
-    return rec, A, G, Ls, dl_max, da_min
+    return rec, A, G, Ls, dl_max, da_min, a_min, g_min, g_max

@@ -142,6 +142,9 @@ class ReducedTrajectory:
         means the loss never increased.
     min_a_increment : (K,) array or None
         ``min_t (a(t+1) − a(t))`` over every step.
+    a_min, gamma_min, gamma_max : (K,) array or None
+        The least ``a`` and the least and greatest ``γ`` over every state (not only the
+        recorded ones), the start included.
     lr_V : (K,) array or None
         V's step when it differs from W's (``lr``); None for gradient flow.
     """
@@ -159,6 +162,9 @@ class ReducedTrajectory:
     max_loss_increase: np.ndarray | None = None
     min_a_increment: np.ndarray | None = None
     lr_V: np.ndarray | None = None
+    a_min: np.ndarray | None = None
+    gamma_min: np.ndarray | None = None
+    gamma_max: np.ndarray | None = None
 
 
 def _settings(T, q, d, lr, pe, d_e, a0, gamma0, query, lr_V=1.0):
@@ -237,14 +243,14 @@ def _gd(T, q, d, lr, steps, pe, d_e, query, a0, gamma0, record_every, scalar):
             raise ValueError("reduced_gd_scalar runs one setting; use reduced_gd for a grid")
         args = [float(x[0]) for x in args]
     Tk, qk, dk, lw, lv, nm, ck, ak, gk = args
-    rec, A, G, L, dl, da = reduced_map_record(Tk, qk, dk, {"W": lw, "V": lv}, nm + 1.0, steps,
+    rec, A, G, L, *every = reduced_map_record(Tk, qk, dk, {"W": lw, "V": lv}, nm + 1.0, steps,
                                               record_every=record_every, c=ck, a0=ak,
                                               gamma0=gk)
-    A, G, L, dl, da = (np.atleast_2d(A), np.atleast_2d(G), np.atleast_2d(L),
-                       np.atleast_1d(dl), np.atleast_1d(da))
-    return ReducedTrajectory(step=rec, a=A, gamma=G, loss=L, T=T, q=q, d=d, lr=lr_W,
-                             n_minus_1=nm1, query=query, max_loss_increase=dl,
-                             min_a_increment=da, lr_V=lr_V)
+    dl, da, a_min, g_min, g_max = (np.atleast_1d(x).astype(np.float64) for x in every)
+    return ReducedTrajectory(step=rec, a=np.atleast_2d(A), gamma=np.atleast_2d(G),
+                             loss=np.atleast_2d(L), T=T, q=q, d=d, lr=lr_W, n_minus_1=nm1,
+                             query=query, max_loss_increase=dl, min_a_increment=da,
+                             lr_V=lr_V, a_min=a_min, gamma_min=g_min, gamma_max=g_max)
 
 
 # ---- gradient flow (η → 0), through scipy.integrate.solve_ivp ------------------------
