@@ -12,8 +12,6 @@ from __future__ import annotations
 from functools import lru_cache
 
 import numpy as np
-from scipy.linalg import eigh_tridiagonal
-from scipy.special import gammaln, hyp0f1, ive
 
 from stsim.core.model import query_coef
 
@@ -35,6 +33,8 @@ def log_sphere_mgf(lam, d_e):
     d_e : int
         Dimension, ≥ 2.
     """
+    from scipy.special import gammaln, hyp0f1, ive   # here, not at the top: a study's
+    #                                   command and pool workers start without scipy
     lam = np.abs(np.asarray(lam, dtype=float))
     b = 0.5 * d_e
     with np.errstate(over="ignore", invalid="ignore", divide="ignore"):
@@ -55,6 +55,7 @@ def log_gauss_mgf(lam, d_e):
 
 @lru_cache(maxsize=256)
 def _nodes(d_e, n_nodes):
+    from scipy.linalg import eigh_tridiagonal
     al = 0.5 * (d_e - 3)                       # Jacobi weight (1 − t)^α (1 + t)^α
     n = np.arange(2, n_nodes, dtype=float)
     beta = np.concatenate([[1.0 / (2 * al + 3)],          # n = 1 (finite also at α = −1/2)
