@@ -31,7 +31,6 @@ expectation over X, Monte-Carlo over subsets and, for the sphere law, encodings)
 from __future__ import annotations
 
 import numpy as np
-from scipy.special import lambertw
 
 __all__ = ["interference_floor_approx", "interference_loss_mc",
            "interference_floor_mc", "random_table"]
@@ -43,6 +42,7 @@ def interference_floor_approx(T, q, d, d_e):
     A, B = (q - 1) * (q - 2) / (q * q * d_e), (T - q) / (q * q)
     if A == 0:
         return float("inf"), 0.0
+    from scipy.special import lambertw      # here: the figures command starts without scipy
     c = 0.5 * float(np.real(lambertw(2.0 * B / A)))
     return c, 0.5 * d * A * c * (c + 1.0)
 

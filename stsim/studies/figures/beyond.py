@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import numpy as np
 
-from stsim.util.plotting import plt
 from stsim.studies.figures.common import Job, save_png, seed_band
 from stsim.studies.figures import fig1, fig2
 from stsim.studies.figures.evaluate import EVALUATE, QUICK_EVALUATE, eval_sample
@@ -93,6 +92,7 @@ def draw(s, results, measured, out):
     each ``T_test`` (seed mean, min–max bars), (a') the sphere runs' in-distribution curves,
     (b) theory vs practical model in-distribution and at the largest ``T_test`` both were
     evaluated at."""
+    from stsim.util.plotting import plt   # on drawing only
     des, sph, prac, theo = _runs(s, results)
     keys, labels = _val_keys(s)
     fig, ax = plt.subplots(1, 3, figsize=(14, 3.9))

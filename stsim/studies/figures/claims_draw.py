@@ -11,7 +11,6 @@ import textwrap
 import numpy as np
 
 from stsim.core.reduced import LEARNED
-from stsim.util.plotting import plt, savefig
 from stsim.studies.figures.claims_statements import STATEMENTS
 
 __all__ = ["MAP_COLUMNS", "claims_table", "draw_map", "map_rows", "cell_state",
@@ -78,6 +77,7 @@ def claims_table(s, cells, red) -> str:
 
 def draw_map(s, cols, cells, lrs, budgets, rok, runs, path):
     """Draw the claims map to ``path`` (PNG)."""
+    from stsim.util.plotting import plt, savefig   # on drawing only
     from matplotlib.colors import ListedColormap
     from matplotlib.patches import Patch
     Ss = list(STATEMENTS)

@@ -15,7 +15,6 @@ from __future__ import annotations
 
 import numpy as np
 
-from stsim.util.plotting import plt
 from stsim.studies.figures.common import Job, save_png, second_half, seed_band, seed_values
 from stsim.util.stats import fit_linear
 from stsim.studies.figures.evaluate import eval_sample, r2_sample, scalar_sample
@@ -66,6 +65,7 @@ def inverse_loss_fit(runs):
 def draw(s, results, measured, out):
     """Draw ``fig1.png``: training loss, 1/loss with the linear fit over the second half
     (:func:`inverse_loss_fit`), cos(W, W*) and cos(V, V*); seed mean with min–max band."""
+    from stsim.util.plotting import plt   # on drawing only
     runs = [results[j.name] for j in jobs(s)]
     fig, ax = plt.subplots(1, 3, figsize=(13, 3.6))
     seed_band(ax[0], runs, "loss", label="training loss (seed mean, min–max)")

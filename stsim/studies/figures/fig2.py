@@ -22,7 +22,6 @@ from __future__ import annotations
 import numpy as np
 
 from stsim.core.reduced import LEARNED
-from stsim.util.plotting import plt
 from stsim.studies.figures.common import n_seeds, save_png
 from stsim.studies.figures.evaluate import eval_sample
 from stsim.studies.figures.ood import (FULL_BASE, QUICK_BASE, by_pe, final_estimates, floor,
@@ -155,6 +154,7 @@ def length_checks(s, names, results, tag="", boot=None):
 
 def draw(s, results, measured, out):
     """Draw ``fig2.png`` (:func:`draw_length_panels`)."""
+    from stsim.util.plotting import plt   # on drawing only
     groups = by_pe(s, results)
     n = len(s["T_test"])
     fig, axes = plt.subplots(1, n, figsize=(3.4 * n, 3.6), sharey=True)

@@ -15,7 +15,6 @@ import numpy as np
 from stsim.core.config import Config
 from stsim.core.problem import make_problem
 from stsim.core.seeds import Streams
-from stsim.util.plotting import plt
 from stsim.studies.figures.common import Job, save_png
 from stsim.studies.figures.evaluate import EVALUATE, QUICK_EVALUATE, scalar_sample
 from stsim.studies.figures.ood import block_mass
@@ -66,6 +65,7 @@ def _heat(ax, M, d, title, fig):
 def draw(s, results, measured, out):
     """Draw ``fig3.png``: W and V at initialisation (re-created by :func:`initial_params`)
     and after training, first seed."""
+    from stsim.util.plotting import plt   # on drawing only
     r0 = results[jobs(s)[0].name]
     W0, V0 = initial_params(r0)
     d = s["d"]

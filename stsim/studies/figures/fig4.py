@@ -16,10 +16,8 @@ same statement as "every consecutive pair increases", with a standard error).
 from __future__ import annotations
 
 import numpy as np
-from matplotlib.ticker import NullFormatter
 
 from stsim.core.reduced import LEARNED
-from stsim.util.plotting import plt
 from stsim.studies.figures.claims_statements import increasing
 from stsim.studies.figures.common import n_seeds, save_png, seed_band
 from stsim.studies.figures.evaluate import eval_sample
@@ -61,6 +59,7 @@ def draw_q_panels(axes, s, groups):
     """Draw one panel per ``q_test`` of ``s["q_test"]`` on ``axes``: the ``val/q=<q_test>``
     curves of each PE reading in ``groups`` (``{key: [Result per seed]}``), with an inset
     zooming on the last ``ZOOM`` of training (seed mean, min–max band). Also used by Fig. 5."""
+    from matplotlib.ticker import NullFormatter
     for ax, qt in zip(axes, s["q_test"]):
         key = f"val/q={qt}"
         panel_curves(ax, groups, key, f"q_test = {qt} (trained q = {s['q']})", s=s)
@@ -129,6 +128,7 @@ def q_checks(s, names, results, tag="", boot=None):
 
 def draw(s, results, measured, out):
     """Draw ``fig4.png`` (top: :func:`draw_length_summary`; bottom: :func:`draw_q_panels`)."""
+    from stsim.util.plotting import plt   # on drawing only
     groups = groups_of(s, results)
     nq = len(s["q_test"])
     fig = plt.figure(figsize=(3.3 * max(nq, 3), 7.0))

@@ -8,7 +8,6 @@ for early stopping.
 """
 from __future__ import annotations
 
-from stsim.util.plotting import plt
 from stsim.studies.figures.common import n_seeds, save_png
 from stsim.studies.figures.fig2 import draw_length_panels, length_checks
 from stsim.studies.figures.fig4 import draw_q_panels, group_names, groups_of, q_checks
@@ -33,6 +32,7 @@ def jobs(s):
 def draw(s, results, measured, out):
     """Draw ``fig5.png``: top row :func:`.fig2.draw_length_panels`, bottom row
     :func:`.fig4.draw_q_panels`, on the Adam runs."""
+    from stsim.util.plotting import plt   # on drawing only
     groups = groups_of(s, results)
     n = max(len(s["T_test"]), len(s["q_test"]))
     fig, axes = plt.subplots(2, n, figsize=(3.3 * n, 6.6), squeeze=False)
