@@ -11,7 +11,7 @@ Fully-Connected Nets Cannot* (ICML 2024). The package is layered; data flows one
 >>> res.status
 'completed'
 """
-__version__ = "0.6.1"
+__version__ = "0.6.2"
 
 from stsim.util.signals import guard_cli_imports as _guard_cli_imports
 _guard_cli_imports()    # the stsim command: Ctrl-C during these imports is one line, exit 130
