@@ -142,9 +142,12 @@ class ReducedTrajectory:
         means the loss never increased.
     min_a_increment : (K,) array or None
         ``min_t (a(t+1) − a(t))`` over every step.
-    a_min, gamma_min, gamma_max : (K,) array or None
-        The least ``a`` and the least and greatest ``γ`` over every state (not only the
-        recorded ones), the start included.
+    a_min : (K,) array or None
+        The least ``a`` over every state (not only the recorded ones), the start included.
+    gamma_min : (K,) array or None
+        The least ``γ`` over every state.
+    gamma_max : (K,) array or None
+        The greatest ``γ`` over every state.
     lr_V : (K,) array or None
         V's step when it differs from W's (``lr``); None for gradient flow.
     """
