@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from stsim.studies.contract import divergence
 from stsim.studies.expressivity.common import design_results
-from stsim.studies.expressivity.design import _MODULES
+from stsim.studies.expressivity.design import PART_MODULES
 
 __all__ = ["analyse"]
 
@@ -20,7 +20,7 @@ def analyse(config, out) -> dict:
     ``None`` when some point of its design is missing (an incomplete part)."""
     results, where, total, unmeasured = {}, [], 0, []
     for name in config["only"]:
-        mod, cfg = _MODULES[name], config[name]
+        mod, cfg = PART_MODULES[name], config[name]
         points = mod.design(cfg, config["seed"])
         got = {t: design_results(out, t, pts) for t, pts in points.items()}
         results[name] = (None if any(v is None for v in got.values())

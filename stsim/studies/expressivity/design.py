@@ -24,7 +24,7 @@ from stsim.studies.expressivity.parts import curves, jl, patterns, seq2seq, trai
 from stsim.util.validate import check_int, check_memory
 
 __all__ = ["PARTS", "QUICK", "FULL", "HELP", "EPILOG", "WORKERS_HELP", "part_module",
-           "check", "part_memory", "check_part_memory"]
+           "PART_MODULES", "check", "part_memory", "check_part_memory"]
 
 PARTS = ("curves", "width", "seq2seq", "trained", "patterns", "jl")
 
@@ -78,15 +78,15 @@ HELP = {"seed": "root seed of every part", "only": "the parts to run, a comma li
 WORKERS_HELP = ("worker processes for the points of each part, one BLAS thread each "
                 "(default: 2); 0 or 1 runs in this process")
 
-_MODULES = dict(zip(PARTS, (curves, width, seq2seq, trained, patterns, jl)))
+PART_MODULES = dict(zip(PARTS, (curves, width, seq2seq, trained, patterns, jl)))
 _rng = rng_of   # the generator of a point (tests build the same targets)
 
 
 def part_module(name):
     """The module of part ``name`` (``ValueError`` naming the parts otherwise)."""
-    if name not in _MODULES:
+    if name not in PART_MODULES:
         raise ValueError(f"only must name parts from {PARTS}, got {name!r}")
-    return _MODULES[name]
+    return PART_MODULES[name]
 
 
 def check(config):

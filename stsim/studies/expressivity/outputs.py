@@ -9,7 +9,7 @@ import os
 
 from stsim.studies.expressivity.checks import checks as part_checks
 from stsim.studies.expressivity.common import load_run_record
-from stsim.studies.expressivity.design import _MODULES
+from stsim.studies.expressivity.design import PART_MODULES
 from stsim.util.io import atomic_write, write_json
 from stsim.util.verdict import checks_table, summary_line
 
@@ -41,7 +41,7 @@ def report(config, out, results) -> dict:
             incomplete.append(name)
             continue
         times[name] = record.get(name, {}).get("wall_time_s")
-        summaries[name] = _MODULES[name].write(config[name], config["seed"], out,
+        summaries[name] = PART_MODULES[name].write(config[name], config["seed"], out,
                                                results[name], wall_time_s=times[name])
     overview = write_overview(config, out, summaries, times, incomplete,
                               {k: results[k] for k in ("diverged", "unmeasured") if k in results})

@@ -11,7 +11,7 @@ from __future__ import annotations
 import time
 
 from stsim.studies.expressivity.common import raw_table, update_run_record
-from stsim.studies.expressivity.design import _MODULES
+from stsim.studies.expressivity.design import PART_MODULES
 from stsim.sweeps import sweep
 
 __all__ = ["run"]
@@ -25,7 +25,7 @@ def run(config, out, executor, log=None) -> None:
     say = log or (lambda m: None)
     workers = getattr(executor, "_max_workers", 1)
     for name in config["only"]:
-        mod, cfg = _MODULES[name], config[name]
+        mod, cfg = PART_MODULES[name], config[name]
         t0, n_run = time.perf_counter(), 0
         for table, points in mod.design(cfg, config["seed"]).items():
             def progress(done, total, rec, _t=table):

@@ -13,7 +13,7 @@ from stsim.studies.figures.common import figure_jobs, load_runs, npz_path, runs_
 from stsim.studies.figures.blocks import block_rows
 from stsim.studies.figures.evaluate import evaluation_stats
 from stsim.studies.figures.design import TABLE
-from stsim.studies.figures.figure import _figure
+from stsim.studies.figures.figure import figure_summary
 
 __all__ = ["analyse"]
 
@@ -42,7 +42,7 @@ def analyse(config, out) -> dict:
         if lack:
             missing[n] = lack
             continue
-        figures[n] = _figure(config, n, results)
+        figures[n] = figure_summary(config, n, results)
     if not figures:
         raise ValueError(f"no figure can be analysed: their runs are not in "
                          f"{runs_dir(out)} ({json.dumps(missing)[:300]}); run `stsim "

@@ -1,4 +1,4 @@
-r"""The figures study's design: the presets of its figures (:func:`_preset`, from each
+r"""The figures study's design: the presets of its figures (:func:`preset`, from each
 figure's ``SETTINGS``), ``HELP``, ``EPILOG``, the files of the run step, and :func:`check`
 (the shared settings resolved and every run validated before any work).
 
@@ -24,13 +24,13 @@ from stsim.util.validate import check_choice, check_int
 from stsim.studies.contract import MODES
 from stsim.studies.figures.common import FIGURES, figure_module, unique_jobs
 
-__all__ = ["TABLE", "SESSION", "HELP", "EPILOG", "check"]
+__all__ = ["TABLE", "SESSION", "HELP", "EPILOG", "check", "preset"]
 
 TABLE = "jobs.csv"          # the sweep table of the runs, in <out>/runs
 SESSION = "run.json"        # workers and wall time of the last run step, in <out>/runs
 
 
-def _preset(mode) -> dict:
+def preset(mode) -> dict:
     cfg = {"mode": mode, "only": list(FIGURES)}
     for n in FIGURES:
         mod = figure_module(n)

@@ -1,7 +1,8 @@
 r"""One figure of the study from its runs: its summary, the checks labelled for stability
-(:func:`_figure`), and its files (:func:`_write`); :func:`~stsim.studies.figures.runs.run`
-makes a figure as soon as its runs are in, :func:`~stsim.studies.figures.analysis.analyse`
-and :func:`~stsim.studies.figures.outputs.report` the others.
+(:func:`figure_summary`), and its files (:func:`write_figure`);
+:func:`~stsim.studies.figures.runs.run` makes a figure as soon as its runs are in,
+:func:`~stsim.studies.figures.analysis.analyse` and
+:func:`~stsim.studies.figures.outputs.report` the others.
 """
 from __future__ import annotations
 
@@ -12,7 +13,10 @@ from stsim.studies.figures.common import figure_module, summarise, write_histori
 from stsim.studies.figures.stability import above_bound
 from stsim.studies.figures.verdicts import relabel
 
-def _label(checks, twin_checks, options, results):
+__all__ = ["label_stability", "figure_summary", "write_figure"]
+
+
+def label_stability(checks, twin_checks, options, results):
     """The checks (or cells) relabelled (:mod:`stsim.studies.figures.stability`,
     :func:`.verdicts.relabel`):
     unstable where a run they use is above its step bound, or where the check computed with
@@ -37,9 +41,9 @@ def _label(checks, twin_checks, options, results):
     return out
 
 
-def _figure(config, name, results):
+def figure_summary(config, name, results):
     """The summary of figure ``name`` from ``results`` (``{run name: Result}``): its
-    checks (and the claims map's cells) labelled for stability (:func:`_label`; the
+    checks (and the claims map's cells) labelled for stability (:func:`label_stability`; the
     figure is measured again with each twin in place of its original), its diverged runs
     and its unmeasured checks."""
     mod, s = figure_module(name), config[name]
@@ -52,9 +56,9 @@ def _figure(config, name, results):
         alt.update({n: results[t] for n, t in pairs.items()})
         tm, tc = mod.measure(s, alt)
     options = {j.name: j.options for j in js}
-    checks = _label(checks, tc, options, results)
+    checks = label_stability(checks, tc, options, results)
     if "cells" in measured:
-        measured["cells"] = _label(measured["cells"], tm and tm["cells"], options, results)
+        measured["cells"] = label_stability(measured["cells"], tm and tm["cells"], options, results)
     names = [j.name for j in js] + list(pairs.values())
     runs = {n: results[n] for n in names if n in results}
     summary = summarise(name, s, config["mode"], runs, checks, measured)
@@ -64,7 +68,7 @@ def _figure(config, name, results):
     return summary
 
 
-def _write(config, out, name, results, summary):
+def write_figure(config, out, name, results, summary):
     """Draw figure ``name`` and write its ``.csv`` (histories) and ``.json`` (summary)."""
     mod, s = figure_module(name), config[name]
     os.makedirs(out, exist_ok=True)

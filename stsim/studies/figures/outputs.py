@@ -17,8 +17,8 @@ from stsim.util.io import read_json, write_csv, write_json
 from stsim.studies.figures.common import figure_module, load_runs, peak_rss_mb, runs_dir
 from stsim.studies.figures.blocks import COLUMNS as BLOCK_COLUMNS, FILE as BLOCKS
 from stsim.studies.figures.design import SESSION
-from stsim.studies.figures.figure import _write
-from stsim.studies.figures.runs import _WRITTEN
+from stsim.studies.figures.figure import write_figure
+from stsim.studies.figures.runs import WRITTEN
 from stsim.studies.figures.verdicts import verdict_counts
 from stsim.util.verdict import check_line
 
@@ -54,11 +54,11 @@ def report(config, out, results) -> dict:
     written again."""
     t0 = time.perf_counter()
     for n, summary in results["figures"].items():
-        done = _WRITTEN.pop((os.path.abspath(out), n), None)
+        done = WRITTEN.pop((os.path.abspath(out), n), None)
         if done == json.dumps(summary, sort_keys=True) and all(
                 os.path.exists(os.path.join(out, f"{n}.{ext}")) for ext in ("png", "json")):
             continue                  # drawn by run() in this process from the same numbers
-        _write(config, out, n, load_runs(out, figure_module(n).jobs(config[n])), summary)
+        write_figure(config, out, n, load_runs(out, figure_module(n).jobs(config[n])), summary)
     path = os.path.join(runs_dir(out), SESSION)
     session = read_json(path) if os.path.exists(path) else {}
     analysis = results["analyse_s"] + time.perf_counter() - t0

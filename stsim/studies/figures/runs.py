@@ -21,13 +21,13 @@ from stsim.sweeps.journal import journal_path, load_journal
 from stsim.studies.figures.common import (Job, figure_jobs, load_current, load_runs, runs_dir,
                                           train_job, unique_jobs)
 from stsim.studies.figures.design import SESSION, TABLE
-from stsim.studies.figures.figure import _figure, _write
+from stsim.studies.figures.figure import figure_summary, write_figure
 
-__all__ = ["run"]
+__all__ = ["run", "WRITTEN"]
 
 # (folder, figure) -> the summary (JSON text) whose files run() wrote in this process:
 # report() does not write the same files twice
-_WRITTEN: dict = {}
+WRITTEN: dict = {}
 
 
 def _still_current(rec, runs):
@@ -74,9 +74,9 @@ def run(config, out, executor, log=None) -> None:
             if n not in drawn and names <= done:
                 drawn.add(n)
                 results = load_runs(out, per_fig[n])
-                summary = _figure(config, n, results)
-                _write(config, out, n, results, summary)
-                _WRITTEN[(os.path.abspath(out), n)] = json.dumps(summary, sort_keys=True)
+                summary = figure_summary(config, n, results)
+                write_figure(config, out, n, results, summary)
+                WRITTEN[(os.path.abspath(out), n)] = json.dumps(summary, sort_keys=True)
                 say(f"drew {n} -> {os.path.join(out, n + '.png')}")
 
     res = sweep(functools.partial(train_job, runs=runs), [j.point() for j in order],

@@ -15,11 +15,11 @@ from __future__ import annotations
 from stsim.studies.contract import MODES
 from stsim.studies.figures.analysis import analyse
 from stsim.studies.figures.common import FIGURES, NAME
-from stsim.studies.figures.design import EPILOG, HELP, _preset, check
+from stsim.studies.figures.design import EPILOG, HELP, preset, check
 from stsim.studies.figures.outputs import console, report
 from stsim.studies.figures.runs import run
 
 __all__ = ["NAME", "FIGURES", "PRESETS", "HELP", "EPILOG", "check", "run", "analyse",
            "report", "console"]
 
-PRESETS = {m: _preset(m) for m in MODES}
+PRESETS = {m: preset(m) for m in MODES}

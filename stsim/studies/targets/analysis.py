@@ -13,7 +13,7 @@ import numpy as np
 from stsim.core.targets import make_target
 from stsim.studies.cells import made_with
 from stsim.studies.targets import widths
-from stsim.studies.targets.design import EXACT_LOSS, _raw, made_by
+from stsim.studies.targets.design import EXACT_LOSS, made_by, raw_path
 from stsim.studies.targets.runs import choose
 from stsim.studies.tuning import at_chosen, seed_stats
 from stsim.util.verdict import judge
@@ -46,7 +46,7 @@ def analyse(cfg, out):
     ts = cfg["targets"]
 
     def table(name, needed):        # the rows made with these settings; each needed one
-        return made_with(_raw(out, f"{name}.csv"), made_by(cfg, name), needed)
+        return made_with(raw_path(out, f"{name}.csv"), made_by(cfg, name), needed)
     tables = {"represents": table("represents", [{"target": t} for t in ts]),
               "tune": table("tune", [{"target": t, "mult": m} for t in ts
                                      for m in cfg["mults"]])}

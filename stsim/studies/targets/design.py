@@ -21,7 +21,7 @@ from stsim.studies.targets import widths
 from stsim.util.validate import check_int, check_real
 
 __all__ = ["QUICK", "FULL", "HELP", "EPILOG", "TUNE_ROOT", "EXACT_LOSS", "MADE_BY",
-           "check", "made_by"]
+           "check", "made_by", "raw_path"]
 
 TUNE_ROOT = 1          # root seed of the tuning replicate (the reported seeds: root 0)
 EXACT_LOSS = 1e-20     # the construction's loss is below it
@@ -98,5 +98,5 @@ def check(cfg):
     return widths.check(cfg)
 
 
-def _raw(out, name):
+def raw_path(out, name):
     return os.path.join(out, "raw", name)

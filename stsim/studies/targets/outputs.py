@@ -14,7 +14,7 @@ import numpy as np
 
 from stsim.studies.cells import made_with
 from stsim.studies.contract import divergence, divergence_markdown
-from stsim.studies.targets.design import _raw, made_by
+from stsim.studies.targets.design import made_by, raw_path
 from stsim.studies.targets.runs import encoding_width
 from stsim.studies.targets.widths import family_kind, footing
 from stsim.util.io import atomic_write, read_json, write_csv, write_json
@@ -261,7 +261,7 @@ def report(cfg, out, results):
     """``targets.json`` (every check with se, critical and verdict; the config; the run
     record), ``represents.png``/``.csv``, ``learns.png`` with ``curves.csv``,
     ``length.png``/``.csv``, ``widths.png``/``.csv``, ``report.md``; returns the summary."""
-    rec = _raw(out, "run.json")
+    rec = raw_path(out, "run.json")
     record = read_json(rec, "run record") if os.path.isfile(rec) else {}
     n_runs = len(cfg["targets"]) * cfg["seeds"]
     div = divergence(results["diverged"], n_runs,

@@ -24,7 +24,7 @@ from stsim.core.model import forward_backward
 from stsim.core.targets import Variance, make_target
 from stsim.studies.cells import made_with, stamped
 from stsim.studies.targets import widths
-from stsim.studies.targets.design import TUNE_ROOT, _raw, made_by
+from stsim.studies.targets.design import TUNE_ROOT, made_by, raw_path
 from stsim.studies.tuning import choose as choose_by, run_measures
 from stsim.sweeps import sweep
 from stsim.util.io import write_json
@@ -105,7 +105,7 @@ def run(cfg, out, executor, log=None):
     def part(name, fn, points, **kw):
         t = time.time()
         fn, points = stamped(fn, points, made_by(cfg, name))
-        sweep(fn, points, executor=executor, out=_raw(out, f"{name}.csv"), **kw)
+        sweep(fn, points, executor=executor, out=raw_path(out, f"{name}.csv"), **kw)
         walls[name] = time.time() - t
         say(f"{name}: {walls[name]:.1f}s")
 
@@ -114,12 +114,12 @@ def run(cfg, out, executor, log=None):
          {"target": list(cfg["targets"])})
     part("tune", lambda target, mult, seed: train_one(target, mult=mult, seed=seed, **c),
          {"target": list(cfg["targets"]), "mult": list(cfg["mults"])}, root_seed=TUNE_ROOT)
-    mults = choose(made_with(_raw(out, "tune.csv"), made_by(cfg, "tune")), cfg["mults"])
+    mults = choose(made_with(raw_path(out, "tune.csv"), made_by(cfg, "tune")), cfg["mults"])
     # the chosen multiplier is part of each run's point: another choice reruns the runs
     part("runs", lambda target, mult, seed: train_one(target, mult=mult, seed=seed, **c),
          [{"target": t, "mult": mults[t]} for t in cfg["targets"]], seeds=cfg["seeds"])
     more = widths.run(cfg, out, executor, part, say)
     walls["fcn"] = more.pop("fcn")
-    write_json(_raw(out, "run.json"), {"wall_time_s": time.time() - t0,
+    write_json(raw_path(out, "run.json"), {"wall_time_s": time.time() - t0,
                                        "wall_time_parts_s": walls, "mults": mults,
                                        "load_avg": list(os.getloadavg()), **more})

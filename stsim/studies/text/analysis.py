@@ -35,7 +35,7 @@ import math
 
 from stsim.baselines.text import neighbour_bits, unigram_bits
 from stsim.studies.cells import lr_edge, made_with
-from stsim.studies.text.design import FIXED, PAPER, _arm, _arms, _raw, made_by
+from stsim.studies.text.design import FIXED, PAPER, arm_name, arms_of, made_by, raw_path
 from stsim.studies.text.runs import tuned
 from stsim.studies.tuning import at_chosen, seed_stats
 from stsim.util.verdict import all_of, inconclusive, judge
@@ -45,8 +45,8 @@ __all__ = ["analyse"]
 
 def analyse(cfg, out) -> dict:
     """Every check and table from the raw tables alone (module docstring)."""
-    arms = _arms(cfg)
-    tune = made_with(_raw(out, "tune.csv"), made_by(cfg),
+    arms = arms_of(cfg)
+    tune = made_with(raw_path(out, "tune.csv"), made_by(cfg),
                      [dict(a, mult=m) for a in arms for m in cfg["mults"]])
     mults, tried, missing = tuned(tune, cfg)
     if missing:
@@ -55,18 +55,18 @@ def analyse(cfg, out) -> dict:
                          f"{p['encoding']!r}, mult={p['mult']!r} that the grid's extension "
                          f"needs ({len(missing)} missing): rerun without --analyse-only to "
                          f"compute them")
-    every = made_with(_raw(out, "runs.csv"), made_by(cfg),
-                      [dict(a, mult=mults[_arm(a)]) for a in arms if _arm(a) in mults])
-    runs = at_chosen([dict(r, arm=_arm(r)) for r in every if r["status"] == "ok"], "arm",
+    every = made_with(raw_path(out, "runs.csv"), made_by(cfg),
+                      [dict(a, mult=mults[arm_name(a)]) for a in arms if arm_name(a) in mults])
+    runs = at_chosen([dict(r, arm=arm_name(r)) for r in every if r["status"] == "ok"], "arm",
                      mults)
-    errors = [f"{_arm(r)} seed {r['seed']}: {r.get('error')}" for t in (tune, every)
+    errors = [f"{arm_name(r)} seed {r['seed']}: {r.get('error')}" for t in (tune, every)
               for r in t if r["status"] != "ok"]
     uni = unigram_bits()
     nb = neighbour_bits(T=cfg["T"])
     ln2 = math.log(2.0)
     out_arms, checks, claims, diverged = [], [], {t: [] for t in cfg["tasks"]}, []
     for a in arms:
-        name, task, enc = _arm(a), a["task"], a["encoding"]
+        name, task, enc = arm_name(a), a["task"], a["encoding"]
         rows = sorted((r for r in runs if r["arm"] == name), key=lambda r: r["seed_index"])
         diverged += [f"{name} seed {r['seed']}" for r in rows if r["run_status"] != "completed"]
         if task == "masked":

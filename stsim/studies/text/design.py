@@ -24,7 +24,8 @@ from stsim.studies.cells import settings_text
 from stsim.util.validate import check_int, check_real
 
 __all__ = ["TUNE_ROOT", "ENCODINGS", "FIXED", "PAPER", "TASKS", "VOCAB", "QUICK", "FULL",
-           "HELP", "EPILOG", "MADE_BY", "made_by", "check"]
+           "HELP", "EPILOG", "MADE_BY", "made_by", "check", "raw_path", "run_options",
+           "arms_of", "arm_name"]
 
 TUNE_ROOT = 1
 #: the encodings compared: name -> the run's options
@@ -86,7 +87,7 @@ def made_by(cfg) -> str:
     return settings_text(**{k: cfg[k] for k in MADE_BY})
 
 
-def _raw(out, name):
+def raw_path(out, name):
     return os.path.join(out, "raw", name)
 
 
@@ -121,7 +122,7 @@ def check(cfg):
     return cfg
 
 
-def _options(task, encoding, cfg):
+def run_options(task, encoding, cfg):
     """The options of one run of an arm (the Gaussian task at the text's ``d``)."""
     target = {"mean": "mean", "text": "text", "masked": "masked"}[task]
     return dict(T=cfg["T"], q=1 if task == "masked" else cfg["q"], d=VOCAB, target=target,
@@ -130,9 +131,9 @@ def _options(task, encoding, cfg):
                 **ENCODINGS[encoding])
 
 
-def _arms(cfg):
+def arms_of(cfg):
     return [{"task": t, "encoding": e} for t in cfg["tasks"] for e in cfg["encodings"]]
 
 
-def _arm(r) -> str:
+def arm_name(r) -> str:
     return f"{r['task']}/{r['encoding']}"

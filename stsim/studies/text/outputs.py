@@ -15,7 +15,7 @@ import os
 import numpy as np
 
 from stsim.studies.contract import divergence, divergence_markdown
-from stsim.studies.text.design import _arms
+from stsim.studies.text.design import arms_of
 from stsim.util.io import atomic_write, write_csv, write_json
 from stsim.util.verdict import checks_table, summary_line
 
@@ -125,7 +125,7 @@ def write_outputs(cfg, out, s):
 def report(cfg, out, results) -> dict:
     """``text.json``, ``report.md``, ``length.png``/``.csv``, ``attention.png``/``.csv``;
     returns the summary (its ``checks``, the divergence entries)."""
-    n_runs = len(_arms(cfg)) * cfg["seeds"]
+    n_runs = len(arms_of(cfg)) * cfg["seeds"]
     div = divergence(results["diverged"], n_runs,
                      [f"{a['arm']}: in distribution" for a in results["arms"]
                       if not np.isfinite(a["in_distribution"][0])])

@@ -25,7 +25,8 @@ import numpy as np
 import stsim
 from stsim.core.targets import make_target
 from stsim.studies.cells import extend_rates, made_with, stamped
-from stsim.studies.text.design import TUNE_ROOT, VOCAB, _arm, _arms, _options, _raw, made_by
+from stsim.studies.text.design import (TUNE_ROOT, VOCAB, arm_name, arms_of, made_by, raw_path,
+                                       run_options)
 from stsim.studies.tuning import choose
 from stsim.sweeps import sweep
 from stsim.util.io import write_json
@@ -39,7 +40,7 @@ def train_one(task, encoding, mult, seed, cfg):
     ``val0``, ``val_T<T>``, ``val0_T<T>``), the CPU time, the curve (JSON) and, for the
     masked task, the mean attention weight by offset from the masked position on
     ``n_val`` held-out windows (``attn``, JSON)."""
-    kw = _options(task, encoding, cfg)
+    kw = run_options(task, encoding, cfg)
     t0 = time.process_time()
     res = stsim.run(seed=seed, progress=False, lr=cfg["lr"] * mult, **kw)
     h = res.history
@@ -74,7 +75,7 @@ def run(cfg, out, executor, log=None):
     def part(name, fn, points, **kw):
         t = time.time()
         fn, points = stamped(fn, points, made_by(cfg))
-        sweep(fn, points, executor=executor, out=_raw(out, f"{name}.csv"), **kw)
+        sweep(fn, points, executor=executor, out=raw_path(out, f"{name}.csv"), **kw)
         walls[name] = time.time() - t
         say(f"{name}: {walls[name]:.1f}s")
 
@@ -82,9 +83,9 @@ def run(cfg, out, executor, log=None):
         part("tune", lambda task, encoding, mult, seed: train_one(task, encoding, mult, seed,
                                                                   cfg),
              points, root_seed=TUNE_ROOT)
-        return tuned(made_with(_raw(out, "tune.csv"), made_by(cfg)), cfg)
+        return tuned(made_with(raw_path(out, "tune.csv"), made_by(cfg)), cfg)
     t = time.time()
-    mults, tried, missing = tune([dict(a, mult=m) for a in _arms(cfg) for m in cfg["mults"]])
+    mults, tried, missing = tune([dict(a, mult=m) for a in arms_of(cfg) for m in cfg["mults"]])
     for _ in cfg["mults_extra"]:        # past an end, one multiplier a round
         if not missing:
             break
@@ -92,8 +93,8 @@ def run(cfg, out, executor, log=None):
         mults, tried, missing = tune(missing)
     walls["tune"] = time.time() - t
     part("runs", lambda task, encoding, mult, seed: train_one(task, encoding, mult, seed, cfg),
-         [dict(a, mult=mults[_arm(a)]) for a in _arms(cfg)], seeds=cfg["seeds"])
-    write_json(_raw(out, "run.json"), {"wall_time_s": time.time() - t0,
+         [dict(a, mult=mults[arm_name(a)]) for a in arms_of(cfg)], seeds=cfg["seeds"])
+    write_json(raw_path(out, "run.json"), {"wall_time_s": time.time() - t0,
                                        "wall_time_parts_s": walls, "mults": mults,
                                        "tried": tried, "load_avg": list(os.getloadavg())})
 
@@ -108,10 +109,10 @@ def tuned(rows, cfg) -> tuple:
     missing points until there are none; the analysis refuses a table that lacks one."""
     by = {}
     for r in rows:
-        by.setdefault(_arm(r), []).append(dict(r, arm=_arm(r), rel=r.get("val")))
+        by.setdefault(arm_name(r), []).append(dict(r, arm=arm_name(r), rel=r.get("val")))
     chosen, tried, missing = {}, {}, []
-    for a in _arms(cfg):
-        name, grid = _arm(a), sorted(float(m) for m in cfg["mults"])
+    for a in arms_of(cfg):
+        name, grid = arm_name(a), sorted(float(m) for m in cfg["mults"])
         mine = by.get(name, [])
         while True:
             have = {float(r["mult"]) for r in mine}
