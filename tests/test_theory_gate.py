@@ -9,7 +9,7 @@ import pytest
 import stsim.core.encodings as enc_mod
 from stsim.core.families import make_encoding
 from stsim.cli import main as cli_main
-from stsim.theory.checks import check_theorem
+from stsim.theory.checks import check_theorem, theorem_defaults
 from stsim.theory.conditions import theorem1_conditions, theorem2_conditions
 from stsim.theory.report import EXIT, make_check, not_run
 
@@ -133,13 +133,15 @@ def test_an_encoding_that_never_uses_its_top_slots_is_caught(monkeypatch, shared
               grad_samples=20000, n_mc=4000)
     # the two-scalar trajectories (most of the time) draw nothing: the faulty sampler cannot
     # change them, so the second check reuses the first's, each computed once
-    # (shared_reduced_map)
+    # (shared_reduced_map); at the defaults of `stsim theory --pe stochastic` (T = 9,
+    # lr = 1/180, eps = 0.00964), whose trajectories the command-line tests compute
+    T, lr, eps = theorem_defaults("stochastic")
     runs = shared_reduced_map
-    good = check_theorem(9, 2, 3, 1 / 180, 0.009, **kw)
+    good = check_theorem(T, 2, 3, lr, eps, **kw)
     assert good.passed, good.format()
     computed = len(runs)
     monkeypatch.setattr(enc_mod.StochasticSlots, "sample", short)
-    bad = check_theorem(9, 2, 3, 1 / 180, 0.009, **kw)
+    bad = check_theorem(T, 2, 3, lr, eps, **kw)
     assert bad.status == "FAILED"
     assert "population gradient of W_ee, V_x = closed form" in bad.failed()
     assert all(c["on"] == "model" for c in bad.checks if c["ran"] and not c["passed"])
