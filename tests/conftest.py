@@ -87,6 +87,7 @@ def default_sigint():
 
 @pytest.fixture(scope="session")
 def _reduced_runs():
+    """The memo of ``shared_reduced_map``: one for the session."""
     return {}
 
 
