@@ -1,4 +1,4 @@
-"""Five things for every test session.
+"""Six things for every test session.
 
 * Subprocesses (the CLI, scripts, pool workers) import the stsim of this checkout even when
   it is not installed: its root is put in front of ``PYTHONPATH`` (setup.cfg's
@@ -13,6 +13,9 @@
   bit-for-bit comparison of two results: parameters and every history entry (imported
   from here); ``SMALL``, the options of a smaller run that each test gives its ``steps``
   (test_registries.py, test_session.py, test_user_mechanism.py).
+* ``shared_reduced_map``: the reduced trajectories of ``check_theorem`` computed once per
+  session and shared by the theory tests that ask for it (test_theory.py,
+  test_theory_gate.py).
 """
 import importlib.util
 import os
@@ -80,3 +83,36 @@ def default_sigint():
     before = signal.signal(signal.SIGINT, signal.default_int_handler)
     yield
     signal.signal(signal.SIGINT, before)
+
+
+@pytest.fixture(scope="session")
+def _reduced_runs():
+    """The memo of ``shared_reduced_map``: one for the session."""
+    return {}
+
+
+@pytest.fixture
+def shared_reduced_map(monkeypatch, _reduced_runs):
+    """``check_theorem``'s reduced trajectories (``reduced_gd_scalar`` as
+    :mod:`stsim.theory.checks` calls it), each computed once per session and then shared:
+    the map is a deterministic function of its arguments, and its encoding enters only
+    through ``reduced_n`` — keyed here by the encoding's class and width, so a registered
+    copy of a family is still run on its own. The arrays are made read-only (a check that
+    wrote into a shared trajectory would raise). Only for tests whose seeded fault, if
+    any, lies downstream of the map (not in the map, its gradient or its step); returns
+    the memo (key -> trajectory)."""
+    import stsim.theory.checks as checks_mod
+    real = checks_mod.reduced_gd_scalar
+
+    def once(T, q, d, lr, steps, *, pe="onehot", d_e=None, **kw):
+        enc = pe if isinstance(pe, str) else (type(pe), pe.d_e)
+        key = (T, q, d, lr, steps, enc, d_e, tuple(sorted(kw.items())))
+        if key not in _reduced_runs:
+            tr = real(T, q, d, lr, steps, pe=pe, d_e=d_e, **kw)
+            for v in vars(tr).values():
+                if isinstance(v, np.ndarray):
+                    v.flags.writeable = False
+            _reduced_runs[key] = tr
+        return _reduced_runs[key]
+    monkeypatch.setattr(checks_mod, "reduced_gd_scalar", once)
+    return _reduced_runs

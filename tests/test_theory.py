@@ -19,7 +19,7 @@ def test_conditions_name_the_failing_one():
     assert [k for k, c in bad_lr.items() if not c["holds"]] == ["lr <= 1/(20 d^2)"]
 
 
-def test_check_theorem_onehot_measures_what_it_claims():
+def test_check_theorem_onehot_measures_what_it_claims(shared_reduced_map):
     T, q, d, lr, eps = 12, 2, 3, 1 / 180, 0.009
     rep = check_theorem(T, q, d, lr, eps, full_steps=500, T_test=(16,), n_mc=20000, seed=1,
                         grad_samples=8000)
@@ -112,7 +112,7 @@ def _ran_ok(rep):
     return all(c["passed"] for c in rep.checks if c["ran"])
 
 
-def test_every_check_has_a_tolerance_and_the_default_passes():
+def test_every_check_has_a_tolerance_and_the_default_passes(shared_reduced_map):
     rep = check_theorem(12, 2, 3, 1 / 180, 0.009, **FAST)
     assert rep.passed, rep.format()
     assert len(rep.checks) >= 10
@@ -143,7 +143,7 @@ def test_wrong_step_size_fails(monkeypatch):
     assert not byn["full-matrix GD = reduced map"]["passed"]
 
 
-def test_perturbed_off_set_gradient_fails(monkeypatch):
+def test_perturbed_off_set_gradient_fails(monkeypatch, shared_reduced_map):
     """A small bias in the W_xe block of the minibatch gradient (a population gradient that
     would leave the invariant set) is detected by the block-gradient check."""
     real = embedded_mod.forward_backward
@@ -173,7 +173,7 @@ def _perturb_population_gradient(monkeypatch):
     monkeypatch.setattr(PopulationObjective, "loss_grad", perturbed)
 
 
-def test_perturbed_population_gradient_fails(monkeypatch):
+def test_perturbed_population_gradient_fails(monkeypatch, shared_reduced_map):
     """A perturbation of the full-matrix population gradient off the span of I − J/n is
     caught by the structure and agreement checks."""
     _perturb_population_gradient(monkeypatch)
@@ -193,7 +193,8 @@ def test_cli_a_diverging_step_outside_the_hypotheses_exits_3(capsys):
     assert "RESULT: HYPOTHESES FAIL" in out
 
 
-def test_cli_exits_1_when_a_check_fails_under_the_hypotheses(monkeypatch, capsys):
+def test_cli_exits_1_when_a_check_fails_under_the_hypotheses(monkeypatch, capsys,
+                                                             shared_reduced_map):
     """Every hypothesis holds and the full-matrix gradient is perturbed: exit 1."""
     _perturb_population_gradient(monkeypatch)
     rc = cli_main(["theory", "--full-steps", "300", "--grad-points", "0"])
@@ -271,7 +272,7 @@ def test_ood_min_onehot_bounds_every_state_and_is_attained():
             pytest.approx(F, rel=1e-12)
 
 
-def test_stochastic_ood_to_zero_passes(capsys):
+def test_stochastic_ood_to_zero_passes(capsys, shared_reduced_map):
     rc, rep, byn = _json_run(STOCH, capsys)
     assert rc == 0 and byn["ood_to_zero"]["passed"], byn["ood_to_zero"]
     assert "fixed_ood_floor" not in byn
@@ -283,7 +284,7 @@ def test_stochastic_ood_to_zero_passes(capsys):
     assert [r["T_test"] for r in rep["ood"]] == [16, 24] and "ratio_limit" in rep["ood"][0]
 
 
-def test_onehot_fixed_ood_floor_passes(capsys):
+def test_onehot_fixed_ood_floor_passes(capsys, shared_reduced_map):
     rc, rep, byn = _json_run(ONEHOT, capsys)
     assert rc == 0 and byn["fixed_ood_floor"]["passed"], byn["fixed_ood_floor"]
     assert "ood_to_zero" not in byn
@@ -293,7 +294,7 @@ def test_onehot_fixed_ood_floor_passes(capsys):
 
 
 @pytest.mark.parametrize("argv, name", [(STOCH, "fixed_ood_floor"), (ONEHOT, "ood_to_zero")])
-def test_swapped_statement_fails_and_exits_1(argv, name, monkeypatch, capsys):
+def test_swapped_statement_fails_and_exits_1(argv, name, monkeypatch, capsys, shared_reduced_map):
     """The other encoding's statement, evaluated on this trajectory, fails: the gate tells
     the positive statement (stochastic) from the negative one (fixed)."""
     real = ood_mod.ood_statement
@@ -305,7 +306,7 @@ def test_swapped_statement_fails_and_exits_1(argv, name, monkeypatch, capsys):
     assert [c["name"] for c in rep["checks"] if not c["passed"]] == [name]
 
 
-def test_perturbed_ood_formula_fails(monkeypatch, capsys):
+def test_perturbed_ood_formula_fails(monkeypatch, capsys, shared_reduced_map):
     """A 1% error in the OOD closed form breaks the law the stochastic check follows; the
     slots formula put in place of the fixed one goes below the floor."""
     real = ood_mod.ood_closed_form
@@ -321,7 +322,7 @@ def test_perturbed_ood_formula_fails(monkeypatch, capsys):
     assert rc == 1 and not byn["fixed_ood_floor"]["passed"]
 
 
-def test_statements_on_the_other_trajectory_fail():
+def test_statements_on_the_other_trajectory_fail(shared_reduced_map):
     """Called directly: the stochastic statement on a fixed-PE run, and the fixed one on a
     stochastic run."""
     one = check_theorem(12, 2, 3, 1 / 180, 0.009, T_test=(16,), full_steps=0, grad_points=0)
@@ -388,7 +389,7 @@ def test_sizes_beyond_the_machine_are_refused_at_once(argv, lead, capsys):
     assert "GiB of memory" in err and "of CPU" in err and "max_seconds" in err
 
 
-def test_time_limit_and_estimate(capsys):
+def test_time_limit_and_estimate(capsys, shared_reduced_map):
     with pytest.raises(ValueError, match="more than max_seconds=0.5"):
         check_theorem(12, 2, 3, 1 / 180, 0.009, max_seconds=0.5)
     rep = check_theorem(12, 2, 3, 1 / 180, 0.009, full_steps=0, grad_points=0)
@@ -417,7 +418,7 @@ def test_figures_into_a_file_is_one_line(tmp_path, capsys):
         assert err.count("\n") == 1 and err.startswith("stsim: error: --figures")
 
 
-def test_a_registered_copy_of_onehot_is_checked_like_onehot(monkeypatch):
+def test_a_registered_copy_of_onehot_is_checked_like_onehot(monkeypatch, shared_reduced_map):
     """The checks ask the encoding object (fixed, reduced_n), not its name."""
     monkeypatch.setattr(fam_mod, "_REGISTERED", dict(fam_mod._REGISTERED))
 
@@ -431,7 +432,7 @@ def test_a_registered_copy_of_onehot_is_checked_like_onehot(monkeypatch):
     assert [c["value"] for c in a.checks] == [c["value"] for c in b.checks]
 
 
-def test_block_gradients_skipped_where_the_monte_carlo_is_not_calibrated():
+def test_block_gradients_skipped_where_the_monte_carlo_is_not_calibrated(shared_reduced_map):
     """At T = 1000 a W_ee entry is reached by ~1 sample per batch of 500: the batch means
     are not Gaussian (measured there: on-set z 8.19 against k = 8.44, power 5.6 < 2k), so
     the step is skipped with the number of samples that would do; here forced small."""

@@ -9,7 +9,7 @@ import pytest
 import stsim.core.encodings as enc_mod
 from stsim.core.families import make_encoding
 from stsim.cli import main as cli_main
-from stsim.theory.checks import check_theorem
+from stsim.theory.checks import check_theorem, theorem_defaults
 from stsim.theory.conditions import theorem1_conditions, theorem2_conditions
 from stsim.theory.report import EXIT, make_check, not_run
 
@@ -43,7 +43,7 @@ def test_q_1_fails_its_hypothesis():
     assert not theorem1_conditions(12, 1, 3, 1 / 180, 0.01)["2 <= q < T/4"]["holds"]
 
 
-def test_skipping_the_model_checks_is_not_verified(capsys):
+def test_skipping_the_model_checks_is_not_verified(capsys, shared_reduced_map):
     rc, rep = _json_run(["--full_steps", "0", "--grad_points", "0", "--json"], capsys)
     assert rc == EXIT["NOT VERIFIED"] == 4
     assert rep["passed"] is False and rep["conditions_hold"] is True
@@ -53,7 +53,7 @@ def test_skipping_the_model_checks_is_not_verified(capsys):
     assert not any(c["passed"] for c in skipped)
 
 
-def test_json_carries_the_flags_and_each_check_what_it_is_on(capsys):
+def test_json_carries_the_flags_and_each_check_what_it_is_on(capsys, shared_reduced_map):
     rc, rep = _json_run(FAST, capsys)
     assert rc == 0 and rep["passed"] is True and rep["conditions_hold"] is True
     assert rep["status"] == "PASS" and rep["exit_code"] == 0
@@ -65,7 +65,7 @@ def test_json_carries_the_flags_and_each_check_what_it_is_on(capsys):
     assert byn["full-matrix GD = reduced map"]["on"] == "model"
 
 
-def test_text_labels_every_claim_and_the_result(capsys):
+def test_text_labels_every_claim_and_the_result(capsys, shared_reduced_map):
     rc = cli_main(["theory"] + FAST[:-1])
     out = capsys.readouterr().out
     assert rc == 0 and "RESULT: PASS" in out
@@ -74,7 +74,7 @@ def test_text_labels_every_claim_and_the_result(capsys):
     assert "derived rate law" in out and "derived law (n-1)/(4 lr c^2 eps)" in out
 
 
-def test_a_failed_hypothesis_wins_over_a_failed_check():
+def test_a_failed_hypothesis_wins_over_a_failed_check(shared_reduced_map):
     """Where a hypothesis fails the theorem claims nothing: a failing check there (e.g. a
     diverging step) does not make it "FAILED"; under the hypotheses a failed check wins."""
     rep = check_theorem(12, 2, 3, 1 / 180, 0.009, full_steps=0, grad_points=0)
@@ -106,7 +106,8 @@ def test_theorem2_width_condition_at_equality():
     assert theorem2_conditions(9, 2, 3, 24, 1 / 180, 0.009, (16, 25))[key]["holds"] is False
 
 
-def test_stochastic_T_test_runs_the_full_matrix_check_at_a_smaller_width(capsys):
+def test_stochastic_T_test_runs_the_full_matrix_check_at_a_smaller_width(capsys,
+                                                                         shared_reduced_map):
     """The exact enumeration at d_e = 24 (4.7e7 configurations) is not affordable: the
     full-matrix check runs at the default width T + ceil(T/3) = 12 instead of skipping."""
     rc, rep = _json_run(["--pe", "stochastic", "--T_test", "16,24", "--grad_points", "0",
@@ -118,7 +119,7 @@ def test_stochastic_T_test_runs_the_full_matrix_check_at_a_smaller_width(capsys)
     assert rep["model_checked"] and rc == 4          # the block gradients did not run
 
 
-def test_an_encoding_that_never_uses_its_top_slots_is_caught(monkeypatch):
+def test_an_encoding_that_never_uses_its_top_slots_is_caught(monkeypatch, shared_reduced_map):
     """Seeded fault: the slots sampler never draws the top 4 slots (below T_test). The
     two-scalar checks and the closed-form OOD statement cannot see it; the block gradients
     of the model can."""
@@ -132,21 +133,15 @@ def test_an_encoding_that_never_uses_its_top_slots_is_caught(monkeypatch):
               grad_samples=20000, n_mc=4000)
     # the two-scalar trajectories (most of the time) draw nothing: the faulty sampler cannot
     # change them, so the second check reuses the first's, each computed once
-    import stsim.theory.checks as checks_mod
-    real_gd, runs = checks_mod.reduced_gd_scalar, {}
-
-    def reduced_once(*args, pe, **kwargs):
-        key = (args, type(pe).__name__, getattr(pe, "d_e", None),
-               tuple(sorted(kwargs.items())))
-        if key not in runs:
-            runs[key] = real_gd(*args, pe=pe, **kwargs)
-        return runs[key]
-    monkeypatch.setattr(checks_mod, "reduced_gd_scalar", reduced_once)
-    good = check_theorem(9, 2, 3, 1 / 180, 0.009, **kw)
+    # (shared_reduced_map); at the defaults of `stsim theory --pe stochastic` (T = 9,
+    # lr = 1/180, eps = 0.00964), whose trajectories the command-line tests compute
+    T, lr, eps = theorem_defaults("stochastic")
+    runs = shared_reduced_map
+    good = check_theorem(T, 2, 3, lr, eps, **kw)
     assert good.passed, good.format()
     computed = len(runs)
     monkeypatch.setattr(enc_mod.StochasticSlots, "sample", short)
-    bad = check_theorem(9, 2, 3, 1 / 180, 0.009, **kw)
+    bad = check_theorem(T, 2, 3, lr, eps, **kw)
     assert bad.status == "FAILED"
     assert "population gradient of W_ee, V_x = closed form" in bad.failed()
     assert all(c["on"] == "model" for c in bad.checks if c["ran"] and not c["passed"])
@@ -162,7 +157,7 @@ BOUND = "0 <= gamma <= Gamma and a >= 0 at every step (derived bound)"
 MODEL_BOUND = "W, V: a non-decreasing and 0 <= gamma <= Gamma at every step"
 
 
-def test_gamma_bound_holds_and_is_nearly_attained():
+def test_gamma_bound_holds_and_is_nearly_attained(shared_reduced_map):
     """Γ = 1 + r(u*−1)/(q u*² + r), u* = 1 + √(1 + r/q): the reduced trajectory stays in
     [0, Γ] at every step and comes within 3 % of Γ (T = 12, q = 2: 1.690 of 1.725)."""
     G = gamma_bound(12, 2)
@@ -210,7 +205,7 @@ def test_a_state_gone_nan_fails_the_bounds(monkeypatch):
     assert math.isnan(rep.monotone["gamma_max"])
 
 
-def test_a_sign_fault_in_the_model_gradient_breaks_its_bounds(monkeypatch):
+def test_a_sign_fault_in_the_model_gradient_breaks_its_bounds(monkeypatch, shared_reduced_map):
     """Seeded fault: the population gradient of V with its sign flipped (γ runs negative)."""
     real = PopulationObjective.loss_grad
 

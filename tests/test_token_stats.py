@@ -59,14 +59,26 @@ def _max_z(a, b):
     return float(max(z.max() for z in zs)), float(norm.ppf(1 - FAMILY_ALPHA / (2 * k)))
 
 
+@functools.lru_cache(maxsize=None)
+def _full_draws(seed, form, model):
+    """The arm that draws every token, ``N`` draws from ``seed`` (the same for the law test
+    of ``form, model`` and each seeded fault), and the state of its generator after it."""
+    W, V, pes = _setup()
+    rng = np.random.default_rng(seed)
+    a = _samples(W, V, pes[form], model, False, rng, N)
+    a.flags.writeable = False
+    return a, rng.bit_generator.state
+
+
 @pytest.mark.parametrize("form,model", [("index", "theory"), ("index", "practical"),
                                         ("dense", "theory")])
 def test_statistics_give_the_law_of_full_draws(form, model):
     """Loss and gradient entries: the same means and second moments within the
     critical value (family-wise 1e-3 over every entry) as drawing all tokens."""
     W, V, pes = _setup()
-    rng = np.random.default_rng(7)
-    a = _samples(W, V, pes[form], model, False, rng, N)
+    a, state = _full_draws(7, form, model)
+    rng = np.random.default_rng()
+    rng.bit_generator.state = state             # as if drawn right after the first arm
     b = _samples(W, V, pes[form], model, True, rng, N)
     z, crit = _max_z(a, b)
     assert z < crit, (z, crit)
@@ -103,21 +115,10 @@ class _NoXi(TokenStats):
         super().__init__(nu, zeta, np.zeros_like(xi), y, **kw)
 
 
-@functools.lru_cache(maxsize=None)
-def _full_draws(seed):
-    """The arm that draws every token (the same for each seeded fault), and the state of
-    its generator after it."""
-    W, V, pes = _setup()
-    rng = np.random.default_rng(seed)
-    a = _samples(W, V, pes["index"], "theory", False, rng, N)
-    a.flags.writeable = False
-    return a, rng.bit_generator.state
-
-
 @pytest.mark.parametrize("fault", [_NoPerp, _NoCross, _NoXi])
 def test_the_check_fails_on_a_seeded_fault(fault):
     W, V, pes = _setup()
-    a, state = _full_draws(8)
+    a, state = _full_draws(7, "index", "theory")    # that of the index-theory law test
     rng = np.random.default_rng()
     rng.bit_generator.state = state             # as if drawn right after the first arm
     b = _samples(W, V, pes["index"], "theory", True, rng, N, cls=fault)
@@ -159,7 +160,8 @@ def test_a_run_with_statistics_learns_and_records_them():
     assert res.config["draws"] == "statistics"
     assert res.history["val"][-1] / res.history["val"][0] <= 0.02
     assert res.history["cos_W"][-1] > 0.9
-    tok = stsim.run(T=50, q=3, seed=0, draws="tokens", progress=False)
+    # (5 steps: the record is written from the config, whatever the run's length)
+    tok = stsim.run(T=50, q=3, seed=0, draws="tokens", progress=False, steps=5)
     assert "draws" not in tok.config            # the value meant where absent (older files)
 
 
