@@ -1147,11 +1147,14 @@ def test_ctrl_c_on_a_study_is_one_line_exit_130_and_a_rerun_resumes(tmp_path):
 def test_rerunning_a_complete_study_never_refuses_itself(tmp_path, capsys):
     """A study never refuses its own process: reruns on a complete folder once refused it ("another
     process (pid <own pid>)") 11 times in 36; the race of FileLock is tests/test_lock.py's
-    (seeded), twenty reruns as separate processes are the slow test below; here three."""
+    (seeded), twenty reruns as separate processes are the slow test below; here three, on
+    two workers. The folder is made in this process (--workers 1: no pool to start; the
+    numbers are the same on any number of workers, and run.json only records it)."""
     argv = list(SEP_DIVERGE) + ["--out", str(tmp_path / "S")]
     argv[argv.index("1e6")] = "0.01"
-    argv[argv.index("--workers") + 1] = "2"
+    assert argv[argv.index("--workers") + 1] == "1"
     assert _cli_main(argv, capsys)[:3:2] == (0, [])
+    argv[argv.index("--workers") + 1] = "2"
     for _ in range(3):
         rc, out, err = _cli_main(argv, capsys)
         assert (rc, err) == (0, []) and "files in" in out and "(analysed only)" not in out
