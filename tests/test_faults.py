@@ -264,24 +264,22 @@ def test_corrupt_checkpoint_names_the_file(tmp_path):
         stsim.run(T=10, q=2, steps=2, checkpoint=ck)
 
 
-def _cli(*argv):
-    return subprocess.run([sys.executable, "-m", "stsim", *argv], capture_output=True,
-                          text=True, timeout=300, env=dict(os.environ, MPLBACKEND="Agg"))
-
-
-def test_cli_writes_every_output_of_a_diverged_run(tmp_path):
-    out = tmp_path / "d"
-    proc = _cli("run", "--T", "30", "--q", "3", "--lr", "20", "--steps", "1000", "--quiet",
-                "--out", str(out))
-    assert proc.returncode == 1 and '"status": "diverged"' in proc.stdout, proc.stderr
+def test_cli_writes_every_output_of_a_diverged_run(tmp_path, capsys):
+    out = tmp_path / "d"           # (the command's main in this process: no process of its own)
+    code = cli_main(["run", "--T", "30", "--q", "3", "--lr", "20", "--steps", "1000", "--quiet",
+                     "--out", str(out)])
+    cap = capsys.readouterr()
+    assert code == 1 and '"status": "diverged"' in cap.out, cap.err
     for f in ("result.npz", "config.json", "history.csv", "loss.png"):
         assert (out / f).stat().st_size > 0
 
 
 @pytest.mark.parametrize("out", ["", "/dev/null", "/etc/hostname/x"])
-def test_cli_checks_the_output_folder_before_training(out):
-    proc = _cli("run", "--T", "10", "--q", "2", "--steps", "5", "--quiet", "--out", out)
-    assert proc.returncode == 2 and "--out" in proc.stderr and "Traceback" not in proc.stderr
+def test_cli_checks_the_output_folder_before_training(out, capsys):
+    # the command's main in this process (a traceback would be an exception raised here)
+    code = cli_main(["run", "--T", "10", "--q", "2", "--steps", "5", "--quiet", "--out", out])
+    err = capsys.readouterr().err
+    assert code == 2 and "--out" in err and "Traceback" not in err
 
 
 HOLD_RUN = textwrap.dedent("""
