@@ -919,9 +919,10 @@ POOL_CTRL_C = textwrap.dedent("""
     import stsim
 
     def row(a, seed):
-        if a >= 2:          # long rows: a stsim.run of hours
+        if a >= 2:          # long rows: a stsim.run of hours, which says it has begun
+            inside = lambda rec: open(sys.argv[1] + f".inside{a}", "w").close()  # noqa: E731
             stsim.run(T=12, q=2, steps=10 ** 7, batch=16, lr=0.3, eval_every=10 ** 6,
-                      seed=seed, progress=False)
+                      seed=seed, progress=False, callback=inside)
         return {"pid": os.getpid()}
 
     stsim.sweep(row, {"a": [0, 1, 2, 3, 4]}, out=sys.argv[1], max_workers=2)
@@ -942,8 +943,13 @@ def test_ctrl_c_stops_a_pool_sweep_at_once_and_keeps_the_finished_rows(tmp_path)
         assert drv.poll() is None, drv.stderr.read()
         assert time.time() - t0 < 300, "the sweep did not start"
         time.sleep(0.1)
+    # the long rows are running: both workers' runs have recorded their step 0 (was: a
+    # 1 s sleep, a guess)
+    while not all(os.path.exists(f"{out}.inside{a}") for a in (2, 3)):
+        assert drv.poll() is None, drv.stderr.read()
+        assert time.time() - t0 < 300, "the long rows did not start"
+        time.sleep(0.05)
     workers = [int(line.split()[0]) for line in _children(drv.pid)]
-    time.sleep(1.0)                            # the long rows are running
     os.killpg(drv.pid, signal.SIGINT)
     _, err = drv.communicate(timeout=60)
     assert "KeyboardInterrupt" in err and drv.returncode != 0
