@@ -1058,7 +1058,9 @@ def test_study_files_that_are_not_what_they_should_be_are_one_line(tmp_path, cap
         and "not valid JSON" in err[0], err
 
 
-def test_sparse_full_disk_is_one_line_naming_the_file_and_a_rerun_resumes(tmp_path):
+def test_sparse_full_disk_is_one_line_naming_the_file_and_a_rerun_resumes(tmp_path, capsys):
+    """The full disk in a process of its own (a file-size limit); the rerun, with room
+    again, in this process."""
     (tmp_path / "fsize.py").write_text(FSIZE_RUN)
     out = tmp_path / "o"
     env = dict(os.environ, MPLBACKEND="Agg")
@@ -1071,9 +1073,8 @@ def test_sparse_full_disk_is_one_line_naming_the_file_and_a_rerun_resumes(tmp_pa
                     err[0]), err[0]
     kept = len(stsim.sweeps.journal.load_journal(out / "trials.csv.journal.jsonl"))
     assert kept >= 1
-    proc = subprocess.run(argv + [str(10 ** 7)] + SPARSE_TINY + ["--out", str(out)],
-                          capture_output=True, text=True, timeout=300, env=env)
-    assert proc.returncode == 0, proc.stderr
+    rc, _, err = _cli_main(SPARSE_TINY + ["--out", str(out)], capsys)
+    assert rc == 0, err
     assert json.loads((out / "summary.json").read_text())["n_run"] == 8 - kept
 
 
