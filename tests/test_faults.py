@@ -1084,7 +1084,23 @@ SEP_DIVERGE = ["separation", "--lrs", "1e6", "--lr_extra", "", "--fcn_Ts", "4", 
                "--workers", "1", "--quiet"]
 
 
-def test_a_study_whose_runs_all_diverge_says_so_and_exits_1(tmp_path, capsys):
+@pytest.fixture(scope="module")
+def learning_separation(tmp_path_factory):
+    """The study of SEP_DIVERGE at a rate that learns (0.01; --workers 1, in this process),
+    run once for the two tests below: ``(exit status, stdout, stderr lines, its folder)``."""
+    import contextlib
+    import io
+    argv = list(SEP_DIVERGE)
+    argv[argv.index("1e6")] = "0.01"
+    out = tmp_path_factory.mktemp("sep") / "g"
+    with contextlib.redirect_stdout(io.StringIO()) as so, \
+            contextlib.redirect_stderr(io.StringIO()) as se:
+        rc = cli_main(argv + ["--out", str(out)])
+    return rc, so.getvalue(), se.getvalue().strip().splitlines(), out
+
+
+def test_a_study_whose_runs_all_diverge_says_so_and_exits_1(tmp_path, capsys,
+                                                            learning_separation):
     """Before: exit 0, an empty width table and no word of divergence anywhere."""
     out = tmp_path / "o"
     rc, _, err = _cli_main(SEP_DIVERGE + ["--out", str(out)], capsys)
@@ -1099,9 +1115,9 @@ def test_a_study_whose_runs_all_diverge_says_so_and_exits_1(tmp_path, capsys):
     assert "## Diverged runs" in report and "every tuning run diverged" in report
     # --analyse-only says the same; a good learning rate measures and exits 0
     assert _cli_main(SEP_DIVERGE + ["--out", str(out), "--analyse-only"], capsys)[0] == 1
-    rc, _, err = _cli_main(SEP_DIVERGE + ["--out", str(tmp_path / "g"), "--lrs", "0.01"], capsys)
+    rc, _, err, good = learning_separation
     assert rc == 0 and err == []
-    assert json.loads((tmp_path / "g" / "summary.json").read_text())["unmeasured"] == []
+    assert json.loads((good / "summary.json").read_text())["unmeasured"] == []
 
 
 def test_sparse_divergence_accounting():
@@ -1149,16 +1165,19 @@ def test_ctrl_c_on_a_study_is_one_line_exit_130_and_a_rerun_resumes(tmp_path):
     assert not (out / ".stsim-study.lock").exists()
 
 
-def test_rerunning_a_complete_study_never_refuses_itself(tmp_path, capsys):
+def test_rerunning_a_complete_study_never_refuses_itself(tmp_path, capsys,
+                                                        learning_separation):
     """A study never refuses its own process: reruns on a complete folder once refused it ("another
     process (pid <own pid>)") 11 times in 36; the race of FileLock is tests/test_lock.py's
     (seeded), twenty reruns as separate processes are the slow test below; here three, on
-    two workers. The folder is made in this process (--workers 1: no pool to start; the
-    numbers are the same on any number of workers, and run.json only records it)."""
+    two workers, on a copy of the complete folder of the fixture (made with --workers 1:
+    the numbers are the same on any number of workers, and run.json only records it)."""
+    import shutil
+    rc, _, err, made = learning_separation
+    assert (rc, err) == (0, [])
+    shutil.copytree(made, tmp_path / "S")
     argv = list(SEP_DIVERGE) + ["--out", str(tmp_path / "S")]
     argv[argv.index("1e6")] = "0.01"
-    assert argv[argv.index("--workers") + 1] == "1"
-    assert _cli_main(argv, capsys)[:3:2] == (0, [])
     argv[argv.index("--workers") + 1] = "2"
     for _ in range(3):
         rc, out, err = _cli_main(argv, capsys)
