@@ -264,24 +264,22 @@ def test_corrupt_checkpoint_names_the_file(tmp_path):
         stsim.run(T=10, q=2, steps=2, checkpoint=ck)
 
 
-def _cli(*argv):
-    return subprocess.run([sys.executable, "-m", "stsim", *argv], capture_output=True,
-                          text=True, timeout=300, env=dict(os.environ, MPLBACKEND="Agg"))
-
-
-def test_cli_writes_every_output_of_a_diverged_run(tmp_path):
-    out = tmp_path / "d"
-    proc = _cli("run", "--T", "30", "--q", "3", "--lr", "20", "--steps", "1000", "--quiet",
-                "--out", str(out))
-    assert proc.returncode == 1 and '"status": "diverged"' in proc.stdout, proc.stderr
+def test_cli_writes_every_output_of_a_diverged_run(tmp_path, capsys):
+    out = tmp_path / "d"           # (the command's main in this process: no process of its own)
+    code = cli_main(["run", "--T", "30", "--q", "3", "--lr", "20", "--steps", "1000", "--quiet",
+                     "--out", str(out)])
+    cap = capsys.readouterr()
+    assert code == 1 and '"status": "diverged"' in cap.out, cap.err
     for f in ("result.npz", "config.json", "history.csv", "loss.png"):
         assert (out / f).stat().st_size > 0
 
 
 @pytest.mark.parametrize("out", ["", "/dev/null", "/etc/hostname/x"])
-def test_cli_checks_the_output_folder_before_training(out):
-    proc = _cli("run", "--T", "10", "--q", "2", "--steps", "5", "--quiet", "--out", out)
-    assert proc.returncode == 2 and "--out" in proc.stderr and "Traceback" not in proc.stderr
+def test_cli_checks_the_output_folder_before_training(out, capsys):
+    # the command's main in this process (a traceback would be an exception raised here)
+    code = cli_main(["run", "--T", "10", "--q", "2", "--steps", "5", "--quiet", "--out", out])
+    err = capsys.readouterr().err
+    assert code == 2 and "--out" in err and "Traceback" not in err
 
 
 HOLD_RUN = textwrap.dedent("""
@@ -306,39 +304,43 @@ HOLD_RUN = textwrap.dedent("""
 """)
 
 
-def test_cli_kill_and_resume_is_bit_identical_and_one_run_per_folder(tmp_path):
+def test_cli_kill_and_resume_is_bit_identical_and_one_run_per_folder(tmp_path, capsys):
     """The first run is held at step 150 (after its checkpoint at 100) until it is killed:
     it is alive, deterministically, while the second run is refused, and is killed between
-    two checkpoints; the resumed run redoes steps 100..150 bit for bit."""
-    args = ["run", "--T", "40", "--q", "3", "--steps", "400", "--batch", "64",
-            "--eval_every", "10", "--checkpoint_every", "100", "--quiet"]
+    two checkpoints; the resumed run redoes steps 100..150 bit for bit. (The second run and
+    the straight run to compare with are this process's: neither needs a process of its
+    own; the straight one runs as the command's, on one BLAS thread, not drawing ahead.)"""
+    from stsim.util.threads import one_blas_thread
+    opts = dict(T=40, q=3, steps=200, batch=64, eval_every=10, checkpoint_every=100)
+    args = ["run", *(f"--{k}={v}" for k, v in opts.items()), "--quiet"]
     out = tmp_path / "k"
     (tmp_path / "hold.py").write_text(HOLD_RUN)
     ready = tmp_path / "ready"
+    env = dict(os.environ, MPLBACKEND="Agg", OMP_NUM_THREADS="1")
     proc = subprocess.Popen([sys.executable, str(tmp_path / "hold.py"), str(ready), *args,
                              "--out", str(out)],
-                            env=dict(os.environ, MPLBACKEND="Agg", OMP_NUM_THREADS="1"),
-                            stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+                            env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
     t0 = time.time()
     while not ready.exists():
         assert proc.poll() is None, f"the run ended before step 150: {proc.stderr.read()}"
         assert time.time() - t0 < 300, "the run did not reach step 150"
         time.sleep(0.05)
     assert (out / "checkpoint.npz").exists()
-    busy = _cli(*args, "--out", str(out))          # a second run on the same folder
-    assert busy.returncode == 2 and "another process" in busy.stderr
+    capsys.readouterr()
+    busy = cli_main([*args, "--out", str(out)])     # a second run on the same folder
+    assert busy == 2 and "another process" in capsys.readouterr().err
     os.kill(proc.pid, signal.SIGKILL)
     proc.wait()
-    env = dict(os.environ, MPLBACKEND="Agg", OMP_NUM_THREADS="1")
     resumed = subprocess.run([sys.executable, "-m", "stsim", *args, "--out", str(out)],
                              env=env, capture_output=True, text=True, timeout=600)
     assert resumed.returncode == 0, resumed.stderr
-    fresh = subprocess.run([sys.executable, "-m", "stsim", *args, "--out", str(tmp_path / "f")],
-                           env=env, capture_output=True, text=True, timeout=600)
-    assert fresh.returncode == 0
-    a, b = stsim.load(out / "result.npz"), stsim.load(tmp_path / "f" / "result.npz")
-    np.testing.assert_array_equal(a.W, b.W)
-    np.testing.assert_array_equal(a.history["loss"], b.history["loss"])
+    with one_blas_thread():
+        fresh = stsim.run(**opts, checkpoint=tmp_path / "f.npz", prefetch=False,
+                          progress=False)
+    assert fresh.status == "completed"
+    a = stsim.load(out / "result.npz")
+    np.testing.assert_array_equal(a.W, fresh.W)
+    np.testing.assert_array_equal(a.history["loss"], fresh.history["loss"])
 
 
 # ---------------------------------------------------------------------------------------
@@ -917,9 +919,10 @@ POOL_CTRL_C = textwrap.dedent("""
     import stsim
 
     def row(a, seed):
-        if a >= 2:          # long rows: a stsim.run of hours
+        if a >= 2:          # long rows: a stsim.run of hours, which says it has begun
+            inside = lambda rec: open(sys.argv[1] + f".inside{a}", "w").close()  # noqa: E731
             stsim.run(T=12, q=2, steps=10 ** 7, batch=16, lr=0.3, eval_every=10 ** 6,
-                      seed=seed, progress=False)
+                      seed=seed, progress=False, callback=inside)
         return {"pid": os.getpid()}
 
     stsim.sweep(row, {"a": [0, 1, 2, 3, 4]}, out=sys.argv[1], max_workers=2)
@@ -940,8 +943,13 @@ def test_ctrl_c_stops_a_pool_sweep_at_once_and_keeps_the_finished_rows(tmp_path)
         assert drv.poll() is None, drv.stderr.read()
         assert time.time() - t0 < 300, "the sweep did not start"
         time.sleep(0.1)
+    # the long rows are running: both workers' runs have recorded their step 0 (was: a
+    # 1 s sleep, a guess)
+    while not all(os.path.exists(f"{out}.inside{a}") for a in (2, 3)):
+        assert drv.poll() is None, drv.stderr.read()
+        assert time.time() - t0 < 300, "the long rows did not start"
+        time.sleep(0.05)
     workers = [int(line.split()[0]) for line in _children(drv.pid)]
-    time.sleep(1.0)                            # the long rows are running
     os.killpg(drv.pid, signal.SIGINT)
     _, err = drv.communicate(timeout=60)
     assert "KeyboardInterrupt" in err and drv.returncode != 0
@@ -1050,7 +1058,9 @@ def test_study_files_that_are_not_what_they_should_be_are_one_line(tmp_path, cap
         and "not valid JSON" in err[0], err
 
 
-def test_sparse_full_disk_is_one_line_naming_the_file_and_a_rerun_resumes(tmp_path):
+def test_sparse_full_disk_is_one_line_naming_the_file_and_a_rerun_resumes(tmp_path, capsys):
+    """The full disk in a process of its own (a file-size limit); the rerun, with room
+    again, in this process."""
     (tmp_path / "fsize.py").write_text(FSIZE_RUN)
     out = tmp_path / "o"
     env = dict(os.environ, MPLBACKEND="Agg")
@@ -1063,9 +1073,8 @@ def test_sparse_full_disk_is_one_line_naming_the_file_and_a_rerun_resumes(tmp_pa
                     err[0]), err[0]
     kept = len(stsim.sweeps.journal.load_journal(out / "trials.csv.journal.jsonl"))
     assert kept >= 1
-    proc = subprocess.run(argv + [str(10 ** 7)] + SPARSE_TINY + ["--out", str(out)],
-                          capture_output=True, text=True, timeout=300, env=env)
-    assert proc.returncode == 0, proc.stderr
+    rc, _, err = _cli_main(SPARSE_TINY + ["--out", str(out)], capsys)
+    assert rc == 0, err
     assert json.loads((out / "summary.json").read_text())["n_run"] == 8 - kept
 
 
@@ -1075,7 +1084,23 @@ SEP_DIVERGE = ["separation", "--lrs", "1e6", "--lr_extra", "", "--fcn_Ts", "4", 
                "--workers", "1", "--quiet"]
 
 
-def test_a_study_whose_runs_all_diverge_says_so_and_exits_1(tmp_path, capsys):
+@pytest.fixture(scope="module")
+def learning_separation(tmp_path_factory):
+    """The study of SEP_DIVERGE at a rate that learns (0.01; --workers 1, in this process),
+    run once for the two tests below: ``(exit status, stdout, stderr lines, its folder)``."""
+    import contextlib
+    import io
+    argv = list(SEP_DIVERGE)
+    argv[argv.index("1e6")] = "0.01"
+    out = tmp_path_factory.mktemp("sep") / "g"
+    with contextlib.redirect_stdout(io.StringIO()) as so, \
+            contextlib.redirect_stderr(io.StringIO()) as se:
+        rc = cli_main(argv + ["--out", str(out)])
+    return rc, so.getvalue(), se.getvalue().strip().splitlines(), out
+
+
+def test_a_study_whose_runs_all_diverge_says_so_and_exits_1(tmp_path, capsys,
+                                                            learning_separation):
     """Before: exit 0, an empty width table and no word of divergence anywhere."""
     out = tmp_path / "o"
     rc, _, err = _cli_main(SEP_DIVERGE + ["--out", str(out)], capsys)
@@ -1090,9 +1115,9 @@ def test_a_study_whose_runs_all_diverge_says_so_and_exits_1(tmp_path, capsys):
     assert "## Diverged runs" in report and "every tuning run diverged" in report
     # --analyse-only says the same; a good learning rate measures and exits 0
     assert _cli_main(SEP_DIVERGE + ["--out", str(out), "--analyse-only"], capsys)[0] == 1
-    rc, _, err = _cli_main(SEP_DIVERGE + ["--out", str(tmp_path / "g"), "--lrs", "0.01"], capsys)
+    rc, _, err, good = learning_separation
     assert rc == 0 and err == []
-    assert json.loads((tmp_path / "g" / "summary.json").read_text())["unmeasured"] == []
+    assert json.loads((good / "summary.json").read_text())["unmeasured"] == []
 
 
 def test_sparse_divergence_accounting():
@@ -1110,8 +1135,9 @@ def test_sparse_divergence_accounting():
     assert divergence_of(rows, panels)["unmeasured"] == []
 
 
+# 84 training runs of 1000 steps (was 3000): seconds of work left when the first ends
 CTRL_C_STUDY = ["separation", "--fcn_Ts", "4,8", "--tf_Ts", "4", "--family_Ts", "4,8",
-                "--steps", "3000", "--long_steps", "3000", "--long_Ts", "", "--workers", "2"]
+                "--steps", "1000", "--long_steps", "1000", "--long_Ts", "", "--workers", "2"]
 
 
 @pytest.mark.pool
@@ -1140,14 +1166,20 @@ def test_ctrl_c_on_a_study_is_one_line_exit_130_and_a_rerun_resumes(tmp_path):
     assert not (out / ".stsim-study.lock").exists()
 
 
-def test_rerunning_a_complete_study_never_refuses_itself(tmp_path, capsys):
+def test_rerunning_a_complete_study_never_refuses_itself(tmp_path, capsys,
+                                                        learning_separation):
     """A study never refuses its own process: reruns on a complete folder once refused it ("another
     process (pid <own pid>)") 11 times in 36; the race of FileLock is tests/test_lock.py's
-    (seeded), twenty reruns as separate processes are the slow test below; here three."""
+    (seeded), twenty reruns as separate processes are the slow test below; here three, on
+    two workers, on a copy of the complete folder of the fixture (made with --workers 1:
+    the numbers are the same on any number of workers, and run.json only records it)."""
+    import shutil
+    rc, _, err, made = learning_separation
+    assert (rc, err) == (0, [])
+    shutil.copytree(made, tmp_path / "S")
     argv = list(SEP_DIVERGE) + ["--out", str(tmp_path / "S")]
     argv[argv.index("1e6")] = "0.01"
     argv[argv.index("--workers") + 1] = "2"
-    assert _cli_main(argv, capsys)[:3:2] == (0, [])
     for _ in range(3):
         rc, out, err = _cli_main(argv, capsys)
         assert (rc, err) == (0, []) and "files in" in out and "(analysed only)" not in out

@@ -313,8 +313,9 @@ def test_a_run_under_nohup_completes_and_leaves_the_ignored_signals_ignored(tmp_
                           env=dict(os.environ, MPLBACKEND="Agg"))
     assert proc.returncode == 0 and proc.stdout.strip() == "ok", proc.stderr
 
+# 84 training runs of 1000 steps (was 3000): seconds of work left when the first ends
 STUDY = ["separation", "--fcn_Ts", "4,8", "--tf_Ts", "4", "--family_Ts", "4,8",
-         "--steps", "3000", "--long_steps", "3000", "--long_Ts", "", "--workers", "2"]
+         "--steps", "1000", "--long_steps", "1000", "--long_Ts", "", "--workers", "2"]
 
 
 @pytest.mark.pool
@@ -496,6 +497,39 @@ BACKGROUND_STUDIES = {   # the command, and the lock its sweep of hours-long run
 }
 
 
+# on the PYTHONPATH of a study and its pool workers: each process whose run passes step 100
+# (only the hours-long runs do: the tuning runs before them are shorter) writes the file
+# inside-<pid> into $STSIM_TEST_INSIDE; stsim.core.state is patched when it is imported
+INSIDE_A_RUN = """
+import importlib.abc, importlib.util, os, sys
+
+class _MarkLongRuns(importlib.abc.MetaPathFinder):
+    def find_spec(self, name, path, target=None):
+        if name != "stsim.core.state":
+            return None
+        sys.meta_path.remove(self)
+        spec = importlib.util.find_spec(name)
+        load = spec.loader.exec_module
+
+        def exec_module(module):
+            load(module)
+            accumulate, said = module.RunState.accumulate, []
+
+            def mark(self, *args, **kwargs):
+                accumulate(self, *args, **kwargs)
+                if self.step >= 100 and not said:
+                    said.append(True)
+                    open(os.path.join(os.environ["STSIM_TEST_INSIDE"],
+                                      f"inside-{os.getpid()}"), "w").close()
+            module.RunState.accumulate = mark
+
+        spec.loader.exec_module = exec_module
+        return spec
+
+sys.meta_path.insert(0, _MarkLongRuns())
+"""
+
+
 @pytest.mark.parametrize("study,workers", [
     pytest.param("separation", "2", marks=pytest.mark.pool),
     # before: now and then (3 of 12 runs under load) it printed its one line and then did
@@ -511,19 +545,27 @@ def test_sigterm_on_a_background_study_ends_its_running_workers(tmp_path, study,
     # ignored). Before: SIGTERM raised in the driver, which then waited for the workers'
     # running runs to finish (they ignore SIGINT; here hours of steps) before exiting, and
     # loky's kill printed an InvalidStateError traceback for the futures the sweep cancelled
-    out = tmp_path / "o"
+    out, hook, inside = tmp_path / "o", tmp_path / "hook", tmp_path / "inside"
+    hook.mkdir()
+    inside.mkdir()
+    (hook / "sitecustomize.py").write_text(INSIDE_A_RUN)
     argv, long_runs = BACKGROUND_STUDIES[study]
     proc = subprocess.Popen([sys.executable, "-m", "stsim", *argv,
                              "--workers", workers, "--quiet", "--out", str(out)],
                             start_new_session=True, stdout=subprocess.PIPE,
                             stderr=subprocess.PIPE, text=True,
-                            env=dict(os.environ, MPLBACKEND="Agg"),
+                            env=dict(os.environ, MPLBACKEND="Agg", STSIM_TEST_INSIDE=str(inside),
+                                     PYTHONPATH=os.pathsep.join(
+                                         [str(hook), os.environ["PYTHONPATH"]])),
                             preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_IGN))
     t0 = time.monotonic()
     while not (out / "raw" / long_runs).exists():    # the hours-long runs are submitted
         assert proc.poll() is None and time.monotonic() - t0 < 120, proc.communicate()
         time.sleep(0.1)
-    time.sleep(3)                              # the workers are inside them
+    # and every worker is inside one (was: a 3 s sleep, a guess on a loaded machine)
+    while len(os.listdir(inside)) < int(workers):
+        assert proc.poll() is None and time.monotonic() - t0 < 240, proc.communicate()
+        time.sleep(0.05)
     os.kill(proc.pid, signal.SIGTERM)
     try:
         _, err = proc.communicate(timeout=90)  # a hang guard: the runs take hours
@@ -545,7 +587,9 @@ ready, real = sys.argv[1], P.plot_history
 
 def slow(res, path):
     open(ready, "w").close()               # the test signals once the writing has begun
-    time.sleep(3)
+    t0 = time.monotonic()                  # and says so once it has: the signal is here
+    while not os.path.exists(ready + ".sent") and time.monotonic() - t0 < 120:
+        time.sleep(0.01)
     return real(res, path)
 
 P.plot_history = slow
@@ -569,6 +613,7 @@ def test_a_signal_while_the_files_are_written_waits_until_they_are_whole(tmp_pat
         assert proc.poll() is None and time.monotonic() - t0 < 120, proc.communicate()
         time.sleep(0.02)
     os.kill(proc.pid, signum)
+    (tmp_path / "ready.sent").touch()      # (was: the writing slept 3 s, a guess)
     _, err = proc.communicate(timeout=120)
     name = "Ctrl-C" if signum == signal.SIGINT else "SIGTERM"
     assert proc.returncode == 128 + signum and err == f"stsim: interrupted ({name})\n"

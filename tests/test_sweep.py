@@ -321,8 +321,8 @@ def test_a_worker_that_dies_stops_the_sweep_and_keeps_the_finished_rows(tmp_path
     journal = (tmp_path / "t.csv.journal.jsonl")
     recs = [json.loads(x) for x in journal.read_text().splitlines()] if journal.exists() else []
     assert all(r["status"] == "ok" and r["point"]["a"] != 3 for r in recs)   # no error rows
-    flag.unlink()
-    res = sweep(_dies_on_three, grid, out=out)
+    flag.unlink()           # the rerun in this process: a pool of its own would be a new one
+    res = sweep(_dies_on_three, grid, out=out, executor=InlineExecutor())
     assert res.n_skipped == len(recs) and [r["v"] for r in res.rows] == [1, 2, 3]
 
 
