@@ -206,16 +206,19 @@ def test_a_changed_setting_retrains_its_runs_and_is_never_reused(small, tmp_path
     fig3 = sorted(p for p in cached if p.parent.name == "fig3")
     assert len(fig3) == 3                                       # two seeds and a twin
     args = ["figures", "--only", "fig3", "--out", str(tmp_path), "--workers", "1", "--quiet"]
-    assert cli_main(args + ["--set", "fig3.lr=4"]) == 0
+    # the changed settings: lr 4 (preset 5), and 100 steps (preset 400) to keep it short
+    assert cli_main(args + ["--set", "fig3.lr=4", "--set", "fig3.steps=100"]) == 0
     now = _mtimes(tmp_path)
     assert all(now[p] != cached[p] for p in fig3)               # retrained ...
     assert {p: t for p, t in now.items() if p not in fig3} == \
         {p: t for p, t in cached.items() if p not in fig3}      # ... and nothing else
-    assert {round(stsim.load(p).config["lr"], 12) for p in fig3} == {4.0}
+    assert {(round(stsim.load(p).config["lr"], 12), stsim.load(p).config["steps"])
+            for p in fig3} == {(4.0, 100)}
     # back to the preset: the journal holds those rows as finished, but their files now
-    # hold the lr-4 runs, so they are trained again, not reused
+    # hold the changed runs, so they are trained again, not reused
     assert cli_main(args) == 0
-    assert {round(stsim.load(p).config["lr"], 12) for p in fig3} == {5.0}
+    assert {(round(stsim.load(p).config["lr"], 12), stsim.load(p).config["steps"])
+            for p in fig3} == {(5.0, 400)}
     old = json.loads((small[0] / "fig3.json").read_text())["measured"]
     new = json.loads((tmp_path / "fig3.json").read_text())["measured"]
     np.testing.assert_allclose(new["final_loss"], old["final_loss"], rtol=1e-9)
