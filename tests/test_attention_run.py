@@ -2,8 +2,6 @@
 sweeps and the population objective with attention=, rank=, temperature=; the default
 step of the measured mechanisms (linear, ReLU) holds at q = 3."""
 import json
-import subprocess
-import sys
 
 import numpy as np
 import pytest
@@ -206,20 +204,25 @@ def test_sweep_over_mechanisms():
     assert len(rows) == 4 and all(np.isfinite(r["val"]) for r in rows)
 
 
-def test_command_line(tmp_path):
+def test_command_line(tmp_path, capsys):
+    """``stsim run`` with the mechanism options: they reach the run's config, and a bad
+    one is refused before any file. Through ``stsim.cli.main`` in this process (the
+    ``python -m stsim`` process itself is run by test_train, test_faults, ...)."""
+    from stsim.cli import main
     out = tmp_path / "run"
-    cmd = [sys.executable, "-m", "stsim", "run", "--T", "12", "--q", "2", "--steps", "40",
+    cmd = ["run", "--T", "12", "--q", "2", "--steps", "40",
            "--attention", "relu", "--rank", "3", "--temperature", "0.8", "--out", str(out),
            "--quiet"]
-    subprocess.run(cmd, check=True, capture_output=True, timeout=300)
+    assert main(cmd) == 0
     cfg = json.loads((out / "config.json").read_text())["config"]
     assert (cfg["attention"], cfg["rank"], cfg["temperature"], cfg["init"]) == \
         ("relu", 3, 0.8, "random")
     res = stsim.load(out / "result.npz")
     assert sorted(res.params) == ["V", "W_K", "W_Q"] and res.W.shape == (12 * 2 + 5,) * 2
-    bad = subprocess.run(cmd[:-3] + ["--temperature", "-1", "--out", str(tmp_path / "no")],
-                         capture_output=True, text=True, timeout=300)
-    assert bad.returncode != 0 and "temperature must be a finite number >= 1e-100" in bad.stderr
+    capsys.readouterr()
+    bad = main(cmd[:-3] + ["--temperature", "-1", "--out", str(tmp_path / "no")])
+    assert bad != 0 and "temperature must be a finite number >= 1e-100" in \
+        capsys.readouterr().err
     assert not (tmp_path / "no").exists()
 
 
