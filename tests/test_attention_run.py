@@ -235,7 +235,9 @@ def test_dense_encodings_default_lr_does_not_diverge(pe, sampler):
     assert cfg.lr == pytest.approx(0.125 * 16 / 80)     # min(0.125, 4/T) x d_e/(4T)
     res = stsim.run(config=cfg)
     assert res.status == "completed" and res.history["val"][-1] < res.history["val"][0]
-    assert stsim.run(config=cfg, lr=0.25).status == "diverged" or pe == "stochastic"
+    # the slots rule's step diverges with near-orthogonal encodings (the stochastic ones
+    # are not claimed to: their run at it is not made)
+    assert pe == "stochastic" or stsim.run(config=cfg, lr=0.25).status == "diverged"
 
 
 # ---- the measured steps of linear and ReLU attention, calibrated at q = 2 and 3 ----------
