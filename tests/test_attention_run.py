@@ -2,8 +2,6 @@
 sweeps and the population objective with attention=, rank=, temperature=; the default
 step of the measured mechanisms (linear, ReLU) holds at q = 3."""
 import json
-import subprocess
-import sys
 
 import numpy as np
 import pytest
@@ -206,20 +204,25 @@ def test_sweep_over_mechanisms():
     assert len(rows) == 4 and all(np.isfinite(r["val"]) for r in rows)
 
 
-def test_command_line(tmp_path):
+def test_command_line(tmp_path, capsys):
+    """``stsim run`` with the mechanism options: they reach the run's config, and a bad
+    one is refused before any file. Through ``stsim.cli.main`` in this process (the
+    ``python -m stsim`` process itself is run by test_train, test_faults, ...)."""
+    from stsim.cli import main
     out = tmp_path / "run"
-    cmd = [sys.executable, "-m", "stsim", "run", "--T", "12", "--q", "2", "--steps", "40",
+    cmd = ["run", "--T", "12", "--q", "2", "--steps", "40",
            "--attention", "relu", "--rank", "3", "--temperature", "0.8", "--out", str(out),
            "--quiet"]
-    subprocess.run(cmd, check=True, capture_output=True, timeout=300)
+    assert main(cmd) == 0
     cfg = json.loads((out / "config.json").read_text())["config"]
     assert (cfg["attention"], cfg["rank"], cfg["temperature"], cfg["init"]) == \
         ("relu", 3, 0.8, "random")
     res = stsim.load(out / "result.npz")
     assert sorted(res.params) == ["V", "W_K", "W_Q"] and res.W.shape == (12 * 2 + 5,) * 2
-    bad = subprocess.run(cmd[:-3] + ["--temperature", "-1", "--out", str(tmp_path / "no")],
-                         capture_output=True, text=True, timeout=300)
-    assert bad.returncode != 0 and "temperature must be a finite number >= 1e-100" in bad.stderr
+    capsys.readouterr()
+    bad = main(cmd[:-3] + ["--temperature", "-1", "--out", str(tmp_path / "no")])
+    assert bad != 0 and "temperature must be a finite number >= 1e-100" in \
+        capsys.readouterr().err
     assert not (tmp_path / "no").exists()
 
 
@@ -232,7 +235,9 @@ def test_dense_encodings_default_lr_does_not_diverge(pe, sampler):
     assert cfg.lr == pytest.approx(0.125 * 16 / 80)     # min(0.125, 4/T) x d_e/(4T)
     res = stsim.run(config=cfg)
     assert res.status == "completed" and res.history["val"][-1] < res.history["val"][0]
-    assert stsim.run(config=cfg, lr=0.25).status == "diverged" or pe == "stochastic"
+    # the slots rule's step diverges with near-orthogonal encodings (the stochastic ones
+    # are not claimed to: their run at it is not made)
+    assert pe == "stochastic" or stsim.run(config=cfg, lr=0.25).status == "diverged"
 
 
 # ---- the measured steps of linear and ReLU attention, calibrated at q = 2 and 3 ----------

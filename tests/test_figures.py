@@ -162,10 +162,26 @@ def test_one_figure_redraws_from_cache(request, fig, tmp_path):
     assert (tmp_path / f"{fig}.png").exists() and (tmp_path / f"{fig}.json").exists()
 
 
-def test_a_rerun_of_a_finished_run_trains_nothing(made, tmp_path):
-    cached = _runs_copy(made, tmp_path)
-    assert cli_main(["figures", "--quick", *_only(made), "--out", str(tmp_path),
-                     "--quiet"]) == 0
+@pytest.fixture(scope="module",
+                params=["small", pytest.param("quick", marks=pytest.mark.slow)])
+def rerun(request, tmp_path_factory):
+    """``stsim figures --quick --only <its figures>`` once more on a copy of the runs of
+    ``small`` (``quick`` under ``-m slow``), journal included: ``(made, out, {path:
+    mtime} before, exit status, stdout)``, read by the tests of that rerun."""
+    import contextlib
+    import io
+    made = request.getfixturevalue(request.param)
+    out = tmp_path_factory.mktemp("rerun")
+    cached = _runs_copy(made, out)
+    printed = io.StringIO()
+    with contextlib.redirect_stdout(printed):
+        status = cli_main(["figures", "--quick", *_only(made), "--out", str(out), "--quiet"])
+    return made, out, cached, status, printed.getvalue()
+
+
+def test_a_rerun_of_a_finished_run_trains_nothing(rerun):
+    made, tmp_path, cached, status, _ = rerun
+    assert status == 0
     assert _mtimes(tmp_path) == cached                          # the journal: all done
     assert json.loads((tmp_path / "runs" / "run.json").read_text())["n_trained"] == 0
     for n in made[1]:        # the same numbers: every figure's files as the first run's
@@ -206,16 +222,19 @@ def test_a_changed_setting_retrains_its_runs_and_is_never_reused(small, tmp_path
     fig3 = sorted(p for p in cached if p.parent.name == "fig3")
     assert len(fig3) == 3                                       # two seeds and a twin
     args = ["figures", "--only", "fig3", "--out", str(tmp_path), "--workers", "1", "--quiet"]
-    assert cli_main(args + ["--set", "fig3.lr=4"]) == 0
+    # the changed settings: lr 4 (preset 5), and 100 steps (preset 400) to keep it short
+    assert cli_main(args + ["--set", "fig3.lr=4", "--set", "fig3.steps=100"]) == 0
     now = _mtimes(tmp_path)
     assert all(now[p] != cached[p] for p in fig3)               # retrained ...
     assert {p: t for p, t in now.items() if p not in fig3} == \
         {p: t for p, t in cached.items() if p not in fig3}      # ... and nothing else
-    assert {round(stsim.load(p).config["lr"], 12) for p in fig3} == {4.0}
+    assert {(round(stsim.load(p).config["lr"], 12), stsim.load(p).config["steps"])
+            for p in fig3} == {(4.0, 100)}
     # back to the preset: the journal holds those rows as finished, but their files now
-    # hold the lr-4 runs, so they are trained again, not reused
+    # hold the changed runs, so they are trained again, not reused
     assert cli_main(args) == 0
-    assert {round(stsim.load(p).config["lr"], 12) for p in fig3} == {5.0}
+    assert {(round(stsim.load(p).config["lr"], 12), stsim.load(p).config["steps"])
+            for p in fig3} == {(5.0, 400)}
     old = json.loads((small[0] / "fig3.json").read_text())["measured"]
     new = json.loads((tmp_path / "fig3.json").read_text())["measured"]
     np.testing.assert_allclose(new["final_loss"], old["final_loss"], rtol=1e-9)
@@ -399,15 +418,13 @@ def test_claims_map_from_the_plain_function(quick, tmp_path):
     assert (tmp_path / "claims.png").stat().st_size > 10_000
 
 
-def test_quick_starts_and_ends_with_what_quick_scale_decides(made, tmp_path, capsys):
+def test_quick_starts_and_ends_with_what_quick_scale_decides(rerun):
     """``stsim figures --quick``'s first and last lines say that its [NOT] lines are
     expected and that --full decides the claims; a --full analysis does not print it."""
     from stsim.cli.figures import QUICK_SCOPE
-    _runs_copy(made, tmp_path)
-    capsys.readouterr()
-    assert cli_main(["figures", "--quick", *_only(made), "--out", str(tmp_path),
-                     "--quiet"]) == 0
-    lines = capsys.readouterr().out.strip().splitlines()
+    status, printed = rerun[3:]
+    assert status == 0
+    lines = printed.strip().splitlines()
     assert lines[0] == lines[-1] == QUICK_SCOPE and "stsim figures --full" in lines[-1]
     assert "[NOT]" in QUICK_SCOPE and "\n" not in QUICK_SCOPE
 

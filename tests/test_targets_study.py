@@ -191,6 +191,13 @@ def test_choose_ties_and_failures():
 
 
 def test_cli_exit_statuses(tmp_path, monkeypatch, capsys):
+    """2 for a bad setting, 0 for a run that completes, 1 for one whose transformer runs
+    raise. The failing run starts from the first one's raw tables without its tuning and
+    reported runs (the tables every run of train_one writes): the width parts, made with
+    the same settings, are resumed, and every transformer run is tried and raises."""
+    import os
+    import shutil
+
     from stsim.cli import main
     assert main(["targets", "--set=q=0", "--out", str(tmp_path / "bad")]) == 2
     out = str(tmp_path / "o")
@@ -200,6 +207,9 @@ def test_cli_exit_statuses(tmp_path, monkeypatch, capsys):
     def boom(*a, **k):
         raise MemoryError("Unable to allocate 1 GiB")
     monkeypatch.setattr(runs, "train_one", boom)
+    shutil.copytree(tmp_path / "o" / "raw", tmp_path / "e" / "raw",
+                    ignore=shutil.ignore_patterns("tune.csv*", "runs.csv*", "run.json"))
+    assert not {"tune.csv", "runs.csv"} & set(os.listdir(tmp_path / "e" / "raw"))
     out = str(tmp_path / "e")
     assert main(["targets", *FLAGS, "--set=targets=['mean']", "--workers=1", "--out", out]) == 1
     data = json.load(open(f"{out}/targets.json"))
