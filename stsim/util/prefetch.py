@@ -99,8 +99,14 @@ class Prefetch:
         return self._state
 
     def close(self):
-        """Stop the thread (results drawn ahead are dropped)."""
+        """Stop the thread (results drawn ahead are dropped). The queue is emptied first, so
+        that a thread waiting to put into it returns at once (not at its next poll)."""
         self._stop.set()
+        try:
+            while True:
+                self._queue.get_nowait()
+        except queue.Empty:
+            pass
         self._thread.join()
 
     def __enter__(self):
