@@ -102,8 +102,8 @@ def test_final_estimate_is_unbiased_and_its_standard_error_calibrated():
     count = {}
 
     def repeating(self, rng, b, T, q, part="train"):
-        key = id(rng)
-        base = count.setdefault(key, [int(rng.integers(2 ** 31)), 0])
+        key = id(rng)       # the generator is kept in its entry, so no later one gets its id
+        base = count.setdefault(key, [int(rng.integers(2 ** 31)), 0, rng])
         base[1] += 1
         return real(self, np.random.default_rng([base[0], base[1] % 4]), b, T, q, part)
     Problem._draw = repeating
