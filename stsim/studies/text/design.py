@@ -72,7 +72,7 @@ HELP = {"tasks": "mean (Gaussian tokens), text (selection on Tiny Shakespeare), 
 EPILOG = ("writes raw/tune.csv, raw/runs.csv (a rerun with the same --out resumes) and\n"
           "raw/run.json, then text.json (every check with se, critical, verdict),\n"
           "report.md, length.png/.csv, attention.png/.csv (--analyse-only: from raw/)\n"
-          "examples: stsim text                       # quick, T = 12 (about 30 s)\n"
+          "examples: stsim text                       # quick, T = 12 (about 10 s)\n"
           "          stsim text --full --out docs/figures/text")
 
 
