@@ -22,10 +22,20 @@ import time
 from stsim.sweeps.pool import InlineExecutor
 from stsim.util.io import atomic_write, read_json, write_json
 
-__all__ = ["MODES", "STUDY_MEMBERS", "apply_overrides", "resolve_config", "run_study",
-           "check_study", "divergence", "publish_divergence", "divergence_markdown"]
+__all__ = ["MODES", "STUDY_MEMBERS", "RAW", "raw_path", "apply_overrides", "resolve_config",
+           "run_study", "check_study", "divergence", "publish_divergence", "divergence_markdown"]
 
 MODES = ("quick", "full")
+#: the subfolder of a study's folder where its raw tables, their journals and its run
+#: record live (where a study keeps them there)
+RAW = "raw"
+
+
+def raw_path(out, name) -> str:
+    """The raw table (or record) ``name`` of the study folder ``out``: ``<out>/raw/<name>``."""
+    return os.path.join(out, RAW, name)
+
+
 STUDY_MEMBERS = ("NAME", "PRESETS", "HELP", "EPILOG", "check", "run", "analyse", "report",
                  "console")
 

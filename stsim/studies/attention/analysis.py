@@ -10,7 +10,8 @@ import numpy as np
 from stsim.core.attention import Softmax
 from stsim.core.attention_dynamics import reduced_gd
 from stsim.core.targets import make_target
-from stsim.studies.attention.design import BASE_TEXT, made_by, named, rank_points, raw_path
+from stsim.studies.attention.design import BASE_TEXT, made_by, named, rank_points
+from stsim.studies.contract import raw_path
 from stsim.studies.attention.runs import choose
 from stsim.studies.cells import made_with
 from stsim.studies.tuning import at_chosen

@@ -9,7 +9,6 @@ the reduced map's arrays.
 """
 from __future__ import annotations
 
-import os
 
 from stsim.core.attention import (ATTENTIONS, MECHANISMS, TAU_RANGE, Attention,
                                   check_temperature)
@@ -23,7 +22,7 @@ from stsim.util.validate import check_int, check_memory, check_real
 __all__ = ["MECHS", "WIDTH_MECHS", "FAM_FULL", "FAM_QUICK", "QUICK", "FULL", "EPILOG", "HELP",
            "TUNE_ROOT", "MADE_BY", "made_by", "TUNE_BASES", "BASE_TEXT", "LISTS",
            "parse_mechanism", "mechanism_label", "named", "check", "check_sizes", "width_cap",
-           "rank_points", "raw_path"]
+           "rank_points"]
 
 MECHS = list(ATTENTIONS) + ["rank=4", "tau=0.5"]
 #: a normalised element-wise mechanism has the family of its base one (a constant scale)
@@ -263,6 +262,3 @@ def rank_points(cfg) -> list:
             for r in cfg["rank_r"] if q < T and r <= 2 * T]
 
 
-def raw_path(out, name):
-    """The raw table ``name`` of the folder ``out``."""
-    return os.path.join(out, "raw", name)

@@ -12,6 +12,7 @@ import numpy as np
 from stsim.util.io import atomic_write, write_csv, write_json
 from stsim.util.stats import law_value
 from stsim.studies.attention.design import made_by, named
+from stsim.studies.contract import raw_path
 from stsim.studies.cells import made_with
 from stsim.studies.tuning import at_chosen, read_curve
 from stsim.util.verdict import checks_table
@@ -127,7 +128,7 @@ def write_outputs(cfg, out, results) -> dict:
                                                  "critical", "verdict"],
               [[r["mechanism"], r["T"], c["d_e"], c["measured"], c["se"], c["critical"],
                 c["verdict"]] for r in results.get("trained", []) for c in r["cells"]])
-    _curves(cfg, out, at_chosen(made_with(os.path.join(out, "raw", "runs.csv"),
+    _curves(cfg, out, at_chosen(made_with(raw_path(out, "runs.csv"),
                                           made_by(cfg, "runs")), "mechanism",
                                 {m: p["mult"] for m, p in results["mechanisms"].items()}))
     _widths(cfg, out, results)

@@ -31,9 +31,10 @@ import stsim
 from stsim.core.attention import MECHANISMS
 from stsim.core.config import Config
 from stsim.studies.attention.design import (TUNE_ROOT, made_by, mechanism_label,
-                                            parse_mechanism, rank_points, raw_path, width_cap)
+                                            parse_mechanism, rank_points, width_cap)
 from stsim.studies.attention.widths import width_point
 from stsim.studies.cells import made_with, stamped
+from stsim.studies.contract import RAW, raw_path
 from stsim.studies.tuning import choose as choose_by, run_measures
 from stsim.studies.widths import Precision
 from stsim.sweeps import sweep
@@ -142,7 +143,7 @@ def sphere_one(mechanism, T, q, d_e, d, steps, seed):
 def run(cfg, out, executor, log):
     """The tuning runs, the reported runs, the rank grid and the width replicates, each
     through :func:`stsim.sweep` into its table under ``raw/`` (resumable)."""
-    os.makedirs(os.path.join(out, "raw"), exist_ok=True)
+    os.makedirs(os.path.join(out, RAW), exist_ok=True)
     t0 = time.time()
     c = {k: cfg[k] for k in ("T", "q", "d", "batch", "target")}
     walls = {}

@@ -8,6 +8,7 @@ import os
 
 import numpy as np
 
+from stsim.studies.contract import raw_path
 from stsim.sweeps.grid import point_key
 from stsim.sweeps.journal import journal_path, load_journal
 from stsim.util.io import read_json, write_csv, write_json
@@ -66,7 +67,7 @@ def text_array(text) -> np.ndarray:
 
 def raw_table(out, name) -> str:
     """The raw table ``<out>/raw/<name>.csv`` of a part (its journal beside it)."""
-    return os.path.join(out, "raw", f"{name}.csv")
+    return raw_path(out, f"{name}.csv")
 
 
 def design_results(out, name, points):
@@ -103,7 +104,7 @@ def fit_law(x, y) -> dict | None:
 
 
 def _record_path(out):
-    return os.path.join(out, "raw", "run.json")
+    return raw_path(out, "run.json")
 
 
 def load_run_record(out) -> dict:

@@ -7,6 +7,7 @@ import os
 import time
 
 from stsim.studies.cells import SETTINGS, stamped, train_cells, tune_and_report  # noqa: F401
+from stsim.studies.contract import RAW
 from stsim.studies.separation.design import (FAMILY_ROOT, Precision, cells,
                                              family_crossing_point, family_settings,
                                              family_widths, n_mc, priority)
@@ -23,7 +24,7 @@ def raw_dir(out) -> str:
     """Where the raw tables, their journals and the run record ``run.json`` live:
     ``<out>/raw``. ``ValueError`` for a folder in the earlier layout (raw tables at
     the top of ``out``), so that a resume does not silently recompute them."""
-    raw = os.path.join(out, "raw")
+    raw = os.path.join(out, RAW)
     old = [t for t in RAW_TABLES if os.path.exists(os.path.join(out, t + ".journal.jsonl"))]
     if old and not os.path.isdir(raw):
         raise ValueError(f"out={out!r} holds raw tables at its top ({', '.join(old)}): move "

@@ -13,7 +13,8 @@ import numpy as np
 from stsim.core.targets import make_target
 from stsim.studies.cells import made_with
 from stsim.studies.targets import widths
-from stsim.studies.targets.design import EXACT_LOSS, made_by, raw_path
+from stsim.studies.contract import raw_path
+from stsim.studies.targets.design import EXACT_LOSS, made_by
 from stsim.studies.targets.runs import choose
 from stsim.studies.tuning import at_chosen, seed_stats
 from stsim.util.verdict import judge

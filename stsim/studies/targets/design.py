@@ -12,7 +12,6 @@ tables' settings are in :mod:`~stsim.studies.targets.widths`, merged in here.
 from __future__ import annotations
 
 import math
-import os
 
 from stsim.core.config import Config
 from stsim.core.reduced import LEARNED
@@ -21,7 +20,7 @@ from stsim.studies.targets import widths
 from stsim.util.validate import check_int, check_real
 
 __all__ = ["QUICK", "FULL", "HELP", "EPILOG", "TUNE_ROOT", "EXACT_LOSS", "MADE_BY",
-           "check", "made_by", "raw_path"]
+           "check", "made_by"]
 
 TUNE_ROOT = 1          # root seed of the tuning replicate (the reported seeds: root 0)
 EXACT_LOSS = 1e-20     # the construction's loss is below it
@@ -96,7 +95,3 @@ def check(cfg):
         except ValueError as exc:
             raise ValueError(f"targets: the run of {t} (T, d, batch, T_test): {exc}") from None
     return widths.check(cfg)
-
-
-def raw_path(out, name):
-    return os.path.join(out, "raw", name)

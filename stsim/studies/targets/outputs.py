@@ -13,8 +13,8 @@ import os
 import numpy as np
 
 from stsim.studies.cells import made_with
-from stsim.studies.contract import divergence, divergence_markdown
-from stsim.studies.targets.design import made_by, raw_path
+from stsim.studies.contract import divergence, divergence_markdown, raw_path
+from stsim.studies.targets.design import made_by
 from stsim.studies.targets.runs import encoding_width
 from stsim.studies.targets.widths import family_kind, footing
 from stsim.util.io import atomic_write, read_json, write_csv, write_json
@@ -221,7 +221,7 @@ def write_outputs(cfg, out, s, d_e):
     """Every output file (module docstring); ``d_e``: the runs' encoding width (the length
     figure's title). Returns the summary with ``checks`` (every check, a list) and
     ``table`` (the side-by-side rows)."""
-    runs = at_chosen(made_with(os.path.join(out, "raw", "runs.csv"), made_by(cfg, "runs"),
+    runs = at_chosen(made_with(raw_path(out, "runs.csv"), made_by(cfg, "runs"),
                                ok=True), "target", s["mults"])
     checks = [c for part in PARTS for t in cfg["targets"] for c in s[part][t]]
     s = dict(s, checks=checks, table=table(cfg, s))

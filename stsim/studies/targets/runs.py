@@ -24,7 +24,8 @@ from stsim.core.model import forward_backward
 from stsim.core.targets import Variance, make_target
 from stsim.studies.cells import made_with, stamped
 from stsim.studies.targets import widths
-from stsim.studies.targets.design import TUNE_ROOT, made_by, raw_path
+from stsim.studies.contract import RAW, raw_path
+from stsim.studies.targets.design import TUNE_ROOT, made_by
 from stsim.studies.tuning import choose as choose_by, run_measures
 from stsim.sweeps import sweep
 from stsim.util.io import write_json
@@ -97,7 +98,7 @@ def choose(rows, mults=None) -> dict:
 def run(cfg, out, executor, log=None):
     """The three tables under ``raw/`` (:mod:`~stsim.studies.targets.study`), each a
     resumable sweep."""
-    os.makedirs(os.path.join(out, "raw"), exist_ok=True)
+    os.makedirs(os.path.join(out, RAW), exist_ok=True)
     say, walls, t0 = log or (lambda msg: None), {}, time.time()
     c = {k: cfg[k] for k in ("T", "q", "d", "batch", "steps")}
     c["T_test"] = tuple(cfg["T_test"])

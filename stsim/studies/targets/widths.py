@@ -31,7 +31,6 @@ family tables' settings (:data:`MADE_BY`) are merged into the study's design
 from __future__ import annotations
 
 import math
-import os
 import time
 import warnings
 
@@ -42,6 +41,7 @@ from stsim.core.config import Config
 from stsim.core.cost import estimated_seconds
 from stsim.core.targets import make_target
 from stsim.studies import widths as wl
+from stsim.studies.contract import raw_path
 from stsim.studies.cells import (cells, made_with, pick_lr, read_rows, settings_text,
                                  train_cells, validate_point)
 from stsim.studies.widths import FAMILY_LAWS, QUICK as QUICK_PRECISION, Precision
@@ -145,10 +145,6 @@ def check(cfg):
             raise ValueError(f"targets: the FCN cell at T={c['T']} (fcn_Ts), width "
                              f"{c['width']} (fcn_span, fcn_max_width): {exc}") from None
     return cfg
-
-
-def _raw(out, name):
-    return os.path.join(out, "raw", name)
 
 
 def footing(target, d, q) -> float:
@@ -256,7 +252,7 @@ def run(cfg, out, executor, part, say):
          [dict(target=t, T=T, level=level(t, cfg)) for T in sorted(cfg["fam_Ts"],
                                                                     reverse=True)
           for t in own], seeds=1)
-    mean_x = {r["T"]: r for r in made_with(_raw(out, "family_width.csv"),
+    mean_x = {r["T"]: r for r in made_with(raw_path(out, "family_width.csv"),
                                            made_by(cfg, "family_width"), ok=True)
               if r["target"] == "mean" and r["level"] == level("mean", cfg)}
     eq = [dict(target=t, T=T, d_e=int(round(mean_x[T]["d_e"])))
@@ -266,8 +262,8 @@ def run(cfg, out, executor, part, say):
         part("family_equal", lambda target, T, d_e, seed: equal_point(
             target, T, d_e, q, d, cfg["eq_n"], seed), eq, root_seed=FAM_ROOT)
     t = time.time()
-    train_cells(fcn_cells(cfg), _sep_cfg(cfg), executor, _raw(out, "fcn_tune.csv"),
-                _raw(out, "fcn_runs.csv"), say, time.perf_counter())
+    train_cells(fcn_cells(cfg), _sep_cfg(cfg), executor, raw_path(out, "fcn_tune.csv"),
+                raw_path(out, "fcn_runs.csv"), say, time.perf_counter())
     return {"fcn": time.time() - t, "width_estimate_cpu_s": est}
 
 
@@ -284,11 +280,11 @@ def _rows(out, name, cfg):
     if name in MADE_BY:
         needed = [dict(target=t, T=T, level=level(t, cfg)) for t in _family_targets(cfg)
                   for T in cfg["fam_Ts"]] if name == "family_width" else []
-        return made_with(_raw(out, f"{name}.csv"), made_by(cfg, name), needed, ok=True)
+        return made_with(raw_path(out, f"{name}.csv"), made_by(cfg, name), needed, ok=True)
     made = dict(q=cfg["q"], d=cfg["width_d"], batch=cfg["fcn_batch"], n_val=cfg["fcn_n_val"],
                 steps=cfg["fcn_steps"])
     rates = {float(x) for x in (*cfg["fcn_lrs"], *cfg["fcn_lr_extra"])}
-    return [r for r in read_rows(_raw(out, f"{name}.csv"))
+    return [r for r in read_rows(raw_path(out, f"{name}.csv"))
             if all(r.get(k) == v for k, v in made.items()) and float(r["lr"]) in rates
             and (name != "fcn_runs" or r["seed_index"] < cfg["fcn_seeds"])]
 

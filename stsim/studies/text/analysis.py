@@ -35,7 +35,8 @@ import math
 
 from stsim.baselines.text import neighbour_bits, unigram_bits
 from stsim.studies.cells import lr_edge, made_with
-from stsim.studies.text.design import FIXED, PAPER, arm_name, arms_of, made_by, raw_path
+from stsim.studies.contract import raw_path
+from stsim.studies.text.design import FIXED, PAPER, arm_name, arms_of, made_by
 from stsim.studies.text.runs import tuned
 from stsim.studies.tuning import at_chosen, seed_stats
 from stsim.util.verdict import all_of, inconclusive, judge

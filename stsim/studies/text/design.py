@@ -16,7 +16,6 @@ and budget for every arm).
 """
 from __future__ import annotations
 
-import os
 
 from stsim.core.corpus import load_corpus
 from stsim.core.reduced import LEARNED
@@ -24,7 +23,7 @@ from stsim.studies.cells import settings_text
 from stsim.util.validate import check_int, check_real
 
 __all__ = ["TUNE_ROOT", "ENCODINGS", "FIXED", "PAPER", "TASKS", "VOCAB", "QUICK", "FULL",
-           "HELP", "EPILOG", "MADE_BY", "made_by", "check", "raw_path", "run_options",
+           "HELP", "EPILOG", "MADE_BY", "made_by", "check", "run_options",
            "arms_of", "arm_name"]
 
 TUNE_ROOT = 1
@@ -85,10 +84,6 @@ MADE_BY = ("T", "q", "T_test", "steps", "batch", "lr", "n_val", "attn_offsets")
 def made_by(cfg) -> str:
     """The ``settings`` cell of the rows made with ``cfg``."""
     return settings_text(**{k: cfg[k] for k in MADE_BY})
-
-
-def raw_path(out, name):
-    return os.path.join(out, "raw", name)
 
 
 def check(cfg):

@@ -25,8 +25,8 @@ import numpy as np
 import stsim
 from stsim.core.targets import make_target
 from stsim.studies.cells import extend_rates, made_with, stamped
-from stsim.studies.text.design import (TUNE_ROOT, VOCAB, arm_name, arms_of, made_by, raw_path,
-                                       run_options)
+from stsim.studies.contract import RAW, raw_path
+from stsim.studies.text.design import TUNE_ROOT, VOCAB, arm_name, arms_of, made_by, run_options
 from stsim.studies.tuning import choose
 from stsim.sweeps import sweep
 from stsim.util.io import write_json
@@ -69,7 +69,7 @@ def train_one(task, encoding, mult, seed, cfg):
 
 def run(cfg, out, executor, log=None):
     """The tuning and the reported runs under ``raw/``, each a resumable sweep."""
-    os.makedirs(os.path.join(out, "raw"), exist_ok=True)
+    os.makedirs(os.path.join(out, RAW), exist_ok=True)
     say, walls, t0 = log or (lambda msg: None), {}, time.time()
 
     def part(name, fn, points, **kw):
